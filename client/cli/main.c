@@ -1,0 +1,123 @@
+/* cohort-client: the reference client. Loads its shard of an IDX dataset,
+ * then takes part in rounds through libcohort's public API until the
+ * federation is over. Exit status 0 when it ended normally. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cohort.h"
+#include "flags.h"
+
+static struct {
+  const char *server, *token, *data, *shard, *log_level;
+  long limit, seed;
+} g_opts;
+
+static const flag_def FLAGS[] = {
+    {"server", FLAG_STRING, &g_opts.server, "127.0.0.1:50051", 0, 0,
+     "HOST:PORT", "coordinator address"},
+    {"token", FLAG_STRING, &g_opts.token, NULL, 0, 0, "T",
+     "enrollment token (or set COHORT_ENROLL_TOKEN, which keeps it out of "
+     "the process list)"},
+    {"data", FLAG_STRING, &g_opts.data, "/usr/share/datasets/fashion-mnist",
+     0, 0, "DIR",
+     "folder with train-images-idx3-ubyte[.gz] and train-labels-idx1-ubyte[.gz]"},
+    {"shard", FLAG_STRING, &g_opts.shard, "0/1", 0, 0, "I/N",
+     "train on the I-th of N equal contiguous shards of the data (0-based)"},
+    {"limit", FLAG_INT, &g_opts.limit, "0", 0, 1e9, "N",
+     "use only the first N examples of the shard (0: all)"},
+    {"seed", FLAG_INT, &g_opts.seed, "0", 0, 9007199254740991.0, "S",
+     "seed of the local shuffling"},
+    {"log-level", FLAG_STRING, &g_opts.log_level, "info", 0, 0, "LEVEL",
+     "debug, info, warn, error or off"},
+};
+#define N_FLAGS (sizeof FLAGS / sizeof FLAGS[0])
+
+static const char USAGE[] =
+    "usage: cohort-client --server HOST:PORT --token T [options]\n\n"
+    "Takes part in a Cohort federation: checks in, downloads the global\n"
+    "model, trains it on its own shard of the data, uploads only the delta,\n"
+    "and exits with status 0 when the coordinator says the federation is over.";
+
+static cohort_client_t *g_client;
+
+static void on_signal(int sig) {
+  (void)sig;
+  cohort_client_stop(g_client);
+}
+
+static int parse_shard(const char *s, int *index, int *count) {
+  char tail;
+  if (sscanf(s, "%d/%d%c", index, count, &tail) != 2 || *count < 1 ||
+      *index < 0 || *index >= *count)
+    return -1;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  char err[512];
+  int rc = flags_parse(FLAGS, N_FLAGS, argc, argv, err, sizeof err);
+  if (rc == FLAGS_HELP) {
+    flags_print_help(stdout, USAGE, FLAGS, N_FLAGS);
+    return 0;
+  }
+  if (rc != FLAGS_OK) {
+    fprintf(stderr, "cohort-client: %s\n", err);
+    return 2;
+  }
+  static const char *levels[] = {"debug", "info", "warn", "error", "off"};
+  int level = -1;
+  for (int i = 0; i < 5; i++)
+    if (strcmp(g_opts.log_level, levels[i]) == 0)
+      level = i;
+  if (level < 0) {
+    fprintf(stderr, "cohort-client: --log-level: unknown level '%s'\n",
+            g_opts.log_level);
+    return 2;
+  }
+  cohort_set_log_level(level);
+  const char *token = g_opts.token ? g_opts.token : getenv("COHORT_ENROLL_TOKEN");
+  if (!token || !*token) {
+    fprintf(stderr, "cohort-client: give --token or COHORT_ENROLL_TOKEN\n");
+    return 2;
+  }
+  int index, count;
+  if (parse_shard(g_opts.shard, &index, &count) != 0) {
+    fprintf(stderr, "cohort-client: --shard '%s': expected I/N with 0 <= I < N\n",
+            g_opts.shard);
+    return 2;
+  }
+
+  cohort_dataset_t *ds = NULL;
+  rc = cohort_dataset_load_idx(g_opts.data, index, count, (size_t)g_opts.limit,
+                               &ds, err, sizeof err);
+  if (rc != COHORT_OK) {
+    fprintf(stderr, "cohort-client: %s\n", err);
+    return 1;
+  }
+  fprintf(stderr, "cohort-client: shard %d/%d of %s: %zu examples\n", index,
+          count, g_opts.data, cohort_dataset_size(ds));
+
+  cohort_client_options o;
+  cohort_client_options_init(&o);
+  o.server = g_opts.server;
+  o.enrollment_token = token;
+  o.dataset = ds;
+  o.seed = (uint64_t)g_opts.seed;
+  rc = cohort_client_new(&o, &g_client);
+  if (rc != COHORT_OK) {
+    fprintf(stderr, "cohort-client: %s\n", cohort_strerror(rc));
+    cohort_dataset_free(ds);
+    return 1;
+  }
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
+  rc = cohort_client_run(g_client);
+  if (rc != COHORT_OK)
+    fprintf(stderr, "cohort-client: %s: %s\n", cohort_strerror(rc),
+            cohort_client_last_error(g_client));
+  cohort_client_free(g_client);
+  cohort_dataset_free(ds);
+  return rc == COHORT_OK ? 0 : 1;
+}

@@ -1,0 +1,643 @@
+/* libcohort's client: registration, check-in, chunked and digest-checked
+ * model download, local training (callback or built-in), federated
+ * evaluation and chunked, idempotent update upload. See cohort.h. */
+#include "cohort.h"
+
+#include <grpc/status.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "crypto.h"
+#include "log.h"
+#include "nn_dataset.h"
+#include "nn_zoo.h"
+#include "pb.h"
+#include "rpc_client.h"
+#include "wire.h"
+
+/* A coordinator may not make us allocate more than this for one model. */
+#define MAX_MODEL_BYTES (1024u * 1024u * 1024u)
+
+struct cohort_dataset {
+  nn_dataset ds;
+};
+
+struct cohort_client {
+  cohort_client_options opt;
+  char *server;
+  char *enrollment_token;
+  char *platform;
+  rpc_channel *ch;
+  uint64_t id;
+  char session[65]; /* empty until registered */
+  char last_error[256];
+  volatile sig_atomic_t stop;
+
+  /* The last global model downloaded, kept so a repeated task for the same
+   * version needs no second download. */
+  uint64_t model_version;
+  uint8_t model_sha[CRYPTO_SHA256_LEN];
+  uint8_t *model_blob;
+  size_t model_len;
+};
+
+static void set_error(cohort_client_t *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void set_error(cohort_client_t *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c->last_error, sizeof c->last_error, fmt, ap);
+  va_end(ap);
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0)
+    ;
+}
+
+static double mono_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static char *dup_or_null(const char *s) {
+  if (!s)
+    return NULL;
+  size_t n = strlen(s) + 1;
+  char *d = malloc(n);
+  if (d)
+    memcpy(d, s, n);
+  return d;
+}
+
+/* ---- datasets ---- */
+
+int cohort_dataset_load_idx(const char *dir, int shard_index, int shard_count,
+                            size_t limit, cohort_dataset_t **out, char *err,
+                            size_t errlen) {
+  char scratch[8];
+  if (!err || errlen == 0) {
+    err = scratch;
+    errlen = sizeof scratch;
+  }
+  if (!dir || !out || shard_count < 1 || shard_index < 0 ||
+      shard_index >= shard_count) {
+    snprintf(err, errlen, "shard %d/%d: need 0 <= index < count", shard_index,
+             shard_count);
+    return COHORT_EINVAL;
+  }
+  nn_dataset all = {0};
+  int rc = nn_idx_load_dir(dir, 1, &all, err, errlen);
+  if (rc)
+    return rc;
+  cohort_dataset_t *d = calloc(1, sizeof *d);
+  if (!d) {
+    nn_dataset_close(&all);
+    return COHORT_ENOMEM;
+  }
+  rc = nn_dataset_shard(&all, shard_index, shard_count, &d->ds);
+  nn_dataset_close(&all);
+  if (rc) {
+    snprintf(err, errlen, "cannot take shard %d/%d: %s", shard_index,
+             shard_count, cohort_strerror(rc));
+    free(d);
+    return rc;
+  }
+  if (limit)
+    nn_dataset_truncate(&d->ds, limit);
+  *out = d;
+  return COHORT_OK;
+}
+
+size_t cohort_dataset_size(const cohort_dataset_t *ds) {
+  return ds ? ds->ds.n : 0;
+}
+
+void cohort_dataset_free(cohort_dataset_t *ds) {
+  if (!ds)
+    return;
+  nn_dataset_close(&ds->ds);
+  free(ds);
+}
+
+/* ---- client lifecycle ---- */
+
+void cohort_client_options_init(cohort_client_options *o) {
+  memset(o, 0, sizeof *o);
+  o->rpc_timeout_ms = 30000;
+  o->give_up_after_s = 300;
+}
+
+void cohort_set_log_level(int level) {
+  if (level < LOG_DEBUG)
+    level = LOG_DEBUG;
+  if (level > LOG_OFF)
+    level = LOG_OFF;
+  log_set_level((log_level)level);
+}
+
+int cohort_client_new(const cohort_client_options *o, cohort_client_t **out) {
+  if (!o || !out || !o->server || !*o->server || !o->enrollment_token ||
+      !*o->enrollment_token || (!o->train && !o->dataset))
+    return COHORT_EINVAL;
+  cohort_client_t *c = calloc(1, sizeof *c);
+  if (!c)
+    return COHORT_ENOMEM;
+  c->opt = *o;
+  if (c->opt.rpc_timeout_ms <= 0)
+    c->opt.rpc_timeout_ms = 30000;
+  if (c->opt.give_up_after_s <= 0)
+    c->opt.give_up_after_s = 300;
+  c->server = dup_or_null(o->server);
+  c->enrollment_token = dup_or_null(o->enrollment_token);
+  c->platform = dup_or_null(o->platform ? o->platform : "linux");
+  rpc_channel_config cc = {.target = c->server,
+                           .max_receive_bytes = PB_MAX_MESSAGE_BYTES,
+                           .max_send_bytes = PB_MAX_MESSAGE_BYTES};
+  int rc = COHORT_ENOMEM;
+  if (c->server && c->enrollment_token && c->platform)
+    rc = rpc_channel_new(&cc, &c->ch);
+  if (rc) {
+    cohort_client_free(c);
+    return rc;
+  }
+  *out = c;
+  return COHORT_OK;
+}
+
+void cohort_client_free(cohort_client_t *c) {
+  if (!c)
+    return;
+  rpc_channel_free(c->ch);
+  if (c->enrollment_token)
+    memset(c->enrollment_token, 0, strlen(c->enrollment_token));
+  memset(c->session, 0, sizeof c->session);
+  free(c->server);
+  free(c->enrollment_token);
+  free(c->platform);
+  free(c->model_blob);
+  free(c);
+}
+
+void cohort_client_stop(cohort_client_t *c) {
+  if (c)
+    c->stop = 1;
+}
+
+uint64_t cohort_client_id(const cohort_client_t *c) { return c ? c->id : 0; }
+
+const char *cohort_client_last_error(const cohort_client_t *c) {
+  return c ? c->last_error : "";
+}
+
+/* ---- calls ---- */
+
+/* Maps a finished call to a status, keeping the coordinator's reason. */
+static int call_status(cohort_client_t *c, const char *what,
+                       const rpc_result *r) {
+  if (r->code == GRPC_STATUS_OK)
+    return COHORT_OK;
+  set_error(c, "%s: %s", what, r->detail[0] ? r->detail : "no detail");
+  switch (r->code) {
+  case GRPC_STATUS_UNAUTHENTICATED:
+    return COHORT_EAUTH;
+  case GRPC_STATUS_UNAVAILABLE:
+  case GRPC_STATUS_DEADLINE_EXCEEDED:
+  case GRPC_STATUS_CANCELLED:
+    return COHORT_EUNAVAIL;
+  default:
+    return COHORT_EREJECTED;
+  }
+}
+
+/* Packs m, calls method, unpacks the reply with desc into *reply. */
+static int call(cohort_client_t *c, const char *method, const char *what,
+                const ProtobufCMessage *m,
+                const ProtobufCMessageDescriptor *desc, int authed,
+                ProtobufCMessage **reply, size_t *sent, size_t *received) {
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  int rc = pb_pack(m, &buf, &len);
+  if (rc)
+    return rc;
+  rpc_call_opts o;
+  rpc_call_opts_init(&o);
+  o.timeout_ms = c->opt.rpc_timeout_ms;
+  /* Every call of this protocol is safe to repeat: check-ins return the
+   * same task, downloads are by offset, uploads are idempotent by digest, a
+   * report overwrites itself, and a repeated Register only leaves an unused
+   * client row behind. */
+  o.idempotent = 1;
+  rpc_result r = {0};
+  rc = rpc_call(c->ch, method, authed ? c->session : NULL, buf, len, &o, &r);
+  free(buf);
+  if (rc) {
+    set_error(c, "%s: %s", what, cohort_strerror(rc));
+    return rc;
+  }
+  rc = call_status(c, what, &r);
+  if (!rc) {
+    *reply = protobuf_c_message_unpack(desc, NULL, r.body_len, r.body);
+    if (!*reply) {
+      set_error(c, "%s: malformed reply from the coordinator", what);
+      rc = COHORT_EPROTO;
+    }
+  }
+  if (sent)
+    *sent += len;
+  if (received)
+    *received += r.body_len;
+  rpc_result_clear(&r);
+  return rc;
+}
+
+static int do_register(cohort_client_t *c) {
+  Cohort__V1__ClientFacts facts = COHORT__V1__CLIENT_FACTS__INIT;
+  facts.platform = c->platform;
+  facts.library_version = COHORT_VERSION;
+  char *codecs[] = {"fp32"};
+  facts.codecs = codecs;
+  facts.n_codecs = 1;
+  facts.max_message_bytes = PB_MAX_MESSAGE_BYTES;
+  Cohort__V1__RegisterRequest req = COHORT__V1__REGISTER_REQUEST__INIT;
+  req.enrollment_token = c->enrollment_token;
+  req.facts = &facts;
+  Cohort__V1__RegisterResponse *resp = NULL;
+  int rc = call(c, PB_METHOD_REGISTER, "register", &req.base,
+                &cohort__v1__register_response__descriptor, 0,
+                (ProtobufCMessage **)&resp, NULL, NULL);
+  if (rc)
+    return rc;
+  if (!resp->session_token || strlen(resp->session_token) == 0 ||
+      strlen(resp->session_token) >= sizeof c->session) {
+    set_error(c, "register: the coordinator sent no usable session token");
+    rc = COHORT_EPROTO;
+  } else {
+    c->id = resp->client_id;
+    snprintf(c->session, sizeof c->session, "%s", resp->session_token);
+    log_info("registered as client %llu", (unsigned long long)c->id);
+  }
+  protobuf_c_message_free_unpacked(&resp->base, NULL);
+  return rc;
+}
+
+/* Downloads the task's model into c->model_blob unless it is already
+ * there; verifies size and digest. */
+static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
+                          cohort_cycle_info *info) {
+  if (t->model_sha256.len != CRYPTO_SHA256_LEN || t->model_size == 0 ||
+      t->model_size > MAX_MODEL_BYTES || t->model_size % 4 != 0) {
+    set_error(c, "task: model of %llu bytes with a %zu-byte digest is not "
+                 "acceptable",
+              (unsigned long long)t->model_size, t->model_sha256.len);
+    return COHORT_EPROTO;
+  }
+  if (c->model_blob && c->model_version == t->model_version &&
+      c->model_len == t->model_size &&
+      memcmp(c->model_sha, t->model_sha256.data, CRYPTO_SHA256_LEN) == 0)
+    return COHORT_OK;
+  uint8_t *blob = malloc(t->model_size);
+  if (!blob)
+    return COHORT_ENOMEM;
+  uint64_t offset = 0;
+  int rc = COHORT_OK;
+  while (offset < t->model_size) {
+    Cohort__V1__GetModelRequest req = COHORT__V1__GET_MODEL_REQUEST__INIT;
+    req.model_version = t->model_version;
+    req.offset = offset;
+    req.max_bytes = PB_MAX_CHUNK_BYTES;
+    Cohort__V1__GetModelResponse *resp = NULL;
+    size_t sent = 0;
+    rc = call(c, PB_METHOD_GETMODEL, "download", &req.base,
+              &cohort__v1__get_model_response__descriptor, 1,
+              (ProtobufCMessage **)&resp, &sent, &info->bytes_down);
+    info->bytes_up += sent;
+    if (rc)
+      break;
+    int bad = resp->total_size != t->model_size || resp->offset != offset ||
+              resp->data.len == 0 ||
+              resp->data.len > t->model_size - offset;
+    if (!bad) {
+      memcpy(blob + offset, resp->data.data, resp->data.len);
+      offset += resp->data.len;
+    }
+    protobuf_c_message_free_unpacked(&resp->base, NULL);
+    if (bad) {
+      set_error(c, "download: chunk at offset %llu does not fit the task's "
+                   "%llu-byte model",
+                (unsigned long long)offset,
+                (unsigned long long)t->model_size);
+      rc = COHORT_EPROTO;
+      break;
+    }
+  }
+  uint8_t digest[CRYPTO_SHA256_LEN];
+  if (!rc && (crypto_sha256(blob, t->model_size, digest) ||
+              memcmp(digest, t->model_sha256.data, sizeof digest) != 0)) {
+    set_error(c, "download: model version %llu does not match its digest",
+              (unsigned long long)t->model_version);
+    rc = COHORT_EDIGEST;
+  }
+  if (rc) {
+    free(blob);
+    return rc;
+  }
+  free(c->model_blob);
+  c->model_blob = blob;
+  c->model_len = t->model_size;
+  c->model_version = t->model_version;
+  memcpy(c->model_sha, digest, sizeof digest);
+  return COHORT_OK;
+}
+
+/* The built-in trainer: the zoo model named by the task, on the dataset. */
+static int builtin_train(cohort_client_t *c, const cohort_train_request *req,
+                         const nn_model *m, float *params,
+                         cohort_train_result *res) {
+  nn_train_opts o = {.epochs = (int)req->epochs,
+                     .batch_size = (int)req->batch_size,
+                     .learning_rate = req->learning_rate,
+                     .fedprox_mu = req->fedprox_mu,
+                     .seed = c->opt.seed ^ (req->round * 0x9E3779B97F4A7C15ULL)};
+  int rc = nn_zoo_train(m, params, &c->opt.dataset->ds, &o, &res->train_loss);
+  res->num_examples = c->opt.dataset->ds.n;
+  return rc;
+}
+
+/* Reports the global model's accuracy and loss on the local data, the
+ * federated-evaluation half of a cycle. Failure is logged, not fatal. */
+static void report_evaluation(cohort_client_t *c, const Cohort__V1__Task *t,
+                              const nn_model *m, const float *global,
+                              cohort_cycle_info *info) {
+  double acc = 0, loss = 0;
+  nn_zoo_evaluate(m, global, &c->opt.dataset->ds, &acc, &loss);
+  Cohort__V1__Metric ma = COHORT__V1__METRIC__INIT, ml = COHORT__V1__METRIC__INIT;
+  ma.name = "global_accuracy";
+  ma.value = acc;
+  ml.name = "global_loss";
+  ml.value = loss;
+  Cohort__V1__Metric *metrics[] = {&ma, &ml};
+  Cohort__V1__ReportRequest req = COHORT__V1__REPORT_REQUEST__INIT;
+  req.round = t->round;
+  req.num_examples = c->opt.dataset->ds.n;
+  req.metrics = metrics;
+  req.n_metrics = 2;
+  ProtobufCMessage *resp = NULL;
+  if (call(c, PB_METHOD_REPORT, "report", &req.base,
+           &cohort__v1__report_response__descriptor, 1, &resp,
+           &info->bytes_up, &info->bytes_down) == COHORT_OK)
+    protobuf_c_message_free_unpacked(resp, NULL);
+  else
+    log_warn("%s", c->last_error);
+}
+
+static int upload_update(cohort_client_t *c, const Cohort__V1__Task *t,
+                         const uint8_t *bytes, size_t len, uint64_t examples,
+                         cohort_cycle_info *info) {
+  uint8_t digest[CRYPTO_SHA256_LEN];
+  int rc = crypto_sha256(bytes, len, digest);
+  if (rc)
+    return rc;
+  size_t chunk = t->max_chunk_bytes && t->max_chunk_bytes < PB_MAX_CHUNK_BYTES
+                     ? t->max_chunk_bytes
+                     : PB_MAX_CHUNK_BYTES;
+  uint64_t offset = 0;
+  /* The coordinator answers with the offset it wants next, so a resumed or
+   * repeated upload converges; bound the exchanges so a confused peer
+   * cannot keep us here. */
+  size_t max_exchanges = 4 * (len / chunk + 2);
+  for (size_t i = 0; i < max_exchanges; i++) {
+    size_t n = len - (size_t)offset < chunk ? len - (size_t)offset : chunk;
+    Cohort__V1__UploadRequest req = COHORT__V1__UPLOAD_REQUEST__INIT;
+    req.round = t->round;
+    req.total_size = len;
+    req.offset = offset;
+    req.data.data = (uint8_t *)bytes + offset;
+    req.data.len = n;
+    req.update_sha256.data = digest;
+    req.update_sha256.len = sizeof digest;
+    req.num_examples = examples;
+    Cohort__V1__UploadResponse *resp = NULL;
+    rc = call(c, PB_METHOD_UPLOAD, "upload", &req.base,
+              &cohort__v1__upload_response__descriptor, 1,
+              (ProtobufCMessage **)&resp, &info->bytes_up, &info->bytes_down);
+    if (rc)
+      return rc;
+    int complete = resp->complete;
+    uint64_t next = resp->next_offset;
+    protobuf_c_message_free_unpacked(&resp->base, NULL);
+    if (complete)
+      return COHORT_OK;
+    if (next > len) {
+      set_error(c, "upload: coordinator asked for offset %llu of %zu bytes",
+                (unsigned long long)next, len);
+      return COHORT_EPROTO;
+    }
+    offset = next;
+  }
+  set_error(c, "upload: the coordinator never confirmed the update");
+  return COHORT_EPROTO;
+}
+
+/* Download, evaluate, train and upload for one task. */
+static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
+                    cohort_cycle_info *info) {
+  int rc = download_model(c, t, info);
+  if (rc)
+    return rc;
+  size_t n = c->model_len / sizeof(float);
+  float *global = malloc(c->model_len);
+  float *params = malloc(c->model_len);
+  uint8_t *wire = malloc(c->model_len);
+  nn_model m = {0};
+  if (!global || !params || !wire) {
+    rc = COHORT_ENOMEM;
+    goto out;
+  }
+  wire_get_f32le(global, c->model_blob, n);
+  memcpy(params, global, c->model_len);
+
+  const Cohort__V1__TrainingPlan *plan = t->plan;
+  cohort_train_request req = {
+      .round = t->round,
+      .model_spec = t->model_spec,
+      .epochs = plan && plan->epochs ? plan->epochs : 1,
+      .batch_size = plan && plan->batch_size ? plan->batch_size : 32,
+      .learning_rate = plan && plan->learning_rate > 0 ? plan->learning_rate
+                                                       : 0.1f,
+      .fedprox_mu = plan ? plan->fedprox_mu : 0};
+  cohort_train_result res = {.train_loss = NAN};
+  if (c->opt.dataset) {
+    char err[160];
+    const nn_dataset *ds = &c->opt.dataset->ds;
+    rc = nn_zoo_resolve(t->model_spec, ds->dim, 10 > ds->n_classes ? 10 : ds->n_classes, &m, err, sizeof err);
+    if (!rc && m.n_params != n) {
+      snprintf(err, sizeof err,
+               "model %s on this data has %zu parameters; the coordinator's "
+               "has %zu",
+               t->model_spec, m.n_params, n);
+      rc = COHORT_EINVAL;
+    }
+    if (rc) {
+      set_error(c, "task: %s", err);
+      goto out;
+    }
+    report_evaluation(c, t, &m, global, info);
+  }
+  if (c->opt.train) {
+    if (c->opt.train(c->opt.train_user, &req, params, n, &res) != 0) {
+      set_error(c, "training callback failed in round %llu",
+                (unsigned long long)t->round);
+      rc = COHORT_ECALLBACK;
+      goto out;
+    }
+  } else {
+    rc = builtin_train(c, &req, &m, params, &res);
+    if (rc) {
+      set_error(c, "built-in training failed: %s", cohort_strerror(rc));
+      goto out;
+    }
+  }
+  if (res.num_examples == 0) {
+    set_error(c, "training reported 0 examples; nothing to upload");
+    rc = COHORT_ECALLBACK;
+    goto out;
+  }
+  for (size_t i = 0; i < n; i++)
+    params[i] -= global[i]; /* the delta is all that leaves the device */
+  size_t bad = wire_first_nonfinite(params, n);
+  if (bad < n) {
+    set_error(c, "training produced a non-finite update (element %zu)", bad);
+    rc = COHORT_ECALLBACK;
+    goto out;
+  }
+  wire_put_f32le(wire, params, n);
+  rc = upload_update(c, t, wire, c->model_len, res.num_examples, info);
+  info->train_loss = res.train_loss;
+out:
+  free(global);
+  free(params);
+  free(wire);
+  return rc;
+}
+
+int cohort_client_run_once(cohort_client_t *c, cohort_cycle_info *info) {
+  cohort_cycle_info scratch;
+  if (!info)
+    info = &scratch;
+  memset(info, 0, sizeof *info);
+  info->train_loss = NAN;
+  c->last_error[0] = '\0';
+  int rc;
+  if (!c->session[0] && (rc = do_register(c)) != COHORT_OK)
+    return rc;
+
+  Cohort__V1__CheckInRequest req = COHORT__V1__CHECK_IN_REQUEST__INIT;
+  req.num_examples = c->opt.dataset ? c->opt.dataset->ds.n : 0;
+  Cohort__V1__CheckInResponse *resp = NULL;
+  rc = call(c, PB_METHOD_CHECKIN, "check-in", &req.base,
+            &cohort__v1__check_in_response__descriptor, 1,
+            (ProtobufCMessage **)&resp, &info->bytes_up, &info->bytes_down);
+  if (rc == COHORT_EAUTH) {
+    /* The coordinator no longer knows our session (a new database):
+     * enroll again, once. */
+    c->session[0] = '\0';
+    rc = do_register(c);
+    if (!rc)
+      rc = call(c, PB_METHOD_CHECKIN, "check-in", &req.base,
+                &cohort__v1__check_in_response__descriptor, 1,
+                (ProtobufCMessage **)&resp, &info->bytes_up,
+                &info->bytes_down);
+  }
+  if (rc)
+    return rc;
+  switch (resp->outcome_case) {
+  case COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_DONE:
+    info->outcome = COHORT_CYCLE_DONE;
+    break;
+  case COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_TASK:
+    info->outcome = COHORT_CYCLE_TRAINED;
+    info->round = resp->task->round;
+    rc = run_task(c, resp->task, info);
+    break;
+  case COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_RETRY_LATER:
+    info->outcome = COHORT_CYCLE_RETRY;
+    info->retry_after_ms = resp->retry_later->after_ms;
+    break;
+  default:
+    set_error(c, "check-in: reply has no outcome");
+    rc = COHORT_EPROTO;
+  }
+  protobuf_c_message_free_unpacked(&resp->base, NULL);
+  return rc;
+}
+
+/* Sleeps ms in short steps so that cohort_client_stop takes effect soon. */
+static int nap(cohort_client_t *c, long ms) {
+  while (ms > 0 && !c->stop) {
+    long step = ms < 100 ? ms : 100;
+    sleep_ms(step);
+    ms -= step;
+  }
+  return c->stop ? COHORT_ECANCELED : COHORT_OK;
+}
+
+int cohort_client_run(cohort_client_t *c) {
+  double unreachable_since = -1;
+  long backoff_ms = 200;
+  while (!c->stop) {
+    cohort_cycle_info info;
+    int rc = cohort_client_run_once(c, &info);
+    if (rc == COHORT_OK) {
+      unreachable_since = -1;
+      backoff_ms = 200;
+      if (info.outcome == COHORT_CYCLE_DONE) {
+        log_info("the federation is over");
+        return COHORT_OK;
+      }
+      if (info.outcome == COHORT_CYCLE_TRAINED)
+        log_info("round %llu: uploaded (train loss %.4f, %llu bytes up, "
+                 "%llu down)",
+                 (unsigned long long)info.round, info.train_loss,
+                 (unsigned long long)info.bytes_up,
+                 (unsigned long long)info.bytes_down);
+      if (info.outcome == COHORT_CYCLE_RETRY &&
+          nap(c, info.retry_after_ms) != COHORT_OK)
+        break;
+      continue;
+    }
+    if (rc == COHORT_EUNAVAIL) {
+      /* The coordinator may be restarting: keep trying for a while. */
+      if (unreachable_since < 0)
+        unreachable_since = mono_now();
+      if (mono_now() - unreachable_since > c->opt.give_up_after_s) {
+        log_error("%s; giving up", c->last_error);
+        return rc;
+      }
+      log_warn("%s; retrying in %ld ms", c->last_error, backoff_ms);
+      if (nap(c, backoff_ms) != COHORT_OK)
+        break;
+      backoff_ms = backoff_ms * 2 > 5000 ? 5000 : backoff_ms * 2;
+      continue;
+    }
+    if (rc == COHORT_EREJECTED || rc == COHORT_EDIGEST) {
+      /* A refused upload (a late one, a round that moved on) or a corrupt
+       * download costs this round only. */
+      log_warn("%s", c->last_error);
+      if (nap(c, 500) != COHORT_OK)
+        break;
+      continue;
+    }
+    log_error("%s (%s)", c->last_error[0] ? c->last_error : "client failed",
+              cohort_strerror(rc));
+    return rc;
+  }
+  return COHORT_ECANCELED;
+}

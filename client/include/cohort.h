@@ -1,0 +1,154 @@
+/* libcohort: the Cohort federated-learning client library.
+ *
+ * An app creates a client for a coordinator address and an enrollment
+ * token, then either runs one check-in/download/train/upload cycle at a time
+ * (cohort_client_run_once) or loops until the federation is over
+ * (cohort_client_run). Local training is a callback; without one, the
+ * built-in trainer trains the model the coordinator names on a dataset the
+ * app loaded with cohort_dataset_load_idx. Only the difference between the
+ * trained and the global model (the delta) leaves the device.
+ *
+ * Errors: every function returns a cohort_status (0 = COHORT_OK, negative on
+ * failure; see cohort_status.h and cohort_strerror). Thread-safety: a client
+ * handle is used by one thread at a time, except cohort_client_stop, which
+ * any thread may call. Distinct handles are independent. */
+#ifndef COHORT_H
+#define COHORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cohort_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define COHORT_VERSION "0.1.0"
+
+typedef struct cohort_client cohort_client_t;
+typedef struct cohort_dataset cohort_dataset_t;
+
+/* ---- datasets for the built-in trainer ---- */
+
+/* Loads the IDX training set in dir ("train-images-idx3-ubyte[.gz]" and
+ * "train-labels-idx1-ubyte[.gz]", as Debian's dataset-fashion-mnist
+ * installs them) and keeps shard shard_index of shard_count contiguous,
+ * near-equal shards (0 <= shard_index < shard_count); limit > 0 keeps only
+ * the shard's first limit examples. On failure returns a negative status and
+ * writes a one-line reason into err (errlen bytes, may be 0). The dataset is
+ * owned by the caller: free it with cohort_dataset_free after every client
+ * that borrows it. */
+COHORT_API int cohort_dataset_load_idx(const char *dir, int shard_index,
+                                       int shard_count, size_t limit,
+                                       cohort_dataset_t **out, char *err,
+                                       size_t errlen);
+/* Examples in the dataset. */
+COHORT_API size_t cohort_dataset_size(const cohort_dataset_t *ds);
+/* Accepts NULL. */
+COHORT_API void cohort_dataset_free(cohort_dataset_t *ds);
+
+/* ---- training callback ---- */
+
+typedef struct cohort_train_request {
+  uint64_t round;          /* round the task belongs to */
+  const char *model_spec;  /* e.g. "logreg"; borrowed for the call */
+  uint32_t epochs;
+  uint32_t batch_size;
+  float learning_rate;
+  float fedprox_mu;        /* 0 = plain FedAvg */
+} cohort_train_request;
+
+typedef struct cohort_train_result {
+  uint64_t num_examples;   /* examples trained on; must be > 0 */
+  double train_loss;       /* mean training loss, or NaN if unknown */
+} cohort_train_result;
+
+/* Trains params in place: on entry they hold the n floats of the global
+ * model; on return, the locally trained model. Return 0 on success; any
+ * other value abandons this round's task (nothing is uploaded). Called on
+ * the thread that runs the client. */
+typedef int (*cohort_train_cb)(void *user, const cohort_train_request *req,
+                               float *params, size_t n,
+                               cohort_train_result *result);
+
+/* ---- client ---- */
+
+typedef struct cohort_client_options {
+  const char *server;            /* "HOST:PORT" of the coordinator; required */
+  const char *enrollment_token;  /* required; copied */
+  const char *platform;          /* reported at registration; may be NULL */
+  cohort_train_cb train;         /* NULL: the built-in trainer */
+  void *train_user;              /* passed to train */
+  cohort_dataset_t *dataset;     /* borrowed: the built-in trainer's data and
+                                    the local evaluation set; may be NULL
+                                    when train is set */
+  uint64_t seed;                 /* shuffling seed of the built-in trainer */
+  int rpc_timeout_ms;            /* deadline of each call (default 30000) */
+  double give_up_after_s;        /* cohort_client_run gives up after the
+                                    coordinator has been unreachable this
+                                    long (default 300) */
+} cohort_client_options;
+
+/* Fills o with the defaults; set server and enrollment_token after. */
+COHORT_API void cohort_client_options_init(cohort_client_options *o);
+
+/* Creates a client (no network traffic yet; it registers on first use).
+ * Returns COHORT_OK, COHORT_EINVAL (missing server or token, or neither a
+ * callback nor a dataset) or COHORT_ENOMEM. */
+COHORT_API int cohort_client_new(const cohort_client_options *o,
+                                 cohort_client_t **out);
+/* Accepts NULL. */
+COHORT_API void cohort_client_free(cohort_client_t *c);
+
+typedef enum cohort_cycle_outcome {
+  COHORT_CYCLE_TRAINED = 0, /* trained and uploaded an update */
+  COHORT_CYCLE_RETRY = 1,   /* no task now; try again after retry_after_ms */
+  COHORT_CYCLE_DONE = 2,    /* the federation is over */
+} cohort_cycle_outcome;
+
+typedef struct cohort_cycle_info {
+  cohort_cycle_outcome outcome;
+  uint64_t round;           /* round of the task, when TRAINED */
+  uint32_t retry_after_ms;  /* when RETRY */
+  uint64_t bytes_down;      /* bytes on the wire this cycle */
+  uint64_t bytes_up;
+  double train_loss;
+} cohort_cycle_info;
+
+/* One cycle: register if needed, check in, and when there is a task
+ * download the model (resumable, digest verified), evaluate it on the local
+ * dataset and report that, train, and upload the delta. info may be NULL.
+ * Returns COHORT_OK (see info->outcome), COHORT_EUNAVAIL (coordinator not
+ * reachable), COHORT_EAUTH (enrollment refused), COHORT_EREJECTED (the
+ * coordinator refused a request; cohort_client_last_error says why),
+ * COHORT_ECALLBACK, COHORT_EDIGEST or another negative status. */
+COHORT_API int cohort_client_run_once(cohort_client_t *c,
+                                      cohort_cycle_info *info);
+
+/* Runs cycles until the federation is over (COHORT_OK), cohort_client_stop
+ * is called (COHORT_ECANCELED), or a permanent error. Waits as the
+ * coordinator says between check-ins, and rides out coordinator restarts
+ * for up to give_up_after_s. */
+COHORT_API int cohort_client_run(cohort_client_t *c);
+
+/* Asks cohort_client_run to return soon; safe from any thread or a signal
+ * handler. */
+COHORT_API void cohort_client_stop(cohort_client_t *c);
+
+/* Client id the coordinator assigned (0 before registration). */
+COHORT_API uint64_t cohort_client_id(const cohort_client_t *c);
+
+/* One-line description of the last failure of this client ("" if none);
+ * valid until the next call on c. */
+COHORT_API const char *cohort_client_last_error(const cohort_client_t *c);
+
+/* Library log level: 0 debug, 1 info, 2 warn (default), 3 error, 4 off.
+ * Logs go to standard error and never contain tokens. */
+COHORT_API void cohort_set_log_level(int level);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,87 @@
+/* OpenSSL wrappers; see crypto.h. */
+#include "crypto.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cohort_status.h"
+
+struct crypto_sha256_ctx {
+  EVP_MD_CTX *md;
+};
+
+int crypto_sha256(const void *data, size_t len,
+                  uint8_t out[CRYPTO_SHA256_LEN]) {
+  unsigned int n = 0;
+  if (EVP_Digest(data, len, out, &n, EVP_sha256(), NULL) != 1 ||
+      n != CRYPTO_SHA256_LEN)
+    return COHORT_EIO;
+  return COHORT_OK;
+}
+
+crypto_sha256_ctx *crypto_sha256_begin(void) {
+  crypto_sha256_ctx *c = calloc(1, sizeof *c);
+  if (!c)
+    return NULL;
+  c->md = EVP_MD_CTX_new();
+  if (!c->md || EVP_DigestInit_ex(c->md, EVP_sha256(), NULL) != 1) {
+    EVP_MD_CTX_free(c->md);
+    free(c);
+    return NULL;
+  }
+  return c;
+}
+
+int crypto_sha256_update(crypto_sha256_ctx *c, const void *data, size_t len) {
+  return EVP_DigestUpdate(c->md, data, len) == 1 ? COHORT_OK : COHORT_EIO;
+}
+
+int crypto_sha256_end(crypto_sha256_ctx *c, uint8_t out[CRYPTO_SHA256_LEN]) {
+  unsigned int n = 0;
+  int ok = EVP_DigestFinal_ex(c->md, out, &n) == 1 && n == CRYPTO_SHA256_LEN;
+  EVP_MD_CTX_free(c->md);
+  free(c);
+  return ok ? COHORT_OK : COHORT_EIO;
+}
+
+void crypto_hex(const uint8_t *bytes, size_t len, char *out) {
+  static const char digits[] = "0123456789abcdef";
+  for (size_t i = 0; i < len; i++) {
+    out[2 * i] = digits[bytes[i] >> 4];
+    out[2 * i + 1] = digits[bytes[i] & 15];
+  }
+  out[2 * len] = '\0';
+}
+
+int crypto_sha256_hex(const char *text, char out[CRYPTO_SHA256_HEX_LEN]) {
+  uint8_t d[CRYPTO_SHA256_LEN];
+  int rc = crypto_sha256(text, strlen(text), d);
+  if (rc)
+    return rc;
+  crypto_hex(d, sizeof d, out);
+  return COHORT_OK;
+}
+
+int crypto_random(void *buf, size_t len) {
+  if (len > (size_t)INT_MAX)
+    return COHORT_EINVAL;
+  return RAND_bytes(buf, (int)len) == 1 ? COHORT_OK : COHORT_EIO;
+}
+
+int crypto_new_token(char out[CRYPTO_TOKEN_HEX_LEN]) {
+  uint8_t raw[32];
+  int rc = crypto_random(raw, sizeof raw);
+  if (rc)
+    return rc;
+  crypto_hex(raw, sizeof raw, out);
+  OPENSSL_cleanse(raw, sizeof raw);
+  return COHORT_OK;
+}
+
+int crypto_equal(const void *a, const void *b, size_t len) {
+  return CRYPTO_memcmp(a, b, len) == 0;
+}

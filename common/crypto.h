@@ -1,0 +1,38 @@
+/* Thin wrappers over OpenSSL for what the protocol needs today: SHA-256,
+ * random bytes from the CSPRNG, session tokens and constant-time compares. */
+#ifndef COHORT_CRYPTO_H
+#define COHORT_CRYPTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CRYPTO_SHA256_LEN 32
+#define CRYPTO_SHA256_HEX_LEN 65 /* 64 hex digits and the NUL */
+#define CRYPTO_TOKEN_HEX_LEN 65  /* 32 random bytes as hex and the NUL */
+
+/* SHA-256 of data; returns COHORT_OK or COHORT_EIO. */
+int crypto_sha256(const void *data, size_t len, uint8_t out[CRYPTO_SHA256_LEN]);
+
+/* Incremental SHA-256 for data that arrives in pieces. */
+typedef struct crypto_sha256_ctx crypto_sha256_ctx;
+crypto_sha256_ctx *crypto_sha256_begin(void);
+int crypto_sha256_update(crypto_sha256_ctx *c, const void *data, size_t len);
+/* Writes the digest and frees c (also on failure). */
+int crypto_sha256_end(crypto_sha256_ctx *c, uint8_t out[CRYPTO_SHA256_LEN]);
+
+/* Lower-case hex of len bytes into out (2 * len + 1 bytes). */
+void crypto_hex(const uint8_t *bytes, size_t len, char *out);
+
+/* SHA-256 of a NUL-terminated string, as lower-case hex. */
+int crypto_sha256_hex(const char *text, char out[CRYPTO_SHA256_HEX_LEN]);
+
+/* Fills buf from OpenSSL's CSPRNG (RAND_bytes). */
+int crypto_random(void *buf, size_t len);
+
+/* A fresh session token: 32 CSPRNG bytes as 64 hex digits. */
+int crypto_new_token(char out[CRYPTO_TOKEN_HEX_LEN]);
+
+/* Constant-time equality of two equal-length buffers (CRYPTO_memcmp). */
+int crypto_equal(const void *a, const void *b, size_t len);
+
+#endif

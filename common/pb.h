@@ -1,0 +1,27 @@
+/* protobuf-c helpers shared by both ends: generic packing and the method
+ * paths of the cohort.v1.Coordinator service. */
+#ifndef COHORT_PB_H
+#define COHORT_PB_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cohort_messages.pb-c.h"
+
+#define PB_METHOD_REGISTER "/cohort.v1.Coordinator/Register"
+#define PB_METHOD_CHECKIN "/cohort.v1.Coordinator/CheckIn"
+#define PB_METHOD_GETMODEL "/cohort.v1.Coordinator/GetModel"
+#define PB_METHOD_UPLOAD "/cohort.v1.Coordinator/Upload"
+#define PB_METHOD_REPORT "/cohort.v1.Coordinator/Report"
+
+/* Largest chunk of a model download or an update upload. */
+#define PB_MAX_CHUNK_BYTES (1024 * 1024)
+/* Message limit set on both sides: a chunk plus generous protobuf room. */
+#define PB_MAX_MESSAGE_BYTES (4 * 1024 * 1024)
+
+/* Serializes m into a malloc'd buffer (*out, *len); a message packing to
+ * zero bytes gives a 1-byte allocation and *len == 0. */
+int pb_pack(const ProtobufCMessage *m, uint8_t **out, size_t *len);
+
+#endif

@@ -1,0 +1,59 @@
+/* A small unary-RPC server over gRPC's C core: one completion queue per
+ * worker thread, registered methods plus a catch-all that answers
+ * UNIMPLEMENTED. Handlers run synchronously on the worker that got the call. */
+#ifndef COHORT_RPC_SERVER_H
+#define COHORT_RPC_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct rpc_server rpc_server;
+
+typedef struct rpc_request {
+  const char *method;    /* full path, "/cohort.v1.Coordinator/Upload" */
+  const uint8_t *body;   /* serialized request; borrowed for the call */
+  size_t body_len;
+  const char *bearer;    /* token of "authorization: Bearer <t>", or NULL when
+                            absent or malformed; borrowed for the call */
+  int64_t deadline_ms;   /* client deadline, ms from now (INT64_MAX: none) */
+} rpc_request;
+
+typedef struct rpc_reply {
+  int code;          /* grpc_status_code; starts as GRPC_STATUS_OK */
+  char detail[256];  /* one-line reason sent as the status details */
+  uint8_t *body;     /* malloc'd reply, taken over by the server; ignored
+                        (and freed) when code != OK */
+  size_t body_len;
+} rpc_reply;
+
+typedef void (*rpc_handler_fn)(void *ctx, const rpc_request *req,
+                               rpc_reply *rep);
+
+typedef struct rpc_method {
+  const char *path;
+  rpc_handler_fn handler;
+} rpc_method;
+
+typedef struct rpc_server_config {
+  const char *listen;        /* "HOST:PORT"; port 0 picks a free port */
+  int workers;               /* worker threads (>= 1) */
+  int max_receive_bytes;     /* explicit message limits */
+  int max_send_bytes;
+  const rpc_method *methods; /* borrowed; must outlive the server */
+  size_t n_methods;
+  void *ctx;                 /* passed to every handler */
+} rpc_server_config;
+
+/* Calls grpc_init(), binds, starts the workers. *bound_port receives the
+ * port actually bound. Returns COHORT_OK, COHORT_EINVAL, COHORT_EIO (bind
+ * failed: the address is in use or invalid) or COHORT_ENOMEM. The caller
+ * should block SIGINT/SIGTERM in every thread before calling it. */
+int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
+                     int *bound_port);
+
+/* Stops accepting calls, waits up to grace_ms for calls in flight, cancels
+ * the rest, joins the workers, frees everything and calls grpc_shutdown().
+ * Accepts NULL. */
+void rpc_server_stop(rpc_server *srv, int grace_ms);
+
+#endif

@@ -1,0 +1,295 @@
+/* cohort-server: the coordinator daemon. Parses its flags, opens the SQLite
+ * store, starts the gRPC service and the round scheduler, and runs until the
+ * federation is over or SIGINT/SIGTERM arrives. Round lines go to standard
+ * output; logs go to standard error. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cohort_status.h"
+#include "flags.h"
+#include "log.h"
+#include "nn_dataset.h"
+#include "pb.h"
+#include "round.h"
+#include "rpc_server.h"
+#include "service.h"
+#include "store.h"
+
+typedef struct server_opts {
+  const char *listen, *db, *model, *eval_data, *port_file, *log_level;
+  flag_list enroll_tokens;
+  long rounds, clients_per_round, min_clients, seed, epochs, batch_size;
+  long workers, retry_ms;
+  double round_timeout, selection_timeout, lr, linger;
+} server_opts;
+
+static server_opts g_opts;
+
+#define NUM(x) (double)(x)
+static const flag_def FLAGS[] = {
+    {"listen", FLAG_STRING, &g_opts.listen, "127.0.0.1:50051", 0, 0,
+     "HOST:PORT", "address to serve gRPC on; port 0 picks a free port"},
+    {"db", FLAG_STRING, &g_opts.db, "cohort.db", 0, 0, "PATH",
+     "SQLite database holding every durable fact (created if missing)"},
+    {"rounds", FLAG_INT, &g_opts.rounds, "5", 0, NUM(1000000), "N",
+     "rounds to commit; a restarted coordinator counts those already "
+     "committed"},
+    {"clients-per-round", FLAG_INT, &g_opts.clients_per_round, "4", 1,
+     NUM(100000), "K", "clients selected for each round"},
+    {"min-clients", FLAG_INT, &g_opts.min_clients, "1", 1, NUM(100000), "M",
+     "fewest updates a round needs to commit (and to close selection early)"},
+    {"round-timeout", FLAG_DOUBLE, &g_opts.round_timeout, "60", 0.1, 86400,
+     "SECONDS", "upload deadline of a round, from the end of selection"},
+    {"selection-timeout", FLAG_DOUBLE, &g_opts.selection_timeout, "10", 0,
+     86400, "SECONDS",
+     "close selection with at least M clients after this long"},
+    {"model", FLAG_STRING, &g_opts.model, "logreg", 0, 0, "SPEC",
+     "model to train (logreg)"},
+    {"eval-data", FLAG_STRING, &g_opts.eval_data, NULL, 0, 0, "DIR",
+     "folder with t10k-images-idx3-ubyte[.gz] and t10k-labels-idx1-ubyte[.gz] "
+     "for the coordinator's evaluation of each new model"},
+    {"enroll-token", FLAG_STRING_LIST, &g_opts.enroll_tokens, NULL, 0, 0, "T",
+     "enrollment token clients must present to register (at least one)"},
+    {"seed", FLAG_INT, &g_opts.seed, "0", 0, NUM(9007199254740991LL), "S",
+     "seed of the initial model"},
+    {"epochs", FLAG_INT, &g_opts.epochs, "1", 1, 1000, "E",
+     "local epochs per round in the training plan"},
+    {"batch-size", FLAG_INT, &g_opts.batch_size, "32", 1, 65536, "B",
+     "local minibatch size in the training plan"},
+    {"lr", FLAG_DOUBLE, &g_opts.lr, "0.1", 1e-9, 100, "RATE",
+     "local SGD learning rate in the training plan"},
+    {"retry-ms", FLAG_INT, &g_opts.retry_ms, "500", 10, 3600000, "MS",
+     "mean wait a client is told when there is no task (jittered +-50%)"},
+    {"workers", FLAG_INT, &g_opts.workers, "2", 1, 64, "N",
+     "gRPC worker threads, each with its own completion queue"},
+    {"linger", FLAG_DOUBLE, &g_opts.linger, "15", 0, 3600, "SECONDS",
+     "after the last round, how long to wait for clients to learn that the "
+     "federation is over"},
+    {"port-file", FLAG_STRING, &g_opts.port_file, NULL, 0, 0, "PATH",
+     "write the bound port here once serving (for scripts and tests)"},
+    {"log-level", FLAG_STRING, &g_opts.log_level, "info", 0, 0, "LEVEL",
+     "debug, info, warn, error or off"},
+};
+#define N_FLAGS (sizeof FLAGS / sizeof FLAGS[0])
+
+static const char USAGE[] =
+    "usage: cohort-server --enroll-token T [options]\n\n"
+    "Coordinator of a Cohort federation: schedules rounds, aggregates the\n"
+    "clients' updates with FedAvg and keeps every durable fact in SQLite.\n"
+    "When a round commits it prints to standard output:\n"
+    "  round R: accuracy A loss L clients C/K up U bytes/client down D "
+    "bytes/client time S s";
+
+typedef struct scheduler {
+  round_engine *engine;
+  atomic_int stop;
+  atomic_int failed;
+} scheduler;
+
+static void *scheduler_main(void *arg) {
+  scheduler *s = arg;
+  while (!atomic_load(&s->stop)) {
+    if (round_tick(s->engine) != COHORT_OK) {
+      log_error("round engine failed; stopping the coordinator");
+      atomic_store(&s->failed, 1);
+      break;
+    }
+    round_wait(s->engine, 50);
+  }
+  return NULL;
+}
+
+static double mono_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Writes the port through a temporary file and rename, so a reader never
+ * sees a half-written number. */
+static int write_port_file(const char *path, int port) {
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (!f)
+    return -1;
+  fprintf(f, "%d\n", port);
+  if (fclose(f) != 0)
+    return -1;
+  return rename(tmp, path);
+}
+
+int main(int argc, char **argv) {
+  char err[512];
+  int rc = flags_parse(FLAGS, N_FLAGS, argc, argv, err, sizeof err);
+  if (rc == FLAGS_HELP) {
+    flags_print_help(stdout, USAGE, FLAGS, N_FLAGS);
+    return 0;
+  }
+  if (rc != FLAGS_OK) {
+    fprintf(stderr, "cohort-server: %s\n", err);
+    return 2;
+  }
+  log_level level;
+  if (log_parse_level(g_opts.log_level, &level) != 0) {
+    fprintf(stderr, "cohort-server: --log-level: unknown level '%s'\n",
+            g_opts.log_level);
+    return 2;
+  }
+  log_set_level(level);
+  log_set_tag("server");
+  if (g_opts.enroll_tokens.count == 0) {
+    fprintf(stderr, "cohort-server: give at least one --enroll-token\n");
+    return 2;
+  }
+  if (g_opts.min_clients > g_opts.clients_per_round) {
+    fprintf(stderr,
+            "cohort-server: --min-clients %ld exceeds --clients-per-round "
+            "%ld\n",
+            g_opts.min_clients, g_opts.clients_per_round);
+    return 2;
+  }
+
+  /* gRPC's threads inherit this mask, so the signals reach sigtimedwait. */
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
+  int exit_code = 1;
+  store *db = NULL;
+  round_engine *engine = NULL;
+  rpc_server *srv = NULL;
+  nn_dataset eval = {0};
+  scheduler sched = {0};
+  pthread_t sched_thread;
+  int sched_started = 0;
+
+  if (store_open(g_opts.db, &db, err, sizeof err) != COHORT_OK) {
+    log_error("%s", err);
+    goto out;
+  }
+  size_t input_dim = 784;
+  int classes = 10;
+  if (g_opts.eval_data) {
+    if (nn_idx_load_dir(g_opts.eval_data, 0, &eval, err, sizeof err)) {
+      log_error("--eval-data: %s", err);
+      goto out;
+    }
+    input_dim = eval.dim;
+    if (eval.n_classes > classes)
+      classes = eval.n_classes;
+    log_info("evaluation set: %zu examples from %s", eval.n,
+             g_opts.eval_data);
+  }
+  round_config cfg = {
+      .rounds = g_opts.rounds,
+      .clients_per_round = g_opts.clients_per_round,
+      .min_clients = g_opts.min_clients,
+      .round_timeout_s = g_opts.round_timeout,
+      .selection_timeout_s = g_opts.selection_timeout,
+      .retry_ms = (double)g_opts.retry_ms,
+      .epochs = (int)g_opts.epochs,
+      .batch_size = (int)g_opts.batch_size,
+      .learning_rate = g_opts.lr,
+      .seed = (uint64_t)g_opts.seed,
+      .model_spec = g_opts.model,
+      .input_dim = input_dim,
+      .classes = classes,
+      .eval = g_opts.eval_data ? &eval : NULL,
+      .round_lines = stdout,
+  };
+  if (round_engine_new(&cfg, db, &engine, err, sizeof err) != COHORT_OK) {
+    log_error("%s", err);
+    goto out;
+  }
+  for (size_t i = 0; i < g_opts.enroll_tokens.count; i++) {
+    if (round_add_enrollment_token(engine, g_opts.enroll_tokens.items[i])) {
+      log_error("--enroll-token: empty token or more than 16 tokens");
+      goto out;
+    }
+  }
+
+  size_t n_methods;
+  const rpc_method *methods = service_methods(&n_methods);
+  rpc_server_config scfg = {
+      .listen = g_opts.listen,
+      .workers = (int)g_opts.workers,
+      .max_receive_bytes = PB_MAX_MESSAGE_BYTES,
+      .max_send_bytes = PB_MAX_MESSAGE_BYTES,
+      .methods = methods,
+      .n_methods = n_methods,
+      .ctx = engine,
+  };
+  int port = 0;
+  rc = rpc_server_start(&scfg, &srv, &port);
+  if (rc != COHORT_OK) {
+    log_error("cannot serve on %s: %s (is the port in use?)", g_opts.listen,
+              cohort_strerror(rc));
+    goto out;
+  }
+  log_info("serving cohort.v1 on %s (port %d), database %s", g_opts.listen,
+           port, g_opts.db);
+  if (g_opts.port_file && write_port_file(g_opts.port_file, port) != 0) {
+    log_error("cannot write --port-file %s: %s", g_opts.port_file,
+              strerror(errno));
+    goto out;
+  }
+
+  sched.engine = engine;
+  if (pthread_create(&sched_thread, NULL, scheduler_main, &sched) != 0) {
+    log_error("cannot start the scheduler thread");
+    goto out;
+  }
+  sched_started = 1;
+
+  double done_since = -1, told_since = -1;
+  exit_code = 0;
+  for (;;) {
+    struct timespec wait = {0, 100 * 1000000L};
+    int sig = sigtimedwait(&sigs, NULL, &wait);
+    if (sig == SIGINT || sig == SIGTERM) {
+      log_info("signal %d: shutting down", sig);
+      break;
+    }
+    if (atomic_load(&sched.failed)) {
+      exit_code = 1;
+      break;
+    }
+    if (!round_federation_done(engine))
+      continue;
+    if (done_since < 0) {
+      done_since = mono_now();
+      log_info("federation done: %lld round(s) committed; telling clients",
+               (long long)round_committed(engine));
+    }
+    /* The last "done" reply needs a moment on the wire: stopping the
+     * server right after a call completes can reset the connection before
+     * the client has read it (GRPC_C_CORE.md section 9). */
+    if (round_all_clients_told(engine) && told_since < 0)
+      told_since = mono_now();
+    if ((told_since >= 0 && mono_now() - told_since >= 1.0) ||
+        mono_now() - done_since >= g_opts.linger)
+      break;
+  }
+
+out:
+  if (sched_started) {
+    atomic_store(&sched.stop, 1);
+    pthread_join(sched_thread, NULL);
+  }
+  rpc_server_stop(srv, 2000);
+  round_engine_free(engine);
+  nn_dataset_close(&eval);
+  store_close(db);
+  if (exit_code == 0)
+    log_info("stopped");
+  return exit_code;
+}

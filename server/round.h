@@ -1,0 +1,144 @@
+/* The coordinator's round engine: the persisted state machine
+ * OPEN -> TRAINING -> AGGREGATING -> COMMITTED, or FAILED(reason), the
+ * current global model, selection, chunked upload assembly and streaming
+ * FedAvg. Handlers call it with plain values (no protobuf, no sockets); the
+ * scheduler thread calls round_tick. All entry points are thread-safe. */
+#ifndef COHORT_ROUND_H
+#define COHORT_ROUND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "nn_dataset.h"
+#include "nn_zoo.h"
+#include "store.h"
+
+typedef enum round_state {
+  ROUND_IDLE = 0, /* no round in progress (before the first, or done) */
+  ROUND_OPEN,
+  ROUND_TRAINING,
+  ROUND_AGGREGATING,
+} round_state;
+
+const char *round_state_name(round_state s);
+
+typedef struct round_config {
+  long rounds;              /* rounds to commit in all */
+  long clients_per_round;   /* K: clients selected */
+  long min_clients;         /* M: fewest uploads that can commit */
+  double round_timeout_s;   /* upload deadline after selection closes */
+  double selection_timeout_s; /* close selection with >= M after this */
+  double retry_ms;          /* mean RetryLater interval */
+  int epochs;               /* the training plan sent to clients */
+  int batch_size;
+  double learning_rate;
+  uint64_t seed;            /* initial model */
+  const char *model_spec;
+  size_t input_dim;         /* features per example (784) */
+  int classes;              /* labels (10) */
+  const nn_dataset *eval;   /* borrowed; NULL: no server-side evaluation */
+  FILE *round_lines;        /* where "round R: ..." lines go (stdout) */
+} round_config;
+
+typedef struct round_engine round_engine;
+
+/* Loads the latest model from db (or creates the initial one from the
+ * seed), marks rounds interrupted by a crash FAILED, and counts the rounds
+ * already committed, so a restarted coordinator carries on. db is borrowed.
+ * err gets a one-line reason. */
+int round_engine_new(const round_config *cfg, store *db, round_engine **out,
+                     char *err, size_t errlen);
+void round_engine_free(round_engine *e); /* accepts NULL */
+
+/* Result of an entry point: a gRPC status code (0 = OK) and, when not OK, a
+ * one-line reason. Nothing is stored when the code is not OK. */
+typedef struct round_verdict {
+  int code;
+  char detail[200];
+} round_verdict;
+
+/* ---- enrollment and authentication ---- */
+
+/* Adds the SHA-256 of an enrollment token the coordinator accepts. */
+int round_add_enrollment_token(round_engine *e, const char *token);
+/* Register: checks the enrollment token, creates a client and a session
+ * token (written to token_out; only its hash is stored). */
+round_verdict round_register(round_engine *e, const char *enrollment_token,
+                             const char *platform, int64_t *client_id,
+                             char token_out[65]);
+/* Maps a bearer token to its client id; UNAUTHENTICATED when missing or
+ * unknown. */
+round_verdict round_authenticate(round_engine *e, const char *bearer,
+                                 int64_t *client_id);
+
+/* ---- check-in ---- */
+typedef enum checkin_kind { CHECKIN_TASK, CHECKIN_RETRY, CHECKIN_DONE } checkin_kind;
+typedef struct round_task {
+  int64_t round;
+  int64_t model_version;
+  uint8_t model_sha256[32];
+  uint64_t model_size;
+  char model_spec[64];
+  int epochs, batch_size;
+  double learning_rate;
+  uint32_t deadline_ms;
+} round_task;
+typedef struct checkin_result {
+  checkin_kind kind;
+  round_task task;        /* CHECKIN_TASK */
+  uint32_t retry_after_ms;/* CHECKIN_RETRY */
+  int64_t rounds_committed; /* CHECKIN_DONE */
+} checkin_result;
+round_verdict round_checkin(round_engine *e, int64_t client,
+                            checkin_result *out);
+
+/* ---- model download ---- */
+/* Copies up to max_bytes of model `version` from offset into buf (which
+ * holds at least max_bytes). wire_bytes is the size of the reply on the
+ * wire, counted as download bytes of the client's participation. */
+round_verdict round_get_model(round_engine *e, int64_t client,
+                              int64_t version, uint64_t offset,
+                              uint8_t *buf, size_t max_bytes, size_t *len,
+                              uint64_t *total, uint8_t sha256[32]);
+void round_count_download(round_engine *e, int64_t client, size_t wire_bytes);
+
+/* ---- upload ---- */
+typedef struct upload_chunk {
+  int64_t round;
+  uint64_t total_size;
+  uint64_t offset;
+  const uint8_t *data;
+  size_t len;
+  const uint8_t *sha256; /* digest of the whole update */
+  size_t sha256_len;
+  uint64_t num_examples;
+  size_t wire_bytes;     /* request size on the wire */
+} upload_chunk;
+round_verdict round_upload(round_engine *e, int64_t client,
+                           const upload_chunk *c, uint64_t *next_offset,
+                           int *complete);
+
+/* ---- federated evaluation ---- */
+#define ROUND_MAX_METRICS 32
+/* Stores a participant's metrics of the current round (at most
+ * ROUND_MAX_METRICS, names of [a-z0-9_.], finite values). */
+round_verdict round_report(round_engine *e, int64_t client, int64_t round,
+                           uint64_t num_examples, size_t n_metrics,
+                           const char *const *names, const double *values);
+
+/* ---- scheduling ---- */
+/* Advances the state machine: opens rounds, closes selection, aggregates,
+ * evaluates, commits or fails rounds. Call it often (it returns fast when
+ * there is nothing to do). Returns COHORT_OK, or an error when the store
+ * fails (the coordinator should then stop). */
+int round_tick(round_engine *e);
+/* Blocks up to ms milliseconds or until an upload completes. */
+void round_wait(round_engine *e, int ms);
+/* True once the configured number of rounds is committed. */
+int round_federation_done(round_engine *e);
+/* True when done and every client seen since start has been told so. */
+int round_all_clients_told(round_engine *e);
+int64_t round_committed(round_engine *e);
+
+#endif

@@ -1,0 +1,247 @@
+/* Protocol adapters between protobuf-c messages and the round engine; see
+ * service.h. Every handler validates its input before the engine sees it,
+ * and answers with a one-line reason when it refuses. */
+#include "service.h"
+
+#include <grpc/status.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pb.h"
+
+static void refuse(rpc_reply *rep, int code, const char *detail) {
+  rep->code = code;
+  snprintf(rep->detail, sizeof rep->detail, "%s", detail);
+}
+
+static void apply_verdict(rpc_reply *rep, const round_verdict *v) {
+  rep->code = v->code;
+  snprintf(rep->detail, sizeof rep->detail, "%s", v->detail);
+}
+
+static void reply_with(rpc_reply *rep, const ProtobufCMessage *m) {
+  if (pb_pack(m, &rep->body, &rep->body_len))
+    refuse(rep, GRPC_STATUS_RESOURCE_EXHAUSTED, "coordinator out of memory");
+}
+
+static ProtobufCMessage *unpack(const ProtobufCMessageDescriptor *d,
+                                const rpc_request *req, rpc_reply *rep) {
+  ProtobufCMessage *m =
+      protobuf_c_message_unpack(d, NULL, req->body_len, req->body);
+  if (!m) {
+    char why[128];
+    snprintf(why, sizeof why, "malformed %s message", d->short_name);
+    refuse(rep, GRPC_STATUS_INVALID_ARGUMENT, why);
+  }
+  return m;
+}
+
+static int authenticate(round_engine *e, const rpc_request *req,
+                        rpc_reply *rep, int64_t *client) {
+  round_verdict v = round_authenticate(e, req->bearer, client);
+  if (v.code)
+    apply_verdict(rep, &v);
+  return v.code == 0;
+}
+
+static void handle_register(void *ctx, const rpc_request *req,
+                            rpc_reply *rep) {
+  round_engine *e = ctx;
+  Cohort__V1__RegisterRequest *m = (Cohort__V1__RegisterRequest *)unpack(
+      &cohort__v1__register_request__descriptor, req, rep);
+  if (!m)
+    return;
+  int64_t id = 0;
+  char token[65];
+  round_verdict v = round_register(e, m->enrollment_token,
+                                   m->facts ? m->facts->platform : "", &id,
+                                   token);
+  if (v.code) {
+    apply_verdict(rep, &v);
+  } else {
+    Cohort__V1__RegisterResponse r = COHORT__V1__REGISTER_RESPONSE__INIT;
+    r.client_id = (uint64_t)id;
+    r.session_token = token;
+    reply_with(rep, &r.base);
+  }
+  protobuf_c_message_free_unpacked(&m->base, NULL);
+}
+
+static void handle_checkin(void *ctx, const rpc_request *req,
+                           rpc_reply *rep) {
+  round_engine *e = ctx;
+  int64_t client;
+  if (!authenticate(e, req, rep, &client))
+    return;
+  Cohort__V1__CheckInRequest *m = (Cohort__V1__CheckInRequest *)unpack(
+      &cohort__v1__check_in_request__descriptor, req, rep);
+  if (!m)
+    return;
+  protobuf_c_message_free_unpacked(&m->base, NULL);
+  checkin_result res;
+  round_verdict v = round_checkin(e, client, &res);
+  if (v.code) {
+    apply_verdict(rep, &v);
+    return;
+  }
+  Cohort__V1__CheckInResponse r = COHORT__V1__CHECK_IN_RESPONSE__INIT;
+  Cohort__V1__Task task = COHORT__V1__TASK__INIT;
+  Cohort__V1__TrainingPlan plan = COHORT__V1__TRAINING_PLAN__INIT;
+  Cohort__V1__RetryLater retry = COHORT__V1__RETRY_LATER__INIT;
+  Cohort__V1__FederationDone done = COHORT__V1__FEDERATION_DONE__INIT;
+  switch (res.kind) {
+  case CHECKIN_TASK:
+    task.round = (uint64_t)res.task.round;
+    task.model_version = (uint64_t)res.task.model_version;
+    task.model_sha256.data = res.task.model_sha256;
+    task.model_sha256.len = sizeof res.task.model_sha256;
+    task.model_size = res.task.model_size;
+    task.model_spec = res.task.model_spec;
+    plan.epochs = (uint32_t)res.task.epochs;
+    plan.batch_size = (uint32_t)res.task.batch_size;
+    plan.learning_rate = (float)res.task.learning_rate;
+    plan.optimizer = "sgd";
+    task.plan = &plan;
+    task.codec = "fp32";
+    task.deadline_ms = res.task.deadline_ms;
+    task.max_chunk_bytes = PB_MAX_CHUNK_BYTES;
+    r.outcome_case = COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_TASK;
+    r.task = &task;
+    break;
+  case CHECKIN_RETRY:
+    retry.after_ms = res.retry_after_ms;
+    r.outcome_case = COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_RETRY_LATER;
+    r.retry_later = &retry;
+    break;
+  case CHECKIN_DONE:
+    done.rounds_committed = (uint64_t)res.rounds_committed;
+    r.outcome_case = COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_DONE;
+    r.done = &done;
+    break;
+  }
+  reply_with(rep, &r.base);
+}
+
+static void handle_get_model(void *ctx, const rpc_request *req,
+                             rpc_reply *rep) {
+  round_engine *e = ctx;
+  int64_t client;
+  if (!authenticate(e, req, rep, &client))
+    return;
+  Cohort__V1__GetModelRequest *m = (Cohort__V1__GetModelRequest *)unpack(
+      &cohort__v1__get_model_request__descriptor, req, rep);
+  if (!m)
+    return;
+  size_t max = m->max_bytes && m->max_bytes < PB_MAX_CHUNK_BYTES
+                   ? m->max_bytes
+                   : PB_MAX_CHUNK_BYTES;
+  uint8_t *buf = malloc(max);
+  uint8_t sha[32];
+  size_t len = 0;
+  uint64_t total = 0;
+  if (!buf) {
+    refuse(rep, GRPC_STATUS_RESOURCE_EXHAUSTED, "coordinator out of memory");
+    goto out;
+  }
+  round_verdict v = round_get_model(e, client, (int64_t)m->model_version,
+                                    m->offset, buf, max, &len, &total, sha);
+  if (v.code) {
+    apply_verdict(rep, &v);
+    goto out;
+  }
+  Cohort__V1__GetModelResponse r = COHORT__V1__GET_MODEL_RESPONSE__INIT;
+  r.model_version = m->model_version;
+  r.total_size = total;
+  r.offset = m->offset;
+  r.data.data = buf;
+  r.data.len = len;
+  r.model_sha256.data = sha;
+  r.model_sha256.len = sizeof sha;
+  reply_with(rep, &r.base);
+  if (rep->code == 0)
+    round_count_download(e, client, rep->body_len);
+out:
+  free(buf);
+  protobuf_c_message_free_unpacked(&m->base, NULL);
+}
+
+static void handle_upload(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  round_engine *e = ctx;
+  int64_t client;
+  if (!authenticate(e, req, rep, &client))
+    return;
+  Cohort__V1__UploadRequest *m = (Cohort__V1__UploadRequest *)unpack(
+      &cohort__v1__upload_request__descriptor, req, rep);
+  if (!m)
+    return;
+  upload_chunk c = {.round = (int64_t)m->round,
+                    .total_size = m->total_size,
+                    .offset = m->offset,
+                    .data = m->data.data,
+                    .len = m->data.len,
+                    .sha256 = m->update_sha256.data,
+                    .sha256_len = m->update_sha256.len,
+                    .num_examples = m->num_examples,
+                    .wire_bytes = req->body_len};
+  uint64_t next = 0;
+  int complete = 0;
+  round_verdict v = round_upload(e, client, &c, &next, &complete);
+  if (v.code) {
+    apply_verdict(rep, &v);
+  } else {
+    Cohort__V1__UploadResponse r = COHORT__V1__UPLOAD_RESPONSE__INIT;
+    r.next_offset = next;
+    r.complete = complete;
+    reply_with(rep, &r.base);
+    /* An OK reply may still carry a note (a duplicate that was ignored). */
+    snprintf(rep->detail, sizeof rep->detail, "%s", v.detail);
+  }
+  protobuf_c_message_free_unpacked(&m->base, NULL);
+}
+
+static void handle_report(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  round_engine *e = ctx;
+  int64_t client;
+  if (!authenticate(e, req, rep, &client))
+    return;
+  Cohort__V1__ReportRequest *m = (Cohort__V1__ReportRequest *)unpack(
+      &cohort__v1__report_request__descriptor, req, rep);
+  if (!m)
+    return;
+  const char *names[ROUND_MAX_METRICS];
+  double values[ROUND_MAX_METRICS];
+  round_verdict v = {0};
+  if (m->n_metrics > ROUND_MAX_METRICS) {
+    snprintf(v.detail, sizeof v.detail, "%zu metrics; at most %d per report",
+             m->n_metrics, ROUND_MAX_METRICS);
+    v.code = GRPC_STATUS_INVALID_ARGUMENT;
+  } else {
+    for (size_t i = 0; i < m->n_metrics; i++) {
+      names[i] = m->metrics[i]->name;
+      values[i] = m->metrics[i]->value;
+    }
+    v = round_report(e, client, (int64_t)m->round, m->num_examples,
+                     m->n_metrics, names, values);
+  }
+  if (v.code) {
+    apply_verdict(rep, &v);
+  } else {
+    Cohort__V1__ReportResponse r = COHORT__V1__REPORT_RESPONSE__INIT;
+    reply_with(rep, &r.base);
+  }
+  protobuf_c_message_free_unpacked(&m->base, NULL);
+}
+
+static const rpc_method METHODS[] = {
+    {PB_METHOD_REGISTER, handle_register},
+    {PB_METHOD_CHECKIN, handle_checkin},
+    {PB_METHOD_GETMODEL, handle_get_model},
+    {PB_METHOD_UPLOAD, handle_upload},
+    {PB_METHOD_REPORT, handle_report},
+};
+
+const rpc_method *service_methods(size_t *count) {
+  *count = sizeof METHODS / sizeof METHODS[0];
+  return METHODS;
+}
