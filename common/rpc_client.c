@@ -1,0 +1,319 @@
+/* Blocking unary calls over gRPC's C core (see rpc_client.h and docs
+ * GRPC_C_CORE.md section 4): one pluck CQ per call, one batch of six ops,
+ * and retries of idempotent calls with capped exponential full-jitter backoff. */
+#include "rpc_client.h"
+
+#include <errno.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cohort_status.h"
+#include "crypto.h"
+#include "log.h"
+
+/* Reconnect backoff: gRPC's default first wait of 1 s would leave a
+ * wait-for-ready call idle long after the server came up; 200 ms growing
+ * to 5 s reconnects quickly without hammering a server that is down. */
+#define RECONNECT_INITIAL_MS 200
+#define RECONNECT_MAX_MS 5000
+
+struct rpc_channel {
+  grpc_channel *ch;
+};
+
+int rpc_channel_new(const rpc_channel_config *cfg, rpc_channel **out) {
+  if (!out)
+    return COHORT_EINVAL;
+  *out = NULL;
+  if (!cfg || !cfg->target || !cfg->target[0] ||
+      cfg->max_receive_bytes == 0 || cfg->max_receive_bytes < -1 ||
+      cfg->max_send_bytes == 0 || cfg->max_send_bytes < -1)
+    return COHORT_EINVAL;
+  rpc_channel *c = calloc(1, sizeof *c);
+  if (!c)
+    return COHORT_ENOMEM;
+
+  grpc_init();
+  grpc_arg args[4];
+  memset(args, 0, sizeof args);
+  args[0].type = GRPC_ARG_INTEGER;
+  args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+  args[0].value.integer = cfg->max_receive_bytes;
+  args[1].type = GRPC_ARG_INTEGER;
+  args[1].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
+  args[1].value.integer = cfg->max_send_bytes;
+  args[2].type = GRPC_ARG_INTEGER;
+  args[2].key = GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
+  args[2].value.integer = RECONNECT_INITIAL_MS;
+  args[3].type = GRPC_ARG_INTEGER;
+  args[3].key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
+  args[3].value.integer = RECONNECT_MAX_MS;
+  grpc_channel_args chargs = {sizeof args / sizeof args[0], args};
+
+  grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+  c->ch = grpc_channel_create(cfg->target, creds, &chargs);
+  grpc_channel_credentials_release(creds);
+  if (!c->ch) {
+    free(c);
+    grpc_shutdown();
+    return COHORT_EIO;
+  }
+  *out = c;
+  return COHORT_OK;
+}
+
+void rpc_channel_free(rpc_channel *c) {
+  if (!c)
+    return;
+  grpc_channel_destroy(c->ch);
+  free(c);
+  grpc_shutdown();
+}
+
+void rpc_call_opts_init(rpc_call_opts *o) {
+  o->timeout_ms = 10000;
+  o->wait_for_ready = 1;
+  o->idempotent = 0;
+  o->max_attempts = 6;
+  o->backoff_initial_ms = 100;
+  o->backoff_max_ms = 5000;
+}
+
+void rpc_result_clear(rpc_result *res) {
+  if (!res)
+    return;
+  free(res->body);
+  res->body = NULL;
+  res->body_len = 0;
+}
+
+/* Copies a status details slice as one NUL-terminated line, truncated. */
+static void detail_copy(char *dst, size_t cap, grpc_slice s) {
+  size_t n = GRPC_SLICE_LENGTH(s);
+  const uint8_t *p = GRPC_SLICE_START_PTR(s);
+  if (n > cap - 1)
+    n = cap - 1;
+  for (size_t i = 0; i < n; i++)
+    dst[i] = (p[i] < 0x20 || p[i] == 0x7f) ? ' ' : (char)p[i];
+  dst[n] = '\0';
+}
+
+/* Drains and destroys a pluck CQ (GRPC_C_CORE.md section 4.10). */
+static void cq_close(grpc_completion_queue *cq) {
+  grpc_completion_queue_shutdown(cq);
+  while (grpc_completion_queue_pluck(cq, NULL,
+                                     gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
+             .type != GRPC_QUEUE_SHUTDOWN) {
+  }
+  grpc_completion_queue_destroy(cq);
+}
+
+/* One attempt. Returns COHORT_OK with res->code set when a status came back,
+ * or a negative status for a local failure. */
+static int call_once(rpc_channel *c, const char *method,
+                     const char *auth_value, const uint8_t *req,
+                     size_t req_len, const rpc_call_opts *o, rpc_result *res) {
+  int rc = COHORT_OK;
+  grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+  if (!cq)
+    return COHORT_ENOMEM;
+
+  gpr_timespec deadline =
+      gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                   gpr_time_from_millis(o->timeout_ms, GPR_TIMESPAN));
+  grpc_slice path = grpc_slice_from_copied_string(method);
+  grpc_call *call = grpc_channel_create_call(c->ch, NULL,
+                                             GRPC_PROPAGATE_DEFAULTS, cq, path,
+                                             NULL, deadline, NULL);
+  grpc_slice_unref(path); /* the call holds its own reference */
+  if (!call) {
+    cq_close(cq);
+    return COHORT_EIO;
+  }
+
+  grpc_metadata auth;
+  memset(&auth, 0, sizeof auth);
+  if (auth_value) {
+    auth.key = grpc_slice_from_static_string("authorization");
+    auth.value = grpc_slice_from_copied_string(auth_value);
+  }
+  grpc_byte_buffer *send_bb;
+  if (req_len) {
+    grpc_slice sl = grpc_slice_from_copied_buffer((const char *)req, req_len);
+    send_bb = grpc_raw_byte_buffer_create(&sl, 1);
+    grpc_slice_unref(sl);
+  } else {
+    send_bb = grpc_raw_byte_buffer_create(NULL, 0);
+  }
+
+  grpc_metadata_array md_in, trailers;
+  grpc_metadata_array_init(&md_in);
+  grpc_metadata_array_init(&trailers);
+  grpc_byte_buffer *recv_bb = NULL;
+  grpc_status_code status = GRPC_STATUS_UNKNOWN;
+  grpc_slice details = grpc_empty_slice();
+  const char *error_string = NULL;
+
+  grpc_op ops[6];
+  memset(ops, 0, sizeof ops);
+  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[0].flags = o->wait_for_ready ? GRPC_INITIAL_METADATA_WAIT_FOR_READY : 0;
+  ops[0].data.send_initial_metadata.count = auth_value ? 1 : 0;
+  ops[0].data.send_initial_metadata.metadata = auth_value ? &auth : NULL;
+  ops[1].op = GRPC_OP_SEND_MESSAGE;
+  ops[1].data.send_message.send_message = send_bb;
+  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+  ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+  ops[3].data.recv_initial_metadata.recv_initial_metadata = &md_in;
+  ops[4].op = GRPC_OP_RECV_MESSAGE;
+  ops[4].data.recv_message.recv_message = &recv_bb;
+  ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+  ops[5].data.recv_status_on_client.trailing_metadata = &trailers;
+  ops[5].data.recv_status_on_client.status = &status;
+  ops[5].data.recv_status_on_client.status_details = &details;
+  ops[5].data.recv_status_on_client.error_string = &error_string;
+
+  grpc_call_error e = grpc_call_start_batch(call, ops, 6, ops, NULL);
+  if (e != GRPC_CALL_OK) {
+    /* INVALID_METADATA here means a token gRPC refuses to send. */
+    log_error("rpc %s: starting the call failed (%d)", method, (int)e);
+    rc = e == GRPC_CALL_ERROR_INVALID_METADATA ? COHORT_EINVAL : COHORT_EIO;
+    goto out;
+  }
+  /* An infinite wait is bounded by the call deadline: RECV_STATUS_ON_CLIENT
+   * always completes. */
+  grpc_completion_queue_pluck(cq, ops, gpr_inf_future(GPR_CLOCK_REALTIME),
+                              NULL);
+
+  res->code = (int)status;
+  detail_copy(res->detail, sizeof res->detail, details);
+  if (status == GRPC_STATUS_OK) {
+    if (!recv_bb) {
+      /* A unary reply must carry a message; treat its absence as the
+       * server's fault, the way gRPC's own unary stubs do. */
+      res->code = GRPC_STATUS_INTERNAL;
+      snprintf(res->detail, sizeof res->detail, "no message in the reply");
+    } else {
+      grpc_byte_buffer_reader r;
+      if (!grpc_byte_buffer_reader_init(&r, recv_bb)) {
+        rc = COHORT_EIO;
+        goto out;
+      }
+      grpc_slice all = grpc_byte_buffer_reader_readall(&r);
+      grpc_byte_buffer_reader_destroy(&r);
+      size_t n = GRPC_SLICE_LENGTH(all);
+      res->body = malloc(n ? n : 1); /* non-NULL also when empty */
+      if (!res->body) {
+        rc = COHORT_ENOMEM;
+      } else {
+        memcpy(res->body, GRPC_SLICE_START_PTR(all), n);
+        res->body_len = n;
+      }
+      grpc_slice_unref(all);
+    }
+  } else {
+    log_debug("rpc %s: status %d \"%s\" (%s)", method, res->code, res->detail,
+              error_string ? error_string : "");
+  }
+
+out:
+  grpc_slice_unref(details);
+  gpr_free((void *)error_string);
+  grpc_metadata_array_destroy(&md_in);
+  grpc_metadata_array_destroy(&trailers);
+  if (recv_bb)
+    grpc_byte_buffer_destroy(recv_bb);
+  grpc_byte_buffer_destroy(send_bb);
+  grpc_call_unref(call);
+  if (auth_value)
+    grpc_slice_unref(auth.value);
+  cq_close(cq);
+  return rc;
+}
+
+static void sleep_ms(int64_t ms) {
+  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* Full jitter: a uniform wait in [0, min(cap, initial * 2^retry)], from the
+ * CSPRNG so that clients restarted together do not retry in lockstep. */
+static int64_t backoff_ms(const rpc_call_opts *o, int retry) {
+  int64_t cap = o->backoff_max_ms > 0 ? o->backoff_max_ms : 0;
+  int64_t bound = o->backoff_initial_ms > 0 ? o->backoff_initial_ms : 0;
+  for (int i = 0; i < retry && bound < cap; i++)
+    bound *= 2;
+  if (bound > cap)
+    bound = cap;
+  if (bound == 0)
+    return 0;
+  uint64_t r;
+  if (crypto_random(&r, sizeof r) != 0)
+    return bound; /* no weaker randomness; wait the longest instead */
+  return (int64_t)(r % (uint64_t)(bound + 1));
+}
+
+int rpc_call(rpc_channel *ch, const char *method, const char *bearer,
+             const uint8_t *req, size_t req_len, const rpc_call_opts *opts,
+             rpc_result *res) {
+  if (!res)
+    return COHORT_EINVAL;
+  memset(res, 0, sizeof *res);
+  res->code = GRPC_STATUS_UNKNOWN;
+  rpc_call_opts defaults;
+  if (!opts) {
+    rpc_call_opts_init(&defaults);
+    opts = &defaults;
+  }
+  if (!ch || !method || method[0] != '/' || (!req && req_len) ||
+      opts->timeout_ms <= 0)
+    return COHORT_EINVAL;
+
+  char *auth_value = NULL;
+  if (bearer) {
+    size_t n = strlen(bearer);
+    auth_value = malloc(sizeof "Bearer " + n);
+    if (!auth_value)
+      return COHORT_ENOMEM;
+    memcpy(auth_value, "Bearer ", sizeof "Bearer " - 1);
+    memcpy(auth_value + sizeof "Bearer " - 1, bearer, n + 1);
+  }
+
+  int attempts = opts->idempotent && opts->max_attempts > 1
+                     ? opts->max_attempts
+                     : 1;
+  int rc = COHORT_OK;
+  for (int attempt = 0;; attempt++) {
+    rc = call_once(ch, method, auth_value, req, req_len, opts, res);
+    if (rc != COHORT_OK)
+      break;
+    int retryable = res->code == GRPC_STATUS_UNAVAILABLE ||
+                    res->code == GRPC_STATUS_DEADLINE_EXCEEDED;
+    if (!retryable || attempt + 1 >= attempts)
+      break;
+    int64_t wait = backoff_ms(opts, attempt);
+    log_debug("rpc %s: attempt %d got status %d, retrying in %lld ms", method,
+              attempt + 1, res->code, (long long)wait);
+    sleep_ms(wait);
+  }
+  if (auth_value) {
+    /* It holds the token; don't leave that in freed heap memory. Volatile
+     * so the compiler cannot drop the stores before free. */
+    volatile char *p = auth_value;
+    while (*p)
+      *p++ = '\0';
+    free(auth_value);
+  }
+  if (rc != COHORT_OK)
+    rpc_result_clear(res);
+  return rc;
+}

@@ -1,0 +1,507 @@
+/* Unary-RPC server over gRPC's C core (see rpc_server.h and
+ * docs GRPC_C_CORE.md sections 3, 5, 6 and 9): one completion queue and one
+ * thread per worker, each worker serving the request slots it posted. */
+#include "rpc_server.h"
+
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cohort_status.h"
+#include "log.h"
+
+/* Outstanding request slots per registered method per worker. They bound how
+ * many calls of one method a worker holds at once; later calls wait inside
+ * the server, they are not rejected. */
+#define SLOTS_PER_METHOD 4
+#define MAX_WORKERS 256
+
+typedef struct rpc_worker rpc_worker;
+
+struct rpc_server {
+  grpc_server *server;
+  grpc_completion_queue *shutdown_cq;
+  void **handles; /* grpc_server_register_method result per method */
+  const rpc_method *methods;
+  size_t n_methods;
+  void *ctx;
+  rpc_worker *workers;
+  int n_workers;
+  /* Workers hold it for reading while posting a slot or starting a batch;
+   * stop takes it for writing to flip the flags below. This makes "no slot
+   * posted after shutdown began" and "no batch started on a CQ that is shut
+   * down" (start_batch asserts on one) hold without a per-call lock. */
+  pthread_rwlock_t lock;
+  int lock_ready;
+  int stopping;   /* under lock: post no more request slots */
+  int cqs_closed; /* under lock: worker CQs are shut down */
+  int started;
+  int grpc_ready;
+};
+
+struct rpc_worker {
+  rpc_server *srv;
+  grpc_completion_queue *cq;
+  pthread_t thread;
+  int running;
+};
+
+/* One posted request and, once it matched, the call it became: the same
+ * struct is the tag of the request and then of the reply batch. */
+typedef struct rpc_slot {
+  rpc_worker *w;
+  int replying;  /* 0: request posted; 1: reply batch in flight */
+  int catch_all; /* posted with grpc_server_request_call */
+  size_t method; /* index into srv->methods when !catch_all */
+  grpc_call *call;
+  gpr_timespec deadline;
+  grpc_metadata_array md;
+  grpc_call_details details; /* catch-all only */
+  grpc_byte_buffer *payload;
+  grpc_byte_buffer *reply;
+  int cancelled;
+} rpc_slot;
+
+static void slot_free(rpc_slot *s) {
+  if (!s)
+    return;
+  grpc_metadata_array_destroy(&s->md);
+  if (s->catch_all)
+    grpc_call_details_destroy(&s->details);
+  if (s->payload)
+    grpc_byte_buffer_destroy(s->payload);
+  if (s->reply)
+    grpc_byte_buffer_destroy(s->reply);
+  if (s->call)
+    grpc_call_unref(s->call);
+  free(s);
+}
+
+/* Posts one request slot on the worker's CQ. catch_all selects
+ * grpc_server_request_call, otherwise method names the registered method. */
+static int slot_post(rpc_worker *w, int catch_all, size_t method) {
+  rpc_server *srv = w->srv;
+  rpc_slot *s = calloc(1, sizeof *s);
+  if (!s)
+    return COHORT_ENOMEM;
+  s->w = w;
+  s->catch_all = catch_all;
+  s->method = method;
+  grpc_metadata_array_init(&s->md);
+  grpc_call_error e;
+  if (catch_all) {
+    grpc_call_details_init(&s->details);
+    e = grpc_server_request_call(srv->server, &s->call, &s->details, &s->md,
+                                 w->cq, w->cq, s);
+  } else {
+    e = grpc_server_request_registered_call(
+        srv->server, srv->handles[method], &s->call, &s->deadline, &s->md,
+        &s->payload, w->cq, w->cq, s);
+  }
+  if (e != GRPC_CALL_OK) {
+    log_error("rpc server: posting a request slot failed (%d)", (int)e);
+    slot_free(s);
+    return COHORT_EIO;
+  }
+  return COHORT_OK;
+}
+
+/* Replaces the slot that just matched, unless the server is stopping:
+ * re-posting then would only produce more failed slots. */
+static void slot_repost(rpc_worker *w, const rpc_slot *used) {
+  rpc_server *srv = w->srv;
+  pthread_rwlock_rdlock(&srv->lock);
+  if (!srv->stopping && slot_post(w, used->catch_all, used->method) != 0)
+    log_error("rpc server: lost a request slot; this worker now serves "
+              "fewer calls at once");
+  pthread_rwlock_unlock(&srv->lock);
+}
+
+/* "Bearer <token>" with a non-empty token free of spaces and control bytes
+ * gives a malloc'd copy of the token; anything else gives NULL. */
+static char *bearer_from(const grpc_metadata_array *md) {
+  static const char prefix[] = "Bearer ";
+  const size_t plen = sizeof prefix - 1;
+  for (size_t i = 0; i < md->count; i++) {
+    if (grpc_slice_str_cmp(md->metadata[i].key, "authorization") != 0)
+      continue;
+    const grpc_slice v = md->metadata[i].value;
+    const uint8_t *p = GRPC_SLICE_START_PTR(v);
+    size_t n = GRPC_SLICE_LENGTH(v);
+    if (n <= plen || memcmp(p, prefix, plen) != 0)
+      return NULL;
+    for (size_t k = plen; k < n; k++)
+      if (p[k] <= 0x20 || p[k] == 0x7f)
+        return NULL;
+    char *t = malloc(n - plen + 1);
+    if (!t)
+      return NULL;
+    memcpy(t, p + plen, n - plen);
+    t[n - plen] = '\0';
+    return t;
+  }
+  return NULL;
+}
+
+/* Milliseconds left until the call deadline, measured on the monotonic
+ * clock; INT64_MAX when the client set none. */
+static int64_t deadline_left_ms(gpr_timespec d) {
+  if (d.tv_sec == INT64_MAX ||
+      gpr_time_cmp(d, gpr_inf_future(d.clock_type)) == 0)
+    return INT64_MAX;
+  gpr_timespec mono = gpr_convert_clock_type(d, GPR_CLOCK_MONOTONIC);
+  gpr_timespec left = gpr_time_sub(mono, gpr_now(GPR_CLOCK_MONOTONIC));
+  if (left.tv_sec < 0)
+    return 0;
+  return (int64_t)left.tv_sec * 1000 + left.tv_nsec / 1000000;
+}
+
+/* Runs the handler (or the UNIMPLEMENTED answer of the catch-all) and
+ * starts the one reply batch. On any failure the call is cancelled and the
+ * slot freed here. */
+static void slot_serve(rpc_worker *w, rpc_slot *s) {
+  rpc_server *srv = w->srv;
+  static const uint8_t empty[1] = {0};
+  rpc_reply rep;
+  memset(&rep, 0, sizeof rep);
+  rep.code = GRPC_STATUS_OK;
+
+  if (s->catch_all) {
+    char *path = grpc_slice_to_c_string(s->details.method);
+    rep.code = GRPC_STATUS_UNIMPLEMENTED;
+    snprintf(rep.detail, sizeof rep.detail, "unknown method %s",
+             path ? path : "?");
+    log_debug("rpc server: unknown method %s", path ? path : "?");
+    gpr_free(path);
+  } else {
+    grpc_slice body = grpc_empty_slice();
+    if (s->payload) {
+      grpc_byte_buffer_reader r;
+      if (grpc_byte_buffer_reader_init(&r, s->payload)) {
+        body = grpc_byte_buffer_reader_readall(&r);
+        grpc_byte_buffer_reader_destroy(&r);
+      }
+    }
+    char *bearer = bearer_from(&s->md);
+    rpc_request req;
+    req.method = srv->methods[s->method].path;
+    req.body_len = GRPC_SLICE_LENGTH(body);
+    /* Never NULL, so handlers may memcpy an empty body without a check. */
+    req.body = req.body_len ? GRPC_SLICE_START_PTR(body) : empty;
+    req.bearer = bearer;
+    req.deadline_ms = deadline_left_ms(s->deadline);
+    srv->methods[s->method].handler(srv->ctx, &req, &rep);
+    free(bearer);
+    grpc_slice_unref(body);
+  }
+
+  rep.detail[sizeof rep.detail - 1] = '\0';
+  if (rep.code < GRPC_STATUS_OK || rep.code > GRPC_STATUS_UNAUTHENTICATED) {
+    log_error("rpc server: handler returned invalid status %d", rep.code);
+    rep.code = GRPC_STATUS_UNKNOWN;
+  }
+  if (rep.code == GRPC_STATUS_OK) {
+    if (rep.body && rep.body_len) {
+      /* The slice takes the handler's buffer over and frees it: no copy. */
+      grpc_slice sl = grpc_slice_new(rep.body, rep.body_len, free);
+      s->reply = grpc_raw_byte_buffer_create(&sl, 1);
+      grpc_slice_unref(sl);
+    } else {
+      /* Unary clients expect a message even when it is empty. */
+      free(rep.body);
+      s->reply = grpc_raw_byte_buffer_create(NULL, 0);
+    }
+  } else {
+    free(rep.body);
+  }
+  rep.body = NULL;
+
+  grpc_op ops[4];
+  size_t n = 0;
+  memset(ops, 0, sizeof ops);
+  ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[n].data.send_initial_metadata.count = 0;
+  n++;
+  if (s->reply) {
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n].data.send_message.send_message = s->reply;
+    n++;
+  }
+  /* Read during start_batch only (GRPC_C_CORE.md section 5). */
+  grpc_slice detail = grpc_slice_from_copied_string(rep.detail);
+  ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+  ops[n].data.send_status_from_server.trailing_metadata_count = 0;
+  ops[n].data.send_status_from_server.status = (grpc_status_code)rep.code;
+  ops[n].data.send_status_from_server.status_details = &detail;
+  n++;
+  ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+  ops[n].data.recv_close_on_server.cancelled = &s->cancelled;
+  n++;
+
+  s->replying = 1;
+  grpc_call_error e = GRPC_CALL_ERROR;
+  pthread_rwlock_rdlock(&srv->lock);
+  int closed = srv->cqs_closed;
+  if (!closed)
+    e = grpc_call_start_batch(s->call, ops, n, s, NULL);
+  pthread_rwlock_unlock(&srv->lock);
+  grpc_slice_unref(detail);
+  if (e != GRPC_CALL_OK) {
+    if (!closed)
+      log_error("rpc server: starting the reply batch failed (%d)", (int)e);
+    grpc_call_cancel(s->call, NULL);
+    slot_free(s);
+  }
+}
+
+/* A worker's loop; it also drains the CQ of a worker whose thread never
+ * started, from the stopping thread. */
+static void worker_run(rpc_worker *w) {
+  for (;;) {
+    grpc_event ev = grpc_completion_queue_next(
+        w->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    if (ev.type == GRPC_QUEUE_SHUTDOWN)
+      break;
+    if (ev.type != GRPC_OP_COMPLETE)
+      continue;
+    rpc_slot *s = ev.tag;
+    if (s->replying || !ev.success) {
+      /* A finished reply, or a request slot failed by shutdown. */
+      slot_free(s);
+      continue;
+    }
+    slot_repost(w, s);
+    slot_serve(w, s);
+  }
+}
+
+static void *worker_main(void *arg) {
+  worker_run(arg);
+  return NULL;
+}
+
+/* Stops and frees whatever part of srv exists; used by stop and by a start
+ * that failed half-way. */
+static void server_teardown(rpc_server *srv, int grace_ms) {
+  if (srv->server) {
+    if (srv->started) {
+      pthread_rwlock_wrlock(&srv->lock);
+      srv->stopping = 1;
+      pthread_rwlock_unlock(&srv->lock);
+      grpc_server_shutdown_and_notify(srv->server, srv->shutdown_cq, srv);
+      gpr_timespec grace = gpr_time_add(
+          gpr_now(GPR_CLOCK_MONOTONIC),
+          gpr_time_from_millis(grace_ms > 0 ? grace_ms : 0, GPR_TIMESPAN));
+      grpc_event ev = grpc_completion_queue_next(srv->shutdown_cq, grace, NULL);
+      if (ev.type == GRPC_QUEUE_TIMEOUT) {
+        /* Also force-closes idle connections whose GOAWAY would otherwise
+         * hold shutdown for seconds (GRPC_C_CORE.md section 9). */
+        grpc_server_cancel_all_calls(srv->server);
+        grpc_completion_queue_next(srv->shutdown_cq,
+                                   gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+      }
+    }
+    grpc_server_destroy(srv->server);
+    srv->server = NULL;
+  }
+
+  if (srv->lock_ready)
+    pthread_rwlock_wrlock(&srv->lock);
+  srv->cqs_closed = 1;
+  for (int i = 0; i < srv->n_workers; i++)
+    if (srv->workers[i].cq)
+      grpc_completion_queue_shutdown(srv->workers[i].cq);
+  if (srv->lock_ready)
+    pthread_rwlock_unlock(&srv->lock);
+
+  for (int i = 0; i < srv->n_workers; i++) {
+    rpc_worker *w = &srv->workers[i];
+    if (!w->cq)
+      continue;
+    if (w->running)
+      pthread_join(w->thread, NULL);
+    else
+      worker_run(w);
+    grpc_completion_queue_destroy(w->cq);
+  }
+  if (srv->shutdown_cq) {
+    grpc_completion_queue_shutdown(srv->shutdown_cq);
+    while (grpc_completion_queue_next(srv->shutdown_cq,
+                                      gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL)
+               .type != GRPC_QUEUE_SHUTDOWN) {
+    }
+    grpc_completion_queue_destroy(srv->shutdown_cq);
+  }
+  if (srv->lock_ready)
+    pthread_rwlock_destroy(&srv->lock);
+  free(srv->workers);
+  free(srv->handles);
+  int grpc_ready = srv->grpc_ready;
+  free(srv);
+  if (grpc_ready)
+    grpc_shutdown();
+}
+
+static int config_ok(const rpc_server_config *cfg) {
+  if (!cfg->listen || !cfg->listen[0])
+    return 0;
+  if (cfg->workers < 1 || cfg->workers > MAX_WORKERS)
+    return 0;
+  if (cfg->max_receive_bytes == 0 || cfg->max_receive_bytes < -1 ||
+      cfg->max_send_bytes == 0 || cfg->max_send_bytes < -1)
+    return 0;
+  if (cfg->n_methods && !cfg->methods)
+    return 0;
+  for (size_t i = 0; i < cfg->n_methods; i++)
+    if (!cfg->methods[i].path || cfg->methods[i].path[0] != '/' ||
+        !cfg->methods[i].handler)
+      return 0;
+  return 1;
+}
+
+int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
+                     int *bound_port) {
+  if (!out)
+    return COHORT_EINVAL;
+  *out = NULL;
+  if (!cfg || !config_ok(cfg))
+    return COHORT_EINVAL;
+
+  rpc_server *srv = calloc(1, sizeof *srv);
+  if (!srv)
+    return COHORT_ENOMEM;
+  int rc = COHORT_OK;
+  srv->methods = cfg->methods;
+  srv->n_methods = cfg->n_methods;
+  srv->ctx = cfg->ctx;
+  srv->workers = calloc((size_t)cfg->workers, sizeof *srv->workers);
+  srv->handles = calloc(cfg->n_methods ? cfg->n_methods : 1,
+                        sizeof *srv->handles);
+  if (!srv->workers || !srv->handles) {
+    rc = COHORT_ENOMEM;
+    goto out;
+  }
+  srv->n_workers = cfg->workers;
+  if (pthread_rwlock_init(&srv->lock, NULL) != 0) {
+    rc = COHORT_ENOMEM;
+    goto out;
+  }
+  srv->lock_ready = 1;
+
+  grpc_init();
+  srv->grpc_ready = 1;
+
+  grpc_arg args[5];
+  memset(args, 0, sizeof args);
+  args[0].type = GRPC_ARG_INTEGER;
+  args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+  args[0].value.integer = cfg->max_receive_bytes;
+  args[1].type = GRPC_ARG_INTEGER;
+  args[1].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
+  args[1].value.integer = cfg->max_send_bytes;
+  /* The default (1) lets a second server bind the same port and share its
+   * connections; 0 makes that bind fail (GRPC_C_CORE.md section 7). */
+  args[2].type = GRPC_ARG_INTEGER;
+  args[2].key = GRPC_ARG_ALLOW_REUSEPORT;
+  args[2].value.integer = 0;
+  /* Accept client keepalive pings down to 10 s, also between calls, instead
+   * of answering them with GOAWAY "too_many_pings". */
+  args[3].type = GRPC_ARG_INTEGER;
+  args[3].key = GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS;
+  args[3].value.integer = 10000;
+  args[4].type = GRPC_ARG_INTEGER;
+  args[4].key = GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS;
+  args[4].value.integer = 1;
+  grpc_channel_args chargs = {sizeof args / sizeof args[0], args};
+
+  srv->server = grpc_server_create(&chargs, NULL);
+  if (!srv->server) {
+    rc = COHORT_ENOMEM;
+    goto out;
+  }
+  for (size_t i = 0; i < cfg->n_methods; i++) {
+    srv->handles[i] = grpc_server_register_method(
+        srv->server, cfg->methods[i].path, NULL,
+        GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+    if (!srv->handles[i]) {
+      log_error("rpc server: cannot register method %s (listed twice?)",
+                cfg->methods[i].path);
+      rc = COHORT_EINVAL;
+      goto out;
+    }
+  }
+  for (int i = 0; i < srv->n_workers; i++) {
+    srv->workers[i].srv = srv;
+    srv->workers[i].cq = grpc_completion_queue_create_for_next(NULL);
+    if (!srv->workers[i].cq) {
+      rc = COHORT_ENOMEM;
+      goto out;
+    }
+    grpc_server_register_completion_queue(srv->server, srv->workers[i].cq,
+                                          NULL);
+  }
+  srv->shutdown_cq = grpc_completion_queue_create_for_next(NULL);
+  if (!srv->shutdown_cq) {
+    rc = COHORT_ENOMEM;
+    goto out;
+  }
+  grpc_server_register_completion_queue(srv->server, srv->shutdown_cq, NULL);
+
+  grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+  int port = grpc_server_add_http2_port(srv->server, cfg->listen, creds);
+  grpc_server_credentials_release(creds);
+  if (port == 0) {
+    log_error("rpc server: cannot listen on %s (address in use or invalid)",
+              cfg->listen);
+    rc = COHORT_EIO;
+    goto out;
+  }
+
+  grpc_server_start(srv->server);
+  srv->started = 1;
+
+  /* The slots are posted here rather than by each thread so that a failure
+   * is reported to the caller; they are still bound to their worker's CQ,
+   * so every event of a call arrives on that worker. */
+  for (int i = 0; i < srv->n_workers && !rc; i++) {
+    rc = slot_post(&srv->workers[i], 1, 0);
+    for (size_t m = 0; m < cfg->n_methods && !rc; m++)
+      for (int k = 0; k < SLOTS_PER_METHOD && !rc; k++)
+        rc = slot_post(&srv->workers[i], 0, m);
+  }
+  if (rc)
+    goto out;
+  for (int i = 0; i < srv->n_workers; i++) {
+    if (pthread_create(&srv->workers[i].thread, NULL, worker_main,
+                       &srv->workers[i]) != 0) {
+      log_error("rpc server: cannot start worker thread %d", i);
+      rc = COHORT_ENOMEM;
+      goto out;
+    }
+    srv->workers[i].running = 1;
+  }
+
+  log_info("rpc server: listening on %s (port %d, %d workers)", cfg->listen,
+           port, srv->n_workers);
+  if (bound_port)
+    *bound_port = port;
+  *out = srv;
+  return COHORT_OK;
+
+out:
+  server_teardown(srv, 0);
+  return rc;
+}
+
+void rpc_server_stop(rpc_server *srv, int grace_ms) {
+  if (!srv)
+    return;
+  server_teardown(srv, grace_ms);
+}
