@@ -1,0 +1,77 @@
+/* In-memory data sets: the slices that simulated clients train on, and
+ * truncation for quick runs. Slices are copies, so each client owns its
+ * data and can free it independently of the source. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cohort_status.h"
+#include "nn_dataset.h"
+
+int nn_dataset_shard(const nn_dataset *src, int index, int count,
+                     nn_dataset *out) {
+  if (!out)
+    return COHORT_EINVAL;
+  memset(out, 0, sizeof *out);
+  if (!src || count < 1 || index < 0 || index >= count ||
+      (src->n && (!src->x || !src->y || !src->dim)))
+    return COHORT_EINVAL;
+
+  size_t base = src->n / (size_t)count, extra = src->n % (size_t)count;
+  size_t idx = (size_t)index;
+  size_t first = idx * base + (idx < extra ? idx : extra);
+  size_t n = base + (idx < extra ? 1 : 0);
+
+  out->dim = src->dim;
+  out->n_classes = src->n_classes;
+  if (n == 0) /* more slices than examples: a valid, empty slice */
+    return COHORT_OK;
+  if (src->dim > SIZE_MAX / sizeof(float) / n)
+    return COHORT_ENOMEM;
+  float *x = malloc(n * src->dim * sizeof(float));
+  uint8_t *y = malloc(n);
+  if (!x || !y) {
+    free(x);
+    free(y);
+    return COHORT_ENOMEM;
+  }
+  memcpy(x, src->x + first * src->dim, n * src->dim * sizeof(float));
+  memcpy(y, src->y + first, n);
+  out->n = n;
+  out->x = x;
+  out->y = y;
+  return COHORT_OK;
+}
+
+void nn_dataset_truncate(nn_dataset *ds, size_t n) {
+  if (!ds || n >= ds->n)
+    return;
+  if (n == 0) {
+    free(ds->x);
+    free(ds->y);
+    ds->x = NULL;
+    ds->y = NULL;
+    ds->n = 0;
+    return;
+  }
+  /* Give the memory back (a full training set is ~190 MB of floats); if the
+   * shrinking realloc fails, the larger block is still valid. A zero size
+   * would let realloc free the block, hence the dim test. */
+  if (ds->dim) {
+    float *x = realloc(ds->x, n * ds->dim * sizeof(float));
+    if (x)
+      ds->x = x;
+  }
+  uint8_t *y = realloc(ds->y, n);
+  if (y)
+    ds->y = y;
+  ds->n = n;
+}
+
+void nn_dataset_close(nn_dataset *ds) {
+  if (!ds)
+    return;
+  free(ds->x);
+  free(ds->y);
+  memset(ds, 0, sizeof *ds);
+}
