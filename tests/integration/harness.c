@@ -1,0 +1,189 @@
+/* Integration-test process helpers; see harness.h. Every process spawned is
+ * recorded, and an atexit handler kills the ones still running, so a failed
+ * assertion never leaves a server behind. */
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_PROCS 64
+
+static pid_t g_procs[MAX_PROCS];
+static int g_nprocs;
+static char g_dir[256];
+
+static void kill_all(void) {
+  for (int i = 0; i < g_nprocs; i++) {
+    if (g_procs[i] > 0) {
+      kill(g_procs[i], SIGKILL);
+      waitpid(g_procs[i], NULL, 0);
+      g_procs[i] = 0;
+    }
+  }
+}
+
+static void forget(pid_t pid) {
+  for (int i = 0; i < g_nprocs; i++)
+    if (g_procs[i] == pid)
+      g_procs[i] = 0;
+}
+
+const char *harness_dir(void) {
+  if (!g_dir[0]) {
+    const char *base = getenv("TMPDIR");
+    snprintf(g_dir, sizeof g_dir, "%s/cohort-it-XXXXXX", base ? base : "/tmp");
+    if (!mkdtemp(g_dir)) {
+      perror("mkdtemp");
+      exit(2);
+    }
+    atexit(kill_all);
+  }
+  return g_dir;
+}
+
+const char *harness_path(const char *name) {
+  static char slots[8][512];
+  static int next;
+  char *p = slots[next++ % 8];
+  snprintf(p, sizeof slots[0], "%s/%s", harness_dir(), name);
+  return p;
+}
+
+static void redirect(const char *path, int fd) {
+  int f = open(path ? path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (f >= 0) {
+    dup2(f, fd);
+    close(f);
+  }
+}
+
+pid_t harness_spawn(char *const argv[], const char *out_path,
+                    const char *err_path) {
+  harness_dir();
+  if (g_nprocs == MAX_PROCS)
+    return -1;
+  pid_t pid = fork();
+  if (pid < 0)
+    return -1;
+  if (pid == 0) {
+    redirect(out_path, STDOUT_FILENO);
+    redirect(err_path, STDERR_FILENO);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  g_procs[g_nprocs++] = pid;
+  return pid;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int harness_wait(pid_t pid, double seconds) {
+  double end = now_s() + seconds;
+  for (;;) {
+    int status;
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) {
+      forget(pid);
+      if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+      return 128 + WTERMSIG(status);
+    }
+    if (r < 0)
+      return -1;
+    if (now_s() >= end) {
+      kill(pid, SIGKILL);
+      waitpid(pid, NULL, 0);
+      forget(pid);
+      return -1;
+    }
+    struct timespec nap = {0, 20 * 1000000L};
+    nanosleep(&nap, NULL);
+  }
+}
+
+void harness_signal(pid_t pid, int sig) {
+  for (int i = 0; i < g_nprocs; i++)
+    if (g_procs[i] == pid)
+      kill(pid, sig);
+}
+
+char *harness_read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  size_t cap = 4096, len = 0;
+  char *buf = malloc(cap);
+  size_t n;
+  while (buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+    len += n;
+    if (cap - len - 1 == 0) {
+      char *bigger = realloc(buf, cap * 2);
+      if (!bigger) {
+        free(buf);
+        buf = NULL;
+        break;
+      }
+      buf = bigger;
+      cap *= 2;
+    }
+  }
+  fclose(f);
+  if (buf)
+    buf[len] = '\0';
+  return buf;
+}
+
+pid_t harness_start_server(const char *tag, const char *const extra[],
+                           int *port, char *db_path, size_t db_len) {
+  char port_file[512], out[512], err[512];
+  snprintf(db_path, db_len, "%s/%s.db", harness_dir(), tag);
+  snprintf(port_file, sizeof port_file, "%s/%s.port", harness_dir(), tag);
+  snprintf(out, sizeof out, "%s/%s.out", harness_dir(), tag);
+  snprintf(err, sizeof err, "%s/%s.err", harness_dir(), tag);
+  unlink(port_file);
+  char *argv[64];
+  int n = 0;
+  argv[n++] = COHORT_SERVER_BIN;
+  argv[n++] = "--listen";
+  argv[n++] = "127.0.0.1:0";
+  argv[n++] = "--port-file";
+  argv[n++] = port_file;
+  argv[n++] = "--db";
+  argv[n++] = db_path;
+  for (int i = 0; extra && extra[i] && n < 62; i++)
+    argv[n++] = (char *)extra[i];
+  argv[n] = NULL;
+  pid_t pid = harness_spawn(argv, out, err);
+  if (pid < 0)
+    return -1;
+  for (int i = 0; i < 500; i++) { /* up to 10 s */
+    char *text = harness_read_file(port_file);
+    if (text) {
+      *port = atoi(text);
+      free(text);
+      if (*port > 0)
+        return pid;
+    }
+    if (waitpid(pid, NULL, WNOHANG) == pid) {
+      forget(pid);
+      return -1;
+    }
+    struct timespec nap = {0, 20 * 1000000L};
+    nanosleep(&nap, NULL);
+  }
+  harness_signal(pid, SIGKILL);
+  harness_wait(pid, 5);
+  return -1;
+}

@@ -1,0 +1,39 @@
+/* Helpers for integration tests that run real cohort-server and
+ * cohort-client processes on 127.0.0.1: spawning with output to files,
+ * waiting with timeouts, and killing everything still running at exit. */
+#ifndef COHORT_HARNESS_H
+#define COHORT_HARNESS_H
+
+#include <sys/types.h>
+
+/* A fresh temporary folder for this test program (created once). */
+const char *harness_dir(void);
+
+/* Starts argv[0] with stdout and stderr sent to the given files (NULL:
+ * /dev/null). The process is remembered and killed at exit if still
+ * running. Returns its pid, or -1. */
+pid_t harness_spawn(char *const argv[], const char *out_path,
+                    const char *err_path);
+
+/* Waits up to seconds for pid to exit. Returns its exit status (0-255), 128
+ * + signal if killed by one, or -1 on timeout (the process is then killed
+ * with SIGKILL and reaped). */
+int harness_wait(pid_t pid, double seconds);
+
+/* Sends sig to pid (if it is still ours and running). */
+void harness_signal(pid_t pid, int sig);
+
+/* Starts cohort-server with extra arguments (NULL-terminated), a fresh
+ * --db and --port-file in harness_dir() named after tag, and waits for the
+ * port. Returns the pid and writes the port and the db path. */
+pid_t harness_start_server(const char *tag, const char *const extra[],
+                           int *port, char *db_path, size_t db_len);
+
+/* Reads a whole file into a malloc'd NUL-terminated string (NULL on error). */
+char *harness_read_file(const char *path);
+
+/* Path of a file in harness_dir(); returns a static buffer per call slot
+ * (up to 8 live at once). */
+const char *harness_path(const char *name);
+
+#endif

@@ -1,0 +1,363 @@
+/* Bad input against a real cohort-server process: every case gets a gRPC
+ * status with a one-line reason, nothing is stored, and the server keeps
+ * serving. The test speaks the protocol itself through the rpc layer, so it
+ * can send what a well-behaved client never would. */
+#include <CUnit/CUnit.h>
+#include <grpc/status.h>
+#include <math.h>
+#include <openssl/sha.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cunit_main.h"
+#include "harness.h"
+#include "pb.h"
+#include "rpc_client.h"
+
+#define N_PARAMS 7850 /* logreg 784 -> 10 */
+#define TOKEN "bad-input-token"
+
+static pid_t g_server;
+static rpc_channel *g_ch;
+static char g_db[512];
+
+typedef struct reply {
+  int code;
+  char detail[256];
+  ProtobufCMessage *msg;
+} reply;
+
+/* One call; the reply message is unpacked with desc when the status is OK. */
+static reply call_raw(const char *method, const char *bearer,
+                      const uint8_t *body, size_t len,
+                      const ProtobufCMessageDescriptor *desc) {
+  reply r = {0};
+  rpc_call_opts o;
+  rpc_call_opts_init(&o);
+  o.timeout_ms = 5000;
+  rpc_result res = {0};
+  if (rpc_call(g_ch, method, bearer, body, len, &o, &res) != 0) {
+    r.code = -1;
+    return r;
+  }
+  r.code = res.code;
+  snprintf(r.detail, sizeof r.detail, "%s", res.detail);
+  if (res.code == GRPC_STATUS_OK && desc)
+    r.msg = protobuf_c_message_unpack(desc, NULL, res.body_len, res.body);
+  rpc_result_clear(&res);
+  return r;
+}
+
+static reply call(const char *method, const char *bearer,
+                  const ProtobufCMessage *m,
+                  const ProtobufCMessageDescriptor *desc) {
+  uint8_t *buf;
+  size_t len;
+  if (pb_pack(m, &buf, &len) != 0) {
+    reply r = {.code = -1};
+    return r;
+  }
+  reply r = call_raw(method, bearer, buf, len, desc);
+  free(buf);
+  return r;
+}
+
+static void reply_free(reply *r) {
+  if (r->msg)
+    protobuf_c_message_free_unpacked(r->msg, NULL);
+  r->msg = NULL;
+}
+
+/* Asserts the code and that the reason is one non-empty line. */
+#define ASSERT_REFUSED(r, want)                                                \
+  do {                                                                         \
+    CU_ASSERT_EQUAL((r).code, (want));                                         \
+    CU_ASSERT((r).detail[0] != '\0');                                          \
+    CU_ASSERT_PTR_NULL(strchr((r).detail, '\n'));                              \
+  } while (0)
+
+static int64_t query_int(const char *sql) {
+  sqlite3 *db;
+  int64_t v = -1;
+  if (sqlite3_open_v2(g_db, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+    return -1;
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return v;
+}
+
+/* Nothing of an update has been stored: no UPLOADED row, only the initial
+ * model, no round committed. */
+static void assert_nothing_stored(void) {
+  CU_ASSERT_EQUAL(query_int("SELECT COUNT(*) FROM participations"
+                            " WHERE state = 'UPLOADED'"),
+                  0);
+  CU_ASSERT_EQUAL(query_int("SELECT COUNT(*) FROM models"), 1);
+  CU_ASSERT_EQUAL(query_int("SELECT COUNT(*) FROM rounds"
+                            " WHERE state = 'COMMITTED'"),
+                  0);
+}
+
+/* Every parameter of model 1 differs from model 0 by delta. */
+static void assert_model_moved_by(float delta) {
+  sqlite3 *db;
+  CU_ASSERT_FATAL(sqlite3_open_v2(g_db, &db, SQLITE_OPEN_READONLY, NULL) ==
+                  SQLITE_OK);
+  sqlite3_stmt *st;
+  CU_ASSERT_FATAL(sqlite3_prepare_v2(db,
+                                     "SELECT a.params, b.params FROM models a,"
+                                     " models b WHERE a.version = 0 AND"
+                                     " b.version = 1",
+                                     -1, &st, NULL) == SQLITE_OK);
+  CU_ASSERT_FATAL(sqlite3_step(st) == SQLITE_ROW);
+  CU_ASSERT_EQUAL_FATAL(sqlite3_column_bytes(st, 0), N_PARAMS * 4);
+  CU_ASSERT_EQUAL_FATAL(sqlite3_column_bytes(st, 1), N_PARAMS * 4);
+  const float *before = sqlite3_column_blob(st, 0);
+  const float *after = sqlite3_column_blob(st, 1);
+  int off = 0;
+  for (size_t i = 0; i < N_PARAMS; i++)
+    off += fabsf(after[i] - before[i] - delta) > 1e-6f;
+  CU_ASSERT_EQUAL(off, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
+static int suite_init(void) {
+  const char *extra[] = {"--rounds", "1", "--clients-per-round", "2",
+                         "--min-clients", "2", "--round-timeout", "60",
+                         "--enroll-token", TOKEN, "--retry-ms", "100",
+                         "--linger", "3", NULL};
+  int port;
+  g_server = harness_start_server("bad-input", extra, &port, g_db,
+                                  sizeof g_db);
+  if (g_server <= 0)
+    return -1;
+  char target[64];
+  snprintf(target, sizeof target, "127.0.0.1:%d", port);
+  rpc_channel_config cc = {.target = target,
+                           .max_receive_bytes = PB_MAX_MESSAGE_BYTES,
+                           .max_send_bytes = 8 * 1024 * 1024};
+  return rpc_channel_new(&cc, &g_ch) == 0 ? 0 : -1;
+}
+
+static int suite_clean(void) {
+  rpc_channel_free(g_ch);
+  harness_signal(g_server, SIGTERM);
+  return harness_wait(g_server, 30) == 0 ? 0 : -1;
+}
+
+/* Registers a client and returns its session token. */
+static void register_client(char token[65]) {
+  Cohort__V1__RegisterRequest req = COHORT__V1__REGISTER_REQUEST__INIT;
+  req.enrollment_token = TOKEN;
+  reply r = call(PB_METHOD_REGISTER, NULL, &req.base,
+                 &cohort__v1__register_response__descriptor);
+  CU_ASSERT_EQUAL_FATAL(r.code, GRPC_STATUS_OK);
+  Cohort__V1__RegisterResponse *resp = (Cohort__V1__RegisterResponse *)r.msg;
+  CU_ASSERT_EQUAL_FATAL(strlen(resp->session_token), 64);
+  snprintf(token, 65, "%s", resp->session_token);
+  reply_free(&r);
+}
+
+/* Checks in until the coordinator hands out a task or says to retry; the
+ * task's round is returned, or 0. */
+static uint64_t check_in(const char *token, int want_task) {
+  for (int i = 0; i < 100; i++) {
+    Cohort__V1__CheckInRequest req = COHORT__V1__CHECK_IN_REQUEST__INIT;
+    reply r = call(PB_METHOD_CHECKIN, token, &req.base,
+                   &cohort__v1__check_in_response__descriptor);
+    CU_ASSERT_EQUAL_FATAL(r.code, GRPC_STATUS_OK);
+    Cohort__V1__CheckInResponse *resp = (Cohort__V1__CheckInResponse *)r.msg;
+    uint64_t round = resp->outcome_case ==
+                             COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_TASK
+                         ? resp->task->round
+                         : 0;
+    reply_free(&r);
+    if (round || !want_task)
+      return round;
+    struct timespec nap = {0, 50 * 1000000L};
+    nanosleep(&nap, NULL);
+  }
+  return 0;
+}
+
+typedef struct update {
+  uint8_t bytes[N_PARAMS * 4];
+  uint8_t sha[32];
+} update;
+
+static void make_update(update *u, float fill, size_t bad_index,
+                        float bad_value) {
+  float v[N_PARAMS];
+  for (size_t i = 0; i < N_PARAMS; i++)
+    v[i] = fill;
+  if (bad_index < N_PARAMS)
+    v[bad_index] = bad_value;
+  memcpy(u->bytes, v, sizeof v);
+  SHA256(u->bytes, sizeof u->bytes, u->sha);
+}
+
+static reply upload(const char *token, uint64_t round, const update *u,
+                    uint64_t total, const uint8_t *data, size_t len) {
+  Cohort__V1__UploadRequest req = COHORT__V1__UPLOAD_REQUEST__INIT;
+  req.round = round;
+  req.total_size = total;
+  req.offset = 0;
+  req.data.data = (uint8_t *)data;
+  req.data.len = len;
+  req.update_sha256.data = (uint8_t *)u->sha;
+  req.update_sha256.len = 32;
+  req.num_examples = 100;
+  return call(PB_METHOD_UPLOAD, token, &req.base,
+              &cohort__v1__upload_response__descriptor);
+}
+
+static reply upload_whole(const char *token, uint64_t round,
+                          const update *u) {
+  return upload(token, round, u, sizeof u->bytes, u->bytes, sizeof u->bytes);
+}
+
+static void test_bad_input_is_refused_and_nothing_stored(void) {
+  /* An unknown method gets UNIMPLEMENTED from the catch-all. */
+  reply r = call_raw("/cohort.v1.Coordinator/Nope", NULL, NULL, 0, NULL);
+  ASSERT_REFUSED(r, GRPC_STATUS_UNIMPLEMENTED);
+
+  /* Enrollment with an unknown or missing token. */
+  Cohort__V1__RegisterRequest reg = COHORT__V1__REGISTER_REQUEST__INIT;
+  reg.enrollment_token = "not-the-token";
+  r = call(PB_METHOD_REGISTER, NULL, &reg.base, NULL);
+  ASSERT_REFUSED(r, GRPC_STATUS_UNAUTHENTICATED);
+  reg.enrollment_token = "";
+  r = call(PB_METHOD_REGISTER, NULL, &reg.base, NULL);
+  ASSERT_REFUSED(r, GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_EQUAL(query_int("SELECT COUNT(*) FROM clients"), 0);
+
+  /* Calls without a session token or with an unknown one. */
+  Cohort__V1__CheckInRequest ci = COHORT__V1__CHECK_IN_REQUEST__INIT;
+  r = call(PB_METHOD_CHECKIN, NULL, &ci.base, NULL);
+  ASSERT_REFUSED(r, GRPC_STATUS_UNAUTHENTICATED);
+  r = call(PB_METHOD_CHECKIN, "0123456789abcdef", &ci.base, NULL);
+  ASSERT_REFUSED(r, GRPC_STATUS_UNAUTHENTICATED);
+
+  char a[65], b[65], c[65];
+  register_client(a);
+  register_client(b);
+  register_client(c);
+
+  /* Bytes that are not a protobuf message. */
+  const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0x0f};
+  r = call_raw(PB_METHOD_UPLOAD, a, junk, sizeof junk, NULL);
+  ASSERT_REFUSED(r, GRPC_STATUS_INVALID_ARGUMENT);
+
+  uint64_t round = check_in(a, 1);
+  CU_ASSERT_FATAL(round == 1);
+  CU_ASSERT_EQUAL_FATAL(check_in(b, 1), round);
+  CU_ASSERT_EQUAL(check_in(c, 0), 0); /* two per round: c must wait */
+
+  update good, nan_update, inf_update;
+  make_update(&good, 0.01f, N_PARAMS, 0);
+  make_update(&nan_update, 0.01f, 17, NAN);
+  make_update(&inf_update, 0.01f, 18, INFINITY);
+
+  /* An upload from a client not selected for the round. */
+  r = upload_whole(c, round, &good);
+  ASSERT_REFUSED(r, GRPC_STATUS_PERMISSION_DENIED);
+  /* A round that is not current. */
+  r = upload_whole(a, round + 5, &good);
+  ASSERT_REFUSED(r, GRPC_STATUS_FAILED_PRECONDITION);
+  /* Wrong element count. */
+  r = upload(a, round, &good, (N_PARAMS - 1) * 4, good.bytes,
+             (N_PARAMS - 1) * 4);
+  ASSERT_REFUSED(r, GRPC_STATUS_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.detail, "elements"));
+  /* NaN and Inf in an update. */
+  r = upload_whole(a, round, &nan_update);
+  ASSERT_REFUSED(r, GRPC_STATUS_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.detail, "NaN"));
+  r = upload_whole(a, round, &inf_update);
+  ASSERT_REFUSED(r, GRPC_STATUS_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.detail, "infinite"));
+  /* An oversize chunk: over 1 MiB, though within the message limit. */
+  size_t big = PB_MAX_CHUNK_BYTES + 1;
+  uint8_t *chunk = calloc(1, big);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(chunk);
+  r = upload(a, round, &good, big, chunk, big);
+  ASSERT_REFUSED(r, GRPC_STATUS_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.detail, "chunk"));
+  free(chunk);
+  /* A digest that does not match the bytes. */
+  update lying = good;
+  lying.sha[0] ^= 1;
+  r = upload_whole(a, round, &lying);
+  ASSERT_REFUSED(r, GRPC_STATUS_INVALID_ARGUMENT);
+  assert_nothing_stored();
+
+  /* The server still serves: a good upload is accepted. */
+  r = upload_whole(a, round, &good);
+  CU_ASSERT_EQUAL_FATAL(r.code, GRPC_STATUS_OK);
+  CU_ASSERT_TRUE(((Cohort__V1__UploadResponse *)r.msg)->complete);
+  reply_free(&r);
+  CU_ASSERT_EQUAL(query_int("SELECT COUNT(*) FROM participations"
+                            " WHERE state = 'UPLOADED'"),
+                  1);
+
+  /* A duplicate of the same bytes is a no-op; different bytes are
+   * refused. Either way the stored upload is unchanged. */
+  r = upload_whole(a, round, &good);
+  CU_ASSERT_EQUAL(r.code, GRPC_STATUS_OK);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.detail, "duplicate"));
+  reply_free(&r);
+  update other;
+  make_update(&other, 0.02f, N_PARAMS, 0);
+  r = upload_whole(a, round, &other);
+  ASSERT_REFUSED(r, GRPC_STATUS_ALREADY_EXISTS);
+  CU_ASSERT_EQUAL(query_int("SELECT COUNT(*) FROM participations"
+                            " WHERE state = 'UPLOADED'"),
+                  1);
+  CU_ASSERT_EQUAL(query_int("SELECT COUNT(*) FROM rounds"
+                            " WHERE state = 'COMMITTED'"),
+                  0);
+
+  /* The second participant completes the round; FedAvg of two equal
+   * example counts of 0.01 and 0.03 moves every weight by 0.02. */
+  update third;
+  make_update(&third, 0.03f, N_PARAMS, 0);
+  r = upload_whole(b, round, &third);
+  CU_ASSERT_EQUAL(r.code, GRPC_STATUS_OK);
+  reply_free(&r);
+  for (int i = 0; i < 100 &&
+                  query_int("SELECT COUNT(*) FROM rounds WHERE state = "
+                            "'COMMITTED'") != 1;
+       i++) {
+    struct timespec nap = {0, 50 * 1000000L};
+    nanosleep(&nap, NULL);
+  }
+  CU_ASSERT_EQUAL(query_int("SELECT clients_aggregated FROM rounds"
+                            " WHERE id = 1 AND state = 'COMMITTED'"),
+                  2);
+  CU_ASSERT_EQUAL(query_int("SELECT COUNT(*) FROM models"), 2);
+  assert_model_moved_by(0.02f);
+
+  /* Late: the round is over. */
+  r = upload_whole(b, round, &third);
+  ASSERT_REFUSED(r, GRPC_STATUS_FAILED_PRECONDITION);
+  CU_ASSERT_EQUAL(query_int("SELECT COUNT(*) FROM participations"
+                            " WHERE state = 'UPLOADED'"),
+                  2);
+}
+
+int cohort_register_suites(void) {
+  CU_pSuite s = CU_add_suite("bad input", suite_init, suite_clean);
+  if (!s || !CU_add_test(s, "bad input is refused and nothing is stored",
+                         test_bad_input_is_refused_and_nothing_stored))
+    return -1;
+  return 0;
+}
