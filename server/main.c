@@ -62,7 +62,7 @@ static const flag_def FLAGS[] = {
      "local epochs per round in the training plan"},
     {"batch-size", FLAG_INT, &g_opts.batch_size, "32", 1, 65536, "B",
      "local minibatch size in the training plan"},
-    {"lr", FLAG_DOUBLE, &g_opts.lr, "0.1", 1e-9, 100, "RATE",
+    {"lr", FLAG_DOUBLE, &g_opts.lr, "0.05", 1e-9, 100, "RATE",
      "local SGD learning rate in the training plan"},
     {"retry-ms", FLAG_INT, &g_opts.retry_ms, "500", 10, 3600000, "MS",
      "mean wait a client is told when there is no task (jittered +-50%)"},
