@@ -11,8 +11,11 @@ int main(void) {
   }
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
+  /* A suite whose set-up or clean-up failed (an integration server that
+   * did not start, or did not stop cleanly) is a failure too. */
   unsigned failed = CU_get_number_of_failures() +
-                    CU_get_number_of_tests_failed();
+                    CU_get_number_of_tests_failed() +
+                    CU_get_number_of_suites_failed();
   unsigned ran = CU_get_number_of_tests_run();
   CU_cleanup_registry();
   if (ran == 0)
