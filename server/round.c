@@ -36,7 +36,13 @@ typedef struct participant {
 typedef struct seen_client {
   int64_t id;
   int told_done;
+  double touched_at; /* monotonic time clients.last_seen was last written */
 } seen_client;
+
+/* clients.last_seen is for operators, not for correctness: write it at most
+ * this often per client, so a fleet polling every second does not cost a
+ * synchronous database write per check-in. */
+#define LAST_SEEN_INTERVAL_S 60.0
 
 struct round_engine {
   pthread_mutex_t mu;
@@ -391,7 +397,11 @@ round_verdict round_checkin(round_engine *e, int64_t client,
     v = verdict(GRPC_STATUS_RESOURCE_EXHAUSTED, "coordinator out of memory");
     goto out;
   }
-  store_client_touch(e->db, client, wall_now());
+  double now = mono_now();
+  if (seen->touched_at == 0 || now - seen->touched_at >= LAST_SEEN_INTERVAL_S) {
+    store_client_touch(e->db, client, wall_now());
+    seen->touched_at = now;
+  }
   if (done_locked(e)) {
     out->kind = CHECKIN_DONE;
     out->rounds_committed = e->committed;
