@@ -23,6 +23,7 @@
 
 typedef struct server_opts {
   const char *listen, *db, *model, *eval_data, *port_file, *log_level;
+  const char *enroll_token_file;
   flag_list enroll_tokens;
   long rounds, clients_per_round, min_clients, seed, epochs, batch_size;
   long workers, retry_ms;
@@ -55,7 +56,11 @@ static const flag_def FLAGS[] = {
      "folder with t10k-images-idx3-ubyte[.gz] and t10k-labels-idx1-ubyte[.gz] "
      "for the coordinator's evaluation of each new model"},
     {"enroll-token", FLAG_STRING_LIST, &g_opts.enroll_tokens, NULL, 0, 0, "T",
-     "enrollment token clients must present to register (at least one)"},
+     "enrollment token clients must present to register"},
+    {"enroll-token-file", FLAG_STRING, &g_opts.enroll_token_file, NULL, 0, 0,
+     "PATH",
+     "file with one enrollment token per line (keeps tokens out of the "
+     "process list)"},
     {"seed", FLAG_INT, &g_opts.seed, "0", 0, NUM(9007199254740991LL), "S",
      "seed of the initial model"},
     {"epochs", FLAG_INT, &g_opts.epochs, "1", 1, 1000, "E",
@@ -125,6 +130,35 @@ static int write_port_file(const char *path, int port) {
   return rename(tmp, path);
 }
 
+/* Adds every non-empty line of path as an enrollment token. */
+static int add_token_file(round_engine *engine, const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    log_error("--enroll-token-file %s: %s", path, strerror(errno));
+    return -1;
+  }
+  char line[512];
+  int added = 0, rc = 0;
+  while (fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\r\n")] = '\0';
+    if (!line[0])
+      continue;
+    if (round_add_enrollment_token(engine, line) != 0) {
+      log_error("--enroll-token-file %s: more than 16 tokens", path);
+      rc = -1;
+      break;
+    }
+    added++;
+  }
+  memset(line, 0, sizeof line);
+  fclose(f);
+  if (!rc && added == 0) {
+    log_error("--enroll-token-file %s: no token in it", path);
+    rc = -1;
+  }
+  return rc;
+}
+
 int main(int argc, char **argv) {
   char err[512];
   int rc = flags_parse(FLAGS, N_FLAGS, argc, argv, err, sizeof err);
@@ -144,8 +178,9 @@ int main(int argc, char **argv) {
   }
   log_set_level(level);
   log_set_tag("server");
-  if (g_opts.enroll_tokens.count == 0) {
-    fprintf(stderr, "cohort-server: give at least one --enroll-token\n");
+  if (g_opts.enroll_tokens.count == 0 && !g_opts.enroll_token_file) {
+    fprintf(stderr, "cohort-server: give at least one --enroll-token or an "
+                    "--enroll-token-file\n");
     return 2;
   }
   if (g_opts.min_clients > g_opts.clients_per_round) {
@@ -216,6 +251,9 @@ int main(int argc, char **argv) {
       goto out;
     }
   }
+  if (g_opts.enroll_token_file &&
+      add_token_file(engine, g_opts.enroll_token_file) != 0)
+    goto out;
 
   size_t n_methods;
   const rpc_method *methods = service_methods(&n_methods);
