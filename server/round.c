@@ -625,7 +625,8 @@ round_verdict round_upload(round_engine *e, int64_t client,
     *next_offset = p->received; /* resume where we are */
     goto out;
   }
-  memcpy(p->buf + p->received, c->data, c->len);
+  if (c->len) /* empty bytes arrive as a NULL pointer: memcpy's UB */
+    memcpy(p->buf + p->received, c->data, c->len);
   p->received += c->len;
   p->bytes_up += c->wire_bytes;
   *next_offset = p->received;
