@@ -1,0 +1,243 @@
+/* Tests of the declarative flag table: defaults, both value spellings,
+ * range and type validation with errors naming the flag, booleans,
+ * repeatable lists, --help and the generated help text. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cunit_main.h"
+#include "flags.h"
+
+/* The targets of the test table, reset before each parse. */
+static const char *host;
+static long port;
+static double lr;
+static int verbose;
+static flag_list peers;
+static const char *nodefault;
+
+static const flag_def DEFS[] = {
+    {"host", FLAG_STRING, &host, "127.0.0.1", 0, 0, "ADDR", "address to bind"},
+    {"port", FLAG_INT, &port, "7070", 1, 65535, "PORT", "port to listen on"},
+    {"lr", FLAG_DOUBLE, &lr, "0.05", 0, 10, "RATE", "learning rate"},
+    {"verbose", FLAG_BOOL, &verbose, "false", 0, 0, NULL, "log more"},
+    {"peer", FLAG_STRING_LIST, &peers, NULL, 0, 0, "HOST:PORT",
+     "a peer to contact"},
+    {"name", FLAG_STRING, &nodefault, NULL, 0, 0, "NAME", "a name"},
+};
+#define NDEFS (sizeof DEFS / sizeof DEFS[0])
+
+static char err[256];
+
+/* Parses a NULL-terminated list of arguments after a program name, with
+ * every target first set to a sentinel so that defaults are seen to land. */
+static int parse_args(const char *first, ...) {
+  char *argv[32];
+  int argc = 0;
+  argv[argc++] = "prog";
+  va_list ap;
+  va_start(ap, first);
+  for (const char *a = first; a && argc < 31; a = va_arg(ap, const char *))
+    argv[argc++] = (char *)a;
+  va_end(ap);
+  argv[argc] = NULL;
+  host = NULL;
+  port = -1;
+  lr = -1;
+  verbose = -1;
+  peers.count = 99;
+  nodefault = "untouched";
+  err[0] = '\0';
+  return flags_parse(DEFS, NDEFS, argc, argv, err, sizeof err);
+}
+
+static void test_defaults_applied(void) {
+  CU_ASSERT_EQUAL_FATAL(parse_args(NULL), FLAGS_OK);
+  CU_ASSERT_STRING_EQUAL(host, "127.0.0.1");
+  CU_ASSERT_EQUAL(port, 7070);
+  CU_ASSERT_DOUBLE_EQUAL(lr, 0.05, 1e-12);
+  CU_ASSERT_EQUAL(verbose, 0);
+  CU_ASSERT_EQUAL(peers.count, 0);
+  /* No default: left alone. */
+  CU_ASSERT_STRING_EQUAL(nodefault, "untouched");
+}
+
+static void test_space_and_equals_forms(void) {
+  CU_ASSERT_EQUAL_FATAL(parse_args("--port", "9000", "--host=0.0.0.0",
+                                   "--lr=0.5", "--name", "alice", NULL),
+                        FLAGS_OK);
+  CU_ASSERT_EQUAL(port, 9000);
+  CU_ASSERT_STRING_EQUAL(host, "0.0.0.0");
+  CU_ASSERT_DOUBLE_EQUAL(lr, 0.5, 1e-12);
+  CU_ASSERT_STRING_EQUAL(nodefault, "alice");
+  CU_ASSERT_EQUAL_FATAL(parse_args("--port=1", "--lr", "10", NULL), FLAGS_OK);
+  CU_ASSERT_EQUAL(port, 1); /* bounds are inclusive */
+  CU_ASSERT_DOUBLE_EQUAL(lr, 10.0, 1e-12);
+  /* A value may itself contain '='. */
+  CU_ASSERT_EQUAL_FATAL(parse_args("--name=a=b", NULL), FLAGS_OK);
+  CU_ASSERT_STRING_EQUAL(nodefault, "a=b");
+  /* The last occurrence wins. */
+  CU_ASSERT_EQUAL_FATAL(parse_args("--port", "5", "--port", "6", NULL),
+                        FLAGS_OK);
+  CU_ASSERT_EQUAL(port, 6);
+}
+
+static void test_int_out_of_range_names_flag(void) {
+  CU_ASSERT_EQUAL(parse_args("--port", "70000", NULL), FLAGS_ERROR);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "--port"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "70000"));
+  CU_ASSERT_EQUAL(parse_args("--port=0", NULL), FLAGS_ERROR);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "--port"));
+  CU_ASSERT_EQUAL(parse_args("--lr", "10.5", NULL), FLAGS_ERROR);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "--lr"));
+  CU_ASSERT_EQUAL(parse_args("--lr", "-0.1", NULL), FLAGS_ERROR);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "--lr"));
+}
+
+static void test_non_number_is_error(void) {
+  const char *bad_ints[] = {"abc", "12x", "", "1.5", "99999999999999999999999"};
+  for (size_t i = 0; i < sizeof bad_ints / sizeof bad_ints[0]; i++) {
+    CU_ASSERT_EQUAL(parse_args("--port", bad_ints[i], NULL), FLAGS_ERROR);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--port"));
+  }
+  const char *bad_doubles[] = {"abc", "0.5x", "", "nan", "inf"};
+  for (size_t i = 0; i < sizeof bad_doubles / sizeof bad_doubles[0]; i++) {
+    CU_ASSERT_EQUAL(parse_args("--lr", bad_doubles[i], NULL), FLAGS_ERROR);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--lr"));
+  }
+}
+
+static void test_unknown_flag_is_error(void) {
+  CU_ASSERT_EQUAL(parse_args("--bogus", "1", NULL), FLAGS_ERROR);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "--bogus"));
+  CU_ASSERT_EQUAL(parse_args("--bogus=1", NULL), FLAGS_ERROR);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "--bogus"));
+  /* A prefix of a known flag is not that flag. */
+  CU_ASSERT_EQUAL(parse_args("--po", "1", NULL), FLAGS_ERROR);
+  /* Positional arguments are refused. */
+  CU_ASSERT_EQUAL(parse_args("stray", NULL), FLAGS_ERROR);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "stray"));
+}
+
+static void test_missing_value_is_error(void) {
+  CU_ASSERT_EQUAL(parse_args("--port", NULL), FLAGS_ERROR);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "--port"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "PORT")); /* the metavar */
+  CU_ASSERT_EQUAL(parse_args("--host", NULL), FLAGS_ERROR);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "--host"));
+}
+
+static void test_bool_flag(void) {
+  CU_ASSERT_EQUAL_FATAL(parse_args("--verbose", NULL), FLAGS_OK);
+  CU_ASSERT_EQUAL(verbose, 1);
+  /* A bare boolean takes no value: the next argument is parsed as a flag. */
+  CU_ASSERT_EQUAL_FATAL(parse_args("--verbose", "--port", "8", NULL),
+                        FLAGS_OK);
+  CU_ASSERT_EQUAL(verbose, 1);
+  CU_ASSERT_EQUAL(port, 8);
+  CU_ASSERT_EQUAL_FATAL(parse_args("--verbose=false", NULL), FLAGS_OK);
+  CU_ASSERT_EQUAL(verbose, 0);
+  CU_ASSERT_EQUAL_FATAL(parse_args("--verbose=1", NULL), FLAGS_OK);
+  CU_ASSERT_EQUAL(verbose, 1);
+  CU_ASSERT_EQUAL(parse_args("--verbose=maybe", NULL), FLAGS_ERROR);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "--verbose"));
+}
+
+static void test_repeatable_list(void) {
+  CU_ASSERT_EQUAL_FATAL(
+      parse_args("--peer", "a:1", "--peer=b:2", "--peer", "c:3", NULL),
+      FLAGS_OK);
+  CU_ASSERT_EQUAL_FATAL(peers.count, 3);
+  CU_ASSERT_STRING_EQUAL(peers.items[0], "a:1");
+  CU_ASSERT_STRING_EQUAL(peers.items[1], "b:2");
+  CU_ASSERT_STRING_EQUAL(peers.items[2], "c:3");
+  /* A second parse starts from an empty list, not the last one. */
+  CU_ASSERT_EQUAL_FATAL(parse_args("--peer", "z:9", NULL), FLAGS_OK);
+  CU_ASSERT_EQUAL(peers.count, 1);
+}
+
+static void test_list_overflow_is_error(void) {
+  char *argv[2 * FLAG_LIST_MAX + 3];
+  int argc = 0;
+  argv[argc++] = "prog";
+  for (int i = 0; i < FLAG_LIST_MAX + 1; i++) {
+    argv[argc++] = "--peer";
+    argv[argc++] = "x:1";
+  }
+  peers.count = 0;
+  CU_ASSERT_EQUAL(flags_parse(DEFS, NDEFS, argc, argv, err, sizeof err),
+                  FLAGS_ERROR);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "--peer"));
+  CU_ASSERT_EQUAL(peers.count, FLAG_LIST_MAX);
+}
+
+static void test_help_returns_flags_help(void) {
+  CU_ASSERT_EQUAL(parse_args("--help", NULL), FLAGS_HELP);
+  CU_ASSERT_EQUAL(parse_args("-h", NULL), FLAGS_HELP);
+  CU_ASSERT_EQUAL(parse_args("--port", "9", "--help", NULL), FLAGS_HELP);
+}
+
+static void test_help_lists_every_flag_and_default(void) {
+  FILE *f = tmpfile();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  flags_print_help(f, "usage: prog [options]", DEFS, NDEFS);
+  long size = ftell(f);
+  CU_ASSERT_FATAL(size > 0);
+  char *text = calloc((size_t)size + 1, 1);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  rewind(f);
+  CU_ASSERT_EQUAL(fread(text, 1, (size_t)size, f), (size_t)size);
+  fclose(f);
+  CU_ASSERT_EQUAL(strncmp(text, "usage: prog [options]", 21), 0);
+  for (size_t i = 0; i < NDEFS; i++) {
+    char want[128];
+    snprintf(want, sizeof want, "--%s", DEFS[i].name);
+    const char *line = strstr(text, want);
+    CU_ASSERT_PTR_NOT_NULL(line);
+    if (!line)
+      continue;
+    const char *eol = strchr(line, '\n');
+    CU_ASSERT_PTR_NOT_NULL_FATAL(eol);
+    size_t n = (size_t)(eol - line);
+    char one[256];
+    snprintf(one, sizeof one, "%.*s", (int)n, line);
+    CU_ASSERT_PTR_NOT_NULL(strstr(one, DEFS[i].help));
+    if (DEFS[i].fallback) {
+      snprintf(want, sizeof want, "[default: %s]", DEFS[i].fallback);
+      CU_ASSERT_PTR_NOT_NULL(strstr(one, want));
+    } else {
+      CU_ASSERT_PTR_NULL(strstr(one, "[default:"));
+    }
+    if (DEFS[i].metavar)
+      CU_ASSERT_PTR_NOT_NULL(strstr(one, DEFS[i].metavar));
+  }
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "(repeatable)"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "--help"));
+  free(text);
+}
+
+int cohort_register_suites(void) {
+  CU_pSuite s = CU_add_suite("flags", NULL, NULL);
+  if (!s)
+    return CU_get_error();
+  if (!CU_add_test(s, "defaults are applied", test_defaults_applied) ||
+      !CU_add_test(s, "--name value and --name=value",
+                   test_space_and_equals_forms) ||
+      !CU_add_test(s, "out-of-range number is an error naming the flag",
+                   test_int_out_of_range_names_flag) ||
+      !CU_add_test(s, "non-number is an error", test_non_number_is_error) ||
+      !CU_add_test(s, "unknown flag is an error", test_unknown_flag_is_error) ||
+      !CU_add_test(s, "missing value is an error",
+                   test_missing_value_is_error) ||
+      !CU_add_test(s, "boolean flag", test_bool_flag) ||
+      !CU_add_test(s, "repeatable list flag", test_repeatable_list) ||
+      !CU_add_test(s, "list past FLAG_LIST_MAX is an error",
+                   test_list_overflow_is_error) ||
+      !CU_add_test(s, "--help and -h return FLAGS_HELP",
+                   test_help_returns_flags_help) ||
+      !CU_add_test(s, "help lists every flag with its default",
+                   test_help_lists_every_flag_and_default))
+    return CU_get_error();
+  return 0;
+}

@@ -1,0 +1,597 @@
+/* Tests of the coordinator's SQLite store, each in a fresh database under a
+ * mkdtemp directory, with the rows checked through a second, plain sqlite3
+ * connection: schema and WAL, version refusal, clients, models, the round
+ * commit transaction, crash recovery, participations and metrics. */
+#include <dirent.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cohort_status.h"
+#include "cunit_main.h"
+#include "log.h"
+#include "store.h"
+
+static char dir[64];
+static int db_counter;
+
+static int suite_init(void) {
+  log_set_level(LOG_OFF); /* expected failures would log SQLite errors */
+  snprintf(dir, sizeof dir, "/tmp/cohort-test-store-XXXXXX");
+  return mkdtemp(dir) ? 0 : -1;
+}
+
+static int suite_cleanup(void) {
+  DIR *d = opendir(dir);
+  if (d) {
+    struct dirent *ent;
+    char path[512];
+    while ((ent = readdir(d))) {
+      if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0)
+        continue;
+      snprintf(path, sizeof path, "%s/%s", dir, ent->d_name);
+      unlink(path);
+    }
+    closedir(d);
+  }
+  rmdir(dir);
+  return 0;
+}
+
+/* A path for a database no other test uses. */
+static void fresh_path(char *out, size_t len) {
+  snprintf(out, len, "%s/db%d.sqlite", dir, ++db_counter);
+}
+
+static store *open_fresh(char *path, size_t len) {
+  fresh_path(path, len);
+  store *s = NULL;
+  char err[256] = "";
+  int rc = store_open(path, &s, err, sizeof err);
+  CU_ASSERT_EQUAL(rc, COHORT_OK);
+  if (rc)
+    fprintf(stderr, "store_open: %s\n", err);
+  return s;
+}
+
+/* ---- a second connection, to look at rows as an operator would ---- */
+
+static sqlite3 *peek_open(const char *path) {
+  sqlite3 *db = NULL;
+  if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+    sqlite3_close(db);
+    return NULL;
+  }
+  sqlite3_busy_timeout(db, 2000);
+  return db;
+}
+
+#define NO_ROW INT64_MIN
+
+/* First column of the first row of sql as an integer; NO_ROW if none. */
+static int64_t q_int(const char *path, const char *sql) {
+  sqlite3 *db = peek_open(path);
+  sqlite3_stmt *st = NULL;
+  int64_t v = NO_ROW;
+  if (db && sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return v;
+}
+
+static double q_double(const char *path, const char *sql) {
+  sqlite3 *db = peek_open(path);
+  sqlite3_stmt *st = NULL;
+  double v = NAN;
+  if (db && sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    v = sqlite3_column_double(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return v;
+}
+
+/* First column as text into out ("<null>" for NULL, "<none>" without a
+ * row). */
+static const char *q_text(const char *path, const char *sql, char *out,
+                          size_t len) {
+  sqlite3 *db = peek_open(path);
+  sqlite3_stmt *st = NULL;
+  snprintf(out, len, "<none>");
+  if (db && sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    const unsigned char *t = sqlite3_column_text(st, 0);
+    snprintf(out, len, "%s", t ? (const char *)t : "<null>");
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return out;
+}
+
+/* ---- fixtures ---- */
+
+static const char *HASH_A =
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+static const char *HASH_B =
+    "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
+/* A model whose blob is len bytes 0, 1, 2, ... plus salt. */
+static store_model make_model(int64_t version, int64_t round, int64_t parent,
+                              size_t len, uint8_t salt) {
+  store_model m = {.version = version, .round = round, .parent = parent};
+  snprintf(m.spec, sizeof m.spec, "logreg");
+  snprintf(m.sha256_hex, sizeof m.sha256_hex, "%064x", (unsigned)salt);
+  m.blob = malloc(len);
+  for (size_t i = 0; i < len; i++)
+    m.blob[i] = (uint8_t)(i + salt);
+  m.blob_len = len;
+  return m;
+}
+
+/* ---- tests ---- */
+
+static void test_open_creates_schema_in_wal(void) {
+  char path[256], text[64];
+  store *s = open_fresh(path, sizeof path);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  CU_ASSERT_EQUAL(q_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+  CU_ASSERT_STRING_EQUAL(q_text(path, "PRAGMA journal_mode", text, sizeof text),
+                         "wal");
+  const char *tables[] = {"clients", "models", "rounds", "participations",
+                          "metrics", "events"};
+  for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+    char sql[128];
+    snprintf(sql, sizeof sql,
+             "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND "
+             "name='%s'",
+             tables[i]);
+    CU_ASSERT_EQUAL(q_int(path, sql), 1);
+  }
+  store_close(s);
+  store_close(NULL);
+}
+
+static void test_reopen_keeps_data(void) {
+  char path[256];
+  store *s = open_fresh(path, sizeof path);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  int64_t id = 0, found = 0;
+  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_A, "linux", 1.0, &id),
+                        COHORT_OK);
+  store_close(s);
+  s = NULL;
+  char err[256] = "";
+  CU_ASSERT_EQUAL_FATAL(store_open(path, &s, err, sizeof err), COHORT_OK);
+  CU_ASSERT_EQUAL(store_client_by_token(s, HASH_A, &found), COHORT_OK);
+  CU_ASSERT_EQUAL(found, id);
+  CU_ASSERT_EQUAL(q_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+  CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM clients"), 1);
+  store_close(s);
+}
+
+static void test_newer_schema_refused(void) {
+  char path[256], err[256] = "";
+  fresh_path(path, sizeof path);
+  sqlite3 *db = NULL;
+  CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &db), SQLITE_OK);
+  CU_ASSERT_EQUAL(
+      sqlite3_exec(db, "CREATE TABLE t (x); PRAGMA user_version = 99;", NULL,
+                   NULL, NULL),
+      SQLITE_OK);
+  sqlite3_close(db);
+  store *s = (store *)(uintptr_t)1; /* must not be written on failure */
+  CU_ASSERT_NOT_EQUAL(store_open(path, &s, err, sizeof err), COHORT_OK);
+  CU_ASSERT_PTR_EQUAL(s, (store *)(uintptr_t)1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "99"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "version"));
+  /* The schema was not touched. */
+  CU_ASSERT_EQUAL(q_int(path, "PRAGMA user_version"), 99);
+  CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM sqlite_master WHERE "
+                              "name='clients'"),
+                  0);
+}
+
+static void test_open_bad_path_fails_with_reason(void) {
+  char path[300], err[256] = "";
+  snprintf(path, sizeof path, "%s/no/such/dir/db.sqlite", dir);
+  store *s = NULL;
+  CU_ASSERT_NOT_EQUAL(store_open(path, &s, err, sizeof err), COHORT_OK);
+  CU_ASSERT_PTR_NULL(s);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, path));
+}
+
+static void test_clients_add_find(void) {
+  char path[256], text[128];
+  store *s = open_fresh(path, sizeof path);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  int64_t a = 0, b = 0, found = -1;
+  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_A, "linux", 10.0, &a),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_B, NULL, 11.0, &b),
+                        COHORT_OK);
+  CU_ASSERT_TRUE(a > 0);
+  CU_ASSERT_TRUE(b > 0);
+  CU_ASSERT_NOT_EQUAL(a, b);
+  CU_ASSERT_EQUAL(store_client_by_token(s, HASH_A, &found), COHORT_OK);
+  CU_ASSERT_EQUAL(found, a);
+  CU_ASSERT_EQUAL(store_client_by_token(s, HASH_B, &found), COHORT_OK);
+  CU_ASSERT_EQUAL(found, b);
+  found = -1;
+  CU_ASSERT_EQUAL(store_client_by_token(s, "cccc", &found), COHORT_ENOTFOUND);
+  CU_ASSERT_EQUAL(found, -1);
+  /* A second client with the same token hash is refused. */
+  int64_t dup = -1;
+  CU_ASSERT_NOT_EQUAL(store_client_add(s, HASH_A, "other", 12.0, &dup),
+                      COHORT_OK);
+  CU_ASSERT_EQUAL(dup, -1);
+  CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM clients"), 2);
+  CU_ASSERT_STRING_EQUAL(
+      q_text(path, "SELECT platform FROM clients ORDER BY id LIMIT 1", text,
+             sizeof text),
+      "linux");
+  CU_ASSERT_STRING_EQUAL(
+      q_text(path, "SELECT platform FROM clients ORDER BY id DESC LIMIT 1",
+             text, sizeof text),
+      ""); /* NULL platform stored as empty */
+  /* touch moves last_seen only. */
+  CU_ASSERT_EQUAL(store_client_touch(s, a, 99.5), COHORT_OK);
+  char sql[128];
+  snprintf(sql, sizeof sql,
+           "SELECT last_seen FROM clients WHERE id = %lld", (long long)a);
+  CU_ASSERT_DOUBLE_EQUAL(q_double(path, sql), 99.5, 0);
+  snprintf(sql, sizeof sql,
+           "SELECT registered_at FROM clients WHERE id = %lld", (long long)a);
+  CU_ASSERT_DOUBLE_EQUAL(q_double(path, sql), 10.0, 0);
+  store_close(s);
+}
+
+static void test_model_round_trip(void) {
+  char path[256];
+  store *s = open_fresh(path, sizeof path);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  store_model got = {0};
+  CU_ASSERT_EQUAL(store_model_latest(s, &got), COHORT_ENOTFOUND);
+  store_model m = make_model(0, 0, -1, 1000, 7);
+  CU_ASSERT_EQUAL_FATAL(store_model_put_initial(s, &m, 5.0), COHORT_OK);
+
+  CU_ASSERT_EQUAL_FATAL(store_model_latest(s, &got), COHORT_OK);
+  CU_ASSERT_EQUAL(got.version, 0);
+  CU_ASSERT_EQUAL(got.round, 0);
+  CU_ASSERT_EQUAL(got.parent, -1);
+  CU_ASSERT_STRING_EQUAL(got.spec, "logreg");
+  CU_ASSERT_STRING_EQUAL(got.sha256_hex, m.sha256_hex);
+  CU_ASSERT_EQUAL_FATAL(got.blob_len, m.blob_len);
+  CU_ASSERT_EQUAL(memcmp(got.blob, m.blob, m.blob_len), 0);
+  store_model_clear(&got);
+  CU_ASSERT_PTR_NULL(got.blob);
+
+  CU_ASSERT_EQUAL_FATAL(store_model_get(s, 0, &got), COHORT_OK);
+  CU_ASSERT_EQUAL(got.blob_len, 1000);
+  CU_ASSERT_EQUAL(memcmp(got.blob, m.blob, m.blob_len), 0);
+  store_model_clear(&got);
+  CU_ASSERT_EQUAL(store_model_get(s, 1, &got), COHORT_ENOTFOUND);
+  CU_ASSERT_EQUAL(q_int(path, "SELECT size FROM models WHERE version = 0"),
+                  1000);
+  /* A second initial model with version 0 is refused, the first kept. */
+  store_model again = make_model(0, 0, -1, 10, 9);
+  CU_ASSERT_NOT_EQUAL(store_model_put_initial(s, &again, 6.0), COHORT_OK);
+  CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM models"), 1);
+  CU_ASSERT_EQUAL(q_int(path, "SELECT size FROM models"), 1000);
+  store_model_clear(&again);
+  store_model_clear(&m);
+  store_model_clear(NULL);
+  store_close(s);
+}
+
+static void test_round_commit_writes_model_and_state(void) {
+  char path[256], text[64];
+  store *s = open_fresh(path, sizeof path);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  store_model m0 = make_model(0, 0, -1, 64, 0);
+  CU_ASSERT_EQUAL_FATAL(store_model_put_initial(s, &m0, 1.0), COHORT_OK);
+  int64_t n = -1;
+  CU_ASSERT_EQUAL(store_round_max(s, &n), COHORT_OK);
+  CU_ASSERT_EQUAL(n, 0);
+  CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, 2.0), COHORT_OK);
+  CU_ASSERT_STRING_EQUAL(
+      q_text(path, "SELECT state FROM rounds WHERE id = 1", text, sizeof text),
+      "OPEN");
+  CU_ASSERT_NOT_EQUAL(store_round_open(s, 1, 0, 2.0), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_round_set_state(s, 1, "TRAINING", NULL, 3.0),
+                        COHORT_OK);
+  CU_ASSERT_STRING_EQUAL(
+      q_text(path, "SELECT state FROM rounds WHERE id = 1", text, sizeof text),
+      "TRAINING");
+  CU_ASSERT_EQUAL(q_int(path, "SELECT finished_at IS NULL FROM rounds"), 1);
+  /* The CHECK constraint keeps states to the known ones. */
+  CU_ASSERT_NOT_EQUAL(store_round_set_state(s, 1, "BOGUS", NULL, 3.5),
+                      COHORT_OK);
+
+  store_model m1 = make_model(1, 1, 0, 64, 3);
+  store_round_result r = {.round = 1, .clients_selected = 3,
+                          .clients_aggregated = 2, .accuracy = 0.875,
+                          .loss = 0.25, .bytes_up_mean = 1234,
+                          .bytes_down_mean = 5678, .finished_at = 4.0};
+  CU_ASSERT_EQUAL_FATAL(store_round_commit(s, &r, &m1), COHORT_OK);
+  CU_ASSERT_STRING_EQUAL(
+      q_text(path, "SELECT state FROM rounds WHERE id = 1", text, sizeof text),
+      "COMMITTED");
+  CU_ASSERT_EQUAL(q_int(path, "SELECT model_version FROM rounds WHERE id = 1"),
+                  1);
+  CU_ASSERT_DOUBLE_EQUAL(
+      q_double(path, "SELECT accuracy FROM rounds WHERE id = 1"), 0.875, 0);
+  CU_ASSERT_DOUBLE_EQUAL(q_double(path, "SELECT loss FROM rounds WHERE id = 1"),
+                         0.25, 0);
+  CU_ASSERT_EQUAL(
+      q_int(path, "SELECT clients_selected FROM rounds WHERE id = 1"), 3);
+  CU_ASSERT_EQUAL(
+      q_int(path, "SELECT clients_aggregated FROM rounds WHERE id = 1"), 2);
+  CU_ASSERT_DOUBLE_EQUAL(
+      q_double(path, "SELECT bytes_up_mean FROM rounds WHERE id = 1"), 1234,
+      0);
+  CU_ASSERT_DOUBLE_EQUAL(
+      q_double(path, "SELECT finished_at FROM rounds WHERE id = 1"), 4.0, 0);
+  CU_ASSERT_EQUAL(
+      q_int(path, "SELECT COUNT(*) FROM models WHERE version = 1 AND round = 1"
+                  " AND parent = 0 AND size = 64"),
+      1);
+  CU_ASSERT_EQUAL(store_round_count_committed(s, &n), COHORT_OK);
+  CU_ASSERT_EQUAL(n, 1);
+  CU_ASSERT_EQUAL(store_round_max(s, &n), COHORT_OK);
+  CU_ASSERT_EQUAL(n, 1);
+  store_model got = {0};
+  CU_ASSERT_EQUAL_FATAL(store_model_latest(s, &got), COHORT_OK);
+  CU_ASSERT_EQUAL(got.version, 1);
+  CU_ASSERT_EQUAL(memcmp(got.blob, m1.blob, 64), 0);
+  store_model_clear(&got);
+  store_model_clear(&m0);
+  store_model_clear(&m1);
+  store_close(s);
+}
+
+static void test_commit_missing_round_rolls_back(void) {
+  char path[256], text[64];
+  store *s = open_fresh(path, sizeof path);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  store_model m0 = make_model(0, 0, -1, 16, 0);
+  CU_ASSERT_EQUAL_FATAL(store_model_put_initial(s, &m0, 1.0), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, 2.0), COHORT_OK);
+
+  /* Round 42 does not exist: the model insert must be undone. */
+  store_model m = make_model(1, 42, 0, 16, 1);
+  store_round_result r = {.round = 42, .accuracy = NAN, .loss = NAN,
+                          .finished_at = 3.0};
+  CU_ASSERT_NOT_EQUAL(store_round_commit(s, &r, &m), COHORT_OK);
+  CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM models WHERE version = 1"),
+                  0);
+  CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM models"), 1);
+  store_model got = {0};
+  CU_ASSERT_EQUAL(store_model_latest(s, &got), COHORT_OK);
+  CU_ASSERT_EQUAL(got.version, 0);
+  store_model_clear(&got);
+
+  /* A model version that already exists fails the commit, and the round
+   * is not marked COMMITTED. */
+  store_model dup = make_model(0, 1, 0, 16, 2);
+  r.round = 1;
+  CU_ASSERT_NOT_EQUAL(store_round_commit(s, &r, &dup), COHORT_OK);
+  CU_ASSERT_STRING_EQUAL(
+      q_text(path, "SELECT state FROM rounds WHERE id = 1", text, sizeof text),
+      "OPEN");
+
+  /* No transaction was left open: the same model version commits now. */
+  m.round = 1;
+  CU_ASSERT_EQUAL(store_round_commit(s, &r, &m), COHORT_OK);
+  CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM models"), 2);
+  CU_ASSERT_STRING_EQUAL(
+      q_text(path, "SELECT state FROM rounds WHERE id = 1", text, sizeof text),
+      "COMMITTED");
+  store_model_clear(&dup);
+  store_model_clear(&m);
+  store_model_clear(&m0);
+  store_close(s);
+}
+
+static void test_nan_accuracy_stored_as_null(void) {
+  char path[256];
+  store *s = open_fresh(path, sizeof path);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, 1.0), COHORT_OK);
+  store_model m = make_model(1, 1, 0, 8, 0);
+  store_model m0 = make_model(0, 0, -1, 8, 0);
+  CU_ASSERT_EQUAL_FATAL(store_model_put_initial(s, &m0, 1.0), COHORT_OK);
+  store_round_result r = {.round = 1, .accuracy = NAN, .loss = NAN,
+                          .finished_at = 2.0};
+  CU_ASSERT_EQUAL_FATAL(store_round_commit(s, &r, &m), COHORT_OK);
+  CU_ASSERT_EQUAL(q_int(path, "SELECT accuracy IS NULL FROM rounds"), 1);
+  CU_ASSERT_EQUAL(q_int(path, "SELECT loss IS NULL FROM rounds"), 1);
+  /* Measured figures stay numbers. */
+  char text[32];
+  CU_ASSERT_STRING_EQUAL(q_text(path, "SELECT typeof(bytes_up_mean) FROM "
+                                      "rounds", text, sizeof text),
+                         "real");
+  store_model_clear(&m);
+  store_model_clear(&m0);
+  store_close(s);
+}
+
+static void test_fail_unfinished(void) {
+  char path[256], text[128];
+  store *s = open_fresh(path, sizeof path);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  store_model m0 = make_model(0, 0, -1, 8, 0);
+  CU_ASSERT_EQUAL_FATAL(store_model_put_initial(s, &m0, 1.0), COHORT_OK);
+  for (int64_t id = 1; id <= 5; id++)
+    CU_ASSERT_EQUAL_FATAL(store_round_open(s, id, 0, 1.0), COHORT_OK);
+  store_model m1 = make_model(1, 1, 0, 8, 1);
+  store_round_result r = {.round = 1, .accuracy = 0.5, .loss = 1,
+                          .finished_at = 2.0};
+  CU_ASSERT_EQUAL_FATAL(store_round_commit(s, &r, &m1), COHORT_OK);
+  CU_ASSERT_EQUAL(store_round_set_state(s, 2, "FAILED", "earlier", 2.0),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(store_round_set_state(s, 4, "TRAINING", NULL, 2.0),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(store_round_set_state(s, 5, "AGGREGATING", NULL, 2.0),
+                  COHORT_OK);
+  /* round 3 stays OPEN */
+  int count = -1;
+  CU_ASSERT_EQUAL_FATAL(store_round_fail_unfinished(s, "crash", 7.0, &count),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL(count, 3);
+  CU_ASSERT_STRING_EQUAL(
+      q_text(path, "SELECT state FROM rounds WHERE id = 1", text, sizeof text),
+      "COMMITTED");
+  CU_ASSERT_EQUAL(
+      q_int(path, "SELECT reason IS NULL FROM rounds WHERE id = 1"), 1);
+  CU_ASSERT_STRING_EQUAL(
+      q_text(path, "SELECT reason FROM rounds WHERE id = 2", text, sizeof text),
+      "earlier");
+  CU_ASSERT_DOUBLE_EQUAL(
+      q_double(path, "SELECT finished_at FROM rounds WHERE id = 2"), 2.0, 0);
+  for (int id = 3; id <= 5; id++) {
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT state || ':' || reason || ':' || "
+                              "finished_at FROM rounds WHERE id = %d", id);
+    CU_ASSERT_STRING_EQUAL(q_text(path, sql, text, sizeof text),
+                           "FAILED:crash:7.0");
+  }
+  CU_ASSERT_EQUAL(store_round_fail_unfinished(s, "again", 8.0, &count),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(count, 0);
+  CU_ASSERT_EQUAL(store_round_fail_unfinished(s, "again", 8.0, NULL),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(
+      q_int(path, "SELECT COUNT(*) FROM rounds WHERE reason = 'again'"), 0);
+  int64_t n = 0;
+  CU_ASSERT_EQUAL(store_round_count_committed(s, &n), COHORT_OK);
+  CU_ASSERT_EQUAL(n, 1);
+  store_model_clear(&m0);
+  store_model_clear(&m1);
+  store_close(s);
+}
+
+static void test_participations(void) {
+  char path[256], text[128];
+  store *s = open_fresh(path, sizeof path);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  int64_t a = 0, b = 0;
+  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_A, "", 1.0, &a), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_B, "", 1.0, &b), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, 1.0), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_participation_select(s, 1, a, 2.0), COHORT_OK);
+  CU_ASSERT_STRING_EQUAL(
+      q_text(path, "SELECT state FROM participations", text, sizeof text),
+      "SELECTED");
+  /* Selecting twice, or an unknown client or round, is refused. */
+  CU_ASSERT_NOT_EQUAL(store_participation_select(s, 1, a, 2.0), COHORT_OK);
+  CU_ASSERT_NOT_EQUAL(store_participation_select(s, 1, 9999, 2.0), COHORT_OK);
+  CU_ASSERT_NOT_EQUAL(store_participation_select(s, 77, b, 2.0), COHORT_OK);
+  CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM participations"), 1);
+
+  store_upload u = {.round = 1, .client = a, .bytes_down = 100,
+                    .bytes_up = 200, .examples = 30, .uploaded_at = 3.0};
+  snprintf(u.sha256_hex, sizeof u.sha256_hex, "%s", HASH_B);
+  CU_ASSERT_EQUAL_FATAL(store_participation_uploaded(s, &u), COHORT_OK);
+  char sql[256];
+  snprintf(sql, sizeof sql,
+           "SELECT state || ':' || bytes_down || ':' || bytes_up || ':' || "
+           "examples || ':' || update_sha256 || ':' || uploaded_at FROM "
+           "participations WHERE round = 1 AND client_id = %lld",
+           (long long)a);
+  char want[160];
+  snprintf(want, sizeof want, "UPLOADED:100:200:30:%s:3.0", HASH_B);
+  CU_ASSERT_STRING_EQUAL(q_text(path, sql, text, sizeof text), want);
+
+  /* b was not selected: an error, and no row appears for it. */
+  store_upload ub = u;
+  ub.client = b;
+  CU_ASSERT_NOT_EQUAL(store_participation_uploaded(s, &ub), COHORT_OK);
+  CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM participations"), 1);
+  snprintf(sql, sizeof sql,
+           "SELECT COUNT(*) FROM participations WHERE client_id = %lld",
+           (long long)b);
+  CU_ASSERT_EQUAL(q_int(path, sql), 0);
+  /* Nor for a round the client was not selected in. */
+  ub = u;
+  ub.round = 2;
+  CU_ASSERT_NOT_EQUAL(store_participation_uploaded(s, &ub), COHORT_OK);
+  CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM participations"), 1);
+  store_close(s);
+}
+
+static void test_metrics_put_replace(void) {
+  char path[256];
+  store *s = open_fresh(path, sizeof path);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  CU_ASSERT_EQUAL(store_metric_put(s, 1, 5, "accuracy", 0.5), COHORT_OK);
+  CU_ASSERT_EQUAL(store_metric_put(s, 1, 5, "loss", 2.0), COHORT_OK);
+  CU_ASSERT_EQUAL(store_metric_put(s, 1, 6, "accuracy", 0.25), COHORT_OK);
+  CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM metrics"), 3);
+  /* Same (round, client, name): replaced, not duplicated. */
+  CU_ASSERT_EQUAL(store_metric_put(s, 1, 5, "accuracy", 0.9), COHORT_OK);
+  CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM metrics"), 3);
+  CU_ASSERT_DOUBLE_EQUAL(
+      q_double(path, "SELECT value FROM metrics WHERE round = 1 AND "
+                     "client_id = 5 AND name = 'accuracy'"),
+      0.9, 0);
+  CU_ASSERT_DOUBLE_EQUAL(
+      q_double(path, "SELECT value FROM metrics WHERE round = 1 AND "
+                     "client_id = 6 AND name = 'accuracy'"),
+      0.25, 0);
+  store_close(s);
+}
+
+static void test_events(void) {
+  char path[256], text[128];
+  store *s = open_fresh(path, sizeof path);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  CU_ASSERT_EQUAL(store_event(s, 1.0, 3, "round_failed", "deadline"),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(store_event(s, 2.0, 0, "restart", "coordinator restarted"),
+                  COHORT_OK);
+  CU_ASSERT_STRING_EQUAL(
+      q_text(path, "SELECT kind || ':' || round || ':' || detail FROM events "
+                   "WHERE id = 1",
+             text, sizeof text),
+      "round_failed:3:deadline");
+  CU_ASSERT_EQUAL(q_int(path, "SELECT round IS NULL FROM events WHERE id = 2"),
+                  1);
+  store_close(s);
+}
+
+int cohort_register_suites(void) {
+  CU_pSuite s = CU_add_suite("store", suite_init, suite_cleanup);
+  if (!s)
+    return CU_get_error();
+  if (!CU_add_test(s, "open creates the schema in WAL mode",
+                   test_open_creates_schema_in_wal) ||
+      !CU_add_test(s, "reopen keeps data", test_reopen_keeps_data) ||
+      !CU_add_test(s, "newer schema version is refused",
+                   test_newer_schema_refused) ||
+      !CU_add_test(s, "unopenable path fails with a reason",
+                   test_open_bad_path_fails_with_reason) ||
+      !CU_add_test(s, "clients add/find/touch, duplicate hash refused",
+                   test_clients_add_find) ||
+      !CU_add_test(s, "initial model put/latest/get round trip",
+                   test_model_round_trip) ||
+      !CU_add_test(s, "round commit writes model and COMMITTED together",
+                   test_round_commit_writes_model_and_state) ||
+      !CU_add_test(s, "commit of a missing round rolls back the model",
+                   test_commit_missing_round_rolls_back) ||
+      !CU_add_test(s, "NaN accuracy and loss stored as NULL",
+                   test_nan_accuracy_stored_as_null) ||
+      !CU_add_test(s, "fail_unfinished fails only unfinished rounds",
+                   test_fail_unfinished) ||
+      !CU_add_test(s, "participations select/uploaded",
+                   test_participations) ||
+      !CU_add_test(s, "metrics put and replace", test_metrics_put_replace) ||
+      !CU_add_test(s, "events recorded", test_events))
+    return CU_get_error();
+  return 0;
+}
