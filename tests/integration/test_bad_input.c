@@ -24,6 +24,7 @@
 static pid_t g_server;
 static rpc_channel *g_ch;
 static char g_db[512];
+static char g_session[65]; /* a registered client's token, for the fuzz test */
 
 typedef struct reply {
   int code;
@@ -251,6 +252,7 @@ static void test_bad_input_is_refused_and_nothing_stored(void) {
   register_client(a);
   register_client(b);
   register_client(c);
+  memcpy(g_session, a, sizeof g_session);
 
   /* Bytes that are not a protobuf message. */
   const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0x0f};
@@ -354,10 +356,51 @@ static void test_bad_input_is_refused_and_nothing_stored(void) {
                   2);
 }
 
+/* splitmix64: reproducible junk for the fuzz test. */
+static uint64_t next_random(uint64_t *state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+static void test_random_bytes_change_nothing(void) {
+  static const char *methods[] = {PB_METHOD_REGISTER, PB_METHOD_CHECKIN,
+                                  PB_METHOD_GETMODEL, PB_METHOD_UPLOAD,
+                                  PB_METHOD_REPORT};
+  int64_t clients = query_int("SELECT COUNT(*) FROM clients");
+  int64_t uploads = query_int("SELECT COUNT(*) FROM participations");
+  int64_t models = query_int("SELECT COUNT(*) FROM models");
+  uint64_t rng = 42;
+  uint8_t body[512];
+  int answered = 0, sent = 0;
+  for (int m = 0; m < 5; m++) {
+    for (int i = 0; i < 60; i++) {
+      size_t len = next_random(&rng) % sizeof body;
+      for (size_t k = 0; k < len; k++)
+        body[k] = (uint8_t)next_random(&rng);
+      reply r = call_raw(methods[m], i % 2 ? g_session : NULL, body, len,
+                         NULL);
+      sent++;
+      answered += r.code >= 0 && !strchr(r.detail, '\n');
+    }
+  }
+  CU_ASSERT_EQUAL(answered, sent);
+  CU_ASSERT_EQUAL(query_int("SELECT COUNT(*) FROM clients"), clients);
+  CU_ASSERT_EQUAL(query_int("SELECT COUNT(*) FROM participations"), uploads);
+  CU_ASSERT_EQUAL(query_int("SELECT COUNT(*) FROM models"), models);
+  /* Still serving. */
+  Cohort__V1__CheckInRequest ci = COHORT__V1__CHECK_IN_REQUEST__INIT;
+  reply r = call(PB_METHOD_CHECKIN, g_session, &ci.base, NULL);
+  CU_ASSERT_EQUAL(r.code, GRPC_STATUS_OK);
+}
+
 int cohort_register_suites(void) {
   CU_pSuite s = CU_add_suite("bad input", suite_init, suite_clean);
   if (!s || !CU_add_test(s, "bad input is refused and nothing is stored",
-                         test_bad_input_is_refused_and_nothing_stored))
+                         test_bad_input_is_refused_and_nothing_stored) ||
+      !CU_add_test(s, "random bytes to every method change nothing",
+                   test_random_bytes_change_nothing))
     return -1;
   return 0;
 }

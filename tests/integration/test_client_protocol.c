@@ -1,0 +1,261 @@
+/* libcohort against a scripted fake coordinator (our rpc server in this
+ * process): the client assembles a model served in small chunks, verifies
+ * its digest before training, uploads in the chunk size the task allows,
+ * and resumes an upload from the offset the coordinator asks for. */
+#include <CUnit/CUnit.h>
+#include <grpc/status.h>
+#include <openssl/sha.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cohort.h"
+#include "cunit_main.h"
+#include "pb.h"
+#include "rpc_server.h"
+
+#define N_PARAMS 7850
+#define MODEL_BYTES (N_PARAMS * 4)
+#define SERVE_CHUNK 1000   /* the fake serves downloads in pieces this big */
+#define UPLOAD_CHUNK 4096  /* and asks for uploads in pieces this big */
+
+typedef struct fake {
+  pthread_mutex_t mu;
+  float model[N_PARAMS];
+  uint8_t sha[32];
+  int corrupt_digest;  /* announce a digest that does not match */
+  int forget_once;     /* answer the second upload chunk with offset 0 */
+  int get_model_calls;
+  int upload_calls;
+  uint8_t received[MODEL_BYTES];
+  uint64_t received_len;
+  int complete;
+} fake;
+
+static fake g_fake;
+static rpc_server *g_srv;
+static char g_target[64];
+
+static void reply(rpc_reply *rep, const ProtobufCMessage *m) {
+  pb_pack(m, &rep->body, &rep->body_len);
+}
+
+static void on_register(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  Cohort__V1__RegisterResponse r = COHORT__V1__REGISTER_RESPONSE__INIT;
+  r.client_id = 1;
+  r.session_token = "fake-session";
+  reply(rep, &r.base);
+}
+
+static void on_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  fake *f = ctx;
+  pthread_mutex_lock(&f->mu);
+  Cohort__V1__CheckInResponse r = COHORT__V1__CHECK_IN_RESPONSE__INIT;
+  Cohort__V1__Task task = COHORT__V1__TASK__INIT;
+  Cohort__V1__TrainingPlan plan = COHORT__V1__TRAINING_PLAN__INIT;
+  Cohort__V1__FederationDone done = COHORT__V1__FEDERATION_DONE__INIT;
+  uint8_t sha[32];
+  memcpy(sha, f->sha, 32);
+  if (f->corrupt_digest)
+    sha[5] ^= 0x40;
+  if (f->complete) {
+    r.outcome_case = COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_DONE;
+    r.done = &done;
+  } else {
+    task.round = 1;
+    task.model_version = 3;
+    task.model_sha256.data = sha;
+    task.model_sha256.len = 32;
+    task.model_size = MODEL_BYTES;
+    task.model_spec = "logreg";
+    plan.epochs = 1;
+    plan.batch_size = 8;
+    plan.learning_rate = 0.1f;
+    task.plan = &plan;
+    task.codec = "fp32";
+    task.deadline_ms = 10000;
+    task.max_chunk_bytes = UPLOAD_CHUNK;
+    r.outcome_case = COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_TASK;
+    r.task = &task;
+  }
+  reply(rep, &r.base);
+  pthread_mutex_unlock(&f->mu);
+}
+
+static void on_get_model(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  fake *f = ctx;
+  Cohort__V1__GetModelRequest *m = cohort__v1__get_model_request__unpack(
+      NULL, req->body_len, req->body);
+  pthread_mutex_lock(&f->mu);
+  f->get_model_calls++;
+  uint64_t off = m->offset;
+  size_t n = MODEL_BYTES - off < SERVE_CHUNK ? MODEL_BYTES - off : SERVE_CHUNK;
+  Cohort__V1__GetModelResponse r = COHORT__V1__GET_MODEL_RESPONSE__INIT;
+  r.model_version = 3;
+  r.total_size = MODEL_BYTES;
+  r.offset = off;
+  r.data.data = (uint8_t *)f->model + off;
+  r.data.len = n;
+  r.model_sha256.data = f->sha;
+  r.model_sha256.len = 32;
+  reply(rep, &r.base);
+  pthread_mutex_unlock(&f->mu);
+  cohort__v1__get_model_request__free_unpacked(m, NULL);
+}
+
+static void on_upload(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  fake *f = ctx;
+  Cohort__V1__UploadRequest *m =
+      cohort__v1__upload_request__unpack(NULL, req->body_len, req->body);
+  pthread_mutex_lock(&f->mu);
+  f->upload_calls++;
+  Cohort__V1__UploadResponse r = COHORT__V1__UPLOAD_RESPONSE__INIT;
+  if (m->data.len > UPLOAD_CHUNK) {
+    rep->code = GRPC_STATUS_INVALID_ARGUMENT;
+    snprintf(rep->detail, sizeof rep->detail, "chunk too big");
+  } else if (f->forget_once && f->upload_calls == 2) {
+    /* As if the coordinator had lost the assembly: start again. */
+    f->received_len = 0;
+    r.next_offset = 0;
+    reply(rep, &r.base);
+  } else if (m->offset != f->received_len) {
+    r.next_offset = f->received_len;
+    reply(rep, &r.base);
+  } else {
+    memcpy(f->received + m->offset, m->data.data, m->data.len);
+    f->received_len += m->data.len;
+    r.next_offset = f->received_len;
+    if (f->received_len == m->total_size) {
+      uint8_t d[32];
+      SHA256(f->received, f->received_len, d);
+      r.complete = f->complete =
+          m->update_sha256.len == 32 &&
+          memcmp(d, m->update_sha256.data, 32) == 0;
+    }
+    reply(rep, &r.base);
+  }
+  pthread_mutex_unlock(&f->mu);
+  cohort__v1__upload_request__free_unpacked(m, NULL);
+}
+
+static void on_report(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  Cohort__V1__ReportResponse r = COHORT__V1__REPORT_RESPONSE__INIT;
+  reply(rep, &r.base);
+}
+
+static const rpc_method METHODS[] = {
+    {PB_METHOD_REGISTER, on_register}, {PB_METHOD_CHECKIN, on_checkin},
+    {PB_METHOD_GETMODEL, on_get_model}, {PB_METHOD_UPLOAD, on_upload},
+    {PB_METHOD_REPORT, on_report},
+};
+
+static int suite_init(void) {
+  pthread_mutex_init(&g_fake.mu, NULL);
+  for (size_t i = 0; i < N_PARAMS; i++)
+    g_fake.model[i] = (float)i * 1e-4f;
+  SHA256((const uint8_t *)g_fake.model, MODEL_BYTES, g_fake.sha);
+  rpc_server_config cfg = {.listen = "127.0.0.1:0",
+                           .workers = 1,
+                           .max_receive_bytes = PB_MAX_MESSAGE_BYTES,
+                           .max_send_bytes = PB_MAX_MESSAGE_BYTES,
+                           .methods = METHODS,
+                           .n_methods = sizeof METHODS / sizeof METHODS[0],
+                           .ctx = &g_fake};
+  int port = 0;
+  if (rpc_server_start(&cfg, &g_srv, &port) != 0)
+    return -1;
+  snprintf(g_target, sizeof g_target, "127.0.0.1:%d", port);
+  cohort_set_log_level(4);
+  return 0;
+}
+
+static int suite_clean(void) {
+  rpc_server_stop(g_srv, 1000);
+  pthread_mutex_destroy(&g_fake.mu);
+  return 0;
+}
+
+typedef struct seen {
+  int calls;
+  float head[3];
+} seen;
+
+static int train(void *user, const cohort_train_request *req, float *params,
+                 size_t n, cohort_train_result *result) {
+  seen *s = user;
+  s->calls++;
+  memcpy(s->head, params, sizeof s->head);
+  for (size_t i = 0; i < n; i++)
+    params[i] += (float)(i % 7) * 0.5f;
+  result->num_examples = 42;
+  return 0;
+}
+
+static cohort_client_t *new_client(seen *s) {
+  cohort_client_options o;
+  cohort_client_options_init(&o);
+  o.server = g_target;
+  o.enrollment_token = "any";
+  o.train = train;
+  o.train_user = s;
+  o.rpc_timeout_ms = 5000;
+  cohort_client_t *c = NULL;
+  CU_ASSERT_EQUAL(cohort_client_new(&o, &c), COHORT_OK);
+  return c;
+}
+
+static void test_corrupt_model_is_not_trained_on(void) {
+  g_fake.corrupt_digest = 1;
+  seen s = {0};
+  cohort_client_t *c = new_client(&s);
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, NULL), COHORT_EDIGEST);
+  CU_ASSERT_PTR_NOT_NULL(strstr(cohort_client_last_error(c), "digest"));
+  CU_ASSERT_EQUAL(s.calls, 0);
+  CU_ASSERT_EQUAL(g_fake.upload_calls, 0);
+  cohort_client_free(c);
+  g_fake.corrupt_digest = 0;
+  g_fake.get_model_calls = 0;
+}
+
+static void test_chunked_download_and_resumed_upload(void) {
+  g_fake.forget_once = 1;
+  seen s = {0};
+  cohort_client_t *c = new_client(&s);
+  cohort_cycle_info info;
+  CU_ASSERT_EQUAL_FATAL(cohort_client_run_once(c, &info), COHORT_OK);
+  CU_ASSERT_EQUAL(info.outcome, COHORT_CYCLE_TRAINED);
+  /* 31,400 bytes served 1,000 at a time. */
+  CU_ASSERT_EQUAL(g_fake.get_model_calls,
+                  (MODEL_BYTES + SERVE_CHUNK - 1) / SERVE_CHUNK);
+  CU_ASSERT_EQUAL(s.calls, 1);
+  CU_ASSERT(s.head[0] == g_fake.model[0] && s.head[2] == g_fake.model[2]);
+  /* 8 chunks of at most 4,096 bytes; the fake dropped what it had at the
+   * second, so the first two went twice. */
+  CU_ASSERT_EQUAL(g_fake.upload_calls,
+                  (MODEL_BYTES + UPLOAD_CHUNK - 1) / UPLOAD_CHUNK + 2);
+  CU_ASSERT_TRUE(g_fake.complete);
+  CU_ASSERT_EQUAL(g_fake.received_len, MODEL_BYTES);
+  /* What arrived is exactly the delta the callback made. */
+  const float *delta = (const float *)g_fake.received;
+  int wrong = 0;
+  for (size_t i = 0; i < N_PARAMS; i++) {
+    float trained = g_fake.model[i] + (float)(i % 7) * 0.5f;
+    wrong += delta[i] != trained - g_fake.model[i];
+  }
+  CU_ASSERT_EQUAL(wrong, 0);
+  /* Then the fake says the federation is over. */
+  CU_ASSERT_EQUAL(cohort_client_run(c), COHORT_OK);
+  cohort_client_free(c);
+}
+
+int cohort_register_suites(void) {
+  CU_pSuite s = CU_add_suite("client protocol", suite_init, suite_clean);
+  if (!s ||
+      !CU_add_test(s, "a model that fails its digest is not trained on",
+                   test_corrupt_model_is_not_trained_on) ||
+      !CU_add_test(s, "chunked download and a resumed upload",
+                   test_chunked_download_and_resumed_upload))
+    return -1;
+  return 0;
+}
