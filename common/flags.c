@@ -137,3 +137,18 @@ void flags_print_help(FILE *out, const char *usage, const flag_def *defs,
   }
   fprintf(out, "  %-28s %s\n", "--help", "show this help and exit");
 }
+
+int flags_main(const char *prog, const char *usage, const flag_def *defs,
+               size_t n, int argc, char **argv) {
+  char err[512];
+  int rc = flags_parse(defs, n, argc, argv, err, sizeof err);
+  if (rc == FLAGS_HELP) {
+    flags_print_help(stdout, usage, defs, n);
+    return 0;
+  }
+  if (rc != FLAGS_OK) {
+    fprintf(stderr, "%s: %s\n", prog, err);
+    return 2;
+  }
+  return -1;
+}

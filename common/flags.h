@@ -44,4 +44,15 @@ int flags_parse(const flag_def *defs, size_t n, int argc, char **argv,
 void flags_print_help(FILE *out, const char *usage, const flag_def *defs,
                       size_t n);
 
+/* The start of a program's main: runs flags_parse on argc/argv. On --help
+ * (or -h) writes flags_print_help's text to stdout and returns 0; on a bad
+ * argument writes "prog: <reason>" and a newline to stderr and returns 2;
+ * otherwise returns -1, and the program goes on with its flag values set.
+ * Typical use:
+ *   int rc = flags_main("cohort-server", USAGE, FLAGS, N_FLAGS, argc, argv);
+ *   if (rc >= 0)
+ *     return rc; */
+int flags_main(const char *prog, const char *usage, const flag_def *defs,
+               size_t n, int argc, char **argv);
+
 #endif

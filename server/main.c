@@ -160,16 +160,9 @@ static int add_token_file(round_engine *engine, const char *path) {
 }
 
 int main(int argc, char **argv) {
-  char err[512];
-  int rc = flags_parse(FLAGS, N_FLAGS, argc, argv, err, sizeof err);
-  if (rc == FLAGS_HELP) {
-    flags_print_help(stdout, USAGE, FLAGS, N_FLAGS);
-    return 0;
-  }
-  if (rc != FLAGS_OK) {
-    fprintf(stderr, "cohort-server: %s\n", err);
-    return 2;
-  }
+  int rc = flags_main("cohort-server", USAGE, FLAGS, N_FLAGS, argc, argv);
+  if (rc >= 0)
+    return rc;
   log_level level;
   if (log_parse_level(g_opts.log_level, &level) != 0) {
     fprintf(stderr, "cohort-server: --log-level: unknown level '%s'\n",
@@ -198,6 +191,7 @@ int main(int argc, char **argv) {
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
+  char err[512];
   int exit_code = 1;
   store *db = NULL;
   round_engine *engine = NULL;

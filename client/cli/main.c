@@ -4,10 +4,10 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cohort.h"
 #include "flags.h"
+#include "log.h"
 
 static struct {
   const char *server, *token, *data, *shard, *log_level;
@@ -56,27 +56,18 @@ static int parse_shard(const char *s, int *index, int *count) {
 }
 
 int main(int argc, char **argv) {
-  char err[512];
-  int rc = flags_parse(FLAGS, N_FLAGS, argc, argv, err, sizeof err);
-  if (rc == FLAGS_HELP) {
-    flags_print_help(stdout, USAGE, FLAGS, N_FLAGS);
-    return 0;
-  }
-  if (rc != FLAGS_OK) {
-    fprintf(stderr, "cohort-client: %s\n", err);
-    return 2;
-  }
-  static const char *levels[] = {"debug", "info", "warn", "error", "off"};
-  int level = -1;
-  for (int i = 0; i < 5; i++)
-    if (strcmp(g_opts.log_level, levels[i]) == 0)
-      level = i;
-  if (level < 0) {
+  int rc = flags_main("cohort-client", USAGE, FLAGS, N_FLAGS, argc, argv);
+  if (rc >= 0)
+    return rc;
+  /* The level is set through the public API: the shared library keeps its
+   * own copy of the logger. */
+  log_level level;
+  if (log_parse_level(g_opts.log_level, &level) != 0) {
     fprintf(stderr, "cohort-client: --log-level: unknown level '%s'\n",
             g_opts.log_level);
     return 2;
   }
-  cohort_set_log_level(level);
+  cohort_set_log_level((int)level);
   const char *token = g_opts.token ? g_opts.token : getenv("COHORT_ENROLL_TOKEN");
   if (!token || !*token) {
     fprintf(stderr, "cohort-client: give --token or COHORT_ENROLL_TOKEN\n");
@@ -89,6 +80,7 @@ int main(int argc, char **argv) {
     return 2;
   }
 
+  char err[512];
   cohort_dataset_t *ds = NULL;
   rc = cohort_dataset_load_idx(g_opts.data, index, count, (size_t)g_opts.limit,
                                &ds, err, sizeof err);

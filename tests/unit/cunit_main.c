@@ -1,6 +1,52 @@
 /* Runs the suites a test file registers; exits non-zero on any failure so
- * that ctest sees it. */
+ * that ctest sees it. Also the helpers of cunit_main.h. */
 #include "cunit_main.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int test_add_suite(const char *name, CU_InitializeFunc init,
+                   CU_CleanupFunc clean, const test_case *tests, size_t n) {
+  CU_pSuite s = CU_add_suite(name, init, clean);
+  if (!s)
+    return CU_get_error();
+  for (size_t i = 0; i < n; i++)
+    if (!CU_add_test(s, tests[i].name, tests[i].fn))
+      return CU_get_error();
+  return 0;
+}
+
+int test_tmpdir_make(char *buf, size_t len, const char *tag) {
+  const char *base = getenv("TMPDIR");
+  if (!base || !*base)
+    base = "/tmp";
+  int n = snprintf(buf, len, "%s/cohort-test-%s-XXXXXX", base, tag);
+  if (n < 0 || (size_t)n >= len)
+    return -1;
+  return mkdtemp(buf) ? 0 : -1;
+}
+
+void test_tmpdir_remove(const char *dir) {
+  if (!dir || !*dir)
+    return;
+  DIR *d = opendir(dir);
+  if (d) {
+    struct dirent *ent;
+    char path[4096];
+    while ((ent = readdir(d))) {
+      if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0)
+        continue;
+      snprintf(path, sizeof path, "%s/%s", dir, ent->d_name);
+      if (unlink(path) != 0)
+        test_tmpdir_remove(path); /* a folder */
+    }
+    closedir(d);
+  }
+  rmdir(dir);
+}
 
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS)

@@ -118,23 +118,20 @@ static void test_equal_compares_every_byte(void) {
 }
 
 int cohort_register_suites(void) {
-  CU_pSuite s = CU_add_suite("crypto", NULL, NULL);
-  if (!s)
-    return CU_get_error();
-  if (!CU_add_test(s, "sha256 of abc matches FIPS 180-2 (raw)",
-                   test_sha256_abc_raw_matches_fips_vector) ||
-      !CU_add_test(s, "sha256 hex matches FIPS 180-2 vectors",
-                   test_sha256_hex_matches_fips_vectors) ||
-      !CU_add_test(s, "hex is lower case and NUL-terminated",
-                   test_hex_is_lowercase_and_terminated) ||
-      !CU_add_test(s, "incremental sha256 equals one-shot",
-                   test_incremental_equals_one_shot) ||
-      !CU_add_test(s, "tokens are 64 lower-case hex digits and differ",
-                   test_tokens_are_64_lower_hex_and_fresh) ||
-      !CU_add_test(s, "crypto_random fills the buffer",
-                   test_random_fills_buffer) ||
-      !CU_add_test(s, "crypto_equal compares exactly len bytes",
-                   test_equal_compares_every_byte))
-    return CU_get_error();
-  return 0;
+  static const test_case tests[] = {
+      {"sha256 of abc matches FIPS 180-2 (raw)",
+       test_sha256_abc_raw_matches_fips_vector},
+      {"sha256 hex matches FIPS 180-2 vectors",
+       test_sha256_hex_matches_fips_vectors},
+      {"hex is lower case and NUL-terminated",
+       test_hex_is_lowercase_and_terminated},
+      {"incremental sha256 equals one-shot", test_incremental_equals_one_shot},
+      {"tokens are 64 lower-case hex digits and differ",
+       test_tokens_are_64_lower_hex_and_fresh},
+      {"crypto_random fills the buffer", test_random_fills_buffer},
+      {"crypto_equal compares exactly len bytes",
+       test_equal_compares_every_byte},
+  };
+  return test_add_suite("crypto", NULL, NULL, tests,
+                        sizeof tests / sizeof tests[0]);
 }

@@ -133,22 +133,19 @@ static void test_init_and_close(void) {
 }
 
 int cohort_register_suites(void) {
-  CU_pSuite s = CU_add_suite("fedavg", NULL, NULL);
-  if (!s)
-    return CU_get_error();
-  if (!CU_add_test(s, "weighted average matches hand computation",
-                   test_weighted_average_by_hand) ||
-      !CU_add_test(s, "apply with nothing folded in is COHORT_ESTATE",
-                   test_apply_empty_is_estate) ||
-      !CU_add_test(s, "zero/negative/NaN/Inf weight refused, sum unchanged",
-                   test_bad_weights_refused_state_unchanged) ||
-      !CU_add_test(s, "reset forgets earlier updates",
-                   test_reset_forgets_updates) ||
-      !CU_add_test(s, "out may alias global", test_out_may_alias_global) ||
-      !CU_add_test(s, "many equal updates average to that update",
-                   test_many_equal_updates_average_to_it) ||
-      !CU_add_test(s, "init rejects dim 0; close is idempotent",
-                   test_init_and_close))
-    return CU_get_error();
-  return 0;
+  static const test_case tests[] = {
+      {"weighted average matches hand computation",
+       test_weighted_average_by_hand},
+      {"apply with nothing folded in is COHORT_ESTATE",
+       test_apply_empty_is_estate},
+      {"zero/negative/NaN/Inf weight refused, sum unchanged",
+       test_bad_weights_refused_state_unchanged},
+      {"reset forgets earlier updates", test_reset_forgets_updates},
+      {"out may alias global", test_out_may_alias_global},
+      {"many equal updates average to that update",
+       test_many_equal_updates_average_to_it},
+      {"init rejects dim 0; close is idempotent", test_init_and_close},
+  };
+  return test_add_suite("fedavg", NULL, NULL, tests,
+                        sizeof tests / sizeof tests[0]);
 }

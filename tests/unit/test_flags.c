@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cunit_main.h"
 #include "flags.h"
@@ -217,27 +218,76 @@ static void test_help_lists_every_flag_and_default(void) {
   free(text);
 }
 
+/* The text written to a temporary file, from its start, into out. */
+static void read_back(FILE *f, char *out, size_t cap) {
+  fseek(f, 0, SEEK_SET);
+  size_t n = fread(out, 1, cap - 1, f);
+  out[n] = '\0';
+  fclose(f);
+}
+
+/* Runs flags_main as program "prog" with its standard output and error
+ * caught in out and errout. */
+static int run_flags_main(int argc, char **argv, char *out, char *errout,
+                          size_t cap) {
+  FILE *fo = tmpfile(), *fe = tmpfile();
+  CU_ASSERT_FATAL(fo != NULL && fe != NULL);
+  fflush(stdout);
+  fflush(stderr);
+  int saved_out = dup(STDOUT_FILENO), saved_err = dup(STDERR_FILENO);
+  dup2(fileno(fo), STDOUT_FILENO);
+  dup2(fileno(fe), STDERR_FILENO);
+  int rc = flags_main("prog", "usage: prog [options]", DEFS, NDEFS, argc, argv);
+  fflush(stdout);
+  fflush(stderr);
+  dup2(saved_out, STDOUT_FILENO);
+  dup2(saved_err, STDERR_FILENO);
+  close(saved_out);
+  close(saved_err);
+  read_back(fo, out, cap);
+  read_back(fe, errout, cap);
+  return rc;
+}
+
+static void test_flags_main_help_error_and_go_on(void) {
+  char out[4096], errout[4096];
+  char *good[] = {"prog", "--port", "9", NULL};
+  CU_ASSERT_EQUAL(run_flags_main(3, good, out, errout, sizeof out), -1);
+  CU_ASSERT_EQUAL(port, 9);
+  CU_ASSERT_STRING_EQUAL(out, "");
+  CU_ASSERT_STRING_EQUAL(errout, "");
+  /* --help: the help text on stdout, status 0. */
+  char *help[] = {"prog", "--port", "9", "--help", NULL};
+  CU_ASSERT_EQUAL(run_flags_main(4, help, out, errout, sizeof out), 0);
+  CU_ASSERT_EQUAL(strncmp(out, "usage: prog [options]\n", 22), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--port PORT"));
+  CU_ASSERT_STRING_EQUAL(errout, "");
+  /* A bad value: "prog: <reason>" on stderr, status 2. */
+  char *bad[] = {"prog", "--port", "0", NULL};
+  CU_ASSERT_EQUAL(run_flags_main(3, bad, out, errout, sizeof out), 2);
+  CU_ASSERT_STRING_EQUAL(out, "");
+  CU_ASSERT_EQUAL(strncmp(errout, "prog: --port", 12), 0);
+  CU_ASSERT_PTR_NOT_NULL(strchr(errout, '\n'));
+}
+
 int cohort_register_suites(void) {
-  CU_pSuite s = CU_add_suite("flags", NULL, NULL);
-  if (!s)
-    return CU_get_error();
-  if (!CU_add_test(s, "defaults are applied", test_defaults_applied) ||
-      !CU_add_test(s, "--name value and --name=value",
-                   test_space_and_equals_forms) ||
-      !CU_add_test(s, "out-of-range number is an error naming the flag",
-                   test_int_out_of_range_names_flag) ||
-      !CU_add_test(s, "non-number is an error", test_non_number_is_error) ||
-      !CU_add_test(s, "unknown flag is an error", test_unknown_flag_is_error) ||
-      !CU_add_test(s, "missing value is an error",
-                   test_missing_value_is_error) ||
-      !CU_add_test(s, "boolean flag", test_bool_flag) ||
-      !CU_add_test(s, "repeatable list flag", test_repeatable_list) ||
-      !CU_add_test(s, "list past FLAG_LIST_MAX is an error",
-                   test_list_overflow_is_error) ||
-      !CU_add_test(s, "--help and -h return FLAGS_HELP",
-                   test_help_returns_flags_help) ||
-      !CU_add_test(s, "help lists every flag with its default",
-                   test_help_lists_every_flag_and_default))
-    return CU_get_error();
-  return 0;
+  static const test_case tests[] = {
+      {"defaults are applied", test_defaults_applied},
+      {"--name value and --name=value", test_space_and_equals_forms},
+      {"out-of-range number is an error naming the flag",
+       test_int_out_of_range_names_flag},
+      {"non-number is an error", test_non_number_is_error},
+      {"unknown flag is an error", test_unknown_flag_is_error},
+      {"missing value is an error", test_missing_value_is_error},
+      {"boolean flag", test_bool_flag},
+      {"repeatable list flag", test_repeatable_list},
+      {"list past FLAG_LIST_MAX is an error", test_list_overflow_is_error},
+      {"--help and -h return FLAGS_HELP", test_help_returns_flags_help},
+      {"help lists every flag with its default",
+       test_help_lists_every_flag_and_default},
+      {"flags_main: help on stdout, errors on stderr, else go on",
+       test_flags_main_help_error_and_go_on},
+  };
+  return test_add_suite("flags", NULL, NULL, tests,
+                        sizeof tests / sizeof tests[0]);
 }

@@ -417,13 +417,7 @@ static void test_batch_step_uses_mean_gradient(void) {
 }
 
 int cohort_register_suites(void) {
-  CU_pSuite s = CU_add_suite("nn_logreg", NULL, NULL);
-  if (!s)
-    return CU_get_error();
-  struct {
-    const char *name;
-    CU_TestFunc fn;
-  } tests[] = {
+  static const test_case tests[] = {
       {"param count", test_param_count},
       {"init is seeded and bounded", test_init_is_seeded_and_bounded},
       {"gradient matches finite differences",
@@ -437,8 +431,6 @@ int cohort_register_suites(void) {
       {"hand-computed sgd steps", test_hand_computed_sgd_steps},
       {"batch step uses mean gradient", test_batch_step_uses_mean_gradient},
   };
-  for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
-    if (!CU_add_test(s, tests[i].name, tests[i].fn))
-      return CU_get_error();
-  return 0;
+  return test_add_suite("nn_logreg", NULL, NULL, tests,
+                        sizeof tests / sizeof tests[0]);
 }

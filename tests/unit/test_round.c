@@ -4,7 +4,6 @@
  * assembly, idempotent retries, the FedAvg commit against a hand
  * computation, deadlines, reports, restart recovery and the end of the
  * federation. Rows are checked through a second sqlite3 connection. */
-#include <dirent.h>
 #include <grpc/status.h>
 #include <math.h>
 #include <sqlite3.h>
@@ -28,29 +27,16 @@
 #define MODEL_BYTES (NP * 4)
 #define ENROLL "enroll-secret-for-tests"
 
-static char dir[64];
+static char dir[128];
 static int db_counter;
 
 static int suite_init(void) {
   log_set_level(LOG_OFF); /* refusals and failed rounds are expected */
-  snprintf(dir, sizeof dir, "/tmp/cohort-test-round-XXXXXX");
-  return mkdtemp(dir) ? 0 : -1;
+  return test_tmpdir_make(dir, sizeof dir, "round");
 }
 
 static int suite_cleanup(void) {
-  DIR *d = opendir(dir);
-  if (d) {
-    struct dirent *ent;
-    char path[512];
-    while ((ent = readdir(d))) {
-      if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0)
-        continue;
-      snprintf(path, sizeof path, "%s/%s", dir, ent->d_name);
-      unlink(path);
-    }
-    closedir(d);
-  }
-  rmdir(dir);
+  test_tmpdir_remove(dir);
   return 0;
 }
 
@@ -65,45 +51,43 @@ static void sleep_s(double s) {
 
 #define NO_ROW INT64_MIN
 
-static int64_t q_int(const char *path, const char *sql) {
+/* A copy of the first column of the first row of sql; NULL without a row.
+ * Free it with sqlite3_value_free. */
+static sqlite3_value *q_value(const char *path, const char *sql) {
   sqlite3 *db = NULL;
   sqlite3_stmt *st = NULL;
-  int64_t v = NO_ROW;
+  sqlite3_value *v = NULL;
   if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
       sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
       sqlite3_step(st) == SQLITE_ROW)
-    v = sqlite3_column_int64(st, 0);
+    v = sqlite3_value_dup(sqlite3_column_value(st, 0));
   sqlite3_finalize(st);
   sqlite3_close(db);
   return v;
+}
+
+static int64_t q_int(const char *path, const char *sql) {
+  sqlite3_value *v = q_value(path, sql);
+  int64_t n = v ? sqlite3_value_int64(v) : NO_ROW;
+  sqlite3_value_free(v);
+  return n;
 }
 
 static double q_double(const char *path, const char *sql) {
-  sqlite3 *db = NULL;
-  sqlite3_stmt *st = NULL;
-  double v = NAN;
-  if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
-      sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-      sqlite3_step(st) == SQLITE_ROW)
-    v = sqlite3_column_double(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return v;
+  sqlite3_value *v = q_value(path, sql);
+  double d = v ? sqlite3_value_double(v) : NAN;
+  sqlite3_value_free(v);
+  return d;
 }
 
+/* First column as text into out ("<null>" for NULL, "<none>" without a
+ * row). */
 static const char *q_text(const char *path, const char *sql, char *out,
                           size_t len) {
-  sqlite3 *db = NULL;
-  sqlite3_stmt *st = NULL;
-  snprintf(out, len, "<none>");
-  if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
-      sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-      sqlite3_step(st) == SQLITE_ROW) {
-    const unsigned char *t = sqlite3_column_text(st, 0);
-    snprintf(out, len, "%s", t ? (const char *)t : "<null>");
-  }
-  sqlite3_finalize(st);
-  sqlite3_close(db);
+  sqlite3_value *v = q_value(path, sql);
+  const unsigned char *t = v ? sqlite3_value_text(v) : NULL;
+  snprintf(out, len, "%s", !v ? "<none>" : t ? (const char *)t : "<null>");
+  sqlite3_value_free(v);
   return out;
 }
 
@@ -279,14 +263,14 @@ static round_verdict send_all(fixture *f, int64_t client, int64_t round,
   return v;
 }
 
-/* Ticks round r open, checks the given clients in (each gets a task) and
+/* Ticks round r open, checks clients 0 and 1 in (each gets a task) and
  * ticks it to TRAINING. */
-static void start_round(fixture *f, int64_t r, const int *who, int n) {
+static void start_round(fixture *f, int64_t r) {
   CU_ASSERT_EQUAL_FATAL(round_tick(f->e), COHORT_OK);
   ASSERT_ROUND_STATE(*f, r, "OPEN");
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < 2; i++) {
     checkin_result res;
-    round_verdict v = round_checkin(f->e, f->id[who[i]], &res);
+    round_verdict v = round_checkin(f->e, f->id[i], &res);
     CU_ASSERT_EQUAL_FATAL(v.code, GRPC_STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(res.kind, CHECKIN_TASK);
     CU_ASSERT_EQUAL(res.task.round, r);
@@ -519,8 +503,7 @@ static void test_selection_timeout_with_min_clients(void) {
 static void test_get_model(void) {
   fixture f;
   FX_OPEN(f, 2);
-  int who[] = {0, 1};
-  start_round(&f, 1, who, 2);
+  start_round(&f, 1);
   uint8_t *all = malloc(MODEL_BYTES);
   uint8_t buf[4096], sha[32], first_sha[32];
   CU_ASSERT_PTR_NOT_NULL_FATAL(all);
@@ -596,8 +579,7 @@ static void assert_nothing_stored(fixture *f) {
 static void test_upload_refusals_store_nothing(void) {
   fixture f;
   FX_OPEN(f, 3);
-  int who[] = {0, 1};
-  start_round(&f, 1, who, 2);
+  start_round(&f, 1);
   int64_t a = f.id[0];
   update *good = make_update(0);
   round_verdict v;
@@ -730,8 +712,7 @@ static void test_upload_refusals_store_nothing(void) {
 static void test_chunked_upload_idempotent_and_commit(void) {
   fixture f;
   FX_OPEN(f, 2);
-  int who[] = {0, 1};
-  start_round(&f, 1, who, 2);
+  start_round(&f, 1);
   int64_t a = f.id[0], b = f.id[1];
   const uint64_t na = 10, nb = 30;
   update *ua = make_update(0), *ub = make_update(1), *other = make_update(2);
@@ -904,8 +885,7 @@ static void test_chunked_upload_idempotent_and_commit(void) {
 static void test_deadline_fails_round(void) {
   fixture f;
   FX_OPEN(f, 2);
-  int who[] = {0, 1};
-  start_round(&f, 1, who, 2);
+  start_round(&f, 1);
   /* Before the deadline the tick waits. */
   CU_ASSERT_EQUAL(round_tick(f.e), COHORT_OK);
   ASSERT_ROUND_STATE(f, 1, "TRAINING");
@@ -947,8 +927,7 @@ static void test_deadline_fails_round(void) {
 static void test_report(void) {
   fixture f;
   FX_OPEN(f, 3);
-  int who[] = {0, 1};
-  start_round(&f, 1, who, 2);
+  start_round(&f, 1);
   int64_t a = f.id[0];
   const char *names[] = {"accuracy", "loss", "eval.top_5"};
   const double values[] = {0.75, 1.25, 0.9};
@@ -1023,11 +1002,10 @@ static void test_report(void) {
 
 /* ---- restart and the end of the federation ---- */
 
-/* Opens round r with clients 0 and 1, uploads ua and ub and commits it. */
-static void commit_round(fixture *f, int64_t r, const update *ua,
-                         const update *ub) {
-  int who[] = {0, 1};
-  start_round(f, r, who, 2);
+/* Clients 0 and 1 upload ua (10 examples) and ub (30) to round r, in
+ * TRAINING, and the next tick commits it. */
+static void upload_and_commit(fixture *f, int64_t r, const update *ua,
+                              const update *ub) {
   CU_ASSERT_EQUAL_FATAL(send_all(f, f->id[0], r, ua, 10).code,
                         GRPC_STATUS_OK);
   CU_ASSERT_EQUAL_FATAL(send_all(f, f->id[1], r, ub, 30).code,
@@ -1036,13 +1014,26 @@ static void commit_round(fixture *f, int64_t r, const update *ua,
   ASSERT_ROUND_STATE(*f, r, "COMMITTED");
 }
 
+/* Opens round r with clients 0 and 1, uploads ua and ub and commits it. */
+static void commit_round(fixture *f, int64_t r, const update *ua,
+                         const update *ub) {
+  start_round(f, r);
+  upload_and_commit(f, r, ua, ub);
+}
+
+/* Frees the engine and starts a new one with f->cfg on the same store, as
+ * a restarted coordinator does. */
+static void restart_engine(fixture *f) {
+  round_engine_free(f->e);
+  f->e = NULL;
+  CU_ASSERT_EQUAL_FATAL(new_engine(f), COHORT_OK);
+}
+
 static void test_restart_recovers(void) {
   fixture f;
   FX_OPEN(f, 2);
   f.cfg.rounds = 3;
-  round_engine_free(f.e);
-  f.e = NULL;
-  CU_ASSERT_EQUAL_FATAL(new_engine(&f), COHORT_OK);
+  restart_engine(&f);
   update *ua = make_update(0), *ub = make_update(1);
   commit_round(&f, 1, ua, ub);
   char sha1[65];
@@ -1051,12 +1042,9 @@ static void test_restart_recovers(void) {
   CU_ASSERT_EQUAL(version, 1);
 
   /* Interrupted in TRAINING, with one update already in. */
-  int who[] = {0, 1};
-  start_round(&f, 2, who, 2);
+  start_round(&f, 2);
   CU_ASSERT_EQUAL(send_all(&f, f.id[0], 2, ua, 10).code, GRPC_STATUS_OK);
-  round_engine_free(f.e);
-  f.e = NULL;
-  CU_ASSERT_EQUAL_FATAL(new_engine(&f), COHORT_OK);
+  restart_engine(&f);
   ASSERT_ROUND_STATE(f, 2, "FAILED");
   char text[128];
   CU_ASSERT_STRING_EQUAL(q_text(f.path, "SELECT reason FROM rounds WHERE id "
@@ -1087,9 +1075,7 @@ static void test_restart_recovers(void) {
   CU_ASSERT_EQUAL(who_id, f.id[1]);
 
   /* Interrupted in OPEN. */
-  round_engine_free(f.e);
-  f.e = NULL;
-  CU_ASSERT_EQUAL_FATAL(new_engine(&f), COHORT_OK);
+  restart_engine(&f);
   ASSERT_ROUND_STATE(f, 3, "FAILED");
   CU_ASSERT_EQUAL(round_committed(f.e), 1);
   CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
@@ -1127,12 +1113,7 @@ static void test_federation_done(void) {
   CU_ASSERT_EQUAL(round_checkin(f.e, f.id[2], &r).code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
   CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
-  CU_ASSERT_EQUAL_FATAL(send_all(&f, f.id[0], 1, ua, 10).code,
-                        GRPC_STATUS_OK);
-  CU_ASSERT_EQUAL_FATAL(send_all(&f, f.id[1], 1, ub, 30).code,
-                        GRPC_STATUS_OK);
-  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
-  ASSERT_ROUND_STATE(f, 1, "COMMITTED");
+  upload_and_commit(&f, 1, ua, ub);
   CU_ASSERT_FALSE(round_federation_done(f.e));
   CU_ASSERT_FALSE(round_all_clients_told(f.e));
 
@@ -1195,33 +1176,27 @@ static void test_engine_config_checked(void) {
 }
 
 int cohort_register_suites(void) {
-  CU_pSuite s = CU_add_suite("round", suite_init, suite_cleanup);
-  if (!s)
-    return CU_get_error();
-  if (!CU_add_test(s, "register refuses unknown/empty enrollment tokens",
-                   test_register_refuses_bad_enrollment) ||
-      !CU_add_test(s, "register/authenticate; only token hashes stored",
-                   test_register_and_authenticate) ||
-      !CU_add_test(s, "check-in selects K clients, others retry",
-                   test_checkin_selects_up_to_k) ||
-      !CU_add_test(s, "selection closes with M clients after its timeout",
-                   test_selection_timeout_with_min_clients) ||
-      !CU_add_test(s, "model download in chunks with digest",
-                   test_get_model) ||
-      !CU_add_test(s, "every refused upload stores nothing",
-                   test_upload_refusals_store_nothing) ||
-      !CU_add_test(s, "chunked, idempotent uploads commit weighted FedAvg",
-                   test_chunked_upload_idempotent_and_commit) ||
-      !CU_add_test(s, "deadline fails the round, next one opens",
-                   test_deadline_fails_round) ||
-      !CU_add_test(s, "report stores valid metrics, refuses bad ones",
-                   test_report) ||
-      !CU_add_test(s, "restart fails interrupted rounds, keeps the model",
-                   test_restart_recovers) ||
-      !CU_add_test(s, "federation done after `rounds` commits",
-                   test_federation_done) ||
-      !CU_add_test(s, "engine refuses bad configurations",
-                   test_engine_config_checked))
-    return CU_get_error();
-  return 0;
+  static const test_case tests[] = {
+      {"register refuses unknown/empty enrollment tokens",
+       test_register_refuses_bad_enrollment},
+      {"register/authenticate; only token hashes stored",
+       test_register_and_authenticate},
+      {"check-in selects K clients, others retry",
+       test_checkin_selects_up_to_k},
+      {"selection closes with M clients after its timeout",
+       test_selection_timeout_with_min_clients},
+      {"model download in chunks with digest", test_get_model},
+      {"every refused upload stores nothing",
+       test_upload_refusals_store_nothing},
+      {"chunked, idempotent uploads commit weighted FedAvg",
+       test_chunked_upload_idempotent_and_commit},
+      {"deadline fails the round, next one opens", test_deadline_fails_round},
+      {"report stores valid metrics, refuses bad ones", test_report},
+      {"restart fails interrupted rounds, keeps the model",
+       test_restart_recovers},
+      {"federation done after `rounds` commits", test_federation_done},
+      {"engine refuses bad configurations", test_engine_config_checked},
+  };
+  return test_add_suite("round", suite_init, suite_cleanup, tests,
+                        sizeof tests / sizeof tests[0]);
 }

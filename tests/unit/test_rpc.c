@@ -407,18 +407,24 @@ static void test_second_server_on_bound_port_fails(void) {
   CU_ASSERT_PTR_NULL(second);
 }
 
-static void test_idempotent_call_retried_after_deadline(void) {
+/* Calls Slow, which is slow the first time only, with up to 3 attempts
+ * of ATTEMPT_TIMEOUT_MS each; the client may retry only when idempotent. */
+static void call_slow(int idempotent, rpc_result *res) {
   atomic_store(&g_slow_calls, 0);
   rpc_call_opts o;
   rpc_call_opts_init(&o);
   o.timeout_ms = ATTEMPT_TIMEOUT_MS;
-  o.idempotent = 1;
+  o.idempotent = idempotent;
   o.max_attempts = 3;
   o.backoff_initial_ms = 20;
   o.backoff_max_ms = 100;
-  rpc_result res;
-  CU_ASSERT_EQUAL(rpc_call(g_ch, "/test.Svc/Slow", NULL, NULL, 0, &o, &res),
+  CU_ASSERT_EQUAL(rpc_call(g_ch, "/test.Svc/Slow", NULL, NULL, 0, &o, res),
                   COHORT_OK);
+}
+
+static void test_idempotent_call_retried_after_deadline(void) {
+  rpc_result res;
+  call_slow(1, &res);
   CU_ASSERT_EQUAL(res.code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(atomic_load(&g_slow_calls), 2);
   CU_ASSERT_EQUAL(res.body_len, 2);
@@ -426,16 +432,8 @@ static void test_idempotent_call_retried_after_deadline(void) {
 }
 
 static void test_non_idempotent_call_not_retried(void) {
-  atomic_store(&g_slow_calls, 0);
-  rpc_call_opts o;
-  rpc_call_opts_init(&o);
-  o.timeout_ms = ATTEMPT_TIMEOUT_MS;
-  o.idempotent = 0;
-  o.max_attempts = 3;
-  o.backoff_initial_ms = 20;
   rpc_result res;
-  CU_ASSERT_EQUAL(rpc_call(g_ch, "/test.Svc/Slow", NULL, NULL, 0, &o, &res),
-                  COHORT_OK);
+  call_slow(0, &res);
   CU_ASSERT_EQUAL(res.code, GRPC_STATUS_DEADLINE_EXCEEDED);
   CU_ASSERT_PTR_NULL(res.body);
   rpc_result_clear(&res);
@@ -452,9 +450,7 @@ typedef struct wfr_arg {
 
 static void *wfr_thread(void *p) {
   wfr_arg *a = p;
-  rpc_call_opts o;
-  rpc_call_opts_init(&o);
-  o.timeout_ms = 5000;
+  rpc_call_opts o = fast_opts();
   o.wait_for_ready = 1;
   a->rc = rpc_call(a->ch, "/test.Svc/Echo", NULL, (const uint8_t *)"hi", 2, &o,
                    &a->res);
@@ -493,9 +489,7 @@ static void test_fail_fast_on_closed_port(void) {
   CU_ASSERT_FATAL(port > 0);
   rpc_channel *ch = NULL;
   CU_ASSERT_EQUAL_FATAL(open_channel(port, &ch), COHORT_OK);
-  rpc_call_opts o;
-  rpc_call_opts_init(&o);
-  o.timeout_ms = 5000;
+  rpc_call_opts o = fast_opts();
   o.wait_for_ready = 0;
   rpc_result res;
   int64_t t0 = now_ms();
@@ -585,13 +579,7 @@ static void test_stop_with_handler_in_flight(void) {
 }
 
 int cohort_register_suites(void) {
-  CU_pSuite s = CU_add_suite("rpc", suite_init, suite_clean);
-  if (!s)
-    return CU_get_error();
-  struct {
-    const char *name;
-    CU_TestFunc fn;
-  } tests[] = {
+  static const test_case tests[] = {
       {"echo returns the same bytes", test_echo_returns_same_bytes},
       {"OK with NULL body gives an empty reply",
        test_ok_with_null_body_gives_empty_reply},
@@ -616,8 +604,6 @@ int cohort_register_suites(void) {
        test_concurrent_calls_on_one_channel},
       {"stop with a handler in flight", test_stop_with_handler_in_flight},
   };
-  for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
-    if (!CU_add_test(s, tests[i].name, tests[i].fn))
-      return CU_get_error();
-  return 0;
+  return test_add_suite("rpc", suite_init, suite_clean, tests,
+                        sizeof tests / sizeof tests[0]);
 }

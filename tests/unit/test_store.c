@@ -2,43 +2,28 @@
  * mkdtemp directory, with the rows checked through a second, plain sqlite3
  * connection: schema and WAL, version refusal, clients, models, the round
  * commit transaction, crash recovery, participations and metrics. */
-#include <dirent.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cohort_status.h"
 #include "cunit_main.h"
 #include "log.h"
 #include "store.h"
 
-static char dir[64];
+static char dir[128];
 static int db_counter;
 
 static int suite_init(void) {
   log_set_level(LOG_OFF); /* expected failures would log SQLite errors */
-  snprintf(dir, sizeof dir, "/tmp/cohort-test-store-XXXXXX");
-  return mkdtemp(dir) ? 0 : -1;
+  return test_tmpdir_make(dir, sizeof dir, "store");
 }
 
 static int suite_cleanup(void) {
-  DIR *d = opendir(dir);
-  if (d) {
-    struct dirent *ent;
-    char path[512];
-    while ((ent = readdir(d))) {
-      if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0)
-        continue;
-      snprintf(path, sizeof path, "%s/%s", dir, ent->d_name);
-      unlink(path);
-    }
-    closedir(d);
-  }
-  rmdir(dir);
+  test_tmpdir_remove(dir);
   return 0;
 }
 
@@ -47,6 +32,7 @@ static void fresh_path(char *out, size_t len) {
   snprintf(out, len, "%s/db%d.sqlite", dir, ++db_counter);
 }
 
+/* Opens a store on a fresh path; the test stops here if that fails. */
 static store *open_fresh(char *path, size_t len) {
   fresh_path(path, len);
   store *s = NULL;
@@ -55,6 +41,7 @@ static store *open_fresh(char *path, size_t len) {
   CU_ASSERT_EQUAL(rc, COHORT_OK);
   if (rc)
     fprintf(stderr, "store_open: %s\n", err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
   return s;
 }
 
@@ -72,46 +59,51 @@ static sqlite3 *peek_open(const char *path) {
 
 #define NO_ROW INT64_MIN
 
-/* First column of the first row of sql as an integer; NO_ROW if none. */
-static int64_t q_int(const char *path, const char *sql) {
+/* A copy of the first column of the first row of sql; NULL without a row.
+ * Free it with sqlite3_value_free. */
+static sqlite3_value *q_value(const char *path, const char *sql) {
   sqlite3 *db = peek_open(path);
   sqlite3_stmt *st = NULL;
-  int64_t v = NO_ROW;
+  sqlite3_value *v = NULL;
   if (db && sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
       sqlite3_step(st) == SQLITE_ROW)
-    v = sqlite3_column_int64(st, 0);
+    v = sqlite3_value_dup(sqlite3_column_value(st, 0));
   sqlite3_finalize(st);
   sqlite3_close(db);
   return v;
 }
 
+/* First column of the first row of sql as an integer; NO_ROW if none. */
+static int64_t q_int(const char *path, const char *sql) {
+  sqlite3_value *v = q_value(path, sql);
+  int64_t n = v ? sqlite3_value_int64(v) : NO_ROW;
+  sqlite3_value_free(v);
+  return n;
+}
+
 static double q_double(const char *path, const char *sql) {
-  sqlite3 *db = peek_open(path);
-  sqlite3_stmt *st = NULL;
-  double v = NAN;
-  if (db && sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-      sqlite3_step(st) == SQLITE_ROW)
-    v = sqlite3_column_double(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return v;
+  sqlite3_value *v = q_value(path, sql);
+  double d = v ? sqlite3_value_double(v) : NAN;
+  sqlite3_value_free(v);
+  return d;
 }
 
 /* First column as text into out ("<null>" for NULL, "<none>" without a
  * row). */
 static const char *q_text(const char *path, const char *sql, char *out,
                           size_t len) {
-  sqlite3 *db = peek_open(path);
-  sqlite3_stmt *st = NULL;
-  snprintf(out, len, "<none>");
-  if (db && sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-      sqlite3_step(st) == SQLITE_ROW) {
-    const unsigned char *t = sqlite3_column_text(st, 0);
-    snprintf(out, len, "%s", t ? (const char *)t : "<null>");
-  }
-  sqlite3_finalize(st);
-  sqlite3_close(db);
+  sqlite3_value *v = q_value(path, sql);
+  const unsigned char *t = v ? sqlite3_value_text(v) : NULL;
+  snprintf(out, len, "%s", !v ? "<none>" : t ? (const char *)t : "<null>");
+  sqlite3_value_free(v);
   return out;
+}
+
+/* The state of round 1, the round most tests open. */
+static const char *round1_state(const char *path) {
+  static char text[32];
+  return q_text(path, "SELECT state FROM rounds WHERE id = 1", text,
+                sizeof text);
 }
 
 /* ---- fixtures ---- */
@@ -134,12 +126,18 @@ static store_model make_model(int64_t version, int64_t round, int64_t parent,
   return m;
 }
 
+/* Puts the initial model, version 0 of len bytes, into s. */
+static void put_initial(store *s, size_t len) {
+  store_model m0 = make_model(0, 0, -1, len, 0);
+  CU_ASSERT_EQUAL_FATAL(store_model_put_initial(s, &m0, 1.0), COHORT_OK);
+  store_model_clear(&m0);
+}
+
 /* ---- tests ---- */
 
 static void test_open_creates_schema_in_wal(void) {
   char path[256], text[64];
   store *s = open_fresh(path, sizeof path);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
   CU_ASSERT_EQUAL(q_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
   CU_ASSERT_STRING_EQUAL(q_text(path, "PRAGMA journal_mode", text, sizeof text),
                          "wal");
@@ -160,7 +158,6 @@ static void test_open_creates_schema_in_wal(void) {
 static void test_reopen_keeps_data(void) {
   char path[256];
   store *s = open_fresh(path, sizeof path);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
   int64_t id = 0, found = 0;
   CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_A, "linux", 1.0, &id),
                         COHORT_OK);
@@ -209,7 +206,6 @@ static void test_open_bad_path_fails_with_reason(void) {
 static void test_clients_add_find(void) {
   char path[256], text[128];
   store *s = open_fresh(path, sizeof path);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
   int64_t a = 0, b = 0, found = -1;
   CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_A, "linux", 10.0, &a),
                         COHORT_OK);
@@ -254,7 +250,6 @@ static void test_clients_add_find(void) {
 static void test_model_round_trip(void) {
   char path[256];
   store *s = open_fresh(path, sizeof path);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
   store_model got = {0};
   CU_ASSERT_EQUAL(store_model_latest(s, &got), COHORT_ENOTFOUND);
   store_model m = make_model(0, 0, -1, 1000, 7);
@@ -290,24 +285,18 @@ static void test_model_round_trip(void) {
 }
 
 static void test_round_commit_writes_model_and_state(void) {
-  char path[256], text[64];
+  char path[256];
   store *s = open_fresh(path, sizeof path);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-  store_model m0 = make_model(0, 0, -1, 64, 0);
-  CU_ASSERT_EQUAL_FATAL(store_model_put_initial(s, &m0, 1.0), COHORT_OK);
+  put_initial(s, 64);
   int64_t n = -1;
   CU_ASSERT_EQUAL(store_round_max(s, &n), COHORT_OK);
   CU_ASSERT_EQUAL(n, 0);
   CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, 2.0), COHORT_OK);
-  CU_ASSERT_STRING_EQUAL(
-      q_text(path, "SELECT state FROM rounds WHERE id = 1", text, sizeof text),
-      "OPEN");
+  CU_ASSERT_STRING_EQUAL(round1_state(path), "OPEN");
   CU_ASSERT_NOT_EQUAL(store_round_open(s, 1, 0, 2.0), COHORT_OK);
   CU_ASSERT_EQUAL_FATAL(store_round_set_state(s, 1, "TRAINING", NULL, 3.0),
                         COHORT_OK);
-  CU_ASSERT_STRING_EQUAL(
-      q_text(path, "SELECT state FROM rounds WHERE id = 1", text, sizeof text),
-      "TRAINING");
+  CU_ASSERT_STRING_EQUAL(round1_state(path), "TRAINING");
   CU_ASSERT_EQUAL(q_int(path, "SELECT finished_at IS NULL FROM rounds"), 1);
   /* The CHECK constraint keeps states to the known ones. */
   CU_ASSERT_NOT_EQUAL(store_round_set_state(s, 1, "BOGUS", NULL, 3.5),
@@ -319,9 +308,7 @@ static void test_round_commit_writes_model_and_state(void) {
                           .loss = 0.25, .bytes_up_mean = 1234,
                           .bytes_down_mean = 5678, .finished_at = 4.0};
   CU_ASSERT_EQUAL_FATAL(store_round_commit(s, &r, &m1), COHORT_OK);
-  CU_ASSERT_STRING_EQUAL(
-      q_text(path, "SELECT state FROM rounds WHERE id = 1", text, sizeof text),
-      "COMMITTED");
+  CU_ASSERT_STRING_EQUAL(round1_state(path), "COMMITTED");
   CU_ASSERT_EQUAL(q_int(path, "SELECT model_version FROM rounds WHERE id = 1"),
                   1);
   CU_ASSERT_DOUBLE_EQUAL(
@@ -350,17 +337,14 @@ static void test_round_commit_writes_model_and_state(void) {
   CU_ASSERT_EQUAL(got.version, 1);
   CU_ASSERT_EQUAL(memcmp(got.blob, m1.blob, 64), 0);
   store_model_clear(&got);
-  store_model_clear(&m0);
   store_model_clear(&m1);
   store_close(s);
 }
 
 static void test_commit_missing_round_rolls_back(void) {
-  char path[256], text[64];
+  char path[256];
   store *s = open_fresh(path, sizeof path);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-  store_model m0 = make_model(0, 0, -1, 16, 0);
-  CU_ASSERT_EQUAL_FATAL(store_model_put_initial(s, &m0, 1.0), COHORT_OK);
+  put_initial(s, 16);
   CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, 2.0), COHORT_OK);
 
   /* Round 42 does not exist: the model insert must be undone. */
@@ -381,31 +365,24 @@ static void test_commit_missing_round_rolls_back(void) {
   store_model dup = make_model(0, 1, 0, 16, 2);
   r.round = 1;
   CU_ASSERT_NOT_EQUAL(store_round_commit(s, &r, &dup), COHORT_OK);
-  CU_ASSERT_STRING_EQUAL(
-      q_text(path, "SELECT state FROM rounds WHERE id = 1", text, sizeof text),
-      "OPEN");
+  CU_ASSERT_STRING_EQUAL(round1_state(path), "OPEN");
 
   /* No transaction was left open: the same model version commits now. */
   m.round = 1;
   CU_ASSERT_EQUAL(store_round_commit(s, &r, &m), COHORT_OK);
   CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM models"), 2);
-  CU_ASSERT_STRING_EQUAL(
-      q_text(path, "SELECT state FROM rounds WHERE id = 1", text, sizeof text),
-      "COMMITTED");
+  CU_ASSERT_STRING_EQUAL(round1_state(path), "COMMITTED");
   store_model_clear(&dup);
   store_model_clear(&m);
-  store_model_clear(&m0);
   store_close(s);
 }
 
 static void test_nan_accuracy_stored_as_null(void) {
   char path[256];
   store *s = open_fresh(path, sizeof path);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
   CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, 1.0), COHORT_OK);
   store_model m = make_model(1, 1, 0, 8, 0);
-  store_model m0 = make_model(0, 0, -1, 8, 0);
-  CU_ASSERT_EQUAL_FATAL(store_model_put_initial(s, &m0, 1.0), COHORT_OK);
+  put_initial(s, 8);
   store_round_result r = {.round = 1, .accuracy = NAN, .loss = NAN,
                           .finished_at = 2.0};
   CU_ASSERT_EQUAL_FATAL(store_round_commit(s, &r, &m), COHORT_OK);
@@ -417,16 +394,13 @@ static void test_nan_accuracy_stored_as_null(void) {
                                       "rounds", text, sizeof text),
                          "real");
   store_model_clear(&m);
-  store_model_clear(&m0);
   store_close(s);
 }
 
 static void test_fail_unfinished(void) {
   char path[256], text[128];
   store *s = open_fresh(path, sizeof path);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-  store_model m0 = make_model(0, 0, -1, 8, 0);
-  CU_ASSERT_EQUAL_FATAL(store_model_put_initial(s, &m0, 1.0), COHORT_OK);
+  put_initial(s, 8);
   for (int64_t id = 1; id <= 5; id++)
     CU_ASSERT_EQUAL_FATAL(store_round_open(s, id, 0, 1.0), COHORT_OK);
   store_model m1 = make_model(1, 1, 0, 8, 1);
@@ -444,9 +418,7 @@ static void test_fail_unfinished(void) {
   CU_ASSERT_EQUAL_FATAL(store_round_fail_unfinished(s, "crash", 7.0, &count),
                         COHORT_OK);
   CU_ASSERT_EQUAL(count, 3);
-  CU_ASSERT_STRING_EQUAL(
-      q_text(path, "SELECT state FROM rounds WHERE id = 1", text, sizeof text),
-      "COMMITTED");
+  CU_ASSERT_STRING_EQUAL(round1_state(path), "COMMITTED");
   CU_ASSERT_EQUAL(
       q_int(path, "SELECT reason IS NULL FROM rounds WHERE id = 1"), 1);
   CU_ASSERT_STRING_EQUAL(
@@ -471,7 +443,6 @@ static void test_fail_unfinished(void) {
   int64_t n = 0;
   CU_ASSERT_EQUAL(store_round_count_committed(s, &n), COHORT_OK);
   CU_ASSERT_EQUAL(n, 1);
-  store_model_clear(&m0);
   store_model_clear(&m1);
   store_close(s);
 }
@@ -479,7 +450,6 @@ static void test_fail_unfinished(void) {
 static void test_participations(void) {
   char path[256], text[128];
   store *s = open_fresh(path, sizeof path);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
   int64_t a = 0, b = 0;
   CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_A, "", 1.0, &a), COHORT_OK);
   CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_B, "", 1.0, &b), COHORT_OK);
@@ -528,7 +498,6 @@ static void test_participations(void) {
 static void test_metrics_put_replace(void) {
   char path[256];
   store *s = open_fresh(path, sizeof path);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
   CU_ASSERT_EQUAL(store_metric_put(s, 1, 5, "accuracy", 0.5), COHORT_OK);
   CU_ASSERT_EQUAL(store_metric_put(s, 1, 5, "loss", 2.0), COHORT_OK);
   CU_ASSERT_EQUAL(store_metric_put(s, 1, 6, "accuracy", 0.25), COHORT_OK);
@@ -550,7 +519,6 @@ static void test_metrics_put_replace(void) {
 static void test_events(void) {
   char path[256], text[128];
   store *s = open_fresh(path, sizeof path);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
   CU_ASSERT_EQUAL(store_event(s, 1.0, 3, "round_failed", "deadline"),
                   COHORT_OK);
   CU_ASSERT_EQUAL(store_event(s, 2.0, 0, "restart", "coordinator restarted"),
@@ -566,32 +534,26 @@ static void test_events(void) {
 }
 
 int cohort_register_suites(void) {
-  CU_pSuite s = CU_add_suite("store", suite_init, suite_cleanup);
-  if (!s)
-    return CU_get_error();
-  if (!CU_add_test(s, "open creates the schema in WAL mode",
-                   test_open_creates_schema_in_wal) ||
-      !CU_add_test(s, "reopen keeps data", test_reopen_keeps_data) ||
-      !CU_add_test(s, "newer schema version is refused",
-                   test_newer_schema_refused) ||
-      !CU_add_test(s, "unopenable path fails with a reason",
-                   test_open_bad_path_fails_with_reason) ||
-      !CU_add_test(s, "clients add/find/touch, duplicate hash refused",
-                   test_clients_add_find) ||
-      !CU_add_test(s, "initial model put/latest/get round trip",
-                   test_model_round_trip) ||
-      !CU_add_test(s, "round commit writes model and COMMITTED together",
-                   test_round_commit_writes_model_and_state) ||
-      !CU_add_test(s, "commit of a missing round rolls back the model",
-                   test_commit_missing_round_rolls_back) ||
-      !CU_add_test(s, "NaN accuracy and loss stored as NULL",
-                   test_nan_accuracy_stored_as_null) ||
-      !CU_add_test(s, "fail_unfinished fails only unfinished rounds",
-                   test_fail_unfinished) ||
-      !CU_add_test(s, "participations select/uploaded",
-                   test_participations) ||
-      !CU_add_test(s, "metrics put and replace", test_metrics_put_replace) ||
-      !CU_add_test(s, "events recorded", test_events))
-    return CU_get_error();
-  return 0;
+  static const test_case tests[] = {
+      {"open creates the schema in WAL mode", test_open_creates_schema_in_wal},
+      {"reopen keeps data", test_reopen_keeps_data},
+      {"newer schema version is refused", test_newer_schema_refused},
+      {"unopenable path fails with a reason",
+       test_open_bad_path_fails_with_reason},
+      {"clients add/find/touch, duplicate hash refused",
+       test_clients_add_find},
+      {"initial model put/latest/get round trip", test_model_round_trip},
+      {"round commit writes model and COMMITTED together",
+       test_round_commit_writes_model_and_state},
+      {"commit of a missing round rolls back the model",
+       test_commit_missing_round_rolls_back},
+      {"NaN accuracy and loss stored as NULL",
+       test_nan_accuracy_stored_as_null},
+      {"fail_unfinished fails only unfinished rounds", test_fail_unfinished},
+      {"participations select/uploaded", test_participations},
+      {"metrics put and replace", test_metrics_put_replace},
+      {"events recorded", test_events},
+  };
+  return test_add_suite("store", suite_init, suite_cleanup, tests,
+                        sizeof tests / sizeof tests[0]);
 }
