@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "cunit_main.h"
+#include "db_peek.h"
 #include "harness.h"
 #include "pb.h"
 #include "rpc_client.h"
@@ -81,28 +82,14 @@ static void reply_free(reply *r) {
     CU_ASSERT_PTR_NULL(strchr((r).detail, '\n'));                              \
   } while (0)
 
-static int64_t query_int(const char *sql) {
-  sqlite3 *db;
-  int64_t v = -1;
-  if (sqlite3_open_v2(g_db, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
-    return -1;
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-      sqlite3_step(st) == SQLITE_ROW)
-    v = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return v;
-}
-
 /* Nothing of an update has been stored: no UPLOADED row, only the initial
  * model, no round committed. */
 static void assert_nothing_stored(void) {
-  CU_ASSERT_EQUAL(query_int("SELECT COUNT(*) FROM participations"
+  CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM participations"
                             " WHERE state = 'UPLOADED'"),
                   0);
-  CU_ASSERT_EQUAL(query_int("SELECT COUNT(*) FROM models"), 1);
-  CU_ASSERT_EQUAL(query_int("SELECT COUNT(*) FROM rounds"
+  CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM models"), 1);
+  CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM rounds"
                             " WHERE state = 'COMMITTED'"),
                   0);
 }
@@ -239,7 +226,7 @@ static void test_bad_input_is_refused_and_nothing_stored(void) {
   reg.enrollment_token = "";
   r = call(PB_METHOD_REGISTER, NULL, &reg.base, NULL);
   ASSERT_REFUSED(r, GRPC_STATUS_UNAUTHENTICATED);
-  CU_ASSERT_EQUAL(query_int("SELECT COUNT(*) FROM clients"), 0);
+  CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM clients"), 0);
 
   /* Calls without a session token or with an unknown one. */
   Cohort__V1__CheckInRequest ci = COHORT__V1__CHECK_IN_REQUEST__INIT;
@@ -307,7 +294,7 @@ static void test_bad_input_is_refused_and_nothing_stored(void) {
   CU_ASSERT_EQUAL_FATAL(r.code, GRPC_STATUS_OK);
   CU_ASSERT_TRUE(((Cohort__V1__UploadResponse *)r.msg)->complete);
   reply_free(&r);
-  CU_ASSERT_EQUAL(query_int("SELECT COUNT(*) FROM participations"
+  CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM participations"
                             " WHERE state = 'UPLOADED'"),
                   1);
 
@@ -321,10 +308,10 @@ static void test_bad_input_is_refused_and_nothing_stored(void) {
   make_update(&other, 0.02f, N_PARAMS, 0);
   r = upload_whole(a, round, &other);
   ASSERT_REFUSED(r, GRPC_STATUS_ALREADY_EXISTS);
-  CU_ASSERT_EQUAL(query_int("SELECT COUNT(*) FROM participations"
+  CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM participations"
                             " WHERE state = 'UPLOADED'"),
                   1);
-  CU_ASSERT_EQUAL(query_int("SELECT COUNT(*) FROM rounds"
+  CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM rounds"
                             " WHERE state = 'COMMITTED'"),
                   0);
 
@@ -336,22 +323,22 @@ static void test_bad_input_is_refused_and_nothing_stored(void) {
   CU_ASSERT_EQUAL(r.code, GRPC_STATUS_OK);
   reply_free(&r);
   for (int i = 0; i < 100 &&
-                  query_int("SELECT COUNT(*) FROM rounds WHERE state = "
+                  db_peek_int(g_db, "SELECT COUNT(*) FROM rounds WHERE state = "
                             "'COMMITTED'") != 1;
        i++) {
     struct timespec nap = {0, 50 * 1000000L};
     nanosleep(&nap, NULL);
   }
-  CU_ASSERT_EQUAL(query_int("SELECT clients_aggregated FROM rounds"
+  CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT clients_aggregated FROM rounds"
                             " WHERE id = 1 AND state = 'COMMITTED'"),
                   2);
-  CU_ASSERT_EQUAL(query_int("SELECT COUNT(*) FROM models"), 2);
+  CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM models"), 2);
   assert_model_moved_by(0.02f);
 
   /* Late: the round is over. */
   r = upload_whole(b, round, &third);
   ASSERT_REFUSED(r, GRPC_STATUS_FAILED_PRECONDITION);
-  CU_ASSERT_EQUAL(query_int("SELECT COUNT(*) FROM participations"
+  CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM participations"
                             " WHERE state = 'UPLOADED'"),
                   2);
 }
@@ -368,9 +355,9 @@ static void test_random_bytes_change_nothing(void) {
   static const char *methods[] = {PB_METHOD_REGISTER, PB_METHOD_CHECKIN,
                                   PB_METHOD_GETMODEL, PB_METHOD_UPLOAD,
                                   PB_METHOD_REPORT};
-  int64_t clients = query_int("SELECT COUNT(*) FROM clients");
-  int64_t uploads = query_int("SELECT COUNT(*) FROM participations");
-  int64_t models = query_int("SELECT COUNT(*) FROM models");
+  int64_t clients = db_peek_int(g_db, "SELECT COUNT(*) FROM clients");
+  int64_t uploads = db_peek_int(g_db, "SELECT COUNT(*) FROM participations");
+  int64_t models = db_peek_int(g_db, "SELECT COUNT(*) FROM models");
   uint64_t rng = 42;
   uint8_t body[512];
   int answered = 0, sent = 0;
@@ -386,9 +373,9 @@ static void test_random_bytes_change_nothing(void) {
     }
   }
   CU_ASSERT_EQUAL(answered, sent);
-  CU_ASSERT_EQUAL(query_int("SELECT COUNT(*) FROM clients"), clients);
-  CU_ASSERT_EQUAL(query_int("SELECT COUNT(*) FROM participations"), uploads);
-  CU_ASSERT_EQUAL(query_int("SELECT COUNT(*) FROM models"), models);
+  CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM clients"), clients);
+  CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM participations"), uploads);
+  CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM models"), models);
   /* Still serving. */
   Cohort__V1__CheckInRequest ci = COHORT__V1__CHECK_IN_REQUEST__INIT;
   reply r = call(PB_METHOD_CHECKIN, g_session, &ci.base, NULL);

@@ -11,21 +11,12 @@
 #include <string.h>
 
 #include "cunit_main.h"
+#include "db_peek.h"
 #include "harness.h"
 
 #define DATA_DIR "/usr/share/datasets/fashion-mnist"
 #define ROUNDS 3
 #define CLIENTS 3
-
-static int64_t query_int(sqlite3 *db, const char *sql) {
-  sqlite3_stmt *st;
-  int64_t v = -1;
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-      sqlite3_step(st) == SQLITE_ROW)
-    v = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  return v;
-}
 
 static void test_three_rounds_three_clients(void) {
   const char *extra[] = {"--rounds", "3", "--clients-per-round", "3",
@@ -92,19 +83,19 @@ static void test_three_rounds_three_clients(void) {
   CU_ASSERT_FATAL(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) ==
                   SQLITE_OK);
   CU_ASSERT_EQUAL(
-      query_int(db, "SELECT COUNT(*) FROM rounds WHERE state='COMMITTED'"),
+      db_peek_int(db_path, "SELECT COUNT(*) FROM rounds WHERE state='COMMITTED'"),
       ROUNDS);
-  CU_ASSERT_EQUAL(query_int(db, "SELECT COUNT(*) FROM rounds"), ROUNDS);
-  CU_ASSERT_EQUAL(query_int(db, "SELECT COUNT(*) FROM rounds r JOIN models m"
+  CU_ASSERT_EQUAL(db_peek_int(db_path, "SELECT COUNT(*) FROM rounds"), ROUNDS);
+  CU_ASSERT_EQUAL(db_peek_int(db_path, "SELECT COUNT(*) FROM rounds r JOIN models m"
                                 " ON m.version = r.model_version"
                                 " WHERE r.state = 'COMMITTED'"),
                   ROUNDS);
-  CU_ASSERT_EQUAL(query_int(db, "SELECT COUNT(*) FROM participations"
+  CU_ASSERT_EQUAL(db_peek_int(db_path, "SELECT COUNT(*) FROM participations"
                                 " WHERE state = 'UPLOADED'"),
                   ROUNDS * CLIENTS);
-  CU_ASSERT(query_int(db, "SELECT MIN(accuracy) > 0.5 FROM rounds") == 1);
+  CU_ASSERT(db_peek_int(db_path, "SELECT MIN(accuracy) > 0.5 FROM rounds") == 1);
   /* Federated evaluation: each participant reported on the global model. */
-  CU_ASSERT_EQUAL(query_int(db, "SELECT COUNT(*) FROM metrics"
+  CU_ASSERT_EQUAL(db_peek_int(db_path, "SELECT COUNT(*) FROM metrics"
                                 " WHERE name = 'global_accuracy'"),
                   ROUNDS * CLIENTS);
 

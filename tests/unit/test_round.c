@@ -17,6 +17,7 @@
 #include "cohort_status.h"
 #include "crypto.h"
 #include "cunit_main.h"
+#include "db_peek.h"
 #include "log.h"
 #include "pb.h"
 #include "round.h"
@@ -45,50 +46,6 @@ static void sleep_s(double s) {
                         .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
   while (nanosleep(&ts, &ts) != 0) {
   }
-}
-
-/* ---- a second connection, to look at rows as an operator would ---- */
-
-#define NO_ROW INT64_MIN
-
-/* A copy of the first column of the first row of sql; NULL without a row.
- * Free it with sqlite3_value_free. */
-static sqlite3_value *q_value(const char *path, const char *sql) {
-  sqlite3 *db = NULL;
-  sqlite3_stmt *st = NULL;
-  sqlite3_value *v = NULL;
-  if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
-      sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-      sqlite3_step(st) == SQLITE_ROW)
-    v = sqlite3_value_dup(sqlite3_column_value(st, 0));
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return v;
-}
-
-static int64_t q_int(const char *path, const char *sql) {
-  sqlite3_value *v = q_value(path, sql);
-  int64_t n = v ? sqlite3_value_int64(v) : NO_ROW;
-  sqlite3_value_free(v);
-  return n;
-}
-
-static double q_double(const char *path, const char *sql) {
-  sqlite3_value *v = q_value(path, sql);
-  double d = v ? sqlite3_value_double(v) : NAN;
-  sqlite3_value_free(v);
-  return d;
-}
-
-/* First column as text into out ("<null>" for NULL, "<none>" without a
- * row). */
-static const char *q_text(const char *path, const char *sql, char *out,
-                          size_t len) {
-  sqlite3_value *v = q_value(path, sql);
-  const unsigned char *t = v ? sqlite3_value_text(v) : NULL;
-  snprintf(out, len, "%s", !v ? "<none>" : t ? (const char *)t : "<null>");
-  sqlite3_value_free(v);
-  return out;
 }
 
 /* ---- the fixture: a store, an engine, registered clients ---- */
@@ -176,7 +133,7 @@ static const char *round_state_in_db(fixture *f, int64_t round, char *buf,
   char sql[128];
   snprintf(sql, sizeof sql, "SELECT state FROM rounds WHERE id = %lld",
            (long long)round);
-  return q_text(f->path, sql, buf, len);
+  return db_peek_text(f->path, sql, buf, len);
 }
 
 #define ASSERT_ROUND_STATE(f, r, want)                                        \
@@ -280,7 +237,7 @@ static void start_round(fixture *f, int64_t r) {
 }
 
 static int64_t count(fixture *f, const char *sql) {
-  return q_int(f->path, sql);
+  return db_peek_int(f->path, sql);
 }
 
 /* ---- enrollment and authentication ---- */
@@ -388,10 +345,10 @@ static void test_register_and_authenticate(void) {
   CU_ASSERT_EQUAL_FATAL(crypto_sha256_hex(ta, hash), COHORT_OK);
   snprintf(sql, sizeof sql, "SELECT token_sha256 FROM clients WHERE id = %lld",
            (long long)a);
-  CU_ASSERT_STRING_EQUAL(q_text(f.path, sql, text, sizeof text), hash);
+  CU_ASSERT_STRING_EQUAL(db_peek_text(f.path, sql, text, sizeof text), hash);
   snprintf(sql, sizeof sql, "SELECT platform FROM clients WHERE id = %lld",
            (long long)a);
-  CU_ASSERT_STRING_EQUAL(q_text(f.path, sql, text, sizeof text),
+  CU_ASSERT_STRING_EQUAL(db_peek_text(f.path, sql, text, sizeof text),
                          "linux-x86_64");
   CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM clients"), 2);
 
@@ -753,7 +710,7 @@ static void test_chunked_upload_idempotent_and_commit(void) {
    * out-of-order one. */
   snprintf(want, sizeof want, "UPLOADED:%llu:%s:%d:5000",
            (unsigned long long)na, hex, MODEL_BYTES + 200);
-  CU_ASSERT_STRING_EQUAL(q_text(f.path, sql, text, sizeof text), want);
+  CU_ASSERT_STRING_EQUAL(db_peek_text(f.path, sql, text, sizeof text), want);
 
   /* The same update again: OK, complete, nothing changes. */
   v = send_all(&f, a, 1, ua, na);
@@ -765,7 +722,7 @@ static void test_chunked_upload_idempotent_and_commit(void) {
   /* A different update from the same client is refused. */
   v = send_all(&f, a, 1, other, na);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_ALREADY_EXISTS);
-  CU_ASSERT_STRING_EQUAL(q_text(f.path, sql, text, sizeof text), want);
+  CU_ASSERT_STRING_EQUAL(db_peek_text(f.path, sql, text, sizeof text), want);
 
   /* b: an empty chunk (protobuf-c gives empty bytes a NULL pointer) is
    * harmless and moves nothing. */
@@ -831,10 +788,10 @@ static void test_chunked_upload_idempotent_and_commit(void) {
   CU_ASSERT(secs >= 0 && secs < 10);
   CU_ASSERT_EQUAL(line[end], '\n');
   CU_ASSERT_DOUBLE_EQUAL(
-      q_double(f.path, "SELECT bytes_up_mean FROM rounds WHERE id = 1"),
+      db_peek_double(f.path, "SELECT bytes_up_mean FROM rounds WHERE id = 1"),
       (up_a + up_b) / 2, 1e-9);
   CU_ASSERT_DOUBLE_EQUAL(
-      q_double(f.path, "SELECT bytes_down_mean FROM rounds WHERE id = 1"),
+      db_peek_double(f.path, "SELECT bytes_down_mean FROM rounds WHERE id = 1"),
       6000, 1e-9);
 
   /* The committed model is global + the example-weighted mean of the
@@ -893,7 +850,7 @@ static void test_deadline_fails_round(void) {
   CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
   ASSERT_ROUND_STATE(f, 1, "FAILED");
   char text[200];
-  q_text(f.path, "SELECT reason FROM rounds WHERE id = 1", text, sizeof text);
+  db_peek_text(f.path, "SELECT reason FROM rounds WHERE id = 1", text, sizeof text);
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "deadline"));
   CU_ASSERT_EQUAL(count(&f, "SELECT finished_at IS NOT NULL FROM rounds "
                             "WHERE id = 1"),
@@ -938,12 +895,12 @@ static void test_report(void) {
            "SELECT value FROM metrics WHERE round = 1 AND client_id = %lld "
            "AND name = 'loss'",
            (long long)a);
-  CU_ASSERT_DOUBLE_EQUAL(q_double(f.path, sql), 1.25, 0);
+  CU_ASSERT_DOUBLE_EQUAL(db_peek_double(f.path, sql), 1.25, 0);
   snprintf(sql, sizeof sql,
            "SELECT value FROM metrics WHERE round = 1 AND client_id = %lld "
            "AND name = 'eval_examples'",
            (long long)a);
-  CU_ASSERT_DOUBLE_EQUAL(q_double(f.path, sql), 50, 0);
+  CU_ASSERT_DOUBLE_EQUAL(db_peek_double(f.path, sql), 50, 0);
   CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM metrics"), 4);
   /* A second report replaces the values. */
   const double values2[] = {0.8, 1.0, 0.95};
@@ -1047,7 +1004,7 @@ static void test_restart_recovers(void) {
   restart_engine(&f);
   ASSERT_ROUND_STATE(f, 2, "FAILED");
   char text[128];
-  CU_ASSERT_STRING_EQUAL(q_text(f.path, "SELECT reason FROM rounds WHERE id "
+  CU_ASSERT_STRING_EQUAL(db_peek_text(f.path, "SELECT reason FROM rounds WHERE id "
                                         "= 2", text, sizeof text),
                          "coordinator restarted");
   ASSERT_ROUND_STATE(f, 1, "COMMITTED");

@@ -11,6 +11,7 @@
 
 #include "cohort_status.h"
 #include "cunit_main.h"
+#include "db_peek.h"
 #include "log.h"
 #include "store.h"
 
@@ -45,65 +46,11 @@ static store *open_fresh(char *path, size_t len) {
   return s;
 }
 
-/* ---- a second connection, to look at rows as an operator would ---- */
-
-static sqlite3 *peek_open(const char *path) {
-  sqlite3 *db = NULL;
-  if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
-    sqlite3_close(db);
-    return NULL;
-  }
-  sqlite3_busy_timeout(db, 2000);
-  return db;
-}
-
-#define NO_ROW INT64_MIN
-
-/* A copy of the first column of the first row of sql; NULL without a row.
- * Free it with sqlite3_value_free. */
-static sqlite3_value *q_value(const char *path, const char *sql) {
-  sqlite3 *db = peek_open(path);
-  sqlite3_stmt *st = NULL;
-  sqlite3_value *v = NULL;
-  if (db && sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-      sqlite3_step(st) == SQLITE_ROW)
-    v = sqlite3_value_dup(sqlite3_column_value(st, 0));
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return v;
-}
-
-/* First column of the first row of sql as an integer; NO_ROW if none. */
-static int64_t q_int(const char *path, const char *sql) {
-  sqlite3_value *v = q_value(path, sql);
-  int64_t n = v ? sqlite3_value_int64(v) : NO_ROW;
-  sqlite3_value_free(v);
-  return n;
-}
-
-static double q_double(const char *path, const char *sql) {
-  sqlite3_value *v = q_value(path, sql);
-  double d = v ? sqlite3_value_double(v) : NAN;
-  sqlite3_value_free(v);
-  return d;
-}
-
-/* First column as text into out ("<null>" for NULL, "<none>" without a
- * row). */
-static const char *q_text(const char *path, const char *sql, char *out,
-                          size_t len) {
-  sqlite3_value *v = q_value(path, sql);
-  const unsigned char *t = v ? sqlite3_value_text(v) : NULL;
-  snprintf(out, len, "%s", !v ? "<none>" : t ? (const char *)t : "<null>");
-  sqlite3_value_free(v);
-  return out;
-}
-
 /* The state of round 1, the round most tests open. */
 static const char *round1_state(const char *path) {
   static char text[32];
-  return q_text(path, "SELECT state FROM rounds WHERE id = 1", text,
-                sizeof text);
+  return db_peek_text(path, "SELECT state FROM rounds WHERE id = 1", text,
+                      sizeof text);
 }
 
 /* ---- fixtures ---- */
@@ -138,8 +85,8 @@ static void put_initial(store *s, size_t len) {
 static void test_open_creates_schema_in_wal(void) {
   char path[256], text[64];
   store *s = open_fresh(path, sizeof path);
-  CU_ASSERT_EQUAL(q_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
-  CU_ASSERT_STRING_EQUAL(q_text(path, "PRAGMA journal_mode", text, sizeof text),
+  CU_ASSERT_EQUAL(db_peek_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+  CU_ASSERT_STRING_EQUAL(db_peek_text(path, "PRAGMA journal_mode", text, sizeof text),
                          "wal");
   const char *tables[] = {"clients", "models", "rounds", "participations",
                           "metrics", "events"};
@@ -149,7 +96,7 @@ static void test_open_creates_schema_in_wal(void) {
              "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND "
              "name='%s'",
              tables[i]);
-    CU_ASSERT_EQUAL(q_int(path, sql), 1);
+    CU_ASSERT_EQUAL(db_peek_int(path, sql), 1);
   }
   store_close(s);
   store_close(NULL);
@@ -167,8 +114,8 @@ static void test_reopen_keeps_data(void) {
   CU_ASSERT_EQUAL_FATAL(store_open(path, &s, err, sizeof err), COHORT_OK);
   CU_ASSERT_EQUAL(store_client_by_token(s, HASH_A, &found), COHORT_OK);
   CU_ASSERT_EQUAL(found, id);
-  CU_ASSERT_EQUAL(q_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
-  CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM clients"), 1);
+  CU_ASSERT_EQUAL(db_peek_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM clients"), 1);
   store_close(s);
 }
 
@@ -188,8 +135,8 @@ static void test_newer_schema_refused(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "99"));
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "version"));
   /* The schema was not touched. */
-  CU_ASSERT_EQUAL(q_int(path, "PRAGMA user_version"), 99);
-  CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM sqlite_master WHERE "
+  CU_ASSERT_EQUAL(db_peek_int(path, "PRAGMA user_version"), 99);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM sqlite_master WHERE "
                               "name='clients'"),
                   0);
 }
@@ -226,13 +173,13 @@ static void test_clients_add_find(void) {
   CU_ASSERT_NOT_EQUAL(store_client_add(s, HASH_A, "other", 12.0, &dup),
                       COHORT_OK);
   CU_ASSERT_EQUAL(dup, -1);
-  CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM clients"), 2);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM clients"), 2);
   CU_ASSERT_STRING_EQUAL(
-      q_text(path, "SELECT platform FROM clients ORDER BY id LIMIT 1", text,
+      db_peek_text(path, "SELECT platform FROM clients ORDER BY id LIMIT 1", text,
              sizeof text),
       "linux");
   CU_ASSERT_STRING_EQUAL(
-      q_text(path, "SELECT platform FROM clients ORDER BY id DESC LIMIT 1",
+      db_peek_text(path, "SELECT platform FROM clients ORDER BY id DESC LIMIT 1",
              text, sizeof text),
       ""); /* NULL platform stored as empty */
   /* touch moves last_seen only. */
@@ -240,10 +187,10 @@ static void test_clients_add_find(void) {
   char sql[128];
   snprintf(sql, sizeof sql,
            "SELECT last_seen FROM clients WHERE id = %lld", (long long)a);
-  CU_ASSERT_DOUBLE_EQUAL(q_double(path, sql), 99.5, 0);
+  CU_ASSERT_DOUBLE_EQUAL(db_peek_double(path, sql), 99.5, 0);
   snprintf(sql, sizeof sql,
            "SELECT registered_at FROM clients WHERE id = %lld", (long long)a);
-  CU_ASSERT_DOUBLE_EQUAL(q_double(path, sql), 10.0, 0);
+  CU_ASSERT_DOUBLE_EQUAL(db_peek_double(path, sql), 10.0, 0);
   store_close(s);
 }
 
@@ -271,13 +218,13 @@ static void test_model_round_trip(void) {
   CU_ASSERT_EQUAL(memcmp(got.blob, m.blob, m.blob_len), 0);
   store_model_clear(&got);
   CU_ASSERT_EQUAL(store_model_get(s, 1, &got), COHORT_ENOTFOUND);
-  CU_ASSERT_EQUAL(q_int(path, "SELECT size FROM models WHERE version = 0"),
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT size FROM models WHERE version = 0"),
                   1000);
   /* A second initial model with version 0 is refused, the first kept. */
   store_model again = make_model(0, 0, -1, 10, 9);
   CU_ASSERT_NOT_EQUAL(store_model_put_initial(s, &again, 6.0), COHORT_OK);
-  CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM models"), 1);
-  CU_ASSERT_EQUAL(q_int(path, "SELECT size FROM models"), 1000);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM models"), 1);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT size FROM models"), 1000);
   store_model_clear(&again);
   store_model_clear(&m);
   store_model_clear(NULL);
@@ -297,7 +244,7 @@ static void test_round_commit_writes_model_and_state(void) {
   CU_ASSERT_EQUAL_FATAL(store_round_set_state(s, 1, "TRAINING", NULL, 3.0),
                         COHORT_OK);
   CU_ASSERT_STRING_EQUAL(round1_state(path), "TRAINING");
-  CU_ASSERT_EQUAL(q_int(path, "SELECT finished_at IS NULL FROM rounds"), 1);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT finished_at IS NULL FROM rounds"), 1);
   /* The CHECK constraint keeps states to the known ones. */
   CU_ASSERT_NOT_EQUAL(store_round_set_state(s, 1, "BOGUS", NULL, 3.5),
                       COHORT_OK);
@@ -309,23 +256,23 @@ static void test_round_commit_writes_model_and_state(void) {
                           .bytes_down_mean = 5678, .finished_at = 4.0};
   CU_ASSERT_EQUAL_FATAL(store_round_commit(s, &r, &m1), COHORT_OK);
   CU_ASSERT_STRING_EQUAL(round1_state(path), "COMMITTED");
-  CU_ASSERT_EQUAL(q_int(path, "SELECT model_version FROM rounds WHERE id = 1"),
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT model_version FROM rounds WHERE id = 1"),
                   1);
   CU_ASSERT_DOUBLE_EQUAL(
-      q_double(path, "SELECT accuracy FROM rounds WHERE id = 1"), 0.875, 0);
-  CU_ASSERT_DOUBLE_EQUAL(q_double(path, "SELECT loss FROM rounds WHERE id = 1"),
+      db_peek_double(path, "SELECT accuracy FROM rounds WHERE id = 1"), 0.875, 0);
+  CU_ASSERT_DOUBLE_EQUAL(db_peek_double(path, "SELECT loss FROM rounds WHERE id = 1"),
                          0.25, 0);
   CU_ASSERT_EQUAL(
-      q_int(path, "SELECT clients_selected FROM rounds WHERE id = 1"), 3);
+      db_peek_int(path, "SELECT clients_selected FROM rounds WHERE id = 1"), 3);
   CU_ASSERT_EQUAL(
-      q_int(path, "SELECT clients_aggregated FROM rounds WHERE id = 1"), 2);
+      db_peek_int(path, "SELECT clients_aggregated FROM rounds WHERE id = 1"), 2);
   CU_ASSERT_DOUBLE_EQUAL(
-      q_double(path, "SELECT bytes_up_mean FROM rounds WHERE id = 1"), 1234,
+      db_peek_double(path, "SELECT bytes_up_mean FROM rounds WHERE id = 1"), 1234,
       0);
   CU_ASSERT_DOUBLE_EQUAL(
-      q_double(path, "SELECT finished_at FROM rounds WHERE id = 1"), 4.0, 0);
+      db_peek_double(path, "SELECT finished_at FROM rounds WHERE id = 1"), 4.0, 0);
   CU_ASSERT_EQUAL(
-      q_int(path, "SELECT COUNT(*) FROM models WHERE version = 1 AND round = 1"
+      db_peek_int(path, "SELECT COUNT(*) FROM models WHERE version = 1 AND round = 1"
                   " AND parent = 0 AND size = 64"),
       1);
   CU_ASSERT_EQUAL(store_round_count_committed(s, &n), COHORT_OK);
@@ -352,9 +299,9 @@ static void test_commit_missing_round_rolls_back(void) {
   store_round_result r = {.round = 42, .accuracy = NAN, .loss = NAN,
                           .finished_at = 3.0};
   CU_ASSERT_NOT_EQUAL(store_round_commit(s, &r, &m), COHORT_OK);
-  CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM models WHERE version = 1"),
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM models WHERE version = 1"),
                   0);
-  CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM models"), 1);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM models"), 1);
   store_model got = {0};
   CU_ASSERT_EQUAL(store_model_latest(s, &got), COHORT_OK);
   CU_ASSERT_EQUAL(got.version, 0);
@@ -370,7 +317,7 @@ static void test_commit_missing_round_rolls_back(void) {
   /* No transaction was left open: the same model version commits now. */
   m.round = 1;
   CU_ASSERT_EQUAL(store_round_commit(s, &r, &m), COHORT_OK);
-  CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM models"), 2);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM models"), 2);
   CU_ASSERT_STRING_EQUAL(round1_state(path), "COMMITTED");
   store_model_clear(&dup);
   store_model_clear(&m);
@@ -386,11 +333,11 @@ static void test_nan_accuracy_stored_as_null(void) {
   store_round_result r = {.round = 1, .accuracy = NAN, .loss = NAN,
                           .finished_at = 2.0};
   CU_ASSERT_EQUAL_FATAL(store_round_commit(s, &r, &m), COHORT_OK);
-  CU_ASSERT_EQUAL(q_int(path, "SELECT accuracy IS NULL FROM rounds"), 1);
-  CU_ASSERT_EQUAL(q_int(path, "SELECT loss IS NULL FROM rounds"), 1);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT accuracy IS NULL FROM rounds"), 1);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT loss IS NULL FROM rounds"), 1);
   /* Measured figures stay numbers. */
   char text[32];
-  CU_ASSERT_STRING_EQUAL(q_text(path, "SELECT typeof(bytes_up_mean) FROM "
+  CU_ASSERT_STRING_EQUAL(db_peek_text(path, "SELECT typeof(bytes_up_mean) FROM "
                                       "rounds", text, sizeof text),
                          "real");
   store_model_clear(&m);
@@ -420,17 +367,17 @@ static void test_fail_unfinished(void) {
   CU_ASSERT_EQUAL(count, 3);
   CU_ASSERT_STRING_EQUAL(round1_state(path), "COMMITTED");
   CU_ASSERT_EQUAL(
-      q_int(path, "SELECT reason IS NULL FROM rounds WHERE id = 1"), 1);
+      db_peek_int(path, "SELECT reason IS NULL FROM rounds WHERE id = 1"), 1);
   CU_ASSERT_STRING_EQUAL(
-      q_text(path, "SELECT reason FROM rounds WHERE id = 2", text, sizeof text),
+      db_peek_text(path, "SELECT reason FROM rounds WHERE id = 2", text, sizeof text),
       "earlier");
   CU_ASSERT_DOUBLE_EQUAL(
-      q_double(path, "SELECT finished_at FROM rounds WHERE id = 2"), 2.0, 0);
+      db_peek_double(path, "SELECT finished_at FROM rounds WHERE id = 2"), 2.0, 0);
   for (int id = 3; id <= 5; id++) {
     char sql[128];
     snprintf(sql, sizeof sql, "SELECT state || ':' || reason || ':' || "
                               "finished_at FROM rounds WHERE id = %d", id);
-    CU_ASSERT_STRING_EQUAL(q_text(path, sql, text, sizeof text),
+    CU_ASSERT_STRING_EQUAL(db_peek_text(path, sql, text, sizeof text),
                            "FAILED:crash:7.0");
   }
   CU_ASSERT_EQUAL(store_round_fail_unfinished(s, "again", 8.0, &count),
@@ -439,7 +386,7 @@ static void test_fail_unfinished(void) {
   CU_ASSERT_EQUAL(store_round_fail_unfinished(s, "again", 8.0, NULL),
                   COHORT_OK);
   CU_ASSERT_EQUAL(
-      q_int(path, "SELECT COUNT(*) FROM rounds WHERE reason = 'again'"), 0);
+      db_peek_int(path, "SELECT COUNT(*) FROM rounds WHERE reason = 'again'"), 0);
   int64_t n = 0;
   CU_ASSERT_EQUAL(store_round_count_committed(s, &n), COHORT_OK);
   CU_ASSERT_EQUAL(n, 1);
@@ -456,13 +403,13 @@ static void test_participations(void) {
   CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, 1.0), COHORT_OK);
   CU_ASSERT_EQUAL_FATAL(store_participation_select(s, 1, a, 2.0), COHORT_OK);
   CU_ASSERT_STRING_EQUAL(
-      q_text(path, "SELECT state FROM participations", text, sizeof text),
+      db_peek_text(path, "SELECT state FROM participations", text, sizeof text),
       "SELECTED");
   /* Selecting twice, or an unknown client or round, is refused. */
   CU_ASSERT_NOT_EQUAL(store_participation_select(s, 1, a, 2.0), COHORT_OK);
   CU_ASSERT_NOT_EQUAL(store_participation_select(s, 1, 9999, 2.0), COHORT_OK);
   CU_ASSERT_NOT_EQUAL(store_participation_select(s, 77, b, 2.0), COHORT_OK);
-  CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM participations"), 1);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM participations"), 1);
 
   store_upload u = {.round = 1, .client = a, .bytes_down = 100,
                     .bytes_up = 200, .examples = 30, .uploaded_at = 3.0};
@@ -476,22 +423,22 @@ static void test_participations(void) {
            (long long)a);
   char want[160];
   snprintf(want, sizeof want, "UPLOADED:100:200:30:%s:3.0", HASH_B);
-  CU_ASSERT_STRING_EQUAL(q_text(path, sql, text, sizeof text), want);
+  CU_ASSERT_STRING_EQUAL(db_peek_text(path, sql, text, sizeof text), want);
 
   /* b was not selected: an error, and no row appears for it. */
   store_upload ub = u;
   ub.client = b;
   CU_ASSERT_NOT_EQUAL(store_participation_uploaded(s, &ub), COHORT_OK);
-  CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM participations"), 1);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM participations"), 1);
   snprintf(sql, sizeof sql,
            "SELECT COUNT(*) FROM participations WHERE client_id = %lld",
            (long long)b);
-  CU_ASSERT_EQUAL(q_int(path, sql), 0);
+  CU_ASSERT_EQUAL(db_peek_int(path, sql), 0);
   /* Nor for a round the client was not selected in. */
   ub = u;
   ub.round = 2;
   CU_ASSERT_NOT_EQUAL(store_participation_uploaded(s, &ub), COHORT_OK);
-  CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM participations"), 1);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM participations"), 1);
   store_close(s);
 }
 
@@ -501,16 +448,16 @@ static void test_metrics_put_replace(void) {
   CU_ASSERT_EQUAL(store_metric_put(s, 1, 5, "accuracy", 0.5), COHORT_OK);
   CU_ASSERT_EQUAL(store_metric_put(s, 1, 5, "loss", 2.0), COHORT_OK);
   CU_ASSERT_EQUAL(store_metric_put(s, 1, 6, "accuracy", 0.25), COHORT_OK);
-  CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM metrics"), 3);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM metrics"), 3);
   /* Same (round, client, name): replaced, not duplicated. */
   CU_ASSERT_EQUAL(store_metric_put(s, 1, 5, "accuracy", 0.9), COHORT_OK);
-  CU_ASSERT_EQUAL(q_int(path, "SELECT COUNT(*) FROM metrics"), 3);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM metrics"), 3);
   CU_ASSERT_DOUBLE_EQUAL(
-      q_double(path, "SELECT value FROM metrics WHERE round = 1 AND "
+      db_peek_double(path, "SELECT value FROM metrics WHERE round = 1 AND "
                      "client_id = 5 AND name = 'accuracy'"),
       0.9, 0);
   CU_ASSERT_DOUBLE_EQUAL(
-      q_double(path, "SELECT value FROM metrics WHERE round = 1 AND "
+      db_peek_double(path, "SELECT value FROM metrics WHERE round = 1 AND "
                      "client_id = 6 AND name = 'accuracy'"),
       0.25, 0);
   store_close(s);
@@ -524,11 +471,11 @@ static void test_events(void) {
   CU_ASSERT_EQUAL(store_event(s, 2.0, 0, "restart", "coordinator restarted"),
                   COHORT_OK);
   CU_ASSERT_STRING_EQUAL(
-      q_text(path, "SELECT kind || ':' || round || ':' || detail FROM events "
+      db_peek_text(path, "SELECT kind || ':' || round || ':' || detail FROM events "
                    "WHERE id = 1",
              text, sizeof text),
       "round_failed:3:deadline");
-  CU_ASSERT_EQUAL(q_int(path, "SELECT round IS NULL FROM events WHERE id = 2"),
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT round IS NULL FROM events WHERE id = 2"),
                   1);
   store_close(s);
 }
