@@ -3,6 +3,7 @@
  * assertion never leaves a server behind. */
 #include "harness.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -30,6 +31,33 @@ static void kill_all(void) {
   }
 }
 
+/* Removes the test folder (flat: databases, logs, port files) unless
+ * COHORT_KEEP_TEST_DIR is set, for looking at logs after a failure. */
+static void remove_dir(void) {
+  if (getenv("COHORT_KEEP_TEST_DIR")) {
+    fprintf(stderr, "test files kept in %s\n", g_dir);
+    return;
+  }
+  DIR *d = opendir(g_dir);
+  if (d) {
+    struct dirent *ent;
+    char path[768];
+    while ((ent = readdir(d))) {
+      if (strcmp(ent->d_name, ".") && strcmp(ent->d_name, "..")) {
+        snprintf(path, sizeof path, "%s/%s", g_dir, ent->d_name);
+        unlink(path);
+      }
+    }
+    closedir(d);
+  }
+  rmdir(g_dir);
+}
+
+static void at_exit(void) {
+  kill_all();
+  remove_dir();
+}
+
 static void forget(pid_t pid) {
   for (int i = 0; i < g_nprocs; i++)
     if (g_procs[i] == pid)
@@ -44,7 +72,7 @@ const char *harness_dir(void) {
       perror("mkdtemp");
       exit(2);
     }
-    atexit(kill_all);
+    atexit(at_exit);
   }
   return g_dir;
 }

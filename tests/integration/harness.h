@@ -6,7 +6,8 @@
 
 #include <sys/types.h>
 
-/* A fresh temporary folder for this test program (created once). */
+/* A fresh temporary folder for this test program (created once; removed
+ * at exit unless COHORT_KEEP_TEST_DIR is set). */
 const char *harness_dir(void);
 
 /* Starts argv[0] with stdout and stderr sent to the given files (NULL:
