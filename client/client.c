@@ -294,8 +294,9 @@ static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
                           cohort_cycle_info *info) {
   if (t->model_sha256.len != CRYPTO_SHA256_LEN || t->model_size == 0 ||
       t->model_size > MAX_MODEL_BYTES || t->model_size % 4 != 0) {
-    set_error(c, "task: model of %llu bytes with a %zu-byte digest is not "
-                 "acceptable",
+    set_error(c,
+              "task: model of %llu bytes with a %zu-byte digest is not "
+              "acceptable",
               (unsigned long long)t->model_size, t->model_sha256.len);
     return COHORT_EPROTO;
   }
@@ -322,18 +323,17 @@ static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
     if (rc)
       break;
     int bad = resp->total_size != t->model_size || resp->offset != offset ||
-              resp->data.len == 0 ||
-              resp->data.len > t->model_size - offset;
+              resp->data.len == 0 || resp->data.len > t->model_size - offset;
     if (!bad) {
       memcpy(blob + offset, resp->data.data, resp->data.len);
       offset += resp->data.len;
     }
     protobuf_c_message_free_unpacked(&resp->base, NULL);
     if (bad) {
-      set_error(c, "download: chunk at offset %llu does not fit the task's "
-                   "%llu-byte model",
-                (unsigned long long)offset,
-                (unsigned long long)t->model_size);
+      set_error(c,
+                "download: chunk at offset %llu does not fit the task's "
+                "%llu-byte model",
+                (unsigned long long)offset, (unsigned long long)t->model_size);
       rc = COHORT_EPROTO;
       break;
     }
@@ -365,7 +365,8 @@ static int builtin_train(cohort_client_t *c, const cohort_train_request *req,
                      .batch_size = (int)req->batch_size,
                      .learning_rate = req->learning_rate,
                      .fedprox_mu = req->fedprox_mu,
-                     .seed = c->opt.seed ^ (req->round * 0x9E3779B97F4A7C15ULL)};
+                     .seed =
+                         c->opt.seed ^ (req->round * 0x9E3779B97F4A7C15ULL)};
   int rc = nn_zoo_train(m, params, &c->opt.dataset->ds, &o, &res->train_loss);
   res->num_examples = c->opt.dataset->ds.n;
   return rc;
@@ -378,7 +379,8 @@ static void report_evaluation(cohort_client_t *c, const Cohort__V1__Task *t,
                               cohort_cycle_info *info) {
   double acc = 0, loss = 0;
   nn_zoo_evaluate(m, global, &c->opt.dataset->ds, &acc, &loss);
-  Cohort__V1__Metric ma = COHORT__V1__METRIC__INIT, ml = COHORT__V1__METRIC__INIT;
+  Cohort__V1__Metric ma = COHORT__V1__METRIC__INIT,
+                     ml = COHORT__V1__METRIC__INIT;
   ma.name = "global_accuracy";
   ma.value = acc;
   ml.name = "global_loss";
@@ -391,8 +393,8 @@ static void report_evaluation(cohort_client_t *c, const Cohort__V1__Task *t,
   req.n_metrics = 2;
   ProtobufCMessage *resp = NULL;
   if (call(c, PB_METHOD_REPORT, "report", &req.base,
-           &cohort__v1__report_response__descriptor, 1, &resp,
-           &info->bytes_up, &info->bytes_down) == COHORT_OK)
+           &cohort__v1__report_response__descriptor, 1, &resp, &info->bytes_up,
+           &info->bytes_down) == COHORT_OK)
     protobuf_c_message_free_unpacked(resp, NULL);
   else
     log_warn("%s", c->last_error);
@@ -470,14 +472,17 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
       .model_spec = t->model_spec,
       .epochs = plan && plan->epochs ? plan->epochs : 1,
       .batch_size = plan && plan->batch_size ? plan->batch_size : 32,
-      .learning_rate = plan && plan->learning_rate > 0 ? plan->learning_rate
-                                                       : 0.1f,
+      .learning_rate =
+          plan && plan->learning_rate > 0 ? plan->learning_rate : 0.1f,
       .fedprox_mu = plan ? plan->fedprox_mu : 0};
   cohort_train_result res = {.train_loss = NAN};
   if (c->opt.dataset) {
     char err[160];
     const nn_dataset *ds = &c->opt.dataset->ds;
-    rc = nn_zoo_resolve(t->model_spec, ds->dim, 10 > ds->n_classes ? 10 : ds->n_classes, &m, err, sizeof err);
+    /* IDX label sets here have 10 classes, as the coordinator assumes; a
+     * shard may lack some labels, so never fewer. */
+    int classes = ds->n_classes > 10 ? ds->n_classes : 10;
+    rc = nn_zoo_resolve(t->model_spec, ds->dim, classes, &m, err, sizeof err);
     if (!rc && m.n_params != n) {
       snprintf(err, sizeof err,
                "model %s on this data has %zu parameters; the coordinator's "
@@ -553,8 +558,7 @@ int cohort_client_run_once(cohort_client_t *c, cohort_cycle_info *info) {
     if (!rc)
       rc = call(c, PB_METHOD_CHECKIN, "check-in", &req.base,
                 &cohort__v1__check_in_response__descriptor, 1,
-                (ProtobufCMessage **)&resp, &info->bytes_up,
-                &info->bytes_down);
+                (ProtobufCMessage **)&resp, &info->bytes_up, &info->bytes_down);
   }
   if (rc)
     return rc;

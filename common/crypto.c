@@ -1,10 +1,10 @@
 /* OpenSSL wrappers; see crypto.h. */
 #include "crypto.h"
 
+#include <limits.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -16,8 +16,7 @@ static int set_value(const flag_def *d, const char *text, char *err,
   case FLAG_STRING_LIST: {
     flag_list *l = d->target;
     if (l->count == FLAG_LIST_MAX) {
-      snprintf(err, errlen, "--%s: at most %d values", d->name,
-               FLAG_LIST_MAX);
+      snprintf(err, errlen, "--%s: at most %d values", d->name, FLAG_LIST_MAX);
       return -1;
     }
     l->items[l->count++] = text;
@@ -29,8 +28,8 @@ static int set_value(const flag_def *d, const char *text, char *err,
     } else if (strcmp(text, "0") == 0 || strcmp(text, "false") == 0) {
       *(int *)d->target = 0;
     } else {
-      snprintf(err, errlen, "--%s: expected true or false, got '%s'",
-               d->name, text);
+      snprintf(err, errlen, "--%s: expected true or false, got '%s'", d->name,
+               text);
       return -1;
     }
     return 0;
@@ -42,8 +41,8 @@ static int set_value(const flag_def *d, const char *text, char *err,
       return -1;
     }
     if ((double)v < d->min || (double)v > d->max) {
-      snprintf(err, errlen, "--%s: %ld is outside [%.15g, %.15g]", d->name,
-               v, d->min, d->max);
+      snprintf(err, errlen, "--%s: %ld is outside [%.15g, %.15g]", d->name, v,
+               d->min, d->max);
       return -1;
     }
     *(long *)d->target = v;

@@ -22,13 +22,13 @@ typedef struct flag_list {
 } flag_list;
 
 typedef struct flag_def {
-  const char *name;      /* long name without "--" */
+  const char *name; /* long name without "--" */
   flag_type type;
   void *target;
-  const char *fallback;  /* default as text, parsed like a given value;
-                            NULL: no default (string NULL, number 0) */
-  double min, max;       /* accepted range for INT and DOUBLE */
-  const char *metavar;   /* e.g. "HOST:PORT" */
+  const char *fallback; /* default as text, parsed like a given value;
+                           NULL: no default (string NULL, number 0) */
+  double min, max;      /* accepted range for INT and DOUBLE */
+  const char *metavar;  /* e.g. "HOST:PORT" */
   const char *help;
 } flag_def;
 

@@ -1,11 +1,11 @@
 /* Leveled logging to standard error; see log.h. */
 #include "log.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <pthread.h>
 #include <time.h>
 
 static atomic_int g_level = LOG_INFO;

@@ -1,6 +1,7 @@
 /* Blocking unary calls over gRPC's C core (see rpc_client.h and docs
  * GRPC_C_CORE.md section 4): one pluck CQ per call, one batch of six ops,
- * and retries of idempotent calls with capped exponential full-jitter backoff. */
+ * and retries of idempotent calls with capped exponential full-jitter backoff.
+ */
 #include "rpc_client.h"
 
 #include <errno.h>
@@ -33,9 +34,9 @@ int rpc_channel_new(const rpc_channel_config *cfg, rpc_channel **out) {
   if (!out)
     return COHORT_EINVAL;
   *out = NULL;
-  if (!cfg || !cfg->target || !cfg->target[0] ||
-      cfg->max_receive_bytes == 0 || cfg->max_receive_bytes < -1 ||
-      cfg->max_send_bytes == 0 || cfg->max_send_bytes < -1)
+  if (!cfg || !cfg->target || !cfg->target[0] || cfg->max_receive_bytes == 0 ||
+      cfg->max_receive_bytes < -1 || cfg->max_send_bytes == 0 ||
+      cfg->max_send_bytes < -1)
     return COHORT_EINVAL;
   rpc_channel *c = calloc(1, sizeof *c);
   if (!c)
@@ -118,9 +119,9 @@ static void cq_close(grpc_completion_queue *cq) {
 
 /* One attempt. Returns COHORT_OK with res->code set when a status came back,
  * or a negative status for a local failure. */
-static int call_once(rpc_channel *c, const char *method,
-                     const char *auth_value, const uint8_t *req,
-                     size_t req_len, const rpc_call_opts *o, rpc_result *res) {
+static int call_once(rpc_channel *c, const char *method, const char *auth_value,
+                     const uint8_t *req, size_t req_len, const rpc_call_opts *o,
+                     rpc_result *res) {
   int rc = COHORT_OK;
   grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
   if (!cq)
@@ -130,9 +131,8 @@ static int call_once(rpc_channel *c, const char *method,
       gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
                    gpr_time_from_millis(o->timeout_ms, GPR_TIMESPAN));
   grpc_slice path = grpc_slice_from_copied_string(method);
-  grpc_call *call = grpc_channel_create_call(c->ch, NULL,
-                                             GRPC_PROPAGATE_DEFAULTS, cq, path,
-                                             NULL, deadline, NULL);
+  grpc_call *call = grpc_channel_create_call(
+      c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, path, NULL, deadline, NULL);
   grpc_slice_unref(path); /* the call holds its own reference */
   if (!call) {
     cq_close(cq);
@@ -288,9 +288,8 @@ int rpc_call(rpc_channel *ch, const char *method, const char *bearer,
     memcpy(auth_value + sizeof "Bearer " - 1, bearer, n + 1);
   }
 
-  int attempts = opts->idempotent && opts->max_attempts > 1
-                     ? opts->max_attempts
-                     : 1;
+  int attempts =
+      opts->idempotent && opts->max_attempts > 1 ? opts->max_attempts : 1;
   int rc = COHORT_OK;
   for (int attempt = 0;; attempt++) {
     rc = call_once(ch, method, auth_value, req, req_len, opts, res);

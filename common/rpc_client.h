@@ -9,8 +9,8 @@
 typedef struct rpc_channel rpc_channel;
 
 typedef struct rpc_channel_config {
-  const char *target;     /* "HOST:PORT" */
-  int max_receive_bytes;  /* explicit message limits */
+  const char *target;    /* "HOST:PORT" */
+  int max_receive_bytes; /* explicit message limits */
   int max_send_bytes;
 } rpc_channel_config;
 
@@ -20,12 +20,12 @@ int rpc_channel_new(const rpc_channel_config *cfg, rpc_channel **out);
 void rpc_channel_free(rpc_channel *ch);
 
 typedef struct rpc_call_opts {
-  int timeout_ms;          /* deadline of each attempt */
-  int wait_for_ready;      /* wait for the server to be reachable */
-  int idempotent;          /* may be retried */
-  int max_attempts;        /* tries in all for idempotent calls (>= 1) */
-  int backoff_initial_ms;  /* first retry waits up to this (full jitter) */
-  int backoff_max_ms;      /* cap of the backoff */
+  int timeout_ms;         /* deadline of each attempt */
+  int wait_for_ready;     /* wait for the server to be reachable */
+  int idempotent;         /* may be retried */
+  int max_attempts;       /* tries in all for idempotent calls (>= 1) */
+  int backoff_initial_ms; /* first retry waits up to this (full jitter) */
+  int backoff_max_ms;     /* cap of the backoff */
 } rpc_call_opts;
 
 /* Sensible defaults: 10 s, wait-for-ready, not idempotent, 6 attempts,
@@ -33,18 +33,18 @@ typedef struct rpc_call_opts {
 void rpc_call_opts_init(rpc_call_opts *o);
 
 typedef struct rpc_result {
-  int code;          /* grpc_status_code of the last attempt */
-  char detail[256];  /* its status details (one line) */
-  uint8_t *body;     /* malloc'd reply when code == OK, else NULL; the
-                        caller frees it */
+  int code;         /* grpc_status_code of the last attempt */
+  char detail[256]; /* its status details (one line) */
+  uint8_t *body;    /* malloc'd reply when code == OK, else NULL; the
+                       caller frees it */
   size_t body_len;
 } rpc_result;
 
 /* One unary call. bearer, when not NULL, is sent as
  * "authorization: Bearer <bearer>". Idempotent calls are retried on
- * UNAVAILABLE and DEADLINE_EXCEEDED, up to max_attempts. Returns COHORT_OK when a status
- * came back (look at res->code), or a negative status for local failures.
- * Thread-safe: each call uses its own completion queue. */
+ * UNAVAILABLE and DEADLINE_EXCEEDED, up to max_attempts. Returns COHORT_OK when
+ * a status came back (look at res->code), or a negative status for local
+ * failures. Thread-safe: each call uses its own completion queue. */
 int rpc_call(rpc_channel *ch, const char *method, const char *bearer,
              const uint8_t *req, size_t req_len, const rpc_call_opts *opts,
              rpc_result *res);

@@ -101,9 +101,9 @@ static int slot_post(rpc_worker *w, int catch_all, size_t method) {
     e = grpc_server_request_call(srv->server, &s->call, &s->details, &s->md,
                                  w->cq, w->cq, s);
   } else {
-    e = grpc_server_request_registered_call(
-        srv->server, srv->handles[method], &s->call, &s->deadline, &s->md,
-        &s->payload, w->cq, w->cq, s);
+    e = grpc_server_request_registered_call(srv->server, srv->handles[method],
+                                            &s->call, &s->deadline, &s->md,
+                                            &s->payload, w->cq, w->cq, s);
   }
   if (e != GRPC_CALL_OK) {
     log_error("rpc server: posting a request slot failed (%d)", (int)e);
@@ -382,8 +382,8 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
   srv->n_methods = cfg->n_methods;
   srv->ctx = cfg->ctx;
   srv->workers = calloc((size_t)cfg->workers, sizeof *srv->workers);
-  srv->handles = calloc(cfg->n_methods ? cfg->n_methods : 1,
-                        sizeof *srv->handles);
+  srv->handles =
+      calloc(cfg->n_methods ? cfg->n_methods : 1, sizeof *srv->handles);
   if (!srv->workers || !srv->handles) {
     rc = COHORT_ENOMEM;
     goto out;

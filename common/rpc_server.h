@@ -10,19 +10,19 @@
 typedef struct rpc_server rpc_server;
 
 typedef struct rpc_request {
-  const char *method;    /* full path, "/cohort.v1.Coordinator/Upload" */
-  const uint8_t *body;   /* serialized request; borrowed for the call */
+  const char *method;  /* full path, "/cohort.v1.Coordinator/Upload" */
+  const uint8_t *body; /* serialized request; borrowed for the call */
   size_t body_len;
-  const char *bearer;    /* token of "authorization: Bearer <t>", or NULL when
-                            absent or malformed; borrowed for the call */
-  int64_t deadline_ms;   /* client deadline, ms from now (INT64_MAX: none) */
+  const char *bearer;  /* token of "authorization: Bearer <t>", or NULL when
+                          absent or malformed; borrowed for the call */
+  int64_t deadline_ms; /* client deadline, ms from now (INT64_MAX: none) */
 } rpc_request;
 
 typedef struct rpc_reply {
-  int code;          /* grpc_status_code; starts as GRPC_STATUS_OK */
-  char detail[256];  /* one-line reason sent as the status details */
-  uint8_t *body;     /* malloc'd reply, taken over by the server; ignored
-                        (and freed) when code != OK */
+  int code;         /* grpc_status_code; starts as GRPC_STATUS_OK */
+  char detail[256]; /* one-line reason sent as the status details */
+  uint8_t *body;    /* malloc'd reply, taken over by the server; ignored
+                       (and freed) when code != OK */
   size_t body_len;
 } rpc_reply;
 
@@ -35,13 +35,13 @@ typedef struct rpc_method {
 } rpc_method;
 
 typedef struct rpc_server_config {
-  const char *listen;        /* "HOST:PORT"; port 0 picks a free port */
-  int workers;               /* worker threads (>= 1) */
-  int max_receive_bytes;     /* explicit message limits */
+  const char *listen;    /* "HOST:PORT"; port 0 picks a free port */
+  int workers;           /* worker threads (>= 1) */
+  int max_receive_bytes; /* explicit message limits */
   int max_send_bytes;
   const rpc_method *methods; /* borrowed; must outlive the server */
   size_t n_methods;
-  void *ctx;                 /* passed to every handler */
+  void *ctx; /* passed to every handler */
 } rpc_server_config;
 
 /* Calls grpc_init(), binds, starts the workers. *bound_port receives the

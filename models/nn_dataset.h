@@ -7,18 +7,19 @@
 #include <stdint.h>
 
 typedef struct nn_dataset {
-  size_t n;        /* examples */
-  size_t dim;      /* features per example (784 for 28x28 images) */
-  int n_classes;   /* labels are in [0, n_classes) */
-  float *x;        /* n * dim, row-major, owned */
-  uint8_t *y;      /* n labels, owned */
+  size_t n;      /* examples */
+  size_t dim;    /* features per example (784 for 28x28 images) */
+  int n_classes; /* labels are in [0, n_classes) */
+  float *x;      /* n * dim, row-major, owned */
+  uint8_t *y;    /* n labels, owned */
 } nn_dataset;
 
 /* Reads an IDX image file (magic 0x00000803, u8 pixels) and its IDX label
  * file (magic 0x00000801). Either may be gzip-compressed (detected by its
  * magic bytes, not the name). Validates magics, dimensions, matching counts
- * and that the files are not truncated; n_classes is max label + 1. On failure returns a negative
- * cohort_status and writes a one-line reason naming the file into err. */
+ * and that the files are not truncated; n_classes is max label + 1. On failure
+ * returns a negative cohort_status and writes a one-line reason naming the file
+ * into err. */
 int nn_idx_load(const char *images_path, const char *labels_path,
                 nn_dataset *out, char *err, size_t errlen);
 

@@ -9,9 +9,9 @@
 
 typedef struct fedavg {
   size_t dim;
-  double *sum;    /* sum_k n_k * delta_k, dim entries */
-  double weight;  /* sum_k n_k */
-  size_t count;   /* updates folded in */
+  double *sum;   /* sum_k n_k * delta_k, dim entries */
+  double weight; /* sum_k n_k */
+  size_t count;  /* updates folded in */
 } fedavg;
 
 int fedavg_init(fedavg *a, size_t dim);

@@ -215,8 +215,7 @@ int main(int argc, char **argv) {
     input_dim = eval.dim;
     if (eval.n_classes > classes)
       classes = eval.n_classes;
-    log_info("evaluation set: %zu examples from %s", eval.n,
-             g_opts.eval_data);
+    log_info("evaluation set: %zu examples from %s", eval.n, g_opts.eval_data);
   }
   round_config cfg = {
       .rounds = g_opts.rounds,

@@ -167,8 +167,11 @@ static int load_or_create_model(round_engine *e, char *err, size_t errlen) {
   rc = set_global(e, p, 0);
   if (rc)
     return rc;
-  store_model init = {.version = 0, .round = 0, .parent = -1,
-                      .blob = e->blob, .blob_len = e->blob_len};
+  store_model init = {.version = 0,
+                      .round = 0,
+                      .parent = -1,
+                      .blob = e->blob,
+                      .blob_len = e->blob_len};
   snprintf(init.spec, sizeof init.spec, "%s", e->model.spec);
   crypto_hex(e->sha, sizeof e->sha, init.sha256_hex);
   rc = store_model_put_initial(e->db, &init, wall_now());
@@ -293,8 +296,7 @@ round_verdict round_register(round_engine *e, const char *enrollment_token,
     v = verdict(GRPC_STATUS_UNAUTHENTICATED, "unknown enrollment token");
     goto out;
   }
-  if (crypto_new_token(token_out) ||
-      crypto_sha256_hex(token_out, hash_hex)) {
+  if (crypto_new_token(token_out) || crypto_sha256_hex(token_out, hash_hex)) {
     v = verdict(GRPC_STATUS_INTERNAL, "cannot make a session token");
     goto out;
   }
@@ -420,8 +422,7 @@ round_verdict round_checkin(round_engine *e, int64_t client,
     }
     goto out;
   }
-  if (e->state != ROUND_OPEN ||
-      e->n_parts >= (size_t)e->cfg.clients_per_round)
+  if (e->state != ROUND_OPEN || e->n_parts >= (size_t)e->cfg.clients_per_round)
     goto out;
   if (store_participation_select(e->db, e->round, client, wall_now())) {
     v = store_failed(e);
@@ -441,10 +442,10 @@ out:
 
 /* ---- model download ---- */
 
-round_verdict round_get_model(round_engine *e, int64_t client,
-                              int64_t version, uint64_t offset,
-                              uint8_t *buf, size_t max_bytes, size_t *len,
-                              uint64_t *total, uint8_t sha256[32]) {
+round_verdict round_get_model(round_engine *e, int64_t client, int64_t version,
+                              uint64_t offset, uint8_t *buf, size_t max_bytes,
+                              size_t *len, uint64_t *total,
+                              uint8_t sha256[32]) {
   round_verdict v = ok_verdict();
   pthread_mutex_lock(&e->mu);
   if (version != e->version) {
@@ -469,8 +470,7 @@ round_verdict round_get_model(round_engine *e, int64_t client,
   return v;
 }
 
-void round_count_download(round_engine *e, int64_t client,
-                          size_t wire_bytes) {
+void round_count_download(round_engine *e, int64_t client, size_t wire_bytes) {
   pthread_mutex_lock(&e->mu);
   participant *p = round_accepts_work(e) ? find_participant(e, client) : NULL;
   if (p)
@@ -513,9 +513,12 @@ static round_verdict finish_upload(round_engine *e, participant *p,
                 isnan(delta[bad]) ? "NaN" : "infinite");
     goto out;
   }
-  store_upload u = {.round = e->round, .client = p->client,
-                    .bytes_down = p->bytes_down, .bytes_up = p->bytes_up,
-                    .examples = examples, .uploaded_at = wall_now()};
+  store_upload u = {.round = e->round,
+                    .client = p->client,
+                    .bytes_down = p->bytes_down,
+                    .bytes_up = p->bytes_up,
+                    .examples = examples,
+                    .uploaded_at = wall_now()};
   crypto_hex(p->digest, sizeof p->digest, u.sha256_hex);
   /* The row first: if the store fails, the sum has not been touched. */
   if (store_participation_uploaded(e->db, &u)) {
@@ -546,8 +549,8 @@ round_verdict round_upload(round_engine *e, int64_t client,
   size_t want = e->model.n_params * sizeof(float);
   if (c->len > PB_MAX_CHUNK_BYTES)
     return verdict(GRPC_STATUS_INVALID_ARGUMENT,
-                   "chunk of %zu bytes exceeds the %d-byte chunk limit",
-                   c->len, PB_MAX_CHUNK_BYTES);
+                   "chunk of %zu bytes exceeds the %d-byte chunk limit", c->len,
+                   PB_MAX_CHUNK_BYTES);
   if (c->sha256_len != CRYPTO_SHA256_LEN)
     return verdict(GRPC_STATUS_INVALID_ARGUMENT,
                    "update_sha256 has %zu bytes; SHA-256 has 32",
@@ -694,9 +697,8 @@ round_verdict round_report(round_engine *e, int64_t client, int64_t round,
       goto out;
     }
   }
-  if (num_examples &&
-      store_metric_put(e->db, round, client, "eval_examples",
-                       (double)num_examples))
+  if (num_examples && store_metric_put(e->db, round, client, "eval_examples",
+                                       (double)num_examples))
     v = store_failed(e);
 out:
   pthread_mutex_unlock(&e->mu);
@@ -739,7 +741,8 @@ static int aggregate_and_commit(round_engine *e) {
   store_round_result r = {.round = e->round,
                           .clients_selected = (int64_t)e->n_parts,
                           .clients_aggregated = (int64_t)e->n_uploaded,
-                          .accuracy = NAN, .loss = NAN};
+                          .accuracy = NAN,
+                          .loss = NAN};
   for (size_t i = 0; i < e->n_parts; i++) {
     if (!e->parts[i].uploaded)
       continue;
@@ -766,8 +769,10 @@ static int aggregate_and_commit(round_engine *e) {
   rc = set_global(e, next, parent + 1);
   if (rc)
     return rc;
-  store_model m = {.version = e->version, .round = e->round,
-                   .parent = parent, .blob = e->blob,
+  store_model m = {.version = e->version,
+                   .round = e->round,
+                   .parent = parent,
+                   .blob = e->blob,
                    .blob_len = e->blob_len};
   snprintf(m.spec, sizeof m.spec, "%s", e->model.spec);
   crypto_hex(e->sha, sizeof e->sha, m.sha256_hex);
@@ -785,8 +790,8 @@ static int aggregate_and_commit(round_engine *e) {
     fprintf(f,
             "round %lld: accuracy %.4f loss %.4f clients %zu/%zu up %.0f "
             "bytes/client down %.0f bytes/client time %.2f s\n",
-            (long long)e->round, r.accuracy, r.loss, e->n_uploaded,
-            e->n_parts, r.bytes_up_mean, r.bytes_down_mean, secs);
+            (long long)e->round, r.accuracy, r.loss, e->n_uploaded, e->n_parts,
+            r.bytes_up_mean, r.bytes_down_mean, secs);
     fflush(f);
   }
   reset_participants(e);
@@ -809,8 +814,7 @@ int round_tick(round_engine *e) {
     size_t m = (size_t)e->cfg.min_clients;
     if (e->n_parts >= k ||
         (e->n_parts >= m && now - e->opened_at >= e->cfg.selection_timeout_s)) {
-      rc = store_round_set_state(e->db, e->round, "TRAINING", NULL,
-                                 wall_now());
+      rc = store_round_set_state(e->db, e->round, "TRAINING", NULL, wall_now());
       if (rc)
         break;
       e->state = ROUND_TRAINING;
@@ -830,8 +834,8 @@ int round_tick(round_engine *e) {
       rc = fail_round(e, reason);
       break;
     }
-    rc = store_round_set_state(e->db, e->round, "AGGREGATING", NULL,
-                               wall_now());
+    rc =
+        store_round_set_state(e->db, e->round, "AGGREGATING", NULL, wall_now());
     if (rc)
       break;
     e->state = ROUND_AGGREGATING;

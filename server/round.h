@@ -24,21 +24,21 @@ typedef enum round_state {
 const char *round_state_name(round_state s);
 
 typedef struct round_config {
-  long rounds;              /* rounds to commit in all */
-  long clients_per_round;   /* K: clients selected */
-  long min_clients;         /* M: fewest uploads that can commit */
-  double round_timeout_s;   /* upload deadline after selection closes */
+  long rounds;                /* rounds to commit in all */
+  long clients_per_round;     /* K: clients selected */
+  long min_clients;           /* M: fewest uploads that can commit */
+  double round_timeout_s;     /* upload deadline after selection closes */
   double selection_timeout_s; /* close selection with >= M after this */
-  double retry_ms;          /* mean RetryLater interval */
-  int epochs;               /* the training plan sent to clients */
+  double retry_ms;            /* mean RetryLater interval */
+  int epochs;                 /* the training plan sent to clients */
   int batch_size;
   double learning_rate;
-  uint64_t seed;            /* initial model */
+  uint64_t seed; /* initial model */
   const char *model_spec;
-  size_t input_dim;         /* features per example (784) */
-  int classes;              /* labels (10) */
-  const nn_dataset *eval;   /* borrowed; NULL: no server-side evaluation */
-  FILE *round_lines;        /* where "round R: ..." lines go (stdout) */
+  size_t input_dim;       /* features per example (784) */
+  int classes;            /* labels (10) */
+  const nn_dataset *eval; /* borrowed; NULL: no server-side evaluation */
+  FILE *round_lines;      /* where "round R: ..." lines go (stdout) */
 } round_config;
 
 typedef struct round_engine round_engine;
@@ -73,7 +73,11 @@ round_verdict round_authenticate(round_engine *e, const char *bearer,
                                  int64_t *client_id);
 
 /* ---- check-in ---- */
-typedef enum checkin_kind { CHECKIN_TASK, CHECKIN_RETRY, CHECKIN_DONE } checkin_kind;
+typedef enum checkin_kind {
+  CHECKIN_TASK,
+  CHECKIN_RETRY,
+  CHECKIN_DONE
+} checkin_kind;
 typedef struct round_task {
   int64_t round;
   int64_t model_version;
@@ -86,8 +90,8 @@ typedef struct round_task {
 } round_task;
 typedef struct checkin_result {
   checkin_kind kind;
-  round_task task;        /* CHECKIN_TASK */
-  uint32_t retry_after_ms;/* CHECKIN_RETRY */
+  round_task task;          /* CHECKIN_TASK */
+  uint32_t retry_after_ms;  /* CHECKIN_RETRY */
   int64_t rounds_committed; /* CHECKIN_DONE */
 } checkin_result;
 round_verdict round_checkin(round_engine *e, int64_t client,
@@ -97,10 +101,9 @@ round_verdict round_checkin(round_engine *e, int64_t client,
 /* Copies up to max_bytes of model `version` from offset into buf (which
  * holds at least max_bytes). wire_bytes is the size of the reply on the
  * wire, counted as download bytes of the client's participation. */
-round_verdict round_get_model(round_engine *e, int64_t client,
-                              int64_t version, uint64_t offset,
-                              uint8_t *buf, size_t max_bytes, size_t *len,
-                              uint64_t *total, uint8_t sha256[32]);
+round_verdict round_get_model(round_engine *e, int64_t client, int64_t version,
+                              uint64_t offset, uint8_t *buf, size_t max_bytes,
+                              size_t *len, uint64_t *total, uint8_t sha256[32]);
 void round_count_download(round_engine *e, int64_t client, size_t wire_bytes);
 
 /* ---- upload ---- */
@@ -113,7 +116,7 @@ typedef struct upload_chunk {
   const uint8_t *sha256; /* digest of the whole update */
   size_t sha256_len;
   uint64_t num_examples;
-  size_t wire_bytes;     /* request size on the wire */
+  size_t wire_bytes; /* request size on the wire */
 } upload_chunk;
 round_verdict round_upload(round_engine *e, int64_t client,
                            const upload_chunk *c, uint64_t *next_offset,

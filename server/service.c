@@ -37,16 +37,15 @@ static ProtobufCMessage *unpack(const ProtobufCMessageDescriptor *d,
   return m;
 }
 
-static int authenticate(round_engine *e, const rpc_request *req,
-                        rpc_reply *rep, int64_t *client) {
+static int authenticate(round_engine *e, const rpc_request *req, rpc_reply *rep,
+                        int64_t *client) {
   round_verdict v = round_authenticate(e, req->bearer, client);
   if (v.code)
     apply_verdict(rep, &v);
   return v.code == 0;
 }
 
-static void handle_register(void *ctx, const rpc_request *req,
-                            rpc_reply *rep) {
+static void handle_register(void *ctx, const rpc_request *req, rpc_reply *rep) {
   round_engine *e = ctx;
   Cohort__V1__RegisterRequest *m = (Cohort__V1__RegisterRequest *)unpack(
       &cohort__v1__register_request__descriptor, req, rep);
@@ -54,9 +53,8 @@ static void handle_register(void *ctx, const rpc_request *req,
     return;
   int64_t id = 0;
   char token[65];
-  round_verdict v = round_register(e, m->enrollment_token,
-                                   m->facts ? m->facts->platform : "", &id,
-                                   token);
+  round_verdict v = round_register(
+      e, m->enrollment_token, m->facts ? m->facts->platform : "", &id, token);
   if (v.code) {
     apply_verdict(rep, &v);
   } else {
@@ -68,8 +66,7 @@ static void handle_register(void *ctx, const rpc_request *req,
   protobuf_c_message_free_unpacked(&m->base, NULL);
 }
 
-static void handle_checkin(void *ctx, const rpc_request *req,
-                           rpc_reply *rep) {
+static void handle_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
   round_engine *e = ctx;
   int64_t client;
   if (!authenticate(e, req, rep, &client))
@@ -234,10 +231,8 @@ static void handle_report(void *ctx, const rpc_request *req, rpc_reply *rep) {
 }
 
 static const rpc_method METHODS[] = {
-    {PB_METHOD_REGISTER, handle_register},
-    {PB_METHOD_CHECKIN, handle_checkin},
-    {PB_METHOD_GETMODEL, handle_get_model},
-    {PB_METHOD_UPLOAD, handle_upload},
+    {PB_METHOD_REGISTER, handle_register},  {PB_METHOD_CHECKIN, handle_checkin},
+    {PB_METHOD_GETMODEL, handle_get_model}, {PB_METHOD_UPLOAD, handle_upload},
     {PB_METHOD_REPORT, handle_report},
 };
 

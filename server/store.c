@@ -195,8 +195,7 @@ int store_client_add(store *s, const char *token_sha256_hex,
   return rc;
 }
 
-int store_client_by_token(store *s, const char *token_sha256_hex,
-                          int64_t *id) {
+int store_client_by_token(store *s, const char *token_sha256_hex, int64_t *id) {
   sqlite3_stmt *st;
   int rc = prepare(s, "SELECT id FROM clients WHERE token_sha256 = ?1", &st);
   if (rc)
@@ -264,10 +263,9 @@ static int read_model(store *s, sqlite3_stmt *st, store_model *out) {
 
 int store_model_latest(store *s, store_model *out) {
   sqlite3_stmt *st;
-  int rc = prepare(s,
-                   "SELECT " MODEL_COLUMNS
-                   " FROM models ORDER BY version DESC LIMIT 1",
-                   &st);
+  int rc = prepare(
+      s, "SELECT " MODEL_COLUMNS " FROM models ORDER BY version DESC LIMIT 1",
+      &st);
   return rc ? rc : read_model(s, st, out);
 }
 
@@ -312,8 +310,7 @@ int store_round_max(store *s, int64_t *id) {
 }
 
 int store_round_count_committed(store *s, int64_t *n) {
-  return get_int(s, "SELECT COUNT(*) FROM rounds WHERE state = 'COMMITTED'",
-                 n);
+  return get_int(s, "SELECT COUNT(*) FROM rounds WHERE state = 'COMMITTED'", n);
 }
 
 int store_round_open(store *s, int64_t id, int64_t base_version, double now) {
@@ -453,8 +450,8 @@ int store_participation_uploaded(store *s, const store_upload *u) {
   return rc;
 }
 
-int store_metric_put(store *s, int64_t round, int64_t client,
-                     const char *name, double value) {
+int store_metric_put(store *s, int64_t round, int64_t client, const char *name,
+                     double value) {
   sqlite3_stmt *st;
   int rc = prepare(s,
                    "INSERT OR REPLACE INTO metrics (round, client_id, name,"

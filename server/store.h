@@ -26,18 +26,17 @@ const char *store_errmsg(store *s);
 int store_client_add(store *s, const char *token_sha256_hex,
                      const char *platform, double now, int64_t *id);
 /* COHORT_ENOTFOUND when no client has that token hash. */
-int store_client_by_token(store *s, const char *token_sha256_hex,
-                          int64_t *id);
+int store_client_by_token(store *s, const char *token_sha256_hex, int64_t *id);
 int store_client_touch(store *s, int64_t id, double now);
 
 /* ---- models ---- */
 typedef struct store_model {
   int64_t version;
-  int64_t round;   /* round that produced it; 0 for the initial model */
-  int64_t parent;  /* version it was derived from; -1 for the initial one */
+  int64_t round;  /* round that produced it; 0 for the initial model */
+  int64_t parent; /* version it was derived from; -1 for the initial one */
   char spec[64];
   char sha256_hex[65];
-  uint8_t *blob;   /* malloc'd parameters, little-endian float32 */
+  uint8_t *blob; /* malloc'd parameters, little-endian float32 */
   size_t blob_len;
 } store_model;
 
@@ -53,7 +52,7 @@ typedef struct store_round_result {
   int64_t round;
   int64_t clients_selected;
   int64_t clients_aggregated;
-  double accuracy, loss;           /* NaN when not evaluated */
+  double accuracy, loss; /* NaN when not evaluated */
   double bytes_up_mean, bytes_down_mean;
   double finished_at;
 } store_round_result;
@@ -86,8 +85,8 @@ typedef struct store_upload {
 int store_participation_uploaded(store *s, const store_upload *u);
 
 /* A federated-evaluation or training metric reported by a client. */
-int store_metric_put(store *s, int64_t round, int64_t client,
-                     const char *name, double value);
+int store_metric_put(store *s, int64_t round, int64_t client, const char *name,
+                     double value);
 
 /* An operational event (round failures, restarts) for operators. */
 int store_event(store *s, double now, int64_t round, const char *kind,

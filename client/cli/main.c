@@ -20,9 +20,10 @@ static const flag_def FLAGS[] = {
     {"token", FLAG_STRING, &g_opts.token, NULL, 0, 0, "T",
      "enrollment token (or set COHORT_ENROLL_TOKEN, which keeps it out of "
      "the process list)"},
-    {"data", FLAG_STRING, &g_opts.data, "/usr/share/datasets/fashion-mnist",
-     0, 0, "DIR",
-     "folder with train-images-idx3-ubyte[.gz] and train-labels-idx1-ubyte[.gz]"},
+    {"data", FLAG_STRING, &g_opts.data, "/usr/share/datasets/fashion-mnist", 0,
+     0, "DIR",
+     "folder with train-images-idx3-ubyte[.gz] and "
+     "train-labels-idx1-ubyte[.gz]"},
     {"shard", FLAG_STRING, &g_opts.shard, "0/1", 0, 0, "I/N",
      "train on the I-th of N equal contiguous shards of the data (0-based)"},
     {"limit", FLAG_INT, &g_opts.limit, "0", 0, 1e9, "N",
@@ -68,14 +69,16 @@ int main(int argc, char **argv) {
     return 2;
   }
   cohort_set_log_level((int)level);
-  const char *token = g_opts.token ? g_opts.token : getenv("COHORT_ENROLL_TOKEN");
+  const char *token =
+      g_opts.token ? g_opts.token : getenv("COHORT_ENROLL_TOKEN");
   if (!token || !*token) {
     fprintf(stderr, "cohort-client: give --token or COHORT_ENROLL_TOKEN\n");
     return 2;
   }
   int index, count;
   if (parse_shard(g_opts.shard, &index, &count) != 0) {
-    fprintf(stderr, "cohort-client: --shard '%s': expected I/N with 0 <= I < N\n",
+    fprintf(stderr,
+            "cohort-client: --shard '%s': expected I/N with 0 <= I < N\n",
             g_opts.shard);
     return 2;
   }

@@ -51,17 +51,17 @@ COHORT_API void cohort_dataset_free(cohort_dataset_t *ds);
 /* ---- training callback ---- */
 
 typedef struct cohort_train_request {
-  uint64_t round;          /* round the task belongs to */
-  const char *model_spec;  /* e.g. "logreg"; borrowed for the call */
+  uint64_t round;         /* round the task belongs to */
+  const char *model_spec; /* e.g. "logreg"; borrowed for the call */
   uint32_t epochs;
   uint32_t batch_size;
   float learning_rate;
-  float fedprox_mu;        /* 0 = plain FedAvg */
+  float fedprox_mu; /* 0 = plain FedAvg */
 } cohort_train_request;
 
 typedef struct cohort_train_result {
-  uint64_t num_examples;   /* examples trained on; must be > 0 */
-  double train_loss;       /* mean training loss, or NaN if unknown */
+  uint64_t num_examples; /* examples trained on; must be > 0 */
+  double train_loss;     /* mean training loss, or NaN if unknown */
 } cohort_train_result;
 
 /* Trains params in place: on entry they hold the n floats of the global
@@ -75,19 +75,19 @@ typedef int (*cohort_train_cb)(void *user, const cohort_train_request *req,
 /* ---- client ---- */
 
 typedef struct cohort_client_options {
-  const char *server;            /* "HOST:PORT" of the coordinator; required */
-  const char *enrollment_token;  /* required; copied */
-  const char *platform;          /* reported at registration; may be NULL */
-  cohort_train_cb train;         /* NULL: the built-in trainer */
-  void *train_user;              /* passed to train */
-  cohort_dataset_t *dataset;     /* borrowed: the built-in trainer's data and
-                                    the local evaluation set; may be NULL
-                                    when train is set */
-  uint64_t seed;                 /* shuffling seed of the built-in trainer */
-  int rpc_timeout_ms;            /* deadline of each call (default 30000) */
-  double give_up_after_s;        /* cohort_client_run gives up after the
-                                    coordinator has been unreachable this
-                                    long (default 300) */
+  const char *server;           /* "HOST:PORT" of the coordinator; required */
+  const char *enrollment_token; /* required; copied */
+  const char *platform;         /* reported at registration; may be NULL */
+  cohort_train_cb train;        /* NULL: the built-in trainer */
+  void *train_user;             /* passed to train */
+  cohort_dataset_t *dataset;    /* borrowed: the built-in trainer's data and
+                                   the local evaluation set; may be NULL
+                                   when train is set */
+  uint64_t seed;                /* shuffling seed of the built-in trainer */
+  int rpc_timeout_ms;           /* deadline of each call (default 30000) */
+  double give_up_after_s;       /* cohort_client_run gives up after the
+                                   coordinator has been unreachable this
+                                   long (default 300) */
 } cohort_client_options;
 
 /* Fills o with the defaults; set server and enrollment_token after. */
@@ -109,9 +109,9 @@ typedef enum cohort_cycle_outcome {
 
 typedef struct cohort_cycle_info {
   cohort_cycle_outcome outcome;
-  uint64_t round;           /* round of the task, when TRAINED */
-  uint32_t retry_after_ms;  /* when RETRY */
-  uint64_t bytes_down;      /* bytes on the wire this cycle */
+  uint64_t round;          /* round of the task, when TRAINED */
+  uint32_t retry_after_ms; /* when RETRY */
+  uint64_t bytes_down;     /* bytes on the wire this cycle */
   uint64_t bytes_up;
   double train_loss;
 } cohort_cycle_info;

@@ -86,11 +86,11 @@ static void reply_free(reply *r) {
  * model, no round committed. */
 static void assert_nothing_stored(void) {
   CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM participations"
-                            " WHERE state = 'UPLOADED'"),
+                                    " WHERE state = 'UPLOADED'"),
                   0);
   CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM models"), 1);
   CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM rounds"
-                            " WHERE state = 'COMMITTED'"),
+                                    " WHERE state = 'COMMITTED'"),
                   0);
 }
 
@@ -119,13 +119,23 @@ static void assert_model_moved_by(float delta) {
 }
 
 static int suite_init(void) {
-  const char *extra[] = {"--rounds", "1", "--clients-per-round", "2",
-                         "--min-clients", "2", "--round-timeout", "60",
-                         "--enroll-token", TOKEN, "--retry-ms", "100",
-                         "--linger", "3", NULL};
+  const char *extra[] = {"--rounds",
+                         "1",
+                         "--clients-per-round",
+                         "2",
+                         "--min-clients",
+                         "2",
+                         "--round-timeout",
+                         "60",
+                         "--enroll-token",
+                         TOKEN,
+                         "--retry-ms",
+                         "100",
+                         "--linger",
+                         "3",
+                         NULL};
   int port;
-  g_server = harness_start_server("bad-input", extra, &port, g_db,
-                                  sizeof g_db);
+  g_server = harness_start_server("bad-input", extra, &port, g_db, sizeof g_db);
   if (g_server <= 0)
     return -1;
   char target[64];
@@ -164,10 +174,10 @@ static uint64_t check_in(const char *token, int want_task) {
                    &cohort__v1__check_in_response__descriptor);
     CU_ASSERT_EQUAL_FATAL(r.code, GRPC_STATUS_OK);
     Cohort__V1__CheckInResponse *resp = (Cohort__V1__CheckInResponse *)r.msg;
-    uint64_t round = resp->outcome_case ==
-                             COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_TASK
-                         ? resp->task->round
-                         : 0;
+    uint64_t round =
+        resp->outcome_case == COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_TASK
+            ? resp->task->round
+            : 0;
     reply_free(&r);
     if (round || !want_task)
       return round;
@@ -208,8 +218,7 @@ static reply upload(const char *token, uint64_t round, const update *u,
               &cohort__v1__upload_response__descriptor);
 }
 
-static reply upload_whole(const char *token, uint64_t round,
-                          const update *u) {
+static reply upload_whole(const char *token, uint64_t round, const update *u) {
   return upload(token, round, u, sizeof u->bytes, u->bytes, sizeof u->bytes);
 }
 
@@ -295,7 +304,7 @@ static void test_bad_input_is_refused_and_nothing_stored(void) {
   CU_ASSERT_TRUE(((Cohort__V1__UploadResponse *)r.msg)->complete);
   reply_free(&r);
   CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM participations"
-                            " WHERE state = 'UPLOADED'"),
+                                    " WHERE state = 'UPLOADED'"),
                   1);
 
   /* A duplicate of the same bytes is a no-op; different bytes are
@@ -309,10 +318,10 @@ static void test_bad_input_is_refused_and_nothing_stored(void) {
   r = upload_whole(a, round, &other);
   ASSERT_REFUSED(r, GRPC_STATUS_ALREADY_EXISTS);
   CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM participations"
-                            " WHERE state = 'UPLOADED'"),
+                                    " WHERE state = 'UPLOADED'"),
                   1);
   CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM rounds"
-                            " WHERE state = 'COMMITTED'"),
+                                    " WHERE state = 'COMMITTED'"),
                   0);
 
   /* The second participant completes the round; FedAvg of two equal
@@ -322,15 +331,15 @@ static void test_bad_input_is_refused_and_nothing_stored(void) {
   r = upload_whole(b, round, &third);
   CU_ASSERT_EQUAL(r.code, GRPC_STATUS_OK);
   reply_free(&r);
-  for (int i = 0; i < 100 &&
-                  db_peek_int(g_db, "SELECT COUNT(*) FROM rounds WHERE state = "
-                            "'COMMITTED'") != 1;
+  for (int i = 0;
+       i < 100 && db_peek_int(g_db, "SELECT COUNT(*) FROM rounds WHERE state = "
+                                    "'COMMITTED'") != 1;
        i++) {
     struct timespec nap = {0, 50 * 1000000L};
     nanosleep(&nap, NULL);
   }
   CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT clients_aggregated FROM rounds"
-                            " WHERE id = 1 AND state = 'COMMITTED'"),
+                                    " WHERE id = 1 AND state = 'COMMITTED'"),
                   2);
   CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM models"), 2);
   assert_model_moved_by(0.02f);
@@ -339,7 +348,7 @@ static void test_bad_input_is_refused_and_nothing_stored(void) {
   r = upload_whole(b, round, &third);
   ASSERT_REFUSED(r, GRPC_STATUS_FAILED_PRECONDITION);
   CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM participations"
-                            " WHERE state = 'UPLOADED'"),
+                                    " WHERE state = 'UPLOADED'"),
                   2);
 }
 
@@ -366,15 +375,15 @@ static void test_random_bytes_change_nothing(void) {
       size_t len = next_random(&rng) % sizeof body;
       for (size_t k = 0; k < len; k++)
         body[k] = (uint8_t)next_random(&rng);
-      reply r = call_raw(methods[m], i % 2 ? g_session : NULL, body, len,
-                         NULL);
+      reply r = call_raw(methods[m], i % 2 ? g_session : NULL, body, len, NULL);
       sent++;
       answered += r.code >= 0 && !strchr(r.detail, '\n');
     }
   }
   CU_ASSERT_EQUAL(answered, sent);
   CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM clients"), clients);
-  CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM participations"), uploads);
+  CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM participations"),
+                  uploads);
   CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM models"), models);
   /* Still serving. */
   Cohort__V1__CheckInRequest ci = COHORT__V1__CHECK_IN_REQUEST__INIT;
@@ -384,8 +393,9 @@ static void test_random_bytes_change_nothing(void) {
 
 int cohort_register_suites(void) {
   CU_pSuite s = CU_add_suite("bad input", suite_init, suite_clean);
-  if (!s || !CU_add_test(s, "bad input is refused and nothing is stored",
-                         test_bad_input_is_refused_and_nothing_stored) ||
+  if (!s ||
+      !CU_add_test(s, "bad input is refused and nothing is stored",
+                   test_bad_input_is_refused_and_nothing_stored) ||
       !CU_add_test(s, "random bytes to every method change nothing",
                    test_random_bytes_change_nothing))
     return -1;

@@ -17,15 +17,15 @@
 
 #define N_PARAMS 7850
 #define MODEL_BYTES (N_PARAMS * 4)
-#define SERVE_CHUNK 1000   /* the fake serves downloads in pieces this big */
-#define UPLOAD_CHUNK 4096  /* and asks for uploads in pieces this big */
+#define SERVE_CHUNK 1000  /* the fake serves downloads in pieces this big */
+#define UPLOAD_CHUNK 4096 /* and asks for uploads in pieces this big */
 
 typedef struct fake {
   pthread_mutex_t mu;
   float model[N_PARAMS];
   uint8_t sha[32];
-  int corrupt_digest;  /* announce a digest that does not match */
-  int forget_once;     /* answer the second upload chunk with offset 0 */
+  int corrupt_digest; /* announce a digest that does not match */
+  int forget_once;    /* answer the second upload chunk with offset 0 */
   int get_model_calls;
   int upload_calls;
   uint8_t received[MODEL_BYTES];
@@ -85,8 +85,8 @@ static void on_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
 
 static void on_get_model(void *ctx, const rpc_request *req, rpc_reply *rep) {
   fake *f = ctx;
-  Cohort__V1__GetModelRequest *m = cohort__v1__get_model_request__unpack(
-      NULL, req->body_len, req->body);
+  Cohort__V1__GetModelRequest *m =
+      cohort__v1__get_model_request__unpack(NULL, req->body_len, req->body);
   pthread_mutex_lock(&f->mu);
   f->get_model_calls++;
   uint64_t off = m->offset;
@@ -129,9 +129,8 @@ static void on_upload(void *ctx, const rpc_request *req, rpc_reply *rep) {
     if (f->received_len == m->total_size) {
       uint8_t d[32];
       SHA256(f->received, f->received_len, d);
-      r.complete = f->complete =
-          m->update_sha256.len == 32 &&
-          memcmp(d, m->update_sha256.data, 32) == 0;
+      r.complete = f->complete = m->update_sha256.len == 32 &&
+                                 memcmp(d, m->update_sha256.data, 32) == 0;
     }
     reply(rep, &r.base);
   }
@@ -145,7 +144,7 @@ static void on_report(void *ctx, const rpc_request *req, rpc_reply *rep) {
 }
 
 static const rpc_method METHODS[] = {
-    {PB_METHOD_REGISTER, on_register}, {PB_METHOD_CHECKIN, on_checkin},
+    {PB_METHOD_REGISTER, on_register},  {PB_METHOD_CHECKIN, on_checkin},
     {PB_METHOD_GETMODEL, on_get_model}, {PB_METHOD_UPLOAD, on_upload},
     {PB_METHOD_REPORT, on_report},
 };

@@ -19,15 +19,27 @@
 #define CLIENTS 3
 
 static void test_three_rounds_three_clients(void) {
-  const char *extra[] = {"--rounds", "3", "--clients-per-round", "3",
-                         "--min-clients", "3", "--round-timeout", "60",
-                         "--eval-data", DATA_DIR, "--enroll-token",
-                         "it-token", "--retry-ms", "200", "--linger", "20",
+  const char *extra[] = {"--rounds",
+                         "3",
+                         "--clients-per-round",
+                         "3",
+                         "--min-clients",
+                         "3",
+                         "--round-timeout",
+                         "60",
+                         "--eval-data",
+                         DATA_DIR,
+                         "--enroll-token",
+                         "it-token",
+                         "--retry-ms",
+                         "200",
+                         "--linger",
+                         "20",
                          NULL};
   int port = 0;
   char db_path[512];
-  pid_t server = harness_start_server("federation", extra, &port, db_path,
-                                      sizeof db_path);
+  pid_t server =
+      harness_start_server("federation", extra, &port, db_path, sizeof db_path);
   CU_ASSERT_FATAL(server > 0);
 
   char target[64];
@@ -37,9 +49,20 @@ static void test_three_rounds_three_clients(void) {
     char shard[16], out[32];
     snprintf(shard, sizeof shard, "%d/%d", i, CLIENTS);
     snprintf(out, sizeof out, "client%d.err", i);
-    char *argv[] = {COHORT_CLIENT_BIN, "--server", target, "--token",
-                    "it-token", "--data", DATA_DIR, "--shard", shard,
-                    "--limit", "6000", "--seed", "7", NULL};
+    char *argv[] = {COHORT_CLIENT_BIN,
+                    "--server",
+                    target,
+                    "--token",
+                    "it-token",
+                    "--data",
+                    DATA_DIR,
+                    "--shard",
+                    shard,
+                    "--limit",
+                    "6000",
+                    "--seed",
+                    "7",
+                    NULL};
     clients[i] = harness_spawn(argv, NULL, harness_path(out));
     CU_ASSERT_FATAL(clients[i] > 0);
   }
@@ -83,26 +106,28 @@ static void test_three_rounds_three_clients(void) {
   CU_ASSERT_FATAL(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) ==
                   SQLITE_OK);
   CU_ASSERT_EQUAL(
-      db_peek_int(db_path, "SELECT COUNT(*) FROM rounds WHERE state='COMMITTED'"),
+      db_peek_int(db_path,
+                  "SELECT COUNT(*) FROM rounds WHERE state='COMMITTED'"),
       ROUNDS);
   CU_ASSERT_EQUAL(db_peek_int(db_path, "SELECT COUNT(*) FROM rounds"), ROUNDS);
-  CU_ASSERT_EQUAL(db_peek_int(db_path, "SELECT COUNT(*) FROM rounds r JOIN models m"
-                                " ON m.version = r.model_version"
-                                " WHERE r.state = 'COMMITTED'"),
+  CU_ASSERT_EQUAL(db_peek_int(db_path,
+                              "SELECT COUNT(*) FROM rounds r JOIN models m"
+                              " ON m.version = r.model_version"
+                              " WHERE r.state = 'COMMITTED'"),
                   ROUNDS);
   CU_ASSERT_EQUAL(db_peek_int(db_path, "SELECT COUNT(*) FROM participations"
-                                " WHERE state = 'UPLOADED'"),
+                                       " WHERE state = 'UPLOADED'"),
                   ROUNDS * CLIENTS);
-  CU_ASSERT(db_peek_int(db_path, "SELECT MIN(accuracy) > 0.5 FROM rounds") == 1);
+  CU_ASSERT(db_peek_int(db_path, "SELECT MIN(accuracy) > 0.5 FROM rounds") ==
+            1);
   /* Federated evaluation: each participant reported on the global model. */
   CU_ASSERT_EQUAL(db_peek_int(db_path, "SELECT COUNT(*) FROM metrics"
-                                " WHERE name = 'global_accuracy'"),
+                                       " WHERE name = 'global_accuracy'"),
                   ROUNDS * CLIENTS);
 
   /* Every stored model matches its recorded SHA-256. */
   sqlite3_stmt *st;
-  CU_ASSERT_FATAL(sqlite3_prepare_v2(db,
-                                     "SELECT sha256, params FROM models",
+  CU_ASSERT_FATAL(sqlite3_prepare_v2(db, "SELECT sha256, params FROM models",
                                      -1, &st, NULL) == SQLITE_OK);
   int models = 0;
   while (sqlite3_step(st) == SQLITE_ROW) {

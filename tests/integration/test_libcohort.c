@@ -24,7 +24,7 @@ static char g_target[64];
 
 typedef struct probe {
   int calls;
-  int fail;             /* make the callback fail */
+  int fail; /* make the callback fail */
   uint64_t round;
   size_t n;
   float first_params[4]; /* the global model's first weights, as received */
@@ -52,8 +52,8 @@ static int model_head(int version, float out[4]) {
   if (sqlite3_open_v2(g_db, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
     return 0;
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db, "SELECT params FROM models WHERE version = ?1",
-                         -1, &st, NULL) == SQLITE_OK) {
+  if (sqlite3_prepare_v2(db, "SELECT params FROM models WHERE version = ?1", -1,
+                         &st, NULL) == SQLITE_OK) {
     sqlite3_bind_int(st, 1, version);
     if (sqlite3_step(st) == SQLITE_ROW &&
         sqlite3_column_bytes(st, 0) == N_PARAMS * 4) {
@@ -67,12 +67,21 @@ static int model_head(int version, float out[4]) {
 }
 
 static int suite_init(void) {
-  const char *extra[] = {"--rounds", "2", "--clients-per-round", "1",
-                         "--min-clients", "1", "--enroll-token", TOKEN,
-                         "--retry-ms", "100", "--linger", "5", NULL};
+  const char *extra[] = {"--rounds",
+                         "2",
+                         "--clients-per-round",
+                         "1",
+                         "--min-clients",
+                         "1",
+                         "--enroll-token",
+                         TOKEN,
+                         "--retry-ms",
+                         "100",
+                         "--linger",
+                         "5",
+                         NULL};
   int port;
-  g_server = harness_start_server("libcohort", extra, &port, g_db,
-                                  sizeof g_db);
+  g_server = harness_start_server("libcohort", extra, &port, g_db, sizeof g_db);
   snprintf(g_target, sizeof g_target, "127.0.0.1:%d", port);
   cohort_set_log_level(3);
   return g_server > 0 ? 0 : -1;
@@ -170,8 +179,7 @@ static void test_callback_delta_is_aggregated(void) {
 
 int cohort_register_suites(void) {
   CU_pSuite s = CU_add_suite("libcohort", suite_init, suite_clean);
-  if (!s ||
-      !CU_add_test(s, "options are checked", test_options_are_checked) ||
+  if (!s || !CU_add_test(s, "options are checked", test_options_are_checked) ||
       !CU_add_test(s, "a wrong enrollment token is refused",
                    test_wrong_enrollment_token) ||
       !CU_add_test(s, "the callback's delta is aggregated",

@@ -23,10 +23,21 @@ static void nap_ms(long ms) {
 }
 
 static void test_kill_and_restart_loses_nothing(void) {
-  const char *extra[] = {"--rounds", "4", "--clients-per-round", "2",
-                         "--min-clients", "2", "--round-timeout", "30",
-                         "--enroll-token", "restart-token", "--retry-ms",
-                         "100", "--linger", "20", NULL};
+  const char *extra[] = {"--rounds",
+                         "4",
+                         "--clients-per-round",
+                         "2",
+                         "--min-clients",
+                         "2",
+                         "--round-timeout",
+                         "30",
+                         "--enroll-token",
+                         "restart-token",
+                         "--retry-ms",
+                         "100",
+                         "--linger",
+                         "20",
+                         NULL};
   int port = 0;
   char db[512];
   pid_t server = harness_start_server("restart", extra, &port, db, sizeof db);
@@ -39,9 +50,10 @@ static void test_kill_and_restart_loses_nothing(void) {
     char shard[16], log[32];
     snprintf(shard, sizeof shard, "%d/%d", i, CLIENTS);
     snprintf(log, sizeof log, "restart-client%d.err", i);
-    char *argv[] = {COHORT_CLIENT_BIN, "--server", target, "--token",
-                    "restart-token", "--data", DATA_DIR, "--shard", shard,
-                    "--limit", "3000", NULL};
+    char *argv[] = {COHORT_CLIENT_BIN, "--server",      target,
+                    "--token",         "restart-token", "--data",
+                    DATA_DIR,          "--shard",       shard,
+                    "--limit",         "3000",          NULL};
     clients[i] = harness_spawn(argv, NULL, harness_path(log));
     CU_ASSERT_FATAL(clients[i] > 0);
   }
@@ -72,11 +84,28 @@ static void test_kill_and_restart_loses_nothing(void) {
   char listen[64], port_file[512];
   snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
   snprintf(port_file, sizeof port_file, "%s", harness_path("restart2.port"));
-  char *argv[] = {COHORT_SERVER_BIN, "--listen", listen, "--db", db,
-                  "--port-file", port_file, "--rounds", "4",
-                  "--clients-per-round", "2", "--min-clients", "2",
-                  "--round-timeout", "30", "--enroll-token", "restart-token",
-                  "--retry-ms", "100", "--linger", "20", NULL};
+  char *argv[] = {COHORT_SERVER_BIN,
+                  "--listen",
+                  listen,
+                  "--db",
+                  db,
+                  "--port-file",
+                  port_file,
+                  "--rounds",
+                  "4",
+                  "--clients-per-round",
+                  "2",
+                  "--min-clients",
+                  "2",
+                  "--round-timeout",
+                  "30",
+                  "--enroll-token",
+                  "restart-token",
+                  "--retry-ms",
+                  "100",
+                  "--linger",
+                  "20",
+                  NULL};
   server = harness_spawn(argv, harness_path("restart2.out"),
                          harness_path("restart2.err"));
   CU_ASSERT_FATAL(server > 0);

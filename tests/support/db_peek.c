@@ -31,9 +31,8 @@ int64_t db_peek_int(const char *path, const char *sql) {
 
 double db_peek_double(const char *path, const char *sql) {
   sqlite3_value *v = peek_value(path, sql);
-  double d = v && sqlite3_value_type(v) != SQLITE_NULL
-                 ? sqlite3_value_double(v)
-                 : NAN;
+  double d =
+      v && sqlite3_value_type(v) != SQLITE_NULL ? sqlite3_value_double(v) : NAN;
   sqlite3_value_free(v);
   return d;
 }

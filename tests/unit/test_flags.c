@@ -133,8 +133,7 @@ static void test_bool_flag(void) {
   CU_ASSERT_EQUAL_FATAL(parse_args("--verbose", NULL), FLAGS_OK);
   CU_ASSERT_EQUAL(verbose, 1);
   /* A bare boolean takes no value: the next argument is parsed as a flag. */
-  CU_ASSERT_EQUAL_FATAL(parse_args("--verbose", "--port", "8", NULL),
-                        FLAGS_OK);
+  CU_ASSERT_EQUAL_FATAL(parse_args("--verbose", "--port", "8", NULL), FLAGS_OK);
   CU_ASSERT_EQUAL(verbose, 1);
   CU_ASSERT_EQUAL(port, 8);
   CU_ASSERT_EQUAL_FATAL(parse_args("--verbose=false", NULL), FLAGS_OK);

@@ -136,11 +136,11 @@ static const char *round_state_in_db(fixture *f, int64_t round, char *buf,
   return db_peek_text(f->path, sql, buf, len);
 }
 
-#define ASSERT_ROUND_STATE(f, r, want)                                        \
-  do {                                                                        \
-    char st_[32];                                                             \
-    CU_ASSERT_STRING_EQUAL(round_state_in_db(&(f), (r), st_, sizeof st_),     \
-                           (want));                                           \
+#define ASSERT_ROUND_STATE(f, r, want)                                         \
+  do {                                                                         \
+    char st_[32];                                                              \
+    CU_ASSERT_STRING_EQUAL(round_state_in_db(&(f), (r), st_, sizeof st_),      \
+                           (want));                                            \
   } while (0)
 
 /* The engine's latest model, from the store, as floats. */
@@ -378,8 +378,7 @@ static void test_checkin_selects_up_to_k(void) {
 
   CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
   ASSERT_ROUND_STATE(f, 1, "OPEN");
-  CU_ASSERT_EQUAL(count(&f, "SELECT base_version FROM rounds WHERE id = 1"),
-                  0);
+  CU_ASSERT_EQUAL(count(&f, "SELECT base_version FROM rounds WHERE id = 1"), 0);
   char sha_hex[65], task_hex[65];
   int64_t version = -1;
   CU_ASSERT_EQUAL_FATAL(latest_model(&f, NULL, &version, sha_hex), 0);
@@ -501,8 +500,8 @@ static void test_get_model(void) {
   CU_ASSERT_TRUE(nonzero);
 
   size_t len = 0;
-  round_verdict v = round_get_model(f.e, f.id[0], 1, 0, buf, sizeof buf, &len,
-                                    &total, sha);
+  round_verdict v =
+      round_get_model(f.e, f.id[0], 1, 0, buf, sizeof buf, &len, &total, sha);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_NOT_FOUND);
   v = round_get_model(f.e, f.id[0], -1, 0, buf, sizeof buf, &len, &total, sha);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_NOT_FOUND);
@@ -546,12 +545,16 @@ static void test_upload_refusals_store_nothing(void) {
   /* Wrong element count, both short and long. */
   uint64_t sizes[] = {MODEL_BYTES - 4, MODEL_BYTES + 4, 784 * 4, 0};
   for (size_t i = 0; i < 4; i++) {
-    upload_chunk c = {.round = 1, .total_size = sizes[i], .offset = 0,
-                      .data = good->blob, .len = sizes[i] < MODEL_BYTES
-                                                     ? (size_t)sizes[i]
-                                                     : MODEL_BYTES,
-                      .sha256 = good->sha, .sha256_len = 32,
-                      .num_examples = 10, .wire_bytes = 1};
+    upload_chunk c = {.round = 1,
+                      .total_size = sizes[i],
+                      .offset = 0,
+                      .data = good->blob,
+                      .len = sizes[i] < MODEL_BYTES ? (size_t)sizes[i]
+                                                    : MODEL_BYTES,
+                      .sha256 = good->sha,
+                      .sha256_len = 32,
+                      .num_examples = 10,
+                      .wire_bytes = 1};
     v = round_upload(f.e, a, &c, &next, &complete);
     CU_ASSERT_EQUAL(v.code, GRPC_STATUS_INVALID_ARGUMENT);
     CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "7850"));
@@ -586,10 +589,15 @@ static void test_upload_refusals_store_nothing(void) {
   /* A chunk over the protocol's chunk limit. */
   uint8_t *huge = calloc(PB_MAX_CHUNK_BYTES + 1, 1);
   CU_ASSERT_PTR_NOT_NULL_FATAL(huge);
-  upload_chunk c = {.round = 1, .total_size = MODEL_BYTES, .offset = 0,
-                    .data = huge, .len = PB_MAX_CHUNK_BYTES + 1,
-                    .sha256 = good->sha, .sha256_len = 32,
-                    .num_examples = 10, .wire_bytes = 1};
+  upload_chunk c = {.round = 1,
+                    .total_size = MODEL_BYTES,
+                    .offset = 0,
+                    .data = huge,
+                    .len = PB_MAX_CHUNK_BYTES + 1,
+                    .sha256 = good->sha,
+                    .sha256_len = 32,
+                    .num_examples = 10,
+                    .wire_bytes = 1};
   v = round_upload(f.e, a, &c, &next, &complete);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_INVALID_ARGUMENT);
   free(huge);
@@ -624,10 +632,15 @@ static void test_upload_refusals_store_nothing(void) {
   v = send_all(&f, a, 1, liar, 10);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_INVALID_ARGUMENT);
   CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "digest"));
-  c = (upload_chunk){.round = 1, .total_size = MODEL_BYTES, .offset = 0,
-                     .data = good->blob, .len = MODEL_BYTES,
-                     .sha256 = good->sha, .sha256_len = 16,
-                     .num_examples = 10, .wire_bytes = 1};
+  c = (upload_chunk){.round = 1,
+                     .total_size = MODEL_BYTES,
+                     .offset = 0,
+                     .data = good->blob,
+                     .len = MODEL_BYTES,
+                     .sha256 = good->sha,
+                     .sha256_len = 16,
+                     .num_examples = 10,
+                     .wire_bytes = 1};
   v = round_upload(f.e, a, &c, &next, &complete);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_INVALID_ARGUMENT);
   assert_nothing_stored(&f);
@@ -662,8 +675,8 @@ static void test_upload_refusals_store_nothing(void) {
 
 /* The round line, as documented: "round R: accuracy A loss L clients
  * n/k up U bytes/client down D bytes/client time S s". */
-#define LINE_FMT                                                              \
-  "round %lld: accuracy %15s loss %15s clients %d/%d up %lf bytes/client "    \
+#define LINE_FMT                                                               \
+  "round %lld: accuracy %15s loss %15s clients %d/%d up %lf bytes/client "     \
   "down %lf bytes/client time %lf s%n"
 
 static void test_chunked_upload_idempotent_and_commit(void) {
@@ -726,9 +739,14 @@ static void test_chunked_upload_idempotent_and_commit(void) {
 
   /* b: an empty chunk (protobuf-c gives empty bytes a NULL pointer) is
    * harmless and moves nothing. */
-  upload_chunk empty = {.round = 1, .total_size = MODEL_BYTES, .offset = 0,
-                        .data = NULL, .len = 0, .sha256 = ub->sha,
-                        .sha256_len = 32, .num_examples = nb,
+  upload_chunk empty = {.round = 1,
+                        .total_size = MODEL_BYTES,
+                        .offset = 0,
+                        .data = NULL,
+                        .len = 0,
+                        .sha256 = ub->sha,
+                        .sha256_len = 32,
+                        .num_examples = nb,
                         .wire_bytes = 0};
   next = 99;
   v = round_upload(f.e, b, &empty, &next, &complete);
@@ -813,8 +831,9 @@ static void test_chunked_upload_idempotent_and_commit(void) {
   CU_ASSERT_TRUE(distinguishes); /* the check above would see a doubling */
   int all_ok = 1;
   for (size_t i = 0; i < NP; i++)
-    all_ok &= fabs(g1[i] - (g0[i] + (10.0 * ua->delta[i] +
-                                     30.0 * ub->delta[i]) / 40.0)) <= 1e-6;
+    all_ok &=
+        fabs(g1[i] - (g0[i] + (10.0 * ua->delta[i] + 30.0 * ub->delta[i]) /
+                                  40.0)) <= 1e-6;
   CU_ASSERT_TRUE(all_ok);
 
   /* The new model is served; the old one is not. */
@@ -850,7 +869,8 @@ static void test_deadline_fails_round(void) {
   CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
   ASSERT_ROUND_STATE(f, 1, "FAILED");
   char text[200];
-  db_peek_text(f.path, "SELECT reason FROM rounds WHERE id = 1", text, sizeof text);
+  db_peek_text(f.path, "SELECT reason FROM rounds WHERE id = 1", text,
+               sizeof text);
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "deadline"));
   CU_ASSERT_EQUAL(count(&f, "SELECT finished_at IS NOT NULL FROM rounds "
                             "WHERE id = 1"),
@@ -865,8 +885,7 @@ static void test_deadline_fails_round(void) {
   /* The next tick opens round 2 on the same model. */
   CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
   ASSERT_ROUND_STATE(f, 2, "OPEN");
-  CU_ASSERT_EQUAL(count(&f, "SELECT base_version FROM rounds WHERE id = 2"),
-                  0);
+  CU_ASSERT_EQUAL(count(&f, "SELECT base_version FROM rounds WHERE id = 2"), 0);
   update *u = make_update(0);
   round_verdict v = send_all(&f, f.id[0], 1, u, 5);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_FAILED_PRECONDITION);
@@ -909,7 +928,11 @@ static void test_report(void) {
   CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM metrics"), 4);
 
   /* Bad names: each refused, and the good ones beside them not stored. */
-  const char *bad_names[] = {"Accuracy", "", "a b", "x-y", "drop;table",
+  const char *bad_names[] = {"Accuracy",
+                             "",
+                             "a b",
+                             "x-y",
+                             "drop;table",
                              "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
                              "aaaaaaaaaaaaaaaaaaa"};
   for (size_t i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++) {
@@ -939,8 +962,7 @@ static void test_report(void) {
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_INVALID_ARGUMENT);
   CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM metrics"), 4);
   CU_ASSERT_EQUAL(
-      count(&f, "SELECT COUNT(*) FROM metrics WHERE name = 'fresh_metric'"),
-      0);
+      count(&f, "SELECT COUNT(*) FROM metrics WHERE name = 'fresh_metric'"), 0);
   /* Exactly the maximum is fine. */
   v = round_report(f.e, a, 1, 0, ROUND_MAX_METRICS, many_names, many_values);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_OK);
@@ -963,10 +985,8 @@ static void test_report(void) {
  * TRAINING, and the next tick commits it. */
 static void upload_and_commit(fixture *f, int64_t r, const update *ua,
                               const update *ub) {
-  CU_ASSERT_EQUAL_FATAL(send_all(f, f->id[0], r, ua, 10).code,
-                        GRPC_STATUS_OK);
-  CU_ASSERT_EQUAL_FATAL(send_all(f, f->id[1], r, ub, 30).code,
-                        GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(send_all(f, f->id[0], r, ua, 10).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(send_all(f, f->id[1], r, ub, 30).code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL_FATAL(round_tick(f->e), COHORT_OK);
   ASSERT_ROUND_STATE(*f, r, "COMMITTED");
 }
@@ -1004,8 +1024,10 @@ static void test_restart_recovers(void) {
   restart_engine(&f);
   ASSERT_ROUND_STATE(f, 2, "FAILED");
   char text[128];
-  CU_ASSERT_STRING_EQUAL(db_peek_text(f.path, "SELECT reason FROM rounds WHERE id "
-                                        "= 2", text, sizeof text),
+  CU_ASSERT_STRING_EQUAL(db_peek_text(f.path,
+                                      "SELECT reason FROM rounds WHERE id "
+                                      "= 2",
+                                      text, sizeof text),
                          "coordinator restarted");
   ASSERT_ROUND_STATE(f, 1, "COMMITTED");
   CU_ASSERT_EQUAL(round_committed(f.e), 1);
@@ -1015,8 +1037,7 @@ static void test_restart_recovers(void) {
   /* The next round continues from the committed model, not a fresh one. */
   CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
   ASSERT_ROUND_STATE(f, 3, "OPEN");
-  CU_ASSERT_EQUAL(count(&f, "SELECT base_version FROM rounds WHERE id = 3"),
-                  1);
+  CU_ASSERT_EQUAL(count(&f, "SELECT base_version FROM rounds WHERE id = 3"), 1);
   checkin_result r;
   CU_ASSERT_EQUAL(round_checkin(f.e, f.id[0], &r).code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL_FATAL(r.kind, CHECKIN_TASK);

@@ -319,19 +319,17 @@ static void test_bearer_reaches_handler_exactly(void) {
 
   grpc_status_code st = GRPC_STATUS_UNKNOWN;
   char body[64];
-  CU_ASSERT_EQUAL(raw_call_auth("/test.Svc/Bearer", "Basic x", &st, body,
-                                sizeof body),
-                  0);
+  CU_ASSERT_EQUAL(
+      raw_call_auth("/test.Svc/Bearer", "Basic x", &st, body, sizeof body), 0);
   CU_ASSERT_EQUAL(st, GRPC_STATUS_OK);
   CU_ASSERT_STRING_EQUAL(body, "");
-  CU_ASSERT_EQUAL(raw_call_auth("/test.Svc/Bearer", "Bearer ", &st, body,
-                                sizeof body),
-                  0);
+  CU_ASSERT_EQUAL(
+      raw_call_auth("/test.Svc/Bearer", "Bearer ", &st, body, sizeof body), 0);
   CU_ASSERT_EQUAL(st, GRPC_STATUS_OK);
   CU_ASSERT_STRING_EQUAL(body, "");
-  CU_ASSERT_EQUAL(raw_call_auth("/test.Svc/Bearer", "Bearer t0k", &st, body,
-                                sizeof body),
-                  0);
+  CU_ASSERT_EQUAL(
+      raw_call_auth("/test.Svc/Bearer", "Bearer t0k", &st, body, sizeof body),
+      0);
   CU_ASSERT_STRING_EQUAL(body, "t0k");
 }
 
@@ -517,8 +515,8 @@ static void *conc_thread(void *p) {
     char msg[32];
     int n = snprintf(msg, sizeof msg, "thread %d call %d", a->id, i);
     rpc_result res;
-    if (rpc_call(g_ch, "/test.Svc/Echo", "tok", (const uint8_t *)msg,
-                 (size_t)n, &o, &res) == COHORT_OK &&
+    if (rpc_call(g_ch, "/test.Svc/Echo", "tok", (const uint8_t *)msg, (size_t)n,
+                 &o, &res) == COHORT_OK &&
         res.code == GRPC_STATUS_OK && res.body_len == (size_t)n &&
         memcmp(res.body, msg, (size_t)n) == 0)
       a->ok++;
@@ -561,8 +559,7 @@ static void *busy_thread(void *p) {
 static void test_stop_with_handler_in_flight(void) {
   rpc_server *srv = NULL;
   int port = 0;
-  CU_ASSERT_EQUAL_FATAL(start_server("127.0.0.1:0", 1, &srv, &port),
-                        COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(start_server("127.0.0.1:0", 1, &srv, &port), COHORT_OK);
   busy_arg a;
   memset(&a, 0, sizeof a);
   CU_ASSERT_EQUAL_FATAL(open_channel(port, &a.ch), COHORT_OK);

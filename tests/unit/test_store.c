@@ -85,11 +85,12 @@ static void put_initial(store *s, size_t len) {
 static void test_open_creates_schema_in_wal(void) {
   char path[256], text[64];
   store *s = open_fresh(path, sizeof path);
-  CU_ASSERT_EQUAL(db_peek_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
-  CU_ASSERT_STRING_EQUAL(db_peek_text(path, "PRAGMA journal_mode", text, sizeof text),
-                         "wal");
-  const char *tables[] = {"clients", "models", "rounds", "participations",
-                          "metrics", "events"};
+  CU_ASSERT_EQUAL(db_peek_int(path, "PRAGMA user_version"),
+                  STORE_SCHEMA_VERSION);
+  CU_ASSERT_STRING_EQUAL(
+      db_peek_text(path, "PRAGMA journal_mode", text, sizeof text), "wal");
+  const char *tables[] = {"clients",        "models",  "rounds",
+                          "participations", "metrics", "events"};
   for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
     char sql[128];
     snprintf(sql, sizeof sql,
@@ -114,7 +115,8 @@ static void test_reopen_keeps_data(void) {
   CU_ASSERT_EQUAL_FATAL(store_open(path, &s, err, sizeof err), COHORT_OK);
   CU_ASSERT_EQUAL(store_client_by_token(s, HASH_A, &found), COHORT_OK);
   CU_ASSERT_EQUAL(found, id);
-  CU_ASSERT_EQUAL(db_peek_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+  CU_ASSERT_EQUAL(db_peek_int(path, "PRAGMA user_version"),
+                  STORE_SCHEMA_VERSION);
   CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM clients"), 1);
   store_close(s);
 }
@@ -124,10 +126,10 @@ static void test_newer_schema_refused(void) {
   fresh_path(path, sizeof path);
   sqlite3 *db = NULL;
   CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &db), SQLITE_OK);
-  CU_ASSERT_EQUAL(
-      sqlite3_exec(db, "CREATE TABLE t (x); PRAGMA user_version = 99;", NULL,
-                   NULL, NULL),
-      SQLITE_OK);
+  CU_ASSERT_EQUAL(sqlite3_exec(db,
+                               "CREATE TABLE t (x); PRAGMA user_version = 99;",
+                               NULL, NULL, NULL),
+                  SQLITE_OK);
   sqlite3_close(db);
   store *s = (store *)(uintptr_t)1; /* must not be written on failure */
   CU_ASSERT_NOT_EQUAL(store_open(path, &s, err, sizeof err), COHORT_OK);
@@ -137,7 +139,7 @@ static void test_newer_schema_refused(void) {
   /* The schema was not touched. */
   CU_ASSERT_EQUAL(db_peek_int(path, "PRAGMA user_version"), 99);
   CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM sqlite_master WHERE "
-                              "name='clients'"),
+                                    "name='clients'"),
                   0);
 }
 
@@ -156,8 +158,7 @@ static void test_clients_add_find(void) {
   int64_t a = 0, b = 0, found = -1;
   CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_A, "linux", 10.0, &a),
                         COHORT_OK);
-  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_B, NULL, 11.0, &b),
-                        COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_B, NULL, 11.0, &b), COHORT_OK);
   CU_ASSERT_TRUE(a > 0);
   CU_ASSERT_TRUE(b > 0);
   CU_ASSERT_NOT_EQUAL(a, b);
@@ -175,21 +176,22 @@ static void test_clients_add_find(void) {
   CU_ASSERT_EQUAL(dup, -1);
   CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM clients"), 2);
   CU_ASSERT_STRING_EQUAL(
-      db_peek_text(path, "SELECT platform FROM clients ORDER BY id LIMIT 1", text,
-             sizeof text),
+      db_peek_text(path, "SELECT platform FROM clients ORDER BY id LIMIT 1",
+                   text, sizeof text),
       "linux");
   CU_ASSERT_STRING_EQUAL(
-      db_peek_text(path, "SELECT platform FROM clients ORDER BY id DESC LIMIT 1",
-             text, sizeof text),
+      db_peek_text(path,
+                   "SELECT platform FROM clients ORDER BY id DESC LIMIT 1",
+                   text, sizeof text),
       ""); /* NULL platform stored as empty */
   /* touch moves last_seen only. */
   CU_ASSERT_EQUAL(store_client_touch(s, a, 99.5), COHORT_OK);
   char sql[128];
-  snprintf(sql, sizeof sql,
-           "SELECT last_seen FROM clients WHERE id = %lld", (long long)a);
+  snprintf(sql, sizeof sql, "SELECT last_seen FROM clients WHERE id = %lld",
+           (long long)a);
   CU_ASSERT_DOUBLE_EQUAL(db_peek_double(path, sql), 99.5, 0);
-  snprintf(sql, sizeof sql,
-           "SELECT registered_at FROM clients WHERE id = %lld", (long long)a);
+  snprintf(sql, sizeof sql, "SELECT registered_at FROM clients WHERE id = %lld",
+           (long long)a);
   CU_ASSERT_DOUBLE_EQUAL(db_peek_double(path, sql), 10.0, 0);
   store_close(s);
 }
@@ -218,8 +220,8 @@ static void test_model_round_trip(void) {
   CU_ASSERT_EQUAL(memcmp(got.blob, m.blob, m.blob_len), 0);
   store_model_clear(&got);
   CU_ASSERT_EQUAL(store_model_get(s, 1, &got), COHORT_ENOTFOUND);
-  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT size FROM models WHERE version = 0"),
-                  1000);
+  CU_ASSERT_EQUAL(
+      db_peek_int(path, "SELECT size FROM models WHERE version = 0"), 1000);
   /* A second initial model with version 0 is refused, the first kept. */
   store_model again = make_model(0, 0, -1, 10, 9);
   CU_ASSERT_NOT_EQUAL(store_model_put_initial(s, &again, 6.0), COHORT_OK);
@@ -244,35 +246,44 @@ static void test_round_commit_writes_model_and_state(void) {
   CU_ASSERT_EQUAL_FATAL(store_round_set_state(s, 1, "TRAINING", NULL, 3.0),
                         COHORT_OK);
   CU_ASSERT_STRING_EQUAL(round1_state(path), "TRAINING");
-  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT finished_at IS NULL FROM rounds"), 1);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT finished_at IS NULL FROM rounds"),
+                  1);
   /* The CHECK constraint keeps states to the known ones. */
   CU_ASSERT_NOT_EQUAL(store_round_set_state(s, 1, "BOGUS", NULL, 3.5),
                       COHORT_OK);
 
   store_model m1 = make_model(1, 1, 0, 64, 3);
-  store_round_result r = {.round = 1, .clients_selected = 3,
-                          .clients_aggregated = 2, .accuracy = 0.875,
-                          .loss = 0.25, .bytes_up_mean = 1234,
-                          .bytes_down_mean = 5678, .finished_at = 4.0};
+  store_round_result r = {.round = 1,
+                          .clients_selected = 3,
+                          .clients_aggregated = 2,
+                          .accuracy = 0.875,
+                          .loss = 0.25,
+                          .bytes_up_mean = 1234,
+                          .bytes_down_mean = 5678,
+                          .finished_at = 4.0};
   CU_ASSERT_EQUAL_FATAL(store_round_commit(s, &r, &m1), COHORT_OK);
   CU_ASSERT_STRING_EQUAL(round1_state(path), "COMMITTED");
-  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT model_version FROM rounds WHERE id = 1"),
-                  1);
+  CU_ASSERT_EQUAL(
+      db_peek_int(path, "SELECT model_version FROM rounds WHERE id = 1"), 1);
   CU_ASSERT_DOUBLE_EQUAL(
-      db_peek_double(path, "SELECT accuracy FROM rounds WHERE id = 1"), 0.875, 0);
-  CU_ASSERT_DOUBLE_EQUAL(db_peek_double(path, "SELECT loss FROM rounds WHERE id = 1"),
-                         0.25, 0);
+      db_peek_double(path, "SELECT accuracy FROM rounds WHERE id = 1"), 0.875,
+      0);
+  CU_ASSERT_DOUBLE_EQUAL(
+      db_peek_double(path, "SELECT loss FROM rounds WHERE id = 1"), 0.25, 0);
   CU_ASSERT_EQUAL(
       db_peek_int(path, "SELECT clients_selected FROM rounds WHERE id = 1"), 3);
   CU_ASSERT_EQUAL(
-      db_peek_int(path, "SELECT clients_aggregated FROM rounds WHERE id = 1"), 2);
+      db_peek_int(path, "SELECT clients_aggregated FROM rounds WHERE id = 1"),
+      2);
   CU_ASSERT_DOUBLE_EQUAL(
-      db_peek_double(path, "SELECT bytes_up_mean FROM rounds WHERE id = 1"), 1234,
+      db_peek_double(path, "SELECT bytes_up_mean FROM rounds WHERE id = 1"),
+      1234, 0);
+  CU_ASSERT_DOUBLE_EQUAL(
+      db_peek_double(path, "SELECT finished_at FROM rounds WHERE id = 1"), 4.0,
       0);
-  CU_ASSERT_DOUBLE_EQUAL(
-      db_peek_double(path, "SELECT finished_at FROM rounds WHERE id = 1"), 4.0, 0);
   CU_ASSERT_EQUAL(
-      db_peek_int(path, "SELECT COUNT(*) FROM models WHERE version = 1 AND round = 1"
+      db_peek_int(path,
+                  "SELECT COUNT(*) FROM models WHERE version = 1 AND round = 1"
                   " AND parent = 0 AND size = 64"),
       1);
   CU_ASSERT_EQUAL(store_round_count_committed(s, &n), COHORT_OK);
@@ -296,11 +307,11 @@ static void test_commit_missing_round_rolls_back(void) {
 
   /* Round 42 does not exist: the model insert must be undone. */
   store_model m = make_model(1, 42, 0, 16, 1);
-  store_round_result r = {.round = 42, .accuracy = NAN, .loss = NAN,
-                          .finished_at = 3.0};
+  store_round_result r = {
+      .round = 42, .accuracy = NAN, .loss = NAN, .finished_at = 3.0};
   CU_ASSERT_NOT_EQUAL(store_round_commit(s, &r, &m), COHORT_OK);
-  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM models WHERE version = 1"),
-                  0);
+  CU_ASSERT_EQUAL(
+      db_peek_int(path, "SELECT COUNT(*) FROM models WHERE version = 1"), 0);
   CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM models"), 1);
   store_model got = {0};
   CU_ASSERT_EQUAL(store_model_latest(s, &got), COHORT_OK);
@@ -330,15 +341,17 @@ static void test_nan_accuracy_stored_as_null(void) {
   CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, 1.0), COHORT_OK);
   store_model m = make_model(1, 1, 0, 8, 0);
   put_initial(s, 8);
-  store_round_result r = {.round = 1, .accuracy = NAN, .loss = NAN,
-                          .finished_at = 2.0};
+  store_round_result r = {
+      .round = 1, .accuracy = NAN, .loss = NAN, .finished_at = 2.0};
   CU_ASSERT_EQUAL_FATAL(store_round_commit(s, &r, &m), COHORT_OK);
   CU_ASSERT_EQUAL(db_peek_int(path, "SELECT accuracy IS NULL FROM rounds"), 1);
   CU_ASSERT_EQUAL(db_peek_int(path, "SELECT loss IS NULL FROM rounds"), 1);
   /* Measured figures stay numbers. */
   char text[32];
-  CU_ASSERT_STRING_EQUAL(db_peek_text(path, "SELECT typeof(bytes_up_mean) FROM "
-                                      "rounds", text, sizeof text),
+  CU_ASSERT_STRING_EQUAL(db_peek_text(path,
+                                      "SELECT typeof(bytes_up_mean) FROM "
+                                      "rounds",
+                                      text, sizeof text),
                          "real");
   store_model_clear(&m);
   store_close(s);
@@ -351,8 +364,8 @@ static void test_fail_unfinished(void) {
   for (int64_t id = 1; id <= 5; id++)
     CU_ASSERT_EQUAL_FATAL(store_round_open(s, id, 0, 1.0), COHORT_OK);
   store_model m1 = make_model(1, 1, 0, 8, 1);
-  store_round_result r = {.round = 1, .accuracy = 0.5, .loss = 1,
-                          .finished_at = 2.0};
+  store_round_result r = {
+      .round = 1, .accuracy = 0.5, .loss = 1, .finished_at = 2.0};
   CU_ASSERT_EQUAL_FATAL(store_round_commit(s, &r, &m1), COHORT_OK);
   CU_ASSERT_EQUAL(store_round_set_state(s, 2, "FAILED", "earlier", 2.0),
                   COHORT_OK);
@@ -368,15 +381,19 @@ static void test_fail_unfinished(void) {
   CU_ASSERT_STRING_EQUAL(round1_state(path), "COMMITTED");
   CU_ASSERT_EQUAL(
       db_peek_int(path, "SELECT reason IS NULL FROM rounds WHERE id = 1"), 1);
-  CU_ASSERT_STRING_EQUAL(
-      db_peek_text(path, "SELECT reason FROM rounds WHERE id = 2", text, sizeof text),
-      "earlier");
+  CU_ASSERT_STRING_EQUAL(db_peek_text(path,
+                                      "SELECT reason FROM rounds WHERE id = 2",
+                                      text, sizeof text),
+                         "earlier");
   CU_ASSERT_DOUBLE_EQUAL(
-      db_peek_double(path, "SELECT finished_at FROM rounds WHERE id = 2"), 2.0, 0);
+      db_peek_double(path, "SELECT finished_at FROM rounds WHERE id = 2"), 2.0,
+      0);
   for (int id = 3; id <= 5; id++) {
     char sql[128];
-    snprintf(sql, sizeof sql, "SELECT state || ':' || reason || ':' || "
-                              "finished_at FROM rounds WHERE id = %d", id);
+    snprintf(sql, sizeof sql,
+             "SELECT state || ':' || reason || ':' || "
+             "finished_at FROM rounds WHERE id = %d",
+             id);
     CU_ASSERT_STRING_EQUAL(db_peek_text(path, sql, text, sizeof text),
                            "FAILED:crash:7.0");
   }
@@ -386,7 +403,8 @@ static void test_fail_unfinished(void) {
   CU_ASSERT_EQUAL(store_round_fail_unfinished(s, "again", 8.0, NULL),
                   COHORT_OK);
   CU_ASSERT_EQUAL(
-      db_peek_int(path, "SELECT COUNT(*) FROM rounds WHERE reason = 'again'"), 0);
+      db_peek_int(path, "SELECT COUNT(*) FROM rounds WHERE reason = 'again'"),
+      0);
   int64_t n = 0;
   CU_ASSERT_EQUAL(store_round_count_committed(s, &n), COHORT_OK);
   CU_ASSERT_EQUAL(n, 1);
@@ -411,8 +429,12 @@ static void test_participations(void) {
   CU_ASSERT_NOT_EQUAL(store_participation_select(s, 77, b, 2.0), COHORT_OK);
   CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM participations"), 1);
 
-  store_upload u = {.round = 1, .client = a, .bytes_down = 100,
-                    .bytes_up = 200, .examples = 30, .uploaded_at = 3.0};
+  store_upload u = {.round = 1,
+                    .client = a,
+                    .bytes_down = 100,
+                    .bytes_up = 200,
+                    .examples = 30,
+                    .uploaded_at = 3.0};
   snprintf(u.sha256_hex, sizeof u.sha256_hex, "%s", HASH_B);
   CU_ASSERT_EQUAL_FATAL(store_participation_uploaded(s, &u), COHORT_OK);
   char sql[256];
@@ -454,11 +476,11 @@ static void test_metrics_put_replace(void) {
   CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM metrics"), 3);
   CU_ASSERT_DOUBLE_EQUAL(
       db_peek_double(path, "SELECT value FROM metrics WHERE round = 1 AND "
-                     "client_id = 5 AND name = 'accuracy'"),
+                           "client_id = 5 AND name = 'accuracy'"),
       0.9, 0);
   CU_ASSERT_DOUBLE_EQUAL(
       db_peek_double(path, "SELECT value FROM metrics WHERE round = 1 AND "
-                     "client_id = 6 AND name = 'accuracy'"),
+                           "client_id = 6 AND name = 'accuracy'"),
       0.25, 0);
   store_close(s);
 }
@@ -471,12 +493,13 @@ static void test_events(void) {
   CU_ASSERT_EQUAL(store_event(s, 2.0, 0, "restart", "coordinator restarted"),
                   COHORT_OK);
   CU_ASSERT_STRING_EQUAL(
-      db_peek_text(path, "SELECT kind || ':' || round || ':' || detail FROM events "
+      db_peek_text(path,
+                   "SELECT kind || ':' || round || ':' || detail FROM events "
                    "WHERE id = 1",
-             text, sizeof text),
+                   text, sizeof text),
       "round_failed:3:deadline");
-  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT round IS NULL FROM events WHERE id = 2"),
-                  1);
+  CU_ASSERT_EQUAL(
+      db_peek_int(path, "SELECT round IS NULL FROM events WHERE id = 2"), 1);
   store_close(s);
 }
 
@@ -487,8 +510,7 @@ int cohort_register_suites(void) {
       {"newer schema version is refused", test_newer_schema_refused},
       {"unopenable path fails with a reason",
        test_open_bad_path_fails_with_reason},
-      {"clients add/find/touch, duplicate hash refused",
-       test_clients_add_find},
+      {"clients add/find/touch, duplicate hash refused", test_clients_add_find},
       {"initial model put/latest/get round trip", test_model_round_trip},
       {"round commit writes model and COMMITTED together",
        test_round_commit_writes_model_and_state},
