@@ -173,25 +173,30 @@ char *harness_read_file(const char *path) {
   return buf;
 }
 
-pid_t harness_start_server(const char *tag, const char *const extra[],
-                           int *port, char *db_path, size_t db_len) {
-  char port_file[512], out[512], err[512];
-  snprintf(db_path, db_len, "%s/%s.db", harness_dir(), tag);
+pid_t harness_start_server(const char *tag, const char *flags, int *port,
+                           char *db_path, size_t db_len) {
+  char port_file[512], out[512], err[512], listen[32], words[1024];
+  if (!db_path[0])
+    snprintf(db_path, db_len, "%s/%s.db", harness_dir(), tag);
   snprintf(port_file, sizeof port_file, "%s/%s.port", harness_dir(), tag);
   snprintf(out, sizeof out, "%s/%s.out", harness_dir(), tag);
   snprintf(err, sizeof err, "%s/%s.err", harness_dir(), tag);
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", *port);
   unlink(port_file);
   char *argv[64];
   int n = 0;
   argv[n++] = COHORT_SERVER_BIN;
   argv[n++] = "--listen";
-  argv[n++] = "127.0.0.1:0";
+  argv[n++] = listen;
   argv[n++] = "--port-file";
   argv[n++] = port_file;
   argv[n++] = "--db";
   argv[n++] = db_path;
-  for (int i = 0; extra && extra[i] && n < 62; i++)
-    argv[n++] = (char *)extra[i];
+  snprintf(words, sizeof words, "%s", flags ? flags : "");
+  char *save = NULL;
+  for (char *w = strtok_r(words, " ", &save); w && n < 63;
+       w = strtok_r(NULL, " ", &save))
+    argv[n++] = w;
   argv[n] = NULL;
   pid_t pid = harness_spawn(argv, out, err);
   if (pid < 0)

@@ -24,11 +24,13 @@ int harness_wait(pid_t pid, double seconds);
 /* Sends sig to pid (if it is still ours and running). */
 void harness_signal(pid_t pid, int sig);
 
-/* Starts cohort-server with extra arguments (NULL-terminated), a fresh
- * --db and --port-file in harness_dir() named after tag, and waits for the
- * port. Returns the pid and writes the port and the db path. */
-pid_t harness_start_server(const char *tag, const char *const extra[],
-                           int *port, char *db_path, size_t db_len);
+/* Starts cohort-server with the space-separated flags, --port-file and
+ * --db in harness_dir() named after tag, and waits for it to serve. *port
+ * is the port to listen on (0: any free one) and receives the bound port;
+ * db_path, when empty, receives "<dir>/<tag>.db", otherwise names the
+ * database to reuse (a restart). Returns the pid, or -1. */
+pid_t harness_start_server(const char *tag, const char *flags, int *port,
+                           char *db_path, size_t db_len);
 
 /* Reads a whole file into a malloc'd NUL-terminated string (NULL on error). */
 char *harness_read_file(const char *path);

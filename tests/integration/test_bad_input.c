@@ -119,23 +119,15 @@ static void assert_model_moved_by(float delta) {
 }
 
 static int suite_init(void) {
-  const char *extra[] = {"--rounds",
-                         "1",
-                         "--clients-per-round",
-                         "2",
-                         "--min-clients",
-                         "2",
-                         "--round-timeout",
-                         "60",
-                         "--enroll-token",
-                         TOKEN,
-                         "--retry-ms",
-                         "100",
-                         "--linger",
-                         "3",
-                         NULL};
+  const char *flags = "--rounds 1 "
+                      "--clients-per-round 2 "
+                      "--min-clients 2 "
+                      "--round-timeout 60 "
+                      "--enroll-token " TOKEN " "
+                      "--retry-ms 100 "
+                      "--linger 3 ";
   int port;
-  g_server = harness_start_server("bad-input", extra, &port, g_db, sizeof g_db);
+  g_server = harness_start_server("bad-input", flags, &port, g_db, sizeof g_db);
   if (g_server <= 0)
     return -1;
   char target[64];

@@ -19,27 +19,18 @@
 #define CLIENTS 3
 
 static void test_three_rounds_three_clients(void) {
-  const char *extra[] = {"--rounds",
-                         "3",
-                         "--clients-per-round",
-                         "3",
-                         "--min-clients",
-                         "3",
-                         "--round-timeout",
-                         "60",
-                         "--eval-data",
-                         DATA_DIR,
-                         "--enroll-token",
-                         "it-token",
-                         "--retry-ms",
-                         "200",
-                         "--linger",
-                         "20",
-                         NULL};
+  const char *flags = "--rounds 3 "
+                      "--clients-per-round 3 "
+                      "--min-clients 3 "
+                      "--round-timeout 60 "
+                      "--eval-data " DATA_DIR " "
+                      "--enroll-token it-token "
+                      "--retry-ms 200 "
+                      "--linger 20 ";
   int port = 0;
-  char db_path[512];
+  char db_path[512] = "";
   pid_t server =
-      harness_start_server("federation", extra, &port, db_path, sizeof db_path);
+      harness_start_server("federation", flags, &port, db_path, sizeof db_path);
   CU_ASSERT_FATAL(server > 0);
 
   char target[64];

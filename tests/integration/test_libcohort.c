@@ -67,21 +67,14 @@ static int model_head(int version, float out[4]) {
 }
 
 static int suite_init(void) {
-  const char *extra[] = {"--rounds",
-                         "2",
-                         "--clients-per-round",
-                         "1",
-                         "--min-clients",
-                         "1",
-                         "--enroll-token",
-                         TOKEN,
-                         "--retry-ms",
-                         "100",
-                         "--linger",
-                         "5",
-                         NULL};
+  const char *flags = "--rounds 2 "
+                      "--clients-per-round 1 "
+                      "--min-clients 1 "
+                      "--enroll-token " TOKEN " "
+                      "--retry-ms 100 "
+                      "--linger 5 ";
   int port;
-  g_server = harness_start_server("libcohort", extra, &port, g_db, sizeof g_db);
+  g_server = harness_start_server("libcohort", flags, &port, g_db, sizeof g_db);
   snprintf(g_target, sizeof g_target, "127.0.0.1:%d", port);
   cohort_set_log_level(3);
   return g_server > 0 ? 0 : -1;

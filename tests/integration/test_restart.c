@@ -23,24 +23,16 @@ static void nap_ms(long ms) {
 }
 
 static void test_kill_and_restart_loses_nothing(void) {
-  const char *extra[] = {"--rounds",
-                         "4",
-                         "--clients-per-round",
-                         "2",
-                         "--min-clients",
-                         "2",
-                         "--round-timeout",
-                         "30",
-                         "--enroll-token",
-                         "restart-token",
-                         "--retry-ms",
-                         "100",
-                         "--linger",
-                         "20",
-                         NULL};
+  const char *flags = "--rounds 4 "
+                      "--clients-per-round 2 "
+                      "--min-clients 2 "
+                      "--round-timeout 30 "
+                      "--enroll-token restart-token "
+                      "--retry-ms 100 "
+                      "--linger 20 ";
   int port = 0;
-  char db[512];
-  pid_t server = harness_start_server("restart", extra, &port, db, sizeof db);
+  char db[512] = "";
+  pid_t server = harness_start_server("restart", flags, &port, db, sizeof db);
   CU_ASSERT_FATAL(server > 0);
   char target[64];
   snprintf(target, sizeof target, "127.0.0.1:%d", port);
@@ -81,34 +73,10 @@ static void test_kill_and_restart_loses_nothing(void) {
   CU_ASSERT(committed >= before);
 
   /* Same database, same port: the clients find it again. */
-  char listen[64], port_file[512];
-  snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
-  snprintf(port_file, sizeof port_file, "%s", harness_path("restart2.port"));
-  char *argv[] = {COHORT_SERVER_BIN,
-                  "--listen",
-                  listen,
-                  "--db",
-                  db,
-                  "--port-file",
-                  port_file,
-                  "--rounds",
-                  "4",
-                  "--clients-per-round",
-                  "2",
-                  "--min-clients",
-                  "2",
-                  "--round-timeout",
-                  "30",
-                  "--enroll-token",
-                  "restart-token",
-                  "--retry-ms",
-                  "100",
-                  "--linger",
-                  "20",
-                  NULL};
-  server = harness_spawn(argv, harness_path("restart2.out"),
-                         harness_path("restart2.err"));
+  int again = port;
+  server = harness_start_server("restart2", flags, &again, db, sizeof db);
   CU_ASSERT_FATAL(server > 0);
+  CU_ASSERT_EQUAL(again, port);
 
   for (int i = 0; i < CLIENTS; i++)
     CU_ASSERT_EQUAL(harness_wait(clients[i], 150), 0);
