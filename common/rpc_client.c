@@ -19,6 +19,7 @@
 #include "cohort_status.h"
 #include "crypto.h"
 #include "log.h"
+#include "rpc_args.h"
 
 /* Reconnect backoff: gRPC's default first wait of 1 s would leave a
  * wait-for-ready call idle long after the server came up; 200 ms growing
@@ -43,20 +44,12 @@ int rpc_channel_new(const rpc_channel_config *cfg, rpc_channel **out) {
     return COHORT_ENOMEM;
 
   grpc_init();
-  grpc_arg args[4];
-  memset(args, 0, sizeof args);
-  args[0].type = GRPC_ARG_INTEGER;
-  args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-  args[0].value.integer = cfg->max_receive_bytes;
-  args[1].type = GRPC_ARG_INTEGER;
-  args[1].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
-  args[1].value.integer = cfg->max_send_bytes;
-  args[2].type = GRPC_ARG_INTEGER;
-  args[2].key = GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;
-  args[2].value.integer = RECONNECT_INITIAL_MS;
-  args[3].type = GRPC_ARG_INTEGER;
-  args[3].key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
-  args[3].value.integer = RECONNECT_MAX_MS;
+  grpc_arg args[] = {
+      rpc_int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, cfg->max_receive_bytes),
+      rpc_int_arg(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, cfg->max_send_bytes),
+      rpc_int_arg(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, RECONNECT_INITIAL_MS),
+      rpc_int_arg(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, RECONNECT_MAX_MS),
+  };
   grpc_channel_args chargs = {sizeof args / sizeof args[0], args};
 
   grpc_channel_credentials *creds = grpc_insecure_credentials_create();

@@ -16,6 +16,7 @@
 
 #include "cohort_status.h"
 #include "log.h"
+#include "rpc_args.h"
 
 /* Outstanding request slots per registered method per worker. They bound how
  * many calls of one method a worker holds at once; later calls wait inside
@@ -398,27 +399,17 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
   grpc_init();
   srv->grpc_ready = 1;
 
-  grpc_arg args[5];
-  memset(args, 0, sizeof args);
-  args[0].type = GRPC_ARG_INTEGER;
-  args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-  args[0].value.integer = cfg->max_receive_bytes;
-  args[1].type = GRPC_ARG_INTEGER;
-  args[1].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
-  args[1].value.integer = cfg->max_send_bytes;
-  /* The default (1) lets a second server bind the same port and share its
-   * connections; 0 makes that bind fail (GRPC_C_CORE.md section 7). */
-  args[2].type = GRPC_ARG_INTEGER;
-  args[2].key = GRPC_ARG_ALLOW_REUSEPORT;
-  args[2].value.integer = 0;
-  /* Accept client keepalive pings down to 10 s, also between calls, instead
-   * of answering them with GOAWAY "too_many_pings". */
-  args[3].type = GRPC_ARG_INTEGER;
-  args[3].key = GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS;
-  args[3].value.integer = 10000;
-  args[4].type = GRPC_ARG_INTEGER;
-  args[4].key = GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS;
-  args[4].value.integer = 1;
+  grpc_arg args[] = {
+      rpc_int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, cfg->max_receive_bytes),
+      rpc_int_arg(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, cfg->max_send_bytes),
+      /* The default (1) lets a second server bind the same port and share
+       * its connections; 0 makes that bind fail (GRPC_C_CORE.md section 7). */
+      rpc_int_arg(GRPC_ARG_ALLOW_REUSEPORT, 0),
+      /* Accept client keepalive pings down to 10 s, also between calls,
+       * instead of answering them with GOAWAY "too_many_pings". */
+      rpc_int_arg(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000),
+      rpc_int_arg(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1),
+  };
   grpc_channel_args chargs = {sizeof args / sizeof args[0], args};
 
   srv->server = grpc_server_create(&chargs, NULL);
