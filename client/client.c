@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "crypto.h"
 #include "log.h"
 #include "nn_dataset.h"
@@ -53,18 +54,6 @@ static void set_error(cohort_client_t *c, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(c->last_error, sizeof c->last_error, fmt, ap);
   va_end(ap);
-}
-
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0)
-    ;
-}
-
-static double mono_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static char *dup_or_null(const char *s) {
@@ -587,7 +576,7 @@ int cohort_client_run_once(cohort_client_t *c, cohort_cycle_info *info) {
 static int nap(cohort_client_t *c, long ms) {
   while (ms > 0 && !c->stop) {
     long step = ms < 100 ? ms : 100;
-    sleep_ms(step);
+    clock_sleep_ms(step);
     ms -= step;
   }
   return c->stop ? COHORT_ECANCELED : COHORT_OK;
@@ -620,8 +609,8 @@ int cohort_client_run(cohort_client_t *c) {
     if (rc == COHORT_EUNAVAIL) {
       /* The coordinator may be restarting: keep trying for a while. */
       if (unreachable_since < 0)
-        unreachable_since = mono_now();
-      if (mono_now() - unreachable_since > c->opt.give_up_after_s) {
+        unreachable_since = clock_mono_s();
+      if (clock_mono_s() - unreachable_since > c->opt.give_up_after_s) {
         log_error("%s; giving up", c->last_error);
         return rc;
       }

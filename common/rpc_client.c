@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "cohort_status.h"
 #include "crypto.h"
 #include "log.h"
@@ -232,12 +233,6 @@ out:
   return rc;
 }
 
-static void sleep_ms(int64_t ms) {
-  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
-
 /* Full jitter: a uniform wait in [0, min(cap, initial * 2^retry)], from the
  * CSPRNG so that clients restarted together do not retry in lockstep. */
 static int64_t backoff_ms(const rpc_call_opts *o, int retry) {
@@ -295,7 +290,7 @@ int rpc_call(rpc_channel *ch, const char *method, const char *bearer,
     int64_t wait = backoff_ms(opts, attempt);
     log_debug("rpc %s: attempt %d got status %d, retrying in %lld ms", method,
               attempt + 1, res->code, (long long)wait);
-    sleep_ms(wait);
+    clock_sleep_ms(wait);
   }
   if (auth_value) {
     /* It holds the token; don't leave that in freed heap memory. Volatile

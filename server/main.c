@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "cohort_status.h"
 #include "flags.h"
 #include "log.h"
@@ -108,12 +109,6 @@ static void *scheduler_main(void *arg) {
     round_wait(s->engine, 50);
   }
   return NULL;
-}
-
-static double mono_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* Writes the port through a temporary file and rename, so a reader never
@@ -297,7 +292,7 @@ int main(int argc, char **argv) {
     if (!round_federation_done(engine))
       continue;
     if (done_since < 0) {
-      done_since = mono_now();
+      done_since = clock_mono_s();
       log_info("federation done: %lld round(s) committed; telling clients",
                (long long)round_committed(engine));
     }
@@ -305,9 +300,9 @@ int main(int argc, char **argv) {
      * server right after a call completes can reset the connection before
      * the client has read it (GRPC_C_CORE.md section 9). */
     if (round_all_clients_told(engine) && told_since < 0)
-      told_since = mono_now();
-    if ((told_since >= 0 && mono_now() - told_since >= 1.0) ||
-        mono_now() - done_since >= g_opts.linger)
+      told_since = clock_mono_s();
+    if ((told_since >= 0 && clock_mono_s() - told_since >= 1.0) ||
+        clock_mono_s() - done_since >= g_opts.linger)
       break;
   }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "cohort_status.h"
 #include "crypto.h"
 #include "fedavg.h"
@@ -78,18 +79,6 @@ struct round_engine {
 const char *round_state_name(round_state s) {
   static const char *names[] = {"IDLE", "OPEN", "TRAINING", "AGGREGATING"};
   return (unsigned)s < 4 ? names[s] : "?";
-}
-
-static double mono_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static double wall_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static round_verdict ok_verdict(void) {
@@ -174,7 +163,7 @@ static int load_or_create_model(round_engine *e, char *err, size_t errlen) {
                       .blob_len = e->blob_len};
   snprintf(init.spec, sizeof init.spec, "%s", e->model.spec);
   crypto_hex(e->sha, sizeof e->sha, init.sha256_hex);
-  rc = store_model_put_initial(e->db, &init, wall_now());
+  rc = store_model_put_initial(e->db, &init, clock_wall_s());
   if (rc)
     snprintf(err, errlen, "cannot store the initial model: %s",
              store_errmsg(e->db));
@@ -206,7 +195,7 @@ int round_engine_new(const round_config *cfg, store *db, round_engine **out,
   if (!e->parts || fedavg_init(&e->acc, e->model.n_params))
     goto out;
   int failed = 0;
-  rc = store_round_fail_unfinished(db, "coordinator restarted", wall_now(),
+  rc = store_round_fail_unfinished(db, "coordinator restarted", clock_wall_s(),
                                    &failed);
   if (rc) {
     snprintf(err, errlen, "cannot recover rounds: %s", store_errmsg(db));
@@ -300,7 +289,7 @@ round_verdict round_register(round_engine *e, const char *enrollment_token,
     v = verdict(GRPC_STATUS_INTERNAL, "cannot make a session token");
     goto out;
   }
-  if (store_client_add(e->db, hash_hex, platform, wall_now(), client_id))
+  if (store_client_add(e->db, hash_hex, platform, clock_wall_s(), client_id))
     v = store_failed(e);
   else
     log_info("client %lld registered (%s)", (long long)*client_id,
@@ -382,7 +371,7 @@ static void fill_task(round_engine *e, round_task *t) {
   t->batch_size = e->cfg.batch_size;
   t->learning_rate = e->cfg.learning_rate;
   double left = e->state == ROUND_TRAINING
-                    ? e->deadline - mono_now()
+                    ? e->deadline - clock_mono_s()
                     : e->cfg.round_timeout_s + e->cfg.selection_timeout_s;
   t->deadline_ms = left > 0 ? (uint32_t)(left * 1000) : 0;
 }
@@ -399,9 +388,9 @@ round_verdict round_checkin(round_engine *e, int64_t client,
     v = verdict(GRPC_STATUS_RESOURCE_EXHAUSTED, "coordinator out of memory");
     goto out;
   }
-  double now = mono_now();
+  double now = clock_mono_s();
   if (seen->touched_at == 0 || now - seen->touched_at >= LAST_SEEN_INTERVAL_S) {
-    store_client_touch(e->db, client, wall_now());
+    store_client_touch(e->db, client, clock_wall_s());
     seen->touched_at = now;
   }
   if (done_locked(e)) {
@@ -424,7 +413,7 @@ round_verdict round_checkin(round_engine *e, int64_t client,
   }
   if (e->state != ROUND_OPEN || e->n_parts >= (size_t)e->cfg.clients_per_round)
     goto out;
-  if (store_participation_select(e->db, e->round, client, wall_now())) {
+  if (store_participation_select(e->db, e->round, client, clock_wall_s())) {
     v = store_failed(e);
     goto out;
   }
@@ -518,7 +507,7 @@ static round_verdict finish_upload(round_engine *e, participant *p,
                     .bytes_down = p->bytes_down,
                     .bytes_up = p->bytes_up,
                     .examples = examples,
-                    .uploaded_at = wall_now()};
+                    .uploaded_at = clock_wall_s()};
   crypto_hex(p->digest, sizeof p->digest, u.sha256_hex);
   /* The row first: if the store fails, the sum has not been touched. */
   if (store_participation_uploaded(e->db, &u)) {
@@ -709,13 +698,13 @@ out:
 
 static int open_round(round_engine *e) {
   int64_t id = e->next_round;
-  int rc = store_round_open(e->db, id, e->version, wall_now());
+  int rc = store_round_open(e->db, id, e->version, clock_wall_s());
   if (rc)
     return rc;
   e->next_round++;
   e->round = id;
   e->state = ROUND_OPEN;
-  e->opened_at = mono_now();
+  e->opened_at = clock_mono_s();
   reset_participants(e);
   fedavg_reset(&e->acc);
   log_info("round %lld: OPEN on model version %lld, selecting %ld client(s)",
@@ -724,7 +713,7 @@ static int open_round(round_engine *e) {
 }
 
 static int fail_round(round_engine *e, const char *reason) {
-  double now = wall_now();
+  double now = clock_wall_s();
   int rc = store_round_set_state(e->db, e->round, "FAILED", reason, now);
   if (!rc)
     rc = store_event(e->db, now, e->round, "round_failed", reason);
@@ -776,7 +765,7 @@ static int aggregate_and_commit(round_engine *e) {
                    .blob_len = e->blob_len};
   snprintf(m.spec, sizeof m.spec, "%s", e->model.spec);
   crypto_hex(e->sha, sizeof e->sha, m.sha256_hex);
-  r.finished_at = wall_now();
+  r.finished_at = clock_wall_s();
   rc = store_round_commit(e->db, &r, &m);
   if (rc) {
     log_error("round %lld: cannot commit: %s", (long long)e->round,
@@ -784,7 +773,7 @@ static int aggregate_and_commit(round_engine *e) {
     return rc;
   }
   e->committed++;
-  double secs = mono_now() - e->opened_at;
+  double secs = clock_mono_s() - e->opened_at;
   FILE *f = e->cfg.round_lines;
   if (f) {
     fprintf(f,
@@ -803,7 +792,7 @@ int round_tick(round_engine *e) {
   int rc = COHORT_OK;
   char reason[160];
   pthread_mutex_lock(&e->mu);
-  double now = mono_now();
+  double now = clock_mono_s();
   switch (e->state) {
   case ROUND_IDLE:
     if (e->committed < e->cfg.rounds)
@@ -814,7 +803,8 @@ int round_tick(round_engine *e) {
     size_t m = (size_t)e->cfg.min_clients;
     if (e->n_parts >= k ||
         (e->n_parts >= m && now - e->opened_at >= e->cfg.selection_timeout_s)) {
-      rc = store_round_set_state(e->db, e->round, "TRAINING", NULL, wall_now());
+      rc = store_round_set_state(e->db, e->round, "TRAINING", NULL,
+                                 clock_wall_s());
       if (rc)
         break;
       e->state = ROUND_TRAINING;
@@ -834,8 +824,8 @@ int round_tick(round_engine *e) {
       rc = fail_round(e, reason);
       break;
     }
-    rc =
-        store_round_set_state(e->db, e->round, "AGGREGATING", NULL, wall_now());
+    rc = store_round_set_state(e->db, e->round, "AGGREGATING", NULL,
+                               clock_wall_s());
     if (rc)
       break;
     e->state = ROUND_AGGREGATING;
