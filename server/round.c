@@ -680,14 +680,17 @@ round_verdict round_report(round_engine *e, int64_t client, int64_t round,
                 (long long)client, (long long)round);
     goto out;
   }
-  for (size_t i = 0; i < n_metrics; i++) {
-    if (store_metric_put(e->db, round, client, names[i], values[i])) {
-      v = store_failed(e);
-      goto out;
-    }
+  /* The report's metrics and its example count go in as one row set. */
+  const char *all_names[ROUND_MAX_METRICS + 1];
+  double all_values[ROUND_MAX_METRICS + 1];
+  memcpy(all_names, names, n_metrics * sizeof *names);
+  memcpy(all_values, values, n_metrics * sizeof *values);
+  size_t n = n_metrics;
+  if (num_examples) {
+    all_names[n] = "eval_examples";
+    all_values[n++] = (double)num_examples;
   }
-  if (num_examples && store_metric_put(e->db, round, client, "eval_examples",
-                                       (double)num_examples))
+  if (store_metrics_put(e->db, round, client, n, all_names, all_values))
     v = store_failed(e);
 out:
   pthread_mutex_unlock(&e->mu);

@@ -450,20 +450,31 @@ int store_participation_uploaded(store *s, const store_upload *u) {
   return rc;
 }
 
-int store_metric_put(store *s, int64_t round, int64_t client, const char *name,
-                     double value) {
-  sqlite3_stmt *st;
-  int rc = prepare(s,
-                   "INSERT OR REPLACE INTO metrics (round, client_id, name,"
-                   " value) VALUES (?1, ?2, ?3, ?4)",
-                   &st);
+int store_metrics_put(store *s, int64_t round, int64_t client, size_t n,
+                      const char *const *names, const double *values) {
+  int rc = exec(s, "BEGIN IMMEDIATE");
   if (rc)
     return rc;
-  sqlite3_bind_int64(st, 1, round);
-  sqlite3_bind_int64(st, 2, client);
-  sqlite3_bind_text(st, 3, name, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_double(st, 4, value);
-  return run(s, st, "put metric");
+  sqlite3_stmt *st = NULL;
+  rc = prepare(s,
+               "INSERT OR REPLACE INTO metrics (round, client_id, name,"
+               " value) VALUES (?1, ?2, ?3, ?4)",
+               &st);
+  for (size_t i = 0; !rc && i < n; i++) {
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, round);
+    sqlite3_bind_int64(st, 2, client);
+    sqlite3_bind_text(st, 3, names[i], -1, SQLITE_TRANSIENT);
+    sqlite3_bind_double(st, 4, values[i]);
+    if (sqlite3_step(st) != SQLITE_DONE)
+      rc = fail(s, "put metric");
+  }
+  sqlite3_finalize(st);
+  if (rc) {
+    exec(s, "ROLLBACK");
+    return rc;
+  }
+  return exec(s, "COMMIT");
 }
 
 int store_event(store *s, double now, int64_t round, const char *kind,

@@ -84,9 +84,11 @@ typedef struct store_upload {
 } store_upload;
 int store_participation_uploaded(store *s, const store_upload *u);
 
-/* A federated-evaluation or training metric reported by a client. */
-int store_metric_put(store *s, int64_t round, int64_t client, const char *name,
-                     double value);
+/* A client's report of n metrics (federated evaluation), in one
+ * transaction: all are stored (replacing earlier values of the same names)
+ * or none. */
+int store_metrics_put(store *s, int64_t round, int64_t client, size_t n,
+                      const char *const *names, const double *values);
 
 /* An operational event (round failures, restarts) for operators. */
 int store_event(store *s, double now, int64_t round, const char *kind,

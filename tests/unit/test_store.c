@@ -464,15 +464,20 @@ static void test_participations(void) {
   store_close(s);
 }
 
+static int put_metric(store *s, int64_t round, int64_t client, const char *name,
+                      double value) {
+  return store_metrics_put(s, round, client, 1, &name, &value);
+}
+
 static void test_metrics_put_replace(void) {
   char path[256];
   store *s = open_fresh(path, sizeof path);
-  CU_ASSERT_EQUAL(store_metric_put(s, 1, 5, "accuracy", 0.5), COHORT_OK);
-  CU_ASSERT_EQUAL(store_metric_put(s, 1, 5, "loss", 2.0), COHORT_OK);
-  CU_ASSERT_EQUAL(store_metric_put(s, 1, 6, "accuracy", 0.25), COHORT_OK);
+  CU_ASSERT_EQUAL(put_metric(s, 1, 5, "accuracy", 0.5), COHORT_OK);
+  CU_ASSERT_EQUAL(put_metric(s, 1, 5, "loss", 2.0), COHORT_OK);
+  CU_ASSERT_EQUAL(put_metric(s, 1, 6, "accuracy", 0.25), COHORT_OK);
   CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM metrics"), 3);
   /* Same (round, client, name): replaced, not duplicated. */
-  CU_ASSERT_EQUAL(store_metric_put(s, 1, 5, "accuracy", 0.9), COHORT_OK);
+  CU_ASSERT_EQUAL(put_metric(s, 1, 5, "accuracy", 0.9), COHORT_OK);
   CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM metrics"), 3);
   CU_ASSERT_DOUBLE_EQUAL(
       db_peek_double(path, "SELECT value FROM metrics WHERE round = 1 AND "
@@ -482,6 +487,14 @@ static void test_metrics_put_replace(void) {
       db_peek_double(path, "SELECT value FROM metrics WHERE round = 1 AND "
                            "client_id = 6 AND name = 'accuracy'"),
       0.25, 0);
+  /* A report is all or nothing: a bad row (NULL name) rolls back the
+   * metrics stored before it in the same call. */
+  const char *names[] = {"fresh", NULL};
+  const double values[] = {1.0, 2.0};
+  CU_ASSERT_NOT_EQUAL(store_metrics_put(s, 2, 5, 2, names, values), COHORT_OK);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM metrics"), 3);
+  CU_ASSERT_EQUAL(store_metrics_put(s, 2, 5, 1, names, values), COHORT_OK);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM metrics"), 4);
   store_close(s);
 }
 
