@@ -24,6 +24,9 @@ int nn_dataset_shard(const nn_dataset *src, int index, int count,
 
   out->dim = src->dim;
   out->n_classes = src->n_classes;
+  out->channels = src->channels;
+  out->height = src->height;
+  out->width = src->width;
   if (n == 0) /* more slices than examples: a valid, empty slice */
     return COHORT_OK;
   if (src->dim > SIZE_MAX / sizeof(float) / n)

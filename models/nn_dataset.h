@@ -10,6 +10,10 @@ typedef struct nn_dataset {
   size_t n;      /* examples */
   size_t dim;    /* features per example (784 for 28x28 images) */
   int n_classes; /* labels are in [0, n_classes) */
+  /* Shape of one example, channels * height * width == dim: 1 x rows x cols
+   * for IDX images; a flat vector is dim x 1 x 1. Layers that need images
+   * (conv2d) read it; the rest see dim features. */
+  int channels, height, width;
   float *x;      /* n * dim, row-major, owned */
   uint8_t *y;    /* n labels, owned */
 } nn_dataset;

@@ -264,6 +264,9 @@ int nn_idx_load(const char *images_path, const char *labels_path,
       max_label = labels[i];
   out->n = n;
   out->dim = (size_t)dim;
+  out->channels = 1;
+  out->height = (int)idims[1];
+  out->width = (int)idims[2];
   out->n_classes = max_label + 1;
   out->x = x;
   out->y = y;
