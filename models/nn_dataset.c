@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cohort_status.h"
 #include "nn_dataset.h"
@@ -77,4 +78,12 @@ void nn_dataset_close(nn_dataset *ds) {
   free(ds->x);
   free(ds->y);
   memset(ds, 0, sizeof *ds);
+}
+
+int nn_dataset_load_path(const char *path, int train, nn_dataset *out,
+                         char *err, size_t errlen) {
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+    return nn_idx_load_dir(path, train, out, err, errlen);
+  return nn_csv_load(path, NULL, out, err, errlen);
 }

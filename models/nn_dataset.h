@@ -27,10 +27,56 @@ typedef struct nn_dataset {
 int nn_idx_load(const char *images_path, const char *labels_path,
                 nn_dataset *out, char *err, size_t errlen);
 
+/* Options of nn_csv_load; set them with nn_csv_options_init, then change
+ * what differs. */
+typedef struct nn_csv_options {
+  /* Column of the label, 0-based; a negative value counts from the end
+   * (-1 = last column). Default 0. The other columns are the features, in
+   * file order. */
+  int label_column;
+  /* NN_CSV_HEADER_AUTO (default): the first row is a header when one of its
+   * fields is not a number. NN_CSV_HEADER_YES / _NO force it. */
+  int header;
+  /* Every feature is multiplied by it (1.0 / 255 for 0..255 pixel CSVs such
+   * as Kaggle's Fashion-MNIST); default 1.0. Must be finite. */
+  double scale;
+  /* Shape of one example, channels * height * width == features per row.
+   * All three 0 (the default): a feature count that is a perfect square
+   * s * s becomes 1 x s x s (a 784-column image CSV feeds a CNN as 28 x 28),
+   * any other count d becomes d x 1 x 1. */
+  int channels, height, width;
+} nn_csv_options;
+
+enum { NN_CSV_HEADER_AUTO = 0, NN_CSV_HEADER_YES = 1, NN_CSV_HEADER_NO = 2 };
+
+/* Sets the defaults: label column 0, header auto-detected, scale 1.0, shape
+ * derived from the feature count. */
+void nn_csv_options_init(nn_csv_options *opt);
+
+/* Reads a comma-separated file, plain or gzip'd (detected by its magic
+ * bytes), of one example per line: a label and the features. opt may be NULL
+ * for the defaults. Lines end in LF or CRLF; fields may carry surrounding
+ * blanks and double quotes but no embedded commas; blank lines are accepted
+ * only at the end of the file; a UTF-8 byte-order mark is skipped. Every row
+ * must have the same number of fields, every field must be a finite number,
+ * labels integers in [0, 255]; n_classes is max label + 1. Lines may be up to
+ * 16 MiB long; memory grows with the rows actually read. On failure returns a
+ * negative cohort_status, leaves *out zeroed and writes a one-line reason
+ * naming the file and, for a bad row, the line ("data.csv:17: 785 fields,
+ * expected 786") into err (may be NULL). Thread-safe: no shared state. */
+int nn_csv_load(const char *path, const nn_csv_options *opt, nn_dataset *out,
+                char *err, size_t errlen);
+
 /* Loads "train-images-idx3-ubyte[.gz]" + "train-labels-idx1-ubyte[.gz]"
  * (train != 0) or the "t10k-" pair (train == 0) from dir. */
 int nn_idx_load_dir(const char *dir, int train, nn_dataset *out, char *err,
                     size_t errlen);
+
+/* Loads path as Cohort's tools take data: a folder is read as IDX
+ * (nn_idx_load_dir with train), anything else as a CSV file with the default
+ * options (label first, header detected, shape derived). */
+int nn_dataset_load_path(const char *path, int train, nn_dataset *out,
+                         char *err, size_t errlen);
 
 /* Copies the index-th of count contiguous, near-equal slices of src into
  * out (index in [0, count)). The first (src->n % count) slices get one extra

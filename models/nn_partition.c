@@ -1,0 +1,485 @@
+/* Data partitioners for simulated federations (see nn_partition.h). Every
+ * spec first decides an owner (client) per example, then one counting sort
+ * turns the owners into per-client index lists, so the result is a
+ * permutation by construction. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cohort_status.h"
+#include "nn_partition.h"
+#include "nn_rng.h"
+
+#define PART_MAX_CLIENTS 1000000
+#define PART_SHOW 64 /* characters of a bad spec quoted in a message */
+/* Stream of nn_rng_mix, so a partition does not replay the numbers that other
+ * users of the same run seed (initialisation, shuffling) draw. */
+#define PART_STREAM 0x706172746974696fULL /* "partitio" */
+#define PART_KNOWN                                                             \
+  "known specs: iid, shards:S (S >= 1 shards per client), dirichlet:ALPHA "    \
+  "(label skew), quantity:ALPHA (size skew), ALPHA a number > 0"
+
+typedef enum part_kind {
+  PART_IID,
+  PART_SHARDS,
+  PART_DIRICHLET,
+  PART_QUANTITY
+} part_kind;
+
+/* Writes the reason into err (which may be NULL) and returns rc. */
+static int part_fail(char *err, size_t errlen, int rc, const char *fmt, ...) {
+  if (err && errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return rc;
+}
+
+/* Parses spec into kind and its parameter (shards or alpha). */
+static int part_parse(const char *spec, part_kind *kind, long *shards,
+                      double *alpha, char *err, size_t errlen) {
+  if (!spec || !*spec)
+    return part_fail(err, errlen, COHORT_EINVAL,
+                     "empty partition spec; " PART_KNOWN);
+  const char *colon = strchr(spec, ':');
+  size_t name_len = colon ? (size_t)(colon - spec) : strlen(spec);
+  const char *arg = colon ? colon + 1 : NULL;
+  int show = PART_SHOW;
+
+  if (name_len == 3 && strncmp(spec, "iid", 3) == 0) {
+    if (arg)
+      return part_fail(err, errlen, COHORT_EINVAL,
+                       "partition spec \"%.*s\": iid takes no parameter; "
+                       "" PART_KNOWN,
+                       show, spec);
+    *kind = PART_IID;
+    return COHORT_OK;
+  }
+  if (name_len == 6 && strncmp(spec, "shards", 6) == 0) {
+    if (!arg || !*arg)
+      return part_fail(err, errlen, COHORT_EINVAL,
+                       "partition spec \"%.*s\": missing the number of shards "
+                       "per client, e.g. shards:2; " PART_KNOWN,
+                       show, spec);
+    const char *p = arg;
+    while (*p >= '0' && *p <= '9')
+      p++;
+    if (*p != '\0')
+      return part_fail(err, errlen, COHORT_EINVAL,
+                       "partition spec \"%.*s\": shards per client \"%.*s\" "
+                       "is not a whole number; " PART_KNOWN,
+                       show, spec, show, arg);
+    errno = 0;
+    long s = strtol(arg, NULL, 10);
+    if (errno == ERANGE || s > INT32_MAX)
+      return part_fail(err, errlen, COHORT_EINVAL,
+                       "partition spec \"%.*s\": shards per client \"%.*s\" "
+                       "is too large",
+                       show, spec, show, arg);
+    if (s < 1)
+      return part_fail(err, errlen, COHORT_EINVAL,
+                       "partition spec \"%.*s\": shards per client must be "
+                       ">= 1, got %ld; " PART_KNOWN,
+                       show, spec, s);
+    *kind = PART_SHARDS;
+    *shards = s;
+    return COHORT_OK;
+  }
+  int dir = name_len == 9 && strncmp(spec, "dirichlet", 9) == 0;
+  int qty = name_len == 8 && strncmp(spec, "quantity", 8) == 0;
+  if (dir || qty) {
+    const char *name = dir ? "dirichlet" : "quantity";
+    if (!arg || !*arg)
+      return part_fail(err, errlen, COHORT_EINVAL,
+                       "partition spec \"%.*s\": missing ALPHA, e.g. "
+                       "%s:0.5; " PART_KNOWN,
+                       show, spec, name);
+    char *end = NULL;
+    double a = 0;
+    if (*arg != ' ' && *arg != '\t')
+      a = strtod(arg, &end);
+    if (!end || end == arg || *end != '\0')
+      return part_fail(err, errlen, COHORT_EINVAL,
+                       "partition spec \"%.*s\": ALPHA \"%.*s\" is not a "
+                       "number; " PART_KNOWN,
+                       show, spec, show, arg);
+    if (!isfinite(a) || !(a > 0))
+      return part_fail(err, errlen, COHORT_EINVAL,
+                       "partition spec \"%.*s\": ALPHA must be a finite "
+                       "number > 0, got %.*s; " PART_KNOWN,
+                       show, spec, show, arg);
+    *kind = dir ? PART_DIRICHLET : PART_QUANTITY;
+    *alpha = a;
+    return COHORT_OK;
+  }
+  return part_fail(err, errlen, COHORT_EINVAL,
+                   "unknown partition spec \"%.*s\"; " PART_KNOWN, show, spec);
+}
+
+/* Draws p ~ Dirichlet(alpha, ..., alpha) over k entries into w, scaled so
+ * that the largest is 1 (callers normalise by the sum). The gammas are taken
+ * in log space: for alpha < 1, Gamma(alpha) = Gamma(alpha + 1) * U^(1/alpha)
+ * underflows to 0 for most draws when alpha is small (0.01), which would
+ * leave no mass at all. */
+static void part_dirichlet(nn_rng *r, double alpha, double *w, int k) {
+  double mx = -INFINITY;
+  for (int i = 0; i < k; i++) {
+    double lg = log(nn_rng_gamma(r, alpha < 1.0 ? alpha + 1.0 : alpha));
+    if (alpha < 1.0)
+      lg += log(1.0 - nn_rng_uniform(r)) / alpha; /* U in (0, 1] */
+    w[i] = lg;
+    if (lg > mx)
+      mx = lg;
+  }
+  if (!(mx > -INFINITY)) {
+    /* Every log weight overflowed (alpha near the smallest double): the
+     * limit of the distribution, one entry chosen uniformly. */
+    int one = (int)nn_rng_below(r, (uint64_t)k);
+    for (int i = 0; i < k; i++)
+      w[i] = i == one ? 1.0 : 0.0;
+    return;
+  }
+  for (int i = 0; i < k; i++)
+    w[i] = exp(w[i] - mx);
+}
+
+/* Assigns the cnt examples ex[0..cnt) to the k clients in proportions w
+ * (positive sum): client i gets ex[cut(i-1) .. cut(i)) where cut(i) rounds
+ * cnt times the cumulative share, and the last cut is cnt exactly. */
+static void part_split(const uint32_t *ex, size_t cnt, const double *w, int k,
+                       uint32_t *owner) {
+  double total = 0;
+  for (int i = 0; i < k; i++)
+    total += w[i];
+  double acc = 0;
+  size_t prev = 0;
+  for (int i = 0; i < k; i++) {
+    acc += w[i];
+    size_t cut = cnt;
+    if (i < k - 1) {
+      double c = floor((double)cnt * (acc / total) + 0.5);
+      cut = c >= (double)cnt ? cnt : (size_t)c;
+      if (cut < prev)
+        cut = prev;
+    }
+    for (size_t j = prev; j < cut; j++)
+      owner[ex[j]] = (uint32_t)i;
+    prev = cut;
+  }
+}
+
+/* Gives every empty client one example when n >= k: in ascending order, an
+ * empty client takes a seeded-random example of the then largest client
+ * (lowest index on ties). With an empty client and n >= k examples among at
+ * most k - 1 clients, the largest holds at least two, so it stays non-empty. */
+static void part_fill_empty(nn_rng *r, uint32_t *owner, size_t n, size_t *count,
+                            int k) {
+  if (n < (size_t)k)
+    return;
+  for (int c = 0; c < k; c++) {
+    if (count[c])
+      continue;
+    int big = 0;
+    for (int i = 1; i < k; i++)
+      if (count[i] > count[big])
+        big = i;
+    size_t j = (size_t)nn_rng_below(r, count[big]);
+    for (size_t i = 0; i < n; i++) {
+      if (owner[i] != (uint32_t)big)
+        continue;
+      if (j-- == 0) {
+        owner[i] = (uint32_t)c;
+        break;
+      }
+    }
+    count[big]--;
+    count[c] = 1;
+  }
+}
+
+/* Sorts the indices 0..n-1 by label, stable (ascending index within a
+ * label), into sorted; start[c] .. start[c + 1] is label c's range. */
+static void part_by_label(const uint8_t *y, size_t n, uint32_t *sorted,
+                          size_t start[257]) {
+  size_t fill[256];
+  memset(start, 0, 257 * sizeof start[0]);
+  for (size_t i = 0; i < n; i++)
+    start[y[i] + 1]++;
+  for (int c = 0; c < 256; c++)
+    start[c + 1] += start[c];
+  memcpy(fill, start, sizeof fill);
+  for (size_t i = 0; i < n; i++)
+    sorted[fill[y[i]]++] = (uint32_t)i;
+}
+
+int nn_partition_make(const nn_dataset *ds, const char *spec, int n_clients,
+                      uint64_t seed, nn_partition *out, char *err,
+                      size_t errlen) {
+  uint32_t *owner = NULL, *work = NULL, *index = NULL;
+  size_t *offsets = NULL, *count = NULL;
+  double *w = NULL;
+  part_kind kind = PART_IID;
+  long shards = 0;
+  double alpha = 0;
+  int rc;
+
+  if (err && errlen)
+    err[0] = '\0';
+  if (!out)
+    return COHORT_EINVAL;
+  memset(out, 0, sizeof *out);
+  if (!ds || (ds->n && !ds->y))
+    return part_fail(err, errlen, COHORT_EINVAL,
+                     "partition: no data set (or one without labels)");
+  if (ds->n > UINT32_MAX)
+    return part_fail(err, errlen, COHORT_EINVAL,
+                     "partition: %zu examples, at most %lu are supported",
+                     ds->n, (unsigned long)UINT32_MAX);
+  if (n_clients < 1 || n_clients > PART_MAX_CLIENTS)
+    return part_fail(err, errlen, COHORT_EINVAL,
+                     "partition: the number of clients must be 1 to %d, got "
+                     "%d",
+                     PART_MAX_CLIENTS, n_clients);
+  rc = part_parse(spec, &kind, &shards, &alpha, err, errlen);
+  if (rc)
+    return rc;
+  size_t n = ds->n, k = (size_t)n_clients;
+  if (kind == PART_SHARDS && (uint64_t)k * (uint64_t)shards > n)
+    return part_fail(err, errlen, COHORT_EINVAL,
+                     "partition spec \"%.*s\": %d clients x %ld shards = %llu "
+                     "shards, more than the %zu examples; use fewer shards "
+                     "per client or fewer clients",
+                     PART_SHOW, spec, n_clients, shards,
+                     (unsigned long long)k * (unsigned long long)shards, n);
+
+  /* n may be 0 ("iid" of nothing): keep the allocations non-zero. */
+  owner = malloc((n ? n : 1) * sizeof *owner);
+  work = malloc((n ? n : 1) * sizeof *work);
+  index = malloc((n ? n : 1) * sizeof *index);
+  offsets = malloc((k + 1) * sizeof *offsets);
+  count = calloc(k, sizeof *count);
+  w = malloc(k * sizeof *w);
+  if (!owner || !work || !index || !offsets || !count || !w) {
+    rc = part_fail(err, errlen, COHORT_ENOMEM,
+                   "partition: out of memory for %zu examples and %zu "
+                   "clients",
+                   n, k);
+    goto out;
+  }
+
+  nn_rng r;
+  nn_rng_seed(&r, nn_rng_mix(seed, PART_STREAM));
+  size_t start[257];
+  switch (kind) {
+  case PART_IID:
+  case PART_QUANTITY: {
+    for (size_t i = 0; i < n; i++)
+      work[i] = (uint32_t)i;
+    nn_rng_shuffle(&r, work, n);
+    if (kind == PART_IID) {
+      /* Near-equal slices with the extra examples first, exactly as
+       * nn_dataset_shard cuts (rounding could place them elsewhere). */
+      size_t base = n / k, extra = n % k, at = 0;
+      for (size_t c = 0; c < k; c++)
+        for (size_t j = 0; j < base + (c < extra); j++)
+          owner[work[at++]] = (uint32_t)c;
+    } else {
+      part_dirichlet(&r, alpha, w, n_clients);
+      part_split(work, n, w, n_clients, owner);
+    }
+    break;
+  }
+  case PART_SHARDS: {
+    part_by_label(ds->y, n, work, start);
+    size_t n_shards = k * (size_t)shards;
+    size_t base = n / n_shards, extra = n % n_shards;
+    /* A shuffled list of shard numbers, reusing index as scratch: client c
+     * takes entries c * S .. c * S + S - 1. */
+    uint32_t *deck = index;
+    for (size_t s = 0; s < n_shards; s++)
+      deck[s] = (uint32_t)s;
+    nn_rng_shuffle(&r, deck, n_shards);
+    for (size_t t = 0; t < n_shards; t++) {
+      size_t s = deck[t];
+      size_t first = s * base + (s < extra ? s : extra);
+      size_t len = base + (s < extra);
+      for (size_t j = first; j < first + len; j++)
+        owner[work[j]] = (uint32_t)(t / (size_t)shards);
+    }
+    break;
+  }
+  case PART_DIRICHLET:
+    part_by_label(ds->y, n, work, start);
+    for (int c = 0; c < 256; c++) {
+      size_t cnt = start[c + 1] - start[c];
+      if (!cnt)
+        continue;
+      nn_rng_shuffle(&r, work + start[c], cnt);
+      part_dirichlet(&r, alpha, w, n_clients);
+      part_split(work + start[c], cnt, w, n_clients, owner);
+    }
+    break;
+  }
+
+  for (size_t i = 0; i < n; i++)
+    count[owner[i]]++;
+  if (kind == PART_DIRICHLET || kind == PART_QUANTITY)
+    part_fill_empty(&r, owner, n, count, n_clients);
+
+  /* Counting sort by owner; ascending example index within a client. */
+  offsets[0] = 0;
+  for (size_t c = 0; c < k; c++)
+    offsets[c + 1] = offsets[c] + count[c];
+  memcpy(count, offsets, k * sizeof *count); /* count is now a cursor */
+  for (size_t i = 0; i < n; i++)
+    index[count[owner[i]]++] = (uint32_t)i;
+
+  out->n_clients = n_clients;
+  out->n = n;
+  out->offsets = offsets;
+  out->index = index;
+  offsets = NULL;
+  index = NULL;
+  rc = COHORT_OK;
+
+out:
+  free(owner);
+  free(work);
+  free(index);
+  free(offsets);
+  free(count);
+  free(w);
+  return rc;
+}
+
+void nn_partition_free(nn_partition *p) {
+  if (!p)
+    return;
+  free(p->offsets);
+  free(p->index);
+  memset(p, 0, sizeof *p);
+}
+
+int nn_dataset_subset(const nn_dataset *src, const uint32_t *idx, size_t n,
+                      nn_dataset *out) {
+  if (!out)
+    return COHORT_EINVAL;
+  memset(out, 0, sizeof *out);
+  if (!src || (n && !idx) || (src->n && (!src->x || !src->y || !src->dim)))
+    return COHORT_EINVAL;
+  for (size_t i = 0; i < n; i++)
+    if (idx[i] >= src->n)
+      return COHORT_EINVAL;
+  out->dim = src->dim;
+  out->n_classes = src->n_classes;
+  out->channels = src->channels;
+  out->height = src->height;
+  out->width = src->width;
+  if (n == 0)
+    return COHORT_OK;
+  if (src->dim > SIZE_MAX / sizeof(float) / n)
+    return COHORT_ENOMEM;
+  size_t row = src->dim * sizeof(float);
+  float *x = malloc(n * row);
+  uint8_t *y = malloc(n);
+  if (!x || !y) {
+    free(x);
+    free(y);
+    return COHORT_ENOMEM;
+  }
+  for (size_t i = 0; i < n; i++) {
+    memcpy(x + i * src->dim, src->x + (size_t)idx[i] * src->dim, row);
+    y[i] = src->y[idx[i]];
+  }
+  out->n = n;
+  out->x = x;
+  out->y = y;
+  return COHORT_OK;
+}
+
+int nn_partition_client(const nn_dataset *ds, const char *spec, int client,
+                        int n_clients, uint64_t seed, nn_dataset *out,
+                        char *err, size_t errlen) {
+  nn_partition p;
+  if (err && errlen)
+    err[0] = '\0';
+  if (!out)
+    return COHORT_EINVAL;
+  memset(out, 0, sizeof *out);
+  if (n_clients >= 1 && (client < 0 || client >= n_clients))
+    return part_fail(err, errlen, COHORT_EINVAL,
+                     "partition: client %d is not in 0..%d", client,
+                     n_clients - 1);
+  int rc = nn_partition_make(ds, spec, n_clients, seed, &p, err, errlen);
+  if (rc)
+    return rc;
+  size_t first = p.offsets[client];
+  rc = nn_dataset_subset(ds, p.index + first, p.offsets[client + 1] - first,
+                         out);
+  if (rc)
+    part_fail(err, errlen, rc,
+              "partition: out of memory copying client %d's "
+              "share",
+              client);
+  nn_partition_free(&p);
+  return rc;
+}
+
+static int part_digits(size_t v) {
+  int d = 1;
+  while (v >= 10) {
+    v /= 10;
+    d++;
+  }
+  return d;
+}
+
+void nn_partition_summary(const nn_partition *p, const nn_dataset *ds,
+                          FILE *f) {
+  if (!p || !ds || !f || !p->offsets || p->n != ds->n || (ds->n && !ds->y)) {
+    if (f)
+      fprintf(f, "partition summary: partition and data set do not match\n");
+    return;
+  }
+  size_t total[256] = {0};
+  int labels = ds->n_classes > 0 && ds->n_classes <= 256 ? ds->n_classes : 0;
+  for (size_t i = 0; i < ds->n; i++)
+    if (ds->y[i] >= labels)
+      labels = ds->y[i] + 1;
+  int wn = part_digits(ds->n) + 1;
+  if (wn < 6)
+    wn = 6;
+  fprintf(f, "%6s %*s %6s", "client", wn, "n", "labels");
+  for (int c = 0; c < labels; c++)
+    fprintf(f, " %*d", wn, c);
+  fputc('\n', f);
+  for (int k = 0; k < p->n_clients; k++) {
+    size_t hist[256] = {0};
+    int distinct = 0;
+    for (size_t j = p->offsets[k]; j < p->offsets[k + 1]; j++) {
+      uint32_t i = p->index[j];
+      if (i < ds->n)
+        hist[ds->y[i]]++;
+    }
+    for (int c = 0; c < labels; c++) {
+      distinct += hist[c] > 0;
+      total[c] += hist[c];
+    }
+    fprintf(f, "%6d %*zu %6d", k, wn, p->offsets[k + 1] - p->offsets[k],
+            distinct);
+    for (int c = 0; c < labels; c++)
+      fprintf(f, " %*zu", wn, hist[c]);
+    fputc('\n', f);
+  }
+  int distinct = 0;
+  for (int c = 0; c < labels; c++)
+    distinct += total[c] > 0;
+  fprintf(f, "%6s %*zu %6d", "total", wn, p->offsets[p->n_clients], distinct);
+  for (int c = 0; c < labels; c++)
+    fprintf(f, " %*zu", wn, total[c]);
+  fputc('\n', f);
+}
