@@ -16,6 +16,10 @@
 #include "crypto.h"
 #include "log.h"
 #include "nn_dataset.h"
+#include "nn_gemm.h"
+#include "nn_partition.h"
+#include "nn_rng.h"
+#include "nn_train.h"
 #include "nn_zoo.h"
 #include "pb.h"
 #include "rpc_client.h"
@@ -26,6 +30,7 @@
 
 struct cohort_dataset {
   nn_dataset ds;
+  int client_index; /* its share of the federation's data */
 };
 
 struct cohort_client {
@@ -101,8 +106,82 @@ int cohort_dataset_load_idx(const char *dir, int shard_index, int shard_count,
   }
   if (limit)
     nn_dataset_truncate(&d->ds, limit);
+  d->client_index = shard_index;
   *out = d;
   return COHORT_OK;
+}
+
+void cohort_dataset_options_init(cohort_dataset_options *o) {
+  memset(o, 0, sizeof *o);
+  o->partition = "iid";
+  o->client_count = 1;
+}
+
+int cohort_dataset_load(const cohort_dataset_options *o, cohort_dataset_t **out,
+                        char *err, size_t errlen) {
+  char scratch[8];
+  if (!err || errlen == 0) {
+    err = scratch;
+    errlen = sizeof scratch;
+  }
+  if (!o || !o->path || !out) {
+    snprintf(err, errlen, "dataset: a path is required");
+    return COHORT_EINVAL;
+  }
+  if (o->client_count < 1 || o->client_index < 0 ||
+      o->client_index >= o->client_count) {
+    snprintf(err, errlen, "client %d of %d: need 0 <= index < count",
+             o->client_index, o->client_count);
+    return COHORT_EINVAL;
+  }
+  nn_dataset all = {0};
+  int rc = nn_dataset_load_path(o->path, 1, &all, err, errlen);
+  if (rc)
+    return rc;
+  cohort_dataset_t *d = calloc(1, sizeof *d);
+  if (!d) {
+    nn_dataset_close(&all);
+    return COHORT_ENOMEM;
+  }
+  const char *spec = o->partition ? o->partition : "iid";
+  rc = nn_partition_client(&all, spec, o->client_index, o->client_count,
+                           o->seed, &d->ds, err, errlen);
+  nn_dataset_close(&all);
+  if (rc) {
+    free(d);
+    return rc;
+  }
+  if (o->limit)
+    nn_dataset_truncate(&d->ds, o->limit);
+  d->client_index = o->client_index;
+  *out = d;
+  return COHORT_OK;
+}
+
+int cohort_dataset_partition_summary(const cohort_dataset_options *o, FILE *f,
+                                     char *err, size_t errlen) {
+  char scratch[8];
+  if (!err || errlen == 0) {
+    err = scratch;
+    errlen = sizeof scratch;
+  }
+  if (!o || !o->path || !f) {
+    snprintf(err, errlen, "dataset: a path is required");
+    return COHORT_EINVAL;
+  }
+  nn_dataset all = {0};
+  int rc = nn_dataset_load_path(o->path, 1, &all, err, errlen);
+  if (rc)
+    return rc;
+  nn_partition p;
+  rc = nn_partition_make(&all, o->partition ? o->partition : "iid",
+                         o->client_count, o->seed, &p, err, errlen);
+  if (!rc) {
+    nn_partition_summary(&p, &all, f);
+    nn_partition_free(&p);
+  }
+  nn_dataset_close(&all);
+  return rc;
 }
 
 size_t cohort_dataset_size(const cohort_dataset_t *ds) {
@@ -140,6 +219,7 @@ int cohort_client_new(const cohort_client_options *o, cohort_client_t **out) {
   if (!c)
     return COHORT_ENOMEM;
   c->opt = *o;
+  nn_threads_set(o->threads);
   if (c->opt.rpc_timeout_ms <= 0)
     c->opt.rpc_timeout_ms = 30000;
   if (c->opt.give_up_after_s <= 0)
@@ -350,14 +430,23 @@ static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
 static int builtin_train(cohort_client_t *c, const cohort_train_request *req,
                          const nn_model *m, float *params,
                          cohort_train_result *res) {
-  nn_train_opts o = {.epochs = (int)req->epochs,
-                     .batch_size = (int)req->batch_size,
-                     .learning_rate = req->learning_rate,
-                     .fedprox_mu = req->fedprox_mu,
-                     .seed =
-                         c->opt.seed ^ (req->round * 0x9E3779B97F4A7C15ULL)};
-  int rc = nn_zoo_train(m, params, &c->opt.dataset->ds, &o, &res->train_loss);
-  res->num_examples = c->opt.dataset->ds.n;
+  const cohort_dataset_t *d = c->opt.dataset;
+  nn_train_opts o;
+  nn_train_opts_init(&o);
+  o.epochs = (int)req->epochs;
+  o.batch_size = (int)req->batch_size;
+  o.optim.learning_rate = req->learning_rate;
+  o.fedprox_mu = req->fedprox_mu;
+  /* Clients sharing a seed still shuffle differently, and each round
+   * differently, yet a rerun of the same federation repeats itself. */
+  o.seed = nn_rng_mix(nn_rng_mix(c->opt.seed, (uint64_t)d->client_index),
+                      req->round);
+  char err[200];
+  int rc =
+      nn_train(&m->net, params, &d->ds, &o, &res->train_loss, err, sizeof err);
+  if (rc)
+    set_error(c, "built-in training failed: %s", err);
+  res->num_examples = d->ds.n;
   return rc;
 }
 
@@ -367,7 +456,8 @@ static void report_evaluation(cohort_client_t *c, const Cohort__V1__Task *t,
                               const nn_model *m, const float *global,
                               cohort_cycle_info *info) {
   double acc = 0, loss = 0;
-  nn_zoo_evaluate(m, global, &c->opt.dataset->ds, &acc, &loss);
+  if (nn_evaluate(&m->net, global, &c->opt.dataset->ds, &acc, &loss))
+    return;
   Cohort__V1__Metric ma = COHORT__V1__METRIC__INIT,
                      ml = COHORT__V1__METRIC__INIT;
   ma.name = "global_accuracy";
@@ -468,10 +558,25 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
   if (c->opt.dataset) {
     char err[160];
     const nn_dataset *ds = &c->opt.dataset->ds;
-    /* IDX label sets here have 10 classes, as the coordinator assumes; a
-     * shard may lack some labels, so never fewer. */
+    /* The task says what the model takes; a coordinator from before that
+     * field implies this data's shape and at least 10 classes. */
+    nn_shape input = nn_dataset_shape(ds);
+    if (t->input_channels && t->input_height && t->input_width)
+      input = (nn_shape){.c = (int)t->input_channels,
+                         .h = (int)t->input_height,
+                         .w = (int)t->input_width};
     int classes = ds->n_classes > 10 ? ds->n_classes : 10;
-    rc = nn_zoo_resolve(t->model_spec, ds->dim, classes, &m, err, sizeof err);
+    if (t->classes)
+      classes = t->classes > 256 ? 257 : (int)t->classes;
+    if (nn_shape_size(input) != ds->dim) {
+      snprintf(err, sizeof err,
+               "the model takes %dx%dx%d examples; this client's data has "
+               "%zu features per example",
+               input.h, input.w, input.c, ds->dim);
+      rc = COHORT_EINVAL;
+    } else {
+      rc = nn_zoo_resolve(t->model_spec, input, classes, &m, err, sizeof err);
+    }
     if (!rc && m.n_params != n) {
       snprintf(err, sizeof err,
                "model %s on this data has %zu parameters; the coordinator's "
@@ -494,10 +599,8 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     }
   } else {
     rc = builtin_train(c, &req, &m, params, &res);
-    if (rc) {
-      set_error(c, "built-in training failed: %s", cohort_strerror(rc));
+    if (rc)
       goto out;
-    }
   }
   if (res.num_examples == 0) {
     set_error(c, "training reported 0 examples; nothing to upload");

@@ -1,6 +1,13 @@
-/* The model zoo by spec string, the same strings on the coordinator and the
- * clients (--model SPEC). Today: "logreg" (784 -> 10); the training-engine
- * issue adds mlp and cnn behind the same interface. */
+/* The model zoo by spec string, the same strings on the coordinator, the
+ * clients and the benchmarks (--model SPEC):
+ *   logreg             multinomial logistic regression (one linear layer)
+ *   mlp:H1[,H2,...]    ReLU hidden layers of those widths ("mlp:200,200" is
+ *                      McMahan et al.'s 2NN)
+ *   cnn                McMahan et al.'s FedAvg CNN: conv5x5x32, pool,
+ *                      conv5x5x64, pool, fc512, fc (1,663,370 parameters
+ *                      on 28x28x1 with 10 classes)
+ * Any of them may end in "/dropout=P" (P in [0, 1)): dropout after each
+ * hidden activation. */
 #ifndef COHORT_NN_ZOO_H
 #define COHORT_NN_ZOO_H
 
@@ -8,24 +15,25 @@
 #include <stdint.h>
 
 #include "nn_dataset.h"
-#include "nn_logreg.h"
+#include "nn_net.h"
+
+#define NN_ZOO_SPECS "logreg, mlp:H1[,H2,...], cnn (each optionally /dropout=P)"
+#define NN_MAX_SPEC 64
 
 typedef struct nn_model {
-  char spec[64];
-  size_t input_dim;
+  char spec[NN_MAX_SPEC];
   int classes;
   size_t n_params;
+  nn_net net;
 } nn_model;
 
-/* Resolves spec for inputs of input_dim features and classes labels. An
- * unknown spec gets COHORT_EINVAL and a reason listing the known ones. */
-int nn_zoo_resolve(const char *spec, size_t input_dim, int classes,
-                   nn_model *out, char *err, size_t errlen);
+/* Builds spec for examples of shape input and classes labels. A bad spec or
+ * a shape the model cannot take gets COHORT_EINVAL and a reason in err. */
+int nn_zoo_resolve(const char *spec, nn_shape input, int classes, nn_model *out,
+                   char *err, size_t errlen);
 
-void nn_zoo_init(const nn_model *m, float *params, uint64_t seed);
-int nn_zoo_train(const nn_model *m, float *params, const nn_dataset *ds,
-                 const nn_train_opts *opts, double *mean_loss);
-void nn_zoo_evaluate(const nn_model *m, const float *params,
-                     const nn_dataset *ds, double *accuracy, double *loss);
+/* The shape of ds's examples (a flat dim x 1 x 1 when the reader gave
+ * none). */
+nn_shape nn_dataset_shape(const nn_dataset *ds);
 
 #endif

@@ -16,6 +16,8 @@
 #include "flags.h"
 #include "log.h"
 #include "nn_dataset.h"
+#include "nn_gemm.h"
+#include "nn_zoo.h"
 #include "pb.h"
 #include "round.h"
 #include "rpc_server.h"
@@ -27,11 +29,22 @@ typedef struct server_opts {
   const char *enroll_token_file;
   flag_list enroll_tokens;
   long rounds, clients_per_round, min_clients, seed, epochs, batch_size;
-  long workers, retry_ms;
+  long workers, retry_ms, threads, classes;
+  const char *input;
   double round_timeout, selection_timeout, lr, linger;
 } server_opts;
 
 static server_opts g_opts;
+
+/* "HxWxC" with each part in [1, 65535]. */
+static int parse_shape(const char *s, nn_shape *out) {
+  int h, w, c, used = 0;
+  if (sscanf(s, "%dx%dx%d%n", &h, &w, &c, &used) != 3 || s[used] != '\0' ||
+      h < 1 || w < 1 || c < 1 || h > 65535 || w > 65535 || c > 65535)
+    return -1;
+  *out = (nn_shape){.c = c, .h = h, .w = w};
+  return 0;
+}
 
 #define NUM(x) (double)(x)
 static const flag_def FLAGS[] = {
@@ -52,10 +65,17 @@ static const flag_def FLAGS[] = {
      86400, "SECONDS",
      "close selection with at least M clients after this long"},
     {"model", FLAG_STRING, &g_opts.model, "logreg", 0, 0, "SPEC",
-     "model to train (logreg)"},
-    {"eval-data", FLAG_STRING, &g_opts.eval_data, NULL, 0, 0, "DIR",
-     "folder with t10k-images-idx3-ubyte[.gz] and t10k-labels-idx1-ubyte[.gz] "
-     "for the coordinator's evaluation of each new model"},
+     "model to train: " NN_ZOO_SPECS},
+    {"eval-data", FLAG_STRING, &g_opts.eval_data, NULL, 0, 0, "PATH",
+     "held-out data for the coordinator's evaluation of each new model: a "
+     "folder with t10k-images-idx3-ubyte[.gz] and t10k-labels-idx1-ubyte[.gz], "
+     "or a CSV file (label first)"},
+    {"input", FLAG_STRING, &g_opts.input, NULL, 0, 0, "HxWxC",
+     "shape of one example when there is no --eval-data (default 28x28x1)"},
+    {"classes", FLAG_INT, &g_opts.classes, "0", 0, 256, "N",
+     "number of labels (0: 10, or more if the evaluation data has more)"},
+    {"threads", FLAG_INT, &g_opts.threads, "0", 0, 1024, "N",
+     "threads for evaluating models (0: all cores)"},
     {"enroll-token", FLAG_STRING_LIST, &g_opts.enroll_tokens, NULL, 0, 0, "T",
      "enrollment token clients must present to register"},
     {"enroll-token-file", FLAG_STRING, &g_opts.enroll_token_file, NULL, 0, 0,
@@ -200,18 +220,39 @@ int main(int argc, char **argv) {
     log_error("%s", err);
     goto out;
   }
-  size_t input_dim = 784;
+  nn_shape input = {.c = 1, .h = 28, .w = 28};
   int classes = 10;
+  if (g_opts.input && parse_shape(g_opts.input, &input) != 0) {
+    log_error("--input '%s': expected HxWxC, e.g. 28x28x1", g_opts.input);
+    goto out;
+  }
   if (g_opts.eval_data) {
-    if (nn_idx_load_dir(g_opts.eval_data, 0, &eval, err, sizeof err)) {
+    if (nn_dataset_load_path(g_opts.eval_data, 0, &eval, err, sizeof err)) {
       log_error("--eval-data: %s", err);
       goto out;
     }
-    input_dim = eval.dim;
+    nn_shape seen = nn_dataset_shape(&eval);
+    if (g_opts.input && nn_shape_size(seen) != nn_shape_size(input)) {
+      log_error("--eval-data has %zu features per example, --input %s has "
+                "%zu",
+                nn_shape_size(seen), g_opts.input, nn_shape_size(input));
+      goto out;
+    }
+    if (!g_opts.input)
+      input = seen;
     if (eval.n_classes > classes)
       classes = eval.n_classes;
     log_info("evaluation set: %zu examples from %s", eval.n, g_opts.eval_data);
   }
+  if (g_opts.classes) {
+    if (g_opts.classes < classes && g_opts.eval_data) {
+      log_error("--classes %ld: the evaluation data has labels up to %d",
+                g_opts.classes, eval.n_classes - 1);
+      goto out;
+    }
+    classes = (int)g_opts.classes;
+  }
+  nn_threads_set((int)g_opts.threads);
   round_config cfg = {
       .rounds = g_opts.rounds,
       .clients_per_round = g_opts.clients_per_round,
@@ -224,7 +265,7 @@ int main(int argc, char **argv) {
       .learning_rate = g_opts.lr,
       .seed = (uint64_t)g_opts.seed,
       .model_spec = g_opts.model,
-      .input_dim = input_dim,
+      .input = input,
       .classes = classes,
       .eval = g_opts.eval_data ? &eval : NULL,
       .round_lines = stdout,

@@ -16,6 +16,7 @@
 #include "crypto.h"
 #include "fedavg.h"
 #include "log.h"
+#include "nn_train.h"
 #include "pb.h"
 #include "wire.h"
 
@@ -152,7 +153,7 @@ static int load_or_create_model(round_engine *e, char *err, size_t errlen) {
   float *p = malloc(want);
   if (!p)
     return COHORT_ENOMEM;
-  nn_zoo_init(&e->model, p, e->cfg.seed);
+  nn_net_init(&e->model.net, p, e->cfg.seed);
   rc = set_global(e, p, 0);
   if (rc)
     return rc;
@@ -186,8 +187,8 @@ int round_engine_new(const round_config *cfg, store *db, round_engine **out,
   pthread_cond_init(&e->uploaded, NULL);
   e->cfg = *cfg;
   e->db = db;
-  int rc = nn_zoo_resolve(cfg->model_spec, cfg->input_dim, cfg->classes,
-                          &e->model, err, errlen);
+  int rc = nn_zoo_resolve(cfg->model_spec, cfg->input, cfg->classes, &e->model,
+                          err, errlen);
   if (rc)
     goto out;
   rc = COHORT_ENOMEM;
@@ -367,6 +368,8 @@ static void fill_task(round_engine *e, round_task *t) {
   memcpy(t->model_sha256, e->sha, sizeof e->sha);
   t->model_size = e->blob_len;
   snprintf(t->model_spec, sizeof t->model_spec, "%s", e->model.spec);
+  t->input = e->cfg.input;
+  t->classes = e->cfg.classes;
   t->epochs = e->cfg.epochs;
   t->batch_size = e->cfg.batch_size;
   t->learning_rate = e->cfg.learning_rate;
@@ -750,7 +753,7 @@ static int aggregate_and_commit(round_engine *e) {
   float *next = malloc(n * sizeof *next);
   int rc = next ? fedavg_apply(&e->acc, e->global, next) : COHORT_ENOMEM;
   if (!rc && e->cfg.eval)
-    nn_zoo_evaluate(&e->model, next, e->cfg.eval, &r.accuracy, &r.loss);
+    nn_evaluate(&e->model.net, next, e->cfg.eval, &r.accuracy, &r.loss);
   pthread_mutex_lock(&e->mu);
   if (rc) {
     free(next);

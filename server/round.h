@@ -35,7 +35,7 @@ typedef struct round_config {
   double learning_rate;
   uint64_t seed; /* initial model */
   const char *model_spec;
-  size_t input_dim;       /* features per example (784) */
+  nn_shape input;         /* one example (28 x 28 x 1) */
   int classes;            /* labels (10) */
   const nn_dataset *eval; /* borrowed; NULL: no server-side evaluation */
   FILE *round_lines;      /* where "round R: ..." lines go (stdout) */
@@ -84,6 +84,8 @@ typedef struct round_task {
   uint8_t model_sha256[32];
   uint64_t model_size;
   char model_spec[64];
+  nn_shape input;
+  int classes;
   int epochs, batch_size;
   double learning_rate;
   uint32_t deadline_ms;

@@ -103,6 +103,10 @@ static void handle_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
     task.codec = "fp32";
     task.deadline_ms = res.task.deadline_ms;
     task.max_chunk_bytes = PB_MAX_CHUNK_BYTES;
+    task.input_channels = (uint32_t)res.task.input.c;
+    task.input_height = (uint32_t)res.task.input.h;
+    task.input_width = (uint32_t)res.task.input.w;
+    task.classes = (uint32_t)res.task.classes;
     r.outcome_case = COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_TASK;
     r.task = &task;
     break;

@@ -1,4 +1,4 @@
-/* cohort-client: the reference client. Loads its shard of an IDX dataset,
+/* cohort-client: the reference client. Loads its share of a dataset,
  * then takes part in rounds through libcohort's public API until the
  * federation is over. Exit status 0 when it ended normally. */
 #include <signal.h>
@@ -10,8 +10,9 @@
 #include "log.h"
 
 static struct {
-  const char *server, *token, *data, *shard, *log_level;
-  long limit, seed;
+  const char *server, *token, *data, *shard, *partition, *log_level;
+  long limit, seed, threads;
+  int summary;
 } g_opts;
 
 static const flag_def FLAGS[] = {
@@ -21,15 +22,24 @@ static const flag_def FLAGS[] = {
      "enrollment token (or set COHORT_ENROLL_TOKEN, which keeps it out of "
      "the process list)"},
     {"data", FLAG_STRING, &g_opts.data, "/usr/share/datasets/fashion-mnist", 0,
-     0, "DIR",
-     "folder with train-images-idx3-ubyte[.gz] and "
-     "train-labels-idx1-ubyte[.gz]"},
+     0, "PATH",
+     "training data: a folder with train-images-idx3-ubyte[.gz] and "
+     "train-labels-idx1-ubyte[.gz], or a CSV file (label first)"},
     {"shard", FLAG_STRING, &g_opts.shard, "0/1", 0, 0, "I/N",
-     "train on the I-th of N equal contiguous shards of the data (0-based)"},
+     "this client is client I of the N sharing the data (0-based)"},
+    {"partition", FLAG_STRING, &g_opts.partition, "iid", 0, 0, "SPEC",
+     "how the data is split over the N clients: iid, shards:S (sorted by "
+     "label, S shards each), dirichlet:ALPHA (label skew), quantity:ALPHA "
+     "(size skew); every client of a federation gives the same SPEC and "
+     "--seed"},
     {"limit", FLAG_INT, &g_opts.limit, "0", 0, 1e9, "N",
-     "use only the first N examples of the shard (0: all)"},
+     "use only the first N examples of this client's share (0: all)"},
     {"seed", FLAG_INT, &g_opts.seed, "0", 0, 9007199254740991.0, "S",
-     "seed of the local shuffling"},
+     "seed of the partition and, mixed with I, of the local shuffling"},
+    {"threads", FLAG_INT, &g_opts.threads, "0", 0, 1024, "N",
+     "training threads (0: all cores)"},
+    {"partition-summary", FLAG_BOOL, &g_opts.summary, NULL, 0, 0, NULL,
+     "print the examples and labels of each of the N clients, then exit"},
     {"log-level", FLAG_STRING, &g_opts.log_level, "info", 0, 0, "LEVEL",
      "debug, info, warn, error or off"},
 };
@@ -69,12 +79,6 @@ int main(int argc, char **argv) {
     return 2;
   }
   cohort_set_log_level((int)level);
-  const char *token =
-      g_opts.token ? g_opts.token : getenv("COHORT_ENROLL_TOKEN");
-  if (!token || !*token) {
-    fprintf(stderr, "cohort-client: give --token or COHORT_ENROLL_TOKEN\n");
-    return 2;
-  }
   int index, count;
   if (parse_shard(g_opts.shard, &index, &count) != 0) {
     fprintf(stderr,
@@ -84,15 +88,34 @@ int main(int argc, char **argv) {
   }
 
   char err[512];
+  cohort_dataset_options dopt;
+  cohort_dataset_options_init(&dopt);
+  dopt.path = g_opts.data;
+  dopt.partition = g_opts.partition;
+  dopt.client_index = index;
+  dopt.client_count = count;
+  dopt.seed = (uint64_t)g_opts.seed;
+  dopt.limit = (size_t)g_opts.limit;
+  if (g_opts.summary) {
+    rc = cohort_dataset_partition_summary(&dopt, stdout, err, sizeof err);
+    if (rc != COHORT_OK)
+      fprintf(stderr, "cohort-client: %s\n", err);
+    return rc == COHORT_OK ? 0 : 1;
+  }
+  const char *token =
+      g_opts.token ? g_opts.token : getenv("COHORT_ENROLL_TOKEN");
+  if (!token || !*token) {
+    fprintf(stderr, "cohort-client: give --token or COHORT_ENROLL_TOKEN\n");
+    return 2;
+  }
   cohort_dataset_t *ds = NULL;
-  rc = cohort_dataset_load_idx(g_opts.data, index, count, (size_t)g_opts.limit,
-                               &ds, err, sizeof err);
+  rc = cohort_dataset_load(&dopt, &ds, err, sizeof err);
   if (rc != COHORT_OK) {
     fprintf(stderr, "cohort-client: %s\n", err);
     return 1;
   }
-  fprintf(stderr, "cohort-client: shard %d/%d of %s: %zu examples\n", index,
-          count, g_opts.data, cohort_dataset_size(ds));
+  fprintf(stderr, "cohort-client: client %d/%d of %s (%s): %zu examples\n",
+          index, count, g_opts.data, g_opts.partition, cohort_dataset_size(ds));
 
   cohort_client_options o;
   cohort_client_options_init(&o);
@@ -100,6 +123,7 @@ int main(int argc, char **argv) {
   o.enrollment_token = token;
   o.dataset = ds;
   o.seed = (uint64_t)g_opts.seed;
+  o.threads = (int)g_opts.threads;
   rc = cohort_client_new(&o, &g_client);
   if (rc != COHORT_OK) {
     fprintf(stderr, "cohort-client: %s\n", cohort_strerror(rc));

@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "cohort_status.h"
 
@@ -43,6 +44,44 @@ COHORT_API int cohort_dataset_load_idx(const char *dir, int shard_index,
                                        int shard_count, size_t limit,
                                        cohort_dataset_t **out, char *err,
                                        size_t errlen);
+/* Where a client's data comes from and which share of it is its own. In a
+ * simulated federation every client loads the same file with the same
+ * partition, count and seed, and its own index, so the shares are disjoint
+ * and together cover the data. */
+typedef struct cohort_dataset_options {
+  const char *path;      /* an IDX folder (train-images-idx3-ubyte[.gz] and
+                            train-labels-idx1-ubyte[.gz]) or a CSV file
+                            (.csv or .csv.gz; label first, header detected,
+                            features as they are) */
+  const char *partition; /* "iid" (default), "shards:S" (sorted by label, S
+                            shards per client), "dirichlet:ALPHA" (label
+                            skew), "quantity:ALPHA" (size skew) */
+  int client_index;      /* this client's share, in [0, client_count) */
+  int client_count;      /* clients sharing the data (default 1: all of it) */
+  uint64_t seed;         /* the partition's seed (same on every client) */
+  size_t limit;          /* keep only the share's first limit examples;
+                            0 = all */
+} cohort_dataset_options;
+
+/* Fills o with the defaults: iid, client 0 of 1, seed 0, no limit. */
+COHORT_API void cohort_dataset_options_init(cohort_dataset_options *o);
+
+/* Loads o->path and keeps this client's share. On failure returns a negative
+ * status and writes a one-line reason (naming the file, line or option)
+ * into err (errlen bytes, may be 0). Free the dataset with
+ * cohort_dataset_free. */
+COHORT_API int cohort_dataset_load(const cohort_dataset_options *o,
+                                   cohort_dataset_t **out, char *err,
+                                   size_t errlen);
+
+/* Writes to f how o's partition splits o->path over all o->client_count
+ * clients: one line per client with its example count and its count per
+ * label, then the totals. Returns COHORT_OK or a negative status with a
+ * reason in err. */
+COHORT_API int cohort_dataset_partition_summary(const cohort_dataset_options *o,
+                                                FILE *f, char *err,
+                                                size_t errlen);
+
 /* Examples in the dataset. */
 COHORT_API size_t cohort_dataset_size(const cohort_dataset_t *ds);
 /* Accepts NULL. */
@@ -83,7 +122,12 @@ typedef struct cohort_client_options {
   cohort_dataset_t *dataset;    /* borrowed: the built-in trainer's data and
                                    the local evaluation set; may be NULL
                                    when train is set */
-  uint64_t seed;                /* shuffling seed of the built-in trainer */
+  uint64_t seed;                /* shuffling seed of the built-in trainer
+                                   (mixed with the dataset's client index
+                                   and the round) */
+  int threads;                  /* threads of the built-in trainer; 0 = all
+                                   cores. Process-wide: the last client
+                                   created sets it */
   int rpc_timeout_ms;           /* deadline of each call (default 30000) */
   double give_up_after_s;       /* cohort_client_run gives up after the
                                    coordinator has been unreachable this

@@ -72,7 +72,7 @@ static round_config default_config(void) {
                     .learning_rate = 0.1,
                     .seed = 1,
                     .model_spec = "logreg",
-                    .input_dim = 784,
+                    .input = {.c = 1, .h = 28, .w = 28},
                     .classes = 10,
                     .eval = NULL,
                     .round_lines = NULL};
@@ -1066,7 +1066,7 @@ static void test_restart_recovers(void) {
   round_engine_free(f.e);
   f.e = NULL;
   round_config other = f.cfg;
-  other.input_dim = 100;
+  other.input = (nn_shape){.c = 100, .h = 1, .w = 1};
   round_engine *e2 = NULL;
   char err[256] = "";
   CU_ASSERT_NOT_EQUAL(round_engine_new(&other, f.db, &e2, err, sizeof err),

@@ -1,0 +1,38 @@
+/* Forward and backward kernels of the layer kinds in nn_net.h, over a batch
+ * of n examples in NHWC. Internal to models/: nn_net.c sequences them. Every
+ * backward writes (never accumulates) its parameter gradients, and writes
+ * din only when din is not NULL (the first layer needs no input gradient). */
+#ifndef COHORT_NN_LAYERS_H
+#define COHORT_NN_LAYERS_H
+
+#include <stdint.h>
+
+#include "nn_net.h"
+
+void nn_linear_forward(const nn_layer *l, const float *params, const float *in,
+                       float *out, int n);
+void nn_linear_backward(const nn_layer *l, const float *params, const float *in,
+                        const float *dout, float *din, float *grad, int n);
+
+void nn_conv2d_forward(const nn_layer *l, const float *params, const float *in,
+                       float *col, float *out, int n);
+void nn_conv2d_backward(const nn_layer *l, const float *params,
+                        const float *col, const float *dout, float *din,
+                        float *dcol, float *grad, int n);
+
+void nn_maxpool2_forward(const nn_layer *l, const float *in, float *out,
+                         uint32_t *argmax, int n);
+void nn_maxpool2_backward(const nn_layer *l, const float *dout,
+                          const uint32_t *argmax, float *din, int n);
+
+void nn_relu_forward(const float *in, float *out, size_t count);
+void nn_relu_backward(const float *out, const float *dout, float *din,
+                      size_t count);
+
+/* mask may be NULL outside training (identity). */
+void nn_dropout_forward(const nn_layer *l, const float *in, float *out,
+                        uint8_t *mask, size_t count, uint64_t seed);
+void nn_dropout_backward(const nn_layer *l, const uint8_t *mask,
+                         const float *dout, float *din, size_t count);
+
+#endif

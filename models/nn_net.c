@@ -1,0 +1,333 @@
+/* Network builder, workspace and the forward/backward sequencing; the layer
+ * arithmetic is in nn_layers.c. See nn_net.h. */
+#include "nn_net.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cohort_status.h"
+#include "nn_layers.h"
+#include "nn_rng.h"
+
+/* Per-example sizes are capped so that batch * size stays far from size_t
+ * and int overflow in GEMM dimensions. */
+#define NN_MAX_FEATURES (1 << 24)
+
+void nn_net_begin(nn_net *net, nn_shape input) {
+  memset(net, 0, sizeof *net);
+  net->input = input;
+  if (input.c < 1 || input.h < 1 || input.w < 1 ||
+      nn_shape_size(input) > NN_MAX_FEATURES)
+    net->error = COHORT_EINVAL;
+}
+
+static nn_shape last_shape(const nn_net *net) {
+  return net->n_layers ? net->layers[net->n_layers - 1].out : net->input;
+}
+
+/* Appends a layer reading the current output shape; NULL when the net is
+ * already in error or full. */
+static nn_layer *push(nn_net *net, nn_layer_kind kind) {
+  if (net->error)
+    return NULL;
+  if (net->n_layers == NN_MAX_LAYERS) {
+    net->error = COHORT_EINVAL;
+    return NULL;
+  }
+  nn_shape in = last_shape(net);
+  nn_layer *l = &net->layers[net->n_layers++];
+  memset(l, 0, sizeof *l);
+  l->kind = kind;
+  l->in = l->out = in;
+  return l;
+}
+
+static int fail(nn_net *net) {
+  net->error = COHORT_EINVAL;
+  return net->error;
+}
+
+static int add_tensor(nn_net *net, const char *prefix, const char *suffix,
+                      int ndim, const int *shape, size_t *offset) {
+  if (net->n_tensors == NN_MAX_TENSORS)
+    return fail(net);
+  nn_tensor *t = &net->tensors[net->n_tensors++];
+  int len = snprintf(t->name, sizeof t->name, "%s.%s", prefix, suffix);
+  if (len < 0 || (size_t)len >= sizeof t->name)
+    return fail(net);
+  t->ndim = ndim;
+  t->size = 1;
+  for (int i = 0; i < ndim; i++) {
+    t->shape[i] = shape[i];
+    t->size *= (size_t)shape[i];
+  }
+  t->offset = net->n_params;
+  *offset = t->offset;
+  net->n_params += t->size;
+  return COHORT_OK;
+}
+
+static int add_params(nn_net *net, nn_layer *l, const char *name, int ndim,
+                      const int *wshape, int bias) {
+  if (add_tensor(net, name, "weight", ndim, wshape, &l->w) ||
+      add_tensor(net, name, "bias", 1, &bias, &l->b))
+    return net->error;
+  l->n_w = net->tensors[net->n_tensors - 2].size;
+  l->n_b = (size_t)bias;
+  return COHORT_OK;
+}
+
+int nn_net_linear(nn_net *net, int out, const char *name) {
+  nn_layer *l = push(net, NN_LINEAR);
+  if (!l)
+    return net->error;
+  size_t fin = nn_shape_size(l->in);
+  if (out < 1 || out > NN_MAX_FEATURES || fin * (size_t)out > (1u << 30))
+    return fail(net);
+  l->out = (nn_shape){.c = out, .h = 1, .w = 1};
+  int shape[2] = {out, (int)fin};
+  return add_params(net, l, name, 2, shape, out);
+}
+
+int nn_net_conv2d(nn_net *net, int out_channels, int ksize, const char *name) {
+  nn_layer *l = push(net, NN_CONV2D);
+  if (!l)
+    return net->error;
+  if (out_channels < 1 || out_channels > 4096 || ksize < 1 || ksize > 15 ||
+      ksize % 2 == 0 || l->in.c > 4096)
+    return fail(net);
+  l->ksize = ksize;
+  l->out.c = out_channels;
+  if (nn_shape_size(l->out) > NN_MAX_FEATURES)
+    return fail(net);
+  int shape[4] = {out_channels, ksize, ksize, l->in.c};
+  return add_params(net, l, name, 4, shape, out_channels);
+}
+
+int nn_net_maxpool2(nn_net *net) {
+  nn_layer *l = push(net, NN_MAXPOOL2);
+  if (!l)
+    return net->error;
+  if (l->in.h < 2 || l->in.w < 2)
+    return fail(net);
+  l->out.h = l->in.h / 2;
+  l->out.w = l->in.w / 2;
+  return COHORT_OK;
+}
+
+int nn_net_relu(nn_net *net) { return push(net, NN_RELU) ? 0 : net->error; }
+
+int nn_net_flatten(nn_net *net) {
+  nn_layer *l = push(net, NN_FLATTEN);
+  if (!l)
+    return net->error;
+  l->out = (nn_shape){.c = (int)nn_shape_size(l->in), .h = 1, .w = 1};
+  return COHORT_OK;
+}
+
+int nn_net_dropout(nn_net *net, float p) {
+  nn_layer *l = push(net, NN_DROPOUT);
+  if (!l)
+    return net->error;
+  if (!(p >= 0.0f && p < 1.0f))
+    return fail(net);
+  l->drop = p;
+  return COHORT_OK;
+}
+
+int nn_net_outputs(const nn_net *net) {
+  return (int)nn_shape_size(last_shape(net));
+}
+
+void nn_net_init(const nn_net *net, float *params, uint64_t seed) {
+  nn_rng rng;
+  nn_rng_seed(&rng, seed);
+  for (int i = 0; i < net->n_layers; i++) {
+    const nn_layer *l = &net->layers[i];
+    if (!l->n_w)
+      continue;
+    size_t fan_in = l->n_w / l->n_b;
+    double bound = 1.0 / sqrt((double)fan_in);
+    for (size_t j = 0; j < l->n_w; j++)
+      params[l->w + j] = (float)((2.0 * nn_rng_uniform(&rng) - 1.0) * bound);
+    for (size_t j = 0; j < l->n_b; j++)
+      params[l->b + j] = (float)((2.0 * nn_rng_uniform(&rng) - 1.0) * bound);
+  }
+}
+
+/* Buffers are carved from one block at 64-byte boundaries (cache lines, and
+ * the widest vector loads). */
+typedef struct carver {
+  char *base;
+  size_t used;
+} carver;
+
+static void *carve(carver *cv, size_t bytes) {
+  size_t at = (cv->used + 63) & ~(size_t)63;
+  cv->used = at + bytes;
+  return cv->base ? cv->base + at : NULL;
+}
+
+/* Lays out (base == NULL: only measures) the buffers of work. */
+static void layout(nn_work *work, const nn_net *net, carver *cv,
+                   bool training) {
+  size_t nb = (size_t)work->max_batch, dcol = 0;
+  work->act[0] = NULL; /* the caller's input */
+  work->delta[0] = NULL;
+  for (int i = 0; i < net->n_layers; i++) {
+    const nn_layer *l = &net->layers[i];
+    size_t out = nb * nn_shape_size(l->out);
+    work->col[i] = NULL;
+    work->argmax[i] = NULL;
+    work->mask[i] = NULL;
+    if (l->kind == NN_FLATTEN) { /* same data, new shape */
+      work->act[i + 1] = work->act[i];
+      work->delta[i + 1] = work->delta[i];
+      continue;
+    }
+    work->act[i + 1] = carve(cv, out * sizeof(float));
+    work->delta[i + 1] = training ? carve(cv, out * sizeof(float)) : NULL;
+    if (l->kind == NN_CONV2D) {
+      size_t cells = nb * (size_t)l->in.h * l->in.w *
+                     ((size_t)l->ksize * l->ksize * l->in.c);
+      work->col[i] = carve(cv, cells * sizeof(float));
+      if (training && i > 0 && cells > dcol)
+        dcol = cells;
+    } else if (l->kind == NN_MAXPOOL2) {
+      work->argmax[i] = carve(cv, out * sizeof(uint32_t));
+    } else if (l->kind == NN_DROPOUT && training) {
+      work->mask[i] = carve(cv, out);
+    }
+  }
+  work->dcol = dcol ? carve(cv, dcol * sizeof(float)) : NULL;
+  work->probs = carve(cv, nb * (size_t)nn_net_outputs(net) * sizeof(float));
+}
+
+int nn_work_init(nn_work *work, const nn_net *net, int max_batch,
+                 bool training) {
+  memset(work, 0, sizeof *work);
+  if (net->error || net->n_layers == 0 || max_batch < 1 || max_batch > 65536)
+    return COHORT_EINVAL;
+  work->max_batch = max_batch;
+  carver cv = {0};
+  layout(work, net, &cv, training);
+  void *block = NULL;
+  if (posix_memalign(&block, 64, cv.used ? cv.used : 64))
+    return COHORT_ENOMEM;
+  cv = (carver){.base = block};
+  layout(work, net, &cv, training);
+  work->block = block;
+  return COHORT_OK;
+}
+
+void nn_work_close(nn_work *work) {
+  if (!work)
+    return;
+  free(work->block);
+  memset(work, 0, sizeof *work);
+}
+
+const float *nn_net_forward(const nn_net *net, nn_work *work,
+                            const float *params, const float *x, int batch,
+                            bool training, uint64_t dropout_seed) {
+  work->act[0] = (float *)x; /* read only: no layer writes its input */
+  for (int i = 0; i < net->n_layers; i++) {
+    const nn_layer *l = &net->layers[i];
+    float *in = work->act[i], *out = work->act[i + 1];
+    size_t count = (size_t)batch * nn_shape_size(l->out);
+    switch (l->kind) {
+    case NN_LINEAR:
+      nn_linear_forward(l, params, in, out, batch);
+      break;
+    case NN_CONV2D:
+      nn_conv2d_forward(l, params, in, work->col[i], out, batch);
+      break;
+    case NN_MAXPOOL2:
+      nn_maxpool2_forward(l, in, out, work->argmax[i], batch);
+      break;
+    case NN_RELU:
+      nn_relu_forward(in, out, count);
+      break;
+    case NN_FLATTEN:
+      work->act[i + 1] = in;
+      break;
+    case NN_DROPOUT:
+      nn_dropout_forward(l, in, out, training ? work->mask[i] : NULL, count,
+                         nn_rng_mix(dropout_seed, (uint64_t)i));
+      break;
+    }
+  }
+  return work->act[net->n_layers];
+}
+
+/* Softmax cross-entropy of logits: the mean loss, and probs - onehot over
+ * batch (the gradient of the mean) into delta when it is not NULL. */
+static double softmax_xent(const float *logits, const uint8_t *y, int batch,
+                           int classes, float *probs, float *delta) {
+  double total = 0.0;
+  for (int e = 0; e < batch; e++) {
+    const float *z = logits + (size_t)e * classes;
+    float *p = probs + (size_t)e * classes;
+    float top = z[0];
+    for (int k = 1; k < classes; k++)
+      if (z[k] > top)
+        top = z[k];
+    double sum = 0.0;
+    for (int k = 0; k < classes; k++) {
+      p[k] = expf(z[k] - top);
+      sum += p[k];
+    }
+    total += log(sum) - (double)(z[y[e]] - top);
+    float inv = (float)(1.0 / sum);
+    for (int k = 0; k < classes; k++)
+      p[k] *= inv;
+    if (delta) {
+      float *d = delta + (size_t)e * classes;
+      for (int k = 0; k < classes; k++)
+        d[k] = (p[k] - (k == y[e] ? 1.0f : 0.0f)) / (float)batch;
+    }
+  }
+  return total / batch;
+}
+
+double nn_net_loss_grad(const nn_net *net, nn_work *work, const float *params,
+                        const float *x, const uint8_t *y, int batch,
+                        float *grad, uint64_t dropout_seed) {
+  int last = net->n_layers;
+  const float *logits =
+      nn_net_forward(net, work, params, x, batch, true, dropout_seed);
+  double loss = softmax_xent(logits, y, batch, nn_net_outputs(net), work->probs,
+                             work->delta[last]);
+  for (int i = last - 1; i >= 0; i--) {
+    const nn_layer *l = &net->layers[i];
+    const float *in = work->act[i], *dout = work->delta[i + 1];
+    float *din = i > 0 ? work->delta[i] : NULL;
+    size_t count = (size_t)batch * nn_shape_size(l->out);
+    switch (l->kind) {
+    case NN_LINEAR:
+      nn_linear_backward(l, params, in, dout, din, grad, batch);
+      break;
+    case NN_CONV2D:
+      nn_conv2d_backward(l, params, work->col[i], dout, din, work->dcol, grad,
+                         batch);
+      break;
+    case NN_MAXPOOL2:
+      if (din)
+        nn_maxpool2_backward(l, dout, work->argmax[i], din, batch);
+      break;
+    case NN_RELU:
+      if (din)
+        nn_relu_backward(work->act[i + 1], dout, din, count);
+      break;
+    case NN_FLATTEN:
+      break; /* delta[i] is delta[i + 1] */
+    case NN_DROPOUT:
+      if (din)
+        nn_dropout_backward(l, work->mask[i], dout, din, count);
+      break;
+    }
+  }
+  return loss;
+}

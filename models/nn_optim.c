@@ -1,0 +1,113 @@
+/* See nn_optim.h. */
+#include "nn_optim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cohort_status.h"
+
+void nn_optim_config_init(nn_optim_config *cfg) {
+  *cfg = (nn_optim_config){.kind = NN_OPT_SGD,
+                           .learning_rate = 0.05f,
+                           .beta1 = 0.9f,
+                           .beta2 = 0.999f,
+                           .eps = 1e-8f};
+}
+
+static int unit_interval(float x) { return x >= 0.0f && x < 1.0f; }
+
+int nn_optim_config_check(const nn_optim_config *cfg, char *err,
+                          size_t errlen) {
+  const char *bad = NULL;
+  if (!(cfg->learning_rate > 0.0f) || !isfinite(cfg->learning_rate))
+    bad = "learning rate must be a finite number > 0";
+  else if (!unit_interval(cfg->momentum))
+    bad = "momentum must be in [0, 1)";
+  else if (!(cfg->weight_decay >= 0.0f) || !isfinite(cfg->weight_decay))
+    bad = "weight decay must be a finite number >= 0";
+  else if (cfg->kind == NN_OPT_ADAM &&
+           (!unit_interval(cfg->beta1) || !unit_interval(cfg->beta2)))
+    bad = "Adam's beta1 and beta2 must be in [0, 1)";
+  else if (cfg->kind == NN_OPT_ADAM && !(cfg->eps > 0.0f))
+    bad = "Adam's epsilon must be > 0";
+  else if (cfg->kind != NN_OPT_SGD && cfg->kind != NN_OPT_ADAM)
+    bad = "unknown optimizer";
+  if (!bad)
+    return COHORT_OK;
+  snprintf(err, errlen, "%s", bad);
+  return COHORT_EINVAL;
+}
+
+int nn_optimizer_parse(const char *name, nn_optimizer *out) {
+  if (strcmp(name, "sgd") == 0)
+    *out = NN_OPT_SGD;
+  else if (strcmp(name, "adam") == 0)
+    *out = NN_OPT_ADAM;
+  else
+    return -1;
+  return 0;
+}
+
+const char *nn_optimizer_name(nn_optimizer kind) {
+  return kind == NN_OPT_ADAM ? "adam" : "sgd";
+}
+
+int nn_optim_state_vectors(const nn_optim_config *cfg) {
+  if (cfg->kind == NN_OPT_ADAM)
+    return 2;
+  return cfg->momentum > 0.0f ? 1 : 0;
+}
+
+void nn_optim_init(nn_optim *opt, const nn_optim_config *cfg, size_t n,
+                   float *state) {
+  memset(opt, 0, sizeof *opt);
+  opt->cfg = *cfg;
+  opt->n = n;
+  int vectors = nn_optim_state_vectors(cfg);
+  if (vectors >= 1)
+    opt->m = state;
+  if (vectors >= 2)
+    opt->v = state + n;
+  if (vectors)
+    memset(state, 0, (size_t)vectors * n * sizeof *state);
+}
+
+static void sgd_step(nn_optim *opt, float *w, const float *grad) {
+  const float lr = opt->cfg.learning_rate, wd = opt->cfg.weight_decay;
+  const float mu = opt->cfg.momentum;
+  float *v = opt->m;
+  if (!v) {
+    for (size_t i = 0; i < opt->n; i++)
+      w[i] -= lr * (grad[i] + wd * w[i]);
+    return;
+  }
+  /* v starts at 0, so the first step sets it to the gradient, as PyTorch's
+   * buffer initialisation does. */
+  for (size_t i = 0; i < opt->n; i++) {
+    v[i] = mu * v[i] + grad[i] + wd * w[i];
+    w[i] -= lr * v[i];
+  }
+}
+
+static void adam_step(nn_optim *opt, float *w, const float *grad) {
+  const nn_optim_config *c = &opt->cfg;
+  double t = (double)(opt->steps + 1);
+  const float bc1 = (float)(1.0 - pow(c->beta1, t));
+  const float bc2 = (float)(1.0 - pow(c->beta2, t));
+  const float step = c->learning_rate / bc1, root_bc2 = sqrtf(bc2);
+  for (size_t i = 0; i < opt->n; i++) {
+    float g = grad[i] + c->weight_decay * w[i];
+    opt->m[i] = c->beta1 * opt->m[i] + (1.0f - c->beta1) * g;
+    opt->v[i] = c->beta2 * opt->v[i] + (1.0f - c->beta2) * g * g;
+    w[i] -= step * opt->m[i] / (sqrtf(opt->v[i]) / root_bc2 + c->eps);
+  }
+}
+
+void nn_optim_step(nn_optim *opt, float *params, const float *grad) {
+  if (opt->cfg.kind == NN_OPT_ADAM)
+    adam_step(opt, params, grad);
+  else
+    sgd_step(opt, params, grad);
+  opt->steps++;
+}

@@ -1,0 +1,42 @@
+/* Minibatch training and evaluation of an nn_net on an nn_dataset.
+ *
+ * One call owns one float arena: parameters, gradients, the FedProx anchor
+ * and the optimizer's state, each n_params long. The caller's parameter
+ * vector is copied in and the result copied back, so a failed call leaves
+ * it untouched. Deterministic for a seed and a thread count (nn_gemm.h). */
+#ifndef COHORT_NN_TRAIN_H
+#define COHORT_NN_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn_dataset.h"
+#include "nn_net.h"
+#include "nn_optim.h"
+
+typedef struct nn_train_opts {
+  int epochs;     /* >= 1 */
+  int batch_size; /* >= 1; the last batch of an epoch may be smaller */
+  nn_optim_config optim;
+  float fedprox_mu; /* proximal term mu/2 |w - w_start|^2; 0 = off */
+  uint64_t seed;    /* shuffling order and dropout masks */
+} nn_train_opts;
+
+/* 1 epoch, batch 32, nn_optim_config_init's SGD, no FedProx, seed 0. */
+void nn_train_opts_init(nn_train_opts *opts);
+
+/* Trains params (n_params of net) in place on ds. The data set must match
+ * the net's input size and every label must be below its outputs.
+ * *mean_loss (may be NULL) gets the mean training loss over the last epoch.
+ * Returns COHORT_OK, COHORT_EINVAL with a reason in err (bad options, empty
+ * or mismatched data), or COHORT_ENOMEM. */
+int nn_train(const nn_net *net, float *params, const nn_dataset *ds,
+             const nn_train_opts *opts, double *mean_loss, char *err,
+             size_t errlen);
+
+/* Accuracy and mean cross-entropy of params on ds (dropout off). Returns
+ * COHORT_OK, COHORT_EINVAL (mismatched or empty data) or COHORT_ENOMEM. */
+int nn_evaluate(const nn_net *net, const float *params, const nn_dataset *ds,
+                double *accuracy, double *loss);
+
+#endif
