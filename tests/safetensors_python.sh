@@ -14,7 +14,16 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-"$sample" "$tmp/model.safetensors"
+"$sample" "$tmp/model.safetensors" "$tmp/zoo.safetensors"
+# A zoo model written by nn_model_save: names, shapes and the metadata that
+# says how to rebuild it.
+"$py" "$src/scripts/safetensors_read.py" "$tmp/zoo.safetensors" \
+  --expect-shape fc1.weight=3x4 --expect-sum fc1.weight=33 \
+  --expect-shape fc1.bias=3 --expect-sum fc1.bias=19.5 \
+  --expect-shape fc2.weight=2x3 --expect-sum fc2.weight=52.5 \
+  --expect-shape fc2.bias=2 --expect-sum fc2.bias=21.5 \
+  --expect-meta format=cohort --expect-meta model_spec=mlp:3 \
+  --expect-meta input_hwc=2x2x1 --expect-meta classes=2 --expect-meta round=3
 "$py" "$src/scripts/safetensors_read.py" "$tmp/model.safetensors" \
   --expect-sum fc1.weight=8.25 --expect-shape fc1.weight=3x4 \
   --expect-sum conv1.weight=-4.5 --expect-shape conv1.weight=2x1x3x3 \
