@@ -25,19 +25,56 @@
 #include "rpc_client.h"
 #include "wire.h"
 
+#define COHORT_MAX_ATTRIBUTES 16
+
 /* A coordinator may not make us allocate more than this for one model. */
 #define MAX_MODEL_BYTES (1024u * 1024u * 1024u)
 
 struct cohort_dataset {
-  nn_dataset ds;
-  int client_index; /* its share of the federation's data */
+  nn_dataset ds;      /* what the built-in trainer trains on */
+  nn_dataset holdout; /* set aside for evaluation; may be empty */
+  int client_index;   /* its share of the federation's data */
 };
+
+/* The examples a client evaluates the global model on. */
+static const nn_dataset *eval_set(const cohort_dataset_t *d) {
+  return d->holdout.n ? &d->holdout : &d->ds;
+}
+
+/* Moves a random holdout fraction of d->ds (drawn from seed) into
+ * d->holdout. */
+static int split_holdout(cohort_dataset_t *d, double fraction, uint64_t seed) {
+  size_t n = d->ds.n, k = (size_t)(fraction * (double)n);
+  if (k == 0 || k >= n)
+    return COHORT_OK;
+  uint32_t *idx = malloc(n * sizeof *idx);
+  if (!idx)
+    return COHORT_ENOMEM;
+  for (size_t i = 0; i < n; i++)
+    idx[i] = (uint32_t)i;
+  nn_rng rng;
+  nn_rng_seed(&rng, nn_rng_mix(seed, 0x401d0u + (uint64_t)d->client_index));
+  nn_rng_shuffle(&rng, idx, n);
+  nn_dataset train = {0};
+  int rc = nn_dataset_subset(&d->ds, idx + k, n - k, &train);
+  if (!rc)
+    rc = nn_dataset_subset(&d->ds, idx, k, &d->holdout);
+  free(idx);
+  if (rc) {
+    nn_dataset_close(&train);
+    return rc;
+  }
+  nn_dataset_close(&d->ds);
+  d->ds = train;
+  return COHORT_OK;
+}
 
 struct cohort_client {
   cohort_client_options opt;
   char *server;
   char *enrollment_token;
   char *platform;
+  cohort_attribute attributes[COHORT_MAX_ATTRIBUTES]; /* names owned */
   rpc_channel *ch;
   uint64_t id;
   char session[65]; /* empty until registered */
@@ -154,6 +191,16 @@ int cohort_dataset_load(const cohort_dataset_options *o, cohort_dataset_t **out,
   if (o->limit)
     nn_dataset_truncate(&d->ds, o->limit);
   d->client_index = o->client_index;
+  if (!(o->holdout >= 0 && o->holdout < 1)) {
+    snprintf(err, errlen, "holdout %g: need a fraction in [0, 1)", o->holdout);
+    rc = COHORT_EINVAL;
+  } else {
+    rc = split_holdout(d, o->holdout, o->seed);
+  }
+  if (rc) {
+    cohort_dataset_free(d);
+    return rc;
+  }
   *out = d;
   return COHORT_OK;
 }
@@ -192,6 +239,7 @@ void cohort_dataset_free(cohort_dataset_t *ds) {
   if (!ds)
     return;
   nn_dataset_close(&ds->ds);
+  nn_dataset_close(&ds->holdout);
   free(ds);
 }
 
@@ -213,13 +261,27 @@ void cohort_set_log_level(int level) {
 
 int cohort_client_new(const cohort_client_options *o, cohort_client_t **out) {
   if (!o || !out || !o->server || !*o->server || !o->enrollment_token ||
-      !*o->enrollment_token || (!o->train && !o->dataset))
+      !*o->enrollment_token || (!o->train && !o->dataset) ||
+      o->n_attributes > COHORT_MAX_ATTRIBUTES ||
+      (o->n_attributes && !o->attributes))
     return COHORT_EINVAL;
+  for (size_t i = 0; i < o->n_attributes; i++)
+    if (!o->attributes[i].name)
+      return COHORT_EINVAL;
   cohort_client_t *c = calloc(1, sizeof *c);
   if (!c)
     return COHORT_ENOMEM;
   c->opt = *o;
   nn_threads_set(o->threads);
+  for (size_t i = 0; i < o->n_attributes; i++) {
+    c->attributes[i].name = dup_or_null(o->attributes[i].name);
+    c->attributes[i].value = o->attributes[i].value;
+    if (!c->attributes[i].name) {
+      cohort_client_free(c);
+      return COHORT_ENOMEM;
+    }
+  }
+  c->opt.attributes = NULL; /* the copies above are used */
   if (c->opt.rpc_timeout_ms <= 0)
     c->opt.rpc_timeout_ms = 30000;
   if (c->opt.give_up_after_s <= 0)
@@ -251,6 +313,8 @@ void cohort_client_free(cohort_client_t *c) {
   free(c->server);
   free(c->enrollment_token);
   free(c->platform);
+  for (size_t i = 0; i < COHORT_MAX_ATTRIBUTES; i++)
+    free((char *)c->attributes[i].name);
   free(c->model_blob);
   free(c);
 }
@@ -450,14 +514,18 @@ static int builtin_train(cohort_client_t *c, const cohort_train_request *req,
   return rc;
 }
 
-/* Reports the global model's accuracy and loss on the local data, the
- * federated-evaluation half of a cycle. Failure is logged, not fatal. */
-static void report_evaluation(cohort_client_t *c, const Cohort__V1__Task *t,
-                              const nn_model *m, const float *global,
-                              cohort_cycle_info *info) {
+/* Reports the global model's accuracy and loss on the local held-out data
+ * (the training data when none is held out): the answer of an evaluation
+ * task, and the federated-evaluation half of a training cycle. */
+static int report_evaluation(cohort_client_t *c, const Cohort__V1__Task *t,
+                             const nn_model *m, const float *global,
+                             cohort_cycle_info *info) {
   double acc = 0, loss = 0;
-  if (nn_evaluate(&m->net, global, &c->opt.dataset->ds, &acc, &loss))
-    return;
+  const nn_dataset *ds = eval_set(c->opt.dataset);
+  if (nn_evaluate(&m->net, global, ds, &acc, &loss)) {
+    set_error(c, "cannot evaluate the model on the local data");
+    return COHORT_EINVAL;
+  }
   Cohort__V1__Metric ma = COHORT__V1__METRIC__INIT,
                      ml = COHORT__V1__METRIC__INIT;
   ma.name = "global_accuracy";
@@ -467,16 +535,17 @@ static void report_evaluation(cohort_client_t *c, const Cohort__V1__Task *t,
   Cohort__V1__Metric *metrics[] = {&ma, &ml};
   Cohort__V1__ReportRequest req = COHORT__V1__REPORT_REQUEST__INIT;
   req.round = t->round;
-  req.num_examples = c->opt.dataset->ds.n;
+  req.num_examples = ds->n;
   req.metrics = metrics;
   req.n_metrics = 2;
   ProtobufCMessage *resp = NULL;
-  if (call(c, PB_METHOD_REPORT, "report", &req.base,
-           &cohort__v1__report_response__descriptor, 1, &resp, &info->bytes_up,
-           &info->bytes_down) == COHORT_OK)
+  int rc = call(c, PB_METHOD_REPORT, "report", &req.base,
+                &cohort__v1__report_response__descriptor, 1, &resp,
+                &info->bytes_up, &info->bytes_down);
+  if (rc == COHORT_OK)
     protobuf_c_message_free_unpacked(resp, NULL);
-  else
-    log_warn("%s", c->last_error);
+  info->eval_accuracy = acc;
+  return rc;
 }
 
 static int upload_update(cohort_client_t *c, const Cohort__V1__Task *t,
@@ -588,7 +657,19 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
       set_error(c, "task: %s", err);
       goto out;
     }
-    report_evaluation(c, t, &m, global, info);
+    int evaluate = t->kind == COHORT__V1__TASK_KIND__TASK_EVALUATE;
+    rc = report_evaluation(c, t, &m, global, info);
+    if (evaluate) {
+      info->outcome = COHORT_CYCLE_EVALUATED;
+      goto out; /* an evaluation task ends with the report */
+    }
+    if (rc)
+      log_warn("%s", c->last_error); /* the training goes on */
+    rc = COHORT_OK;
+  } else if (t->kind == COHORT__V1__TASK_KIND__TASK_EVALUATE) {
+    set_error(c, "evaluation task, but this client has no dataset");
+    rc = COHORT_ECALLBACK;
+    goto out;
   }
   if (c->opt.train) {
     if (c->opt.train(c->opt.train_user, &req, params, n, &res) != 0) {
@@ -638,6 +719,16 @@ int cohort_client_run_once(cohort_client_t *c, cohort_cycle_info *info) {
 
   Cohort__V1__CheckInRequest req = COHORT__V1__CHECK_IN_REQUEST__INIT;
   req.num_examples = c->opt.dataset ? c->opt.dataset->ds.n : 0;
+  Cohort__V1__Metric attrs[COHORT_MAX_ATTRIBUTES];
+  Cohort__V1__Metric *attr_ptrs[COHORT_MAX_ATTRIBUTES];
+  for (size_t i = 0; i < c->opt.n_attributes; i++) {
+    cohort__v1__metric__init(&attrs[i]);
+    attrs[i].name = (char *)c->attributes[i].name;
+    attrs[i].value = c->attributes[i].value;
+    attr_ptrs[i] = &attrs[i];
+  }
+  req.attributes = attr_ptrs;
+  req.n_attributes = c->opt.n_attributes;
   Cohort__V1__CheckInResponse *resp = NULL;
   rc = call(c, PB_METHOD_CHECKIN, "check-in", &req.base,
             &cohort__v1__check_in_response__descriptor, 1,
@@ -698,6 +789,10 @@ int cohort_client_run(cohort_client_t *c) {
         log_info("the federation is over");
         return COHORT_OK;
       }
+      if (info.outcome == COHORT_CYCLE_EVALUATED)
+        log_info("round %llu: evaluated the model (accuracy %.4f on local "
+                 "held-out data)",
+                 (unsigned long long)info.round, info.eval_accuracy);
       if (info.outcome == COHORT_CYCLE_TRAINED)
         log_info("round %llu: uploaded (train loss %.4f, %llu bytes up, "
                  "%llu down)",

@@ -57,6 +57,28 @@ void crypto_hex(const uint8_t *bytes, size_t len, char *out) {
   out[2 * len] = '\0';
 }
 
+static int hex_value(char c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+int crypto_unhex(const char *hex, uint8_t *out, size_t len) {
+  if (strlen(hex) != 2 * len)
+    return -1;
+  for (size_t i = 0; i < len; i++) {
+    int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0)
+      return -1;
+    out[i] = (uint8_t)(hi << 4 | lo);
+  }
+  return 0;
+}
+
 int crypto_sha256_hex(const char *text, char out[CRYPTO_SHA256_HEX_LEN]) {
   uint8_t d[CRYPTO_SHA256_LEN];
   int rc = crypto_sha256(text, strlen(text), d);

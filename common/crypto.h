@@ -23,6 +23,10 @@ int crypto_sha256_end(crypto_sha256_ctx *c, uint8_t out[CRYPTO_SHA256_LEN]);
 /* Lower-case hex of len bytes into out (2 * len + 1 bytes). */
 void crypto_hex(const uint8_t *bytes, size_t len, char *out);
 
+/* Parses exactly 2 * len hex digits (either case) into out. Returns 0, or
+ * -1 (out unspecified) for anything else. */
+int crypto_unhex(const char *hex, uint8_t *out, size_t len);
+
 /* SHA-256 of a NUL-terminated string, as lower-case hex. */
 int crypto_sha256_hex(const char *text, char out[CRYPTO_SHA256_HEX_LEN]);
 

@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "cohort_status.h"
+#include "export.h"
 #include "flags.h"
 #include "log.h"
 #include "nn_dataset.h"
@@ -23,15 +24,19 @@
 #include "rpc_server.h"
 #include "service.h"
 #include "store.h"
+#include "strategy.h"
 
 typedef struct server_opts {
   const char *listen, *db, *model, *eval_data, *port_file, *log_level;
   const char *enroll_token_file;
   flag_list enroll_tokens;
   long rounds, clients_per_round, min_clients, seed, epochs, batch_size;
-  long workers, retry_ms, threads, classes;
-  const char *input;
+  long workers, retry_ms, retry_max_ms, threads, classes, eval_every;
+  const char *input, *strategy;
+  flag_list eligible;
   double round_timeout, selection_timeout, lr, linger;
+  double fraction, over_select, active_window;
+  double server_lr, server_momentum, beta1, beta2, tau, mu, trim;
 } server_opts;
 
 static server_opts g_opts;
@@ -46,6 +51,48 @@ static int parse_shape(const char *s, nn_shape *out) {
   return 0;
 }
 
+/* --eligible conditions into rules (FLAG_LIST_MAX of them). */
+static int parse_rules(elig_rule *rules) {
+  char err[256];
+  for (size_t i = 0; i < g_opts.eligible.count; i++)
+    if (elig_parse(g_opts.eligible.items[i], &rules[i], err, sizeof err)) {
+      log_error("--eligible: %s", err);
+      return -1;
+    }
+  return 0;
+}
+
+/* --strategy and its hyper-parameters; -1 keeps the strategy's default. */
+static int strategy_from_flags(strategy_config *cfg) {
+  strategy_kind kind;
+  if (strategy_parse(g_opts.strategy, &kind) != COHORT_OK) {
+    log_error("--strategy '%s': expected fedavg, fedavgm, fedadam, fedyogi, "
+              "fedadagrad, fedprox, median or trimmed_mean",
+              g_opts.strategy);
+    return -1;
+  }
+  strategy_config_init(kind, cfg);
+  const struct {
+    double flag;
+    double *field;
+  } set[] = {{g_opts.server_lr, &cfg->server_lr},
+             {g_opts.server_momentum, &cfg->momentum},
+             {g_opts.beta1, &cfg->beta1},
+             {g_opts.beta2, &cfg->beta2},
+             {g_opts.tau, &cfg->tau},
+             {g_opts.mu, &cfg->mu},
+             {g_opts.trim, &cfg->trim}};
+  for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
+    if (set[i].flag != -1)
+      *set[i].field = set[i].flag;
+  char err[256];
+  if (strategy_config_check(cfg, err, sizeof err) != COHORT_OK) {
+    log_error("--strategy %s: %s", g_opts.strategy, err);
+    return -1;
+  }
+  return 0;
+}
+
 #define NUM(x) (double)(x)
 static const flag_def FLAGS[] = {
     {"listen", FLAG_STRING, &g_opts.listen, "127.0.0.1:50051", 0, 0,
@@ -56,9 +103,42 @@ static const flag_def FLAGS[] = {
      "rounds to commit; a restarted coordinator counts those already "
      "committed"},
     {"clients-per-round", FLAG_INT, &g_opts.clients_per_round, "4", 1,
-     NUM(100000), "K", "clients selected for each round"},
+     NUM(100000), "K", "updates each round aims for"},
+    {"fraction", FLAG_DOUBLE, &g_opts.fraction, "0", 0, 1, "F",
+     "instead of K, aim for this fraction of the clients active within "
+     "--active-window (at least M)"},
     {"min-clients", FLAG_INT, &g_opts.min_clients, "1", 1, NUM(100000), "M",
      "fewest updates a round needs to commit (and to close selection early)"},
+    {"over-select", FLAG_DOUBLE, &g_opts.over_select, "0", 0, 10, "F",
+     "select K*(1+F) clients and close the round at K updates; the "
+     "stragglers' late updates are refused and recorded"},
+    {"eligible", FLAG_STRING_LIST, &g_opts.eligible, NULL, 0, 0, "COND",
+     "only select clients whose check-in attributes meet COND, e.g. "
+     "'charging=1' or 'examples>=100' (repeatable; all must hold)"},
+    {"active-window", FLAG_DOUBLE, &g_opts.active_window, "300", 1, 86400 * 7,
+     "SECONDS",
+     "clients seen this recently count as the active population "
+     "(for --fraction and pace steering)"},
+    {"strategy", FLAG_STRING, &g_opts.strategy, "fedavg", 0, 0, "NAME",
+     "server strategy: fedavg, fedavgm, fedadam, fedyogi, fedadagrad, "
+     "fedprox, median, trimmed_mean"},
+    {"server-lr", FLAG_DOUBLE, &g_opts.server_lr, "-1", -1, 1000, "ETA",
+     "server learning rate (-1: the strategy's default, 1 or 0.01)"},
+    {"server-momentum", FLAG_DOUBLE, &g_opts.server_momentum, "-1", -1, 0.9999,
+     "B", "fedavgm's momentum (-1: 0.9)"},
+    {"beta1", FLAG_DOUBLE, &g_opts.beta1, "-1", -1, 0.9999, "B",
+     "adaptive strategies' first-moment decay (-1: 0.9)"},
+    {"beta2", FLAG_DOUBLE, &g_opts.beta2, "-1", -1, 0.9999, "B",
+     "fedadam's and fedyogi's second-moment decay (-1: 0.99)"},
+    {"tau", FLAG_DOUBLE, &g_opts.tau, "-1", -1, 1000, "T",
+     "adaptive strategies' adaptivity (-1: 0.001)"},
+    {"mu", FLAG_DOUBLE, &g_opts.mu, "-1", -1, 1000, "MU",
+     "fedprox's proximal term sent to clients (-1: 0.01)"},
+    {"trim", FLAG_DOUBLE, &g_opts.trim, "-1", -1, 0.4999, "BETA",
+     "trimmed_mean's fraction cut at each end (-1: 0.1)"},
+    {"eval-every", FLAG_INT, &g_opts.eval_every, "0", 0, NUM(1000000), "N",
+     "after every N training rounds, a federated-evaluation round in which "
+     "clients evaluate the model on their held-out data (0: never)"},
     {"round-timeout", FLAG_DOUBLE, &g_opts.round_timeout, "60", 0.1, 86400,
      "SECONDS", "upload deadline of a round, from the end of selection"},
     {"selection-timeout", FLAG_DOUBLE, &g_opts.selection_timeout, "10", 0,
@@ -91,7 +171,11 @@ static const flag_def FLAGS[] = {
     {"lr", FLAG_DOUBLE, &g_opts.lr, "0.05", 1e-9, 100, "RATE",
      "local SGD learning rate in the training plan"},
     {"retry-ms", FLAG_INT, &g_opts.retry_ms, "500", 10, 3600000, "MS",
-     "mean wait a client is told when there is no task (jittered +-50%)"},
+     "shortest wait a client is told when there is no task"},
+    {"retry-max-ms", FLAG_INT, &g_opts.retry_max_ms, "60000", 10, 86400000,
+     "MS",
+     "longest wait; between the two, pace steering spreads the fleet's "
+     "check-ins (docs/rounds.md)"},
     {"workers", FLAG_INT, &g_opts.workers, "2", 1, 64, "N",
      "gRPC worker threads, each with its own completion queue"},
     {"linger", FLAG_DOUBLE, &g_opts.linger, "15", 0, 3600, "SECONDS",
@@ -105,12 +189,16 @@ static const flag_def FLAGS[] = {
 #define N_FLAGS (sizeof FLAGS / sizeof FLAGS[0])
 
 static const char USAGE[] =
-    "usage: cohort-server --enroll-token T [options]\n\n"
+    "usage: cohort-server --enroll-token T [options]\n"
+    "       cohort-server --db PATH --export VERSION|latest FILE\n\n"
     "Coordinator of a Cohort federation: schedules rounds, aggregates the\n"
-    "clients' updates with FedAvg and keeps every durable fact in SQLite.\n"
+    "clients' updates with the chosen strategy and keeps every durable fact\n"
+    "in SQLite. --export writes a committed model as safetensors and exits.\n"
     "When a round commits it prints to standard output:\n"
     "  round R: accuracy A loss L clients C/K up U bytes/client down D "
-    "bytes/client time S s";
+    "bytes/client time S s\n"
+    "and after an evaluation round (--eval-every):\n"
+    "  round R: evaluation accuracy A loss L clients C/K time S s";
 
 typedef struct scheduler {
   round_engine *engine;
@@ -174,10 +262,47 @@ static int add_token_file(round_engine *engine, const char *path) {
   return rc;
 }
 
+/* "--export VERSION FILE" takes two values, which the flag table cannot
+ * say; it is cut out of argv here and the rest parsed as usual. Returns 1
+ * when found (and *version, *file set), 0 when absent, -1 when incomplete. */
+static int take_export(int *argc, char **argv, const char **version,
+                       const char **file) {
+  for (int i = 1; i < *argc; i++) {
+    if (strcmp(argv[i], "--export") != 0)
+      continue;
+    if (i + 2 >= *argc)
+      return -1;
+    *version = argv[i + 1];
+    *file = argv[i + 2];
+    for (int j = i; j + 3 <= *argc; j++)
+      argv[j] = argv[j + 3];
+    *argc -= 3;
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  const char *export_version = NULL, *export_file = NULL;
+  int exporting = take_export(&argc, argv, &export_version, &export_file);
+  if (exporting < 0) {
+    fprintf(stderr, "cohort-server: --export needs VERSION (or latest) and "
+                    "FILE\n");
+    return 2;
+  }
   int rc = flags_main("cohort-server", USAGE, FLAGS, N_FLAGS, argc, argv);
   if (rc >= 0)
     return rc;
+  if (exporting) {
+    char err[512];
+    if (export_model(g_opts.db, export_version, export_file, err, sizeof err) !=
+        COHORT_OK) {
+      fprintf(stderr, "cohort-server: --export: %s\n", err);
+      return 1;
+    }
+    fprintf(stderr, "cohort-server: wrote %s\n", export_file);
+    return 0;
+  }
   log_level level;
   if (log_parse_level(g_opts.log_level, &level) != 0) {
     fprintf(stderr, "cohort-server: --log-level: unknown level '%s'\n",
@@ -191,7 +316,7 @@ int main(int argc, char **argv) {
                     "--enroll-token-file\n");
     return 2;
   }
-  if (g_opts.min_clients > g_opts.clients_per_round) {
+  if (g_opts.fraction == 0 && g_opts.min_clients > g_opts.clients_per_round) {
     fprintf(stderr,
             "cohort-server: --min-clients %ld exceeds --clients-per-round "
             "%ld\n",
@@ -253,23 +378,33 @@ int main(int argc, char **argv) {
     classes = (int)g_opts.classes;
   }
   nn_threads_set((int)g_opts.threads);
-  round_config cfg = {
-      .rounds = g_opts.rounds,
-      .clients_per_round = g_opts.clients_per_round,
-      .min_clients = g_opts.min_clients,
-      .round_timeout_s = g_opts.round_timeout,
-      .selection_timeout_s = g_opts.selection_timeout,
-      .retry_ms = (double)g_opts.retry_ms,
-      .epochs = (int)g_opts.epochs,
-      .batch_size = (int)g_opts.batch_size,
-      .learning_rate = g_opts.lr,
-      .seed = (uint64_t)g_opts.seed,
-      .model_spec = g_opts.model,
-      .input = input,
-      .classes = classes,
-      .eval = g_opts.eval_data ? &eval : NULL,
-      .round_lines = stdout,
-  };
+  round_config cfg;
+  round_config_init(&cfg);
+  cfg.rounds = g_opts.rounds;
+  cfg.clients_per_round = g_opts.clients_per_round;
+  cfg.fraction = g_opts.fraction;
+  cfg.min_clients = g_opts.min_clients;
+  cfg.over_select = g_opts.over_select;
+  cfg.round_timeout_s = g_opts.round_timeout;
+  cfg.selection_timeout_s = g_opts.selection_timeout;
+  cfg.retry_ms = (double)g_opts.retry_ms;
+  cfg.retry_max_ms = (double)g_opts.retry_max_ms;
+  cfg.active_window_s = g_opts.active_window;
+  cfg.eval_every = g_opts.eval_every;
+  cfg.epochs = (int)g_opts.epochs;
+  cfg.batch_size = (int)g_opts.batch_size;
+  cfg.learning_rate = g_opts.lr;
+  cfg.seed = (uint64_t)g_opts.seed;
+  cfg.model_spec = g_opts.model;
+  cfg.input = input;
+  cfg.classes = classes;
+  cfg.eval = g_opts.eval_data ? &eval : NULL;
+  cfg.round_lines = stdout;
+  elig_rule rules[FLAG_LIST_MAX];
+  cfg.eligible = rules;
+  cfg.n_eligible = g_opts.eligible.count;
+  if (parse_rules(rules) != 0 || strategy_from_flags(&cfg.strategy) != 0)
+    goto out;
   if (round_engine_new(&cfg, db, &engine, err, sizeof err) != COHORT_OK) {
     log_error("%s", err);
     goto out;

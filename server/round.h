@@ -1,7 +1,10 @@
 /* The coordinator's round engine: the persisted state machine
- * OPEN -> TRAINING -> AGGREGATING -> COMMITTED, or FAILED(reason), the
- * current global model, selection, chunked upload assembly and streaming
- * FedAvg. Handlers call it with plain values (no protobuf, no sockets); the
+ * OPEN -> TRAINING -> AGGREGATING -> COMMITTED, or FAILED(reason), for
+ * training rounds and federated-evaluation rounds; the current global model
+ * and the server strategy; sampling with over-selection, eligibility and
+ * pace steering; chunked upload assembly; order-independent aggregation;
+ * and recovery of an interrupted round after a crash (docs/rounds.md).
+ * Handlers call it with plain values (no protobuf, no sockets); the
  * scheduler thread calls round_tick. All entry points are thread-safe. */
 #ifndef COHORT_ROUND_H
 #define COHORT_ROUND_H
@@ -10,9 +13,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "eligibility.h"
 #include "nn_dataset.h"
 #include "nn_zoo.h"
 #include "store.h"
+#include "strategy.h"
 
 typedef enum round_state {
   ROUND_IDLE = 0, /* no round in progress (before the first, or done) */
@@ -24,15 +29,24 @@ typedef enum round_state {
 const char *round_state_name(round_state s);
 
 typedef struct round_config {
-  long rounds;                /* rounds to commit in all */
-  long clients_per_round;     /* K: clients selected */
-  long min_clients;           /* M: fewest uploads that can commit */
-  double round_timeout_s;     /* upload deadline after selection closes */
+  long rounds;            /* training rounds to commit in all */
+  long clients_per_round; /* K: updates a round wants (when fraction is 0) */
+  double fraction;        /* > 0: K = max(M, ceil(fraction * active)) */
+  long min_clients;       /* M: fewest updates that can commit */
+  double over_select;     /* select ceil(K * (1 + over_select)) clients and
+                             close the round at K updates */
+  double round_timeout_s; /* upload deadline after selection closes */
   double selection_timeout_s; /* close selection with >= M after this */
-  double retry_ms;            /* mean RetryLater interval */
-  int epochs;                 /* the training plan sent to clients */
+  double retry_ms;            /* shortest RetryLater */
+  double retry_max_ms;        /* longest RetryLater */
+  double active_window_s;     /* clients seen this recently are active */
+  const elig_rule *eligible;  /* conditions on check-in attributes */
+  size_t n_eligible;
+  long eval_every; /* an evaluation round after every N training rounds */
+  int epochs;      /* the training plan sent to clients */
   int batch_size;
   double learning_rate;
+  strategy_config strategy;
   uint64_t seed; /* initial model */
   const char *model_spec;
   nn_shape input;         /* one example (28 x 28 x 1) */
@@ -40,6 +54,9 @@ typedef struct round_config {
   const nn_dataset *eval; /* borrowed; NULL: no server-side evaluation */
   FILE *round_lines;      /* where "round R: ..." lines go (stdout) */
 } round_config;
+
+/* Defaults for everything but the model, the data and the output. */
+void round_config_init(round_config *cfg);
 
 typedef struct round_engine round_engine;
 
@@ -86,17 +103,24 @@ typedef struct round_task {
   char model_spec[64];
   nn_shape input;
   int classes;
+  int evaluate; /* an evaluation task: Report, do not train */
   int epochs, batch_size;
   double learning_rate;
+  float fedprox_mu;
   uint32_t deadline_ms;
 } round_task;
 typedef struct checkin_result {
   checkin_kind kind;
   round_task task;          /* CHECKIN_TASK */
   uint32_t retry_after_ms;  /* CHECKIN_RETRY */
+  char reason[160];         /* CHECKIN_RETRY: why not selected, or "" */
   int64_t rounds_committed; /* CHECKIN_DONE */
 } checkin_result;
+/* n_attributes reported conditions (names of [a-z0-9_.]); the example
+ * count is passed as "examples" too. */
 round_verdict round_checkin(round_engine *e, int64_t client,
+                            uint64_t num_examples, size_t n_attributes,
+                            const char *const *names, const double *values,
                             checkin_result *out);
 
 /* ---- model download ---- */
@@ -126,8 +150,10 @@ round_verdict round_upload(round_engine *e, int64_t client,
 
 /* ---- federated evaluation ---- */
 #define ROUND_MAX_METRICS 32
+#define ROUND_MAX_ATTRIBUTES 16
 /* Stores a participant's metrics of the current round (at most
- * ROUND_MAX_METRICS, names of [a-z0-9_.], finite values). */
+ * ROUND_MAX_METRICS, names of [a-z0-9_.], finite values). In an evaluation
+ * round this is the participant's answer. */
 round_verdict round_report(round_engine *e, int64_t client, int64_t round,
                            uint64_t num_examples, size_t n_metrics,
                            const char *const *names, const double *values);

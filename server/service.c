@@ -75,9 +75,18 @@ static void handle_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
       &cohort__v1__check_in_request__descriptor, req, rep);
   if (!m)
     return;
-  protobuf_c_message_free_unpacked(&m->base, NULL);
+  const char *names[ROUND_MAX_ATTRIBUTES];
+  double values[ROUND_MAX_ATTRIBUTES];
+  size_t n = m->n_attributes;
+  for (size_t i = 0; i < n && i < ROUND_MAX_ATTRIBUTES; i++) {
+    names[i] = m->attributes[i]->name;
+    values[i] = m->attributes[i]->value;
+  }
   checkin_result res;
-  round_verdict v = round_checkin(e, client, &res);
+  /* The engine refuses more than ROUND_MAX_ATTRIBUTES by the count. */
+  round_verdict v =
+      round_checkin(e, client, m->num_examples, n, names, values, &res);
+  protobuf_c_message_free_unpacked(&m->base, NULL);
   if (v.code) {
     apply_verdict(rep, &v);
     return;
@@ -99,6 +108,9 @@ static void handle_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
     plan.batch_size = (uint32_t)res.task.batch_size;
     plan.learning_rate = (float)res.task.learning_rate;
     plan.optimizer = "sgd";
+    plan.fedprox_mu = res.task.fedprox_mu;
+    task.kind = res.task.evaluate ? COHORT__V1__TASK_KIND__TASK_EVALUATE
+                                  : COHORT__V1__TASK_KIND__TASK_TRAIN;
     task.plan = &plan;
     task.codec = "fp32";
     task.deadline_ms = res.task.deadline_ms;
@@ -112,6 +124,7 @@ static void handle_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
     break;
   case CHECKIN_RETRY:
     retry.after_ms = res.retry_after_ms;
+    retry.reason = res.reason;
     r.outcome_case = COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_RETRY_LATER;
     r.retry_later = &retry;
     break;

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 1
+#define STORE_SCHEMA_VERSION 2
 
 typedef struct store store;
 
@@ -17,6 +17,10 @@ typedef struct store store;
  * checks the schema (PRAGMA user_version). A database with a newer schema
  * than this build knows is refused. err gets a one-line reason. */
 int store_open(const char *path, store **out, char *err, size_t errlen);
+/* For readers such as --export: never creates, migrates or writes; a
+ * database of another schema version is refused. */
+int store_open_readonly(const char *path, store **out, char *err,
+                        size_t errlen);
 void store_close(store *s); /* accepts NULL */
 
 /* Last SQLite error message of this connection, for logs. */
@@ -47,31 +51,91 @@ int store_model_get(store *s, int64_t version, store_model *out);
 /* Inserts the initial model (version 0, round 0) when none exists. */
 int store_model_put_initial(store *s, const store_model *m, double now);
 
+/* ---- federation settings ---- */
+
+/* What a database was created for (model spec, input shape, classes,
+ * strategy), so a restart with other flags is refused and an export knows
+ * the model. COHORT_ENOTFOUND when the key was never set. */
+int store_setting_get(store *s, const char *key, char *value, size_t len);
+int store_setting_put(store *s, const char *key, const char *value);
+
+/* ---- server optimizer state ---- */
+
+/* The strategy's state after producing model `version` (written by
+ * store_round_commit). *blob is malloc'd. COHORT_ENOTFOUND when none. */
+int store_strategy_state_get(store *s, int64_t version, uint8_t **blob,
+                             size_t *len);
+
 /* ---- rounds ---- */
 typedef struct store_round_result {
   int64_t round;
   int64_t clients_selected;
   int64_t clients_aggregated;
-  double accuracy, loss; /* NaN when not evaluated */
+  double accuracy, loss; /* the coordinator's evaluation; NaN when none */
   double bytes_up_mean, bytes_down_mean;
   double finished_at;
 } store_round_result;
 
 /* Highest round id (0 when none). */
 int store_round_max(store *s, int64_t *id);
+/* Committed training rounds (evaluation rounds do not count). */
 int store_round_count_committed(store *s, int64_t *n);
-int store_round_open(store *s, int64_t id, int64_t base_version, double now);
-/* Moves a round to TRAINING, AGGREGATING or FAILED(reason). */
+/* kind is "TRAIN" or "EVALUATE"; target is the number of updates (or
+ * reports) the round wants. */
+int store_round_open(store *s, int64_t id, int64_t base_version,
+                     const char *kind, int64_t target, double now);
+/* Moves a round to TRAINING (with its upload deadline, wall-clock seconds),
+ * AGGREGATING or FAILED(reason). */
 int store_round_set_state(store *s, int64_t id, const char *state,
                           const char *reason, double now);
-/* In one transaction: inserts model m (m->version, round, parent) and marks
- * the round COMMITTED with the result's figures. */
+int store_round_set_training(store *s, int64_t id, double deadline_at,
+                             double now);
+/* In one transaction: inserts model m (m->version, round, parent) and the
+ * strategy's state after it (state may be NULL), marks the round COMMITTED
+ * with the result's figures and the federated evaluation of its
+ * participants' reports, and drops the round's stored updates. */
 int store_round_commit(store *s, const store_round_result *r,
-                       const store_model *m);
+                       const store_model *m, const uint8_t *state,
+                       size_t state_len);
+/* Ends an evaluation round: COMMITTED with the coordinator's figures and
+ * the weighted mean of the clients' reports; no model is created. */
+int store_round_finish_eval(store *s, const store_round_result *r);
+/* FAILED(reason), its stored updates dropped, and an event, in one
+ * transaction. */
+int store_round_fail(store *s, int64_t id, const char *reason, double now);
 /* Marks every round that is not COMMITTED or FAILED as FAILED(reason);
  * *count (may be NULL) gets how many. */
 int store_round_fail_unfinished(store *s, const char *reason, double now,
                                 int *count);
+
+/* The round a crash interrupted: the one not COMMITTED or FAILED, if any
+ * (COHORT_ENOTFOUND otherwise). */
+typedef struct store_round_info {
+  int64_t id, base_version, target;
+  char state[16];     /* OPEN, TRAINING or AGGREGATING */
+  char kind[16];      /* TRAIN or EVALUATE */
+  double deadline_at; /* wall clock; 0 before TRAINING */
+} store_round_info;
+int store_round_unfinished(store *s, store_round_info *out);
+/* Whether an evaluation round (in any state) was ever opened on model
+ * base_version. */
+int store_round_eval_exists(store *s, int64_t base_version, int *exists);
+
+/* One participant of a round as stored, with its update when it uploaded
+ * one (delta is borrowed for the duration of the callback). */
+typedef struct store_participant {
+  int64_t client;
+  int uploaded, reported;
+  uint64_t examples, bytes_down, bytes_up;
+  char sha256_hex[65];
+  const uint8_t *delta;
+  size_t delta_len;
+} store_participant;
+typedef int (*store_participant_cb)(void *ctx, const store_participant *p);
+/* Calls cb for every participant of round, in client order; stops at the
+ * first non-zero return and returns it. */
+int store_round_participants(store *s, int64_t round, store_participant_cb cb,
+                             void *ctx);
 
 /* ---- participations ---- */
 int store_participation_select(store *s, int64_t round, int64_t client,
@@ -82,13 +146,30 @@ typedef struct store_upload {
   char sha256_hex[65];
   double uploaded_at;
 } store_upload;
-int store_participation_uploaded(store *s, const store_upload *u);
+/* In one transaction: the participation becomes UPLOADED and its update
+ * (len bytes of little-endian float32) is kept until the round ends, so a
+ * restarted coordinator can resume the round. */
+int store_participation_uploaded(store *s, const store_upload *u,
+                                 const uint8_t *delta, size_t len);
+/* Forgets a participant's kept update (it could not be used after a
+ * restart): the participation is SELECTED again, in one transaction, so the
+ * client can upload anew. */
+int store_participation_unupload(store *s, int64_t round, int64_t client);
+/* Records that a participant of round sent its update too late (the first
+ * time only; *recorded, which may be NULL, says whether this call did). */
+int store_participation_late(store *s, int64_t round, int64_t client,
+                             double now, int *recorded);
 
 /* A client's report of n metrics (federated evaluation), in one
  * transaction: all are stored (replacing earlier values of the same names)
  * or none. */
 int store_metrics_put(store *s, int64_t round, int64_t client, size_t n,
                       const char *const *names, const double *values);
+/* Like store_metrics_put, and marks the participation reported, in the same
+ * transaction (an evaluation round's answer). */
+int store_metrics_put_reported(store *s, int64_t round, int64_t client,
+                               size_t n, const char *const *names,
+                               const double *values, double now);
 
 /* An operational event (round failures, restarts) for operators. */
 int store_event(store *s, double now, int64_t round, const char *kind,

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cohort.h"
 #include "flags.h"
@@ -12,7 +13,9 @@
 static struct {
   const char *server, *token, *data, *shard, *partition, *log_level;
   long limit, seed, threads;
+  double holdout;
   int summary;
+  flag_list attributes;
 } g_opts;
 
 static const flag_def FLAGS[] = {
@@ -36,6 +39,13 @@ static const flag_def FLAGS[] = {
      "use only the first N examples of this client's share (0: all)"},
     {"seed", FLAG_INT, &g_opts.seed, "0", 0, 9007199254740991.0, "S",
      "seed of the partition and, mixed with I, of the local shuffling"},
+    {"holdout", FLAG_DOUBLE, &g_opts.holdout, "0.1", 0, 0.9, "F",
+     "fraction of this client's share kept out of training, for evaluating "
+     "the global model (federated evaluation)"},
+    {"attribute", FLAG_STRING_LIST, &g_opts.attributes, NULL, 0, 0,
+     "NAME=VALUE",
+     "a condition reported at check-in for the coordinator's --eligible "
+     "rules, e.g. charging=1 (repeatable)"},
     {"threads", FLAG_INT, &g_opts.threads, "0", 0, 1024, "N",
      "training threads (0: all cores)"},
     {"partition-summary", FLAG_BOOL, &g_opts.summary, NULL, 0, 0, NULL,
@@ -63,6 +73,26 @@ static int parse_shard(const char *s, int *index, int *count) {
   if (sscanf(s, "%d/%d%c", index, count, &tail) != 2 || *count < 1 ||
       *index < 0 || *index >= *count)
     return -1;
+  return 0;
+}
+
+/* --attribute NAME=VALUE into attrs (names copied into names). */
+static int parse_attributes(cohort_attribute *attrs, char (*names)[40]) {
+  for (size_t i = 0; i < g_opts.attributes.count; i++) {
+    const char *text = g_opts.attributes.items[i];
+    const char *eq = strchr(text, '=');
+    char *end = NULL;
+    double v = eq ? strtod(eq + 1, &end) : 0;
+    size_t len = eq ? (size_t)(eq - text) : 0;
+    if (!eq || len == 0 || len >= sizeof names[i] || end == eq + 1 || *end) {
+      fprintf(stderr, "cohort-client: --attribute '%s': expected NAME=NUMBER\n",
+              text);
+      return -1;
+    }
+    memcpy(names[i], text, len);
+    names[i][len] = '\0';
+    attrs[i] = (cohort_attribute){.name = names[i], .value = v};
+  }
   return 0;
 }
 
@@ -96,6 +126,11 @@ int main(int argc, char **argv) {
   dopt.client_count = count;
   dopt.seed = (uint64_t)g_opts.seed;
   dopt.limit = (size_t)g_opts.limit;
+  dopt.holdout = g_opts.holdout;
+  cohort_attribute attrs[FLAG_LIST_MAX];
+  char names[FLAG_LIST_MAX][40];
+  if (parse_attributes(attrs, names) != 0)
+    return 2;
   if (g_opts.summary) {
     rc = cohort_dataset_partition_summary(&dopt, stdout, err, sizeof err);
     if (rc != COHORT_OK)
@@ -124,6 +159,8 @@ int main(int argc, char **argv) {
   o.dataset = ds;
   o.seed = (uint64_t)g_opts.seed;
   o.threads = (int)g_opts.threads;
+  o.attributes = attrs;
+  o.n_attributes = g_opts.attributes.count;
   rc = cohort_client_new(&o, &g_client);
   if (rc != COHORT_OK) {
     fprintf(stderr, "cohort-client: %s\n", cohort_strerror(rc));

@@ -61,6 +61,9 @@ typedef struct cohort_dataset_options {
   uint64_t seed;         /* the partition's seed (same on every client) */
   size_t limit;          /* keep only the share's first limit examples;
                             0 = all */
+  double holdout;        /* fraction of the share set aside (at random, from
+                            the seed) for federated evaluation, in [0, 1);
+                            0 = evaluate on the training examples */
 } cohort_dataset_options;
 
 /* Fills o with the defaults: iid, client 0 of 1, seed 0, no limit. */
@@ -82,7 +85,7 @@ COHORT_API int cohort_dataset_partition_summary(const cohort_dataset_options *o,
                                                 FILE *f, char *err,
                                                 size_t errlen);
 
-/* Examples in the dataset. */
+/* Examples in the dataset (its training part). */
 COHORT_API size_t cohort_dataset_size(const cohort_dataset_t *ds);
 /* Accepts NULL. */
 COHORT_API void cohort_dataset_free(cohort_dataset_t *ds);
@@ -113,6 +116,14 @@ typedef int (*cohort_train_cb)(void *user, const cohort_train_request *req,
 
 /* ---- client ---- */
 
+/* A condition the client reports at check-in, which the coordinator may
+ * require for selection (cohort-server --eligible "charging=1"). Names are
+ * 1-32 characters of [a-z0-9_.]; "examples" is always reported. */
+typedef struct cohort_attribute {
+  const char *name;
+  double value;
+} cohort_attribute;
+
 typedef struct cohort_client_options {
   const char *server;           /* "HOST:PORT" of the coordinator; required */
   const char *enrollment_token; /* required; copied */
@@ -122,16 +133,18 @@ typedef struct cohort_client_options {
   cohort_dataset_t *dataset;    /* borrowed: the built-in trainer's data and
                                    the local evaluation set; may be NULL
                                    when train is set */
-  uint64_t seed;                /* shuffling seed of the built-in trainer
-                                   (mixed with the dataset's client index
-                                   and the round) */
-  int threads;                  /* threads of the built-in trainer; 0 = all
-                                   cores. Process-wide: the last client
-                                   created sets it */
-  int rpc_timeout_ms;           /* deadline of each call (default 30000) */
-  double give_up_after_s;       /* cohort_client_run gives up after the
-                                   coordinator has been unreachable this
-                                   long (default 300) */
+  const cohort_attribute *attributes; /* reported at check-in; copied */
+  size_t n_attributes;                /* at most 16 */
+  uint64_t seed;                      /* shuffling seed of the built-in trainer
+                                         (mixed with the dataset's client index
+                                         and the round) */
+  int threads;            /* threads of the built-in trainer; 0 = all
+                             cores. Process-wide: the last client
+                             created sets it */
+  int rpc_timeout_ms;     /* deadline of each call (default 30000) */
+  double give_up_after_s; /* cohort_client_run gives up after the
+                             coordinator has been unreachable this
+                             long (default 300) */
 } cohort_client_options;
 
 /* Fills o with the defaults; set server and enrollment_token after. */
@@ -146,9 +159,10 @@ COHORT_API int cohort_client_new(const cohort_client_options *o,
 COHORT_API void cohort_client_free(cohort_client_t *c);
 
 typedef enum cohort_cycle_outcome {
-  COHORT_CYCLE_TRAINED = 0, /* trained and uploaded an update */
-  COHORT_CYCLE_RETRY = 1,   /* no task now; try again after retry_after_ms */
-  COHORT_CYCLE_DONE = 2,    /* the federation is over */
+  COHORT_CYCLE_TRAINED = 0,   /* trained and uploaded an update */
+  COHORT_CYCLE_RETRY = 1,     /* no task now; try again after retry_after_ms */
+  COHORT_CYCLE_DONE = 2,      /* the federation is over */
+  COHORT_CYCLE_EVALUATED = 3, /* evaluated the model and reported metrics */
 } cohort_cycle_outcome;
 
 typedef struct cohort_cycle_info {
@@ -158,6 +172,7 @@ typedef struct cohort_cycle_info {
   uint64_t bytes_down;     /* bytes on the wire this cycle */
   uint64_t bytes_up;
   double train_loss;
+  double eval_accuracy; /* the global model on local held-out data */
 } cohort_cycle_info;
 
 /* One cycle: register if needed, check in, and when there is a task

@@ -1,8 +1,10 @@
 /* Tests of the round engine, driven directly (no network) on a temporary
- * store: enrollment and session tokens, selection and check-in, model
- * download, upload validation (every refusal stores nothing), chunk
- * assembly, idempotent retries, the FedAvg commit against a hand
- * computation, deadlines, reports, restart recovery and the end of the
+ * store: enrollment and session tokens, selection and check-in (pace
+ * steering, eligibility, fractions, over-selection), model download, upload
+ * validation (every refusal stores nothing), chunk assembly, idempotent
+ * retries, late uploads, the server strategies against hand computations,
+ * order-independent aggregation, deadlines, reports, federated-evaluation
+ * rounds, resuming an interrupted round after a crash and the end of the
  * federation. Rows are checked through a second sqlite3 connection. */
 #include <grpc/status.h>
 #include <math.h>
@@ -19,6 +21,8 @@
 #include "cunit_main.h"
 #include "db_peek.h"
 #include "log.h"
+#include "nn_train.h"
+#include "nn_zoo.h"
 #include "pb.h"
 #include "round.h"
 #include "store.h"
@@ -27,6 +31,7 @@
 #define NP 7850 /* logreg 784 -> 10 */
 #define MODEL_BYTES (NP * 4)
 #define ENROLL "enroll-secret-for-tests"
+#define MAX_CLIENTS 6
 
 static char dir[128];
 static int db_counter;
@@ -56,26 +61,24 @@ typedef struct fixture {
   round_engine *e;
   round_config cfg;
   FILE *lines;
-  int64_t id[4];
-  char token[4][65];
+  int64_t id[MAX_CLIENTS];
+  char token[MAX_CLIENTS][65];
 } fixture;
 
+/* Small, fast rounds: K = 2, M = 1, short timeouts, two rounds. */
 static round_config default_config(void) {
-  round_config c = {.rounds = 2,
-                    .clients_per_round = 2,
-                    .min_clients = 1,
-                    .round_timeout_s = 0.3,
-                    .selection_timeout_s = 0.2,
-                    .retry_ms = 100,
-                    .epochs = 1,
-                    .batch_size = 8,
-                    .learning_rate = 0.1,
-                    .seed = 1,
-                    .model_spec = "logreg",
-                    .input = {.c = 1, .h = 28, .w = 28},
-                    .classes = 10,
-                    .eval = NULL,
-                    .round_lines = NULL};
+  round_config c;
+  round_config_init(&c);
+  c.rounds = 2;
+  c.clients_per_round = 2;
+  c.min_clients = 1;
+  c.round_timeout_s = 0.3;
+  c.selection_timeout_s = 0.2;
+  c.retry_ms = 100;
+  c.epochs = 1;
+  c.batch_size = 8;
+  c.learning_rate = 0.1;
+  c.seed = 1;
   return c;
 }
 
@@ -89,8 +92,9 @@ static int new_engine(fixture *f) {
   return rc;
 }
 
-/* Opens a fresh store and engine and registers n clients. */
-static int fx_open(fixture *f, int n) {
+/* A fresh store and the default configuration; no engine yet, so a test
+ * can change f->cfg first. */
+static int fx_init(fixture *f) {
   memset(f, 0, sizeof *f);
   snprintf(f->path, sizeof f->path, "%s/round%d.sqlite", dir, ++db_counter);
   char err[256] = "";
@@ -101,7 +105,12 @@ static int fx_open(fixture *f, int n) {
   f->lines = tmpfile();
   f->cfg = default_config();
   f->cfg.round_lines = f->lines;
-  if (!f->lines || new_engine(f))
+  return f->lines ? 0 : -1;
+}
+
+/* Starts the engine with f->cfg and registers n clients. */
+static int fx_start(fixture *f, int n) {
+  if (n > MAX_CLIENTS || new_engine(f))
     return -1;
   for (int i = 0; i < n; i++) {
     round_verdict v =
@@ -110,6 +119,10 @@ static int fx_open(fixture *f, int n) {
       return -1;
   }
   return 0;
+}
+
+static int fx_open(fixture *f, int n) {
+  return fx_init(f) ? -1 : fx_start(f, n);
 }
 
 static void fx_close(fixture *f) {
@@ -127,6 +140,17 @@ static void fx_close(fixture *f) {
 }
 
 #define FX_OPEN(f, n) CU_ASSERT_EQUAL_FATAL(fx_open(&(f), (n)), 0)
+#define FX_INIT(f) CU_ASSERT_EQUAL_FATAL(fx_init(&(f)), 0)
+#define FX_START(f, n) CU_ASSERT_EQUAL_FATAL(fx_start(&(f), (n)), 0)
+
+/* Frees the engine without committing anything, as a crash would leave the
+ * store, and starts a new one with f->cfg on the same store, as a restarted
+ * coordinator does. */
+static void restart_engine(fixture *f) {
+  round_engine_free(f->e);
+  f->e = NULL;
+  CU_ASSERT_EQUAL_FATAL(new_engine(f), COHORT_OK);
+}
 
 static const char *round_state_in_db(fixture *f, int64_t round, char *buf,
                                      size_t len) {
@@ -143,11 +167,38 @@ static const char *round_state_in_db(fixture *f, int64_t round, char *buf,
                            (want));                                            \
   } while (0)
 
-/* The engine's latest model, from the store, as floats. */
-static int latest_model(fixture *f, float *out, int64_t *version,
-                        char sha_hex[65]) {
+static int64_t count(fixture *f, const char *sql) {
+  return db_peek_int(f->path, sql);
+}
+
+/* A statement on the fixture's database through a second connection (to
+ * tamper with it as a disk fault or an operator might); blob, when not
+ * NULL, is bound to ?1. Returns 0 or the SQLite error. */
+static int db_exec(const char *path, const char *sql, const void *blob,
+                   size_t len) {
+  sqlite3 *db = NULL;
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 2000);
+    rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+  }
+  if (rc == SQLITE_OK && blob)
+    rc = sqlite3_bind_blob64(st, 1, blob, len, SQLITE_TRANSIENT);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(db);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return rc;
+}
+
+/* Model `version` (-1: the latest) from the store: its floats, bytes and
+ * digest (each may be NULL). */
+static int stored_model(fixture *f, int64_t version, float *out, uint8_t *blob,
+                        int64_t *got_version, char sha_hex[65]) {
   store_model m;
-  int rc = store_model_latest(f->db, &m);
+  int rc = version < 0 ? store_model_latest(f->db, &m)
+                       : store_model_get(f->db, version, &m);
   if (rc)
     return rc;
   if (m.blob_len != MODEL_BYTES) {
@@ -156,12 +207,26 @@ static int latest_model(fixture *f, float *out, int64_t *version,
   }
   if (out)
     wire_get_f32le(out, m.blob, NP);
-  if (version)
-    *version = m.version;
+  if (blob)
+    memcpy(blob, m.blob, MODEL_BYTES);
+  if (got_version)
+    *got_version = m.version;
   if (sha_hex)
     memcpy(sha_hex, m.sha256_hex, 65);
   store_model_clear(&m);
   return 0;
+}
+
+/* The engine's latest model, from the store, as floats. */
+static int latest_model(fixture *f, float *out, int64_t *version,
+                        char sha_hex[65]) {
+  return stored_model(f, -1, out, NULL, version, sha_hex);
+}
+
+/* Bitwise equality of float arrays (so -0 and +0 differ, and NaN would
+ * not equal itself by value but does by bits). */
+static int same_bits(const float *a, const float *b, size_t n) {
+  return memcmp(a, b, n * sizeof *a) == 0;
 }
 
 /* ---- updates ---- */
@@ -184,6 +249,24 @@ static update *make_update(int kind) {
     u->delta[i] = kind == 0   ? 0.001f * (float)(i % 13) - 0.005f
                   : kind == 1 ? 0.003f - 0.002f * (float)(i % 7)
                               : 0.01f * (float)((i + (size_t)kind) % 5);
+  encode(u);
+  return u;
+}
+
+/* Values that make a sloppy sum order-dependent: magnitudes from 2^20 down
+ * to subnormals, signed zeros, and fractions with no short binary form. */
+static update *make_awkward(int kind) {
+  static const float pool[] = {1048576.0f, -1048575.5f, 1e-40f,  -0.0f,
+                               0.1f,       1.0f / 3.0f, -1e-20f, 7.0f,
+                               3.4e-10f,   -999.875f,   1e-7f,   0.0f,
+                               -0.3f,      65504.25f,   -1e-38f, 2.5e5f};
+  const size_t n_pool = sizeof pool / sizeof pool[0];
+  update *u = malloc(sizeof *u);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(u);
+  for (size_t i = 0; i < NP; i++)
+    u->delta[i] =
+        pool[(i * (size_t)(2 * kind + 3) + (size_t)(5 * kind) + i / n_pool) %
+             n_pool];
   encode(u);
   return u;
 }
@@ -220,14 +303,19 @@ static round_verdict send_all(fixture *f, int64_t client, int64_t round,
   return v;
 }
 
-/* Ticks round r open, checks clients 0 and 1 in (each gets a task) and
- * ticks it to TRAINING. */
-static void start_round(fixture *f, int64_t r) {
+/* A check-in of client i with 100 examples and no attributes. */
+static round_verdict checkin(fixture *f, int i, checkin_result *r) {
+  return round_checkin(f->e, f->id[i], 100, 0, NULL, NULL, r);
+}
+
+/* Ticks round r open, checks clients 0 .. n-1 in (each gets a task) and
+ * ticks it to TRAINING (n must fill the selection). */
+static void start_round_n(fixture *f, int64_t r, int n) {
   CU_ASSERT_EQUAL_FATAL(round_tick(f->e), COHORT_OK);
   ASSERT_ROUND_STATE(*f, r, "OPEN");
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < n; i++) {
     checkin_result res;
-    round_verdict v = round_checkin(f->e, f->id[i], &res);
+    round_verdict v = checkin(f, i, &res);
     CU_ASSERT_EQUAL_FATAL(v.code, GRPC_STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(res.kind, CHECKIN_TASK);
     CU_ASSERT_EQUAL(res.task.round, r);
@@ -236,9 +324,7 @@ static void start_round(fixture *f, int64_t r) {
   ASSERT_ROUND_STATE(*f, r, "TRAINING");
 }
 
-static int64_t count(fixture *f, const char *sql) {
-  return db_peek_int(f->path, sql);
-}
+static void start_round(fixture *f, int64_t r) { start_round_n(f, r, 2); }
 
 /* ---- enrollment and authentication ---- */
 
@@ -372,13 +458,20 @@ static void test_checkin_selects_up_to_k(void) {
   fixture f;
   FX_OPEN(f, 3);
   checkin_result r;
-  /* Before the first tick there is no round: retry later. */
-  CU_ASSERT_EQUAL(round_checkin(f.e, f.id[0], &r).code, GRPC_STATUS_OK);
+  /* Before the first tick there is no round: retry later. Pace steering
+   * (pace.h) with one client and a 0.02 s window spreads check-ins over
+   * 13 ms, below retry_ms = 100: the clamp gives exactly 100. */
+  CU_ASSERT_EQUAL(checkin(&f, 0, &r).code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
+  CU_ASSERT_EQUAL(r.retry_after_ms, 100);
+  CU_ASSERT_STRING_EQUAL(r.reason, "");
 
   CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
   ASSERT_ROUND_STATE(f, 1, "OPEN");
   CU_ASSERT_EQUAL(count(&f, "SELECT base_version FROM rounds WHERE id = 1"), 0);
+  CU_ASSERT_EQUAL(count(&f, "SELECT kind = 'TRAIN' FROM rounds WHERE id = 1"),
+                  1);
+  CU_ASSERT_EQUAL(count(&f, "SELECT target FROM rounds WHERE id = 1"), 2);
   char sha_hex[65], task_hex[65];
   int64_t version = -1;
   CU_ASSERT_EQUAL_FATAL(latest_model(&f, NULL, &version, sha_hex), 0);
@@ -386,16 +479,22 @@ static void test_checkin_selects_up_to_k(void) {
 
   checkin_result t[2];
   for (int i = 0; i < 2; i++) {
-    round_verdict v = round_checkin(f.e, f.id[i], &t[i]);
+    round_verdict v = checkin(&f, i, &t[i]);
     CU_ASSERT_EQUAL_FATAL(v.code, GRPC_STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(t[i].kind, CHECKIN_TASK);
     CU_ASSERT_EQUAL(t[i].task.round, 1);
     CU_ASSERT_EQUAL(t[i].task.model_version, 0);
     CU_ASSERT_EQUAL(t[i].task.model_size, NP * 4);
     CU_ASSERT_STRING_EQUAL(t[i].task.model_spec, "logreg");
+    CU_ASSERT_EQUAL(t[i].task.input.h, 28);
+    CU_ASSERT_EQUAL(t[i].task.input.w, 28);
+    CU_ASSERT_EQUAL(t[i].task.input.c, 1);
+    CU_ASSERT_EQUAL(t[i].task.classes, 10);
+    CU_ASSERT_EQUAL(t[i].task.evaluate, 0);
     CU_ASSERT_EQUAL(t[i].task.epochs, 1);
     CU_ASSERT_EQUAL(t[i].task.batch_size, 8);
     CU_ASSERT_DOUBLE_EQUAL(t[i].task.learning_rate, 0.1, 1e-12);
+    CU_ASSERT_EQUAL(t[i].task.fedprox_mu, 0.0f); /* fedavg */
     /* OPEN: the upload window is selection + round timeouts, 0.5 s. */
     CU_ASSERT(t[i].task.deadline_ms >= 490 && t[i].task.deadline_ms <= 500);
     crypto_hex(t[i].task.model_sha256, 32, task_hex);
@@ -406,19 +505,19 @@ static void test_checkin_selects_up_to_k(void) {
                 "state = 'SELECTED'"),
       2);
 
-  /* K = 2 are selected: the third is told to retry, with jitter around
-   * retry_ms = 100. */
+  /* K = 2 are selected: the third is told to retry (3 active clients, 2
+   * wanted, 0.02 s window: 20 ms of spread, clamped up to 100). */
   for (int i = 0; i < 30; i++) {
-    round_verdict v = round_checkin(f.e, f.id[2], &r);
+    round_verdict v = checkin(&f, 2, &r);
     CU_ASSERT_EQUAL(v.code, GRPC_STATUS_OK);
     CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
-    CU_ASSERT(r.retry_after_ms >= 50 && r.retry_after_ms <= 150);
+    CU_ASSERT_EQUAL(r.retry_after_ms, 100);
   }
   CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM participations"), 2);
 
   /* A selected client checking in again gets the same task. */
   checkin_result again;
-  CU_ASSERT_EQUAL(round_checkin(f.e, f.id[0], &again).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(checkin(&f, 0, &again).code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL_FATAL(again.kind, CHECKIN_TASK);
   CU_ASSERT_EQUAL(again.task.round, t[0].task.round);
   CU_ASSERT_EQUAL(again.task.model_version, t[0].task.model_version);
@@ -429,12 +528,62 @@ static void test_checkin_selects_up_to_k(void) {
   /* K reached: the next tick closes selection. */
   CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
   ASSERT_ROUND_STATE(f, 1, "TRAINING");
-  CU_ASSERT_EQUAL(round_checkin(f.e, f.id[2], &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(round_checkin(f.e, f.id[2], 100, 0, NULL, NULL, &r).code,
+                  GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
-  /* In TRAINING the deadline counts down from round_timeout_s. */
-  CU_ASSERT_EQUAL(round_checkin(f.e, f.id[1], &again).code, GRPC_STATUS_OK);
+  /* In TRAINING the deadline counts down from round_timeout_s, and it is
+   * stored as wall-clock time so a restart can keep it. */
+  CU_ASSERT_EQUAL(checkin(&f, 1, &again).code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(again.kind, CHECKIN_TASK);
   CU_ASSERT(again.task.deadline_ms <= 300);
+  CU_ASSERT_EQUAL(count(&f, "SELECT deadline_at > started_at FROM rounds "
+                            "WHERE id = 1"),
+                  1);
+  /* More attributes than allowed are refused outright. */
+  const char *names[ROUND_MAX_ATTRIBUTES + 1];
+  double values[ROUND_MAX_ATTRIBUTES + 1];
+  char storage[ROUND_MAX_ATTRIBUTES + 1][8];
+  for (int i = 0; i <= ROUND_MAX_ATTRIBUTES; i++) {
+    snprintf(storage[i], sizeof storage[i], "a%d", i);
+    names[i] = storage[i];
+    values[i] = 1;
+  }
+  CU_ASSERT_EQUAL(round_checkin(f.e, f.id[2], 100, ROUND_MAX_ATTRIBUTES + 1,
+                                names, values, &r)
+                      .code,
+                  GRPC_STATUS_INVALID_ARGUMENT);
+  CU_ASSERT_EQUAL(
+      round_checkin(f.e, f.id[2], 100, ROUND_MAX_ATTRIBUTES, names, values, &r)
+          .code,
+      GRPC_STATUS_OK);
+  fx_close(&f);
+}
+
+/* RetryLater follows pace steering: with a 10 s selection window (W =
+ * selection_timeout / 10), 3 active clients and 2 wanted, clients are spread
+ * uniformly over P W / (S 1.5) = 10 s, so the waits vary but stay within it. */
+static void test_checkin_retry_paced(void) {
+  fixture f;
+  FX_INIT(f);
+  f.cfg.selection_timeout_s = 100;
+  f.cfg.retry_ms = 1;
+  FX_START(f, 3);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  checkin_result r;
+  for (int i = 0; i < 2; i++) {
+    CU_ASSERT_EQUAL(checkin(&f, i, &r).code, GRPC_STATUS_OK);
+    CU_ASSERT_EQUAL(r.kind, CHECKIN_TASK);
+  }
+  uint32_t lo = UINT32_MAX, hi = 0;
+  for (int i = 0; i < 200; i++) {
+    CU_ASSERT_EQUAL(checkin(&f, 2, &r).code, GRPC_STATUS_OK);
+    CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
+    lo = r.retry_after_ms < lo ? r.retry_after_ms : lo;
+    hi = r.retry_after_ms > hi ? r.retry_after_ms : hi;
+  }
+  CU_ASSERT(hi <= 10000);
+  CU_ASSERT(hi > 5000); /* 200 draws: all in the lower half has p = 2^-200 */
+  CU_ASSERT(lo < 5000);
   fx_close(&f);
 }
 
@@ -443,7 +592,7 @@ static void test_selection_timeout_with_min_clients(void) {
   FX_OPEN(f, 1);
   CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
   checkin_result r;
-  CU_ASSERT_EQUAL(round_checkin(f.e, f.id[0], &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(checkin(&f, 0, &r).code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(r.kind, CHECKIN_TASK);
   /* 1 of K = 2 but >= M = 1: selection closes only after its timeout. */
   CU_ASSERT_EQUAL(round_tick(f.e), COHORT_OK);
@@ -520,15 +669,19 @@ static void test_get_model(void) {
 /* ---- uploads ---- */
 
 /* Nothing of an upload is stored: the participation rows are both still
- * SELECTED with no digest, and no model or round changed. */
+ * SELECTED with no digest, no update is kept, nothing counts as late, and
+ * no model or round changed. */
 static void assert_nothing_stored(fixture *f) {
   CU_ASSERT_EQUAL(count(f, "SELECT COUNT(*) FROM participations"), 2);
   CU_ASSERT_EQUAL(count(f, "SELECT COUNT(*) FROM participations WHERE "
                            "state = 'SELECTED' AND update_sha256 IS NULL AND "
-                           "examples = 0 AND uploaded_at IS NULL"),
+                           "examples = 0 AND uploaded_at IS NULL AND "
+                           "late_at IS NULL"),
                   2);
+  CU_ASSERT_EQUAL(count(f, "SELECT COUNT(*) FROM updates"), 0);
   CU_ASSERT_EQUAL(count(f, "SELECT COUNT(*) FROM models"), 1);
   CU_ASSERT_EQUAL(count(f, "SELECT COUNT(*) FROM rounds"), 1);
+  CU_ASSERT_EQUAL(count(f, "SELECT late_uploads FROM rounds"), 0);
   CU_ASSERT_EQUAL(count(f, "SELECT COUNT(*) FROM metrics"), 0);
 }
 
@@ -586,6 +739,16 @@ static void test_upload_refusals_store_nothing(void) {
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_INVALID_ARGUMENT);
   assert_nothing_stored(&f);
 
+  /* Finite but beyond what the exact FedAvg sum takes (2^20): refused by
+   * the aggregate's own check before anything is stored. */
+  bad->delta[0] = 0;
+  bad->delta[77] = 2.0e6f;
+  encode(bad);
+  v = send_all(&f, a, 1, bad, 10);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "refused"));
+  assert_nothing_stored(&f);
+
   /* A chunk over the protocol's chunk limit. */
   uint8_t *huge = calloc(PB_MAX_CHUNK_BYTES + 1, 1);
   CU_ASSERT_PTR_NOT_NULL_FATAL(huge);
@@ -614,7 +777,8 @@ static void test_upload_refusals_store_nothing(void) {
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_INVALID_ARGUMENT);
   assert_nothing_stored(&f);
 
-  /* The wrong round, before or after the current one. */
+  /* The wrong round, before or after the current one: refused, and not
+   * counted as late either. */
   v = send_all(&f, a, 2, good, 10);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_FAILED_PRECONDITION);
   v = send_all(&f, a, 0, good, 10);
@@ -655,15 +819,19 @@ static void test_upload_refusals_store_nothing(void) {
   CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM participations WHERE "
                             "state = 'UPLOADED'"),
                   1);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM updates"), 1);
   sleep_s(0.35); /* past the deadline, with 1 of 2 uploads (M = 1) */
   CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
   ASSERT_ROUND_STATE(f, 1, "COMMITTED");
   CU_ASSERT_EQUAL(count(&f, "SELECT clients_aggregated FROM rounds"), 1);
   CU_ASSERT_EQUAL(count(&f, "SELECT clients_selected FROM rounds"), 2);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM updates"), 0);
   CU_ASSERT_EQUAL_FATAL(latest_model(&f, g1, NULL, NULL), 0);
+  /* One update of weight 10: the mean is the delta itself, exactly, and
+   * fedavg with server_lr 1 adds it in double. */
   int same = 1;
   for (size_t i = 0; i < NP; i++)
-    same &= fabsf(g1[i] - (g0[i] + good->delta[i])) <= 1e-6f;
+    same &= g1[i] == (float)((double)g0[i] + (double)good->delta[i]);
   CU_ASSERT_TRUE(same);
   free(g0);
   free(g1);
@@ -678,6 +846,24 @@ static void test_upload_refusals_store_nothing(void) {
 #define LINE_FMT                                                               \
   "round %lld: accuracy %15s loss %15s clients %d/%d up %lf bytes/client "     \
   "down %lf bytes/client time %lf s%n"
+
+/* store_round_participants callback: checks the kept update of client
+ * k->client against k->blob. */
+typedef struct kept_check {
+  int64_t client;
+  const uint8_t *blob;
+  int found, same;
+} kept_check;
+
+static int check_kept(void *ctx, const store_participant *p) {
+  kept_check *k = ctx;
+  if (p->client == k->client) {
+    k->found = 1;
+    k->same = p->uploaded && p->delta_len == MODEL_BYTES &&
+              memcmp(p->delta, k->blob, MODEL_BYTES) == 0;
+  }
+  return 0;
+}
 
 static void test_chunked_upload_idempotent_and_commit(void) {
   fixture f;
@@ -707,6 +893,7 @@ static void test_chunked_upload_idempotent_and_commit(void) {
   CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM participations WHERE "
                             "state = 'UPLOADED'"),
                   0);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM updates"), 0);
   v = send(&f, a, 1, ua, 20000, MODEL_BYTES - 20000, na, &next, &complete);
   CU_ASSERT_EQUAL_FATAL(v.code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(next, MODEL_BYTES);
@@ -724,6 +911,17 @@ static void test_chunked_upload_idempotent_and_commit(void) {
   snprintf(want, sizeof want, "UPLOADED:%llu:%s:%d:5000",
            (unsigned long long)na, hex, MODEL_BYTES + 200);
   CU_ASSERT_STRING_EQUAL(db_peek_text(f.path, sql, text, sizeof text), want);
+  /* The update itself is kept, byte for byte, until the round ends. */
+  snprintf(sql, sizeof sql,
+           "SELECT examples || ':' || sha256 || ':' || length(delta) FROM "
+           "updates WHERE round = 1 AND client_id = %lld",
+           (long long)a);
+  snprintf(want, sizeof want, "%llu:%s:%d", (unsigned long long)na, hex,
+           MODEL_BYTES);
+  CU_ASSERT_STRING_EQUAL(db_peek_text(f.path, sql, text, sizeof text), want);
+  kept_check kept = {.client = a, .blob = ua->blob};
+  CU_ASSERT_EQUAL(store_round_participants(f.db, 1, check_kept, &kept), 0);
+  CU_ASSERT_TRUE(kept.found && kept.same);
 
   /* The same update again: OK, complete, nothing changes. */
   v = send_all(&f, a, 1, ua, na);
@@ -735,7 +933,15 @@ static void test_chunked_upload_idempotent_and_commit(void) {
   /* A different update from the same client is refused. */
   v = send_all(&f, a, 1, other, na);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_ALREADY_EXISTS);
+  snprintf(sql, sizeof sql,
+           "SELECT state || ':' || examples || ':' || update_sha256 || ':' || "
+           "bytes_up || ':' || bytes_down FROM participations WHERE "
+           "client_id = %lld",
+           (long long)a);
+  snprintf(want, sizeof want, "UPLOADED:%llu:%s:%d:5000",
+           (unsigned long long)na, hex, MODEL_BYTES + 200);
   CU_ASSERT_STRING_EQUAL(db_peek_text(f.path, sql, text, sizeof text), want);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM updates"), 1);
 
   /* b: an empty chunk (protobuf-c gives empty bytes a NULL pointer) is
    * harmless and moves nothing. */
@@ -767,10 +973,13 @@ static void test_chunked_upload_idempotent_and_commit(void) {
   CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM participations WHERE "
                             "state = 'UPLOADED'"),
                   2);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM updates WHERE round = 1"), 2);
 
-  /* Both in: the tick commits round 1 without waiting for the deadline. */
+  /* Both in: the tick commits round 1 without waiting for the deadline,
+   * and the kept updates are dropped with the commit. */
   CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
   ASSERT_ROUND_STATE(f, 1, "COMMITTED");
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM updates"), 0);
   CU_ASSERT_EQUAL(count(&f, "SELECT model_version FROM rounds WHERE id = 1"),
                   1);
   CU_ASSERT_EQUAL(count(&f, "SELECT clients_aggregated FROM rounds"), 2);
@@ -846,9 +1055,11 @@ static void test_chunked_upload_idempotent_and_commit(void) {
   CU_ASSERT_STRING_EQUAL(hex, sha_hex);
   v = round_get_model(f.e, a, 0, 0, buf, sizeof buf, &len, &total, sha);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_NOT_FOUND);
-  /* And a retry of round 1's upload is now for a past round. */
+  /* And a retry of round 1's upload is now for a past round; a client that
+   * did upload is not counted as late. */
   v = send_all(&f, a, 1, ua, na);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_FAILED_PRECONDITION);
+  CU_ASSERT_EQUAL(count(&f, "SELECT late_uploads FROM rounds WHERE id = 1"), 0);
 
   free(g0);
   free(g1);
@@ -890,7 +1101,7 @@ static void test_deadline_fails_round(void) {
   round_verdict v = send_all(&f, f.id[0], 1, u, 5);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_FAILED_PRECONDITION);
   checkin_result r;
-  CU_ASSERT_EQUAL(round_checkin(f.e, f.id[0], &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(checkin(&f, 0, &r).code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(r.kind, CHECKIN_TASK);
   CU_ASSERT_EQUAL(r.task.round, 2);
   CU_ASSERT_EQUAL(r.task.model_version, 0);
@@ -921,6 +1132,14 @@ static void test_report(void) {
            (long long)a);
   CU_ASSERT_DOUBLE_EQUAL(db_peek_double(f.path, sql), 50, 0);
   CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM metrics"), 4);
+  /* In a training round a report is not an answer: the participant still
+   * has to upload. */
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM participations WHERE "
+                            "reported_at IS NOT NULL"),
+                  0);
+  checkin_result cr;
+  CU_ASSERT_EQUAL(checkin(&f, 0, &cr).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(cr.kind, CHECKIN_TASK);
   /* A second report replaces the values. */
   const double values2[] = {0.8, 1.0, 0.95};
   v = round_report(f.e, a, 1, 0, 3, names, values2);
@@ -998,69 +1217,128 @@ static void commit_round(fixture *f, int64_t r, const update *ua,
   upload_and_commit(f, r, ua, ub);
 }
 
-/* Frees the engine and starts a new one with f->cfg on the same store, as
- * a restarted coordinator does. */
-static void restart_engine(fixture *f) {
-  round_engine_free(f->e);
-  f->e = NULL;
-  CU_ASSERT_EQUAL_FATAL(new_engine(f), COHORT_OK);
-}
-
-static void test_restart_recovers(void) {
+static void test_restart_resumes(void) {
   fixture f;
-  FX_OPEN(f, 2);
-  f.cfg.rounds = 3;
-  restart_engine(&f);
+  FX_INIT(f);
+  f.cfg.rounds = 4;
+  f.cfg.round_timeout_s = 30; /* no deadline passes during the test */
+  FX_START(f, 2);
   update *ua = make_update(0), *ub = make_update(1);
   commit_round(&f, 1, ua, ub);
   char sha1[65];
   int64_t version = -1;
-  CU_ASSERT_EQUAL_FATAL(latest_model(&f, NULL, &version, sha1), 0);
+  float *g1 = malloc(NP * sizeof *g1), *g2 = malloc(NP * sizeof *g2);
+  CU_ASSERT_FATAL(g1 && g2);
+  CU_ASSERT_EQUAL_FATAL(latest_model(&f, g1, &version, sha1), 0);
   CU_ASSERT_EQUAL(version, 1);
 
-  /* Interrupted in TRAINING, with one update already in. */
+  /* Interrupted in TRAINING, with one update already in: the round is
+   * resumed with that update, not failed. */
   start_round(&f, 2);
   CU_ASSERT_EQUAL(send_all(&f, f.id[0], 2, ua, 10).code, GRPC_STATUS_OK);
   restart_engine(&f);
-  ASSERT_ROUND_STATE(f, 2, "FAILED");
-  char text[128];
-  CU_ASSERT_STRING_EQUAL(db_peek_text(f.path,
-                                      "SELECT reason FROM rounds WHERE id "
-                                      "= 2",
-                                      text, sizeof text),
-                         "coordinator restarted");
+  ASSERT_ROUND_STATE(f, 2, "TRAINING");
   ASSERT_ROUND_STATE(f, 1, "COMMITTED");
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM events WHERE kind = "
+                            "'round_failed'"),
+                  0);
   CU_ASSERT_EQUAL(round_committed(f.e), 1);
   CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM models"), 2);
   CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM models WHERE version = 0"),
                   1);
-  /* The next round continues from the committed model, not a fresh one. */
-  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
-  ASSERT_ROUND_STATE(f, 3, "OPEN");
-  CU_ASSERT_EQUAL(count(&f, "SELECT base_version FROM rounds WHERE id = 3"), 1);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM updates WHERE round = 2"), 1);
+  /* The client whose update is kept gets no new task; the other still has
+   * its task on the committed model. */
   checkin_result r;
-  CU_ASSERT_EQUAL(round_checkin(f.e, f.id[0], &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(checkin(&f, 0, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
+  CU_ASSERT_EQUAL(checkin(&f, 1, &r).code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL_FATAL(r.kind, CHECKIN_TASK);
-  CU_ASSERT_EQUAL(r.task.round, 3);
+  CU_ASSERT_EQUAL(r.task.round, 2);
   CU_ASSERT_EQUAL(r.task.model_version, 1);
   char hex[65];
   crypto_hex(r.task.model_sha256, 32, hex);
   CU_ASSERT_STRING_EQUAL(hex, sha1);
+  /* The kept update's digest came back too: a retry of it is idempotent,
+   * another one is refused. */
+  CU_ASSERT_EQUAL(send_all(&f, f.id[0], 2, ua, 10).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(send_all(&f, f.id[0], 2, ub, 10).code,
+                  GRPC_STATUS_ALREADY_EXISTS);
+  CU_ASSERT_EQUAL(send_all(&f, f.id[1], 2, ub, 30).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 2, "COMMITTED");
+  CU_ASSERT_EQUAL(count(&f, "SELECT clients_aggregated FROM rounds WHERE id "
+                            "= 2"),
+                  2);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM updates"), 0);
+  CU_ASSERT_EQUAL_FATAL(latest_model(&f, g2, &version, NULL), 0);
+  CU_ASSERT_EQUAL(version, 2);
+  int all_ok = 1;
+  for (size_t i = 0; i < NP; i++)
+    all_ok &=
+        fabs(g2[i] - (g1[i] + (10.0 * ua->delta[i] + 30.0 * ub->delta[i]) /
+                                  40.0)) <= 1e-6;
+  CU_ASSERT_TRUE(all_ok);
   /* Sessions survive the restart: tokens live in the store. */
   int64_t who_id = -1;
   CU_ASSERT_EQUAL(round_authenticate(f.e, f.token[1], &who_id).code,
                   GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(who_id, f.id[1]);
 
-  /* Interrupted in OPEN. */
+  /* Interrupted in OPEN: the selection carries on with the client it had
+   * (no second participation row). */
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 3, "OPEN");
+  CU_ASSERT_EQUAL(count(&f, "SELECT base_version FROM rounds WHERE id = 3"), 2);
+  CU_ASSERT_EQUAL(checkin(&f, 0, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(r.kind, CHECKIN_TASK);
   restart_engine(&f);
+  ASSERT_ROUND_STATE(f, 3, "OPEN");
+  CU_ASSERT_EQUAL(round_committed(f.e), 2);
+  CU_ASSERT_EQUAL(checkin(&f, 0, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(r.kind, CHECKIN_TASK);
+  CU_ASSERT_EQUAL(r.task.round, 3);
+  CU_ASSERT_EQUAL(r.task.model_version, 2);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM participations WHERE "
+                            "round = 3"),
+                  1);
+  CU_ASSERT_EQUAL(checkin(&f, 1, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(r.kind, CHECKIN_TASK);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 3, "TRAINING");
+  CU_ASSERT_EQUAL(send_all(&f, f.id[1], 3, ub, 30).code, GRPC_STATUS_OK);
+
+  /* A round on a model that is no longer the latest cannot continue: it is
+   * FAILED with the reason, its kept updates dropped, and the next round
+   * opens on the latest model. */
+  round_engine_free(f.e);
+  f.e = NULL;
+  CU_ASSERT_EQUAL(db_exec(f.path,
+                          "UPDATE rounds SET base_version = 1 WHERE id = 3",
+                          NULL, 0),
+                  SQLITE_OK);
+  CU_ASSERT_EQUAL_FATAL(new_engine(&f), COHORT_OK);
   ASSERT_ROUND_STATE(f, 3, "FAILED");
-  CU_ASSERT_EQUAL(round_committed(f.e), 1);
+  char text[128];
+  CU_ASSERT_STRING_EQUAL(db_peek_text(f.path,
+                                      "SELECT reason FROM rounds WHERE id "
+                                      "= 3",
+                                      text, sizeof text),
+                         "coordinator restarted; its model is not the latest");
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM events WHERE round = 3 AND "
+                            "kind = 'round_failed'"),
+                  1);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM updates"), 0);
+  CU_ASSERT_EQUAL(round_committed(f.e), 2);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM models"), 3);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM rounds WHERE state = "
+                            "'COMMITTED'"),
+                  2);
+  CU_ASSERT_EQUAL(send_all(&f, f.id[0], 3, ua, 10).code,
+                  GRPC_STATUS_FAILED_PRECONDITION);
   CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
   ASSERT_ROUND_STATE(f, 4, "OPEN");
-  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM rounds WHERE state = "
-                            "'FAILED' AND reason = 'coordinator restarted'"),
-                  2);
+  CU_ASSERT_EQUAL(count(&f, "SELECT base_version FROM rounds WHERE id = 4"), 2);
 
   /* A model of another shape in the database is refused with a reason. */
   round_engine_free(f.e);
@@ -1072,8 +1350,11 @@ static void test_restart_recovers(void) {
   CU_ASSERT_NOT_EQUAL(round_engine_new(&other, f.db, &e2, err, sizeof err),
                       COHORT_OK);
   CU_ASSERT_PTR_NULL(e2);
-  CU_ASSERT_PTR_NOT_NULL(strstr(err, "logreg"));
-  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM models"), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "input_hwc"));
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM models"), 3);
+  ASSERT_ROUND_STATE(f, 4, "OPEN");
+  free(g1);
+  free(g2);
   free(ua);
   free(ub);
   fx_close(&f);
@@ -1086,9 +1367,9 @@ static void test_federation_done(void) {
   /* The third client checks in (and is told to retry) during the rounds. */
   CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
   checkin_result r;
-  CU_ASSERT_EQUAL(round_checkin(f.e, f.id[0], &r).code, GRPC_STATUS_OK);
-  CU_ASSERT_EQUAL(round_checkin(f.e, f.id[1], &r).code, GRPC_STATUS_OK);
-  CU_ASSERT_EQUAL(round_checkin(f.e, f.id[2], &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(checkin(&f, 0, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(checkin(&f, 1, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(checkin(&f, 2, &r).code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
   CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
   upload_and_commit(&f, 1, ua, ub);
@@ -1113,20 +1394,25 @@ static void test_federation_done(void) {
   CU_ASSERT_EQUAL(count(&f, "SELECT MAX(id) FROM rounds"), 2);
 
   CU_ASSERT_FALSE(round_all_clients_told(f.e));
-  CU_ASSERT_EQUAL(round_checkin(f.e, f.id[0], &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(checkin(&f, 0, &r).code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(r.kind, CHECKIN_DONE);
   CU_ASSERT_EQUAL(r.rounds_committed, 2);
   CU_ASSERT_FALSE(round_all_clients_told(f.e));
-  CU_ASSERT_EQUAL(round_checkin(f.e, f.id[1], &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(checkin(&f, 1, &r).code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(r.kind, CHECKIN_DONE);
   /* Client 2 was seen but has not been told yet. */
   CU_ASSERT_FALSE(round_all_clients_told(f.e));
-  CU_ASSERT_EQUAL(round_checkin(f.e, f.id[2], &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(checkin(&f, 2, &r).code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(r.kind, CHECKIN_DONE);
   CU_ASSERT_TRUE(round_all_clients_told(f.e));
   /* Uploads after the end are for no current round. */
   CU_ASSERT_EQUAL(send_all(&f, f.id[0], 2, ua, 10).code,
                   GRPC_STATUS_FAILED_PRECONDITION);
+  /* A restarted coordinator knows the federation is done. */
+  restart_engine(&f);
+  CU_ASSERT_TRUE(round_federation_done(f.e));
+  CU_ASSERT_EQUAL(round_tick(f.e), COHORT_OK);
+  CU_ASSERT_EQUAL(count(&f, "SELECT MAX(id) FROM rounds"), 2);
   free(ua);
   free(ub);
   fx_close(&f);
@@ -1135,22 +1421,1099 @@ static void test_federation_done(void) {
 static void test_engine_config_checked(void) {
   fixture f;
   FX_OPEN(f, 0);
-  round_config bad[4];
-  for (int i = 0; i < 4; i++)
+  enum { N_BAD = 10 };
+  round_config bad[N_BAD];
+  for (int i = 0; i < N_BAD; i++)
     bad[i] = f.cfg;
   bad[0].min_clients = 3; /* > clients_per_round */
   bad[1].clients_per_round = 0;
   bad[2].rounds = -1;
   bad[3].model_spec = "resnet152";
-  for (int i = 0; i < 4; i++) {
+  bad[4].fraction = 1.5;
+  bad[5].fraction = -0.1;
+  bad[6].over_select = -0.5;
+  bad[7].eval_every = -1;
+  strategy_config_init(STRATEGY_FEDAVGM, &bad[8].strategy);
+  bad[8].strategy.momentum = 1.0;
+  bad[9].min_clients = 0;
+  for (int i = 0; i < N_BAD; i++) {
     round_engine *e = NULL;
     char err[256] = "";
     CU_ASSERT_NOT_EQUAL(round_engine_new(&bad[i], f.db, &e, err, sizeof err),
                         COHORT_OK);
     CU_ASSERT_PTR_NULL(e);
     CU_ASSERT_NOT_EQUAL(err[0], '\0');
+    if (i == 8)
+      CU_ASSERT_PTR_NOT_NULL(strstr(err, "momentum"));
   }
+  /* With a fraction, M may exceed clients_per_round (which is unused). */
+  round_config ok = f.cfg;
+  ok.fraction = 0.5;
+  ok.min_clients = 3;
+  round_engine *e = NULL;
+  char err[256] = "";
+  CU_ASSERT_EQUAL(round_engine_new(&ok, f.db, &e, err, sizeof err), COHORT_OK);
+  round_engine_free(e);
   fx_close(&f);
+}
+
+/* A database remembers the model it was created for: a restart with another
+ * --model, input shape or class count is refused naming the setting, and
+ * changes nothing. */
+static void test_settings_must_match(void) {
+  fixture f;
+  FX_OPEN(f, 1);
+  char text[64];
+  CU_ASSERT_STRING_EQUAL(db_peek_text(f.path,
+                                      "SELECT value FROM settings WHERE key "
+                                      "= 'model_spec'",
+                                      text, sizeof text),
+                         "logreg");
+  CU_ASSERT_STRING_EQUAL(db_peek_text(f.path,
+                                      "SELECT value FROM settings WHERE key "
+                                      "= 'input_hwc'",
+                                      text, sizeof text),
+                         "28x28x1");
+  CU_ASSERT_STRING_EQUAL(db_peek_text(f.path,
+                                      "SELECT value FROM settings WHERE key "
+                                      "= 'classes'",
+                                      text, sizeof text),
+                         "10");
+  round_engine_free(f.e);
+  f.e = NULL;
+  round_config c[3] = {f.cfg, f.cfg, f.cfg};
+  c[0].model_spec = "mlp:16";
+  c[1].input = (nn_shape){.c = 3, .h = 28, .w = 28};
+  c[2].classes = 5;
+  const char *setting[3] = {"model_spec", "input_hwc", "classes"};
+  const char *value[3] = {"mlp:16", "28x28x3", "5"};
+  for (int i = 0; i < 3; i++) {
+    round_engine *e = NULL;
+    char err[256] = "";
+    CU_ASSERT_NOT_EQUAL(round_engine_new(&c[i], f.db, &e, err, sizeof err),
+                        COHORT_OK);
+    CU_ASSERT_PTR_NULL(e);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, setting[i]));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, value[i]));
+  }
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM models"), 1);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM settings"), 3);
+  CU_ASSERT_STRING_EQUAL(db_peek_text(f.path,
+                                      "SELECT value FROM settings WHERE key "
+                                      "= 'model_spec'",
+                                      text, sizeof text),
+                         "logreg");
+  /* The original flags still work. */
+  CU_ASSERT_EQUAL_FATAL(new_engine(&f), COHORT_OK);
+  CU_ASSERT_EQUAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "OPEN");
+  fx_close(&f);
+}
+
+/* ---- server strategies in the engine ---- */
+
+/* One client per round: the round's combined delta is then exactly its
+ * update, so the expected model can be computed bit for bit from the
+ * formulas in strategy.h. */
+static void one_update_round(fixture *f, int64_t r, const update *u,
+                             uint64_t examples) {
+  start_round_n(f, r, 1);
+  CU_ASSERT_EQUAL_FATAL(send_all(f, f->id[0], r, u, examples).code,
+                        GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f->e), COHORT_OK);
+  ASSERT_ROUND_STATE(*f, r, "COMMITTED");
+}
+
+/* Runs two fedavgm rounds (one client each) of ua then ub; with restart,
+ * the engine is restarted between them. x0, x1, x2 get the models. */
+static void fedavgm_two_rounds(const update *ua, const update *ub, int restart,
+                               float *x0, float *x1, float *x2) {
+  fixture f;
+  FX_INIT(f);
+  f.cfg.clients_per_round = 1;
+  f.cfg.round_timeout_s = 30;
+  strategy_config_init(STRATEGY_FEDAVGM, &f.cfg.strategy);
+  f.cfg.strategy.server_lr = 1.0;
+  f.cfg.strategy.momentum = 0.9;
+  FX_START(f, 1);
+  CU_ASSERT_EQUAL_FATAL(latest_model(&f, x0, NULL, NULL), 0);
+  one_update_round(&f, 1, ua, 10);
+  CU_ASSERT_EQUAL_FATAL(latest_model(&f, x1, NULL, NULL), 0);
+  if (restart)
+    restart_engine(&f);
+  one_update_round(&f, 2, ub, 5);
+  CU_ASSERT_EQUAL_FATAL(latest_model(&f, x2, NULL, NULL), 0);
+  /* Only the newest optimizer state is kept, with the model it produced. */
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM strategy_state"), 1);
+  CU_ASSERT_EQUAL(count(&f, "SELECT version FROM strategy_state"), 2);
+  fx_close(&f);
+}
+
+static void test_strategy_fedavgm(void) {
+  update *ua = make_update(0), *ub = make_update(1);
+  float *x0 = malloc(NP * sizeof(float)), *x1 = malloc(NP * sizeof(float));
+  float *x2 = malloc(NP * sizeof(float)), *r2 = malloc(NP * sizeof(float));
+  float *want1 = malloc(NP * sizeof(float)),
+        *want2 = malloc(NP * sizeof(float));
+  float *v = malloc(NP * sizeof(float)), *scratch = malloc(NP * sizeof(float));
+  CU_ASSERT_FATAL(x0 && x1 && x2 && r2 && want1 && want2 && v && scratch);
+  fedavgm_two_rounds(ua, ub, 0, x0, x1, x2);
+  /* v = momentum v + d; x' = x + lr v, in double, v rounded to float. */
+  int moved_by_momentum = 0;
+  for (size_t i = 0; i < NP; i++) {
+    v[i] = (float)(0.9 * 0.0 + (double)ua->delta[i]);
+    want1[i] = (float)((double)x0[i] + 1.0 * (double)v[i]);
+    v[i] = (float)(0.9 * (double)v[i] + (double)ub->delta[i]);
+    want2[i] = (float)((double)x1[i] + 1.0 * (double)v[i]);
+    /* Plain FedAvg would have moved round 2 by ub alone. */
+    float plain = (float)((double)x1[i] + (double)ub->delta[i]);
+    moved_by_momentum |= plain != want2[i];
+  }
+  CU_ASSERT_TRUE(same_bits(x1, want1, NP));
+  CU_ASSERT_TRUE(same_bits(x2, want2, NP));
+  CU_ASSERT_TRUE(moved_by_momentum);
+  /* The momentum is saved with the model: a restart between the rounds
+   * gives the same bits. */
+  fedavgm_two_rounds(ua, ub, 1, scratch, scratch, r2);
+  CU_ASSERT_TRUE(same_bits(r2, x2, NP));
+  free(x0);
+  free(x1);
+  free(x2);
+  free(r2);
+  free(want1);
+  free(want2);
+  free(v);
+  free(scratch);
+  free(ua);
+  free(ub);
+}
+
+static void test_strategy_fedprox_mu_in_task(void) {
+  fixture f;
+  FX_INIT(f);
+  f.cfg.clients_per_round = 1;
+  strategy_config_init(STRATEGY_FEDPROX, &f.cfg.strategy);
+  f.cfg.strategy.mu = 0.25;
+  FX_START(f, 1);
+  float *x0 = malloc(NP * sizeof(float)), *x1 = malloc(NP * sizeof(float));
+  CU_ASSERT_FATAL(x0 && x1);
+  CU_ASSERT_EQUAL_FATAL(latest_model(&f, x0, NULL, NULL), 0);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  checkin_result r;
+  CU_ASSERT_EQUAL(checkin(&f, 0, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(r.kind, CHECKIN_TASK);
+  CU_ASSERT_EQUAL(r.task.fedprox_mu, 0.25f);
+  /* The server side is FedAvg. */
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  update *u = make_update(1);
+  CU_ASSERT_EQUAL(send_all(&f, f.id[0], 1, u, 3).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "COMMITTED");
+  CU_ASSERT_EQUAL_FATAL(latest_model(&f, x1, NULL, NULL), 0);
+  int same = 1;
+  for (size_t i = 0; i < NP; i++)
+    same &= x1[i] == (float)((double)x0[i] + (double)u->delta[i]);
+  CU_ASSERT_TRUE(same);
+  /* Round 2's task carries mu too. */
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  CU_ASSERT_EQUAL(checkin(&f, 0, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(r.kind, CHECKIN_TASK);
+  CU_ASSERT_EQUAL(r.task.round, 2);
+  CU_ASSERT_EQUAL(r.task.fedprox_mu, 0.25f);
+  free(u);
+  free(x0);
+  free(x1);
+  fx_close(&f);
+}
+
+/* Runs a fedavgm round of `value` everywhere as round r and returns its
+ * final state in the store. */
+static void fedavgm_round(fixture *f, int64_t r, float value, char *state,
+                          size_t len) {
+  update *u = make_update(0);
+  for (size_t i = 0; i < NP; i++)
+    u->delta[i] = value;
+  encode(u);
+  start_round_n(f, r, 1);
+  CU_ASSERT_EQUAL(send_all(f, f->id[0], r, u, 1).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(round_tick(f->e), COHORT_OK);
+  round_state_in_db(f, r, state, len);
+  free(u);
+}
+
+/* A round whose step gives a non-finite model fails; the server optimizer
+ * must then be as it was, so the next round does what it would do after a
+ * restart (which reloads the state of the last committed model). With
+ * server_lr 1e33: round 1 (delta 1e6) overflows and fails; in round 2
+ * (delta -9e5) a fresh momentum v = -9e5 overflows again, while a momentum
+ * left at 1e6 by the failed round gives v = 0.9e6 - 9e5 = 0 and commits. */
+static void test_strategy_state_unchanged_by_failed_round(void) {
+  char state[2][32];
+  for (int restart = 0; restart < 2; restart++) {
+    fixture f;
+    FX_INIT(f);
+    f.cfg.clients_per_round = 1;
+    f.cfg.round_timeout_s = 30;
+    strategy_config_init(STRATEGY_FEDAVGM, &f.cfg.strategy);
+    f.cfg.strategy.server_lr = 1e33;
+    f.cfg.strategy.momentum = 0.9;
+    FX_START(f, 1);
+    char st[32];
+    fedavgm_round(&f, 1, 1e6f, st, sizeof st);
+    CU_ASSERT_STRING_EQUAL(st, "FAILED");
+    if (restart)
+      restart_engine(&f);
+    fedavgm_round(&f, 2, -9e5f, state[restart], sizeof state[restart]);
+    fx_close(&f);
+  }
+  CU_ASSERT_STRING_EQUAL(state[1], "FAILED");
+  CU_ASSERT_STRING_EQUAL(state[0], state[1]);
+}
+
+static float middle_of_3(float a, float b, float c) {
+  float lo = a < b ? a : b, hi = a < b ? b : a;
+  return c < lo ? lo : c > hi ? hi : c;
+}
+
+static void test_strategy_median_ignores_wild_update(void) {
+  fixture f;
+  FX_INIT(f);
+  f.cfg.clients_per_round = 3;
+  f.cfg.round_timeout_s = 30;
+  strategy_config_init(STRATEGY_MEDIAN, &f.cfg.strategy);
+  FX_START(f, 3);
+  update *u0 = make_update(0), *u1 = make_update(1), *wild = make_update(0);
+  for (size_t i = 0; i < NP; i++)
+    wild->delta[i] = i % 2 ? 1e9f : -3e8f; /* beyond what the mean takes */
+  encode(wild);
+  float *x0 = malloc(NP * sizeof(float)), *x1 = malloc(NP * sizeof(float));
+  CU_ASSERT_FATAL(x0 && x1);
+  CU_ASSERT_EQUAL_FATAL(latest_model(&f, x0, NULL, NULL), 0);
+  start_round_n(&f, 1, 3);
+  CU_ASSERT_EQUAL(send_all(&f, f.id[0], 1, u0, 10).code, GRPC_STATUS_OK);
+  /* The wild client claims many examples: the median ignores weights. */
+  CU_ASSERT_EQUAL(send_all(&f, f.id[1], 1, wild, 100000).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(send_all(&f, f.id[2], 1, u1, 10).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "COMMITTED");
+  CU_ASSERT_EQUAL_FATAL(latest_model(&f, x1, NULL, NULL), 0);
+  int same = 1, small = 1;
+  for (size_t i = 0; i < NP; i++) {
+    float med = middle_of_3(u0->delta[i], u1->delta[i], wild->delta[i]);
+    same &= x1[i] == (float)((double)x0[i] + (double)med);
+    small &= fabsf(x1[i] - x0[i]) < 0.02f;
+  }
+  CU_ASSERT_TRUE(same);
+  CU_ASSERT_TRUE(small);
+  free(u0);
+  free(u1);
+  free(wild);
+  free(x0);
+  free(x1);
+  fx_close(&f);
+}
+
+/* ---- over-selection and late uploads ---- */
+
+static int64_t late_uploads(fixture *f, int64_t round) {
+  char sql[96];
+  snprintf(sql, sizeof sql, "SELECT late_uploads FROM rounds WHERE id = %lld",
+           (long long)round);
+  return count(f, sql);
+}
+
+static int64_t late_marked(fixture *f, int64_t round, int64_t client) {
+  char sql[160];
+  snprintf(sql, sizeof sql,
+           "SELECT late_at IS NOT NULL FROM participations WHERE round = %lld "
+           "AND client_id = %lld",
+           (long long)round, (long long)client);
+  return count(f, sql);
+}
+
+static void test_over_selection_and_late_uploads(void) {
+  fixture f;
+  FX_INIT(f);
+  f.cfg.over_select = 0.5; /* K = 2: select 3, close at 2 */
+  f.cfg.round_timeout_s = 30;
+  FX_START(f, 4);
+  update *ua = make_update(0), *ub = make_update(1), *uc = make_update(2);
+  float *g0 = malloc(NP * sizeof(float)), *g1 = malloc(NP * sizeof(float));
+  CU_ASSERT_FATAL(g0 && g1);
+  CU_ASSERT_EQUAL_FATAL(latest_model(&f, g0, NULL, NULL), 0);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  CU_ASSERT_EQUAL(count(&f, "SELECT target FROM rounds WHERE id = 1"), 2);
+  checkin_result r;
+  for (int i = 0; i < 3; i++) {
+    CU_ASSERT_EQUAL(checkin(&f, i, &r).code, GRPC_STATUS_OK);
+    CU_ASSERT_EQUAL(r.kind, CHECKIN_TASK);
+  }
+  CU_ASSERT_EQUAL(checkin(&f, 3, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM participations"), 3);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "TRAINING");
+
+  /* The third starts uploading, then two others finish first. */
+  uint64_t next = 0;
+  int complete = 0;
+  CU_ASSERT_EQUAL(send(&f, f.id[2], 1, uc, 0, 1000, 5, &next, &complete).code,
+                  GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(send_all(&f, f.id[0], 1, ua, 10).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(send_all(&f, f.id[1], 1, ub, 30).code, GRPC_STATUS_OK);
+  /* K updates are in: the third's next chunk is late, even before the
+   * tick, and is recorded once. */
+  round_verdict v =
+      send(&f, f.id[2], 1, uc, 1000, MODEL_BYTES - 1000, 5, &next, &complete);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_DEADLINE_EXCEEDED);
+  CU_ASSERT_EQUAL(complete, 0);
+  CU_ASSERT_EQUAL(late_marked(&f, 1, f.id[2]), 1);
+  CU_ASSERT_EQUAL(late_uploads(&f, 1), 1);
+  v = send_all(&f, f.id[2], 1, uc, 5);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_DEADLINE_EXCEEDED);
+  CU_ASSERT_EQUAL(late_uploads(&f, 1), 1);
+  /* Those that made it are not late. */
+  CU_ASSERT_EQUAL(late_marked(&f, 1, f.id[0]), 0);
+  CU_ASSERT_EQUAL(late_marked(&f, 1, f.id[1]), 0);
+
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "COMMITTED");
+  CU_ASSERT_EQUAL(count(&f, "SELECT clients_selected FROM rounds"), 3);
+  CU_ASSERT_EQUAL(count(&f, "SELECT clients_aggregated FROM rounds"), 2);
+  char sql[160];
+  snprintf(sql, sizeof sql,
+           "SELECT state FROM participations WHERE round = 1 AND client_id "
+           "= %lld",
+           (long long)f.id[2]);
+  char text[32];
+  CU_ASSERT_STRING_EQUAL(db_peek_text(f.path, sql, text, sizeof text),
+                         "SELECTED");
+  /* After the commit: refused as not current, still counted once. */
+  v = send_all(&f, f.id[2], 1, uc, 5);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_FAILED_PRECONDITION);
+  CU_ASSERT_EQUAL(late_uploads(&f, 1), 1);
+  /* The late update is not in the model. */
+  CU_ASSERT_EQUAL_FATAL(latest_model(&f, g1, NULL, NULL), 0);
+  int all_ok = 1;
+  for (size_t i = 0; i < NP; i++)
+    all_ok &=
+        fabs(g1[i] - (g0[i] + (10.0 * ua->delta[i] + 30.0 * ub->delta[i]) /
+                                  40.0)) <= 1e-6;
+  CU_ASSERT_TRUE(all_ok);
+
+  /* Round 2: the over-selected client's first chunk arrives only after the
+   * commit; that too is a late upload of round 2 (and only of round 2). */
+  start_round_n(&f, 2, 3);
+  CU_ASSERT_EQUAL(send_all(&f, f.id[0], 2, ua, 10).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(send_all(&f, f.id[1], 2, ub, 30).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 2, "COMMITTED");
+  CU_ASSERT_EQUAL(late_uploads(&f, 2), 0);
+  v = send_all(&f, f.id[2], 2, uc, 5);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_FAILED_PRECONDITION);
+  CU_ASSERT_EQUAL(late_marked(&f, 2, f.id[2]), 1);
+  CU_ASSERT_EQUAL(late_uploads(&f, 2), 1);
+  v = send(&f, f.id[2], 2, uc, 0, 100, 5, &next, &complete);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_FAILED_PRECONDITION);
+  CU_ASSERT_EQUAL(late_uploads(&f, 2), 1);
+  CU_ASSERT_EQUAL(late_uploads(&f, 1), 1);
+  CU_ASSERT_EQUAL(count(&f, "SELECT SUM(late_uploads) FROM rounds"), 2);
+  free(ua);
+  free(ub);
+  free(uc);
+  free(g0);
+  free(g1);
+  fx_close(&f);
+}
+
+/* ---- eligibility ---- */
+
+static round_verdict checkin_with(fixture *f, int i, uint64_t examples,
+                                  size_t n, const char *const *names,
+                                  const double *values, checkin_result *r) {
+  return round_checkin(f->e, f->id[i], examples, n, names, values, r);
+}
+
+static void test_eligibility(void) {
+  fixture f;
+  FX_INIT(f);
+  elig_rule rules[2];
+  char err[200];
+  CU_ASSERT_EQUAL_FATAL(elig_parse("charging=1", &rules[0], err, sizeof err),
+                        0);
+  CU_ASSERT_EQUAL_FATAL(elig_parse("examples>=100", &rules[1], err, sizeof err),
+                        0);
+  f.cfg.eligible = rules;
+  f.cfg.n_eligible = 2;
+  FX_START(f, 3);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  checkin_result r;
+  const char *charging[] = {"charging"};
+  const double yes[] = {1}, no[] = {0};
+
+  /* Not reporting the condition: not eligible, and told why. */
+  CU_ASSERT_EQUAL(checkin_with(&f, 0, 500, 0, NULL, NULL, &r).code,
+                  GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.reason, "charging"));
+  CU_ASSERT(r.retry_after_ms >= 100);
+  CU_ASSERT_EQUAL(checkin_with(&f, 0, 500, 1, charging, no, &r).code,
+                  GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.reason, "charging"));
+  /* Charging but too few examples: "examples" is num_examples. */
+  CU_ASSERT_EQUAL(checkin_with(&f, 0, 99, 1, charging, yes, &r).code,
+                  GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.reason, "examples"));
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM participations"), 0);
+  /* Bad attributes are refused. */
+  const char *bad_name[] = {"Charging"};
+  CU_ASSERT_EQUAL(checkin_with(&f, 0, 500, 1, bad_name, yes, &r).code,
+                  GRPC_STATUS_INVALID_ARGUMENT);
+  const double nan_v[] = {NAN};
+  CU_ASSERT_EQUAL(checkin_with(&f, 0, 500, 1, charging, nan_v, &r).code,
+                  GRPC_STATUS_INVALID_ARGUMENT);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM participations"), 0);
+  /* Both conditions hold, with another attribute beside them. */
+  CU_ASSERT_EQUAL(checkin_with(&f, 0, 100, 1, charging, yes, &r).code,
+                  GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(r.kind, CHECKIN_TASK);
+  CU_ASSERT_STRING_EQUAL(r.reason, "");
+  const char *two[] = {"battery", "charging"};
+  const double two_v[] = {0.2, 1};
+  CU_ASSERT_EQUAL(checkin_with(&f, 1, 1000, 2, two, two_v, &r).code,
+                  GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(r.kind, CHECKIN_TASK);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM participations"), 2);
+  fx_close(&f);
+}
+
+/* ---- K as a fraction of the active clients ---- */
+
+static void test_fraction_target(void) {
+  fixture f;
+  checkin_result r;
+  /* 4 clients checked in within the window, fraction 0.5: K = 2. */
+  FX_INIT(f);
+  f.cfg.fraction = 0.5;
+  f.cfg.clients_per_round = 10; /* not used with a fraction */
+  FX_START(f, 4);
+  for (int i = 0; i < 4; i++) {
+    CU_ASSERT_EQUAL(checkin(&f, i, &r).code, GRPC_STATUS_OK);
+    CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
+  }
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  CU_ASSERT_EQUAL(count(&f, "SELECT target FROM rounds WHERE id = 1"), 2);
+  for (int i = 0; i < 2; i++) {
+    CU_ASSERT_EQUAL(checkin(&f, i, &r).code, GRPC_STATUS_OK);
+    CU_ASSERT_EQUAL(r.kind, CHECKIN_TASK);
+  }
+  CU_ASSERT_EQUAL(checkin(&f, 2, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
+  fx_close(&f);
+
+  /* Only clients seen within the active window count: 3 of 4 went quiet,
+   * K = ceil(0.5 * 1) = 1. */
+  FX_INIT(f);
+  f.cfg.fraction = 0.5;
+  f.cfg.active_window_s = 0.2;
+  FX_START(f, 4);
+  for (int i = 0; i < 4; i++)
+    CU_ASSERT_EQUAL(checkin(&f, i, &r).code, GRPC_STATUS_OK);
+  sleep_s(0.3);
+  CU_ASSERT_EQUAL(checkin(&f, 3, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  CU_ASSERT_EQUAL(count(&f, "SELECT target FROM rounds WHERE id = 1"), 1);
+  fx_close(&f);
+
+  /* Never below M: fraction 0.25 of 4 is 1, M = 3. */
+  FX_INIT(f);
+  f.cfg.fraction = 0.25;
+  f.cfg.min_clients = 3;
+  FX_START(f, 4);
+  for (int i = 0; i < 4; i++)
+    CU_ASSERT_EQUAL(checkin(&f, i, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  CU_ASSERT_EQUAL(count(&f, "SELECT target FROM rounds WHERE id = 1"), 3);
+  fx_close(&f);
+}
+
+/* ---- federated-evaluation rounds ---- */
+
+#define EVAL_N 4
+static float eval_x[EVAL_N * 784];
+static uint8_t eval_y[EVAL_N] = {3, 7, 1, 0};
+
+/* A tiny labelled set for the coordinator's own evaluation. */
+static nn_dataset eval_set(void) {
+  for (size_t k = 0; k < EVAL_N; k++)
+    for (size_t j = 0; j < 784; j++)
+      eval_x[k * 784 + j] = (float)((j * 7 + k * 13) % 17) / 16.0f;
+  nn_dataset ds = {.n = EVAL_N,
+                   .dim = 784,
+                   .n_classes = 10,
+                   .channels = 1,
+                   .height = 28,
+                   .width = 28,
+                   .x = eval_x,
+                   .y = eval_y};
+  return ds;
+}
+
+/* What nn_evaluate says of stored model `version` on ds. */
+static void expected_eval(fixture *f, int64_t version, const nn_dataset *ds,
+                          double *acc, double *loss) {
+  nn_model m;
+  char err[200];
+  float *p = malloc(NP * sizeof *p);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  CU_ASSERT_EQUAL_FATAL(nn_zoo_resolve("logreg",
+                                       (nn_shape){.c = 1, .h = 28, .w = 28}, 10,
+                                       &m, err, sizeof err),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(stored_model(f, version, p, NULL, NULL, NULL), 0);
+  CU_ASSERT_EQUAL(nn_evaluate(&m.net, p, ds, acc, loss), COHORT_OK);
+  free(p);
+}
+
+static round_verdict report_eval(fixture *f, int i, int64_t round,
+                                 uint64_t examples, double acc, double loss) {
+  const char *names[] = {"global_accuracy", "global_loss"};
+  const double values[] = {acc, loss};
+  return round_report(f->e, f->id[i], round, examples, 2, names, values);
+}
+
+static void test_evaluation_rounds(void) {
+  fixture f;
+  FX_INIT(f);
+  nn_dataset ds = eval_set();
+  f.cfg.eval_every = 1;
+  f.cfg.rounds = 2;
+  f.cfg.round_timeout_s = 30;
+  f.cfg.eval = &ds;
+  FX_START(f, 3);
+  update *ua = make_update(0), *ub = make_update(1);
+  commit_round(&f, 1, ua, ub);
+  double acc1 = NAN, loss1 = NAN;
+  expected_eval(&f, 1, &ds, &acc1, &loss1);
+  CU_ASSERT_DOUBLE_EQUAL(
+      db_peek_double(f.path, "SELECT accuracy FROM rounds WHERE id = 1"), acc1,
+      1e-12);
+  CU_ASSERT_FALSE(round_federation_done(f.e));
+
+  /* Round 2 evaluates model 1. */
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 2, "OPEN");
+  CU_ASSERT_EQUAL(count(&f, "SELECT kind = 'EVALUATE' AND base_version = 1 "
+                            "FROM rounds WHERE id = 2"),
+                  1);
+  checkin_result r;
+  for (int i = 0; i < 2; i++) {
+    CU_ASSERT_EQUAL(checkin(&f, i, &r).code, GRPC_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(r.kind, CHECKIN_TASK);
+    CU_ASSERT_EQUAL(r.task.round, 2);
+    CU_ASSERT_EQUAL(r.task.evaluate, 1);
+    CU_ASSERT_EQUAL(r.task.model_version, 1);
+  }
+  CU_ASSERT_EQUAL(checkin(&f, 2, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
+  /* An evaluation round takes reports, not updates. */
+  round_verdict v = send_all(&f, f.id[0], 2, ua, 10);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_FAILED_PRECONDITION);
+  CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "evaluation"));
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM updates"), 0);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM participations WHERE "
+                            "round = 2 AND state = 'UPLOADED'"),
+                  0);
+  CU_ASSERT_EQUAL(report_eval(&f, 0, 2, 100, 0.5, 2.0).code, GRPC_STATUS_OK);
+  char sql[160];
+  snprintf(sql, sizeof sql,
+           "SELECT reported_at IS NOT NULL FROM participations WHERE round = "
+           "2 AND client_id = %lld",
+           (long long)f.id[0]);
+  CU_ASSERT_EQUAL(count(&f, sql), 1);
+  /* Answered: no task again, and a second answer is refused. */
+  CU_ASSERT_EQUAL(checkin(&f, 0, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
+  CU_ASSERT_EQUAL(report_eval(&f, 0, 2, 100, 0.9, 0.1).code,
+                  GRPC_STATUS_FAILED_PRECONDITION);
+  CU_ASSERT_EQUAL(report_eval(&f, 2, 2, 100, 0.9, 0.1).code,
+                  GRPC_STATUS_PERMISSION_DENIED);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 2, "TRAINING");
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 2, "TRAINING"); /* 1 of 2 reports */
+  CU_ASSERT_EQUAL(report_eval(&f, 1, 2, 300, 0.8, 1.0).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 2, "COMMITTED");
+  /* Example-weighted: (100 * 0.5 + 300 * 0.8) / 400, (100 * 2 + 300) / 400. */
+  CU_ASSERT_EQUAL(count(&f, "SELECT kind = 'EVALUATE' AND model_version = 1 "
+                            "AND clients_aggregated = 2 AND fed_examples = "
+                            "400 FROM rounds WHERE id = 2"),
+                  1);
+  CU_ASSERT_DOUBLE_EQUAL(
+      db_peek_double(f.path, "SELECT fed_accuracy FROM rounds WHERE id = 2"),
+      0.725, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(
+      db_peek_double(f.path, "SELECT fed_loss FROM rounds WHERE id = 2"), 1.25,
+      1e-12);
+  /* The coordinator's own evaluation of the same model. */
+  CU_ASSERT_DOUBLE_EQUAL(
+      db_peek_double(f.path, "SELECT accuracy FROM rounds WHERE id = 2"), acc1,
+      1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(
+      db_peek_double(f.path, "SELECT loss FROM rounds WHERE id = 2"), loss1,
+      1e-9);
+  /* No model is made and no training round counted. */
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM models"), 2);
+  CU_ASSERT_EQUAL(round_committed(f.e), 1);
+  int64_t version = -1;
+  CU_ASSERT_EQUAL(latest_model(&f, NULL, &version, NULL), 0);
+  CU_ASSERT_EQUAL(version, 1);
+  char line[512] = "";
+  rewind(f.lines);
+  CU_ASSERT_PTR_NOT_NULL(fgets(line, sizeof line, f.lines));
+  CU_ASSERT_PTR_NOT_NULL(fgets(line, sizeof line, f.lines));
+  CU_ASSERT_EQUAL(strncmp(line, "round 2: evaluation accuracy ", 29), 0);
+  CU_ASSERT_FALSE(round_federation_done(f.e));
+
+  /* Training resumes on model 1; after the last training round, its
+   * evaluation is still owed before the federation is done. */
+  commit_round(&f, 3, ua, ub);
+  CU_ASSERT_EQUAL(count(&f, "SELECT kind = 'TRAIN' AND base_version = 1 "
+                            "FROM rounds WHERE id = 3"),
+                  1);
+  CU_ASSERT_EQUAL(round_committed(f.e), 2);
+  CU_ASSERT_FALSE(round_federation_done(f.e));
+  CU_ASSERT_EQUAL(checkin(&f, 2, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_NOT_EQUAL(r.kind, CHECKIN_DONE);
+  start_round(&f, 4);
+  CU_ASSERT_EQUAL(count(&f, "SELECT kind = 'EVALUATE' AND base_version = 2 "
+                            "FROM rounds WHERE id = 4"),
+                  1);
+  CU_ASSERT_EQUAL(report_eval(&f, 0, 4, 10, 1.0, 0.5).code, GRPC_STATUS_OK);
+  CU_ASSERT_FALSE(round_federation_done(f.e));
+  CU_ASSERT_EQUAL(report_eval(&f, 1, 4, 30, 0.0, 1.5).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 4, "COMMITTED");
+  CU_ASSERT_DOUBLE_EQUAL(
+      db_peek_double(f.path, "SELECT fed_accuracy FROM rounds WHERE id = 4"),
+      0.25, 1e-12);
+  CU_ASSERT_TRUE(round_federation_done(f.e));
+  CU_ASSERT_EQUAL(round_tick(f.e), COHORT_OK);
+  CU_ASSERT_EQUAL(count(&f, "SELECT MAX(id) FROM rounds"), 4);
+  CU_ASSERT_EQUAL(checkin(&f, 0, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(r.kind, CHECKIN_DONE);
+  CU_ASSERT_EQUAL(r.rounds_committed, 2);
+  free(ua);
+  free(ub);
+  fx_close(&f);
+}
+
+/* An evaluation round nobody answers fails at its deadline, and training
+ * goes on without retrying it. */
+static void test_evaluation_round_unanswered(void) {
+  fixture f;
+  FX_INIT(f);
+  f.cfg.eval_every = 1;
+  f.cfg.rounds = 2;
+  f.cfg.round_timeout_s = 0.2;
+  FX_START(f, 2);
+  update *ua = make_update(0), *ub = make_update(1);
+  commit_round(&f, 1, ua, ub);
+  start_round(&f, 2);
+  CU_ASSERT_EQUAL(count(&f, "SELECT kind = 'EVALUATE' FROM rounds WHERE id = "
+                            "2"),
+                  1);
+  sleep_s(0.25);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 2, "FAILED");
+  char text[200];
+  db_peek_text(f.path, "SELECT reason FROM rounds WHERE id = 2", text,
+               sizeof text);
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "reports"));
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 3, "OPEN");
+  CU_ASSERT_EQUAL(count(&f, "SELECT kind = 'TRAIN' FROM rounds WHERE id = 3"),
+                  1);
+  /* A restart does not owe that evaluation again either. */
+  restart_engine(&f);
+  ASSERT_ROUND_STATE(f, 3, "OPEN");
+  free(ua);
+  free(ub);
+  fx_close(&f);
+}
+
+/* An owed evaluation survives a restart, and so does an evaluation round in
+ * progress with the reports it had. */
+static void test_evaluation_round_resumed(void) {
+  fixture f;
+  FX_INIT(f);
+  f.cfg.eval_every = 1;
+  f.cfg.rounds = 1;
+  f.cfg.round_timeout_s = 30;
+  FX_START(f, 2);
+  update *ua = make_update(0), *ub = make_update(1);
+  commit_round(&f, 1, ua, ub);
+  CU_ASSERT_FALSE(round_federation_done(f.e));
+  restart_engine(&f);
+  CU_ASSERT_FALSE(round_federation_done(f.e));
+  start_round(&f, 2);
+  CU_ASSERT_EQUAL(count(&f, "SELECT kind = 'EVALUATE' FROM rounds WHERE id = "
+                            "2"),
+                  1);
+  CU_ASSERT_EQUAL(report_eval(&f, 0, 2, 100, 0.5, 2.0).code, GRPC_STATUS_OK);
+  restart_engine(&f);
+  ASSERT_ROUND_STATE(f, 2, "TRAINING");
+  checkin_result r;
+  CU_ASSERT_EQUAL(checkin(&f, 0, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
+  CU_ASSERT_EQUAL(report_eval(&f, 0, 2, 100, 0.9, 0.1).code,
+                  GRPC_STATUS_FAILED_PRECONDITION);
+  CU_ASSERT_EQUAL(checkin(&f, 1, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(r.kind, CHECKIN_TASK);
+  CU_ASSERT_EQUAL(r.task.evaluate, 1);
+  CU_ASSERT_EQUAL(report_eval(&f, 1, 2, 300, 0.8, 1.0).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 2, "COMMITTED");
+  CU_ASSERT_DOUBLE_EQUAL(
+      db_peek_double(f.path, "SELECT fed_accuracy FROM rounds WHERE id = 2"),
+      0.725, 1e-12);
+  CU_ASSERT_EQUAL(count(&f, "SELECT clients_aggregated FROM rounds WHERE id "
+                            "= 2"),
+                  2);
+  CU_ASSERT_TRUE(round_federation_done(f.e));
+  restart_engine(&f);
+  CU_ASSERT_TRUE(round_federation_done(f.e));
+  free(ua);
+  free(ub);
+  fx_close(&f);
+}
+
+/* ---- order-independent aggregation ---- */
+
+static const uint64_t W3[3] = {7, 1000003, 13};
+
+/* Commits one round of the three awkward updates, added in `order`, and
+ * copies the committed model's bytes and digest out. */
+static void commit_in_order(strategy_kind kind, const int order[3],
+                            uint8_t *blob, char sha[65]) {
+  fixture f;
+  FX_INIT(f);
+  f.cfg.clients_per_round = 3;
+  f.cfg.round_timeout_s = 30;
+  f.cfg.rounds = 1;
+  strategy_config_init(kind, &f.cfg.strategy);
+  FX_START(f, 3);
+  update *u[3] = {make_awkward(0), make_awkward(1), make_awkward(2)};
+  start_round_n(&f, 1, 3);
+  for (int k = 0; k < 3; k++) {
+    int i = order[k];
+    CU_ASSERT_EQUAL(send_all(&f, f.id[i], 1, u[i], W3[i]).code, GRPC_STATUS_OK);
+  }
+  CU_ASSERT_EQUAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "COMMITTED");
+  CU_ASSERT_EQUAL(stored_model(&f, 1, NULL, blob, NULL, sha), 0);
+  for (int i = 0; i < 3; i++)
+    free(u[i]);
+  fx_close(&f);
+}
+
+static void test_aggregation_order_independent(void) {
+  static const int orders[3][3] = {{0, 1, 2}, {2, 0, 1}, {1, 2, 0}};
+  static const strategy_kind kinds[] = {STRATEGY_FEDAVG, STRATEGY_MEDIAN,
+                                        STRATEGY_TRIMMED_MEAN};
+  uint8_t *first = malloc(MODEL_BYTES), *other = malloc(MODEL_BYTES);
+  CU_ASSERT_FATAL(first && other);
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+    char sha0[65] = "", sha[65] = "";
+    commit_in_order(kinds[k], orders[0], first, sha0);
+    for (int o = 1; o < 3; o++) {
+      memset(other, 0, MODEL_BYTES);
+      commit_in_order(kinds[k], orders[o], other, sha);
+      CU_ASSERT_EQUAL(memcmp(first, other, MODEL_BYTES), 0);
+      CU_ASSERT_STRING_EQUAL(sha, sha0);
+    }
+  }
+  /* The sums themselves are order-sensitive in float: the equality above
+   * is not an accident of easy values. */
+  update *u[3] = {make_awkward(0), make_awkward(1), make_awkward(2)};
+  int differs = 0;
+  for (size_t i = 0; i < NP && !differs; i++) {
+    float a = ((float)W3[0] * u[0]->delta[i] + (float)W3[1] * u[1]->delta[i]) +
+              (float)W3[2] * u[2]->delta[i];
+    float b = ((float)W3[2] * u[2]->delta[i] + (float)W3[0] * u[0]->delta[i]) +
+              (float)W3[1] * u[1]->delta[i];
+    differs = a != b;
+  }
+  CU_ASSERT_TRUE(differs);
+  for (int i = 0; i < 3; i++)
+    free(u[i]);
+  free(first);
+  free(other);
+}
+
+/* ---- resuming an interrupted round ---- */
+
+static const uint64_t W_RESUME[3] = {7, 13, 1000};
+
+/* The model an uninterrupted coordinator commits from a fresh store with
+ * cfg: 3 clients selected, the first n of u uploaded (then, with n < 3, the
+ * deadline awaited). */
+static void reference_commit(const round_config *cfg, update *const *u, int n,
+                             uint8_t *blob) {
+  fixture c;
+  FX_INIT(c);
+  c.cfg = *cfg;
+  c.cfg.round_lines = c.lines;
+  FX_START(c, 3);
+  start_round_n(&c, 1, 3);
+  for (int i = 0; i < n; i++)
+    CU_ASSERT_EQUAL(send_all(&c, c.id[i], 1, u[i], W_RESUME[i]).code,
+                    GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(round_tick(c.e), COHORT_OK);
+  if (n < 3) {
+    sleep_s(cfg->round_timeout_s + 0.05);
+    CU_ASSERT_EQUAL(round_tick(c.e), COHORT_OK);
+  }
+  ASSERT_ROUND_STATE(c, 1, "COMMITTED");
+  CU_ASSERT_EQUAL(stored_model(&c, 1, NULL, blob, NULL, NULL), 0);
+  fx_close(&c);
+}
+
+/* A fixture with K = 3 whose round 1 is in TRAINING with the first n_up
+ * of u uploaded. */
+static void three_selected(fixture *f, double timeout, update *const *u,
+                           int n_up) {
+  FX_INIT(*f);
+  f->cfg.clients_per_round = 3;
+  f->cfg.round_timeout_s = timeout;
+  FX_START(*f, 3);
+  start_round_n(f, 1, 3);
+  for (int i = 0; i < n_up; i++)
+    CU_ASSERT_EQUAL(send_all(f, f->id[i], 1, u[i], W_RESUME[i]).code,
+                    GRPC_STATUS_OK);
+}
+
+static void test_resume_training_bit_identical(void) {
+  update *u[3] = {make_awkward(0), make_awkward(1), make_awkward(2)};
+  uint8_t *got = malloc(MODEL_BYTES), *want = malloc(MODEL_BYTES);
+  CU_ASSERT_FATAL(got && want);
+  fixture f;
+  three_selected(&f, 30, u, 2);
+  round_config cfg = f.cfg;
+  restart_engine(&f); /* engine A crashed; B takes over */
+  ASSERT_ROUND_STATE(f, 1, "TRAINING");
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM updates WHERE round = 1"), 2);
+  /* Not due yet: the tick waits for the third. */
+  CU_ASSERT_EQUAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "TRAINING");
+  checkin_result r;
+  for (int i = 0; i < 2; i++) {
+    CU_ASSERT_EQUAL(checkin(&f, i, &r).code, GRPC_STATUS_OK);
+    CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
+  }
+  CU_ASSERT_EQUAL(checkin(&f, 2, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(r.kind, CHECKIN_TASK);
+  CU_ASSERT_EQUAL(r.task.round, 1);
+  /* The rest of the wall-clock deadline, not a fresh one. */
+  CU_ASSERT(r.task.deadline_ms <= 30000 && r.task.deadline_ms > 20000);
+  CU_ASSERT_EQUAL(send_all(&f, f.id[2], 1, u[2], W_RESUME[2]).code,
+                  GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "COMMITTED");
+  CU_ASSERT_EQUAL(count(&f, "SELECT clients_selected || '/' || "
+                            "clients_aggregated = '3/3' FROM rounds"),
+                  1);
+  /* The participants' upload bytes came back from the store too. */
+  CU_ASSERT_DOUBLE_EQUAL(
+      db_peek_double(f.path, "SELECT bytes_up_mean FROM rounds WHERE id = 1"),
+      MODEL_BYTES + 100, 1e-9);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM updates"), 0);
+  CU_ASSERT_EQUAL(stored_model(&f, 1, NULL, got, NULL, NULL), 0);
+  fx_close(&f);
+  reference_commit(&cfg, u, 3, want);
+  CU_ASSERT_EQUAL(memcmp(got, want, MODEL_BYTES), 0);
+  for (int i = 0; i < 3; i++)
+    free(u[i]);
+  free(got);
+  free(want);
+}
+
+/* The deadline is wall-clock time in the store: one that passed while the
+ * coordinator was down ends the round at the first tick. */
+static void test_resume_deadline_passed_while_down(void) {
+  update *u[3] = {make_update(0), make_update(1), make_update(2)};
+  fixture f;
+  three_selected(&f, 0.4, u, 1);
+  round_engine_free(f.e);
+  f.e = NULL;
+  sleep_s(0.5);
+  CU_ASSERT_EQUAL_FATAL(new_engine(&f), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "TRAINING");
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "COMMITTED");
+  CU_ASSERT_EQUAL(count(&f, "SELECT clients_aggregated FROM rounds"), 1);
+  fx_close(&f);
+  for (int i = 0; i < 3; i++)
+    free(u[i]);
+}
+
+/* Standard error into a temporary file while a function runs, so a test
+ * can read what the engine logged. */
+typedef struct capture {
+  int saved;
+  FILE *tmp;
+} capture;
+
+static void capture_begin(capture *c) {
+  fflush(stderr);
+  c->tmp = tmpfile();
+  c->saved = dup(2);
+  if (c->tmp && c->saved >= 0)
+    dup2(fileno(c->tmp), 2);
+}
+
+static void capture_end(capture *c, char *out, size_t len) {
+  out[0] = '\0';
+  fflush(stderr);
+  if (c->saved >= 0) {
+    dup2(c->saved, 2);
+    close(c->saved);
+  }
+  if (c->tmp) {
+    rewind(c->tmp);
+    size_t n = fread(out, 1, len - 1, c->tmp);
+    out[n] = '\0';
+    fclose(c->tmp);
+  }
+}
+
+static void test_resume_drops_invalid_kept_update(void) {
+  update *u[3] = {make_awkward(0), make_awkward(1), make_awkward(2)};
+  uint8_t *got = malloc(MODEL_BYTES), *want = malloc(MODEL_BYTES);
+  CU_ASSERT_FATAL(got && want);
+  fixture f;
+  three_selected(&f, 30, u, 2);
+  round_config cfg = f.cfg;
+  round_engine_free(f.e);
+  f.e = NULL;
+  /* Client 0's kept update is cut short on disk. */
+  char sql[160];
+  snprintf(sql, sizeof sql,
+           "UPDATE updates SET delta = ?1 WHERE round = 1 AND client_id = "
+           "%lld",
+           (long long)f.id[0]);
+  CU_ASSERT_EQUAL(db_exec(f.path, sql, u[0]->blob, 8), SQLITE_OK);
+  capture cap;
+  char logged[4096];
+  log_set_level(LOG_WARN);
+  capture_begin(&cap);
+  int rc = new_engine(&f);
+  capture_end(&cap, logged, sizeof logged);
+  log_set_level(LOG_OFF);
+  CU_ASSERT_EQUAL_FATAL(rc, COHORT_OK);
+  char who[64];
+  snprintf(who, sizeof who, "update of client %lld not resumed",
+           (long long)f.id[0]);
+  CU_ASSERT_PTR_NOT_NULL(strstr(logged, who));
+  CU_ASSERT_PTR_NOT_NULL(strstr(logged, "wrong size"));
+  ASSERT_ROUND_STATE(f, 1, "TRAINING");
+  /* Client 1's update is kept; client 0 has to send its own again. */
+  checkin_result r;
+  CU_ASSERT_EQUAL(checkin(&f, 1, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
+  CU_ASSERT_EQUAL(checkin(&f, 0, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(r.kind, CHECKIN_TASK);
+  round_verdict v = send_all(&f, f.id[0], 1, u[0], W_RESUME[0]);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_OK);
+  if (v.code)
+    fprintf(stderr, "\n  re-upload of a dropped kept update: %d %s\n", v.code,
+            v.detail);
+  CU_ASSERT_EQUAL(send_all(&f, f.id[2], 1, u[2], W_RESUME[2]).code,
+                  GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "COMMITTED");
+  CU_ASSERT_EQUAL(count(&f, "SELECT clients_aggregated FROM rounds"), 3);
+  CU_ASSERT_EQUAL(stored_model(&f, 1, NULL, got, NULL, NULL), 0);
+  fx_close(&f);
+  reference_commit(&cfg, u, 3, want);
+  CU_ASSERT_EQUAL(memcmp(got, want, MODEL_BYTES), 0);
+  for (int i = 0; i < 3; i++)
+    free(u[i]);
+  free(got);
+  free(want);
+}
+
+/* When nothing valid is left, the round fails properly at its deadline:
+ * FAILED with the reason, the kept rows dropped, the next round opens. */
+static void test_resume_invalid_kept_update_fails_round(void) {
+  update *u[3] = {make_update(0), make_update(1), make_update(2)};
+  fixture f;
+  three_selected(&f, 0.3, u, 1);
+  round_engine_free(f.e);
+  f.e = NULL;
+  /* The right size, but a NaN (a flipped exponent on disk). */
+  update *bad = make_update(0);
+  bad->delta[5] = NAN;
+  encode(bad);
+  char sql[160];
+  snprintf(sql, sizeof sql,
+           "UPDATE updates SET delta = ?1 WHERE round = 1 AND client_id = "
+           "%lld",
+           (long long)f.id[0]);
+  CU_ASSERT_EQUAL(db_exec(f.path, sql, bad->blob, MODEL_BYTES), SQLITE_OK);
+  sleep_s(0.35);
+  CU_ASSERT_EQUAL_FATAL(new_engine(&f), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "FAILED");
+  char text[200];
+  db_peek_text(f.path, "SELECT reason FROM rounds WHERE id = 1", text,
+               sizeof text);
+  CU_ASSERT_STRING_EQUAL(text,
+                         "deadline passed with 0 of the 1 required updates");
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM updates"), 0);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM models"), 1);
+  CU_ASSERT_EQUAL(round_committed(f.e), 0);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 2, "OPEN");
+  free(bad);
+  fx_close(&f);
+  for (int i = 0; i < 3; i++)
+    free(u[i]);
+}
+
+/* A crash while AGGREGATING: the restarted coordinator aggregates the kept
+ * updates again at its first tick (the deadline had passed), giving the
+ * model an uninterrupted coordinator gives. */
+static void test_resume_aggregating(void) {
+  update *u[3] = {make_awkward(0), make_awkward(1), make_awkward(2)};
+  uint8_t *got = malloc(MODEL_BYTES), *want = malloc(MODEL_BYTES);
+  CU_ASSERT_FATAL(got && want);
+  fixture f;
+  three_selected(&f, 30, u, 2);
+  round_config cfg = f.cfg;
+  CU_ASSERT_EQUAL(
+      store_round_set_state(f.db, 1, "AGGREGATING", NULL, (double)time(NULL)),
+      COHORT_OK);
+  restart_engine(&f);
+  ASSERT_ROUND_STATE(f, 1, "TRAINING");
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM models"), 1);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "COMMITTED");
+  CU_ASSERT_EQUAL(count(&f, "SELECT clients_aggregated FROM rounds"), 2);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM models"), 2);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM updates"), 0);
+  CU_ASSERT_EQUAL(stored_model(&f, 1, NULL, got, NULL, NULL), 0);
+  fx_close(&f);
+  cfg.round_timeout_s = 0.2;
+  reference_commit(&cfg, u, 2, want);
+  CU_ASSERT_EQUAL(memcmp(got, want, MODEL_BYTES), 0);
+  for (int i = 0; i < 3; i++)
+    free(u[i]);
+  free(got);
+  free(want);
 }
 
 int cohort_register_suites(void) {
@@ -1161,6 +2524,7 @@ int cohort_register_suites(void) {
        test_register_and_authenticate},
       {"check-in selects K clients, others retry",
        test_checkin_selects_up_to_k},
+      {"RetryLater is spread by pace steering", test_checkin_retry_paced},
       {"selection closes with M clients after its timeout",
        test_selection_timeout_with_min_clients},
       {"model download in chunks with digest", test_get_model},
@@ -1170,10 +2534,41 @@ int cohort_register_suites(void) {
        test_chunked_upload_idempotent_and_commit},
       {"deadline fails the round, next one opens", test_deadline_fails_round},
       {"report stores valid metrics, refuses bad ones", test_report},
-      {"restart fails interrupted rounds, keeps the model",
-       test_restart_recovers},
+      {"restart resumes interrupted rounds, fails stale ones",
+       test_restart_resumes},
       {"federation done after `rounds` commits", test_federation_done},
       {"engine refuses bad configurations", test_engine_config_checked},
+      {"restart with another model/input/classes refused",
+       test_settings_must_match},
+      {"fedavgm: two rounds match the formula, across a restart",
+       test_strategy_fedavgm},
+      {"fedprox: mu goes into the task", test_strategy_fedprox_mu_in_task},
+      {"a failed round leaves the server optimizer unchanged",
+       test_strategy_state_unchanged_by_failed_round},
+      {"median: a wild update does not move the model",
+       test_strategy_median_ignores_wild_update},
+      {"over-selection closes at K; late uploads recorded once",
+       test_over_selection_and_late_uploads},
+      {"eligibility conditions on check-in attributes", test_eligibility},
+      {"fraction of active clients sets the target", test_fraction_target},
+      {"evaluation rounds: reports, weighted figures, no model",
+       test_evaluation_rounds},
+      {"unanswered evaluation round fails, training goes on",
+       test_evaluation_round_unanswered},
+      {"evaluation round and owed evaluation survive a restart",
+       test_evaluation_round_resumed},
+      {"aggregation is independent of upload order",
+       test_aggregation_order_independent},
+      {"resumed TRAINING round commits bit-identical model",
+       test_resume_training_bit_identical},
+      {"deadline that passed while down ends the resumed round",
+       test_resume_deadline_passed_while_down},
+      {"invalid kept update dropped with a warning; round continues",
+       test_resume_drops_invalid_kept_update},
+      {"invalid kept update: round fails properly at its deadline",
+       test_resume_invalid_kept_update_fails_round},
+      {"round interrupted in AGGREGATING is aggregated again",
+       test_resume_aggregating},
   };
   return test_add_suite("round", suite_init, suite_cleanup, tests,
                         sizeof tests / sizeof tests[0]);

@@ -1,0 +1,16 @@
+/* See pace.h. */
+#include "pace.h"
+
+uint32_t pace_retry_ms(const pace_inputs *in, double u) {
+  double wanted = in->wanted >= 1.0 ? in->wanted : 1.0;
+  double window = in->window_s > 0.0 ? in->window_s : 1.0;
+  double population = in->population >= 1.0 ? in->population : 1.0;
+  double spread_s = population * window / (wanted * PACE_MARGIN);
+  double until = in->until_open_s > 0.0 ? in->until_open_s : 0.0;
+  double ms = 1000.0 * (until + u * spread_s);
+  if (ms < in->min_ms)
+    ms = in->min_ms;
+  if (ms > in->max_ms)
+    ms = in->max_ms;
+  return (uint32_t)ms;
+}

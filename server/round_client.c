@@ -1,0 +1,588 @@
+/* What clients call on the round engine: registration and
+ * authentication, check-in (eligibility, selection with over-selection,
+ * pace-steered RetryLater), model download, chunked upload and reports.
+ * See round.h. */
+#include <grpc/status.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "cohort_status.h"
+#include "crypto.h"
+#include "log.h"
+#include "pace.h"
+#include "pb.h"
+#include "round_internal.h"
+#include "wire.h"
+
+#define MAX_METRIC_NAME 64
+#define MAX_PLATFORM 64
+/* Example counts above this are not believable and could skew the average. */
+#define MAX_EXAMPLES 1000000000ULL
+
+/* clients.last_seen is for operators, not for correctness: write it at most
+ * this often per client, so a fleet polling every second does not cost a
+ * synchronous database write per check-in. */
+#define LAST_SEEN_INTERVAL_S 60.0
+
+/* ---- enrollment and authentication ---- */
+
+int round_add_enrollment_token(round_engine *e, const char *token) {
+  if (!token || !*token)
+    return COHORT_EINVAL;
+  pthread_mutex_lock(&e->mu);
+  int rc = COHORT_EINVAL;
+  if (e->n_enroll < MAX_ENROLL_TOKENS)
+    rc = crypto_sha256(token, strlen(token), e->enroll[e->n_enroll++]);
+  pthread_mutex_unlock(&e->mu);
+  return rc;
+}
+
+round_verdict round_register(round_engine *e, const char *enrollment_token,
+                             const char *platform, int64_t *client_id,
+                             char token_out[65]) {
+  if (!enrollment_token || !*enrollment_token)
+    return round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
+                              "missing enrollment token");
+  if (platform && strlen(platform) > MAX_PLATFORM)
+    return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
+                              "platform name longer than %d bytes",
+                              MAX_PLATFORM);
+  uint8_t digest[CRYPTO_SHA256_LEN];
+  if (crypto_sha256(enrollment_token, strlen(enrollment_token), digest))
+    return round_fail_verdict(GRPC_STATUS_INTERNAL, "cannot hash the token");
+  char hash_hex[CRYPTO_SHA256_HEX_LEN];
+  round_verdict v = round_ok();
+  pthread_mutex_lock(&e->mu);
+  int known = 0;
+  for (size_t i = 0; i < e->n_enroll; i++)
+    known |= crypto_equal(digest, e->enroll[i], sizeof digest);
+  if (!known) {
+    v = round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
+                           "unknown enrollment token");
+    goto out;
+  }
+  if (crypto_new_token(token_out) || crypto_sha256_hex(token_out, hash_hex)) {
+    v = round_fail_verdict(GRPC_STATUS_INTERNAL, "cannot make a session token");
+    goto out;
+  }
+  if (store_client_add(e->db, hash_hex, platform, clock_wall_s(), client_id))
+    v = round_store_failed(e);
+  else
+    log_info("client %lld registered (%s)", (long long)*client_id,
+             platform && *platform ? platform : "unknown platform");
+out:
+  pthread_mutex_unlock(&e->mu);
+  return v;
+}
+
+round_verdict round_authenticate(round_engine *e, const char *bearer,
+                                 int64_t *client_id) {
+  if (!bearer)
+    return round_fail_verdict(
+        GRPC_STATUS_UNAUTHENTICATED,
+        "missing 'authorization: Bearer <session token>' metadata");
+  char hash_hex[CRYPTO_SHA256_HEX_LEN];
+  if (crypto_sha256_hex(bearer, hash_hex))
+    return round_fail_verdict(GRPC_STATUS_INTERNAL, "cannot hash the token");
+  pthread_mutex_lock(&e->mu);
+  int rc = store_client_by_token(e->db, hash_hex, client_id);
+  round_verdict v = round_ok();
+  if (rc == COHORT_ENOTFOUND)
+    v = round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
+                           "unknown session token; register again");
+  else if (rc)
+    v = round_store_failed(e);
+  pthread_mutex_unlock(&e->mu);
+  return v;
+}
+
+/* ---- helpers under the lock ---- */
+
+static seen_client *see_client(round_engine *e, int64_t client) {
+  for (size_t i = 0; i < e->n_seen; i++)
+    if (e->seen[i].id == client)
+      return &e->seen[i];
+  if (e->n_seen == e->cap_seen) {
+    size_t cap = e->cap_seen ? 2 * e->cap_seen : 16;
+    seen_client *s = realloc(e->seen, cap * sizeof *s);
+    if (!s)
+      return NULL;
+    e->seen = s;
+    e->cap_seen = cap;
+  }
+  e->seen[e->n_seen] = (seen_client){.id = client};
+  return &e->seen[e->n_seen++];
+}
+
+static int round_accepts_work(round_engine *e) {
+  return e->state == ROUND_OPEN || e->state == ROUND_TRAINING;
+}
+
+/* Seconds a client not needed now should wait for the next selection: half
+ * of what is expected to remain of the training phase (it then asks again
+ * with a better estimate), 0 while a selection is open. */
+static double until_next_open(round_engine *e, double now) {
+  if (e->state != ROUND_TRAINING)
+    return 0.0;
+  double started = e->deadline - e->cfg.round_timeout_s;
+  double expected = started + e->training_s;
+  if (expected > e->deadline)
+    expected = e->deadline;
+  return expected > now ? (expected - now) / 2 : 0.0;
+}
+
+/* RetryLater from pace steering (pace.h), with a CSPRNG draw for the
+ * jitter so clients cannot predict or synchronise on it. */
+static uint32_t retry_ms(round_engine *e, double now) {
+  uint32_t r = 0;
+  crypto_random(&r, sizeof r);
+  size_t wanted = e->select_max > e->n_parts ? e->select_max - e->n_parts : 0;
+  if (e->state != ROUND_OPEN || wanted == 0)
+    wanted = e->select_max ? e->select_max : 1;
+  pace_inputs in = {.population = (double)round_active_clients(e, now),
+                    .wanted = (double)wanted,
+                    .window_s = e->cfg.selection_timeout_s / 10,
+                    .until_open_s = until_next_open(e, now),
+                    .min_ms = e->cfg.retry_ms,
+                    .max_ms = e->cfg.retry_max_ms};
+  return pace_retry_ms(&in, (double)r / 4294967296.0);
+}
+
+static void fill_task(round_engine *e, round_task *t) {
+  t->round = e->round;
+  t->model_version = e->version;
+  memcpy(t->model_sha256, e->sha, sizeof e->sha);
+  t->model_size = e->blob_len;
+  snprintf(t->model_spec, sizeof t->model_spec, "%s", e->model.spec);
+  t->input = e->cfg.input;
+  t->classes = e->cfg.classes;
+  t->evaluate = e->kind == KIND_EVALUATE;
+  t->epochs = e->cfg.epochs;
+  t->batch_size = e->cfg.batch_size;
+  t->learning_rate = e->cfg.learning_rate;
+  t->fedprox_mu = strategy_client_mu(e->strategy);
+  double left = e->state == ROUND_TRAINING
+                    ? e->deadline - clock_mono_s()
+                    : e->cfg.round_timeout_s + e->cfg.selection_timeout_s;
+  t->deadline_ms = left > 0 ? (uint32_t)(left * 1000) : 0;
+}
+
+/* ---- check-in ---- */
+
+static int valid_name(const char *s, size_t max) {
+  size_t n = strlen(s);
+  if (n == 0 || n > max)
+    return 0;
+  for (size_t i = 0; i < n; i++) {
+    char ch = s[i];
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+          ch == '.'))
+      return 0;
+  }
+  return 1;
+}
+
+round_verdict round_checkin(round_engine *e, int64_t client,
+                            uint64_t num_examples, size_t n_attributes,
+                            const char *const *names, const double *values,
+                            checkin_result *out) {
+  memset(out, 0, sizeof *out);
+  if (n_attributes > ROUND_MAX_ATTRIBUTES)
+    return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
+                              "%zu attributes; at most %d", n_attributes,
+                              ROUND_MAX_ATTRIBUTES);
+  const char *all_names[ROUND_MAX_ATTRIBUTES + 1];
+  double all_values[ROUND_MAX_ATTRIBUTES + 1];
+  for (size_t i = 0; i < n_attributes; i++) {
+    if (!valid_name(names[i], ELIG_MAX_NAME) || !isfinite(values[i]))
+      return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
+                                "attribute '%.40s' needs a name of 1-%d "
+                                "characters of [a-z0-9_.] and a finite value",
+                                names[i], ELIG_MAX_NAME);
+    all_names[i] = names[i];
+    all_values[i] = values[i];
+  }
+  all_names[n_attributes] = "examples";
+  all_values[n_attributes] = (double)num_examples;
+  round_verdict v = round_ok();
+  pthread_mutex_lock(&e->mu);
+  seen_client *seen = see_client(e, client);
+  if (!seen) {
+    v = round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED,
+                           "coordinator out of memory");
+    goto out;
+  }
+  double now = clock_mono_s();
+  seen->checked_in_at = now;
+  if (seen->touched_at == 0 || now - seen->touched_at >= LAST_SEEN_INTERVAL_S) {
+    store_client_touch(e->db, client, clock_wall_s());
+    seen->touched_at = now;
+  }
+  if (round_done_locked(e)) {
+    out->kind = CHECKIN_DONE;
+    out->rounds_committed = e->committed;
+    seen->told_done = 1;
+    goto out;
+  }
+  out->kind = CHECKIN_RETRY;
+  out->retry_after_ms = retry_ms(e, now);
+  if (!round_accepts_work(e))
+    goto out;
+  participant *p = round_find_participant(e, client);
+  if (p) {
+    if (!p->uploaded && !p->reported) {
+      out->kind = CHECKIN_TASK; /* a repeated check-in gets the same task */
+      fill_task(e, &out->task);
+    }
+    goto out;
+  }
+  if (e->state != ROUND_OPEN || e->n_parts >= e->select_max)
+    goto out;
+  if (!elig_check(e->cfg.eligible, e->cfg.n_eligible, n_attributes + 1,
+                  all_names, all_values, out->reason, sizeof out->reason))
+    goto out;
+  if (store_participation_select(e->db, e->round, client, clock_wall_s())) {
+    v = round_store_failed(e);
+    goto out;
+  }
+  p = round_add_participant(e, client);
+  if (!p) {
+    v = round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED,
+                           "coordinator out of memory");
+    goto out;
+  }
+  out->kind = CHECKIN_TASK;
+  fill_task(e, &out->task);
+  log_info("round %lld: selected client %lld (%zu/%zu)", (long long)e->round,
+           (long long)client, e->n_parts, e->select_max);
+out:
+  pthread_mutex_unlock(&e->mu);
+  return v;
+}
+
+/* ---- model download ---- */
+
+round_verdict round_get_model(round_engine *e, int64_t client, int64_t version,
+                              uint64_t offset, uint8_t *buf, size_t max_bytes,
+                              size_t *len, uint64_t *total,
+                              uint8_t sha256[32]) {
+  round_verdict v = round_ok();
+  pthread_mutex_lock(&e->mu);
+  if (version != e->version) {
+    v = round_fail_verdict(
+        GRPC_STATUS_NOT_FOUND,
+        "model version %lld is not served; the current version is "
+        "%lld",
+        (long long)version, (long long)e->version);
+  } else if (offset > e->blob_len) {
+    v = round_fail_verdict(GRPC_STATUS_OUT_OF_RANGE,
+                           "offset %llu is past the end of the %zu-byte model",
+                           (unsigned long long)offset, e->blob_len);
+  } else {
+    size_t n = e->blob_len - (size_t)offset;
+    if (n > max_bytes)
+      n = max_bytes;
+    memcpy(buf, e->blob + offset, n);
+    *len = n;
+    *total = e->blob_len;
+    memcpy(sha256, e->sha, sizeof e->sha);
+  }
+  pthread_mutex_unlock(&e->mu);
+  return v;
+}
+
+void round_count_download(round_engine *e, int64_t client, size_t wire_bytes) {
+  pthread_mutex_lock(&e->mu);
+  participant *p =
+      round_accepts_work(e) ? round_find_participant(e, client) : NULL;
+  if (p)
+    p->bytes_down += wire_bytes;
+  pthread_mutex_unlock(&e->mu);
+}
+
+/* ---- upload ---- */
+
+/* A selected client's update that arrives after its round stopped taking
+ * them is refused and recorded (participations.late_at, rounds.late_uploads),
+ * once per client and round. */
+static void record_late(round_engine *e, int64_t round, int64_t client) {
+  int recorded = 0;
+  if (round < 1 || round > e->round ||
+      store_participation_late(e->db, round, client, clock_wall_s(), &recorded))
+    return;
+  if (recorded)
+    log_info("round %lld: late update from client %lld refused",
+             (long long)round, (long long)client);
+}
+
+static void drop_assembly(participant *p) {
+  free(p->buf);
+  p->buf = NULL;
+  p->total = p->received = 0;
+}
+
+/* Validates the assembled update and folds it in. On failure the assembly
+ * is dropped and nothing is stored. */
+static round_verdict finish_upload(round_engine *e, participant *p,
+                                   uint64_t examples) {
+  uint8_t digest[CRYPTO_SHA256_LEN];
+  size_t n = e->model.n_params;
+  round_verdict v = round_ok();
+  float *delta = NULL;
+  if (crypto_sha256(p->buf, p->total, digest) ||
+      !crypto_equal(digest, p->digest, sizeof digest)) {
+    v = round_fail_verdict(
+        GRPC_STATUS_INVALID_ARGUMENT,
+        "update digest does not match its bytes; upload it again");
+    goto out;
+  }
+  delta = malloc(n * sizeof *delta);
+  if (!delta) {
+    v = round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED,
+                           "coordinator out of memory");
+    goto out;
+  }
+  wire_get_f32le(delta, p->buf, n);
+  size_t bad = wire_first_nonfinite(delta, n);
+  if (bad < n) {
+    v = round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
+                           "update element %zu is %s; updates must be finite",
+                           bad, isnan(delta[bad]) ? "NaN" : "infinite");
+    goto out;
+  }
+  /* The aggregate's own checks (magnitude, weight) before anything is
+   * stored; the add itself comes after the store, which may still fail. */
+  char why[160];
+  if (aggregate_check(e->agg, delta, examples, why, sizeof why)) {
+    v = round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT, "update refused: %s",
+                           why);
+    goto out;
+  }
+  store_upload u = {.round = e->round,
+                    .client = p->client,
+                    .bytes_down = p->bytes_down,
+                    .bytes_up = p->bytes_up,
+                    .examples = examples,
+                    .uploaded_at = clock_wall_s()};
+  crypto_hex(p->digest, sizeof p->digest, u.sha256_hex);
+  /* The rows first (with the update itself, so a restarted coordinator can
+   * resume the round): if the store fails, the aggregate is untouched. */
+  if (store_participation_uploaded(e->db, &u, p->buf, p->total)) {
+    v = round_store_failed(e);
+    goto out;
+  }
+  if (aggregate_add(e->agg, delta, examples, why, sizeof why)) {
+    /* Checked above; only memory can fail here. */
+    v = round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", why);
+    goto out;
+  }
+  p->uploaded = 1;
+  p->examples = examples;
+  e->n_done++;
+  pthread_cond_broadcast(&e->uploaded);
+  log_info("round %lld: update from client %lld (%llu examples, %llu bytes "
+           "up), %zu/%zu in",
+           (long long)e->round, (long long)p->client,
+           (unsigned long long)examples, (unsigned long long)p->bytes_up,
+           e->n_done, e->n_parts);
+out:
+  free(delta);
+  drop_assembly(p);
+  return v;
+}
+
+round_verdict round_upload(round_engine *e, int64_t client,
+                           const upload_chunk *c, uint64_t *next_offset,
+                           int *complete) {
+  *next_offset = 0;
+  *complete = 0;
+  size_t want = e->model.n_params * sizeof(float);
+  if (c->len > PB_MAX_CHUNK_BYTES)
+    return round_fail_verdict(
+        GRPC_STATUS_INVALID_ARGUMENT,
+        "chunk of %zu bytes exceeds the %d-byte chunk limit", c->len,
+        PB_MAX_CHUNK_BYTES);
+  if (c->sha256_len != CRYPTO_SHA256_LEN)
+    return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
+                              "update_sha256 has %zu bytes; SHA-256 has 32",
+                              c->sha256_len);
+  if (c->total_size != want)
+    return round_fail_verdict(
+        GRPC_STATUS_INVALID_ARGUMENT,
+        "update has %llu bytes (%llu float32 elements); the model "
+        "has %zu elements (%zu bytes)",
+        (unsigned long long)c->total_size,
+        (unsigned long long)(c->total_size / 4), want / 4, want);
+  if (c->num_examples == 0 || c->num_examples > MAX_EXAMPLES)
+    return round_fail_verdict(
+        GRPC_STATUS_INVALID_ARGUMENT, "num_examples %llu is outside [1, %llu]",
+        (unsigned long long)c->num_examples, MAX_EXAMPLES);
+  if (c->offset > c->total_size || c->len > c->total_size - c->offset)
+    return round_fail_verdict(
+        GRPC_STATUS_INVALID_ARGUMENT,
+        "chunk [%llu, +%zu) runs past the update's %llu bytes",
+        (unsigned long long)c->offset, c->len,
+        (unsigned long long)c->total_size);
+
+  round_verdict v = round_ok();
+  pthread_mutex_lock(&e->mu);
+  if (c->round != e->round || e->state == ROUND_IDLE) {
+    record_late(e, c->round, client);
+    v = round_fail_verdict(
+        GRPC_STATUS_FAILED_PRECONDITION,
+        "round %lld is not the current round (current: %lld, %s)",
+        (long long)c->round, (long long)e->round, round_state_name(e->state));
+    goto out;
+  }
+  if (e->kind == KIND_EVALUATE) {
+    v = round_fail_verdict(GRPC_STATUS_FAILED_PRECONDITION,
+                           "round %lld is an evaluation round: Report "
+                           "metrics, do not upload",
+                           (long long)e->round);
+    goto out;
+  }
+  participant *p = round_find_participant(e, client);
+  if (!p) {
+    v = round_fail_verdict(GRPC_STATUS_PERMISSION_DENIED,
+                           "client %lld was not selected for round %lld",
+                           (long long)client, (long long)e->round);
+    goto out;
+  }
+  if (p->uploaded) {
+    if (crypto_equal(p->digest, c->sha256, CRYPTO_SHA256_LEN)) {
+      /* A retry of an update we already hold: idempotent, changes nothing. */
+      *next_offset = c->total_size;
+      *complete = 1;
+      snprintf(v.detail, sizeof v.detail,
+               "duplicate upload of the same update ignored");
+    } else {
+      v = round_fail_verdict(
+          GRPC_STATUS_ALREADY_EXISTS,
+          "client %lld already uploaded a different update for "
+          "round %lld",
+          (long long)client, (long long)e->round);
+    }
+    goto out;
+  }
+  if (!round_accepts_work(e) || e->n_done >= e->target) {
+    record_late(e, e->round, client);
+    v = round_fail_verdict(GRPC_STATUS_DEADLINE_EXCEEDED,
+                           "round %lld closed for uploads (%s, %zu of %zu "
+                           "updates in); this update is late and not used",
+                           (long long)e->round, round_state_name(e->state),
+                           e->n_done, e->target);
+    goto out;
+  }
+  if (p->buf && !crypto_equal(p->digest, c->sha256, CRYPTO_SHA256_LEN))
+    drop_assembly(p); /* the client restarted with a different update */
+  if (!p->buf) {
+    if (c->offset != 0) {
+      *next_offset = 0; /* start over from the beginning */
+      goto out;
+    }
+    p->buf = malloc(want);
+    if (!p->buf) {
+      v = round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED,
+                             "coordinator out of memory");
+      goto out;
+    }
+    p->total = want;
+    p->received = 0;
+    memcpy(p->digest, c->sha256, CRYPTO_SHA256_LEN);
+  }
+  if (c->offset != p->received) {
+    *next_offset = p->received; /* resume where we are */
+    goto out;
+  }
+  if (c->len) /* empty bytes arrive as a NULL pointer: memcpy's UB */
+    memcpy(p->buf + p->received, c->data, c->len);
+  p->received += c->len;
+  p->bytes_up += c->wire_bytes;
+  *next_offset = p->received;
+  if (p->received == p->total) {
+    v = finish_upload(e, p, c->num_examples);
+    if (v.code == 0)
+      *complete = 1;
+    else
+      *next_offset = 0;
+  }
+out:
+  pthread_mutex_unlock(&e->mu);
+  return v;
+}
+
+/* ---- federated evaluation ---- */
+
+round_verdict round_report(round_engine *e, int64_t client, int64_t round,
+                           uint64_t num_examples, size_t n_metrics,
+                           const char *const *names, const double *values) {
+  if (n_metrics > ROUND_MAX_METRICS)
+    return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
+                              "%zu metrics; at most %d per report", n_metrics,
+                              ROUND_MAX_METRICS);
+  for (size_t i = 0; i < n_metrics; i++) {
+    if (!valid_name(names[i], MAX_METRIC_NAME))
+      return round_fail_verdict(
+          GRPC_STATUS_INVALID_ARGUMENT,
+          "metric name '%.64s' must be 1-%d characters of "
+          "[a-z0-9_.]",
+          names[i], MAX_METRIC_NAME);
+    if (!isfinite(values[i]))
+      return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
+                                "metric %s is not a finite number", names[i]);
+  }
+  round_verdict v = round_ok();
+  pthread_mutex_lock(&e->mu);
+  if (round != e->round || e->state == ROUND_IDLE) {
+    v = round_fail_verdict(
+        GRPC_STATUS_FAILED_PRECONDITION,
+        "round %lld is not the current round (current: %lld)", (long long)round,
+        (long long)e->round);
+    goto out;
+  }
+  participant *p = round_find_participant(e, client);
+  if (!p) {
+    v = round_fail_verdict(GRPC_STATUS_PERMISSION_DENIED,
+                           "client %lld was not selected for round %lld",
+                           (long long)client, (long long)round);
+    goto out;
+  }
+  int answer = e->kind == KIND_EVALUATE;
+  if (answer && (!round_accepts_work(e) || p->reported)) {
+    v = round_fail_verdict(GRPC_STATUS_FAILED_PRECONDITION,
+                           "evaluation round %lld %s", (long long)round,
+                           p->reported ? "already has this client's report"
+                                       : "is closed; this report is late");
+    goto out;
+  }
+  /* The report's metrics and its example count go in as one row set. */
+  const char *all_names[ROUND_MAX_METRICS + 1];
+  double all_values[ROUND_MAX_METRICS + 1];
+  memcpy(all_names, names, n_metrics * sizeof *names);
+  memcpy(all_values, values, n_metrics * sizeof *values);
+  size_t n = n_metrics;
+  if (num_examples) {
+    all_names[n] = "eval_examples";
+    all_values[n++] = (double)num_examples;
+  }
+  if (answer) {
+    if (store_metrics_put_reported(e->db, round, client, n, all_names,
+                                   all_values, clock_wall_s())) {
+      v = round_store_failed(e);
+      goto out;
+    }
+    p->reported = 1;
+    p->examples = num_examples;
+    e->n_done++;
+    pthread_cond_broadcast(&e->uploaded);
+  } else if (store_metrics_put(e->db, round, client, n, all_names,
+                               all_values)) {
+    v = round_store_failed(e);
+  }
+out:
+  pthread_mutex_unlock(&e->mu);
+  return v;
+}

@@ -1,0 +1,488 @@
+/* The store's rounds, participations, kept updates, metrics and events; see
+ * store.h. Every multi-row change is one transaction. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cohort_status.h"
+#include "store.h"
+#include "store_sql.h"
+
+int store_round_max(store *s, int64_t *id) {
+  return store_get_int(s, "SELECT COALESCE(MAX(id), 0) FROM rounds", id);
+}
+
+int store_round_count_committed(store *s, int64_t *n) {
+  return store_get_int(s,
+                       "SELECT COUNT(*) FROM rounds WHERE state = 'COMMITTED'"
+                       " AND kind = 'TRAIN'",
+                       n);
+}
+
+int store_round_open(store *s, int64_t id, int64_t base_version,
+                     const char *kind, int64_t target, double now) {
+  sqlite3_stmt *st;
+  int rc = store_prepare(s,
+                         "INSERT INTO rounds (id, state, kind, target,"
+                         " base_version, started_at, updated_at)"
+                         " VALUES (?1, 'OPEN', ?2, ?3, ?4, ?5, ?5)",
+                         &st);
+  if (rc)
+    return rc;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 3, target);
+  sqlite3_bind_int64(st, 4, base_version);
+  sqlite3_bind_double(st, 5, now);
+  return store_run(s, st, "open round");
+}
+
+int store_round_set_state(store *s, int64_t id, const char *state,
+                          const char *reason, double now) {
+  sqlite3_stmt *st;
+  int rc = store_prepare(
+      s,
+      "UPDATE rounds SET state = ?2, reason = ?3, updated_at = ?4,"
+      " finished_at = CASE WHEN ?2 = 'FAILED' THEN ?4 END"
+      " WHERE id = ?1",
+      &st);
+  if (rc)
+    return rc;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite3_bind_text(st, 2, state, -1, SQLITE_STATIC);
+  if (reason)
+    sqlite3_bind_text(st, 3, reason, -1, SQLITE_TRANSIENT);
+  else
+    sqlite3_bind_null(st, 3);
+  sqlite3_bind_double(st, 4, now);
+  return store_run(s, st, "set round state");
+}
+
+int store_round_set_training(store *s, int64_t id, double deadline_at,
+                             double now) {
+  sqlite3_stmt *st;
+  int rc = store_prepare(s,
+                         "UPDATE rounds SET state = 'TRAINING',"
+                         " deadline_at = ?2, updated_at = ?3 WHERE id = ?1",
+                         &st);
+  if (rc)
+    return rc;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite3_bind_double(st, 2, deadline_at);
+  sqlite3_bind_double(st, 3, now);
+  return store_run(s, st, "start training");
+}
+
+/* The federated evaluation of a round: the participants' reports of the
+ * global model, weighted by the examples each evaluated on. */
+#define FED_EVAL(metric)                                                       \
+  "(SELECT SUM(m.value * e.value) / SUM(e.value) FROM metrics m"               \
+  " JOIN metrics e ON e.round = m.round AND e.client_id = m.client_id"         \
+  " AND e.name = 'eval_examples' WHERE m.round = ?1 AND m.name = '" metric     \
+  "')"
+#define FED_EXAMPLES                                                           \
+  "(SELECT SUM(value) FROM metrics WHERE round = ?1 AND name = "               \
+  "'eval_examples')"
+
+static int record_result(store *s, const store_round_result *r,
+                         int64_t model_version) {
+  sqlite3_stmt *st;
+  int rc = store_prepare(
+      s,
+      "UPDATE rounds SET state = 'COMMITTED', reason = NULL,"
+      " model_version = ?2, clients_selected = ?3,"
+      " clients_aggregated = ?4, accuracy = ?5, loss = ?6,"
+      " bytes_up_mean = ?7, bytes_down_mean = ?8, updated_at = ?9,"
+      " finished_at = ?9, fed_accuracy = " FED_EVAL(
+          "global_accuracy") ","
+                             " fed_loss = " FED_EVAL(
+                                 "global_loss") ", fed_examples = " FED_EXAMPLES
+                                                " WHERE id = ?1",
+      &st);
+  if (rc)
+    return rc;
+  sqlite3_bind_int64(st, 1, r->round);
+  sqlite3_bind_int64(st, 2, model_version);
+  sqlite3_bind_int64(st, 3, r->clients_selected);
+  sqlite3_bind_int64(st, 4, r->clients_aggregated);
+  store_bind_real_or_null(st, 5, r->accuracy);
+  store_bind_real_or_null(st, 6, r->loss);
+  store_bind_real_or_null(st, 7, r->bytes_up_mean);
+  store_bind_real_or_null(st, 8, r->bytes_down_mean);
+  sqlite3_bind_double(st, 9, r->finished_at);
+  rc = store_run(s, st, "commit round");
+  if (!rc && sqlite3_changes(s->db) != 1)
+    rc = COHORT_ENOTFOUND;
+  return rc;
+}
+
+static int drop_updates(store *s, int64_t round) {
+  sqlite3_stmt *st;
+  int rc = store_prepare(s, "DELETE FROM updates WHERE round = ?1", &st);
+  if (rc)
+    return rc;
+  sqlite3_bind_int64(st, 1, round);
+  return store_run(s, st, "drop updates");
+}
+
+/* Keeps only the optimizer state of the newest model: older states are
+ * never read again. */
+static int put_strategy_state(store *s, int64_t version, const uint8_t *state,
+                              size_t len) {
+  sqlite3_stmt *st;
+  int rc = store_prepare(s, "DELETE FROM strategy_state", &st);
+  if (!rc)
+    rc = store_run(s, st, "drop strategy state");
+  if (rc || !state)
+    return rc;
+  rc = store_prepare(
+      s, "INSERT INTO strategy_state (version, state) VALUES (?1, ?2)", &st);
+  if (rc)
+    return rc;
+  sqlite3_bind_int64(st, 1, version);
+  sqlite3_bind_blob64(st, 2, state, len, SQLITE_STATIC);
+  return store_run(s, st, "put strategy state");
+}
+
+int store_round_commit(store *s, const store_round_result *r,
+                       const store_model *m, const uint8_t *state,
+                       size_t state_len) {
+  int rc = store_exec(s, "BEGIN IMMEDIATE");
+  if (rc)
+    return rc;
+  rc = store_insert_model(s, m, r->finished_at);
+  if (!rc)
+    rc = put_strategy_state(s, m->version, state, state_len);
+  if (!rc)
+    rc = record_result(s, r, m->version);
+  if (!rc)
+    rc = drop_updates(s, r->round);
+  return store_finish(s, rc);
+}
+
+int store_round_finish_eval(store *s, const store_round_result *r) {
+  int64_t base = 0;
+  sqlite3_stmt *st;
+  int rc =
+      store_prepare(s, "SELECT base_version FROM rounds WHERE id = ?1", &st);
+  if (rc)
+    return rc;
+  sqlite3_bind_int64(st, 1, r->round);
+  if (sqlite3_step(st) == SQLITE_ROW)
+    base = sqlite3_column_int64(st, 0);
+  else
+    rc = COHORT_ENOTFOUND;
+  sqlite3_finalize(st);
+  return rc ? rc : record_result(s, r, base);
+}
+
+int store_round_fail(store *s, int64_t id, const char *reason, double now) {
+  int rc = store_exec(s, "BEGIN IMMEDIATE");
+  if (rc)
+    return rc;
+  rc = store_round_set_state(s, id, "FAILED", reason, now);
+  if (!rc)
+    rc = drop_updates(s, id);
+  if (!rc)
+    rc = store_event(s, now, id, "round_failed", reason);
+  return store_finish(s, rc);
+}
+
+int store_round_fail_unfinished(store *s, const char *reason, double now,
+                                int *count) {
+  int rc = store_exec(s, "BEGIN IMMEDIATE");
+  if (rc)
+    return rc;
+  sqlite3_stmt *st;
+  rc = store_prepare(s,
+                     "UPDATE rounds SET state = 'FAILED', reason = ?1,"
+                     " updated_at = ?2, finished_at = ?2"
+                     " WHERE state NOT IN ('COMMITTED', 'FAILED')",
+                     &st);
+  if (!rc) {
+    sqlite3_bind_text(st, 1, reason, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_double(st, 2, now);
+    rc = store_run(s, st, "fail unfinished rounds");
+  }
+  if (!rc && count)
+    *count = sqlite3_changes(s->db);
+  if (!rc)
+    rc = store_exec(s, "DELETE FROM updates"); /* no round is open now */
+  return store_finish(s, rc);
+}
+
+int store_round_unfinished(store *s, store_round_info *out) {
+  sqlite3_stmt *st;
+  int rc = store_prepare(s,
+                         "SELECT id, base_version, target, state, kind,"
+                         " COALESCE(deadline_at, 0) FROM rounds"
+                         " WHERE state NOT IN ('COMMITTED', 'FAILED')"
+                         " ORDER BY id DESC LIMIT 1",
+                         &st);
+  if (rc)
+    return rc;
+  int step = sqlite3_step(st);
+  if (step == SQLITE_ROW) {
+    memset(out, 0, sizeof *out);
+    out->id = sqlite3_column_int64(st, 0);
+    out->base_version = sqlite3_column_int64(st, 1);
+    out->target = sqlite3_column_int64(st, 2);
+    snprintf(out->state, sizeof out->state, "%s",
+             (const char *)sqlite3_column_text(st, 3));
+    snprintf(out->kind, sizeof out->kind, "%s",
+             (const char *)sqlite3_column_text(st, 4));
+    out->deadline_at = sqlite3_column_double(st, 5);
+  } else {
+    rc = step == SQLITE_DONE ? COHORT_ENOTFOUND
+                             : store_fail(s, "find unfinished round");
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int store_round_eval_exists(store *s, int64_t base_version, int *exists) {
+  sqlite3_stmt *st;
+  int rc = store_prepare(s,
+                         "SELECT COUNT(*) FROM rounds WHERE kind = 'EVALUATE'"
+                         " AND base_version = ?1",
+                         &st);
+  if (rc)
+    return rc;
+  sqlite3_bind_int64(st, 1, base_version);
+  if (sqlite3_step(st) == SQLITE_ROW)
+    *exists = sqlite3_column_int64(st, 0) > 0;
+  else
+    rc = store_fail(s, "find evaluation round");
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int store_round_participants(store *s, int64_t round, store_participant_cb cb,
+                             void *ctx) {
+  sqlite3_stmt *st;
+  int rc = store_prepare(
+      s,
+      "SELECT p.client_id, p.state = 'UPLOADED', p.reported_at IS NOT NULL,"
+      " p.examples, p.bytes_down, p.bytes_up, COALESCE(p.update_sha256, ''),"
+      " u.delta FROM participations p LEFT JOIN updates u"
+      " ON u.round = p.round AND u.client_id = p.client_id"
+      " WHERE p.round = ?1 ORDER BY p.client_id",
+      &st);
+  if (rc)
+    return rc;
+  sqlite3_bind_int64(st, 1, round);
+  int step;
+  while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+    store_participant p = {.client = sqlite3_column_int64(st, 0),
+                           .uploaded = sqlite3_column_int(st, 1),
+                           .reported = sqlite3_column_int(st, 2),
+                           .examples = (uint64_t)sqlite3_column_int64(st, 3),
+                           .bytes_down = (uint64_t)sqlite3_column_int64(st, 4),
+                           .bytes_up = (uint64_t)sqlite3_column_int64(st, 5),
+                           .delta = sqlite3_column_blob(st, 7),
+                           .delta_len = (size_t)sqlite3_column_bytes(st, 7)};
+    snprintf(p.sha256_hex, sizeof p.sha256_hex, "%s",
+             (const char *)sqlite3_column_text(st, 6));
+    rc = cb(ctx, &p);
+  }
+  if (!rc && step != SQLITE_DONE)
+    rc = store_fail(s, "read participants");
+  sqlite3_finalize(st);
+  return rc;
+}
+
+/* ---- participations ---- */
+
+int store_participation_select(store *s, int64_t round, int64_t client,
+                               double now) {
+  sqlite3_stmt *st;
+  int rc = store_prepare(s,
+                         "INSERT INTO participations (round, client_id, state,"
+                         " selected_at) VALUES (?1, ?2, 'SELECTED', ?3)",
+                         &st);
+  if (rc)
+    return rc;
+  sqlite3_bind_int64(st, 1, round);
+  sqlite3_bind_int64(st, 2, client);
+  sqlite3_bind_double(st, 3, now);
+  return store_run(s, st, "select participant");
+}
+
+static int keep_update(store *s, const store_upload *u, const uint8_t *delta,
+                       size_t len) {
+  sqlite3_stmt *st;
+  int rc = store_prepare(s,
+                         "INSERT INTO updates (round, client_id, examples,"
+                         " sha256, delta) VALUES (?1, ?2, ?3, ?4, ?5)",
+                         &st);
+  if (rc)
+    return rc;
+  sqlite3_bind_int64(st, 1, u->round);
+  sqlite3_bind_int64(st, 2, u->client);
+  sqlite3_bind_int64(st, 3, (sqlite3_int64)u->examples);
+  sqlite3_bind_text(st, 4, u->sha256_hex, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_blob64(st, 5, delta, len, SQLITE_STATIC);
+  return store_run(s, st, "keep update");
+}
+
+int store_participation_uploaded(store *s, const store_upload *u,
+                                 const uint8_t *delta, size_t len) {
+  int rc = store_exec(s, "BEGIN IMMEDIATE");
+  if (rc)
+    return rc;
+  sqlite3_stmt *st;
+  rc = store_prepare(s,
+                     "UPDATE participations SET state = 'UPLOADED',"
+                     " bytes_down = ?3, bytes_up = ?4, examples = ?5,"
+                     " update_sha256 = ?6, uploaded_at = ?7"
+                     " WHERE round = ?1 AND client_id = ?2",
+                     &st);
+  if (!rc) {
+    sqlite3_bind_int64(st, 1, u->round);
+    sqlite3_bind_int64(st, 2, u->client);
+    sqlite3_bind_int64(st, 3, (sqlite3_int64)u->bytes_down);
+    sqlite3_bind_int64(st, 4, (sqlite3_int64)u->bytes_up);
+    sqlite3_bind_int64(st, 5, (sqlite3_int64)u->examples);
+    sqlite3_bind_text(st, 6, u->sha256_hex, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_double(st, 7, u->uploaded_at);
+    rc = store_run(s, st, "record upload");
+  }
+  if (!rc && sqlite3_changes(s->db) != 1)
+    rc = COHORT_ENOTFOUND;
+  if (!rc && delta)
+    rc = keep_update(s, u, delta, len);
+  return store_finish(s, rc);
+}
+
+int store_participation_unupload(store *s, int64_t round, int64_t client) {
+  int rc = store_exec(s, "BEGIN IMMEDIATE");
+  if (rc)
+    return rc;
+  sqlite3_stmt *st;
+  rc = store_prepare(
+      s, "DELETE FROM updates WHERE round = ?1 AND client_id = ?2", &st);
+  if (!rc) {
+    sqlite3_bind_int64(st, 1, round);
+    sqlite3_bind_int64(st, 2, client);
+    rc = store_run(s, st, "drop kept update");
+  }
+  if (!rc)
+    rc = store_prepare(s,
+                       "UPDATE participations SET state = 'SELECTED',"
+                       " update_sha256 = NULL, uploaded_at = NULL"
+                       " WHERE round = ?1 AND client_id = ?2",
+                       &st);
+  if (!rc) {
+    sqlite3_bind_int64(st, 1, round);
+    sqlite3_bind_int64(st, 2, client);
+    rc = store_run(s, st, "reselect participant");
+  }
+  return store_finish(s, rc);
+}
+
+int store_participation_late(store *s, int64_t round, int64_t client,
+                             double now, int *recorded) {
+  if (recorded)
+    *recorded = 0;
+  int rc = store_exec(s, "BEGIN IMMEDIATE");
+  if (rc)
+    return rc;
+  sqlite3_stmt *st;
+  rc = store_prepare(s,
+                     "UPDATE participations SET late_at = ?3 WHERE round = ?1"
+                     " AND client_id = ?2 AND state = 'SELECTED'"
+                     " AND late_at IS NULL",
+                     &st);
+  if (!rc) {
+    sqlite3_bind_int64(st, 1, round);
+    sqlite3_bind_int64(st, 2, client);
+    sqlite3_bind_double(st, 3, now);
+    rc = store_run(s, st, "record late upload");
+  }
+  int changed = !rc && sqlite3_changes(s->db) == 1;
+  if (changed) {
+    rc = store_prepare(s,
+                       "UPDATE rounds SET late_uploads = late_uploads + 1"
+                       " WHERE id = ?1",
+                       &st);
+    if (!rc) {
+      sqlite3_bind_int64(st, 1, round);
+      rc = store_run(s, st, "count late upload");
+    }
+  }
+  rc = store_finish(s, rc);
+  if (!rc && recorded)
+    *recorded = changed;
+  return rc;
+}
+
+/* ---- metrics and events ---- */
+
+static int put_metrics(store *s, int64_t round, int64_t client, size_t n,
+                       const char *const *names, const double *values) {
+  sqlite3_stmt *st = NULL;
+  int rc = store_prepare(s,
+                         "INSERT OR REPLACE INTO metrics (round, client_id,"
+                         " name, value) VALUES (?1, ?2, ?3, ?4)",
+                         &st);
+  for (size_t i = 0; !rc && i < n; i++) {
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, round);
+    sqlite3_bind_int64(st, 2, client);
+    sqlite3_bind_text(st, 3, names[i], -1, SQLITE_TRANSIENT);
+    sqlite3_bind_double(st, 4, values[i]);
+    if (sqlite3_step(st) != SQLITE_DONE)
+      rc = store_fail(s, "put metric");
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int store_metrics_put(store *s, int64_t round, int64_t client, size_t n,
+                      const char *const *names, const double *values) {
+  int rc = store_exec(s, "BEGIN IMMEDIATE");
+  if (!rc)
+    rc = store_finish(s, put_metrics(s, round, client, n, names, values));
+  return rc;
+}
+
+int store_metrics_put_reported(store *s, int64_t round, int64_t client,
+                               size_t n, const char *const *names,
+                               const double *values, double now) {
+  int rc = store_exec(s, "BEGIN IMMEDIATE");
+  if (rc)
+    return rc;
+  rc = put_metrics(s, round, client, n, names, values);
+  sqlite3_stmt *st;
+  if (!rc)
+    rc = store_prepare(s,
+                       "UPDATE participations SET reported_at = ?3"
+                       " WHERE round = ?1 AND client_id = ?2",
+                       &st);
+  if (!rc) {
+    sqlite3_bind_int64(st, 1, round);
+    sqlite3_bind_int64(st, 2, client);
+    sqlite3_bind_double(st, 3, now);
+    rc = store_run(s, st, "mark reported");
+  }
+  return store_finish(s, rc);
+}
+
+int store_event(store *s, double now, int64_t round, const char *kind,
+                const char *detail) {
+  sqlite3_stmt *st;
+  int rc = store_prepare(s,
+                         "INSERT INTO events (at, round, kind, detail)"
+                         " VALUES (?1, ?2, ?3, ?4)",
+                         &st);
+  if (rc)
+    return rc;
+  sqlite3_bind_double(st, 1, now);
+  if (round > 0)
+    sqlite3_bind_int64(st, 2, round);
+  else
+    sqlite3_bind_null(st, 2);
+  sqlite3_bind_text(st, 3, kind, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 4, detail, -1, SQLITE_TRANSIENT);
+  return store_run(s, st, "record event");
+}

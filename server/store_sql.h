@@ -1,0 +1,34 @@
+/* Internal to the store: the connection and the small statement helpers
+ * that store.c and store_rounds.c share. */
+#ifndef COHORT_STORE_SQL_H
+#define COHORT_STORE_SQL_H
+
+#include <sqlite3.h>
+#include <stdint.h>
+
+#include "store.h"
+
+struct store {
+  sqlite3 *db;
+  /* The last failure's message: a ROLLBACK after it would reset SQLite's
+   * own to "not an error" before the caller could report it. */
+  char last_error[256];
+};
+
+/* Logs what failed with SQLite's message and returns COHORT_EDB. */
+int store_fail(store *s, const char *what);
+int store_exec(store *s, const char *sql);
+int store_prepare(store *s, const char *sql, sqlite3_stmt **st);
+/* Steps a statement that returns no rows and finalizes it. */
+int store_run(store *s, sqlite3_stmt *st, const char *what);
+int store_get_int(store *s, const char *sql, int64_t *out);
+/* NaN binds as NULL: not measured. */
+void store_bind_real_or_null(sqlite3_stmt *st, int i, double v);
+/* Ends a transaction begun with store_exec("BEGIN IMMEDIATE"): COMMIT when
+ * rc is COHORT_OK, else ROLLBACK; returns rc or the COMMIT's failure. */
+int store_finish(store *s, int rc);
+
+/* Inserts model m; part of a caller's transaction or on its own. */
+int store_insert_model(store *s, const store_model *m, double now);
+
+#endif
