@@ -11,6 +11,7 @@
 #include <zlib.h>
 
 #include "cohort_status.h"
+#include "errbuf.h"
 #include "nn_dataset.h"
 
 #define CSV_CHUNK (1u << 16)               /* bytes per gzread */
@@ -34,16 +35,15 @@ typedef struct csv_reader {
  * (which may be NULL) and returns rc. */
 static int csv_fail(char *err, size_t errlen, int rc, const char *path,
                     unsigned long line, const char *fmt, ...) {
-  if (err && errlen) {
-    int n = line ? snprintf(err, errlen, "%s:%lu: ", path, line)
-                 : snprintf(err, errlen, "%s: ", path);
-    if (n >= 0 && (size_t)n < errlen) {
-      va_list ap;
-      va_start(ap, fmt);
-      vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-      va_end(ap);
-    }
-  }
+  char who[4096 + 24];
+  if (line)
+    snprintf(who, sizeof who, "%s:%lu", path, line);
+  else
+    snprintf(who, sizeof who, "%s", path);
+  va_list ap;
+  va_start(ap, fmt);
+  errbuf_vfail(err, errlen, rc, who, fmt, ap);
+  va_end(ap);
   return rc;
 }
 

@@ -11,6 +11,7 @@
 #include <zlib.h>
 
 #include "cohort_status.h"
+#include "errbuf.h"
 #include "nn_dataset.h"
 
 #define IDX_MAGIC_IMAGES 0x00000803u /* u8, 3 dimensions */
@@ -25,31 +26,16 @@
 #define IDX_CHUNK (1u << 16) /* bytes per gzread */
 #define IDX_FIRST_ALLOC ((size_t)1 << 20)
 
-/* Writes "path: <reason>" into err (which may be NULL) and returns rc. */
-static int idx_fail(char *err, size_t errlen, int rc, const char *path,
-                    const char *fmt, ...) {
-  if (err && errlen) {
-    int n = snprintf(err, errlen, "%s: ", path);
-    if (n >= 0 && (size_t)n < errlen) {
-      va_list ap;
-      va_start(ap, fmt);
-      vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-      va_end(ap);
-    }
-  }
-  return rc;
-}
-
 static int idx_open(const char *path, gzFile *gz, char *err, size_t errlen) {
   errno = 0;
   *gz = gzopen(path, "rb");
   if (!*gz) {
     /* zlib leaves errno at 0 when its own allocation failed. */
     if (errno == 0)
-      return idx_fail(err, errlen, COHORT_ENOMEM, path,
-                      "cannot open: out of memory");
-    return idx_fail(err, errlen, COHORT_EIO, path, "cannot open: %s",
-                    strerror(errno));
+      return errbuf_fail(err, errlen, COHORT_ENOMEM, path,
+                         "cannot open: out of memory");
+    return errbuf_fail(err, errlen, COHORT_EIO, path, "cannot open: %s",
+                       strerror(errno));
   }
   /* Larger than zlib's 8 KiB default: the big files are read in one sweep. */
   gzbuffer(*gz, 1u << 17);
@@ -70,13 +56,14 @@ static long idx_read(gzFile gz, const char *path, void *buf, unsigned len,
   if (zerr == Z_BUF_ERROR) /* "unexpected end of file" */
     return 0;
   if (zerr == Z_ERRNO) {
-    *rc = idx_fail(err, errlen, COHORT_EIO, path, "read failed: %s",
-                   strerror(errno));
+    *rc = errbuf_fail(err, errlen, COHORT_EIO, path, "read failed: %s",
+                      strerror(errno));
   } else if (zerr == Z_MEM_ERROR) {
-    *rc = idx_fail(err, errlen, COHORT_ENOMEM, path, "out of memory");
+    *rc = errbuf_fail(err, errlen, COHORT_ENOMEM, path, "out of memory");
   } else {
-    *rc = idx_fail(err, errlen, COHORT_EFORMAT, path, "corrupt gzip data: %s",
-                   msg ? msg : "unknown zlib error");
+    *rc =
+        errbuf_fail(err, errlen, COHORT_EFORMAT, path, "corrupt gzip data: %s",
+                    msg ? msg : "unknown zlib error");
   }
   return -1;
 }
@@ -92,18 +79,18 @@ static int idx_header(gzFile gz, const char *path, uint32_t want_magic,
   if (got < 0)
     return rc;
   if (got < 4)
-    return idx_fail(err, errlen, COHORT_EFORMAT, path,
-                    "file has %ld bytes, too short for an IDX header", got);
+    return errbuf_fail(err, errlen, COHORT_EFORMAT, path,
+                       "file has %ld bytes, too short for an IDX header", got);
   uint32_t magic = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 |
                    (uint32_t)hdr[2] << 8 | (uint32_t)hdr[3];
   if (magic != want_magic)
-    return idx_fail(err, errlen, COHORT_EFORMAT, path,
-                    "bad magic 0x%08x, expected 0x%08x (IDX %s)",
-                    (unsigned)magic, (unsigned)want_magic, kind);
+    return errbuf_fail(err, errlen, COHORT_EFORMAT, path,
+                       "bad magic 0x%08x, expected 0x%08x (IDX %s)",
+                       (unsigned)magic, (unsigned)want_magic, kind);
   if ((unsigned long)got < want)
-    return idx_fail(err, errlen, COHORT_EFORMAT, path,
-                    "truncated IDX header: expected %u bytes, read %ld", want,
-                    got);
+    return errbuf_fail(err, errlen, COHORT_EFORMAT, path,
+                       "truncated IDX header: expected %u bytes, read %ld",
+                       want, got);
   for (int i = 0; i < ndims; i++) {
     const unsigned char *p = hdr + 4 * (i + 1);
     dims[i] = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
@@ -130,7 +117,7 @@ static int idx_payload(gzFile gz, const char *path, size_t want, int scale,
     to_unit[i] = (float)i / 255.0f;
   chunk = malloc(IDX_CHUNK);
   if (!chunk) {
-    rc = idx_fail(err, errlen, COHORT_ENOMEM, path, "out of memory");
+    rc = errbuf_fail(err, errlen, COHORT_ENOMEM, path, "out of memory");
     goto out;
   }
   while (got < want) {
@@ -148,8 +135,8 @@ static int idx_payload(gzFile gz, const char *path, size_t want, int scale,
         ncap = want;
       unsigned char *nb = realloc(buf, ncap * esz);
       if (!nb) {
-        rc = idx_fail(err, errlen, COHORT_ENOMEM, path,
-                      "out of memory reading %zu bytes", want);
+        rc = errbuf_fail(err, errlen, COHORT_ENOMEM, path,
+                         "out of memory reading %zu bytes", want);
         goto out;
       }
       buf = nb;
@@ -189,8 +176,8 @@ int nn_idx_load(const char *images_path, const char *labels_path,
     return COHORT_EINVAL;
   memset(out, 0, sizeof *out);
   if (!images_path || !labels_path)
-    return idx_fail(err, errlen, COHORT_EINVAL, "nn_idx_load",
-                    "missing file name");
+    return errbuf_fail(err, errlen, COHORT_EINVAL, "nn_idx_load",
+                       "missing file name");
 
   rc = idx_open(images_path, &gi, err, errlen);
   if (rc)
@@ -201,23 +188,23 @@ int nn_idx_load(const char *images_path, const char *labels_path,
     goto out;
   uint64_t dim = (uint64_t)idims[1] * idims[2];
   if (idims[0] == 0 || idims[0] > IDX_MAX_N) {
-    rc = idx_fail(err, errlen, COHORT_EFORMAT, images_path,
-                  "header claims %u images; expected 1 to %u", idims[0],
-                  IDX_MAX_N);
+    rc = errbuf_fail(err, errlen, COHORT_EFORMAT, images_path,
+                     "header claims %u images; expected 1 to %u", idims[0],
+                     IDX_MAX_N);
     goto out;
   }
   if (dim == 0 || dim > IDX_MAX_DIM) {
-    rc = idx_fail(err, errlen, COHORT_EFORMAT, images_path,
-                  "header claims %ux%u images; expected 1 to %u pixels each",
-                  idims[1], idims[2], IDX_MAX_DIM);
+    rc = errbuf_fail(err, errlen, COHORT_EFORMAT, images_path,
+                     "header claims %ux%u images; expected 1 to %u pixels each",
+                     idims[1], idims[2], IDX_MAX_DIM);
     goto out;
   }
   if ((uint64_t)idims[0] * dim > IDX_MAX_PIXELS) {
-    rc = idx_fail(err, errlen, COHORT_EFORMAT, images_path,
-                  "header claims %u images of %ux%u, over the cap of %llu "
-                  "pixels",
-                  idims[0], idims[1], idims[2],
-                  (unsigned long long)IDX_MAX_PIXELS);
+    rc = errbuf_fail(err, errlen, COHORT_EFORMAT, images_path,
+                     "header claims %u images of %ux%u, over the cap of %llu "
+                     "pixels",
+                     idims[0], idims[1], idims[2],
+                     (unsigned long long)IDX_MAX_PIXELS);
     goto out;
   }
 
@@ -229,9 +216,9 @@ int nn_idx_load(const char *images_path, const char *labels_path,
   if (rc)
     goto out;
   if (ldims[0] != idims[0]) {
-    rc = idx_fail(err, errlen, COHORT_EFORMAT, labels_path,
-                  "label file has %u labels, image file has %u images",
-                  ldims[0], idims[0]);
+    rc = errbuf_fail(err, errlen, COHORT_EFORMAT, labels_path,
+                     "label file has %u labels, image file has %u images",
+                     ldims[0], idims[0]);
     goto out;
   }
 
@@ -240,9 +227,9 @@ int nn_idx_load(const char *images_path, const char *labels_path,
   if (rc)
     goto out;
   if (got < n) {
-    rc = idx_fail(err, errlen, COHORT_EFORMAT, labels_path,
-                  "truncated: header promises %zu labels, file holds %zu", n,
-                  got);
+    rc = errbuf_fail(err, errlen, COHORT_EFORMAT, labels_path,
+                     "truncated: header promises %zu labels, file holds %zu", n,
+                     got);
     goto out;
   }
   size_t want = n * (size_t)dim;
@@ -250,10 +237,11 @@ int nn_idx_load(const char *images_path, const char *labels_path,
   if (rc)
     goto out;
   if (got < want) {
-    rc = idx_fail(err, errlen, COHORT_EFORMAT, images_path,
-                  "truncated: header promises %zu images of %ux%u (%zu bytes "
-                  "of pixels), file holds %zu bytes (%zu whole images)",
-                  n, idims[1], idims[2], want, got, got / (size_t)dim);
+    rc =
+        errbuf_fail(err, errlen, COHORT_EFORMAT, images_path,
+                    "truncated: header promises %zu images of %ux%u (%zu bytes "
+                    "of pixels), file holds %zu bytes (%zu whole images)",
+                    n, idims[1], idims[2], want, got, got / (size_t)dim);
     goto out;
   }
 
@@ -292,7 +280,7 @@ static int idx_find(const char *dir, const char *base, char **path, char *err,
   char *p = malloc(len);
   *path = NULL;
   if (!p)
-    return idx_fail(err, errlen, COHORT_ENOMEM, dir, "out of memory");
+    return errbuf_fail(err, errlen, COHORT_ENOMEM, dir, "out of memory");
   snprintf(p, len, "%s%s%s.gz", dir, sep, base);
   if (access(p, F_OK) == 0) {
     *path = p;
@@ -304,10 +292,10 @@ static int idx_find(const char *dir, const char *base, char **path, char *err,
     return COHORT_OK;
   }
   free(p);
-  return idx_fail(err, errlen, COHORT_EIO, dir,
-                  "neither %s.gz nor %s exists (is the data set installed, "
-                  "e.g. Debian's dataset-fashion-mnist?)",
-                  base, base);
+  return errbuf_fail(err, errlen, COHORT_EIO, dir,
+                     "neither %s.gz nor %s exists (is the data set installed, "
+                     "e.g. Debian's dataset-fashion-mnist?)",
+                     base, base);
 }
 
 int nn_idx_load_dir(const char *dir, int train, nn_dataset *out, char *err,
@@ -321,8 +309,8 @@ int nn_idx_load_dir(const char *dir, int train, nn_dataset *out, char *err,
     return COHORT_EINVAL;
   memset(out, 0, sizeof *out);
   if (!dir)
-    return idx_fail(err, errlen, COHORT_EINVAL, "nn_idx_load_dir",
-                    "missing directory");
+    return errbuf_fail(err, errlen, COHORT_EINVAL, "nn_idx_load_dir",
+                       "missing directory");
   const char *prefix = train ? "train" : "t10k";
   char base[32];
   snprintf(base, sizeof base, "%s-images-idx3-ubyte", prefix);

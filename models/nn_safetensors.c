@@ -15,27 +15,13 @@
 #include <json-c/json.h>
 
 #include "cohort_status.h"
+#include "errbuf.h"
 #include "nn_safetensors.h"
 #include "wire.h"
 
 #define ST_CHUNK ((size_t)1 << 16) /* bytes per read/write; multiple of 4 */
 #define ST_NAME_SHOWN 64           /* bytes of a name quoted in errors */
 #define ST_METADATA "__metadata__"
-
-/* Writes "who: <reason>" into err (which may be NULL) and returns rc. */
-static int st_fail(char *err, size_t errlen, int rc, const char *who,
-                   const char *fmt, ...) {
-  if (err && errlen) {
-    int n = snprintf(err, errlen, "%s: ", who);
-    if (n >= 0 && (size_t)n < errlen) {
-      va_list ap;
-      va_start(ap, fmt);
-      vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-      va_end(ap);
-    }
-  }
-  return rc;
-}
 
 /* A printable copy of an untrusted string for an error message: control
  * bytes become '?', and long names are cut with "...". */
@@ -151,60 +137,63 @@ static int st_check_input(const char *who, const nn_st_tensor *t, size_t n,
   int rc = COHORT_OK, oom = 0;
 
   if ((n && !t) || (n_meta && !meta))
-    return st_fail(err, errlen, COHORT_EINVAL, who,
-                   "%s is NULL but its count is not 0",
-                   n && !t ? "tensors" : "meta");
+    return errbuf_fail(err, errlen, COHORT_EINVAL, who,
+                       "%s is NULL but its count is not 0",
+                       n && !t ? "tensors" : "meta");
   for (size_t i = 0; i < n; i++) {
     if (!t[i].name)
-      return st_fail(err, errlen, COHORT_EINVAL, who, "tensor %zu has no name",
-                     i);
+      return errbuf_fail(err, errlen, COHORT_EINVAL, who,
+                         "tensor %zu has no name", i);
     st_shown nm = st_show(t[i].name);
     if (!st_utf8_ok(t[i].name))
-      return st_fail(err, errlen, COHORT_EINVAL, who,
-                     "tensor '%s': name is not valid UTF-8", nm.s);
+      return errbuf_fail(err, errlen, COHORT_EINVAL, who,
+                         "tensor '%s': name is not valid UTF-8", nm.s);
     if (strcmp(t[i].name, ST_METADATA) == 0)
-      return st_fail(err, errlen, COHORT_EINVAL, who,
-                     "tensor '%s': the name is reserved for metadata", nm.s);
+      return errbuf_fail(err, errlen, COHORT_EINVAL, who,
+                         "tensor '%s': the name is reserved for metadata",
+                         nm.s);
     if (t[i].ndim < 0 || t[i].ndim > NN_ST_MAX_DIMS)
-      return st_fail(err, errlen, COHORT_EINVAL, who,
-                     "tensor '%s': %d dimensions, expected 0 to %d", nm.s,
-                     t[i].ndim, NN_ST_MAX_DIMS);
+      return errbuf_fail(err, errlen, COHORT_EINVAL, who,
+                         "tensor '%s': %d dimensions, expected 0 to %d", nm.s,
+                         t[i].ndim, NN_ST_MAX_DIMS);
     int64_t numel = nn_st_numel(&t[i]);
     if (numel < 0)
-      return st_fail(err, errlen, COHORT_EINVAL, who,
-                     "tensor '%s': a size is negative or the sizes multiply "
-                     "past 2^61",
-                     nm.s);
+      return errbuf_fail(
+          err, errlen, COHORT_EINVAL, who,
+          "tensor '%s': a size is negative or the sizes multiply "
+          "past 2^61",
+          nm.s);
     if (numel && !t[i].data)
-      return st_fail(err, errlen, COHORT_EINVAL, who,
-                     "tensor '%s': data is NULL for %lld values", nm.s,
-                     (long long)numel);
+      return errbuf_fail(err, errlen, COHORT_EINVAL, who,
+                         "tensor '%s': data is NULL for %lld values", nm.s,
+                         (long long)numel);
     uint64_t bytes = 4 * (uint64_t)numel;
     if (bytes > (uint64_t)INT64_MAX - total)
-      return st_fail(err, errlen, COHORT_EINVAL, who,
-                     "the tensors add up to more than 2^63 bytes");
+      return errbuf_fail(err, errlen, COHORT_EINVAL, who,
+                         "the tensors add up to more than 2^63 bytes");
     total += bytes;
   }
   for (size_t i = 0; i < n_meta; i++) {
     if (!meta[i].key || !meta[i].value)
-      return st_fail(err, errlen, COHORT_EINVAL, who,
-                     "metadata entry %zu has a NULL %s", i,
-                     meta[i].key ? "value" : "key");
+      return errbuf_fail(err, errlen, COHORT_EINVAL, who,
+                         "metadata entry %zu has a NULL %s", i,
+                         meta[i].key ? "value" : "key");
     if (!st_utf8_ok(meta[i].key) || !st_utf8_ok(meta[i].value))
-      return st_fail(err, errlen, COHORT_EINVAL, who,
-                     "metadata '%s': not valid UTF-8", st_show(meta[i].key).s);
+      return errbuf_fail(err, errlen, COHORT_EINVAL, who,
+                         "metadata '%s': not valid UTF-8",
+                         st_show(meta[i].key).s);
   }
 
   size_t most = n > n_meta ? n : n_meta;
   names = malloc((most ? most : 1) * sizeof *names);
   if (!names)
-    return st_fail(err, errlen, COHORT_ENOMEM, who, "out of memory");
+    return errbuf_fail(err, errlen, COHORT_ENOMEM, who, "out of memory");
   for (size_t i = 0; i < n; i++)
     names[i] = t[i].name;
   const char *dup = st_first_dup(names, n, &oom);
   if (!oom && dup) {
-    rc = st_fail(err, errlen, COHORT_EINVAL, who,
-                 "tensor name '%s' is given twice", st_show(dup).s);
+    rc = errbuf_fail(err, errlen, COHORT_EINVAL, who,
+                     "tensor name '%s' is given twice", st_show(dup).s);
     goto out;
   }
   for (size_t i = 0; !oom && i < n_meta; i++)
@@ -212,12 +201,12 @@ static int st_check_input(const char *who, const nn_st_tensor *t, size_t n,
   if (!oom)
     dup = st_first_dup(names, n_meta, &oom);
   if (oom) {
-    rc = st_fail(err, errlen, COHORT_ENOMEM, who, "out of memory");
+    rc = errbuf_fail(err, errlen, COHORT_ENOMEM, who, "out of memory");
     goto out;
   }
   if (dup) {
-    rc = st_fail(err, errlen, COHORT_EINVAL, who,
-                 "metadata key '%s' is given twice", st_show(dup).s);
+    rc = errbuf_fail(err, errlen, COHORT_EINVAL, who,
+                     "metadata key '%s' is given twice", st_show(dup).s);
     goto out;
   }
   *data_bytes = total;
@@ -292,15 +281,15 @@ static int st_header(const char *who, const nn_st_tensor *t, size_t n,
                 &jlen);
   if (!json) {
     json_object_put(root);
-    return st_fail(err, errlen, COHORT_ENOMEM, who,
-                   "out of memory building the header");
+    return errbuf_fail(err, errlen, COHORT_ENOMEM, who,
+                       "out of memory building the header");
   }
   size_t padded = (jlen + 7) / 8 * 8;
   uint8_t *buf = malloc(8 + padded);
   if (!buf) {
     json_object_put(root);
-    return st_fail(err, errlen, COHORT_ENOMEM, who,
-                   "out of memory building the header");
+    return errbuf_fail(err, errlen, COHORT_ENOMEM, who,
+                       "out of memory building the header");
   }
   st_put_u64le(buf, padded);
   memcpy(buf + 8, json, jlen);
@@ -322,7 +311,7 @@ int nn_safetensors_encode(const nn_st_tensor *tensors, size_t n,
   if (err && errlen)
     err[0] = '\0';
   if (!buf || !len)
-    return st_fail(err, errlen, COHORT_EINVAL, who, "no output buffer");
+    return errbuf_fail(err, errlen, COHORT_EINVAL, who, "no output buffer");
   *buf = NULL;
   *len = 0;
   int rc =
@@ -334,16 +323,16 @@ int nn_safetensors_encode(const nn_st_tensor *tensors, size_t n,
     return rc;
   if (data_bytes > SIZE_MAX - hlen) {
     free(hdr);
-    return st_fail(err, errlen, COHORT_ENOMEM, who,
-                   "%llu bytes of tensors do not fit in memory",
-                   (unsigned long long)data_bytes);
+    return errbuf_fail(err, errlen, COHORT_ENOMEM, who,
+                       "%llu bytes of tensors do not fit in memory",
+                       (unsigned long long)data_bytes);
   }
   uint8_t *out = realloc(hdr, hlen + (size_t)data_bytes);
   if (!out) {
     free(hdr);
-    return st_fail(err, errlen, COHORT_ENOMEM, who,
-                   "out of memory for %llu bytes",
-                   (unsigned long long)(hlen + data_bytes));
+    return errbuf_fail(err, errlen, COHORT_ENOMEM, who,
+                       "out of memory for %llu bytes",
+                       (unsigned long long)(hlen + data_bytes));
   }
   size_t at = hlen;
   for (size_t i = 0; i < n; i++) {
@@ -408,8 +397,8 @@ int nn_safetensors_save(const char *path, const nn_st_tensor *tensors, size_t n,
   if (err && errlen)
     err[0] = '\0';
   if (!path || !*path)
-    return st_fail(err, errlen, COHORT_EINVAL, "nn_safetensors_save",
-                   "missing file name");
+    return errbuf_fail(err, errlen, COHORT_EINVAL, "nn_safetensors_save",
+                       "missing file name");
   rc = st_check_input(path, tensors, n, meta, n_meta, &data_bytes, err, errlen);
   if (rc)
     return rc;
@@ -420,15 +409,15 @@ int nn_safetensors_save(const char *path, const nn_st_tensor *tensors, size_t n,
   tmp = malloc(tlen);
   stage = malloc(ST_CHUNK);
   if (!tmp || !stage) {
-    rc = st_fail(err, errlen, COHORT_ENOMEM, path, "out of memory");
+    rc = errbuf_fail(err, errlen, COHORT_ENOMEM, path, "out of memory");
     goto out;
   }
   snprintf(tmp, tlen, "%s.tmp-XXXXXX", path);
   fd = mkstemp(tmp);
   if (fd < 0) {
-    rc = st_fail(err, errlen, COHORT_EIO, path,
-                 "cannot create the temporary file %s: %s", tmp,
-                 strerror(errno));
+    rc = errbuf_fail(err, errlen, COHORT_EIO, path,
+                     "cannot create the temporary file %s: %s", tmp,
+                     strerror(errno));
     free(tmp);
     tmp = NULL; /* nothing to remove */
     goto out;
@@ -454,20 +443,21 @@ int nn_safetensors_save(const char *path, const nn_st_tensor *tensors, size_t n,
   if (c != 0)
     goto io_fail;
   if (rename(tmp, path) != 0) {
-    rc = st_fail(err, errlen, COHORT_EIO, path, "cannot rename %s over it: %s",
-                 tmp, strerror(errno));
+    rc = errbuf_fail(err, errlen, COHORT_EIO, path,
+                     "cannot rename %s over it: %s", tmp, strerror(errno));
     goto out;
   }
   free(tmp);
   tmp = NULL;
   if (st_sync_dir(path) != 0)
-    rc = st_fail(err, errlen, COHORT_EIO, path,
-                 "written, but syncing its folder failed: %s", strerror(errno));
+    rc = errbuf_fail(err, errlen, COHORT_EIO, path,
+                     "written, but syncing its folder failed: %s",
+                     strerror(errno));
   goto out;
 
 io_fail:
-  rc = st_fail(err, errlen, COHORT_EIO, path, "writing %s failed: %s", tmp,
-               errno ? strerror(errno) : "short write");
+  rc = errbuf_fail(err, errlen, COHORT_EIO, path, "writing %s failed: %s", tmp,
+                   errno ? strerror(errno) : "short write");
 out:
   if (fd >= 0)
     close(fd);
@@ -667,90 +657,91 @@ static int st_parse_entry(const char *who, const char *name, json_object *v,
   json_object *dtype, *shape, *offs;
   e->name = name;
   if (json_object_get_type(v) != json_type_object)
-    return st_fail(err, errlen, COHORT_EFORMAT, who,
-                   "tensor '%s': entry is not an object (%s)", nm.s,
-                   st_type_name(v));
+    return errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                       "tensor '%s': entry is not an object (%s)", nm.s,
+                       st_type_name(v));
   if (!json_object_object_get_ex(v, "dtype", &dtype))
-    return st_fail(err, errlen, COHORT_EFORMAT, who, "tensor '%s': no dtype",
-                   nm.s);
+    return errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                       "tensor '%s': no dtype", nm.s);
   if (json_object_get_type(dtype) != json_type_string)
-    return st_fail(err, errlen, COHORT_EFORMAT, who,
-                   "tensor '%s': dtype is not a string (%s)", nm.s,
-                   st_type_name(dtype));
+    return errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                       "tensor '%s': dtype is not a string (%s)", nm.s,
+                       st_type_name(dtype));
   const char *dt = json_object_get_string(dtype);
   if (strcmp(dt, "F32") != 0)
-    return st_fail(err, errlen, COHORT_EFORMAT, who,
-                   "tensor '%s': dtype %s not supported, only F32", nm.s,
-                   st_show(dt).s);
+    return errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                       "tensor '%s': dtype %s not supported, only F32", nm.s,
+                       st_show(dt).s);
 
   if (!json_object_object_get_ex(v, "shape", &shape))
-    return st_fail(err, errlen, COHORT_EFORMAT, who, "tensor '%s': no shape",
-                   nm.s);
+    return errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                       "tensor '%s': no shape", nm.s);
   if (json_object_get_type(shape) != json_type_array)
-    return st_fail(err, errlen, COHORT_EFORMAT, who,
-                   "tensor '%s': shape is not an array (%s)", nm.s,
-                   st_type_name(shape));
+    return errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                       "tensor '%s': shape is not an array (%s)", nm.s,
+                       st_type_name(shape));
   size_t nd = json_object_array_length(shape);
   if (nd > NN_ST_MAX_DIMS)
-    return st_fail(err, errlen, COHORT_EFORMAT, who,
-                   "tensor '%s': %zu dimensions, at most %d supported", nm.s,
-                   nd, NN_ST_MAX_DIMS);
+    return errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                       "tensor '%s': %zu dimensions, at most %d supported",
+                       nm.s, nd, NN_ST_MAX_DIMS);
   e->ndim = (int)nd;
   uint64_t numel = 1;
   for (size_t d = 0; d < nd; d++) {
     json_object *x = json_object_array_get_idx(shape, d);
     int64_t dim;
     if (st_get_index(x, &dim) != 0)
-      return st_fail(err, errlen, COHORT_EFORMAT, who,
-                     "tensor '%s': shape[%zu] is not a non-negative "
-                     "integer (%s)",
-                     nm.s, d,
-                     x && json_object_get_type(x) == json_type_int
-                         ? "negative"
-                         : st_type_name(x));
+      return errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                         "tensor '%s': shape[%zu] is not a non-negative "
+                         "integer (%s)",
+                         nm.s, d,
+                         x && json_object_get_type(x) == json_type_int
+                             ? "negative"
+                             : st_type_name(x));
     e->shape[d] = dim;
     /* Checked at every step, as the reference does, even if a later 0
      * would bring the product back down. */
     if (dim && numel > (uint64_t)INT64_MAX / 4 / (uint64_t)dim)
-      return st_fail(err, errlen, COHORT_EFORMAT, who,
-                     "tensor '%s': the shape's product overflows at "
-                     "shape[%zu] = %lld",
-                     nm.s, d, (long long)dim);
+      return errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                         "tensor '%s': the shape's product overflows at "
+                         "shape[%zu] = %lld",
+                         nm.s, d, (long long)dim);
     numel *= (uint64_t)dim;
   }
 
   if (!json_object_object_get_ex(v, "data_offsets", &offs))
-    return st_fail(err, errlen, COHORT_EFORMAT, who,
-                   "tensor '%s': no data_offsets", nm.s);
+    return errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                       "tensor '%s': no data_offsets", nm.s);
   int64_t b, en;
   if (json_object_get_type(offs) != json_type_array ||
       json_object_array_length(offs) != 2 ||
       st_get_index(json_object_array_get_idx(offs, 0), &b) != 0 ||
       st_get_index(json_object_array_get_idx(offs, 1), &en) != 0)
-    return st_fail(err, errlen, COHORT_EFORMAT, who,
-                   "tensor '%s': data_offsets must be two non-negative "
-                   "integers [begin, end]",
-                   nm.s);
+    return errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                       "tensor '%s': data_offsets must be two non-negative "
+                       "integers [begin, end]",
+                       nm.s);
   if (b > en)
-    return st_fail(err, errlen, COHORT_EFORMAT, who,
-                   "tensor '%s': data_offsets [%lld, %lld] end before they "
-                   "begin",
-                   nm.s, (long long)b, (long long)en);
+    return errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                       "tensor '%s': data_offsets [%lld, %lld] end before they "
+                       "begin",
+                       nm.s, (long long)b, (long long)en);
   e->begin = (uint64_t)b;
   e->end = (uint64_t)en;
   if (e->end > data_len)
-    return st_fail(err, errlen, COHORT_EFORMAT, who,
-                   "tensor '%s': data_offsets [%lld, %lld] reach past the "
-                   "data buffer of %llu bytes",
-                   nm.s, (long long)b, (long long)en,
-                   (unsigned long long)data_len);
+    return errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                       "tensor '%s': data_offsets [%lld, %lld] reach past the "
+                       "data buffer of %llu bytes",
+                       nm.s, (long long)b, (long long)en,
+                       (unsigned long long)data_len);
   if (e->end - e->begin != 4 * numel)
-    return st_fail(err, errlen, COHORT_EFORMAT, who,
-                   "tensor '%s': data_offsets [%lld, %lld] hold %llu bytes, "
-                   "its shape needs %llu (4 x %llu floats)",
-                   nm.s, (long long)b, (long long)en,
-                   (unsigned long long)(e->end - e->begin),
-                   (unsigned long long)(4 * numel), (unsigned long long)numel);
+    return errbuf_fail(
+        err, errlen, COHORT_EFORMAT, who,
+        "tensor '%s': data_offsets [%lld, %lld] hold %llu bytes, "
+        "its shape needs %llu (4 x %llu floats)",
+        nm.s, (long long)b, (long long)en,
+        (unsigned long long)(e->end - e->begin),
+        (unsigned long long)(4 * numel), (unsigned long long)numel);
   return COHORT_OK;
 }
 
@@ -768,10 +759,10 @@ static int st_read_header(const char *who, const char *text, size_t hlen,
   int rc = COHORT_OK;
 
   if (hlen > INT_MAX) /* json-c takes an int length */
-    return st_fail(err, errlen, COHORT_EFORMAT, who, "header too large");
+    return errbuf_fail(err, errlen, COHORT_EFORMAT, who, "header too large");
   tok = json_tokener_new();
   if (!tok)
-    return st_fail(err, errlen, COHORT_ENOMEM, who, "out of memory");
+    return errbuf_fail(err, errlen, COHORT_ENOMEM, who, "out of memory");
   json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
   root = json_tokener_parse_ex(tok, text, (int)hlen);
   enum json_tokener_error jerr = json_tokener_get_error(tok);
@@ -784,8 +775,8 @@ static int st_read_header(const char *who, const char *text, size_t hlen,
       jerr = json_tokener_success;
   }
   if (!root && jerr == json_tokener_success) {
-    rc = st_fail(err, errlen, COHORT_EFORMAT, who,
-                 "header is not a JSON object (null)");
+    rc = errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                     "header is not a JSON object (null)");
     goto out;
   }
   if (!root) {
@@ -794,28 +785,29 @@ static int st_read_header(const char *who, const char *text, size_t hlen,
     oom = jerr == json_tokener_error_memory;
 #endif
     if (oom)
-      rc = st_fail(err, errlen, COHORT_ENOMEM, who,
-                   "out of memory parsing the header");
+      rc = errbuf_fail(err, errlen, COHORT_ENOMEM, who,
+                       "out of memory parsing the header");
     else if (jerr == json_tokener_continue)
-      rc = st_fail(err, errlen, COHORT_EFORMAT, who,
-                   "header is not valid JSON: it ends inside a value");
+      rc = errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                       "header is not valid JSON: it ends inside a value");
     else
-      rc = st_fail(err, errlen, COHORT_EFORMAT, who,
-                   "header is not valid JSON: %s at byte %zu",
-                   json_tokener_error_desc(jerr),
-                   json_tokener_get_parse_end(tok));
+      rc = errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                       "header is not valid JSON: %s at byte %zu",
+                       json_tokener_error_desc(jerr),
+                       json_tokener_get_parse_end(tok));
     goto out;
   }
   if (json_object_get_type(root) == json_type_object &&
       json_tokener_get_parse_end(tok) != hlen) {
-    rc = st_fail(err, errlen, COHORT_EFORMAT, who,
-                 "header has bytes after its JSON object, at byte %zu of %zu",
-                 json_tokener_get_parse_end(tok), hlen);
+    rc = errbuf_fail(
+        err, errlen, COHORT_EFORMAT, who,
+        "header has bytes after its JSON object, at byte %zu of %zu",
+        json_tokener_get_parse_end(tok), hlen);
     goto out;
   }
   if (json_object_get_type(root) != json_type_object) {
-    rc = st_fail(err, errlen, COHORT_EFORMAT, who,
-                 "header is not a JSON object (%s)", st_type_name(root));
+    rc = errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                     "header is not a JSON object (%s)", st_type_name(root));
     goto out;
   }
 
@@ -823,38 +815,40 @@ static int st_read_header(const char *who, const char *text, size_t hlen,
   scan.end = text + hlen;
   scan.tok = tok;
   if (st_scan_value(&scan, 0) != 0 || scan.oom) {
-    rc = scan.oom ? st_fail(err, errlen, COHORT_ENOMEM, who, "out of memory")
-                  : st_fail(err, errlen, COHORT_EFORMAT, who,
-                            "header could not be scanned for duplicate keys");
+    rc = scan.oom
+             ? errbuf_fail(err, errlen, COHORT_ENOMEM, who, "out of memory")
+             : errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                           "header could not be scanned for duplicate keys");
     goto out;
   }
   if (scan.dup) {
-    rc = st_fail(err, errlen, COHORT_EFORMAT, who,
-                 scan.dup_depth == 0
-                     ? "tensor name '%s' appears twice in the header"
-                     : "key '%s' appears twice in one object of the header",
-                 st_show(scan.dup).s);
+    rc = errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                     scan.dup_depth == 0
+                         ? "tensor name '%s' appears twice in the header"
+                         : "key '%s' appears twice in one object of the header",
+                     st_show(scan.dup).s);
     goto out;
   }
 
   size_t total = (size_t)json_object_object_length(root);
   ents = malloc((total ? total : 1) * sizeof *ents);
   if (!ents) {
-    rc = st_fail(err, errlen, COHORT_ENOMEM, who, "out of memory");
+    rc = errbuf_fail(err, errlen, COHORT_ENOMEM, who, "out of memory");
     goto out;
   }
   json_object_object_foreach(root, key, val) {
     if (strcmp(key, ST_METADATA) == 0) {
       if (json_object_get_type(val) != json_type_object) {
-        rc = st_fail(err, errlen, COHORT_EFORMAT, who,
-                     "__metadata__ is not an object (%s)", st_type_name(val));
+        rc = errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                         "__metadata__ is not an object (%s)",
+                         st_type_name(val));
         goto out;
       }
       json_object_object_foreach(val, mk, mv) {
         if (json_object_get_type(mv) != json_type_string) {
-          rc = st_fail(err, errlen, COHORT_EFORMAT, who,
-                       "metadata '%s': value is not a string (%s)",
-                       st_show(mk).s, st_type_name(mv));
+          rc = errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                           "metadata '%s': value is not a string (%s)",
+                           st_show(mk).s, st_type_name(mv));
           goto out;
         }
         strbytes += strlen(mk) + 1 + strlen(json_object_get_string(mv)) + 1;
@@ -875,38 +869,39 @@ static int st_read_header(const char *who, const char *text, size_t hlen,
   uint64_t at = 0;
   for (size_t i = 0; i < n; i++) {
     if (ents[i].begin < at) {
-      rc = st_fail(err, errlen, COHORT_EFORMAT, who,
-                   "tensors '%s' and '%s' overlap: bytes [%llu, %llu) and "
-                   "[%llu, %llu)",
-                   st_show(ents[i - 1].name).s, st_show(ents[i].name).s,
-                   (unsigned long long)ents[i - 1].begin,
-                   (unsigned long long)ents[i - 1].end,
-                   (unsigned long long)ents[i].begin,
-                   (unsigned long long)ents[i].end);
+      rc = errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                       "tensors '%s' and '%s' overlap: bytes [%llu, %llu) and "
+                       "[%llu, %llu)",
+                       st_show(ents[i - 1].name).s, st_show(ents[i].name).s,
+                       (unsigned long long)ents[i - 1].begin,
+                       (unsigned long long)ents[i - 1].end,
+                       (unsigned long long)ents[i].begin,
+                       (unsigned long long)ents[i].end);
       goto out;
     }
     if (ents[i].begin > at) {
-      rc = st_fail(err, errlen, COHORT_EFORMAT, who,
-                   "gap in the data buffer: bytes [%llu, %llu) before tensor "
-                   "'%s' belong to no tensor",
-                   (unsigned long long)at, (unsigned long long)ents[i].begin,
-                   st_show(ents[i].name).s);
+      rc = errbuf_fail(
+          err, errlen, COHORT_EFORMAT, who,
+          "gap in the data buffer: bytes [%llu, %llu) before tensor "
+          "'%s' belong to no tensor",
+          (unsigned long long)at, (unsigned long long)ents[i].begin,
+          st_show(ents[i].name).s);
       goto out;
     }
     at = ents[i].end;
   }
   if (at != data_len) {
-    rc = st_fail(err, errlen, COHORT_EFORMAT, who,
-                 "%llu trailing bytes after the last tensor's data (the "
-                 "tensors end at byte %llu of a %llu-byte buffer)",
-                 (unsigned long long)(data_len - at), (unsigned long long)at,
-                 (unsigned long long)data_len);
+    rc = errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                     "%llu trailing bytes after the last tensor's data (the "
+                     "tensors end at byte %llu of a %llu-byte buffer)",
+                     (unsigned long long)(data_len - at),
+                     (unsigned long long)at, (unsigned long long)data_len);
     goto out;
   }
   if (data_len > SIZE_MAX) {
-    rc = st_fail(err, errlen, COHORT_ENOMEM, who,
-                 "%llu bytes of data do not fit in memory",
-                 (unsigned long long)data_len);
+    rc = errbuf_fail(err, errlen, COHORT_ENOMEM, who,
+                     "%llu bytes of data do not fit in memory",
+                     (unsigned long long)data_len);
     goto out;
   }
 
@@ -915,9 +910,9 @@ static int st_read_header(const char *who, const char *text, size_t hlen,
   out->priv = malloc(strbytes ? strbytes : 1);
   out->data = malloc(data_len ? (size_t)data_len : sizeof(float));
   if (!out->tensors || !out->meta || !out->priv || !out->data) {
-    rc = st_fail(err, errlen, COHORT_ENOMEM, who,
-                 "out of memory for %llu bytes of tensors",
-                 (unsigned long long)data_len);
+    rc = errbuf_fail(err, errlen, COHORT_ENOMEM, who,
+                     "out of memory for %llu bytes of tensors",
+                     (unsigned long long)data_len);
     goto out;
   }
   char *str = out->priv;
@@ -961,17 +956,17 @@ out:
 static int st_check_hlen(const char *who, uint64_t hlen, uint64_t rest,
                          char *err, size_t errlen) {
   if (hlen == 0)
-    return st_fail(err, errlen, COHORT_EFORMAT, who, "header length is 0");
+    return errbuf_fail(err, errlen, COHORT_EFORMAT, who, "header length is 0");
   if (hlen > NN_ST_MAX_HEADER)
-    return st_fail(err, errlen, COHORT_EFORMAT, who,
-                   "header length %llu is over the limit of %llu bytes",
-                   (unsigned long long)hlen,
-                   (unsigned long long)NN_ST_MAX_HEADER);
+    return errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                       "header length %llu is over the limit of %llu bytes",
+                       (unsigned long long)hlen,
+                       (unsigned long long)NN_ST_MAX_HEADER);
   if (hlen > rest)
-    return st_fail(err, errlen, COHORT_EFORMAT, who,
-                   "header length %llu is larger than the file: only %llu "
-                   "bytes follow the length field",
-                   (unsigned long long)hlen, (unsigned long long)rest);
+    return errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                       "header length %llu is larger than the file: only %llu "
+                       "bytes follow the length field",
+                       (unsigned long long)hlen, (unsigned long long)rest);
   return COHORT_OK;
 }
 
@@ -982,13 +977,14 @@ int nn_safetensors_parse(const void *buf, size_t len, const char *name,
   if (err && errlen)
     err[0] = '\0';
   if (!out)
-    return st_fail(err, errlen, COHORT_EINVAL, who, "no output");
+    return errbuf_fail(err, errlen, COHORT_EINVAL, who, "no output");
   memset(out, 0, sizeof *out);
   if (!buf && len)
-    return st_fail(err, errlen, COHORT_EINVAL, who, "buffer is NULL");
+    return errbuf_fail(err, errlen, COHORT_EINVAL, who, "buffer is NULL");
   if (len < 8)
-    return st_fail(err, errlen, COHORT_EFORMAT, who,
-                   "%zu bytes, too short for the 8-byte header length", len);
+    return errbuf_fail(err, errlen, COHORT_EFORMAT, who,
+                       "%zu bytes, too short for the 8-byte header length",
+                       len);
   uint64_t hlen = st_get_u64le(p);
   int rc = st_check_hlen(who, hlen, len - 8, err, errlen);
   if (rc)
@@ -1032,27 +1028,27 @@ int nn_safetensors_load(const char *path, nn_st_file *out, char *err,
     return COHORT_EINVAL;
   memset(out, 0, sizeof *out);
   if (!path)
-    return st_fail(err, errlen, COHORT_EINVAL, "nn_safetensors_load",
-                   "missing file name");
+    return errbuf_fail(err, errlen, COHORT_EINVAL, "nn_safetensors_load",
+                       "missing file name");
   fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return st_fail(err, errlen, COHORT_EIO, path, "cannot open: %s",
-                   strerror(errno));
+    return errbuf_fail(err, errlen, COHORT_EIO, path, "cannot open: %s",
+                       strerror(errno));
   if (fstat(fd, &sb) != 0) {
-    rc = st_fail(err, errlen, COHORT_EIO, path, "cannot stat: %s",
-                 strerror(errno));
+    rc = errbuf_fail(err, errlen, COHORT_EIO, path, "cannot stat: %s",
+                     strerror(errno));
     goto out;
   }
   if (!S_ISREG(sb.st_mode)) {
-    rc = st_fail(err, errlen, COHORT_EIO, path, "not a regular file");
+    rc = errbuf_fail(err, errlen, COHORT_EIO, path, "not a regular file");
     goto out;
   }
   uint64_t size = (uint64_t)sb.st_size;
   if (size < 8) {
-    rc = st_fail(err, errlen, COHORT_EFORMAT, path,
-                 "file has %llu bytes, too short for the 8-byte header "
-                 "length",
-                 (unsigned long long)size);
+    rc = errbuf_fail(err, errlen, COHORT_EFORMAT, path,
+                     "file has %llu bytes, too short for the 8-byte header "
+                     "length",
+                     (unsigned long long)size);
     goto out;
   }
   ssize_t got = st_read_full(fd, len8, 8);
@@ -1064,9 +1060,9 @@ int nn_safetensors_load(const char *path, nn_st_file *out, char *err,
     goto out;
   text = malloc((size_t)hlen);
   if (!text) {
-    rc = st_fail(err, errlen, COHORT_ENOMEM, path,
-                 "out of memory for a %llu-byte header",
-                 (unsigned long long)hlen);
+    rc = errbuf_fail(err, errlen, COHORT_ENOMEM, path,
+                     "out of memory for a %llu-byte header",
+                     (unsigned long long)hlen);
     goto out;
   }
   got = st_read_full(fd, text, (size_t)hlen);
@@ -1081,7 +1077,7 @@ int nn_safetensors_load(const char *path, nn_st_file *out, char *err,
 
   stage = malloc(ST_CHUNK);
   if (!stage) {
-    rc = st_fail(err, errlen, COHORT_ENOMEM, path, "out of memory");
+    rc = errbuf_fail(err, errlen, COHORT_ENOMEM, path, "out of memory");
     goto out;
   }
   for (size_t done = 0; done < out->n_floats;) {
@@ -1098,10 +1094,10 @@ int nn_safetensors_load(const char *path, nn_st_file *out, char *err,
 
 read_fail:
   /* Short only when the file shrank since fstat. */
-  rc = got < 0 ? st_fail(err, errlen, COHORT_EIO, path, "read failed: %s",
-                         strerror(errno))
-               : st_fail(err, errlen, COHORT_EFORMAT, path,
-                         "truncated while reading: the file shrank");
+  rc = got < 0 ? errbuf_fail(err, errlen, COHORT_EIO, path, "read failed: %s",
+                             strerror(errno))
+               : errbuf_fail(err, errlen, COHORT_EFORMAT, path,
+                             "truncated while reading: the file shrank");
 out:
   if (rc)
     nn_safetensors_free(out);

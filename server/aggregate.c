@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "cohort_status.h"
+#include "errbuf.h"
 
 __extension__ typedef __int128 agg_i128;
 
@@ -36,16 +37,6 @@ struct aggregate {
   float **rows;   /* robust kinds: capacity slots, the first count in use */
   size_t n_alloc; /* rows[0 .. n_alloc) are allocated */
 };
-
-__attribute__((format(printf, 3, 4))) static void
-set_err(char *err, size_t errlen, const char *fmt, ...) {
-  if (!err || errlen == 0)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
 
 const char *aggregate_kind_name(agg_kind kind) {
   switch (kind) {
@@ -121,44 +112,48 @@ agg_kind aggregate_kind(const aggregate *a) { return a->kind; }
 int aggregate_check(const aggregate *a, const float *delta, uint64_t weight,
                     char *err, size_t errlen) {
   if (weight == 0) {
-    set_err(err, errlen, "weight 0: an update must carry at least one example");
+    errbuf_printf(err, errlen,
+                  "weight 0: an update must carry at least one example");
     return COHORT_EINVAL;
   }
   if (weight > AGG_MAX_WEIGHT) {
-    set_err(err, errlen,
-            "weight %llu exceeds the limit %llu (2^29 - 1) on one update's "
-            "example count",
-            (unsigned long long)weight, (unsigned long long)AGG_MAX_WEIGHT);
+    errbuf_printf(
+        err, errlen,
+        "weight %llu exceeds the limit %llu (2^29 - 1) on one update's "
+        "example count",
+        (unsigned long long)weight, (unsigned long long)AGG_MAX_WEIGHT);
     return COHORT_EINVAL;
   }
   if (weight > AGG_MAX_TOTAL_WEIGHT - a->weight) {
-    set_err(err, errlen,
-            "weight %llu would bring the round's total weight beyond 2^48",
-            (unsigned long long)weight);
+    errbuf_printf(
+        err, errlen,
+        "weight %llu would bring the round's total weight beyond 2^48",
+        (unsigned long long)weight);
     return COHORT_EINVAL;
   }
   if (a->capacity && a->count >= a->capacity) {
-    set_err(err, errlen,
-            "the %s aggregate already holds %zu updates, its "
-            "capacity",
-            aggregate_kind_name(a->kind), a->capacity);
+    errbuf_printf(err, errlen,
+                  "the %s aggregate already holds %zu updates, its "
+                  "capacity",
+                  aggregate_kind_name(a->kind), a->capacity);
     return COHORT_EINVAL;
   }
   for (size_t i = 0; i < a->n; i++) {
     float d = delta[i];
     if (isnan(d)) {
-      set_err(err, errlen, "delta[%zu] is NaN", i);
+      errbuf_printf(err, errlen, "delta[%zu] is NaN", i);
       return COHORT_EINVAL;
     }
     if (isinf(d)) {
-      set_err(err, errlen, "delta[%zu] is %s", i, d > 0 ? "+inf" : "-inf");
+      errbuf_printf(err, errlen, "delta[%zu] is %s", i,
+                    d > 0 ? "+inf" : "-inf");
       return COHORT_EINVAL;
     }
     if (a->kind == AGG_MEAN && fabs((double)d) > AGG_MEAN_MAX_ABS) {
-      set_err(err, errlen,
-              "delta[%zu] = %g is beyond the weighted mean's limit of "
-              "+-1048576 (2^20)",
-              i, (double)d);
+      errbuf_printf(err, errlen,
+                    "delta[%zu] = %g is beyond the weighted mean's limit of "
+                    "+-1048576 (2^20)",
+                    i, (double)d);
       return COHORT_EINVAL;
     }
   }
@@ -178,8 +173,9 @@ int aggregate_add(aggregate *a, const float *delta, uint64_t weight, char *err,
     if (a->count == a->n_alloc) {
       float *row = malloc(a->n * sizeof *row);
       if (!row) {
-        set_err(err, errlen, "out of memory storing update %zu (%zu floats)",
-                a->count + 1, a->n);
+        errbuf_printf(err, errlen,
+                      "out of memory storing update %zu (%zu floats)",
+                      a->count + 1, a->n);
         return COHORT_ENOMEM;
       }
       a->rows[a->n_alloc++] = row;

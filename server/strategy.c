@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cohort_status.h"
+#include "errbuf.h"
 
 #define STATE_MAGIC "CSTS"
 #define STATE_VERSION 1u
@@ -37,16 +38,6 @@ static const struct {
     {"trimmed_mean", STRATEGY_TRIMMED_MEAN},
 };
 #define N_NAMES (sizeof names / sizeof names[0])
-
-__attribute__((format(printf, 3, 4))) static void
-set_err(char *err, size_t errlen, const char *fmt, ...) {
-  if (!err || errlen == 0)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
 
 static int is_known(strategy_kind k) {
   for (size_t i = 0; i < N_NAMES; i++)
@@ -121,11 +112,11 @@ static int check_range(const char *strat, const char *param, double x,
   if (ok)
     return COHORT_OK;
   if (isinf(hi))
-    set_err(err, errlen, "%s: %s is %g; it must be %s %g", strat, param, x,
-            lo_open ? ">" : ">=", lo);
+    errbuf_printf(err, errlen, "%s: %s is %g; it must be %s %g", strat, param,
+                  x, lo_open ? ">" : ">=", lo);
   else
-    set_err(err, errlen, "%s: %s is %g; it must be in %c%g, %g)", strat, param,
-            x, lo_open ? '(' : '[', lo, hi);
+    errbuf_printf(err, errlen, "%s: %s is %g; it must be in %c%g, %g)", strat,
+                  param, x, lo_open ? '(' : '[', lo, hi);
   return COHORT_EINVAL;
 }
 
@@ -133,7 +124,7 @@ int strategy_config_check(const strategy_config *cfg, char *err,
                           size_t errlen) {
   const char *s = strategy_name(cfg->kind);
   if (!is_known(cfg->kind)) {
-    set_err(err, errlen, "unknown strategy kind %d", (int)cfg->kind);
+    errbuf_printf(err, errlen, "unknown strategy kind %d", (int)cfg->kind);
     return COHORT_EINVAL;
   }
   int rc =
@@ -148,9 +139,9 @@ int strategy_config_check(const strategy_config *cfg, char *err,
     rc = check_range(s, "tau", cfg->tau, 0, 1, INFINITY, err, errlen);
   /* tau^2 is v's start: it must not vanish in float. */
   if (!rc && is_adaptive(cfg->kind) && !((float)(cfg->tau * cfg->tau) > 0)) {
-    set_err(err, errlen,
-            "%s: tau is %g; tau^2 underflows float, use tau >= 1e-19", s,
-            cfg->tau);
+    errbuf_printf(err, errlen,
+                  "%s: tau is %g; tau^2 underflows float, use tau >= 1e-19", s,
+                  cfg->tau);
     rc = COHORT_EINVAL;
   }
   if (!rc && cfg->kind == STRATEGY_FEDPROX)
@@ -334,42 +325,44 @@ void strategy_state_save(const strategy *s, uint8_t *buf) {
 int strategy_state_load(strategy *s, const uint8_t *buf, size_t len, char *err,
                         size_t errlen) {
   if (len < STATE_HEADER + STATE_TRAILER || memcmp(buf, STATE_MAGIC, 4)) {
-    set_err(err, errlen, "not a saved strategy state (bad magic or %zu bytes)",
-            len);
+    errbuf_printf(err, errlen,
+                  "not a saved strategy state (bad magic or %zu bytes)", len);
     return COHORT_EFORMAT;
   }
   uint32_t version = get_u32(buf + 4);
   if (version != STATE_VERSION) {
-    set_err(err, errlen,
-            "saved strategy state has version %u; this server "
-            "reads version %u",
-            (unsigned)version, STATE_VERSION);
+    errbuf_printf(err, errlen,
+                  "saved strategy state has version %u; this server "
+                  "reads version %u",
+                  (unsigned)version, STATE_VERSION);
     return COHORT_EFORMAT;
   }
   if (get_u64(buf + len - STATE_TRAILER) != fnv1a64(buf, len - STATE_TRAILER)) {
-    set_err(err, errlen, "saved strategy state is corrupt (checksum mismatch)");
+    errbuf_printf(err, errlen,
+                  "saved strategy state is corrupt (checksum mismatch)");
     return COHORT_EFORMAT;
   }
   uint32_t kind = get_u32(buf + 8), nv = get_u32(buf + 12);
   uint64_t n = get_u64(buf + 16);
   if (kind != (uint32_t)s->cfg.kind) {
-    set_err(err, errlen, "saved state is for %s, this server runs %s",
-            strategy_name((strategy_kind)kind), strategy_name(s->cfg.kind));
+    errbuf_printf(err, errlen, "saved state is for %s, this server runs %s",
+                  strategy_name((strategy_kind)kind),
+                  strategy_name(s->cfg.kind));
     return COHORT_EFORMAT;
   }
   if (n != (uint64_t)s->n) {
-    set_err(err, errlen,
-            "saved state is for a model of %llu parameters, "
-            "this one has %zu",
-            (unsigned long long)n, s->n);
+    errbuf_printf(err, errlen,
+                  "saved state is for a model of %llu parameters, "
+                  "this one has %zu",
+                  (unsigned long long)n, s->n);
     return COHORT_EFORMAT;
   }
   if (nv != n_vectors(s->cfg.kind) || len != strategy_state_bytes(s)) {
-    set_err(err, errlen,
-            "saved %s state has %u vectors in %zu bytes; "
-            "expected %u in %zu",
-            strategy_name(s->cfg.kind), (unsigned)nv, len,
-            n_vectors(s->cfg.kind), strategy_state_bytes(s));
+    errbuf_printf(err, errlen,
+                  "saved %s state has %u vectors in %zu bytes; "
+                  "expected %u in %zu",
+                  strategy_name(s->cfg.kind), (unsigned)nv, len,
+                  n_vectors(s->cfg.kind), strategy_state_bytes(s));
     return COHORT_EFORMAT;
   }
   /* The checksum catches damage; this catches a state no step can make. */
@@ -379,9 +372,9 @@ int strategy_state_load(strategy *s, const uint8_t *buf, size_t len, char *err,
     float f;
     memcpy(&f, &u, sizeof f);
     if (!isfinite(f) || (nv == 2 && i >= s->n && f < 0)) {
-      set_err(err, errlen, "saved %s state holds %s at %zu",
-              strategy_name(s->cfg.kind),
-              isfinite(f) ? "a negative v" : "NaN or inf", i);
+      errbuf_printf(err, errlen, "saved %s state holds %s at %zu",
+                    strategy_name(s->cfg.kind),
+                    isfinite(f) ? "a negative v" : "NaN or inf", i);
       return COHORT_EFORMAT;
     }
   }

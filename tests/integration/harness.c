@@ -220,3 +220,15 @@ pid_t harness_start_server(const char *tag, const char *flags, int *port,
   harness_wait(pid, 5);
   return -1;
 }
+
+static uint64_t g_rng;
+
+void harness_rng_seed(uint64_t seed) { g_rng = seed; }
+
+long harness_rand_range(long lo, long hi) {
+  uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull); /* splitmix64 */
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return lo + (long)(z % (uint64_t)(hi - lo + 1));
+}

@@ -4,6 +4,7 @@
 #ifndef COHORT_HARNESS_H
 #define COHORT_HARNESS_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 /* A fresh temporary folder for this test program (created once; removed
@@ -31,6 +32,11 @@ void harness_signal(pid_t pid, int sig);
  * database to reuse (a restart). Returns the pid, or -1. */
 pid_t harness_start_server(const char *tag, const char *flags, int *port,
                            char *db_path, size_t db_len);
+
+/* Seeded pseudo-random choices for tests that vary timing (kill instants,
+ * pauses): print the seed so that a failure reproduces. */
+void harness_rng_seed(uint64_t seed);
+long harness_rand_range(long lo, long hi); /* inclusive */
 
 /* Reads a whole file into a malloc'd NUL-terminated string (NULL on error). */
 char *harness_read_file(const char *path);

@@ -42,19 +42,6 @@ typedef struct run_result {
   int arrival[ROUNDS + 1][CLIENTS];
 } run_result;
 
-static uint64_t g_rng;
-
-static uint64_t rng_next(void) { /* splitmix64 */
-  uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-static long rng_range(long lo, long hi) { /* inclusive */
-  return lo + (long)(rng_next() % (uint64_t)(hi - lo + 1));
-}
-
 static void nap_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
@@ -134,16 +121,16 @@ static void run_federation(const char *tag, const run_plan *plan,
   /* Slow devices: stop one client at a time for 20-120 ms until every
    * round has committed (or a minute has passed). */
   if (plan->pause_seed) {
-    g_rng = plan->pause_seed;
+    harness_rng_seed(plan->pause_seed);
     for (int i = 0; i < 600; i++) {
       if (db_peek_int(r->db, "SELECT COUNT(*) FROM rounds"
                              " WHERE state = 'COMMITTED'") >= ROUNDS)
         break;
-      pid_t victim = pids[rng_range(0, CLIENTS - 1)];
+      pid_t victim = pids[harness_rand_range(0, CLIENTS - 1)];
       harness_signal(victim, SIGSTOP);
-      nap_ms(rng_range(20, 120));
+      nap_ms(harness_rand_range(20, 120));
       harness_signal(victim, SIGCONT);
-      nap_ms(rng_range(0, 30));
+      nap_ms(harness_rand_range(0, 30));
     }
   }
   for (int s = 0; s < CLIENTS; s++)

@@ -58,19 +58,6 @@ typedef struct history {
   int64_t committed[MAX_MODELS]; /* round id -> model version, -1: not yet */
 } history;
 
-static uint64_t g_rng;
-
-static uint64_t rng_next(void) { /* splitmix64 */
-  uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-static long rng_range(long lo, long hi) { /* inclusive */
-  return lo + (long)(rng_next() % (uint64_t)(hi - lo + 1));
-}
-
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -299,7 +286,7 @@ static void test_sigkill_loop_keeps_every_commit(void) {
   uint64_t seed = env && *env
                       ? strtoull(env, NULL, 0)
                       : ((uint64_t)time(NULL) << 16) ^ (uint64_t)getpid();
-  g_rng = seed;
+  harness_rng_seed(seed);
   fprintf(stderr,
           "\nkill loop: seed %" PRIu64 " (COHORT_KILL_SEED=%" PRIu64
           " repeats the timings)\n",
@@ -359,7 +346,7 @@ static void test_sigkill_loop_keeps_every_commit(void) {
      * it then gets 20-200 ms, too short for a round. Whatever the window,
      * the kill comes before the last two rounds commit (startup kills
      * leave no time for a round). */
-    long dice = k > 0 ? rng_range(0, 9) : 9;
+    long dice = k > 0 ? harness_rand_range(0, 9) : 9;
     int startup = dice < 2;
     int aim = dice == 2 ? AT_AGGREGATE : dice == 3 ? AT_UPLOADS : -1;
     int ahead = committed * KILLS >= (ROUNDS - 3) * k;
@@ -367,7 +354,7 @@ static void test_sigkill_loop_keeps_every_commit(void) {
     if (startup) {
       server = spawn_server_now(tag, port, db);
       CU_ASSERT_FATAL(server > 0);
-      delay = rng_range(5, startup_ms + 20);
+      delay = harness_rand_range(5, startup_ms + 20);
     } else {
       if (k > 0) {
         int again = port;
@@ -378,13 +365,13 @@ static void test_sigkill_loop_keeps_every_commit(void) {
         CU_ASSERT_FATAL(server > 0);
         CU_ASSERT_FATAL(again == port);
       }
-      delay = ahead ? rng_range(20, 200) : rng_range(50, 900);
+      delay = ahead ? harness_rand_range(20, 200) : harness_rand_range(50, 900);
     }
     if (startup) {
       nap_ms(delay);
     } else if (aim >= 0) {
       delay = run_window(db, 3000, aim, ROUNDS - 2);
-      long extra = rng_range(0, 3);
+      long extra = harness_rand_range(0, 3);
       nap_ms(extra);
       delay += extra;
     } else {
