@@ -17,16 +17,22 @@ typedef struct shape {
 
 /* conv2 of the CNN: 14x14 positions per image, 5x5x32 patches, 64 filters. */
 static const shape shapes[] = {
+    {"conv1_fwd_b32", false, true, 25088, 32, 25},
+    {"conv1_wgrad_b32", true, false, 32, 25, 25088},
     {"conv2_fwd_b32", false, true, 6272, 64, 800},
     {"conv2_wgrad_b32", true, false, 64, 800, 6272},
     {"conv2_igrad_b32", false, false, 6272, 800, 64},
     {"fc1_fwd_b32", false, true, 32, 512, 3136},
+    {"fc1_wgrad_b32", true, false, 512, 3136, 32},
+    {"fc1_igrad_b32", false, false, 32, 3136, 512},
     {"logreg_b32", false, true, 32, 10, 784},
     {"mlp_fc1_b32", false, true, 32, 200, 784},
     {"conv2_fwd_b10", false, true, 1960, 64, 800},
     {"conv2_wgrad_b10", true, false, 64, 800, 1960},
     {"conv2_igrad_b10", false, false, 1960, 800, 64},
     {"fc1_fwd_b10", false, true, 10, 512, 3136},
+    {"fc1_wgrad_b10", true, false, 512, 3136, 10},
+    {"fc1_igrad_b10", false, false, 10, 3136, 512},
     {"logreg_b10", false, true, 10, 10, 784},
     {"mlp_fc1_b10", false, true, 10, 200, 784},
 };

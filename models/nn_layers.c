@@ -3,37 +3,92 @@
  * with nn_parallel_for, which keeps results independent of timing. */
 #include "nn_layers.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 #include "nn_gemm.h"
 #include "nn_rng.h"
 
-/* Bias: out[r][j] += b[j] for every row r. */
-static void add_bias(float *out, const float *b, size_t rows, size_t cols) {
-  for (size_t r = 0; r < rows; r++) {
-    float *o = out + r * cols;
-    for (size_t j = 0; j < cols; j++)
-      o[j] += b[j];
+/* Element-wise passes are split over rows (examples, or pixels of a batch
+ * of images) once there is enough work for a second thread to pay off. */
+#define ROWS_MIN_FLOATS 16384
+
+typedef struct rows_job {
+  float *out;
+  const float *b, *dout;
+  size_t cols;
+  bool relu;
+} rows_job;
+
+static size_t min_rows(size_t cols) {
+  return ROWS_MIN_FLOATS / (cols ? cols : 1) + 1;
+}
+
+/* out[r][j] = act(out[r][j] + b[j]), act = ReLU or identity: one pass over
+ * the product's output, branch-free so that it vectorises. */
+static void bias_act_range(void *ctx, size_t first, size_t end) {
+  const rows_job *j = ctx;
+  const float *restrict b = j->b;
+  size_t cols = j->cols;
+  for (size_t r = first; r < end; r++) {
+    float *restrict o = j->out + r * cols;
+    if (j->relu)
+      for (size_t c = 0; c < cols; c++) {
+        float v = o[c] + b[c];
+        o[c] = v > 0.0f ? v : 0.0f;
+      }
+    else
+      for (size_t c = 0; c < cols; c++)
+        o[c] += b[c];
   }
 }
 
-/* db[j] = sum over rows of dout[r][j], summed in row order. */
+static void bias_act(float *out, const float *b, size_t rows, size_t cols,
+                     bool relu) {
+  rows_job j = {.out = out, .b = b, .cols = cols, .relu = relu};
+  nn_parallel_for(rows, min_rows(cols), bias_act_range, &j);
+}
+
+/* db[j] = sum over rows of dout[r][j], summed in row order; threads take
+ * ranges of 16 columns, so the sums do not depend on the thread count. */
+typedef struct bias_grad_job {
+  float *db;
+  const float *dout;
+  size_t rows, cols;
+} bias_grad_job;
+
+static void bias_grad_range(void *ctx, size_t first, size_t end) {
+  const bias_grad_job *j = ctx;
+  size_t c0 = first * 16, c1 = end * 16 < j->cols ? end * 16 : j->cols;
+  float *restrict db = j->db;
+  for (size_t c = c0; c < c1; c++)
+    db[c] = 0.0f;
+  for (size_t r = 0; r < j->rows; r++) {
+    const float *restrict d = j->dout + r * j->cols;
+    for (size_t c = c0; c < c1; c++)
+      db[c] += d[c];
+  }
+}
+
 static void bias_grad(float *db, const float *dout, size_t rows, size_t cols) {
-  memset(db, 0, cols * sizeof *db);
-  for (size_t r = 0; r < rows; r++) {
-    const float *d = dout + r * cols;
-    for (size_t j = 0; j < cols; j++)
-      db[j] += d[j];
-  }
+  bias_grad_job j = {db, dout, rows, cols};
+  size_t blocks = (cols + 15) / 16;
+  nn_parallel_for(blocks, ROWS_MIN_FLOATS * 4 / (16 * rows + 1) + 1,
+                  bias_grad_range, &j);
 }
 
-void nn_linear_forward(const nn_layer *l, const float *params, const float *in,
-                       float *out, int n) {
+void nn_linear_forward_act(const nn_layer *l, const float *params,
+                           const float *in, float *out, int n, bool relu) {
   int fin = (int)nn_shape_size(l->in), fout = l->out.c;
   /* out[n x fout] = in[n x fin] * W^T */
   nn_sgemm(false, true, n, fout, fin, 1.0f, in, fin, params + l->w, fin, 0.0f,
            out, fout);
-  add_bias(out, params + l->b, (size_t)n, (size_t)fout);
+  bias_act(out, params + l->b, (size_t)n, (size_t)fout, relu);
+}
+
+void nn_linear_forward(const nn_layer *l, const float *params, const float *in,
+                       float *out, int n) {
+  nn_linear_forward_act(l, params, in, out, n, false);
 }
 
 void nn_linear_backward(const nn_layer *l, const float *params, const float *in,
@@ -49,7 +104,9 @@ void nn_linear_backward(const nn_layer *l, const float *params, const float *in,
 }
 
 /* im2col: row (example, y, x) holds the k x k x c input patch around (y, x),
- * zero where it falls outside the image. */
+ * zero where it falls outside the image. For one kernel row ky the patch
+ * columns inside the image are one contiguous run of the image row (NHWC),
+ * copied in one piece. */
 typedef struct conv_job {
   const nn_layer *l;
   const float *in;
@@ -58,62 +115,81 @@ typedef struct conv_job {
   const float *dcol;
 } conv_job;
 
+/* The kernel columns [*kx0, *kx1) of a patch centred at x that fall inside
+ * an image of width w. */
+static void inside(int x, int w, int k, int *kx0, int *kx1) {
+  int pad = k / 2;
+  *kx0 = x - pad < 0 ? pad - x : 0;
+  *kx1 = x - pad + k > w ? w - x + pad : k;
+}
+
 static void im2col_range(void *ctx, size_t first, size_t end) {
   const conv_job *j = ctx;
   const nn_layer *l = j->l;
   int h = l->in.h, w = l->in.w, c = l->in.c, k = l->ksize, pad = k / 2;
-  size_t row_len = (size_t)k * k * c, patch = (size_t)c * sizeof(float);
+  size_t row_len = (size_t)k * k * c, kc = (size_t)k * c;
   for (size_t e = first; e < end; e++) {
     const float *img = j->in + e * (size_t)h * w * c;
-    float *row = j->col + e * (size_t)h * w * row_len;
+    float *restrict row = j->col + e * (size_t)h * w * row_len;
     for (int y = 0; y < h; y++)
       for (int x = 0; x < w; x++, row += row_len) {
-        float *dst = row;
+        int kx0, kx1;
+        inside(x, w, k, &kx0, &kx1);
+        size_t lead = (size_t)kx0 * c, run = (size_t)(kx1 - kx0) * c;
         for (int ky = 0; ky < k; ky++) {
+          float *restrict dst = row + (size_t)ky * kc;
           int iy = y + ky - pad;
-          for (int kx = 0; kx < k; kx++, dst += c) {
-            int ix = x + kx - pad;
-            if (iy < 0 || iy >= h || ix < 0 || ix >= w)
-              memset(dst, 0, patch);
-            else
-              memcpy(dst, img + ((size_t)iy * w + ix) * c, patch);
+          if (iy < 0 || iy >= h) {
+            memset(dst, 0, kc * sizeof *dst);
+            continue;
           }
+          const float *restrict src =
+              img + ((size_t)iy * w + (size_t)(x - pad + kx0)) * c;
+          for (size_t i = 0; i < lead; i++)
+            dst[i] = 0.0f;
+          for (size_t i = 0; i < run; i++)
+            dst[lead + i] = src[i];
+          for (size_t i = lead + run; i < kc; i++)
+            dst[i] = 0.0f;
         }
       }
   }
 }
 
 /* col2im: the adjoint of im2col; each example's input gradient is the sum of
- * the patch gradients that cover it. Examples are independent. */
+ * the patch gradients that cover it, added run by run in a fixed order.
+ * Examples are independent. */
 static void col2im_range(void *ctx, size_t first, size_t end) {
   const conv_job *j = ctx;
   const nn_layer *l = j->l;
   int h = l->in.h, w = l->in.w, c = l->in.c, k = l->ksize, pad = k / 2;
-  size_t row_len = (size_t)k * k * c;
+  size_t row_len = (size_t)k * k * c, kc = (size_t)k * c;
   for (size_t e = first; e < end; e++) {
     float *img = j->din + e * (size_t)h * w * c;
     const float *row = j->dcol + e * (size_t)h * w * row_len;
     memset(img, 0, (size_t)h * w * c * sizeof *img);
     for (int y = 0; y < h; y++)
       for (int x = 0; x < w; x++, row += row_len) {
-        const float *src = row;
+        int kx0, kx1;
+        inside(x, w, k, &kx0, &kx1);
+        size_t lead = (size_t)kx0 * c, run = (size_t)(kx1 - kx0) * c;
         for (int ky = 0; ky < k; ky++) {
           int iy = y + ky - pad;
-          for (int kx = 0; kx < k; kx++, src += c) {
-            int ix = x + kx - pad;
-            if (iy < 0 || iy >= h || ix < 0 || ix >= w)
-              continue;
-            float *dst = img + ((size_t)iy * w + ix) * c;
-            for (int ch = 0; ch < c; ch++)
-              dst[ch] += src[ch];
-          }
+          if (iy < 0 || iy >= h)
+            continue;
+          const float *restrict src = row + (size_t)ky * kc + lead;
+          float *restrict dst =
+              img + ((size_t)iy * w + (size_t)(x - pad + kx0)) * c;
+          for (size_t i = 0; i < run; i++)
+            dst[i] += src[i];
         }
       }
   }
 }
 
-void nn_conv2d_forward(const nn_layer *l, const float *params, const float *in,
-                       float *col, float *out, int n) {
+void nn_conv2d_forward_act(const nn_layer *l, const float *params,
+                           const float *in, float *col, float *out, int n,
+                           bool relu) {
   conv_job j = {.l = l, .in = in, .col = col};
   nn_parallel_for((size_t)n, 1, im2col_range, &j);
   int rows = n * l->in.h * l->in.w, co = l->out.c;
@@ -121,7 +197,12 @@ void nn_conv2d_forward(const nn_layer *l, const float *params, const float *in,
   /* out[rows x co] = col[rows x row_len] * W^T */
   nn_sgemm(false, true, rows, co, row_len, 1.0f, col, row_len, params + l->w,
            row_len, 0.0f, out, co);
-  add_bias(out, params + l->b, (size_t)rows, (size_t)co);
+  bias_act(out, params + l->b, (size_t)rows, (size_t)co, relu);
+}
+
+void nn_conv2d_forward(const nn_layer *l, const float *params, const float *in,
+                       float *col, float *out, int n) {
+  nn_conv2d_forward_act(l, params, in, col, out, n, false);
 }
 
 void nn_conv2d_backward(const nn_layer *l, const float *params,
@@ -142,45 +223,123 @@ void nn_conv2d_backward(const nn_layer *l, const float *params,
   nn_parallel_for((size_t)n, 1, col2im_range, &j);
 }
 
+/* Max-pooling, split over examples. Within a window the candidates are
+ * taken in the order (0,0), (0,1), (1,0), (1,1) and a later one wins only
+ * when strictly greater; the selects are branch-free over the channels. */
+typedef struct pool_job {
+  const nn_layer *l;
+  const float *in, *out, *dout;
+  float *dst;
+  uint32_t *argmax;
+  const uint32_t *arg;
+  bool relu;
+} pool_job;
+
+static void maxpool_fwd_range(void *ctx, size_t first, size_t end) {
+  const pool_job *j = ctx;
+  const nn_layer *l = j->l;
+  int w = l->in.w, c = l->in.c, oh = l->out.h, ow = l->out.w;
+  size_t in_size = nn_shape_size(l->in), out_size = nn_shape_size(l->out);
+  for (size_t e = first; e < end; e++) {
+    size_t base = e * in_size;
+    float *restrict out = j->dst + e * out_size;
+    uint32_t *restrict arg = j->argmax + e * out_size;
+    for (int y = 0; y < oh; y++)
+      for (int x = 0; x < ow; x++, out += c, arg += c) {
+        size_t o0 = base + ((size_t)(2 * y) * w + 2 * (size_t)x) * c;
+        size_t o1 = o0 + (size_t)c, o2 = o0 + (size_t)w * c, o3 = o2 + c;
+        const float *restrict p0 = j->in + o0, *restrict p1 = j->in + o1;
+        const float *restrict p2 = j->in + o2, *restrict p3 = j->in + o3;
+        for (int ch = 0; ch < c; ch++) {
+          float best = p0[ch];
+          uint32_t at = (uint32_t)(o0 + ch);
+          at = p1[ch] > best ? (uint32_t)(o1 + ch) : at;
+          best = p1[ch] > best ? p1[ch] : best;
+          at = p2[ch] > best ? (uint32_t)(o2 + ch) : at;
+          best = p2[ch] > best ? p2[ch] : best;
+          at = p3[ch] > best ? (uint32_t)(o3 + ch) : at;
+          best = p3[ch] > best ? p3[ch] : best;
+          out[ch] = best;
+          arg[ch] = at;
+        }
+      }
+  }
+}
+
 void nn_maxpool2_forward(const nn_layer *l, const float *in, float *out,
                          uint32_t *argmax, int n) {
-  int w = l->in.w, c = l->in.c, oh = l->out.h, ow = l->out.w;
-  size_t in_size = nn_shape_size(l->in);
-  for (int e = 0; e < n; e++) {
-    size_t base = (size_t)e * in_size;
-    for (int y = 0; y < oh; y++)
-      for (int x = 0; x < ow; x++)
-        for (int ch = 0; ch < c; ch++) {
-          size_t best = base + ((size_t)(2 * y) * w + 2 * x) * c + ch;
-          const size_t cand[3] = {best + c, best + (size_t)w * c,
-                                  best + (size_t)w * c + c};
-          for (int i = 0; i < 3; i++)
-            if (in[cand[i]] > in[best])
-              best = cand[i];
-          *out++ = in[best];
-          *argmax++ = (uint32_t)best;
-        }
+  pool_job j = {.l = l, .in = in, .dst = out, .argmax = argmax};
+  nn_parallel_for((size_t)n, min_rows(nn_shape_size(l->in)), maxpool_fwd_range,
+                  &j);
+}
+
+/* Writes every input of each example: the window winner gets the output's
+ * gradient (masked by out > 0 when the pooled input came from a ReLU), the
+ * rest and the dropped odd edge get 0. */
+static void maxpool_bwd_range(void *ctx, size_t first, size_t end) {
+  const pool_job *j = ctx;
+  const nn_layer *l = j->l;
+  size_t in_size = nn_shape_size(l->in), out_size = nn_shape_size(l->out);
+  memset(j->dst + first * in_size, 0, (end - first) * in_size * sizeof(float));
+  /* Windows do not overlap, so each input receives at most one gradient. */
+  for (size_t i = first * out_size; i < end * out_size; i++) {
+    float d = j->dout[i];
+    if (j->relu)
+      d = j->out[i] > 0.0f ? d : 0.0f;
+    j->dst[j->arg[i]] = d;
   }
+}
+
+void nn_maxpool2_backward_relu(const nn_layer *l, const float *out,
+                               const float *dout, const uint32_t *argmax,
+                               float *din, int n) {
+  pool_job j = {.l = l,
+                .out = out,
+                .dout = dout,
+                .dst = din,
+                .arg = argmax,
+                .relu = out != NULL};
+  nn_parallel_for((size_t)n, min_rows(nn_shape_size(l->in)), maxpool_bwd_range,
+                  &j);
 }
 
 void nn_maxpool2_backward(const nn_layer *l, const float *dout,
                           const uint32_t *argmax, float *din, int n) {
-  size_t count = (size_t)n * nn_shape_size(l->out);
-  memset(din, 0, (size_t)n * nn_shape_size(l->in) * sizeof *din);
-  /* Windows do not overlap, so each input receives at most one gradient. */
-  for (size_t i = 0; i < count; i++)
-    din[argmax[i]] = dout[i];
+  nn_maxpool2_backward_relu(l, NULL, dout, argmax, din, n);
 }
 
-void nn_relu_forward(const float *in, float *out, size_t count) {
-  for (size_t i = 0; i < count; i++)
+typedef struct relu_job {
+  const float *in, *out, *dout;
+  float *dst;
+} relu_job;
+
+static void relu_fwd_range(void *ctx, size_t first, size_t end) {
+  const relu_job *j = ctx;
+  const float *in = j->in;
+  float *out = j->dst;
+  for (size_t i = first; i < end; i++)
     out[i] = in[i] > 0.0f ? in[i] : 0.0f;
 }
 
+/* in and out may be the same buffer (the net runs ReLU in place). */
+void nn_relu_forward(const float *in, float *out, size_t count) {
+  relu_job j = {.in = in, .dst = out};
+  nn_parallel_for(count, ROWS_MIN_FLOATS, relu_fwd_range, &j);
+}
+
+static void relu_bwd_range(void *ctx, size_t first, size_t end) {
+  const relu_job *j = ctx;
+  const float *out = j->out, *dout = j->dout;
+  float *din = j->dst;
+  for (size_t i = first; i < end; i++)
+    din[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+}
+
+/* din and dout may be the same buffer. */
 void nn_relu_backward(const float *out, const float *dout, float *din,
                       size_t count) {
-  for (size_t i = 0; i < count; i++)
-    din[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+  relu_job j = {.out = out, .dout = dout, .dst = din};
+  nn_parallel_for(count, ROWS_MIN_FLOATS, relu_bwd_range, &j);
 }
 
 void nn_dropout_forward(const nn_layer *l, const float *in, float *out,

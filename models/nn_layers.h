@@ -1,21 +1,32 @@
 /* Forward and backward kernels of the layer kinds in nn_net.h, over a batch
  * of n examples in NHWC. Internal to models/: nn_net.c sequences them. Every
  * backward writes (never accumulates) its parameter gradients, and writes
- * din only when din is not NULL (the first layer needs no input gradient). */
+ * din only when din is not NULL (the first layer needs no input gradient).
+ * The _act forwards apply a ReLU in the same pass as the bias when relu is
+ * set (the net fuses a ReLU that follows a linear or conv2d layer). Large
+ * batches are split over nn_parallel_for; results do not depend on the
+ * thread count except through nn_sgemm. */
 #ifndef COHORT_NN_LAYERS_H
 #define COHORT_NN_LAYERS_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "nn_net.h"
 
 void nn_linear_forward(const nn_layer *l, const float *params, const float *in,
                        float *out, int n);
+void nn_linear_forward_act(const nn_layer *l, const float *params,
+                           const float *in, float *out, int n, bool relu);
 void nn_linear_backward(const nn_layer *l, const float *params, const float *in,
                         const float *dout, float *din, float *grad, int n);
 
 void nn_conv2d_forward(const nn_layer *l, const float *params, const float *in,
                        float *col, float *out, int n);
+void nn_conv2d_forward_act(const nn_layer *l, const float *params,
+                           const float *in, float *col, float *out, int n,
+                           bool relu);
 void nn_conv2d_backward(const nn_layer *l, const float *params,
                         const float *col, const float *dout, float *din,
                         float *dcol, float *grad, int n);
@@ -24,7 +35,14 @@ void nn_maxpool2_forward(const nn_layer *l, const float *in, float *out,
                          uint32_t *argmax, int n);
 void nn_maxpool2_backward(const nn_layer *l, const float *dout,
                           const uint32_t *argmax, float *din, int n);
+/* The same, with the gradient of a ReLU before the pool folded in: out is
+ * the pool's output, and a window whose maximum is not above 0 passes no
+ * gradient (out == NULL: plain nn_maxpool2_backward). */
+void nn_maxpool2_backward_relu(const nn_layer *l, const float *out,
+                               const float *dout, const uint32_t *argmax,
+                               float *din, int n);
 
+/* In place (in == out, din == dout) is allowed. */
 void nn_relu_forward(const float *in, float *out, size_t count);
 void nn_relu_backward(const float *out, const float *dout, float *din,
                       size_t count);

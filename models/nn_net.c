@@ -27,6 +27,24 @@ static nn_shape last_shape(const nn_net *net) {
   return net->n_layers ? net->layers[net->n_layers - 1].out : net->input;
 }
 
+/* A ReLU right after a linear or conv2d layer runs in place on that layer's
+ * output, in the same pass as its bias (nn_*_forward_act): the
+ * pre-activation is needed by nothing. */
+static bool relu_in_place(const nn_net *net, int i) {
+  if (i < 1 || net->layers[i].kind != NN_RELU)
+    return false;
+  nn_layer_kind prev = net->layers[i - 1].kind;
+  return prev == NN_LINEAR || prev == NN_CONV2D;
+}
+
+/* The first layer with parameters: no gradient flows below it. */
+static int first_trainable(const nn_net *net) {
+  for (int i = 0; i < net->n_layers; i++)
+    if (net->layers[i].n_w)
+      return i;
+  return net->n_layers;
+}
+
 /* Appends a layer reading the current output shape; NULL when the net is
  * already in error or full. */
 static nn_layer *push(nn_net *net, nn_layer_kind kind) {
@@ -182,7 +200,7 @@ static void layout(nn_work *work, const nn_net *net, carver *cv,
     work->col[i] = NULL;
     work->argmax[i] = NULL;
     work->mask[i] = NULL;
-    if (l->kind == NN_FLATTEN) { /* same data, new shape */
+    if (l->kind == NN_FLATTEN || relu_in_place(net, i)) { /* same data */
       work->act[i + 1] = work->act[i];
       work->delta[i + 1] = work->delta[i];
       continue;
@@ -239,16 +257,19 @@ const float *nn_net_forward(const nn_net *net, nn_work *work,
     size_t count = (size_t)batch * nn_shape_size(l->out);
     switch (l->kind) {
     case NN_LINEAR:
-      nn_linear_forward(l, params, in, out, batch);
+      nn_linear_forward_act(l, params, in, out, batch,
+                            relu_in_place(net, i + 1));
       break;
     case NN_CONV2D:
-      nn_conv2d_forward(l, params, in, work->col[i], out, batch);
+      nn_conv2d_forward_act(l, params, in, work->col[i], out, batch,
+                            relu_in_place(net, i + 1));
       break;
     case NN_MAXPOOL2:
       nn_maxpool2_forward(l, in, out, work->argmax[i], batch);
       break;
     case NN_RELU:
-      nn_relu_forward(in, out, count);
+      if (!relu_in_place(net, i)) /* else done with the bias */
+        nn_relu_forward(in, out, count);
       break;
     case NN_FLATTEN:
       work->act[i + 1] = in;
@@ -300,10 +321,14 @@ double nn_net_loss_grad(const nn_net *net, nn_work *work, const float *params,
       nn_net_forward(net, work, params, x, batch, true, dropout_seed);
   double loss = softmax_xent(logits, y, batch, nn_net_outputs(net), work->probs,
                              work->delta[last]);
-  for (int i = last - 1; i >= 0; i--) {
+  /* Layers below the first trainable one need no gradient at all, and
+   * that one needs none for its input. */
+  int lowest = first_trainable(net);
+  bool relu_done = false;
+  for (int i = last - 1; i >= lowest; i--) {
     const nn_layer *l = &net->layers[i];
     const float *in = work->act[i], *dout = work->delta[i + 1];
-    float *din = i > 0 ? work->delta[i] : NULL;
+    float *din = i > lowest ? work->delta[i] : NULL;
     size_t count = (size_t)batch * nn_shape_size(l->out);
     switch (l->kind) {
     case NN_LINEAR:
@@ -314,18 +339,21 @@ double nn_net_loss_grad(const nn_net *net, nn_work *work, const float *params,
                          batch);
       break;
     case NN_MAXPOOL2:
-      if (din)
-        nn_maxpool2_backward(l, dout, work->argmax[i], din, batch);
+      /* An in-place ReLU below has the same buffers for its input and
+       * output gradient: fold its mask into the scatter and skip it. */
+      relu_done = relu_in_place(net, i - 1);
+      nn_maxpool2_backward_relu(l, relu_done ? work->act[i + 1] : NULL, dout,
+                                work->argmax[i], din, batch);
       break;
     case NN_RELU:
-      if (din)
+      if (!relu_done)
         nn_relu_backward(work->act[i + 1], dout, din, count);
+      relu_done = false;
       break;
     case NN_FLATTEN:
       break; /* delta[i] is delta[i + 1] */
     case NN_DROPOUT:
-      if (din)
-        nn_dropout_backward(l, work->mask[i], dout, din, count);
+      nn_dropout_backward(l, work->mask[i], dout, din, count);
       break;
     }
   }
