@@ -305,6 +305,22 @@ void round_count_download(round_engine *e, int64_t client, size_t wire_bytes) {
 
 /* ---- upload ---- */
 
+/* The answer to an upload or report for a round that is not running. Late
+ * answers get FAILED_PRECONDITION, never a status clients retry (such as
+ * DEADLINE_EXCEEDED): sending them again cannot help. */
+static round_verdict stale_round(round_engine *e, int64_t round,
+                                 const char *what) {
+  if (round == e->round)
+    return round_fail_verdict(GRPC_STATUS_FAILED_PRECONDITION,
+                              "round %lld is over; this %s is late and not "
+                              "used",
+                              (long long)round, what);
+  return round_fail_verdict(
+      GRPC_STATUS_FAILED_PRECONDITION,
+      "round %lld is not the current round (current: %lld, %s)",
+      (long long)round, (long long)e->round, round_state_name(e->state));
+}
+
 /* A selected client's update that arrives after its round stopped taking
  * them is refused and recorded (participations.late_at, rounds.late_uploads),
  * once per client and round. */
@@ -431,10 +447,7 @@ round_verdict round_upload(round_engine *e, int64_t client,
   pthread_mutex_lock(&e->mu);
   if (c->round != e->round || e->state == ROUND_IDLE) {
     record_late(e, c->round, client);
-    v = round_fail_verdict(
-        GRPC_STATUS_FAILED_PRECONDITION,
-        "round %lld is not the current round (current: %lld, %s)",
-        (long long)c->round, (long long)e->round, round_state_name(e->state));
+    v = stale_round(e, c->round, "update");
     goto out;
   }
   if (e->kind == KIND_EVALUATE) {
@@ -469,7 +482,7 @@ round_verdict round_upload(round_engine *e, int64_t client,
   }
   if (!round_accepts_work(e) || e->n_done >= e->target) {
     record_late(e, e->round, client);
-    v = round_fail_verdict(GRPC_STATUS_DEADLINE_EXCEEDED,
+    v = round_fail_verdict(GRPC_STATUS_FAILED_PRECONDITION,
                            "round %lld closed for uploads (%s, %zu of %zu "
                            "updates in); this update is late and not used",
                            (long long)e->round, round_state_name(e->state),
@@ -537,10 +550,7 @@ round_verdict round_report(round_engine *e, int64_t client, int64_t round,
   round_verdict v = round_ok();
   pthread_mutex_lock(&e->mu);
   if (round != e->round || e->state == ROUND_IDLE) {
-    v = round_fail_verdict(
-        GRPC_STATUS_FAILED_PRECONDITION,
-        "round %lld is not the current round (current: %lld)", (long long)round,
-        (long long)e->round);
+    v = stale_round(e, round, "report");
     goto out;
   }
   participant *p = round_find_participant(e, client);
