@@ -71,11 +71,11 @@ void nn_sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                      ldc);
     return;
   }
-  /* The convolutions' forward products (many rows, few output channels,
-   * B transposed) run faster in the built-in kernel, which reads the im2col
-   * matrix in place instead of packing it (bench/gemm: conv1_fwd, conv2_fwd).
-   */
-  if (!trans_a && trans_b && n <= 64 && m >= 1024) {
+  /* The convolutions' forward products (one image's rows, few output
+   * channels, B transposed) run faster in the built-in kernel, which reads
+   * the im2col matrix in place instead of packing it (bench/gemm:
+   * conv1_fwd, conv2_fwd). */
+  if (!trans_a && trans_b && n <= 64 && m >= 128) {
     nn_sgemm_builtin(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
                      ldc);
     return;

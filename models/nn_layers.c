@@ -103,16 +103,22 @@ void nn_linear_backward(const nn_layer *l, const float *params, const float *in,
              0.0f, din, fin);
 }
 
-/* im2col: row (example, y, x) holds the k x k x c input patch around (y, x),
- * zero where it falls outside the image. For one kernel row ky the patch
- * columns inside the image are one contiguous run of the image row (NHWC),
- * copied in one piece. */
+/* A convolution runs image by image: im2col of one image, then its
+ * products (forward: the output and the bias pass; backward: the weight
+ * gradient's share and the input gradient with its col2im) while that
+ * image's patch matrix is still in L2. For conv2 of the CNN one image's
+ * matrix is 196 x 800 floats (627 KB); a batch's is far larger than L2, and
+ * writing it out in the forward pass to read it back in the backward pass
+ * cost more than building it again. Each thread takes a fixed chunk of
+ * images and reuses one image-sized slot of the buffers for all of them;
+ * its products are small and serial, so nothing is handed between threads
+ * inside a layer. */
 typedef struct conv_job {
   const nn_layer *l;
-  const float *in;
-  float *col;
-  float *din;
-  const float *dcol;
+  const float *params, *in, *dout;
+  float *col, *out, *din, *dcol, *partial;
+  size_t n, chunks;
+  bool relu;
 } conv_job;
 
 /* The kernel columns [*kx0, *kx1) of a patch centred at x that fall inside
@@ -123,81 +129,95 @@ static void inside(int x, int w, int k, int *kx0, int *kx1) {
   *kx1 = x - pad + k > w ? w - x + pad : k;
 }
 
-static void im2col_range(void *ctx, size_t first, size_t end) {
-  const conv_job *j = ctx;
-  const nn_layer *l = j->l;
+/* im2col of one image: row (y, x) holds the k x k x c input patch around
+ * (y, x), zero where it falls outside the image. For one kernel row ky the
+ * patch columns inside the image are one contiguous run of the image row
+ * (HWC), copied in one piece. */
+static void im2col_image(const nn_layer *l, const float *img, float *col) {
   int h = l->in.h, w = l->in.w, c = l->in.c, k = l->ksize, pad = k / 2;
   size_t row_len = (size_t)k * k * c, kc = (size_t)k * c;
-  for (size_t e = first; e < end; e++) {
-    const float *img = j->in + e * (size_t)h * w * c;
-    float *restrict row = j->col + e * (size_t)h * w * row_len;
-    for (int y = 0; y < h; y++)
-      for (int x = 0; x < w; x++, row += row_len) {
-        int kx0, kx1;
-        inside(x, w, k, &kx0, &kx1);
-        size_t lead = (size_t)kx0 * c, run = (size_t)(kx1 - kx0) * c;
-        for (int ky = 0; ky < k; ky++) {
-          float *restrict dst = row + (size_t)ky * kc;
-          int iy = y + ky - pad;
-          if (iy < 0 || iy >= h) {
-            memset(dst, 0, kc * sizeof *dst);
-            continue;
-          }
-          const float *restrict src =
-              img + ((size_t)iy * w + (size_t)(x - pad + kx0)) * c;
-          for (size_t i = 0; i < lead; i++)
-            dst[i] = 0.0f;
-          for (size_t i = 0; i < run; i++)
-            dst[lead + i] = src[i];
-          for (size_t i = lead + run; i < kc; i++)
-            dst[i] = 0.0f;
+  float *restrict row = col;
+  for (int y = 0; y < h; y++)
+    for (int x = 0; x < w; x++, row += row_len) {
+      int kx0, kx1;
+      inside(x, w, k, &kx0, &kx1);
+      size_t lead = (size_t)kx0 * c, run = (size_t)(kx1 - kx0) * c;
+      for (int ky = 0; ky < k; ky++) {
+        float *restrict dst = row + (size_t)ky * kc;
+        int iy = y + ky - pad;
+        if (iy < 0 || iy >= h) {
+          memset(dst, 0, kc * sizeof *dst);
+          continue;
         }
+        const float *restrict src =
+            img + ((size_t)iy * w + (size_t)(x - pad + kx0)) * c;
+        for (size_t i = 0; i < lead; i++)
+          dst[i] = 0.0f;
+        for (size_t i = 0; i < run; i++)
+          dst[lead + i] = src[i];
+        for (size_t i = lead + run; i < kc; i++)
+          dst[i] = 0.0f;
       }
-  }
+    }
 }
 
-/* col2im: the adjoint of im2col; each example's input gradient is the sum of
- * the patch gradients that cover it, added run by run in a fixed order.
- * Examples are independent. */
-static void col2im_range(void *ctx, size_t first, size_t end) {
-  const conv_job *j = ctx;
-  const nn_layer *l = j->l;
+/* col2im of one image: the adjoint of im2col; each input's gradient is the
+ * sum of the patch gradients that cover it, added run by run in a fixed
+ * order. */
+static void col2im_image(const nn_layer *l, const float *col, float *img) {
   int h = l->in.h, w = l->in.w, c = l->in.c, k = l->ksize, pad = k / 2;
   size_t row_len = (size_t)k * k * c, kc = (size_t)k * c;
-  for (size_t e = first; e < end; e++) {
-    float *img = j->din + e * (size_t)h * w * c;
-    const float *row = j->dcol + e * (size_t)h * w * row_len;
-    memset(img, 0, (size_t)h * w * c * sizeof *img);
-    for (int y = 0; y < h; y++)
-      for (int x = 0; x < w; x++, row += row_len) {
-        int kx0, kx1;
-        inside(x, w, k, &kx0, &kx1);
-        size_t lead = (size_t)kx0 * c, run = (size_t)(kx1 - kx0) * c;
-        for (int ky = 0; ky < k; ky++) {
-          int iy = y + ky - pad;
-          if (iy < 0 || iy >= h)
-            continue;
-          const float *restrict src = row + (size_t)ky * kc + lead;
-          float *restrict dst =
-              img + ((size_t)iy * w + (size_t)(x - pad + kx0)) * c;
-          for (size_t i = 0; i < run; i++)
-            dst[i] += src[i];
-        }
+  const float *row = col;
+  memset(img, 0, (size_t)h * w * c * sizeof *img);
+  for (int y = 0; y < h; y++)
+    for (int x = 0; x < w; x++, row += row_len) {
+      int kx0, kx1;
+      inside(x, w, k, &kx0, &kx1);
+      size_t lead = (size_t)kx0 * c, run = (size_t)(kx1 - kx0) * c;
+      for (int ky = 0; ky < k; ky++) {
+        int iy = y + ky - pad;
+        if (iy < 0 || iy >= h)
+          continue;
+        const float *restrict src = row + (size_t)ky * kc + lead;
+        float *restrict dst =
+            img + ((size_t)iy * w + (size_t)(x - pad + kx0)) * c;
+        for (size_t i = 0; i < run; i++)
+          dst[i] += src[i];
       }
+    }
+}
+
+/* Rows of one image's patch matrix, their length, and its size. */
+static int conv_rows(const nn_layer *l) { return l->in.h * l->in.w; }
+static int conv_row_len(const nn_layer *l) {
+  return l->ksize * l->ksize * l->in.c;
+}
+static size_t conv_col_size(const nn_layer *l) {
+  return (size_t)conv_rows(l) * (size_t)conv_row_len(l);
+}
+
+static void conv_fwd_range(void *ctx, size_t first, size_t end) {
+  const conv_job *j = ctx;
+  const nn_layer *l = j->l;
+  int rows = conv_rows(l), row_len = conv_row_len(l), co = l->out.c;
+  size_t in_size = nn_shape_size(l->in);
+  float *col = j->col + first * conv_col_size(l);
+  for (size_t e = first; e < end; e++) {
+    float *out = j->out + e * rows * (size_t)co;
+    im2col_image(l, j->in + e * in_size, col);
+    /* out[rows x co] = col[rows x row_len] * W^T */
+    nn_sgemm(false, true, rows, co, row_len, 1.0f, col, row_len,
+             j->params + l->w, row_len, 0.0f, out, co);
+    bias_act(out, j->params + l->b, (size_t)rows, (size_t)co, j->relu);
   }
 }
 
 void nn_conv2d_forward_act(const nn_layer *l, const float *params,
                            const float *in, float *col, float *out, int n,
                            bool relu) {
-  conv_job j = {.l = l, .in = in, .col = col};
-  nn_parallel_for((size_t)n, 1, im2col_range, &j);
-  int rows = n * l->in.h * l->in.w, co = l->out.c;
-  int row_len = l->ksize * l->ksize * l->in.c;
-  /* out[rows x co] = col[rows x row_len] * W^T */
-  nn_sgemm(false, true, rows, co, row_len, 1.0f, col, row_len, params + l->w,
-           row_len, 0.0f, out, co);
-  bias_act(out, params + l->b, (size_t)rows, (size_t)co, relu);
+  conv_job j = {
+      .l = l, .params = params, .in = in, .col = col, .out = out, .relu = relu};
+  nn_parallel_for((size_t)n, 1, conv_fwd_range, &j);
 }
 
 void nn_conv2d_forward(const nn_layer *l, const float *params, const float *in,
@@ -205,22 +225,73 @@ void nn_conv2d_forward(const nn_layer *l, const float *params, const float *in,
   nn_conv2d_forward_act(l, params, in, col, out, n, false);
 }
 
-void nn_conv2d_backward(const nn_layer *l, const float *params,
-                        const float *col, const float *dout, float *din,
-                        float *dcol, float *grad, int n) {
-  int rows = n * l->in.h * l->in.w, co = l->out.c;
-  int row_len = l->ksize * l->ksize * l->in.c;
-  /* dW[co x row_len] = dout^T * col */
-  nn_sgemm(true, false, co, row_len, rows, 1.0f, dout, co, col, row_len, 0.0f,
-           grad + l->w, row_len);
-  bias_grad(grad + l->b, dout, (size_t)rows, (size_t)co);
-  if (!din)
-    return;
-  /* dcol[rows x row_len] = dout * W */
-  nn_sgemm(false, false, rows, row_len, co, 1.0f, dout, co, params + l->w,
-           row_len, 0.0f, dcol, row_len);
-  conv_job j = {.l = l, .din = din, .dcol = dcol};
-  nn_parallel_for((size_t)n, 1, col2im_range, &j);
+/* Backward over chunk c of the images: the chunk's share of dW^T
+ * (row_len x co, into partial c: col^T * dout reads the patch matrix where
+ * it lies, on the built-in kernel, without packing it) summed over its
+ * images in order, and each image's input gradient. */
+static void conv_bwd_chunk(const conv_job *j, size_t c) {
+  const nn_layer *l = j->l;
+  int rows = conv_rows(l), row_len = conv_row_len(l), co = l->out.c;
+  size_t in_size = nn_shape_size(l->in), col_size = conv_col_size(l);
+  size_t first = c * j->n / j->chunks, end = (c + 1) * j->n / j->chunks;
+  float *col = j->col + first * col_size;
+  float *partial = j->partial + c * (size_t)row_len * co;
+  for (size_t e = first; e < end; e++) {
+    const float *dout = j->dout + e * rows * (size_t)co;
+    im2col_image(l, j->in + e * in_size, col);
+    nn_sgemm_builtin(true, false, row_len, co, rows, 1.0f, col, row_len, dout,
+                     co, e == first ? 0.0f : 1.0f, partial, co);
+    if (!j->din)
+      continue;
+    float *dcol = j->dcol + first * col_size;
+    /* dcol[rows x row_len] = dout * W */
+    nn_sgemm(false, false, rows, row_len, co, 1.0f, dout, co, j->params + l->w,
+             row_len, 0.0f, dcol, row_len);
+    col2im_image(l, dcol, j->din + e * in_size);
+  }
+}
+
+static void conv_bwd_range(void *ctx, size_t first, size_t end) {
+  for (size_t c = first; c < end; c++)
+    conv_bwd_chunk(ctx, c);
+}
+
+/* dW[o][r] = the sum of the chunks' partial[r][o], in chunk order. */
+static void conv_reduce_partials(const float *partial, size_t chunks,
+                                 int row_len, int co, float *dw) {
+  size_t stride = (size_t)row_len * co;
+  for (int o = 0; o < co; o++)
+    for (int r = 0; r < row_len; r++) {
+      const float *p = partial + (size_t)r * co + o;
+      float sum = p[0];
+      for (size_t c = 1; c < chunks; c++)
+        sum += p[c * stride];
+      dw[(size_t)o * row_len + r] = sum;
+    }
+}
+
+void nn_conv2d_backward(const nn_layer *l, const float *params, const float *in,
+                        float *col, const float *dout, float *din,
+                        float *scratch, float *grad, int n) {
+  /* One chunk per thread: the chunks, and so the order of dW's sums,
+   * depend only on the batch size and the thread count. */
+  size_t threads = (size_t)nn_threads_get();
+  size_t chunks = (size_t)n < threads ? (size_t)n : threads;
+  size_t dcol_size = din ? (size_t)n * conv_col_size(l) : 0;
+  conv_job j = {.l = l,
+                .params = params,
+                .in = in,
+                .dout = dout,
+                .col = col,
+                .din = din,
+                .dcol = scratch,
+                .partial = scratch + dcol_size,
+                .n = (size_t)n,
+                .chunks = chunks};
+  nn_parallel_for(chunks, 1, conv_bwd_range, &j);
+  int row_len = conv_row_len(l), co = l->out.c;
+  conv_reduce_partials(j.partial, chunks, row_len, co, grad + l->w);
+  bias_grad(grad + l->b, dout, (size_t)n * conv_rows(l), (size_t)co);
 }
 
 /* Max-pooling, split over examples. Within a window the candidates are

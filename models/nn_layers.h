@@ -4,8 +4,10 @@
  * din only when din is not NULL (the first layer needs no input gradient).
  * The _act forwards apply a ReLU in the same pass as the bias when relu is
  * set (the net fuses a ReLU that follows a linear or conv2d layer). Large
- * batches are split over nn_parallel_for; results do not depend on the
- * thread count except through nn_sgemm. */
+ * batches are split over nn_parallel_for; results are bit-identical from
+ * run to run for a given thread count, and depend on it only through
+ * nn_sgemm and the conv2d weight gradient (summed per chunk of images, one
+ * chunk per thread, then over the chunks in order). */
 #ifndef COHORT_NN_LAYERS_H
 #define COHORT_NN_LAYERS_H
 
@@ -27,9 +29,13 @@ void nn_conv2d_forward(const nn_layer *l, const float *params, const float *in,
 void nn_conv2d_forward_act(const nn_layer *l, const float *params,
                            const float *in, float *col, float *out, int n,
                            bool relu);
-void nn_conv2d_backward(const nn_layer *l, const float *params,
-                        const float *col, const float *dout, float *din,
-                        float *dcol, float *grad, int n);
+/* in is the layer's input (the patch matrices are built again, image by
+ * image); col is scratch of n * in.h * in.w * ksize^2 * in.c floats (the
+ * forward's buffer will do); scratch holds min(n, threads) * out.c *
+ * ksize^2 * in.c floats, plus, when din is not NULL, as many as col. */
+void nn_conv2d_backward(const nn_layer *l, const float *params, const float *in,
+                        float *col, const float *dout, float *din,
+                        float *scratch, float *grad, int n);
 
 void nn_maxpool2_forward(const nn_layer *l, const float *in, float *out,
                          uint32_t *argmax, int n);

@@ -211,8 +211,12 @@ static void layout(nn_work *work, const nn_net *net, carver *cv,
       size_t cells = nb * (size_t)l->in.h * l->in.w *
                      ((size_t)l->ksize * l->ksize * l->in.c);
       work->col[i] = carve(cv, cells * sizeof(float));
-      if (training && i > 0 && cells > dcol)
-        dcol = cells;
+      /* Backward scratch (nn_conv2d_backward): patch gradients above the
+       * first layer, and a partial weight gradient per chunk of images. */
+      size_t wt = (size_t)l->out.c * l->ksize * l->ksize * l->in.c;
+      size_t need = (i > 0 ? cells : 0) + nb * wt;
+      if (training && need > dcol)
+        dcol = need;
     } else if (l->kind == NN_MAXPOOL2) {
       work->argmax[i] = carve(cv, out * sizeof(uint32_t));
     } else if (l->kind == NN_DROPOUT && training) {
@@ -335,8 +339,8 @@ double nn_net_loss_grad(const nn_net *net, nn_work *work, const float *params,
       nn_linear_backward(l, params, in, dout, din, grad, batch);
       break;
     case NN_CONV2D:
-      nn_conv2d_backward(l, params, work->col[i], dout, din, work->dcol, grad,
-                         batch);
+      nn_conv2d_backward(l, params, in, work->col[i], dout, din, work->dcol,
+                         grad, batch);
       break;
     case NN_MAXPOOL2:
       /* An in-place ReLU below has the same buffers for its input and

@@ -7,7 +7,7 @@
  * nn_work sized for a maximum batch.
  *
  * Layout: examples are stored height x width x channels (NHWC), so a conv2d
- * lowers to one im2col matrix product over the whole batch. Weights:
+ * lowers to im2col matrix products, one image at a time. Weights:
  *   linear  W [out][in] (in = the input flattened in HWC order), b [out]
  *   conv2d  W [out_channels][k][k][in_channels], b [out_channels]
  * Thread-safety: a built net is read-only and may be shared; an nn_work is
@@ -93,8 +93,7 @@ typedef struct nn_work {
   int max_batch;
   float *act[NN_MAX_LAYERS + 1];   /* act[0] is the input, act[i+1] layer i */
   float *delta[NN_MAX_LAYERS + 1]; /* gradient of the loss w.r.t. act[i] */
-  float *col[NN_MAX_LAYERS];       /* conv2d: the im2col matrix, kept for
-                                      the backward pass */
+  float *col[NN_MAX_LAYERS];       /* conv2d: im2col scratch */
   uint32_t *argmax[NN_MAX_LAYERS]; /* maxpool2: winning input per output */
   uint8_t *mask[NN_MAX_LAYERS];    /* dropout: kept (1) or dropped (0) */
   float *dcol;                     /* conv2d backward scratch */
