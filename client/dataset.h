@@ -1,0 +1,22 @@
+/* Internal to libcohort: the dataset behind cohort_dataset_t, shared by
+ * dataset.c (loading, partitioning, held-out split) and client.c (the
+ * built-in trainer and federated evaluation). */
+#ifndef COHORT_CLIENT_DATASET_H
+#define COHORT_CLIENT_DATASET_H
+
+#include "cohort.h"
+#include "nn_dataset.h"
+
+struct cohort_dataset {
+  nn_dataset ds;      /* what the built-in trainer trains on */
+  nn_dataset holdout; /* set aside for evaluation; may be empty */
+  int client_index;   /* its share of the federation's data */
+};
+
+/* The examples a client evaluates the global model on: the held-out part,
+ * or the training examples when none is held out. */
+static inline const nn_dataset *dataset_eval_set(const cohort_dataset_t *d) {
+  return d->holdout.n ? &d->holdout : &d->ds;
+}
+
+#endif
