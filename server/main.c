@@ -32,6 +32,7 @@ typedef struct server_opts {
   flag_list enroll_tokens;
   long rounds, clients_per_round, min_clients, seed, epochs, batch_size;
   long workers, retry_ms, retry_max_ms, threads, classes, eval_every;
+  long eval_limit;
   const char *input, *strategy;
   flag_list eligible;
   double round_timeout, selection_timeout, lr, linger;
@@ -150,6 +151,9 @@ static const flag_def FLAGS[] = {
      "held-out data for the coordinator's evaluation of each new model: a "
      "folder with t10k-images-idx3-ubyte[.gz] and t10k-labels-idx1-ubyte[.gz], "
      "or a CSV file (label first)"},
+    {"eval-limit", FLAG_INT, &g_opts.eval_limit, "0", 0, NUM(100000000), "N",
+     "evaluate on the first N examples of --eval-data only (0: all); a "
+     "cheaper evaluation for large models"},
     {"input", FLAG_STRING, &g_opts.input, NULL, 0, 0, "HxWxC",
      "shape of one example when there is no --eval-data (default 28x28x1)"},
     {"classes", FLAG_INT, &g_opts.classes, "0", 0, 256, "N",
@@ -365,6 +369,8 @@ int main(int argc, char **argv) {
     }
     if (!g_opts.input)
       input = seen;
+    if (g_opts.eval_limit)
+      nn_dataset_truncate(&eval, (size_t)g_opts.eval_limit);
     if (eval.n_classes > classes)
       classes = eval.n_classes;
     log_info("evaluation set: %zu examples from %s", eval.n, g_opts.eval_data);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -98,10 +99,16 @@ pid_t harness_spawn(char *const argv[], const char *out_path,
   harness_dir();
   if (g_nprocs == MAX_PROCS)
     return -1;
+  pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0)
     return -1;
   if (pid == 0) {
+    /* If the test itself dies (a crash skips its exit handler), its
+     * servers and clients must not outlive it. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+      _exit(127);
     redirect(out_path, STDOUT_FILENO);
     redirect(err_path, STDERR_FILENO);
     execv(argv[0], argv);

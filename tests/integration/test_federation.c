@@ -142,6 +142,7 @@ static void test_cnn_on_skewed_partition(void) {
   const char *flags = "--rounds 2 --clients-per-round 2 --min-clients 2 "
                       "--model cnn --lr 0.05 --threads 1 "
                       "--round-timeout 120 --eval-data " DATA_DIR " "
+                      "--eval-limit 2000 "
                       "--enroll-token it-token --retry-ms 200 --linger 20 ";
   int port = 0;
   char db_path[512] = "";
