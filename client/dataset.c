@@ -6,6 +6,7 @@
 
 #include "cohort.h"
 #include "dataset.h"
+#include "errbuf.h"
 #include "nn_partition.h"
 #include "nn_rng.h"
 
@@ -83,14 +84,14 @@ void cohort_dataset_options_init(cohort_dataset_options *o) {
 
 int cohort_dataset_load(const cohort_dataset_options *o, cohort_dataset_t **out,
                         char *err, size_t errlen) {
+  if (!o || !o->path || !out) {
+    errbuf_printf(err, errlen, "dataset: a path is required");
+    return COHORT_EINVAL;
+  }
   char scratch[8];
-  if (!err || errlen == 0) {
+  if (!err || errlen == 0) { /* the readers below want somewhere to write */
     err = scratch;
     errlen = sizeof scratch;
-  }
-  if (!o || !o->path || !out) {
-    snprintf(err, errlen, "dataset: a path is required");
-    return COHORT_EINVAL;
   }
   if (o->client_count < 1 || o->client_index < 0 ||
       o->client_index >= o->client_count) {
@@ -134,14 +135,14 @@ int cohort_dataset_load(const cohort_dataset_options *o, cohort_dataset_t **out,
 
 int cohort_dataset_partition_summary(const cohort_dataset_options *o, FILE *f,
                                      char *err, size_t errlen) {
+  if (!o || !o->path || !f) {
+    errbuf_printf(err, errlen, "dataset: a path is required");
+    return COHORT_EINVAL;
+  }
   char scratch[8];
-  if (!err || errlen == 0) {
+  if (!err || errlen == 0) { /* the readers below want somewhere to write */
     err = scratch;
     errlen = sizeof scratch;
-  }
-  if (!o || !o->path || !f) {
-    snprintf(err, errlen, "dataset: a path is required");
-    return COHORT_EINVAL;
   }
   nn_dataset all = {0};
   int rc = nn_dataset_load_path(o->path, 1, &all, err, errlen);

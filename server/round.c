@@ -473,17 +473,25 @@ static int fail_round(round_engine *e, const char *reason) {
   return rc;
 }
 
-static void byte_means(round_engine *e, store_round_result *r) {
+/* The round's figures so far: participants, results and mean bytes of those
+ * that answered; the evaluation is filled in later (NaN until then). */
+static store_round_result round_result(round_engine *e) {
+  store_round_result r = {.round = e->round,
+                          .clients_selected = (int64_t)e->n_parts,
+                          .clients_aggregated = (int64_t)e->n_done,
+                          .accuracy = NAN,
+                          .loss = NAN};
   size_t n = 0;
   for (size_t i = 0; i < e->n_parts; i++) {
     if (!e->parts[i].uploaded && !e->parts[i].reported)
       continue;
-    r->bytes_up_mean += (double)e->parts[i].bytes_up;
-    r->bytes_down_mean += (double)e->parts[i].bytes_down;
+    r.bytes_up_mean += (double)e->parts[i].bytes_up;
+    r.bytes_down_mean += (double)e->parts[i].bytes_down;
     n++;
   }
-  r->bytes_up_mean = n ? r->bytes_up_mean / (double)n : NAN;
-  r->bytes_down_mean = n ? r->bytes_down_mean / (double)n : NAN;
+  r.bytes_up_mean = n ? r.bytes_up_mean / (double)n : NAN;
+  r.bytes_down_mean = n ? r.bytes_down_mean / (double)n : NAN;
+  return r;
 }
 
 static void print_round_line(round_engine *e, const store_round_result *r) {
@@ -512,12 +520,7 @@ static void print_round_line(round_engine *e, const store_round_result *r) {
  * the global model are stable until it is retaken. */
 static int aggregate_and_commit(round_engine *e) {
   size_t n = e->model.n_params;
-  store_round_result r = {.round = e->round,
-                          .clients_selected = (int64_t)e->n_parts,
-                          .clients_aggregated = (int64_t)e->n_done,
-                          .accuracy = NAN,
-                          .loss = NAN};
-  byte_means(e, &r);
+  store_round_result r = round_result(e);
   pthread_mutex_unlock(&e->mu);
   /* The strategy's state before the step, to put back if the round fails:
    * the next round must start from the state of the committed model, as a
@@ -585,12 +588,7 @@ static int aggregate_and_commit(round_engine *e) {
 /* An evaluation round ends with the coordinator's own evaluation of the
  * same model beside the clients' reports. */
 static int finish_evaluation(round_engine *e) {
-  store_round_result r = {.round = e->round,
-                          .clients_selected = (int64_t)e->n_parts,
-                          .clients_aggregated = (int64_t)e->n_done,
-                          .accuracy = NAN,
-                          .loss = NAN};
-  byte_means(e, &r);
+  store_round_result r = round_result(e);
   pthread_mutex_unlock(&e->mu);
   if (e->cfg.eval)
     nn_evaluate(&e->model.net, e->global, e->cfg.eval, &r.accuracy, &r.loss);

@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 #define MAX_PROCS 64
 
 static pid_t g_procs[MAX_PROCS];
@@ -118,14 +120,8 @@ pid_t harness_spawn(char *const argv[], const char *out_path,
   return pid;
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 int harness_wait(pid_t pid, double seconds) {
-  double end = now_s() + seconds;
+  double end = clock_mono_s() + seconds;
   for (;;) {
     int status;
     pid_t r = waitpid(pid, &status, WNOHANG);
@@ -137,7 +133,7 @@ int harness_wait(pid_t pid, double seconds) {
     }
     if (r < 0)
       return -1;
-    if (now_s() >= end) {
+    if (clock_mono_s() >= end) {
       kill(pid, SIGKILL);
       waitpid(pid, NULL, 0);
       forget(pid);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "cunit_main.h"
 #include "db_peek.h"
 #include "harness.h"
@@ -41,11 +42,6 @@ typedef struct run_result {
   char db[512];
   int arrival[ROUNDS + 1][CLIENTS];
 } run_result;
-
-static void nap_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
 
 /* The coordinator's id of the client whose log is at path, or -1. */
 static long long registered_id(const char *path) {
@@ -94,7 +90,7 @@ static void run_federation(const char *tag, const run_plan *plan,
   char logs[CLIENTS][64];
   for (int j = 0; j < CLIENTS; j++) {
     int s = plan->order[j];
-    nap_ms(plan->start_ms[j]);
+    clock_sleep_ms(plan->start_ms[j]);
     char shard[16];
     snprintf(shard, sizeof shard, "%d/%d", s, CLIENTS);
     snprintf(logs[s], sizeof logs[s], "%s-client%d.err", tag, s);
@@ -128,9 +124,9 @@ static void run_federation(const char *tag, const run_plan *plan,
         break;
       pid_t victim = pids[harness_rand_range(0, CLIENTS - 1)];
       harness_signal(victim, SIGSTOP);
-      nap_ms(harness_rand_range(20, 120));
+      clock_sleep_ms(harness_rand_range(20, 120));
       harness_signal(victim, SIGCONT);
-      nap_ms(harness_rand_range(0, 30));
+      clock_sleep_ms(harness_rand_range(0, 30));
     }
   }
   for (int s = 0; s < CLIENTS; s++)

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "cunit_main.h"
 #include "db_peek.h"
 #include "harness.h"
@@ -57,17 +58,6 @@ typedef struct history {
   int n_models;
   int64_t committed[MAX_MODELS]; /* round id -> model version, -1: not yet */
 } history;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void nap_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
 
 /* Starts the coordinator as harness_start_server would but returns at once,
  * so that it can be killed while it opens the store and recovers. */
@@ -135,27 +125,27 @@ static int kill_phase(sqlite3 *db) {
 static long run_window(const char *path, long ms, int want, int cap) {
   sqlite3 *db = NULL;
   sqlite3_stmt *st = NULL;
-  double start = now_s(), end = start + ms / 1000.0;
+  double start = clock_mono_s(), end = start + ms / 1000.0;
   if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
       sqlite3_prepare_v2(db,
                          "SELECT COUNT(*) FROM rounds"
                          " WHERE state = 'COMMITTED'",
                          -1, &st, NULL) != SQLITE_OK) {
-    nap_ms(ms);
+    clock_sleep_ms(ms);
     goto out;
   }
   sqlite3_busy_timeout(db, 100);
-  while (now_s() < end) {
+  while (clock_mono_s() < end) {
     int n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
     sqlite3_reset(st);
     if (n >= cap || (want >= 0 && kill_phase(db) == want))
       break;
-    nap_ms(1);
+    clock_sleep_ms(1);
   }
 out:
   sqlite3_finalize(st);
   sqlite3_close(db);
-  return (long)((now_s() - start) * 1000);
+  return (long)((clock_mono_s() - start) * 1000);
 }
 
 /* Checks the stopped coordinator's database against everything seen so far
@@ -281,7 +271,7 @@ out:
 }
 
 static void test_sigkill_loop_keeps_every_commit(void) {
-  double t0 = now_s();
+  double t0 = clock_mono_s();
   const char *env = getenv("COHORT_KILL_SEED");
   uint64_t seed = env && *env
                       ? strtoull(env, NULL, 0)
@@ -298,13 +288,13 @@ static void test_sigkill_loop_keeps_every_commit(void) {
 
   int port = 0;
   char db[512] = "";
-  double t_start = now_s();
+  double t_start = clock_mono_s();
   pid_t server =
       harness_start_server("kill00", SERVER_FLAGS, &port, db, sizeof db);
   CU_ASSERT_FATAL(server > 0);
   /* How long a start takes here (sanitizers are slower): startup kills
    * fall within it. */
-  long startup_ms = (long)((now_s() - t_start) * 1000);
+  long startup_ms = (long)((clock_mono_s() - t_start) * 1000);
   fprintf(stderr, "kill loop: the coordinator starts in %ld ms\n", startup_ms);
   char target[64];
   snprintf(target, sizeof target, "127.0.0.1:%d", port);
@@ -368,11 +358,11 @@ static void test_sigkill_loop_keeps_every_commit(void) {
       delay = ahead ? harness_rand_range(20, 200) : harness_rand_range(50, 900);
     }
     if (startup) {
-      nap_ms(delay);
+      clock_sleep_ms(delay);
     } else if (aim >= 0) {
       delay = run_window(db, 3000, aim, ROUNDS - 2);
       long extra = harness_rand_range(0, 3);
-      nap_ms(extra);
+      clock_sleep_ms(extra);
       delay += extra;
     } else {
       delay = run_window(db, delay, -1, ROUNDS - 2);
@@ -457,7 +447,7 @@ static void test_sigkill_loop_keeps_every_commit(void) {
   fprintf(stderr,
           "), %d rounds committed, %" PRId64 " failed, %.1f s, seed %" PRIu64
           "\n",
-          committed, failed, now_s() - t0, seed);
+          committed, failed, clock_mono_s() - t0, seed);
 }
 
 int cohort_register_suites(void) {

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "cunit_main.h"
 #include "db_peek.h"
 #include "harness.h"
@@ -16,11 +17,6 @@
 #define DATA_DIR "/usr/share/datasets/fashion-mnist"
 #define CLIENTS 2
 #define ROUNDS 4
-
-static void nap_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
 
 static void test_kill_and_restart_loses_nothing(void) {
   const char *flags = "--rounds 4 "
@@ -54,7 +50,7 @@ static void test_kill_and_restart_loses_nothing(void) {
    * clients already selected for the third. */
   int64_t selected = 0;
   for (int i = 0; i < 1200 && selected < 1; i++) {
-    nap_ms(10);
+    clock_sleep_ms(10);
     selected = db_peek_int(db, "SELECT COUNT(*) FROM participations"
                                " WHERE round = 3");
   }

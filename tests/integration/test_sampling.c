@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "cunit_main.h"
 #include "db_peek.h"
 #include "harness.h"
@@ -26,17 +27,6 @@
 #define FAST_FLAGS                                                             \
   "--enroll-token " TOKEN " --retry-ms 50 --retry-max-ms 300 --linger 10 "
 #define MAX_CLIENTS 4
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void nap_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
 
 /* Starts a client of the coordinator on port with the given share and
  * --limit, its log in "<log>.err", plus the NULL-terminated extra
@@ -63,7 +53,7 @@ static pid_t spawn_client(int port, const char *log, const char *shard,
  * DB_PEEK_NO_ROW after seconds. The connection stays open, so a poll costs
  * one query and notices a new row within a millisecond or two. */
 static int64_t poll_db(const char *path, const char *sql, double seconds) {
-  double end = now_s() + seconds;
+  double end = clock_mono_s() + seconds;
   int64_t v = DB_PEEK_NO_ROW;
   sqlite3 *db = NULL;
   sqlite3_stmt *st = NULL;
@@ -73,14 +63,14 @@ static int64_t poll_db(const char *path, const char *sql, double seconds) {
     goto out;
   }
   sqlite3_busy_timeout(db, 100);
-  while (now_s() < end) {
+  while (clock_mono_s() < end) {
     if (sqlite3_step(st) == SQLITE_ROW &&
         sqlite3_column_type(st, 0) != SQLITE_NULL) {
       v = sqlite3_column_int64(st, 0);
       break;
     }
     sqlite3_reset(st);
-    nap_ms(1);
+    clock_sleep_ms(1);
   }
 out:
   sqlite3_finalize(st);
