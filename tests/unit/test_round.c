@@ -2282,6 +2282,23 @@ static void reference_commit(const round_config *cfg, update *const *u, int n,
   fx_close(&c);
 }
 
+/* Asserts that f's committed round 1 is bit for bit the model an
+ * uninterrupted coordinator with cfg commits from the first n of u, then
+ * closes f and frees the three updates. */
+static void assert_reference_model(fixture *f, const round_config *cfg,
+                                   update **u, int n) {
+  uint8_t *got = malloc(MODEL_BYTES), *want = malloc(MODEL_BYTES);
+  CU_ASSERT_FATAL(got && want);
+  CU_ASSERT_EQUAL(stored_model(f, 1, NULL, got, NULL, NULL), 0);
+  fx_close(f);
+  reference_commit(cfg, u, n, want);
+  CU_ASSERT_EQUAL(memcmp(got, want, MODEL_BYTES), 0);
+  for (int i = 0; i < 3; i++)
+    free(u[i]);
+  free(got);
+  free(want);
+}
+
 /* A fixture with K = 3 whose round 1 is in TRAINING with the first n_up
  * of u uploaded. */
 static void three_selected(fixture *f, double timeout, update *const *u,
@@ -2298,8 +2315,6 @@ static void three_selected(fixture *f, double timeout, update *const *u,
 
 static void test_resume_training_bit_identical(void) {
   update *u[3] = {make_awkward(0), make_awkward(1), make_awkward(2)};
-  uint8_t *got = malloc(MODEL_BYTES), *want = malloc(MODEL_BYTES);
-  CU_ASSERT_FATAL(got && want);
   fixture f;
   three_selected(&f, 30, u, 2);
   round_config cfg = f.cfg;
@@ -2331,14 +2346,7 @@ static void test_resume_training_bit_identical(void) {
       db_peek_double(f.path, "SELECT bytes_up_mean FROM rounds WHERE id = 1"),
       MODEL_BYTES + 100, 1e-9);
   CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM updates"), 0);
-  CU_ASSERT_EQUAL(stored_model(&f, 1, NULL, got, NULL, NULL), 0);
-  fx_close(&f);
-  reference_commit(&cfg, u, 3, want);
-  CU_ASSERT_EQUAL(memcmp(got, want, MODEL_BYTES), 0);
-  for (int i = 0; i < 3; i++)
-    free(u[i]);
-  free(got);
-  free(want);
+  assert_reference_model(&f, &cfg, u, 3);
 }
 
 /* The deadline is wall-clock time in the store: one that passed while the
@@ -2392,8 +2400,6 @@ static void capture_end(capture *c, char *out, size_t len) {
 
 static void test_resume_drops_invalid_kept_update(void) {
   update *u[3] = {make_awkward(0), make_awkward(1), make_awkward(2)};
-  uint8_t *got = malloc(MODEL_BYTES), *want = malloc(MODEL_BYTES);
-  CU_ASSERT_FATAL(got && want);
   fixture f;
   three_selected(&f, 30, u, 2);
   round_config cfg = f.cfg;
@@ -2436,14 +2442,7 @@ static void test_resume_drops_invalid_kept_update(void) {
   CU_ASSERT_EQUAL(round_tick(f.e), COHORT_OK);
   ASSERT_ROUND_STATE(f, 1, "COMMITTED");
   CU_ASSERT_EQUAL(count(&f, "SELECT clients_aggregated FROM rounds"), 3);
-  CU_ASSERT_EQUAL(stored_model(&f, 1, NULL, got, NULL, NULL), 0);
-  fx_close(&f);
-  reference_commit(&cfg, u, 3, want);
-  CU_ASSERT_EQUAL(memcmp(got, want, MODEL_BYTES), 0);
-  for (int i = 0; i < 3; i++)
-    free(u[i]);
-  free(got);
-  free(want);
+  assert_reference_model(&f, &cfg, u, 3);
 }
 
 /* When nothing valid is left, the round fails properly at its deadline:
@@ -2489,8 +2488,6 @@ static void test_resume_invalid_kept_update_fails_round(void) {
  * model an uninterrupted coordinator gives. */
 static void test_resume_aggregating(void) {
   update *u[3] = {make_awkward(0), make_awkward(1), make_awkward(2)};
-  uint8_t *got = malloc(MODEL_BYTES), *want = malloc(MODEL_BYTES);
-  CU_ASSERT_FATAL(got && want);
   fixture f;
   three_selected(&f, 30, u, 2);
   round_config cfg = f.cfg;
@@ -2505,15 +2502,8 @@ static void test_resume_aggregating(void) {
   CU_ASSERT_EQUAL(count(&f, "SELECT clients_aggregated FROM rounds"), 2);
   CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM models"), 2);
   CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM updates"), 0);
-  CU_ASSERT_EQUAL(stored_model(&f, 1, NULL, got, NULL, NULL), 0);
-  fx_close(&f);
   cfg.round_timeout_s = 0.2;
-  reference_commit(&cfg, u, 2, want);
-  CU_ASSERT_EQUAL(memcmp(got, want, MODEL_BYTES), 0);
-  for (int i = 0; i < 3; i++)
-    free(u[i]);
-  free(got);
-  free(want);
+  assert_reference_model(&f, &cfg, u, 2);
 }
 
 int cohort_register_suites(void) {
