@@ -16,7 +16,7 @@ int errbuf_vfail(char *err, size_t errlen, int rc, const char *who,
                  const char *fmt, va_list ap) {
   if (!err || errlen == 0)
     return rc;
-  int n = snprintf(err, errlen, "%s: ", who);
+  int n = who ? snprintf(err, errlen, "%s: ", who) : 0;
   if (n >= 0 && (size_t)n < errlen)
     vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
   return rc;

@@ -10,7 +10,8 @@
 void errbuf_printf(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Writes "who: <reason>" and returns rc, so a failure is one statement:
+/* Writes "who: <reason>" (just the reason when who is NULL) and returns rc,
+ * so a failure is one statement:
  *   return errbuf_fail(err, errlen, COHORT_EFORMAT, path, "bad magic"); */
 int errbuf_fail(char *err, size_t errlen, int rc, const char *who,
                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));

@@ -35,9 +35,8 @@ int nn_model_save(const nn_model *m, const float *params, const char *path,
     for (int d = 0; d < src->ndim; d++)
       tensors[t].shape[d] = src->shape[d];
   }
-  char input[64], classes[16];
-  snprintf(input, sizeof input, "%dx%dx%d", net->input.h, net->input.w,
-           net->input.c);
+  char input[NN_SHAPE_TEXT], classes[16];
+  nn_shape_format(net->input, input);
   snprintf(classes, sizeof classes, "%d", m->classes);
   nn_st_meta meta[4 + MAX_EXTRA_META] = {
       {"format", "cohort"},

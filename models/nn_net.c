@@ -15,6 +15,20 @@
  * and int overflow in GEMM dimensions. */
 #define NN_MAX_FEATURES (1 << 24)
 
+void nn_shape_format(nn_shape s, char out[NN_SHAPE_TEXT]) {
+  snprintf(out, NN_SHAPE_TEXT, "%dx%dx%d", s.h, s.w, s.c);
+}
+
+int nn_shape_parse(const char *text, nn_shape *out) {
+  int h, w, c, used = 0;
+  if (sscanf(text, "%dx%dx%d%n", &h, &w, &c, &used) != 3 ||
+      text[used] != '\0' || h < 1 || w < 1 || c < 1 || h > 65535 || w > 65535 ||
+      c > 65535)
+    return -1;
+  *out = (nn_shape){.c = c, .h = h, .w = w};
+  return 0;
+}
+
 void nn_net_begin(nn_net *net, nn_shape input) {
   memset(net, 0, sizeof *net);
   net->input = input;

@@ -32,6 +32,13 @@ static inline size_t nn_shape_size(nn_shape s) {
   return (size_t)s.c * (size_t)s.h * (size_t)s.w;
 }
 
+/* The text form of a shape, "HxWxC" (e.g. "28x28x1"), as flags, model
+ * files and the coordinator's settings write it. */
+#define NN_SHAPE_TEXT 36
+void nn_shape_format(nn_shape s, char out[NN_SHAPE_TEXT]);
+/* Parses "HxWxC", each part in [1, 65535]. Returns 0, or -1. */
+int nn_shape_parse(const char *text, nn_shape *out);
+
 typedef enum nn_layer_kind {
   NN_LINEAR,
   NN_CONV2D,   /* same padding, stride 1, odd square kernel */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cohort_status.h"
+#include "errbuf.h"
 #include "nn_partition.h"
 #include "nn_rng.h"
 
@@ -28,23 +29,12 @@ typedef enum part_kind {
   PART_QUANTITY
 } part_kind;
 
-/* Writes the reason into err (which may be NULL) and returns rc. */
-static int part_fail(char *err, size_t errlen, int rc, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return rc;
-}
-
 /* Parses spec into kind and its parameter (shards or alpha). */
 static int part_parse(const char *spec, part_kind *kind, long *shards,
                       double *alpha, char *err, size_t errlen) {
   if (!spec || !*spec)
-    return part_fail(err, errlen, COHORT_EINVAL,
-                     "empty partition spec; " PART_KNOWN);
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "empty partition spec; " PART_KNOWN);
   const char *colon = strchr(spec, ':');
   size_t name_len = colon ? (size_t)(colon - spec) : strlen(spec);
   const char *arg = colon ? colon + 1 : NULL;
@@ -52,39 +42,40 @@ static int part_parse(const char *spec, part_kind *kind, long *shards,
 
   if (name_len == 3 && strncmp(spec, "iid", 3) == 0) {
     if (arg)
-      return part_fail(err, errlen, COHORT_EINVAL,
-                       "partition spec \"%.*s\": iid takes no parameter; "
-                       "" PART_KNOWN,
-                       show, spec);
+      return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                         "partition spec \"%.*s\": iid takes no parameter; "
+                         "" PART_KNOWN,
+                         show, spec);
     *kind = PART_IID;
     return COHORT_OK;
   }
   if (name_len == 6 && strncmp(spec, "shards", 6) == 0) {
     if (!arg || !*arg)
-      return part_fail(err, errlen, COHORT_EINVAL,
-                       "partition spec \"%.*s\": missing the number of shards "
-                       "per client, e.g. shards:2; " PART_KNOWN,
-                       show, spec);
+      return errbuf_fail(
+          err, errlen, COHORT_EINVAL, NULL,
+          "partition spec \"%.*s\": missing the number of shards "
+          "per client, e.g. shards:2; " PART_KNOWN,
+          show, spec);
     const char *p = arg;
     while (*p >= '0' && *p <= '9')
       p++;
     if (*p != '\0')
-      return part_fail(err, errlen, COHORT_EINVAL,
-                       "partition spec \"%.*s\": shards per client \"%.*s\" "
-                       "is not a whole number; " PART_KNOWN,
-                       show, spec, show, arg);
+      return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                         "partition spec \"%.*s\": shards per client \"%.*s\" "
+                         "is not a whole number; " PART_KNOWN,
+                         show, spec, show, arg);
     errno = 0;
     long s = strtol(arg, NULL, 10);
     if (errno == ERANGE || s > INT32_MAX)
-      return part_fail(err, errlen, COHORT_EINVAL,
-                       "partition spec \"%.*s\": shards per client \"%.*s\" "
-                       "is too large",
-                       show, spec, show, arg);
+      return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                         "partition spec \"%.*s\": shards per client \"%.*s\" "
+                         "is too large",
+                         show, spec, show, arg);
     if (s < 1)
-      return part_fail(err, errlen, COHORT_EINVAL,
-                       "partition spec \"%.*s\": shards per client must be "
-                       ">= 1, got %ld; " PART_KNOWN,
-                       show, spec, s);
+      return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                         "partition spec \"%.*s\": shards per client must be "
+                         ">= 1, got %ld; " PART_KNOWN,
+                         show, spec, s);
     *kind = PART_SHARDS;
     *shards = s;
     return COHORT_OK;
@@ -94,30 +85,31 @@ static int part_parse(const char *spec, part_kind *kind, long *shards,
   if (dir || qty) {
     const char *name = dir ? "dirichlet" : "quantity";
     if (!arg || !*arg)
-      return part_fail(err, errlen, COHORT_EINVAL,
-                       "partition spec \"%.*s\": missing ALPHA, e.g. "
-                       "%s:0.5; " PART_KNOWN,
-                       show, spec, name);
+      return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                         "partition spec \"%.*s\": missing ALPHA, e.g. "
+                         "%s:0.5; " PART_KNOWN,
+                         show, spec, name);
     char *end = NULL;
     double a = 0;
     if (*arg != ' ' && *arg != '\t')
       a = strtod(arg, &end);
     if (!end || end == arg || *end != '\0')
-      return part_fail(err, errlen, COHORT_EINVAL,
-                       "partition spec \"%.*s\": ALPHA \"%.*s\" is not a "
-                       "number; " PART_KNOWN,
-                       show, spec, show, arg);
+      return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                         "partition spec \"%.*s\": ALPHA \"%.*s\" is not a "
+                         "number; " PART_KNOWN,
+                         show, spec, show, arg);
     if (!isfinite(a) || !(a > 0))
-      return part_fail(err, errlen, COHORT_EINVAL,
-                       "partition spec \"%.*s\": ALPHA must be a finite "
-                       "number > 0, got %.*s; " PART_KNOWN,
-                       show, spec, show, arg);
+      return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                         "partition spec \"%.*s\": ALPHA must be a finite "
+                         "number > 0, got %.*s; " PART_KNOWN,
+                         show, spec, show, arg);
     *kind = dir ? PART_DIRICHLET : PART_QUANTITY;
     *alpha = a;
     return COHORT_OK;
   }
-  return part_fail(err, errlen, COHORT_EINVAL,
-                   "unknown partition spec \"%.*s\"; " PART_KNOWN, show, spec);
+  return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                     "unknown partition spec \"%.*s\"; " PART_KNOWN, show,
+                     spec);
 }
 
 /* Draws p ~ Dirichlet(alpha, ..., alpha) over k entries into w, scaled so
@@ -233,28 +225,29 @@ int nn_partition_make(const nn_dataset *ds, const char *spec, int n_clients,
     return COHORT_EINVAL;
   memset(out, 0, sizeof *out);
   if (!ds || (ds->n && !ds->y))
-    return part_fail(err, errlen, COHORT_EINVAL,
-                     "partition: no data set (or one without labels)");
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "partition: no data set (or one without labels)");
   if (ds->n > UINT32_MAX)
-    return part_fail(err, errlen, COHORT_EINVAL,
-                     "partition: %zu examples, at most %lu are supported",
-                     ds->n, (unsigned long)UINT32_MAX);
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "partition: %zu examples, at most %lu are supported",
+                       ds->n, (unsigned long)UINT32_MAX);
   if (n_clients < 1 || n_clients > PART_MAX_CLIENTS)
-    return part_fail(err, errlen, COHORT_EINVAL,
-                     "partition: the number of clients must be 1 to %d, got "
-                     "%d",
-                     PART_MAX_CLIENTS, n_clients);
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "partition: the number of clients must be 1 to %d, got "
+                       "%d",
+                       PART_MAX_CLIENTS, n_clients);
   rc = part_parse(spec, &kind, &shards, &alpha, err, errlen);
   if (rc)
     return rc;
   size_t n = ds->n, k = (size_t)n_clients;
   if (kind == PART_SHARDS && (uint64_t)k * (uint64_t)shards > n)
-    return part_fail(err, errlen, COHORT_EINVAL,
-                     "partition spec \"%.*s\": %d clients x %ld shards = %llu "
-                     "shards, more than the %zu examples; use fewer shards "
-                     "per client or fewer clients",
-                     PART_SHOW, spec, n_clients, shards,
-                     (unsigned long long)k * (unsigned long long)shards, n);
+    return errbuf_fail(
+        err, errlen, COHORT_EINVAL, NULL,
+        "partition spec \"%.*s\": %d clients x %ld shards = %llu "
+        "shards, more than the %zu examples; use fewer shards "
+        "per client or fewer clients",
+        PART_SHOW, spec, n_clients, shards,
+        (unsigned long long)k * (unsigned long long)shards, n);
 
   /* n may be 0 ("iid" of nothing): keep the allocations non-zero. */
   owner = malloc((n ? n : 1) * sizeof *owner);
@@ -264,10 +257,10 @@ int nn_partition_make(const nn_dataset *ds, const char *spec, int n_clients,
   count = calloc(k, sizeof *count);
   w = malloc(k * sizeof *w);
   if (!owner || !work || !index || !offsets || !count || !w) {
-    rc = part_fail(err, errlen, COHORT_ENOMEM,
-                   "partition: out of memory for %zu examples and %zu "
-                   "clients",
-                   n, k);
+    rc = errbuf_fail(err, errlen, COHORT_ENOMEM, NULL,
+                     "partition: out of memory for %zu examples and %zu "
+                     "clients",
+                     n, k);
     goto out;
   }
 
@@ -411,9 +404,9 @@ int nn_partition_client(const nn_dataset *ds, const char *spec, int client,
     return COHORT_EINVAL;
   memset(out, 0, sizeof *out);
   if (n_clients >= 1 && (client < 0 || client >= n_clients))
-    return part_fail(err, errlen, COHORT_EINVAL,
-                     "partition: client %d is not in 0..%d", client,
-                     n_clients - 1);
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "partition: client %d is not in 0..%d", client,
+                       n_clients - 1);
   int rc = nn_partition_make(ds, spec, n_clients, seed, &p, err, errlen);
   if (rc)
     return rc;
@@ -421,10 +414,10 @@ int nn_partition_client(const nn_dataset *ds, const char *spec, int client,
   rc = nn_dataset_subset(ds, p.index + first, p.offsets[client + 1] - first,
                          out);
   if (rc)
-    part_fail(err, errlen, rc,
-              "partition: out of memory copying client %d's "
-              "share",
-              client);
+    errbuf_fail(err, errlen, rc, NULL,
+                "partition: out of memory copying client %d's "
+                "share",
+                client);
   nn_partition_free(&p);
   return rc;
 }

@@ -21,19 +21,25 @@ static const char *op_text(elig_op op) {
   return "?";
 }
 
+int elig_valid_name(const char *s, size_t len, size_t max) {
+  if (len == 0 || len > max)
+    return 0;
+  for (size_t i = 0; i < len; i++) {
+    char c = s[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+          c == '.'))
+      return 0;
+  }
+  return 1;
+}
+
 int elig_parse(const char *text, elig_rule *out, char *err, size_t errlen) {
   size_t name_len = strcspn(text, "<>=!");
   const char *rest = text + name_len;
   size_t i = 0;
   while (i < N_OPS && strncmp(rest, OPS[i].text, strlen(OPS[i].text)) != 0)
     i++;
-  int name_ok = name_len > 0 && name_len <= ELIG_MAX_NAME;
-  for (size_t k = 0; name_ok && k < name_len; k++) {
-    char c = text[k];
-    name_ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
-              c == '.';
-  }
-  if (!name_ok || i == N_OPS) {
+  if (!elig_valid_name(text, name_len, ELIG_MAX_NAME) || i == N_OPS) {
     snprintf(err, errlen,
              "condition '%s': expected NAME OP NUMBER, NAME of [a-z0-9_.] "
              "(at most %d), OP one of >= <= > < = !=",

@@ -24,6 +24,10 @@ typedef struct elig_rule {
   double value;
 } elig_rule;
 
+/* Whether the first len bytes of s are a name of conditions and metrics:
+ * 1 to max characters of [a-z0-9_.]. */
+int elig_valid_name(const char *s, size_t len, size_t max);
+
 /* Parses one condition. Returns 0, or -1 with a reason in err. */
 int elig_parse(const char *text, elig_rule *out, char *err, size_t errlen);
 

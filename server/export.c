@@ -42,8 +42,7 @@ static int model_of(store *db, nn_model *m, char *err, size_t errlen) {
     return rc;
   }
   nn_shape in;
-  int n = 0;
-  if (sscanf(hwc, "%dx%dx%d%n", &in.h, &in.w, &in.c, &n) != 3 || hwc[n]) {
+  if (nn_shape_parse(hwc, &in) != 0) {
     snprintf(err, errlen, "the database's input shape '%s' is unreadable", hwc);
     return COHORT_EFORMAT;
   }

@@ -42,16 +42,6 @@ typedef struct server_opts {
 
 static server_opts g_opts;
 
-/* "HxWxC" with each part in [1, 65535]. */
-static int parse_shape(const char *s, nn_shape *out) {
-  int h, w, c, used = 0;
-  if (sscanf(s, "%dx%dx%d%n", &h, &w, &c, &used) != 3 || s[used] != '\0' ||
-      h < 1 || w < 1 || c < 1 || h > 65535 || w > 65535 || c > 65535)
-    return -1;
-  *out = (nn_shape){.c = c, .h = h, .w = w};
-  return 0;
-}
-
 /* --eligible conditions into rules (FLAG_LIST_MAX of them). */
 static int parse_rules(elig_rule *rules) {
   char err[256];
@@ -351,7 +341,7 @@ int main(int argc, char **argv) {
   }
   nn_shape input = {.c = 1, .h = 28, .w = 28};
   int classes = 10;
-  if (g_opts.input && parse_shape(g_opts.input, &input) != 0) {
+  if (g_opts.input && nn_shape_parse(g_opts.input, &input) != 0) {
     log_error("--input '%s': expected HxWxC, e.g. 28x28x1", g_opts.input);
     goto out;
   }

@@ -125,8 +125,7 @@ static int check_settings(round_engine *e, char *err, size_t errlen) {
   char want[3][64], have[64];
   const char *keys[3] = {"model_spec", "input_hwc", "classes"};
   snprintf(want[0], sizeof want[0], "%s", e->model.spec);
-  snprintf(want[1], sizeof want[1], "%dx%dx%d", e->cfg.input.h, e->cfg.input.w,
-           e->cfg.input.c);
+  nn_shape_format(e->cfg.input, want[1]);
   snprintf(want[2], sizeof want[2], "%d", e->cfg.classes);
   for (int i = 0; i < 3; i++) {
     int rc = store_setting_get(e->db, keys[i], have, sizeof have);

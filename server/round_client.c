@@ -173,16 +173,7 @@ static void fill_task(round_engine *e, round_task *t) {
 /* ---- check-in ---- */
 
 static int valid_name(const char *s, size_t max) {
-  size_t n = strlen(s);
-  if (n == 0 || n > max)
-    return 0;
-  for (size_t i = 0; i < n; i++) {
-    char ch = s[i];
-    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' ||
-          ch == '.'))
-      return 0;
-  }
-  return 1;
+  return elig_valid_name(s, strlen(s), max);
 }
 
 round_verdict round_checkin(round_engine *e, int64_t client,
