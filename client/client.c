@@ -22,6 +22,7 @@
 #include "nn_zoo.h"
 #include "pb.h"
 #include "rpc_client.h"
+#include "update_codec.h"
 #include "wire.h"
 
 #define COHORT_MAX_ATTRIBUTES 16
@@ -47,6 +48,8 @@ struct cohort_client {
   uint8_t model_sha[CRYPTO_SHA256_LEN];
   uint8_t *model_blob;
   size_t model_len;
+
+  update_codec codec; /* the task's codec and its error-feedback memory */
 };
 
 static void set_error(cohort_client_t *c, const char *fmt, ...)
@@ -141,6 +144,7 @@ void cohort_client_free(cohort_client_t *c) {
   for (size_t i = 0; i < COHORT_MAX_ATTRIBUTES; i++)
     free((char *)c->attributes[i].name);
   free(c->model_blob);
+  update_codec_free(&c->codec);
   free(c);
 }
 
@@ -220,9 +224,11 @@ static int do_register(cohort_client_t *c) {
   Cohort__V1__ClientFacts facts = COHORT__V1__CLIENT_FACTS__INIT;
   facts.platform = c->platform;
   facts.library_version = COHORT_VERSION;
-  char *codecs[] = {"fp32"};
+  /* The codec stages this library encodes (docs/codecs.md). */
+  char *codecs[] = {"fp32",  "fp16", "bf16", "q",      "rot",
+                    "randk", "topk", "ef",   "sketch", "zstd"};
   facts.codecs = codecs;
-  facts.n_codecs = 1;
+  facts.n_codecs = sizeof codecs / sizeof codecs[0];
   facts.max_message_bytes = PB_MAX_MESSAGE_BYTES;
   Cohort__V1__RegisterRequest req = COHORT__V1__REGISTER_REQUEST__INIT;
   req.enrollment_token = c->enrollment_token;
@@ -430,9 +436,9 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
   size_t n = c->model_len / sizeof(float);
   float *global = malloc(c->model_len);
   float *params = malloc(c->model_len);
-  uint8_t *wire = malloc(c->model_len);
+  uint8_t *wire = NULL;
   nn_model m = {0};
-  if (!global || !params || !wire) {
+  if (!global || !params) {
     rc = COHORT_ENOMEM;
     goto out;
   }
@@ -521,8 +527,18 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     rc = COHORT_ECALLBACK;
     goto out;
   }
-  wire_put_f32le(wire, params, n);
-  rc = upload_update(c, t, wire, c->model_len, res.num_examples, info);
+  size_t wire_len = 0;
+  char err[240] = "out of memory";
+  rc = update_codec_encode(&c->codec, t->codec, t->codec_seed.data,
+                           t->codec_seed.len, t->codec_clip, params, n, &wire,
+                           &wire_len, err, sizeof err);
+  if (rc) {
+    set_error(c, "%s", err);
+    goto out;
+  }
+  rc = upload_update(c, t, wire, wire_len, res.num_examples, info);
+  if (!rc)
+    update_codec_accepted(&c->codec);
   info->train_loss = res.train_loss;
 out:
   free(global);

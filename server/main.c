@@ -33,11 +33,12 @@ typedef struct server_opts {
   long rounds, clients_per_round, min_clients, seed, epochs, batch_size;
   long workers, retry_ms, retry_max_ms, threads, classes, eval_every;
   long eval_limit;
-  const char *input, *strategy;
+  const char *input, *strategy, *codec;
   flag_list eligible;
   double round_timeout, selection_timeout, lr, linger;
   double fraction, over_select, active_window;
   double server_lr, server_momentum, beta1, beta2, tau, mu, trim;
+  double codec_clip;
 } server_opts;
 
 static server_opts g_opts;
@@ -127,6 +128,12 @@ static const flag_def FLAGS[] = {
      "fedprox's proximal term sent to clients (-1: 0.01)"},
     {"trim", FLAG_DOUBLE, &g_opts.trim, "-1", -1, 0.4999, "BETA",
      "trimmed_mean's fraction cut at each end (-1: 0.1)"},
+    {"codec", FLAG_STRING, &g_opts.codec, "fp32", 0, 0, "SPEC",
+     "update codec clients encode with, e.g. q8, rot+q4, randk:0.1+q8, "
+     "sketch:5x20000, topk:0.01+ef+zstd (docs/codecs.md)"},
+    {"codec-clip", FLAG_DOUBLE, &g_opts.codec_clip, "0", 0, 1e6, "C",
+     "qB quantizes over [-C, C], common to all clients (0: each client "
+     "scales its own payload)"},
     {"eval-every", FLAG_INT, &g_opts.eval_every, "0", 0, NUM(1000000), "N",
      "after every N training rounds, a federated-evaluation round in which "
      "clients evaluate the model on their held-out data (0: never)"},
@@ -392,6 +399,8 @@ int main(int argc, char **argv) {
   cfg.learning_rate = g_opts.lr;
   cfg.seed = (uint64_t)g_opts.seed;
   cfg.model_spec = g_opts.model;
+  cfg.codec_spec = g_opts.codec;
+  cfg.codec_clip = g_opts.codec_clip;
   cfg.input = input;
   cfg.classes = classes;
   cfg.eval = g_opts.eval_data ? &eval : NULL;

@@ -234,19 +234,17 @@ static int resume_participant(void *ctx, const store_participant *sp) {
   e->n_done += (size_t)p->reported;
   if (!sp->uploaded)
     return COHORT_OK;
-  size_t n = e->model.n_params;
-  float *delta =
-      sp->delta_len == n * sizeof(float) ? malloc(sp->delta_len) : NULL;
-  char why[160] = "kept update missing or of the wrong size";
-  if (delta) {
-    wire_get_f32le(delta, sp->delta, n);
+  float *delta = malloc(e->agg_dim * sizeof *delta);
+  char why[200] = "out of memory";
+  if (delta && round_codec_decode(e, sp->delta, sp->delta_len, delta, why,
+                                  sizeof why) == COHORT_OK) {
     if (aggregate_add(e->agg, delta, sp->examples, why, sizeof why) ==
         COHORT_OK) {
       p->uploaded = 1;
       crypto_unhex(sp->sha256_hex, p->digest, sizeof p->digest);
     }
-    free(delta);
   }
+  free(delta);
   if (p->uploaded) {
     e->n_done++;
     return COHORT_OK;
@@ -284,8 +282,17 @@ static int resume_round(round_engine *e, char *err, size_t errlen) {
                             "latest",
                             clock_wall_s());
   }
+  int evaluate = strcmp(info.kind, "EVALUATE") == 0;
+  char why[300];
+  if (!evaluate && round_codec_resume(e, &info.codec, why, sizeof why)) {
+    log_warn("round %lld cannot be resumed (%s): FAILED", (long long)info.id,
+             why);
+    return store_round_fail(e->db, info.id,
+                            "coordinator restarted with another codec",
+                            clock_wall_s());
+  }
   e->round = info.id;
-  e->kind = strcmp(info.kind, "EVALUATE") == 0 ? KIND_EVALUATE : KIND_TRAIN;
+  e->kind = evaluate ? KIND_EVALUATE : KIND_TRAIN;
   e->target = info.target > 0 ? (size_t)info.target : 1;
   e->select_max = (size_t)ceil((double)e->target * (1.0 + e->cfg.over_select));
   resume_ctx ctx = {.e = e};
@@ -353,13 +360,14 @@ int round_engine_new(const round_config *cfg, store *db, round_engine **out,
   if (rc)
     goto out;
   rc = strategy_new(&cfg->strategy, e->model.n_params, &e->strategy);
+  if (!rc && (rc = round_codec_setup(e, err, errlen)))
+    goto out;
   if (!rc) {
     agg_kind kind = strategy_aggregation(e->strategy);
     /* The robust kinds keep every update (4 bytes per parameter each):
      * a round's selection is bounded for them. */
     size_t cap = kind == AGG_MEAN ? 0 : ROBUST_MAX_UPDATES;
-    rc = aggregate_new(kind, e->model.n_params, cap, cfg->strategy.trim,
-                       &e->agg);
+    rc = aggregate_new(kind, e->agg_dim, cap, cfg->strategy.trim, &e->agg);
   }
   if (rc) {
     snprintf(err, errlen, "cannot set up strategy %s: %s",
@@ -371,6 +379,8 @@ int round_engine_new(const round_config *cfg, store *db, round_engine **out,
     rc = load_or_create_model(e, err, errlen);
   if (!rc)
     rc = load_strategy_state(e);
+  if (!rc)
+    rc = round_codec_load_state(e);
   int64_t max_round = 0;
   if (!rc)
     rc = store_round_count_committed(db, &e->committed);
@@ -390,10 +400,11 @@ int round_engine_new(const round_config *cfg, store *db, round_engine **out,
     rc = store_round_eval_exists(db, e->version, &exists);
     e->eval_due = !exists;
   }
-  log_info("model %s (%zu parameters), version %lld, strategy %s; %lld of "
-           "%ld rounds committed",
+  log_info("model %s (%zu parameters), version %lld, strategy %s, codec %s "
+           "(%zu bytes per update); %lld of %ld rounds committed",
            e->model.spec, e->model.n_params, (long long)e->version,
-           strategy_name(cfg->strategy.kind), (long long)e->committed,
+           strategy_name(cfg->strategy.kind), codec_spec(e->codec),
+           codec_wire_size(e->codec, &e->cparams), (long long)e->committed,
            cfg->rounds);
 out:
   if (rc) {
@@ -418,6 +429,7 @@ void round_engine_free(round_engine *e) {
   free(e->parts);
   aggregate_free(e->agg);
   strategy_free(e->strategy);
+  round_codec_free(e);
   free(e->global);
   free(e->blob);
   free(e->seen);
@@ -441,9 +453,12 @@ static int open_round(round_engine *e) {
   int64_t id = e->next_round;
   round_kind kind = e->eval_due ? KIND_EVALUATE : KIND_TRAIN;
   size_t target = round_target(e);
-  int rc = store_round_open(e->db, id, e->version,
-                            kind == KIND_EVALUATE ? "EVALUATE" : "TRAIN",
-                            (int64_t)target, clock_wall_s());
+  store_codec sc;
+  int rc = kind == KIND_TRAIN ? round_codec_new_round(e, &sc) : COHORT_OK;
+  if (!rc)
+    rc = store_round_open(
+        e->db, id, e->version, kind == KIND_EVALUATE ? "EVALUATE" : "TRAIN",
+        (int64_t)target, kind == KIND_TRAIN ? &sc : NULL, clock_wall_s());
   if (rc)
     return rc;
   e->next_round++;
@@ -524,17 +539,28 @@ static int aggregate_and_commit(round_engine *e) {
   /* The strategy's state before the step, to put back if the round fails:
    * the next round must start from the state of the committed model, as a
    * restarted coordinator would. */
-  size_t state_len = strategy_state_bytes(e->strategy);
+  size_t state_len = strategy_state_bytes(e->strategy), codec_len = 0;
   uint8_t *before = malloc(state_len), *state = malloc(state_len);
+  uint8_t *codec_before = round_codec_save_state(e, &codec_len);
+  double *combined = malloc(e->agg_dim * sizeof *combined);
   double *delta = malloc(n * sizeof *delta);
   float *next = malloc(n * sizeof *next);
-  int rc = before && state && delta && next ? aggregate_result(e->agg, delta)
-                                            : COHORT_ENOMEM;
+  char why[200] = "out of memory";
+  int rc = before && state && combined && delta && next &&
+                   (codec_before || !codec_len)
+               ? aggregate_result(e->agg, combined)
+               : COHORT_ENOMEM;
+  if (!rc)
+    rc = round_codec_finish(e, combined, delta, why, sizeof why);
   if (!rc) {
     strategy_state_save(e->strategy, before);
     rc = strategy_step(e->strategy, e->global, delta, next);
-    if (!rc && wire_first_nonfinite(next, n) < n)
+    if (!rc && wire_first_nonfinite(next, n) < n) {
       rc = COHORT_EINVAL;
+      snprintf(why, sizeof why,
+               "aggregation gave a non-finite model; lower "
+               "the server learning rate");
+    }
     if (rc)
       strategy_state_load(e->strategy, before, state_len, NULL, 0);
   }
@@ -542,22 +568,32 @@ static int aggregate_and_commit(round_engine *e) {
     nn_evaluate(&e->model.net, next, e->cfg.eval, &r.accuracy, &r.loss);
   if (!rc)
     strategy_state_save(e->strategy, state);
+  size_t codec_after_len = 0;
+  uint8_t *codec_after =
+      rc ? NULL : round_codec_save_state(e, &codec_after_len);
+  if (!rc && codec_len && !codec_after)
+    rc = COHORT_ENOMEM;
+  if (rc)
+    round_codec_restore_state(e, codec_before);
+  free(codec_before);
+  free(combined);
   free(delta);
   pthread_mutex_lock(&e->mu);
   if (rc) {
     free(before);
     free(next);
     free(state);
-    return fail_round(e, rc == COHORT_EINVAL
-                             ? "aggregation gave a non-finite model; lower "
-                               "the server learning rate"
-                             : "aggregation failed: out of memory");
+    free(codec_after);
+    char reason[240];
+    snprintf(reason, sizeof reason, "aggregation failed: %s", why);
+    return fail_round(e, reason);
   }
   int64_t parent = e->version;
   rc = set_global(e, next, parent + 1);
   if (rc) {
     free(before);
     free(state);
+    free(codec_after);
     return rc;
   }
   store_model m = {.version = e->version,
@@ -568,8 +604,13 @@ static int aggregate_and_commit(round_engine *e) {
   snprintf(m.spec, sizeof m.spec, "%s", e->model.spec);
   crypto_hex(e->sha, sizeof e->sha, m.sha256_hex);
   r.finished_at = clock_wall_s();
-  rc = store_round_commit(e->db, &r, &m, state, state_len);
+  store_server_state ss = {.strategy = state,
+                           .strategy_len = state_len,
+                           .codec = codec_after,
+                           .codec_len = codec_after_len};
+  rc = store_round_commit(e->db, &r, &m, &ss);
   free(state);
+  free(codec_after);
   free(before);
   if (rc) {
     log_error("round %lld: cannot commit: %s", (long long)e->round,

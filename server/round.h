@@ -47,7 +47,9 @@ typedef struct round_config {
   int batch_size;
   double learning_rate;
   strategy_config strategy;
-  uint64_t seed; /* initial model */
+  const char *codec_spec; /* update codec (common/codec.h); NULL = fp32 */
+  double codec_clip;      /* qB's common clip; 0 = per-payload scale */
+  uint64_t seed;          /* initial model */
   const char *model_spec;
   nn_shape input;         /* one example (28 x 28 x 1) */
   int classes;            /* labels (10) */
@@ -107,6 +109,9 @@ typedef struct round_task {
   int epochs, batch_size;
   double learning_rate;
   float fedprox_mu;
+  char codec[128];        /* the canonical codec spec */
+  uint8_t codec_seed[32]; /* the round seed */
+  float codec_clip;       /* qB's common clip; 0 = per payload */
   uint32_t deadline_ms;
 } round_task;
 typedef struct checkin_result {

@@ -164,6 +164,9 @@ static void fill_task(round_engine *e, round_task *t) {
   t->batch_size = e->cfg.batch_size;
   t->learning_rate = e->cfg.learning_rate;
   t->fedprox_mu = strategy_client_mu(e->strategy);
+  snprintf(t->codec, sizeof t->codec, "%s", codec_spec(e->codec));
+  memcpy(t->codec_seed, e->cparams.seed, sizeof t->codec_seed);
+  t->codec_clip = e->cparams.clip;
   double left = e->state == ROUND_TRAINING
                     ? e->deadline - clock_mono_s()
                     : e->cfg.round_timeout_s + e->cfg.selection_timeout_s;
@@ -336,7 +339,6 @@ static void drop_assembly(participant *p) {
 static round_verdict finish_upload(round_engine *e, participant *p,
                                    uint64_t examples) {
   uint8_t digest[CRYPTO_SHA256_LEN];
-  size_t n = e->model.n_params;
   round_verdict v = round_ok();
   float *delta = NULL;
   if (crypto_sha256(p->buf, p->total, digest) ||
@@ -346,23 +348,22 @@ static round_verdict finish_upload(round_engine *e, participant *p,
         "update digest does not match its bytes; upload it again");
     goto out;
   }
-  delta = malloc(n * sizeof *delta);
+  delta = malloc(e->agg_dim * sizeof *delta);
   if (!delta) {
     v = round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED,
                            "coordinator out of memory");
     goto out;
   }
-  wire_get_f32le(delta, p->buf, n);
-  size_t bad = wire_first_nonfinite(delta, n);
-  if (bad < n) {
-    v = round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
-                           "update element %zu is %s; updates must be finite",
-                           bad, isnan(delta[bad]) ? "NaN" : "infinite");
+  /* Decoding checks the payload's length, indices and values: NaN and
+   * infinity are refused there. */
+  char why[200];
+  if (round_codec_decode(e, p->buf, p->total, delta, why, sizeof why)) {
+    v = round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT, "update refused: %s",
+                           why);
     goto out;
   }
   /* The aggregate's own checks (magnitude, weight) before anything is
    * stored; the add itself comes after the store, which may still fail. */
-  char why[160];
   if (aggregate_check(e->agg, delta, examples, why, sizeof why)) {
     v = round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT, "update refused: %s",
                            why);
@@ -406,7 +407,6 @@ round_verdict round_upload(round_engine *e, int64_t client,
                            int *complete) {
   *next_offset = 0;
   *complete = 0;
-  size_t want = e->model.n_params * sizeof(float);
   if (c->len > PB_MAX_CHUNK_BYTES)
     return round_fail_verdict(
         GRPC_STATUS_INVALID_ARGUMENT,
@@ -416,13 +416,6 @@ round_verdict round_upload(round_engine *e, int64_t client,
     return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
                               "update_sha256 has %zu bytes; SHA-256 has 32",
                               c->sha256_len);
-  if (c->total_size != want)
-    return round_fail_verdict(
-        GRPC_STATUS_INVALID_ARGUMENT,
-        "update has %llu bytes (%llu float32 elements); the model "
-        "has %zu elements (%zu bytes)",
-        (unsigned long long)c->total_size,
-        (unsigned long long)(c->total_size / 4), want / 4, want);
   if (c->num_examples == 0 || c->num_examples > MAX_EXAMPLES)
     return round_fail_verdict(
         GRPC_STATUS_INVALID_ARGUMENT, "num_examples %llu is outside [1, %llu]",
@@ -441,6 +434,9 @@ round_verdict round_upload(round_engine *e, int64_t client,
     v = stale_round(e, c->round, "update");
     goto out;
   }
+  v = round_codec_check_size(e, c->total_size);
+  if (v.code)
+    goto out;
   if (e->kind == KIND_EVALUATE) {
     v = round_fail_verdict(GRPC_STATUS_FAILED_PRECONDITION,
                            "round %lld is an evaluation round: Report "
@@ -487,13 +483,13 @@ round_verdict round_upload(round_engine *e, int64_t client,
       *next_offset = 0; /* start over from the beginning */
       goto out;
     }
-    p->buf = malloc(want);
+    p->buf = malloc(c->total_size);
     if (!p->buf) {
       v = round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED,
                              "coordinator out of memory");
       goto out;
     }
-    p->total = want;
+    p->total = c->total_size;
     p->received = 0;
     memcpy(p->digest, c->sha256, CRYPTO_SHA256_LEN);
   }

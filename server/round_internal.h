@@ -7,6 +7,7 @@
 #include <pthread.h>
 
 #include "aggregate.h"
+#include "codec.h"
 #include "crypto.h"
 #include "round.h"
 #include "strategy.h"
@@ -67,6 +68,13 @@ struct round_engine {
 
   seen_client *seen;
   size_t n_seen, cap_seen;
+
+  /* The update codec (round_codec.c). */
+  codec *codec;
+  codec_params cparams; /* dim, clip and the current round's seed */
+  int agg_linear;       /* aggregate in the codec's linear domain */
+  size_t agg_dim;       /* the aggregate's length */
+  codec_state *cstate;  /* the coordinator's sketch state, or NULL */
 };
 
 round_verdict round_ok(void);
@@ -79,5 +87,31 @@ participant *round_add_participant(round_engine *e, int64_t client);
 /* Clients seen at check-in within the active window. */
 size_t round_active_clients(round_engine *e, double now);
 int round_done_locked(round_engine *e);
+
+/* ---- round_codec.c ---- */
+/* Parses --codec, sizes the aggregate's domain and the coordinator state. */
+int round_codec_setup(round_engine *e, char *err, size_t errlen);
+void round_codec_free(round_engine *e);
+/* The codec state committed with the current model, if any. */
+int round_codec_load_state(round_engine *e);
+/* A copy of the codec state (malloc'd; NULL and *len 0 when none) and its
+ * restoration, so a failed round leaves no trace in it. */
+uint8_t *round_codec_save_state(round_engine *e, size_t *len);
+void round_codec_restore_state(round_engine *e, const uint8_t *blob);
+/* A fresh round seed from the CSPRNG; *out is what the round row keeps. */
+int round_codec_new_round(round_engine *e, store_codec *out);
+/* Takes the seed of an interrupted round back; refuses a round whose
+ * updates were encoded with another codec or clip. */
+int round_codec_resume(round_engine *e, const store_codec *sc, char *why,
+                       size_t whylen);
+/* The upload's total size against the codec's wire size. */
+round_verdict round_codec_check_size(const round_engine *e, uint64_t total);
+/* One upload into out (e->agg_dim floats): the linear domain for mean
+ * strategies, the model domain for the robust ones. */
+int round_codec_decode(const round_engine *e, const uint8_t *payload,
+                       size_t len, float *out, char *why, size_t whylen);
+/* The combined updates (e->agg_dim doubles) to the model delta (dim). */
+int round_codec_finish(round_engine *e, const double *combined, double *delta,
+                       char *why, size_t whylen);
 
 #endif

@@ -112,7 +112,10 @@ static void handle_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
     task.kind = res.task.evaluate ? COHORT__V1__TASK_KIND__TASK_EVALUATE
                                   : COHORT__V1__TASK_KIND__TASK_TRAIN;
     task.plan = &plan;
-    task.codec = "fp32";
+    task.codec = res.task.codec;
+    task.codec_seed.data = res.task.codec_seed;
+    task.codec_seed.len = sizeof res.task.codec_seed;
+    task.codec_clip = res.task.codec_clip;
     task.deadline_ms = res.task.deadline_ms;
     task.max_chunk_bytes = PB_MAX_CHUNK_BYTES;
     task.input_channels = (uint32_t)res.task.input.c;

@@ -98,6 +98,16 @@ static const char *MIGRATE_V2 =
     "  value TEXT NOT NULL);"
     "PRAGMA user_version = 2;";
 
+/* Version 3: update codecs. Each training round records its codec, round
+ * seed and clip (a restarted coordinator decodes the updates it kept with
+ * them); the codec's coordinator state is kept with the strategy's. */
+static const char *MIGRATE_V3 =
+    "ALTER TABLE rounds ADD COLUMN codec TEXT;"
+    "ALTER TABLE rounds ADD COLUMN codec_seed TEXT;"
+    "ALTER TABLE rounds ADD COLUMN codec_clip REAL;"
+    "ALTER TABLE strategy_state ADD COLUMN codec_state BLOB;"
+    "PRAGMA user_version = 3;";
+
 const char *store_errmsg(store *s) {
   if (!s || !s->db)
     return "no database";
@@ -232,7 +242,8 @@ int store_open(const char *path, store **out, char *err, size_t errlen) {
   /* A new database takes the same steps as an old one being upgraded, so
    * the migration path is the one every test exercises. */
   if ((version < 1 && migrate(s, SCHEMA_V1)) ||
-      (version < 2 && migrate(s, MIGRATE_V2))) {
+      (version < 2 && migrate(s, MIGRATE_V2)) ||
+      (version < 3 && migrate(s, MIGRATE_V3))) {
     snprintf(err, errlen,
              "database %s: cannot create or upgrade the schema: "
              "%s",
@@ -423,19 +434,21 @@ int store_setting_put(store *s, const char *key, const char *value) {
 
 /* ---- server optimizer state ---- */
 
-int store_strategy_state_get(store *s, int64_t version, uint8_t **blob,
-                             size_t *len) {
+/* One blob column of the strategy_state row of model `version`; a NULL
+ * (no codec state) reads as not found. */
+static int state_column_get(store *s, const char *sql, int64_t version,
+                            uint8_t **blob, size_t *len) {
   sqlite3_stmt *st;
-  int rc = store_prepare(
-      s, "SELECT state FROM strategy_state WHERE version = ?1", &st);
+  int rc = store_prepare(s, sql, &st);
   if (rc)
     return rc;
   sqlite3_bind_int64(st, 1, version);
   int step = sqlite3_step(st);
-  if (step != SQLITE_ROW) {
+  if (step != SQLITE_ROW || sqlite3_column_type(st, 0) == SQLITE_NULL) {
     sqlite3_finalize(st);
-    return step == SQLITE_DONE ? COHORT_ENOTFOUND
-                               : store_fail(s, "get strategy state");
+    return step == SQLITE_DONE || step == SQLITE_ROW
+               ? COHORT_ENOTFOUND
+               : store_fail(s, "get server state");
   }
   size_t n = (size_t)sqlite3_column_bytes(st, 0);
   *blob = malloc(n ? n : 1);
@@ -448,4 +461,18 @@ int store_strategy_state_get(store *s, int64_t version, uint8_t **blob,
   *len = n;
   sqlite3_finalize(st);
   return COHORT_OK;
+}
+
+int store_strategy_state_get(store *s, int64_t version, uint8_t **blob,
+                             size_t *len) {
+  return state_column_get(s,
+                          "SELECT state FROM strategy_state WHERE version = ?1",
+                          version, blob, len);
+}
+
+int store_codec_state_get(store *s, int64_t version, uint8_t **blob,
+                          size_t *len) {
+  return state_column_get(
+      s, "SELECT codec_state FROM strategy_state WHERE version = ?1", version,
+      blob, len);
 }

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 
 typedef struct store store;
 
@@ -65,6 +65,10 @@ int store_setting_put(store *s, const char *key, const char *value);
  * store_round_commit). *blob is malloc'd. COHORT_ENOTFOUND when none. */
 int store_strategy_state_get(store *s, int64_t version, uint8_t **blob,
                              size_t *len);
+/* The update codec's coordinator state after model `version` (sketch error
+ * accumulation and momentum). COHORT_ENOTFOUND when none. */
+int store_codec_state_get(store *s, int64_t version, uint8_t **blob,
+                          size_t *len);
 
 /* ---- rounds ---- */
 typedef struct store_round_result {
@@ -80,23 +84,40 @@ typedef struct store_round_result {
 int store_round_max(store *s, int64_t *id);
 /* Committed training rounds (evaluation rounds do not count). */
 int store_round_count_committed(store *s, int64_t *n);
+/* How a training round's updates are encoded: what a restarted
+ * coordinator needs to decode the updates it kept. */
+typedef struct store_codec {
+  char spec[128];
+  char seed_hex[65]; /* the round seed, 32 bytes */
+  double clip;       /* qB's common clip; 0 = per-payload scale */
+} store_codec;
+
 /* kind is "TRAIN" or "EVALUATE"; target is the number of updates (or
- * reports) the round wants. */
+ * reports) the round wants; codec is NULL for evaluation rounds. */
 int store_round_open(store *s, int64_t id, int64_t base_version,
-                     const char *kind, int64_t target, double now);
+                     const char *kind, int64_t target, const store_codec *codec,
+                     double now);
 /* Moves a round to TRAINING (with its upload deadline, wall-clock seconds),
  * AGGREGATING or FAILED(reason). */
 int store_round_set_state(store *s, int64_t id, const char *state,
                           const char *reason, double now);
 int store_round_set_training(store *s, int64_t id, double deadline_at,
                              double now);
+/* The coordinator's state that goes with a committed model; either blob
+ * may be NULL (none). */
+typedef struct store_server_state {
+  const uint8_t *strategy;
+  size_t strategy_len;
+  const uint8_t *codec;
+  size_t codec_len;
+} store_server_state;
+
 /* In one transaction: inserts model m (m->version, round, parent) and the
- * strategy's state after it (state may be NULL), marks the round COMMITTED
- * with the result's figures and the federated evaluation of its
- * participants' reports, and drops the round's stored updates. */
+ * server state after it (NULL: none), marks the round COMMITTED with the
+ * result's figures and the federated evaluation of its participants'
+ * reports, and drops the round's stored updates. */
 int store_round_commit(store *s, const store_round_result *r,
-                       const store_model *m, const uint8_t *state,
-                       size_t state_len);
+                       const store_model *m, const store_server_state *state);
 /* Ends an evaluation round: COMMITTED with the coordinator's figures and
  * the weighted mean of the clients' reports; no model is created. */
 int store_round_finish_eval(store *s, const store_round_result *r);
@@ -115,6 +136,7 @@ typedef struct store_round_info {
   char state[16];     /* OPEN, TRAINING or AGGREGATING */
   char kind[16];      /* TRAIN or EVALUATE */
   double deadline_at; /* wall clock; 0 before TRAINING */
+  store_codec codec;  /* TRAIN rounds */
 } store_round_info;
 int store_round_unfinished(store *s, store_round_info *out);
 /* Whether an evaluation round (in any state) was ever opened on model

@@ -20,12 +20,14 @@ int store_round_count_committed(store *s, int64_t *n) {
 }
 
 int store_round_open(store *s, int64_t id, int64_t base_version,
-                     const char *kind, int64_t target, double now) {
+                     const char *kind, int64_t target, const store_codec *codec,
+                     double now) {
   sqlite3_stmt *st;
   int rc = store_prepare(s,
                          "INSERT INTO rounds (id, state, kind, target,"
-                         " base_version, started_at, updated_at)"
-                         " VALUES (?1, 'OPEN', ?2, ?3, ?4, ?5, ?5)",
+                         " base_version, started_at, updated_at, codec,"
+                         " codec_seed, codec_clip)"
+                         " VALUES (?1, 'OPEN', ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8)",
                          &st);
   if (rc)
     return rc;
@@ -34,6 +36,11 @@ int store_round_open(store *s, int64_t id, int64_t base_version,
   sqlite3_bind_int64(st, 3, target);
   sqlite3_bind_int64(st, 4, base_version);
   sqlite3_bind_double(st, 5, now);
+  if (codec) {
+    sqlite3_bind_text(st, 6, codec->spec, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 7, codec->seed_hex, -1, SQLITE_STATIC);
+    sqlite3_bind_double(st, 8, codec->clip);
+  }
   return store_run(s, st, "open round");
 }
 
@@ -127,32 +134,38 @@ static int drop_updates(store *s, int64_t round) {
 
 /* Keeps only the optimizer state of the newest model: older states are
  * never read again. */
-static int put_strategy_state(store *s, int64_t version, const uint8_t *state,
-                              size_t len) {
+/* Only the latest model's state is kept: it is all a restart needs. */
+static int put_server_state(store *s, int64_t version,
+                            const store_server_state *state) {
   sqlite3_stmt *st;
   int rc = store_prepare(s, "DELETE FROM strategy_state", &st);
   if (!rc)
-    rc = store_run(s, st, "drop strategy state");
-  if (rc || !state)
+    rc = store_run(s, st, "drop server state");
+  if (rc || !state || (!state->strategy && !state->codec))
     return rc;
-  rc = store_prepare(
-      s, "INSERT INTO strategy_state (version, state) VALUES (?1, ?2)", &st);
+  rc = store_prepare(s,
+                     "INSERT INTO strategy_state (version, state, codec_state)"
+                     " VALUES (?1, ?2, ?3)",
+                     &st);
   if (rc)
     return rc;
+  static const uint8_t none[1];
   sqlite3_bind_int64(st, 1, version);
-  sqlite3_bind_blob64(st, 2, state, len, SQLITE_STATIC);
-  return store_run(s, st, "put strategy state");
+  sqlite3_bind_blob64(st, 2, state->strategy ? state->strategy : none,
+                      state->strategy ? state->strategy_len : 0, SQLITE_STATIC);
+  if (state->codec)
+    sqlite3_bind_blob64(st, 3, state->codec, state->codec_len, SQLITE_STATIC);
+  return store_run(s, st, "put server state");
 }
 
 int store_round_commit(store *s, const store_round_result *r,
-                       const store_model *m, const uint8_t *state,
-                       size_t state_len) {
+                       const store_model *m, const store_server_state *state) {
   int rc = store_exec(s, "BEGIN IMMEDIATE");
   if (rc)
     return rc;
   rc = store_insert_model(s, m, r->finished_at);
   if (!rc)
-    rc = put_strategy_state(s, m->version, state, state_len);
+    rc = put_server_state(s, m->version, state);
   if (!rc)
     rc = record_result(s, r, m->version);
   if (!rc)
@@ -215,7 +228,9 @@ int store_round_unfinished(store *s, store_round_info *out) {
   sqlite3_stmt *st;
   int rc = store_prepare(s,
                          "SELECT id, base_version, target, state, kind,"
-                         " COALESCE(deadline_at, 0) FROM rounds"
+                         " COALESCE(deadline_at, 0), COALESCE(codec, ''),"
+                         " COALESCE(codec_seed, ''), COALESCE(codec_clip, 0)"
+                         " FROM rounds"
                          " WHERE state NOT IN ('COMMITTED', 'FAILED')"
                          " ORDER BY id DESC LIMIT 1",
                          &st);
@@ -232,6 +247,11 @@ int store_round_unfinished(store *s, store_round_info *out) {
     snprintf(out->kind, sizeof out->kind, "%s",
              (const char *)sqlite3_column_text(st, 4));
     out->deadline_at = sqlite3_column_double(st, 5);
+    snprintf(out->codec.spec, sizeof out->codec.spec, "%s",
+             (const char *)sqlite3_column_text(st, 6));
+    snprintf(out->codec.seed_hex, sizeof out->codec.seed_hex, "%s",
+             (const char *)sqlite3_column_text(st, 7));
+    out->codec.clip = sqlite3_column_double(st, 8);
   } else {
     rc = step == SQLITE_DONE ? COHORT_ENOTFOUND
                              : store_fail(s, "find unfinished round");

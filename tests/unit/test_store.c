@@ -240,9 +240,11 @@ static void test_round_commit_writes_model_and_state(void) {
   int64_t n = -1;
   CU_ASSERT_EQUAL(store_round_max(s, &n), COHORT_OK);
   CU_ASSERT_EQUAL(n, 0);
-  CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, "TRAIN", 1, 2.0), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, "TRAIN", 1, NULL, 2.0),
+                        COHORT_OK);
   CU_ASSERT_STRING_EQUAL(round1_state(path), "OPEN");
-  CU_ASSERT_NOT_EQUAL(store_round_open(s, 1, 0, "TRAIN", 1, 2.0), COHORT_OK);
+  CU_ASSERT_NOT_EQUAL(store_round_open(s, 1, 0, "TRAIN", 1, NULL, 2.0),
+                      COHORT_OK);
   CU_ASSERT_EQUAL_FATAL(store_round_set_state(s, 1, "TRAINING", NULL, 3.0),
                         COHORT_OK);
   CU_ASSERT_STRING_EQUAL(round1_state(path), "TRAINING");
@@ -261,7 +263,7 @@ static void test_round_commit_writes_model_and_state(void) {
                           .bytes_up_mean = 1234,
                           .bytes_down_mean = 5678,
                           .finished_at = 4.0};
-  CU_ASSERT_EQUAL_FATAL(store_round_commit(s, &r, &m1, NULL, 0), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_round_commit(s, &r, &m1, NULL), COHORT_OK);
   CU_ASSERT_STRING_EQUAL(round1_state(path), "COMMITTED");
   CU_ASSERT_EQUAL(
       db_peek_int(path, "SELECT model_version FROM rounds WHERE id = 1"), 1);
@@ -303,13 +305,14 @@ static void test_commit_missing_round_rolls_back(void) {
   char path[256];
   store *s = open_fresh(path, sizeof path);
   put_initial(s, 16);
-  CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, "TRAIN", 1, 2.0), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, "TRAIN", 1, NULL, 2.0),
+                        COHORT_OK);
 
   /* Round 42 does not exist: the model insert must be undone. */
   store_model m = make_model(1, 42, 0, 16, 1);
   store_round_result r = {
       .round = 42, .accuracy = NAN, .loss = NAN, .finished_at = 3.0};
-  CU_ASSERT_NOT_EQUAL(store_round_commit(s, &r, &m, NULL, 0), COHORT_OK);
+  CU_ASSERT_NOT_EQUAL(store_round_commit(s, &r, &m, NULL), COHORT_OK);
   CU_ASSERT_EQUAL(
       db_peek_int(path, "SELECT COUNT(*) FROM models WHERE version = 1"), 0);
   CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM models"), 1);
@@ -322,12 +325,12 @@ static void test_commit_missing_round_rolls_back(void) {
    * is not marked COMMITTED. */
   store_model dup = make_model(0, 1, 0, 16, 2);
   r.round = 1;
-  CU_ASSERT_NOT_EQUAL(store_round_commit(s, &r, &dup, NULL, 0), COHORT_OK);
+  CU_ASSERT_NOT_EQUAL(store_round_commit(s, &r, &dup, NULL), COHORT_OK);
   CU_ASSERT_STRING_EQUAL(round1_state(path), "OPEN");
 
   /* No transaction was left open: the same model version commits now. */
   m.round = 1;
-  CU_ASSERT_EQUAL(store_round_commit(s, &r, &m, NULL, 0), COHORT_OK);
+  CU_ASSERT_EQUAL(store_round_commit(s, &r, &m, NULL), COHORT_OK);
   CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM models"), 2);
   CU_ASSERT_STRING_EQUAL(round1_state(path), "COMMITTED");
   store_model_clear(&dup);
@@ -338,12 +341,13 @@ static void test_commit_missing_round_rolls_back(void) {
 static void test_nan_accuracy_stored_as_null(void) {
   char path[256];
   store *s = open_fresh(path, sizeof path);
-  CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, "TRAIN", 1, 1.0), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, "TRAIN", 1, NULL, 1.0),
+                        COHORT_OK);
   store_model m = make_model(1, 1, 0, 8, 0);
   put_initial(s, 8);
   store_round_result r = {
       .round = 1, .accuracy = NAN, .loss = NAN, .finished_at = 2.0};
-  CU_ASSERT_EQUAL_FATAL(store_round_commit(s, &r, &m, NULL, 0), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_round_commit(s, &r, &m, NULL), COHORT_OK);
   CU_ASSERT_EQUAL(db_peek_int(path, "SELECT accuracy IS NULL FROM rounds"), 1);
   CU_ASSERT_EQUAL(db_peek_int(path, "SELECT loss IS NULL FROM rounds"), 1);
   /* Measured figures stay numbers. */
@@ -362,12 +366,12 @@ static void test_fail_unfinished(void) {
   store *s = open_fresh(path, sizeof path);
   put_initial(s, 8);
   for (int64_t id = 1; id <= 5; id++)
-    CU_ASSERT_EQUAL_FATAL(store_round_open(s, id, 0, "TRAIN", 1, 1.0),
+    CU_ASSERT_EQUAL_FATAL(store_round_open(s, id, 0, "TRAIN", 1, NULL, 1.0),
                           COHORT_OK);
   store_model m1 = make_model(1, 1, 0, 8, 1);
   store_round_result r = {
       .round = 1, .accuracy = 0.5, .loss = 1, .finished_at = 2.0};
-  CU_ASSERT_EQUAL_FATAL(store_round_commit(s, &r, &m1, NULL, 0), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_round_commit(s, &r, &m1, NULL), COHORT_OK);
   CU_ASSERT_EQUAL(store_round_set_state(s, 2, "FAILED", "earlier", 2.0),
                   COHORT_OK);
   CU_ASSERT_EQUAL(store_round_set_state(s, 4, "TRAINING", NULL, 2.0),
@@ -419,7 +423,8 @@ static void test_participations(void) {
   int64_t a = 0, b = 0;
   CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_A, "", 1.0, &a), COHORT_OK);
   CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_B, "", 1.0, &b), COHORT_OK);
-  CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, "TRAIN", 1, 1.0), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, "TRAIN", 1, NULL, 1.0),
+                        COHORT_OK);
   CU_ASSERT_EQUAL_FATAL(store_participation_select(s, 1, a, 2.0), COHORT_OK);
   CU_ASSERT_STRING_EQUAL(
       db_peek_text(path, "SELECT state FROM participations", text, sizeof text),

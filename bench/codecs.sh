@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The codec experiment of docs/benchmarks.md: a real federation (one
+# coordinator, N client processes on 127.0.0.1) per codec on Fashion-MNIST
+# with a Dirichlet label skew, printing one JSON line per codec with the
+# final test accuracy and the upload bytes of the whole run.
+#
+#   bench/codecs.sh --model mlp:200,200 --codecs "fp32 q8 rot+q4" \
+#     [--clients 20] [--rounds 30] [--partition dirichlet:0.5] [--limit N] \
+#     [--lr 0.05] [--epochs 1] [--batch 32] [--clip C] [--seed 1]
+#
+# --limit caps each client's share (the CNN is slow on two cores); --clip
+# is --codec-clip (0: per-payload scale). Every process it starts is
+# stopped when it exits.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+build=${COHORT_BUILD_DIR:-build}
+
+model=mlp:200,200 codecs=fp32 clients=20 rounds=30 partition=dirichlet:0.5
+limit=0 lr=0.05 epochs=1 batch=32 clip=0 seed=1 eval_limit=0
+while [[ $# -gt 0 ]]; do
+  case $1 in
+  --model) model=$2 ;;
+  --codecs) codecs=$2 ;;
+  --clients) clients=$2 ;;
+  --rounds) rounds=$2 ;;
+  --partition) partition=$2 ;;
+  --limit) limit=$2 ;;
+  --lr) lr=$2 ;;
+  --epochs) epochs=$2 ;;
+  --batch) batch=$2 ;;
+  --clip) clip=$2 ;;
+  --seed) seed=$2 ;;
+  --eval-limit) eval_limit=$2 ;;
+  *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift 2
+done
+
+data=/usr/share/datasets/fashion-mnist
+work=$(mktemp -d "${TMPDIR:-/tmp}/cohort-codecs-XXXXXX")
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+token="bench-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+(umask 077 && printf '%s\n' "$token" >"$work/token")
+limit_s=$((rounds * 600))
+
+for codec in $codecs; do
+  run="$work/$(echo "$codec" | tr -c 'a-z0-9\n' '_')"
+  mkdir -p "$run"
+  start=$(date +%s.%N)
+  timeout "$limit_s" "$build/server/cohort-server" \
+    --listen 127.0.0.1:0 --port-file "$run/port" --db "$run/cohort.db" \
+    --rounds "$rounds" --clients-per-round "$clients" --min-clients "$clients" \
+    --round-timeout 600 --selection-timeout 600 --model "$model" \
+    --eval-data "$data" --eval-limit "$eval_limit" --lr "$lr" \
+    --epochs "$epochs" --batch-size "$batch" --codec "$codec" \
+    --codec-clip "$clip" --enroll-token-file "$work/token" --seed "$seed" \
+    --threads 1 >"$run/rounds.txt" 2>"$run/server.log" &
+  server=$!
+  pids=("$server")
+  for _ in $(seq 200); do [[ -s "$run/port" ]] && break; sleep 0.1; done
+  port=$(cat "$run/port")
+  for ((i = 0; i < clients; i++)); do
+    COHORT_ENROLL_TOKEN="$token" timeout "$limit_s" \
+      "$build/client/cohort-client" --server "127.0.0.1:$port" --data "$data" \
+      --shard "$i/$clients" --partition "$partition" --seed "$seed" \
+      --limit "$limit" --holdout 0 --threads 1 --log-level warn \
+      2>"$run/client$i.log" &
+    pids+=("$!")
+  done
+  status=0
+  wait "$server" || status=$?
+  for p in "${pids[@]:1}"; do wait "$p" || true; done
+  pids=()
+  if [[ $status -ne 0 ]]; then
+    echo "codec $codec: coordinator failed (status $status):" >&2
+    tail -5 "$run/server.log" >&2
+    continue
+  fi
+  secs=$(echo "$(date +%s.%N) - $start" | bc)
+  /usr/bin/python3 - "$run/cohort.db" "$model" "$codec" "$clip" "$clients" \
+    "$rounds" "$partition" "$limit" "$secs" <<'PY'
+import json, sqlite3, sys
+db, model, codec, clip, clients, rounds, partition, limit, secs = sys.argv[1:]
+con = sqlite3.connect(db)
+acc = [r[0] for r in con.execute(
+    "SELECT accuracy FROM rounds WHERE state = 'COMMITTED' AND kind = 'TRAIN'"
+    " ORDER BY id")]
+up, down, n = con.execute(
+    "SELECT SUM(bytes_up), SUM(bytes_down), COUNT(*) FROM participations"
+    " WHERE state = 'UPLOADED'").fetchone()
+print(json.dumps({
+    "model": model, "codec": codec, "clip": float(clip),
+    "clients": int(clients), "rounds": int(rounds), "partition": partition,
+    "limit": int(limit), "final_accuracy": round(acc[-1], 4) if acc else None,
+    "best_accuracy": round(max(acc), 4) if acc else None,
+    "upload_bytes_total": up, "upload_bytes_per_update": round(up / n),
+    "download_bytes_total": down, "seconds": round(float(secs), 1)}))
+PY
+done
