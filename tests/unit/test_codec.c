@@ -614,6 +614,14 @@ static void test_rotation_shrinks_quantization_error(void) {
       free(buf);
     }
   }
+  /* The papers' bounds for k = 16 levels. Stochastic rounding over
+   * [-s, s] has variance at most step^2 / 4 = (s / 15)^2 per coordinate:
+   * without rotation s = max |x| = 80, so the error is at most D (80 / 15)^2
+   * (Suresh et al.'s O(d / k^2) of ||x||^2); with it, s is the rotated
+   * maximum, bounded above, so the error is at most
+   * 2 ln(2D / delta) ||x||^2 / 15^2 (their O(log d / k^2)). */
+  CU_ASSERT(mse_plain <= D * sq(80.0 / 15));
+  CU_ASSERT(mse_rot <= 2 * log(2.0 * D / 1e-3) * norm2 / sq(15));
   /* Here the two differ by about 100x; 10x leaves a wide margin. */
   if (!(mse_rot * 10 < mse_plain))
     fprintf(stderr, "\n  squared error: q4 %g, rot+q4 %g\n", mse_plain,
@@ -658,7 +666,7 @@ static void test_randk_unbiased(void) {
   prg g = rng_of(7);
   fill_uniform(&g, x, D, 1.0);
   prg_free(&g);
-  double mean[D] = {0};
+  double mean[D] = {0}, sq_err = 0;
   size_t hits[D] = {0};
   for (int t = 0; t < TRIALS; t++) {
     codec_params p = params_of(D, 0, 0);
@@ -671,6 +679,7 @@ static void test_randk_unbiased(void) {
     for (int i = 0; i < D; i++) {
       mean[i] += back[i] / (double)TRIALS;
       hits[i] += back[i] != 0;
+      sq_err += sq((double)back[i] - x[i]);
     }
     free(buf);
   }
@@ -680,6 +689,13 @@ static void test_randk_unbiased(void) {
     /* Binomial(4000, 1/4): mean 1000, sd 27. */
     CU_ASSERT(hits[i] > 1000 - 4 * 28 && hits[i] < 1000 + 4 * 28);
   }
+  /* Its variance, as the sparsification papers give it: each coordinate is
+   * x d/k with probability k/d, else 0, so E||randk(x) - x||^2 =
+   * (d/k - 1) ||x||^2 = 3 ||x||^2 here. */
+  double norm2 = 0;
+  for (int i = 0; i < D; i++)
+    norm2 += sq(x[i]);
+  CU_ASSERT(fabs(sq_err / TRIALS - 3 * norm2) <= 0.1 * 3 * norm2);
   codec_free(c);
 }
 

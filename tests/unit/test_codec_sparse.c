@@ -90,6 +90,14 @@ static void test_topk_matches_reference(void) {
         CU_ASSERT_EQUAL_FATAL(topk_select(x, n, k, got), COHORT_OK);
         topk_reference(x, n, k, want);
         CU_ASSERT_EQUAL(memcmp(got, want, k * sizeof *got), 0);
+        /* Top-k is a contraction (Stich et al. 2018, Lemma A.1):
+         * ||x - topk(x)||^2 <= (1 - k/n) ||x||^2. */
+        double all = 0, kept = 0;
+        for (size_t i = 0; i < n; i++)
+          all += (double)x[i] * x[i];
+        for (size_t i = 0; i < k; i++)
+          kept += (double)x[got[i]] * x[got[i]];
+        CU_ASSERT(all - kept <= (1.0 - (double)k / (double)n) * all + 1e-9);
       }
     }
     free(x);
