@@ -57,7 +57,8 @@ for codec in $codecs; do
   timeout "$limit_s" "$build/server/cohort-server" \
     --listen 127.0.0.1:0 --port-file "$run/port" --db "$run/cohort.db" \
     --rounds "$rounds" --clients-per-round "$clients" --min-clients "$clients" \
-    --round-timeout 600 --selection-timeout 600 --model "$model" \
+    --round-timeout 600 --selection-timeout 600 --retry-ms 100 \
+    --retry-max-ms 1000 --model "$model" \
     --eval-data "$data" --eval-limit "$eval_limit" --lr "$lr" \
     --epochs "$epochs" --batch-size "$batch" --codec "$codec" \
     --codec-clip "$clip" --enroll-token-file "$work/token" --seed "$seed" \

@@ -539,17 +539,24 @@ static int aggregate_and_commit(round_engine *e) {
   /* The strategy's state before the step, to put back if the round fails:
    * the next round must start from the state of the committed model, as a
    * restarted coordinator would. */
-  size_t state_len = strategy_state_bytes(e->strategy), codec_len = 0;
+  size_t state_len = strategy_state_bytes(e->strategy);
+  size_t codec_len = round_codec_state_len(e);
   uint8_t *before = malloc(state_len), *state = malloc(state_len);
-  uint8_t *codec_before = round_codec_save_state(e, &codec_len);
+  /* Everything is allocated before any state moves, so nothing can fail
+   * half way through updating it. */
+  uint8_t *codec_before = codec_len ? malloc(codec_len) : NULL;
+  uint8_t *codec_after = codec_len ? malloc(codec_len) : NULL;
   double *combined = malloc(e->agg_dim * sizeof *combined);
   double *delta = malloc(n * sizeof *delta);
   float *next = malloc(n * sizeof *next);
   char why[200] = "out of memory";
   int rc = before && state && combined && delta && next &&
-                   (codec_before || !codec_len)
+                   (!codec_len || (codec_before && codec_after))
                ? aggregate_result(e->agg, combined)
                : COHORT_ENOMEM;
+  int codec_saved = !rc; /* codec_finish below may move the codec state */
+  if (codec_saved)
+    round_codec_copy_state(e, codec_before);
   if (!rc)
     rc = round_codec_finish(e, combined, delta, why, sizeof why);
   if (!rc) {
@@ -566,15 +573,12 @@ static int aggregate_and_commit(round_engine *e) {
   }
   if (!rc && e->cfg.eval)
     nn_evaluate(&e->model.net, next, e->cfg.eval, &r.accuracy, &r.loss);
-  if (!rc)
+  if (!rc) {
     strategy_state_save(e->strategy, state);
-  size_t codec_after_len = 0;
-  uint8_t *codec_after =
-      rc ? NULL : round_codec_save_state(e, &codec_after_len);
-  if (!rc && codec_len && !codec_after)
-    rc = COHORT_ENOMEM;
-  if (rc)
+    round_codec_copy_state(e, codec_after);
+  } else if (codec_saved) {
     round_codec_restore_state(e, codec_before);
+  }
   free(codec_before);
   free(combined);
   free(delta);
@@ -607,7 +611,7 @@ static int aggregate_and_commit(round_engine *e) {
   store_server_state ss = {.strategy = state,
                            .strategy_len = state_len,
                            .codec = codec_after,
-                           .codec_len = codec_after_len};
+                           .codec_len = codec_len};
   rc = store_round_commit(e->db, &r, &m, &ss);
   free(state);
   free(codec_after);

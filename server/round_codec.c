@@ -75,17 +75,18 @@ int round_codec_load_state(round_engine *e) {
   return COHORT_OK;
 }
 
-uint8_t *round_codec_save_state(round_engine *e, size_t *len) {
-  *len = e->cstate ? codec_state_bytes(e->codec, &e->cparams) : 0;
-  uint8_t *blob = *len ? malloc(*len) : NULL;
-  if (blob)
-    codec_state_save(e->cstate, blob);
-  return blob;
+size_t round_codec_state_len(const round_engine *e) {
+  return e->cstate ? codec_state_bytes(e->codec, &e->cparams) : 0;
+}
+
+void round_codec_copy_state(const round_engine *e, uint8_t *out) {
+  if (e->cstate && out)
+    codec_state_save(e->cstate, out);
 }
 
 void round_codec_restore_state(round_engine *e, const uint8_t *blob) {
   if (e->cstate && blob)
-    codec_state_load(e->cstate, blob, codec_state_bytes(e->codec, &e->cparams));
+    codec_state_load(e->cstate, blob, round_codec_state_len(e));
 }
 
 int round_codec_new_round(round_engine *e, store_codec *out) {
@@ -100,6 +101,12 @@ int round_codec_new_round(round_engine *e, store_codec *out) {
 
 int round_codec_resume(round_engine *e, const store_codec *sc, char *why,
                        size_t whylen) {
+  /* A round from before codecs (schema 2) recorded none: it was fp32. */
+  if (!sc->spec[0] && strcmp(codec_spec(e->codec), "fp32") == 0 &&
+      e->cparams.clip == 0) {
+    memset(e->cparams.seed, 0, sizeof e->cparams.seed);
+    return COHORT_OK;
+  }
   if (strcmp(sc->spec, codec_spec(e->codec)) != 0 ||
       (float)sc->clip != e->cparams.clip)
     return errbuf_fail(why, whylen, COHORT_EINVAL, NULL,

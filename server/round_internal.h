@@ -94,9 +94,10 @@ int round_codec_setup(round_engine *e, char *err, size_t errlen);
 void round_codec_free(round_engine *e);
 /* The codec state committed with the current model, if any. */
 int round_codec_load_state(round_engine *e);
-/* A copy of the codec state (malloc'd; NULL and *len 0 when none) and its
- * restoration, so a failed round leaves no trace in it. */
-uint8_t *round_codec_save_state(round_engine *e, size_t *len);
+/* The codec state's size (0 when none), a copy of it into len bytes, and
+ * its restoration from such a copy, so a failed round leaves no trace. */
+size_t round_codec_state_len(const round_engine *e);
+void round_codec_copy_state(const round_engine *e, uint8_t *out);
 void round_codec_restore_state(round_engine *e, const uint8_t *blob);
 /* A fresh round seed from the CSPRNG; *out is what the round row keeps. */
 int round_codec_new_round(round_engine *e, store_codec *out);

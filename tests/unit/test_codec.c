@@ -915,7 +915,7 @@ static void test_malformed_payloads(void) {
   CU_ASSERT_EQUAL(decode_err("q3", &p, q, 5, err, sizeof err), COHORT_EINVAL);
   CU_ASSERT_PTR_NOT_NULL(
       strstr(err, "codec q3: a payload of 5 bytes is the wrong size: 3 "
-                 "elements take 6"));
+                  "elements take 6"));
   CU_ASSERT_EQUAL(decode_err("q3", &p, q, 0, err, sizeof err), COHORT_EINVAL);
 }
 

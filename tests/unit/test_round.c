@@ -5,7 +5,8 @@
  * retries, late uploads, the server strategies against hand computations,
  * order-independent aggregation, deadlines, reports, federated-evaluation
  * rounds, resuming an interrupted round after a crash and the end of the
- * federation. Rows are checked through a second sqlite3 connection. */
+ * federation. Rows are checked through a second sqlite3 connection; the
+ * fixture is round_fixture.h, shared with test_round_codec. */
 #include <grpc/status.h>
 #include <math.h>
 #include <sqlite3.h>
@@ -25,233 +26,11 @@
 #include "nn_zoo.h"
 #include "pb.h"
 #include "round.h"
+#include "round_fixture.h"
 #include "store.h"
 #include "wire.h"
 
-#define NP 7850 /* logreg 784 -> 10 */
-#define MODEL_BYTES (NP * 4)
-#define ENROLL "enroll-secret-for-tests"
-#define MAX_CLIENTS 6
-
-static char dir[128];
-static int db_counter;
-
-static int suite_init(void) {
-  log_set_level(LOG_OFF); /* refusals and failed rounds are expected */
-  return test_tmpdir_make(dir, sizeof dir, "round");
-}
-
-static int suite_cleanup(void) {
-  test_tmpdir_remove(dir);
-  return 0;
-}
-
-static void sleep_s(double s) {
-  struct timespec ts = {.tv_sec = (time_t)s,
-                        .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-}
-
-/* ---- the fixture: a store, an engine, registered clients ---- */
-
-typedef struct fixture {
-  char path[256];
-  store *db;
-  round_engine *e;
-  round_config cfg;
-  FILE *lines;
-  int64_t id[MAX_CLIENTS];
-  char token[MAX_CLIENTS][65];
-} fixture;
-
-/* Small, fast rounds: K = 2, M = 1, short timeouts, two rounds. */
-static round_config default_config(void) {
-  round_config c;
-  round_config_init(&c);
-  c.rounds = 2;
-  c.clients_per_round = 2;
-  c.min_clients = 1;
-  c.round_timeout_s = 0.3;
-  c.selection_timeout_s = 0.2;
-  c.retry_ms = 100;
-  c.epochs = 1;
-  c.batch_size = 8;
-  c.learning_rate = 0.1;
-  c.seed = 1;
-  return c;
-}
-
-static int new_engine(fixture *f) {
-  char err[256] = "";
-  int rc = round_engine_new(&f->cfg, f->db, &f->e, err, sizeof err);
-  if (rc)
-    fprintf(stderr, "round_engine_new: %s\n", err);
-  if (!rc)
-    rc = round_add_enrollment_token(f->e, ENROLL);
-  return rc;
-}
-
-/* A fresh store and the default configuration; no engine yet, so a test
- * can change f->cfg first. */
-static int fx_init(fixture *f) {
-  memset(f, 0, sizeof *f);
-  snprintf(f->path, sizeof f->path, "%s/round%d.sqlite", dir, ++db_counter);
-  char err[256] = "";
-  if (store_open(f->path, &f->db, err, sizeof err)) {
-    fprintf(stderr, "store_open: %s\n", err);
-    return -1;
-  }
-  f->lines = tmpfile();
-  f->cfg = default_config();
-  f->cfg.round_lines = f->lines;
-  return f->lines ? 0 : -1;
-}
-
-/* Starts the engine with f->cfg and registers n clients. */
-static int fx_start(fixture *f, int n) {
-  if (n > MAX_CLIENTS || new_engine(f))
-    return -1;
-  for (int i = 0; i < n; i++) {
-    round_verdict v =
-        round_register(f->e, ENROLL, "test", &f->id[i], f->token[i]);
-    if (v.code)
-      return -1;
-  }
-  return 0;
-}
-
-static int fx_open(fixture *f, int n) {
-  return fx_init(f) ? -1 : fx_start(f, n);
-}
-
-static void fx_close(fixture *f) {
-  round_engine_free(f->e);
-  store_close(f->db);
-  if (f->lines)
-    fclose(f->lines);
-  const char *suffix[] = {"", "-wal", "-shm"};
-  for (size_t i = 0; i < 3; i++) {
-    char p[300];
-    snprintf(p, sizeof p, "%s%s", f->path, suffix[i]);
-    unlink(p);
-  }
-  memset(f, 0, sizeof *f);
-}
-
-#define FX_OPEN(f, n) CU_ASSERT_EQUAL_FATAL(fx_open(&(f), (n)), 0)
-#define FX_INIT(f) CU_ASSERT_EQUAL_FATAL(fx_init(&(f)), 0)
-#define FX_START(f, n) CU_ASSERT_EQUAL_FATAL(fx_start(&(f), (n)), 0)
-
-/* Frees the engine without committing anything, as a crash would leave the
- * store, and starts a new one with f->cfg on the same store, as a restarted
- * coordinator does. */
-static void restart_engine(fixture *f) {
-  round_engine_free(f->e);
-  f->e = NULL;
-  CU_ASSERT_EQUAL_FATAL(new_engine(f), COHORT_OK);
-}
-
-static const char *round_state_in_db(fixture *f, int64_t round, char *buf,
-                                     size_t len) {
-  char sql[128];
-  snprintf(sql, sizeof sql, "SELECT state FROM rounds WHERE id = %lld",
-           (long long)round);
-  return db_peek_text(f->path, sql, buf, len);
-}
-
-#define ASSERT_ROUND_STATE(f, r, want)                                         \
-  do {                                                                         \
-    char st_[32];                                                              \
-    CU_ASSERT_STRING_EQUAL(round_state_in_db(&(f), (r), st_, sizeof st_),      \
-                           (want));                                            \
-  } while (0)
-
-static int64_t count(fixture *f, const char *sql) {
-  return db_peek_int(f->path, sql);
-}
-
-/* A statement on the fixture's database through a second connection (to
- * tamper with it as a disk fault or an operator might); blob, when not
- * NULL, is bound to ?1. Returns 0 or the SQLite error. */
-static int db_exec(const char *path, const char *sql, const void *blob,
-                   size_t len) {
-  sqlite3 *db = NULL;
-  sqlite3_stmt *st = NULL;
-  int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
-  if (rc == SQLITE_OK) {
-    sqlite3_busy_timeout(db, 2000);
-    rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-  }
-  if (rc == SQLITE_OK && blob)
-    rc = sqlite3_bind_blob64(st, 1, blob, len, SQLITE_TRANSIENT);
-  if (rc == SQLITE_OK)
-    rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(db);
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return rc;
-}
-
-/* Model `version` (-1: the latest) from the store: its floats, bytes and
- * digest (each may be NULL). */
-static int stored_model(fixture *f, int64_t version, float *out, uint8_t *blob,
-                        int64_t *got_version, char sha_hex[65]) {
-  store_model m;
-  int rc = version < 0 ? store_model_latest(f->db, &m)
-                       : store_model_get(f->db, version, &m);
-  if (rc)
-    return rc;
-  if (m.blob_len != MODEL_BYTES) {
-    store_model_clear(&m);
-    return -1;
-  }
-  if (out)
-    wire_get_f32le(out, m.blob, NP);
-  if (blob)
-    memcpy(blob, m.blob, MODEL_BYTES);
-  if (got_version)
-    *got_version = m.version;
-  if (sha_hex)
-    memcpy(sha_hex, m.sha256_hex, 65);
-  store_model_clear(&m);
-  return 0;
-}
-
-/* The engine's latest model, from the store, as floats. */
-static int latest_model(fixture *f, float *out, int64_t *version,
-                        char sha_hex[65]) {
-  return stored_model(f, -1, out, NULL, version, sha_hex);
-}
-
-/* Bitwise equality of float arrays (so -0 and +0 differ, and NaN would
- * not equal itself by value but does by bits). */
-static int same_bits(const float *a, const float *b, size_t n) {
-  return memcmp(a, b, n * sizeof *a) == 0;
-}
-
 /* ---- updates ---- */
-
-typedef struct update {
-  float delta[NP];
-  uint8_t blob[MODEL_BYTES];
-  uint8_t sha[32];
-} update;
-
-static void encode(update *u) {
-  wire_put_f32le(u->blob, u->delta, NP);
-  crypto_sha256(u->blob, MODEL_BYTES, u->sha);
-}
-
-static update *make_update(int kind) {
-  update *u = malloc(sizeof *u);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(u);
-  for (size_t i = 0; i < NP; i++)
-    u->delta[i] = kind == 0   ? 0.001f * (float)(i % 13) - 0.005f
-                  : kind == 1 ? 0.003f - 0.002f * (float)(i % 7)
-                              : 0.01f * (float)((i + (size_t)kind) % 5);
-  encode(u);
-  return u;
-}
 
 /* Values that make a sloppy sum order-dependent: magnitudes from 2^20 down
  * to subnormals, signed zeros, and fractions with no short binary form. */
@@ -270,61 +49,6 @@ static update *make_awkward(int kind) {
   encode(u);
   return u;
 }
-
-/* One chunk [off, off + len) of u. */
-static round_verdict send(fixture *f, int64_t client, int64_t round,
-                          const update *u, uint64_t off, size_t len,
-                          uint64_t examples, uint64_t *next, int *complete) {
-  upload_chunk c = {.round = round,
-                    .total_size = MODEL_BYTES,
-                    .offset = off,
-                    .data = u->blob + off,
-                    .len = len,
-                    .sha256 = u->sha,
-                    .sha256_len = 32,
-                    .num_examples = examples,
-                    .wire_bytes = len + 100};
-  return round_upload(f->e, client, &c, next, complete);
-}
-
-/* The whole update in one chunk. */
-static round_verdict send_all(fixture *f, int64_t client, int64_t round,
-                              const update *u, uint64_t examples) {
-  uint64_t next = 0;
-  int complete = 0;
-  round_verdict v =
-      send(f, client, round, u, 0, MODEL_BYTES, examples, &next, &complete);
-  if (v.code == GRPC_STATUS_OK) {
-    CU_ASSERT_EQUAL(complete, 1);
-    CU_ASSERT_EQUAL(next, MODEL_BYTES);
-  } else {
-    CU_ASSERT_EQUAL(complete, 0);
-  }
-  return v;
-}
-
-/* A check-in of client i with 100 examples and no attributes. */
-static round_verdict checkin(fixture *f, int i, checkin_result *r) {
-  return round_checkin(f->e, f->id[i], 100, 0, NULL, NULL, r);
-}
-
-/* Ticks round r open, checks clients 0 .. n-1 in (each gets a task) and
- * ticks it to TRAINING (n must fill the selection). */
-static void start_round_n(fixture *f, int64_t r, int n) {
-  CU_ASSERT_EQUAL_FATAL(round_tick(f->e), COHORT_OK);
-  ASSERT_ROUND_STATE(*f, r, "OPEN");
-  for (int i = 0; i < n; i++) {
-    checkin_result res;
-    round_verdict v = checkin(f, i, &res);
-    CU_ASSERT_EQUAL_FATAL(v.code, GRPC_STATUS_OK);
-    CU_ASSERT_EQUAL_FATAL(res.kind, CHECKIN_TASK);
-    CU_ASSERT_EQUAL(res.task.round, r);
-  }
-  CU_ASSERT_EQUAL_FATAL(round_tick(f->e), COHORT_OK);
-  ASSERT_ROUND_STATE(*f, r, "TRAINING");
-}
-
-static void start_round(fixture *f, int64_t r) { start_round_n(f, r, 2); }
 
 /* ---- enrollment and authentication ---- */
 
@@ -668,23 +392,6 @@ static void test_get_model(void) {
 
 /* ---- uploads ---- */
 
-/* Nothing of an upload is stored: the participation rows are both still
- * SELECTED with no digest, no update is kept, nothing counts as late, and
- * no model or round changed. */
-static void assert_nothing_stored(fixture *f) {
-  CU_ASSERT_EQUAL(count(f, "SELECT COUNT(*) FROM participations"), 2);
-  CU_ASSERT_EQUAL(count(f, "SELECT COUNT(*) FROM participations WHERE "
-                           "state = 'SELECTED' AND update_sha256 IS NULL AND "
-                           "examples = 0 AND uploaded_at IS NULL AND "
-                           "late_at IS NULL"),
-                  2);
-  CU_ASSERT_EQUAL(count(f, "SELECT COUNT(*) FROM updates"), 0);
-  CU_ASSERT_EQUAL(count(f, "SELECT COUNT(*) FROM models"), 1);
-  CU_ASSERT_EQUAL(count(f, "SELECT COUNT(*) FROM rounds"), 1);
-  CU_ASSERT_EQUAL(count(f, "SELECT late_uploads FROM rounds"), 0);
-  CU_ASSERT_EQUAL(count(f, "SELECT COUNT(*) FROM metrics"), 0);
-}
-
 static void test_upload_refusals_store_nothing(void) {
   fixture f;
   FX_OPEN(f, 3);
@@ -767,13 +474,14 @@ static void test_upload_refusals_store_nothing(void) {
   assert_nothing_stored(&f);
 
   /* A chunk that runs past the end of the update. */
-  v = send(&f, a, 1, good, MODEL_BYTES - 100, 200, 10, &next, &complete);
+  v = send_chunk(&f, a, 1, good, MODEL_BYTES - 100, 200, 10, &next, &complete);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_INVALID_ARGUMENT);
 
   /* No examples, or an unbelievable number. */
-  v = send(&f, a, 1, good, 0, MODEL_BYTES, 0, &next, &complete);
+  v = send_chunk(&f, a, 1, good, 0, MODEL_BYTES, 0, &next, &complete);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_INVALID_ARGUMENT);
-  v = send(&f, a, 1, good, 0, MODEL_BYTES, 2000000000ULL, &next, &complete);
+  v = send_chunk(&f, a, 1, good, 0, MODEL_BYTES, 2000000000ULL, &next,
+                 &complete);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_INVALID_ARGUMENT);
   assert_nothing_stored(&f);
 
@@ -882,11 +590,12 @@ static void test_chunked_upload_idempotent_and_commit(void) {
   /* a: two pieces, with an out-of-order chunk in between. */
   uint64_t next = 0;
   int complete = -1;
-  round_verdict v = send(&f, a, 1, ua, 0, 20000, na, &next, &complete);
+  round_verdict v = send_chunk(&f, a, 1, ua, 0, 20000, na, &next, &complete);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(next, 20000);
   CU_ASSERT_EQUAL(complete, 0);
-  v = send(&f, a, 1, ua, 30000, MODEL_BYTES - 30000, na, &next, &complete);
+  v = send_chunk(&f, a, 1, ua, 30000, MODEL_BYTES - 30000, na, &next,
+                 &complete);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(next, 20000); /* resume where the coordinator is */
   CU_ASSERT_EQUAL(complete, 0);
@@ -894,7 +603,8 @@ static void test_chunked_upload_idempotent_and_commit(void) {
                             "state = 'UPLOADED'"),
                   0);
   CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM updates"), 0);
-  v = send(&f, a, 1, ua, 20000, MODEL_BYTES - 20000, na, &next, &complete);
+  v = send_chunk(&f, a, 1, ua, 20000, MODEL_BYTES - 20000, na, &next,
+                 &complete);
   CU_ASSERT_EQUAL_FATAL(v.code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(next, MODEL_BYTES);
   CU_ASSERT_EQUAL(complete, 1);
@@ -926,7 +636,7 @@ static void test_chunked_upload_idempotent_and_commit(void) {
   /* The same update again: OK, complete, nothing changes. */
   v = send_all(&f, a, 1, ua, na);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_OK);
-  v = send(&f, a, 1, ua, 0, 1000, na, &next, &complete);
+  v = send_chunk(&f, a, 1, ua, 0, 1000, na, &next, &complete);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(complete, 1);
   CU_ASSERT_EQUAL(next, MODEL_BYTES);
@@ -960,12 +670,12 @@ static void test_chunked_upload_idempotent_and_commit(void) {
   CU_ASSERT_EQUAL(next, 0);
   CU_ASSERT_EQUAL(complete, 0);
   /* b: a first chunk that is not at offset 0 is told to start over. */
-  v = send(&f, b, 1, ub, 100, 1000, nb, &next, &complete);
+  v = send_chunk(&f, b, 1, ub, 100, 1000, nb, &next, &complete);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(next, 0);
   CU_ASSERT_EQUAL(complete, 0);
   /* b starts one update, then switches to another: the first is dropped. */
-  v = send(&f, b, 1, other, 0, 1000, nb, &next, &complete);
+  v = send_chunk(&f, b, 1, other, 0, 1000, nb, &next, &complete);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(next, 1000);
   v = send_all(&f, b, 1, ub, nb);
@@ -1670,11 +1380,6 @@ static void test_strategy_state_unchanged_by_failed_round(void) {
   CU_ASSERT_STRING_EQUAL(state[0], state[1]);
 }
 
-static float middle_of_3(float a, float b, float c) {
-  float lo = a < b ? a : b, hi = a < b ? b : a;
-  return c < lo ? lo : c > hi ? hi : c;
-}
-
 static void test_strategy_median_ignores_wild_update(void) {
   fixture f;
   FX_INIT(f);
@@ -1757,14 +1462,15 @@ static void test_over_selection_and_late_uploads(void) {
   /* The third starts uploading, then two others finish first. */
   uint64_t next = 0;
   int complete = 0;
-  CU_ASSERT_EQUAL(send(&f, f.id[2], 1, uc, 0, 1000, 5, &next, &complete).code,
-                  GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(
+      send_chunk(&f, f.id[2], 1, uc, 0, 1000, 5, &next, &complete).code,
+      GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(send_all(&f, f.id[0], 1, ua, 10).code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(send_all(&f, f.id[1], 1, ub, 30).code, GRPC_STATUS_OK);
   /* K updates are in: the third's next chunk is late, even before the
    * tick, and is recorded once. */
-  round_verdict v =
-      send(&f, f.id[2], 1, uc, 1000, MODEL_BYTES - 1000, 5, &next, &complete);
+  round_verdict v = send_chunk(&f, f.id[2], 1, uc, 1000, MODEL_BYTES - 1000, 5,
+                               &next, &complete);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_FAILED_PRECONDITION);
   CU_ASSERT_EQUAL(complete, 0);
   CU_ASSERT_EQUAL(late_marked(&f, 1, f.id[2]), 1);
@@ -1813,7 +1519,7 @@ static void test_over_selection_and_late_uploads(void) {
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_FAILED_PRECONDITION);
   CU_ASSERT_EQUAL(late_marked(&f, 2, f.id[2]), 1);
   CU_ASSERT_EQUAL(late_uploads(&f, 2), 1);
-  v = send(&f, f.id[2], 2, uc, 0, 100, 5, &next, &complete);
+  v = send_chunk(&f, f.id[2], 2, uc, 0, 100, 5, &next, &complete);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_FAILED_PRECONDITION);
   CU_ASSERT_EQUAL(late_uploads(&f, 2), 1);
   CU_ASSERT_EQUAL(late_uploads(&f, 1), 1);
