@@ -21,7 +21,8 @@
   X(ENOTFOUND, -13, "not found")                                               \
   X(ECALLBACK, -14, "training callback failed")                                \
   X(EDONE, -15, "federation is over")                                          \
-  X(ECANCELED, -16, "cancelled")
+  X(ECANCELED, -16, "cancelled")                                              \
+  X(EABORTED, -17, "aborted")
 
 typedef enum cohort_status {
 #define COHORT_STATUS_ENUM(name, code, text) COHORT_##name = (code),

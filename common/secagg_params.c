@@ -1,0 +1,205 @@
+/* Secure aggregation's parameter finder (secagg_find_params, secagg.h):
+ * the smallest neighbour degree k, and its Shamir threshold t, whose union
+ * bounds (secagg_params.h; derived in docs/secagg.md) on failing to
+ * complete and on leaking more than the sum meet the goal. */
+#include <math.h>
+
+#include "cohort_status.h"
+#include "errbuf.h"
+#include "secagg.h"
+#include "secagg_params.h"
+
+/* Terms past the point where the rest is below 2^-60 of the sum cannot
+ * change a double. */
+#define TAIL_REST 0x1p-60
+#define LN2 0.693147180559945309417232121458176568
+
+/* ln P[X = i], X ~ Binomial(m, p), 0 < p < 1. lgamma's only shared state
+ * is signgam, which positive arguments always set to the same 1. */
+static double ln_pmf(uint32_t m, uint32_t i, double ln_p, double ln_q) {
+  return lgamma((double)m + 1) - lgamma((double)i + 1) -
+         lgamma((double)(m - i) + 1) + (double)i * ln_p +
+         (double)(m - i) * ln_q;
+}
+
+double secagg_ln_binom_upper(uint32_t m, double p, uint32_t t) {
+  if (t == 0)
+    return 0.0;
+  if (t > m || !(p > 0.0))
+    return -INFINITY;
+  if (p >= 1.0)
+    return 0.0;
+  double ln_p = log(p), ln_q = log1p(-p), odds = p / (1.0 - p);
+  double term = 1.0, sum = 1.0; /* relative to the first term summed */
+  if ((double)t > (double)(m + 1) * p - 1.0) {
+    /* At or past the mode: terms fall from t on, by ratios
+     * r_i = (m - i) / (i + 1) * odds that fall too, so the terms after i
+     * add up to at most term_i * r_i / (1 - r_i). */
+    for (uint32_t i = t; i < m; i++) {
+      double r = (double)(m - i) / (double)(i + 1) * odds;
+      if (r < 1.0 && term * r <= TAIL_REST * sum * (1.0 - r))
+        break;
+      term *= r;
+      sum += term;
+    }
+    return ln_pmf(m, t, ln_p, ln_q) + log(sum);
+  }
+  /* The mode is in the tail: 1 - P[X <= t - 1], where the lower tail's
+   * terms fall from t - 1 downwards, by ratios
+   * s_i = i / ((m - i + 1) odds) that fall too. */
+  for (uint32_t i = t - 1; i > 0; i--) {
+    double s = (double)i / ((double)(m - i + 1) * odds);
+    if (s < 1.0 && term * s <= TAIL_REST * sum * (1.0 - s))
+      break;
+    term *= s;
+    sum += term;
+  }
+  double lower = exp(ln_pmf(m, t - 1, ln_p, ln_q)) * sum;
+  return log1p(-lower);
+}
+
+double secagg_bound_correctness(uint32_t n, uint32_t k, uint32_t t,
+                                double dropout) {
+  /* Binomial(k + 1, 1 - dropout) < t  <=>  Binomial(k + 1, dropout) >=
+   * k + 2 - t: summed in dropout itself, so 1 - (1 - dropout) is never
+   * rounded. */
+  uint32_t m = k + 1;
+  if (t == 0)
+    return -INFINITY;
+  if (t > m + 1)
+    t = m + 1;
+  return log2((double)n) + secagg_ln_binom_upper(m, dropout, m - t + 1) / LN2;
+}
+
+double secagg_bound_reconstruct(uint32_t n, uint32_t k, uint32_t t,
+                                double corrupt) {
+  return log2((double)n) + secagg_ln_binom_upper(k + 1, corrupt, t) / LN2;
+}
+
+double secagg_bound_isolate(uint32_t n, uint32_t k, double dropout,
+                            double corrupt) {
+  if (n < 2 || k >= n - 1)
+    return -INFINITY;
+  double removed = dropout + corrupt;
+  uint32_t run = 2 * (k / 2); /* two runs of floor(k / 2) */
+  double ln2n = 2.0 * log2((double)n);
+  if (run == 0)
+    return ln2n; /* k = 1: a perfect matching, never connected */
+  if (!(removed > 0.0))
+    return -INFINITY;
+  return ln2n + (double)run * log2(removed);
+}
+
+/* ---- the search ---- */
+
+/* What the search knows about t2(k), the smallest t in (k / 2, k + 1]
+ * that keeps reconstruction by corrupt clients within 2^-bits: it never
+ * falls as k grows, and rises by at most one per unit of k, since one more
+ * holder makes t + 1 corrupt ones no likelier than t were among the old
+ * (Binomial(m + 1, p) <= Binomial(m, p) + 1); the same holds for k / 2 +
+ * 1. So after the first binary search, each k costs a tail or two. */
+typedef struct threshold_hint {
+  uint32_t k, t; /* t2 at degree k; k = 0 while none is known */
+} threshold_hint;
+
+/* t2(k) (bound (2) falls as t grows), or 0 when even t = k + 1 does not
+ * meet it. */
+static uint32_t smallest_safe_threshold(uint32_t n, uint32_t k, double corrupt,
+                                        unsigned bits, threshold_hint *hint) {
+  uint32_t lo = k / 2 + 1, hi = k + 1;
+  double goal = -(double)bits;
+  if (hint->k) {
+    if (hint->t > lo)
+      lo = hint->t;
+    if ((uint64_t)hint->t + (k - hint->k) < hi)
+      hi = hint->t + (k - hint->k);
+    if (lo > hi)
+      lo = hi;
+    /* Rounding could in principle break the step bound: widen then. */
+    if (secagg_bound_reconstruct(n, k, hi, corrupt) > goal)
+      hi = k + 1;
+  }
+  if (secagg_bound_reconstruct(n, k, hi, corrupt) > goal)
+    return 0;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (secagg_bound_reconstruct(n, k, mid, corrupt) <= goal)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  hint->k = k;
+  hint->t = lo;
+  return lo;
+}
+
+int secagg_find_params(const secagg_goal *goal, uint32_t *degree,
+                       uint32_t *threshold, char *err, size_t errlen) {
+  if (!goal || !degree || !threshold)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg goal or its results missing");
+  uint32_t n = goal->n;
+  double d = goal->dropout, c = goal->corrupt;
+  unsigned sec = goal->security_bits, cor = goal->correctness_bits;
+  if (n < 2 || n > SECAGG_MAX_CLIENTS)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg goal: n = %u clients must be in 2..%u", n,
+                       SECAGG_MAX_CLIENTS);
+  if (!(d >= 0.0 && d < 1.0))
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg goal: dropout %g must be in [0, 1)", d);
+  if (!(c >= 0.0 && c < 1.0))
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg goal: corrupt %g must be in [0, 1)", c);
+  if (sec < 1 || sec > 128)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg goal: security_bits %u must be in 1..128", sec);
+  if (cor < 1 || cor > 128)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg goal: correctness_bits %u must be in 1..128",
+                       cor);
+
+  /* Odd degrees need an even n (n k / 2 edges). Bound (3) costs O(1);
+   * past it, (1) at the smallest t allowed says whether any t can do, and
+   * only then is t2 looked for. Tails stop where their terms vanish. */
+  uint32_t step = n % 2 == 0 ? 1 : 2;
+  threshold_hint hint = {0, 0};
+  for (uint32_t k = step == 1 ? 1 : 2; k < n - 1; k += step) {
+    if (secagg_bound_isolate(n, k, d, c) > -(double)sec ||
+        secagg_bound_correctness(n, k, k / 2 + 1, d) > -(double)cor)
+      continue;
+    uint32_t t = smallest_safe_threshold(n, k, c, sec, &hint);
+    if (t && secagg_bound_correctness(n, k, t, d) <= -(double)cor) {
+      *degree = k;
+      *threshold = t;
+      return COHORT_OK;
+    }
+  }
+
+  /* The complete graph: original SecAgg. */
+  uint32_t k = n - 1;
+  uint32_t t = smallest_safe_threshold(n, k, c, sec, &hint);
+  if (!t) {
+    double b = secagg_bound_reconstruct(n, k, k + 1, c);
+    return errbuf_fail(
+        err, errlen, COHORT_EINVAL, NULL,
+        "secagg goal n = %u, dropout %g, corrupt %g: no degree and threshold "
+        "qualify; even the complete graph (k = %u) with t = %u bounds "
+        "reconstruction by corrupt clients only by 2^%.1f, not the 2^-%u "
+        "asked (%.1f bits short)",
+        n, d, c, k, k + 1, b, sec, b + sec);
+  }
+  double b = secagg_bound_correctness(n, k, t, d);
+  if (b > -(double)cor)
+    return errbuf_fail(
+        err, errlen, COHORT_EINVAL, NULL,
+        "secagg goal n = %u, dropout %g, corrupt %g: no degree and threshold "
+        "qualify; the complete graph (k = %u) needs t >= %u against "
+        "reconstruction by corrupt clients (2^-%u), and then a round fails "
+        "to complete with probability bound 2^%.1f, not the 2^-%u asked "
+        "(%.1f bits short)",
+        n, d, c, k, t, sec, b, cor, b + cor);
+  *degree = k;
+  *threshold = t;
+  return COHORT_OK;
+}

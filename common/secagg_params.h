@@ -1,0 +1,40 @@
+/* Internal to secure aggregation: the union bounds secagg_find_params
+ * (secagg.h) checks, exposed so that its tests can compare them with
+ * binomial tails summed by hand. docs/secagg.md derives each one. All
+ * are log2 of a probability bound (a union bound may exceed 1, so the
+ * value may be positive), -INFINITY when the event is impossible; pure and
+ * thread-safe. */
+#ifndef COHORT_SECAGG_PARAMS_H
+#define COHORT_SECAGG_PARAMS_H
+
+#include <stdint.h>
+
+/* ln P[X >= t] for X ~ Binomial(m, p), p in [0, 1]: 0 for t = 0,
+ * -INFINITY when t > m or p = 0 < t. Summed in double from t outwards
+ * (or, when the mode lies in the tail, as 1 minus the other tail), and
+ * stopped only once a geometric bound on the rest is below 2^-60 of the
+ * sum; the first term's log comes from lgamma, whose rounding of ln m!
+ * leaves a relative error of at most about 1e-9 (m = 65536). */
+double secagg_ln_binom_upper(uint32_t m, double p, uint32_t t);
+
+/* (1) Some secret a round needs cannot be rebuilt: the self-mask seed of
+ * a survivor or the key of a client that dropped after sharing, each
+ * held by the client and its k neighbours, t needed:
+ * log2(n * P[Binomial(k + 1, 1 - dropout) < t]). */
+double secagg_bound_correctness(uint32_t n, uint32_t k, uint32_t t,
+                                double dropout);
+
+/* (2) Corrupt clients hold t shares of some client's secrets:
+ * log2(n * P[Binomial(k + 1, corrupt) >= t]). */
+double secagg_bound_reconstruct(uint32_t n, uint32_t k, uint32_t t,
+                                double corrupt);
+
+/* (3) The honest survivors of the random Harary graph fall apart: two
+ * disjoint runs of floor(k / 2) consecutive removed (dropped or corrupt)
+ * nodes on its circle: log2(n^2 * (dropout + corrupt)^(2 floor(k / 2))).
+ * -INFINITY for the complete graph (k = n - 1), whose honest survivors
+ * are always connected. */
+double secagg_bound_isolate(uint32_t n, uint32_t k, double dropout,
+                            double corrupt);
+
+#endif

@@ -1,0 +1,797 @@
+/* Secure aggregation, the coordinator's state machine (see secagg.h for the
+ * protocol): it relays keys and sealed shares between neighbours, adds
+ * each masked input to a running sum as it arrives, and at the end
+ * rebuilds the survivors' self-mask seeds and the dropped clients' mask
+ * keys from t shares each to strip the masks off the sum.
+ *
+ * Choices the header leaves open:
+ * - A public key that is a small-order point is refused in ADVERTISE
+ *   (EINVAL), since every neighbour would refuse to agree with it.
+ * - SecAggShares must hold exactly one share per neighbour that
+ *   advertised, each exactly SECAGG_SEALED_LEN bytes (the plaintext has a
+ *   fixed layout).
+ * - SecAggMaskedInput and SecAggUnmask carry the sender's index, which
+ *   must equal `from`, as SecAggKeys' must.
+ * - A reveal is refused (EINVAL, the whole message) when it is of the
+ *   wrong kind for its owner (a seed share of a client that dropped before
+ *   MASKED, a key share of one that sent a masked input), when its owner
+ *   is not a neighbour of the sender (or the sender) that sent shares, or
+ *   when the owner appears twice. A client may reveal for only some owners.
+ * - Only the first t shares of each secret are kept: any t rebuild it, and
+ *   keeping more would not let a semi-honest coordinator check anything.
+ * - A dropped client's mask key is rebuilt only when one of its neighbours
+ *   sent a masked input (otherwise no mask of it is in the sum), and it is
+ *   checked against the public key the client advertised.
+ * - Outgoing messages: SecAggPeers and SecAggSurvivors list the client
+ *   itself and its neighbours, ascending; SecAggShares holds the shares
+ *   addressed to the client, by ascending sender.
+ * - Sealed shares are dropped when MASKED closes. */
+#include <openssl/crypto.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cohort_messages.pb-c.h"
+#include "cohort_status.h"
+#include "errbuf.h"
+#include "kex.h"
+#include "mask.h"
+#include "pb.h"
+#include "secagg.h"
+#include "secagg_pack.h"
+#include "shamir.h"
+
+#define MASK_CONTEXT "cohort secagg mask"
+#define N_PHASES 4 /* ADVERTISE .. UNMASK: the phases clients send in */
+
+/* The first t shares revealed of one client's secret. */
+typedef struct reveal_set {
+  uint32_t count;
+  unsigned *xs;   /* t holder points: holder index + 1 */
+  uint64_t *vals; /* t * SECAGG_CHUNKS */
+} reveal_set;
+
+struct secagg_server {
+  secagg_params p;
+  secagg_graph *graph;
+  secagg_phase phase;
+  uint8_t *heard[N_PHASES]; /* n flags each */
+  uint32_t count[N_PHASES];
+  uint8_t (*share_pub)[KEX_KEY_LEN]; /* n */
+  uint8_t (*mask_pub)[KEX_KEY_LEN];  /* n */
+  /* Per sender: k * SECAGG_SEALED_LEN, by the sender's neighbour slot. */
+  uint8_t **sealed;
+  reveal_set *rev; /* n, allocated when the first share arrives */
+  uint64_t *sum;   /* dim elements mod 2^B */
+  char reason[256];
+};
+
+const char *secagg_server_abort_reason(const secagg_server *s) {
+  return s->reason;
+}
+
+secagg_phase secagg_server_phase(const secagg_server *s) { return s->phase; }
+
+static void reveal_set_wipe(reveal_set *r, uint32_t t) {
+  if (r->vals) {
+    OPENSSL_cleanse(r->vals, (size_t)t * SECAGG_CHUNKS * sizeof *r->vals);
+    free(r->vals);
+  }
+  free(r->xs);
+  memset(r, 0, sizeof *r);
+}
+
+static void free_sealed(secagg_server *s) {
+  if (!s->sealed)
+    return;
+  for (uint32_t i = 0; i < s->p.n; i++)
+    free(s->sealed[i]);
+  free(s->sealed);
+  s->sealed = NULL;
+}
+
+static void free_reveals(secagg_server *s) {
+  if (!s->rev)
+    return;
+  for (uint32_t i = 0; i < s->p.n; i++)
+    reveal_set_wipe(&s->rev[i], s->p.threshold);
+  free(s->rev);
+  s->rev = NULL;
+}
+
+void secagg_server_free(secagg_server *s) {
+  if (!s)
+    return;
+  for (int i = 0; i < N_PHASES; i++)
+    free(s->heard[i]);
+  free(s->share_pub);
+  free(s->mask_pub);
+  free_sealed(s);
+  free_reveals(s);
+  if (s->sum) {
+    OPENSSL_cleanse(s->sum, s->p.dim * sizeof *s->sum);
+    free(s->sum);
+  }
+  secagg_graph_free(s->graph);
+  free(s);
+}
+
+int secagg_server_new(const secagg_params *p, secagg_server **out, char *err,
+                      size_t errlen) {
+  *out = NULL;
+  int rc = secagg_params_check(p, err, errlen);
+  if (rc)
+    return rc;
+  if (p->dim > SIZE_MAX / sizeof(uint64_t) ||
+      secagg_packed_len(p->dim, p->ring_bits) == 0)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg: dim %zu is too large", p->dim);
+  secagg_server *s = calloc(1, sizeof *s);
+  if (!s)
+    return COHORT_ENOMEM;
+  s->p = *p;
+  s->phase = SECAGG_ADVERTISE;
+  for (int i = 0; i < N_PHASES; i++)
+    if (!(s->heard[i] = calloc(p->n, 1)))
+      rc = COHORT_ENOMEM;
+  s->share_pub = calloc(p->n, sizeof *s->share_pub);
+  s->mask_pub = calloc(p->n, sizeof *s->mask_pub);
+  s->sealed = calloc(p->n, sizeof *s->sealed);
+  s->rev = calloc(p->n, sizeof *s->rev);
+  s->sum = calloc(p->dim, sizeof *s->sum);
+  if (rc || !s->share_pub || !s->mask_pub || !s->sealed || !s->rev || !s->sum) {
+    rc = COHORT_ENOMEM;
+    goto out;
+  }
+  rc = secagg_graph_new(p, &s->graph);
+  if (rc)
+    errbuf_fail(err, errlen, rc, NULL,
+                "secagg: cannot build the neighbour graph");
+out:
+  if (rc) {
+    secagg_server_free(s);
+    return rc;
+  }
+  *out = s;
+  return COHORT_OK;
+}
+
+/* Goes to ABORTED for good: the partial sum is wiped, secrets dropped. */
+static int server_abort(secagg_server *s, char *err, size_t errlen,
+                        const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int server_abort(secagg_server *s, char *err, size_t errlen,
+                        const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(s->reason, sizeof s->reason, fmt, ap);
+  va_end(ap);
+  s->phase = SECAGG_ABORTED;
+  OPENSSL_cleanse(s->sum, s->p.dim * sizeof *s->sum);
+  free_sealed(s);
+  free_reveals(s);
+  return errbuf_fail(err, errlen, COHORT_EABORTED, NULL, "secagg: %s",
+                     s->reason);
+}
+
+static const uint32_t *nbrs(const secagg_server *s, uint32_t i) {
+  return secagg_graph_neighbours(s->graph, i);
+}
+
+/* ---- receiving ---- */
+
+/* Whether a public key is a small-order point (X25519 with it is zero for
+ * every private key). */
+static int small_order(const uint8_t pub[KEX_KEY_LEN], int *bad) {
+  static const uint8_t probe[KEX_KEY_LEN] = {9, 9, 9, 9};
+  uint8_t shared[KEX_KEY_LEN];
+  int rc = kex_shared_secret(probe, pub, shared);
+  OPENSSL_cleanse(shared, sizeof shared);
+  *bad = rc == COHORT_EINVAL;
+  return rc == COHORT_EINVAL ? COHORT_OK : rc;
+}
+
+static int recv_keys(secagg_server *s, uint32_t from, const uint8_t *msg,
+                     size_t len, char *err, size_t errlen) {
+  Cohort__V1__SecAggKeys *m = cohort__v1__sec_agg_keys__unpack(NULL, len, msg);
+  if (!m)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg: SecAggKeys from %u does not parse", from);
+  int rc = COHORT_OK, bad1 = 0, bad2 = 0;
+  if (m->index != from) {
+    rc = errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                     "secagg: SecAggKeys from %u names client %u", from,
+                     m->index);
+    goto out;
+  }
+  if (m->share_public.len != KEX_KEY_LEN || m->mask_public.len != KEX_KEY_LEN) {
+    rc = errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                     "secagg: SecAggKeys from %u: public keys must be %d "
+                     "bytes",
+                     from, KEX_KEY_LEN);
+    goto out;
+  }
+  rc = small_order(m->share_public.data, &bad1);
+  if (!rc)
+    rc = small_order(m->mask_public.data, &bad2);
+  if (!rc && (bad1 || bad2))
+    rc =
+        errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                    "secagg: SecAggKeys from %u holds a small-order key", from);
+  if (rc)
+    goto out;
+  memcpy(s->share_pub[from], m->share_public.data, KEX_KEY_LEN);
+  memcpy(s->mask_pub[from], m->mask_public.data, KEX_KEY_LEN);
+out:
+  cohort__v1__sec_agg_keys__free_unpacked(m, NULL);
+  return rc;
+}
+
+static int recv_shares(secagg_server *s, uint32_t from, const uint8_t *msg,
+                       size_t len, char *err, size_t errlen) {
+  const uint32_t k = s->p.degree;
+  const uint32_t *nb = nbrs(s, from);
+  const uint8_t *adv = s->heard[SECAGG_ADVERTISE];
+  uint32_t want = 0;
+  for (uint32_t j = 0; j < k; j++)
+    want += adv[nb[j]];
+  uint8_t *blobs = NULL, *filled = NULL;
+  int rc = COHORT_OK;
+  Cohort__V1__SecAggShares *m =
+      cohort__v1__sec_agg_shares__unpack(NULL, len, msg);
+  if (!m)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg: SecAggShares from %u does not parse", from);
+  if (m->n_shares != want) {
+    rc = errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                     "secagg: SecAggShares from %u holds %zu shares, it has "
+                     "%u neighbours that advertised",
+                     from, m->n_shares, want);
+    goto out;
+  }
+  blobs = malloc((size_t)k * SECAGG_SEALED_LEN);
+  filled = calloc(k, 1);
+  if (!blobs || !filled) {
+    rc = COHORT_ENOMEM;
+    goto out;
+  }
+  for (size_t i = 0; i < m->n_shares; i++) {
+    const Cohort__V1__SecAggShare *e = m->shares[i];
+    long slot = secagg_slot(nb, k, e->to);
+    const char *why = NULL;
+    if (e->from != from)
+      why = "is from someone else";
+    else if (slot < 0 || !adv[e->to])
+      why = "is addressed to a client that is not a neighbour that "
+            "advertised";
+    else if (filled[slot])
+      why = "repeats a recipient";
+    else if (e->sealed.len != SECAGG_SEALED_LEN)
+      why = "has the wrong length";
+    if (why) {
+      rc = errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg: SecAggShares from %u: the share from %u to "
+                       "%u %s",
+                       from, e->from, e->to, why);
+      goto out;
+    }
+    memcpy(blobs + (size_t)slot * SECAGG_SEALED_LEN, e->sealed.data,
+           SECAGG_SEALED_LEN);
+    filled[slot] = 1;
+  }
+  s->sealed[from] = blobs;
+  blobs = NULL;
+out:
+  free(blobs);
+  free(filled);
+  cohort__v1__sec_agg_shares__free_unpacked(m, NULL);
+  return rc;
+}
+
+static int recv_masked(secagg_server *s, uint32_t from, const uint8_t *msg,
+                       size_t len, char *err, size_t errlen) {
+  const size_t want = secagg_packed_len(s->p.dim, s->p.ring_bits);
+  int rc = COHORT_OK;
+  Cohort__V1__SecAggMaskedInput *m =
+      cohort__v1__sec_agg_masked_input__unpack(NULL, len, msg);
+  if (!m)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg: SecAggMaskedInput from %u does not parse",
+                       from);
+  if (m->index != from)
+    rc = errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                     "secagg: SecAggMaskedInput from %u names client %u", from,
+                     m->index);
+  else if (m->packed.len != want)
+    rc = errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                     "secagg: SecAggMaskedInput from %u has %zu bytes, %zu "
+                     "elements of %u bits take %zu",
+                     from, m->packed.len, s->p.dim, s->p.ring_bits, want);
+  else if (!secagg_padding_zero(m->packed.data, s->p.dim, s->p.ring_bits))
+    rc = errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                     "secagg: SecAggMaskedInput from %u has padding bits set",
+                     from);
+  else
+    secagg_unpack_add(m->packed.data, s->p.dim, s->p.ring_bits, s->sum);
+  cohort__v1__sec_agg_masked_input__free_unpacked(m, NULL);
+  return rc;
+}
+
+static int in_field(const uint64_t *share) {
+  for (size_t j = 0; j < SECAGG_CHUNKS; j++)
+    if (share[j] >= SHAMIR_PRIME)
+      return 0;
+  return 1;
+}
+
+static int recv_unmask(secagg_server *s, uint32_t from, const uint8_t *msg,
+                       size_t len, char *err, size_t errlen) {
+  const uint32_t k = s->p.degree, t = s->p.threshold;
+  const uint32_t *nb = nbrs(s, from);
+  const uint8_t *shared = s->heard[SECAGG_SHARE];
+  const uint8_t *masked = s->heard[SECAGG_MASKED];
+  uint8_t *seen = NULL;
+  int rc = COHORT_OK;
+  Cohort__V1__SecAggUnmask *m =
+      cohort__v1__sec_agg_unmask__unpack(NULL, len, msg);
+  if (!m)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg: SecAggUnmask from %u does not parse", from);
+  if (m->index != from) {
+    rc = errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                     "secagg: SecAggUnmask from %u names client %u", from,
+                     m->index);
+    goto out;
+  }
+  seen = calloc((size_t)k + 1, 1); /* slot k: the sender itself */
+  if (!seen) {
+    rc = COHORT_ENOMEM;
+    goto out;
+  }
+  for (size_t i = 0; i < m->n_reveals; i++) {
+    const Cohort__V1__SecAggReveal *e = m->reveals[i];
+    uint32_t o = e->owner;
+    long slot = o == from ? (long)k : secagg_slot(nb, k, o);
+    const char *why = NULL;
+    if (slot < 0 || !shared[o])
+      why = "is not a neighbour that sent it shares";
+    else if (seen[slot])
+      why = "appears twice";
+    else if (e->mask_key && masked[o])
+      why = "sent a masked input: its mask key must not be revealed";
+    else if (!e->mask_key && !masked[o])
+      why = "sent no masked input: its self-mask seed must not be revealed";
+    else if (e->n_share != SECAGG_CHUNKS)
+      why = "has a share of the wrong length";
+    else if (!in_field(e->share))
+      why = "has a share outside the field";
+    if (why) {
+      rc = errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg: SecAggUnmask from %u: owner %u %s", from, o,
+                       why);
+      goto out;
+    }
+    seen[slot] = 1;
+  }
+  /* Allocate first, so that a failure leaves the state as it was. */
+  for (size_t i = 0; i < m->n_reveals; i++) {
+    reveal_set *r = &s->rev[m->reveals[i]->owner];
+    if (!r->xs) {
+      r->xs = calloc(t, sizeof *r->xs);
+      r->vals = calloc((size_t)t * SECAGG_CHUNKS, sizeof *r->vals);
+      if (!r->xs || !r->vals) {
+        reveal_set_wipe(r, t);
+        rc = COHORT_ENOMEM;
+        goto out;
+      }
+    }
+  }
+  for (size_t i = 0; i < m->n_reveals; i++) {
+    const Cohort__V1__SecAggReveal *e = m->reveals[i];
+    reveal_set *r = &s->rev[e->owner];
+    if (r->count == t)
+      continue;
+    r->xs[r->count] = from + 1;
+    memcpy(r->vals + (size_t)r->count * SECAGG_CHUNKS, e->share,
+           SECAGG_CHUNKS * sizeof *r->vals);
+    r->count++;
+  }
+out:
+  free(seen);
+  /* The unpacked message holds shares of secrets. */
+  for (size_t i = 0; i < m->n_reveals; i++)
+    if (m->reveals[i]->share)
+      OPENSSL_cleanse(m->reveals[i]->share,
+                      m->reveals[i]->n_share * sizeof(uint64_t));
+  cohort__v1__sec_agg_unmask__free_unpacked(m, NULL);
+  return rc;
+}
+
+int secagg_server_receive(secagg_server *s, uint32_t from, secagg_phase phase,
+                          const uint8_t *msg, size_t len, char *err,
+                          size_t errlen) {
+  if (s->phase == SECAGG_ABORTED)
+    return errbuf_fail(err, errlen, COHORT_EABORTED, NULL,
+                       "secagg: the round aborted: %s", s->reason);
+  if (phase != s->phase || s->phase > SECAGG_UNMASK)
+    return errbuf_fail(err, errlen, COHORT_ESTATE, NULL,
+                       "secagg: a %s message from %u in phase %s",
+                       secagg_phase_name(phase), from,
+                       secagg_phase_name(s->phase));
+  if (from >= s->p.n)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg: client %u of %u", from, s->p.n);
+  if (phase > SECAGG_ADVERTISE && !s->heard[phase - 1][from])
+    return errbuf_fail(err, errlen, COHORT_ESTATE, NULL,
+                       "secagg: client %u sent in %s but not in %s", from,
+                       secagg_phase_name(phase),
+                       secagg_phase_name((secagg_phase)(phase - 1)));
+  if (s->heard[phase][from])
+    return errbuf_fail(err, errlen, COHORT_ESTATE, NULL,
+                       "secagg: client %u already sent its %s message", from,
+                       secagg_phase_name(phase));
+  if (!msg && len)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg: no message from %u", from);
+  int rc;
+  switch (phase) {
+  case SECAGG_ADVERTISE:
+    rc = recv_keys(s, from, msg, len, err, errlen);
+    break;
+  case SECAGG_SHARE:
+    rc = recv_shares(s, from, msg, len, err, errlen);
+    break;
+  case SECAGG_MASKED:
+    rc = recv_masked(s, from, msg, len, err, errlen);
+    break;
+  default:
+    rc = recv_unmask(s, from, msg, len, err, errlen);
+    break;
+  }
+  if (rc)
+    return rc;
+  s->heard[phase][from] = 1;
+  s->count[phase]++;
+  return COHORT_OK;
+}
+
+/* ---- unmasking ---- */
+
+/* Rebuilding secrets. shamir_combine costs O(t^2) multiplications and t
+ * inversions per secret (about 1 ms at t = 251): 0.5 s for N = 500. But in
+ * the complete graph every secret's first t shares come from the same t
+ * holders in the same order, so the Lagrange coefficients at 0 are
+ * computed once (one inversion, by Montgomery's trick) and each secret is
+ * then 5 t multiplications; the coefficients are recomputed whenever the
+ * holders differ. The field elements are turned into bytes by
+ * shamir_combine itself, given them as the one share of a constant
+ * polynomial (x = 1, coefficient 1), so the chunk layout and its range
+ * check stay shamir.c's. */
+typedef struct lagrange {
+  uint32_t t;
+  int valid;
+  unsigned *xs;     /* the t points the coefficients are for */
+  uint64_t *lambda; /* t coefficients */
+  uint64_t *prefix; /* t: scratch */
+} lagrange;
+
+static void lagrange_compute(lagrange *L, const unsigned *xs) {
+  const uint32_t t = L->t;
+  uint64_t all = 1;
+  for (uint32_t m = 0; m < t; m++)
+    all = shamir_mul(all, xs[m]);
+  /* den_j = x_j prod_{m != j} (x_m - x_j); points are distinct in 1..n. */
+  for (uint32_t j = 0; j < t; j++) {
+    uint64_t den = xs[j];
+    for (uint32_t m = 0; m < t; m++)
+      if (m != j)
+        den = shamir_mul(den, shamir_add(xs[m], SHAMIR_PRIME - xs[j]));
+    L->lambda[j] = den;
+    L->prefix[j] = j ? shamir_mul(L->prefix[j - 1], den) : den;
+  }
+  uint64_t inv = shamir_inv(L->prefix[t - 1]);
+  for (uint32_t j = t; j-- > 0;) {
+    uint64_t inv_j = j ? shamir_mul(inv, L->prefix[j - 1]) : inv;
+    inv = shamir_mul(inv, L->lambda[j]);
+    L->lambda[j] = shamir_mul(all, inv_j);
+  }
+  memcpy(L->xs, xs, t * sizeof *xs);
+  L->valid = 1;
+}
+
+static int rebuild(lagrange *L, const reveal_set *r,
+                   uint8_t secret[KEX_KEY_LEN]) {
+  const uint32_t t = L->t;
+  if (!L->valid || memcmp(L->xs, r->xs, t * sizeof *r->xs) != 0)
+    lagrange_compute(L, r->xs);
+  uint64_t acc[SECAGG_CHUNKS] = {0};
+  for (uint32_t j = 0; j < t; j++)
+    for (size_t c = 0; c < SECAGG_CHUNKS; c++)
+      acc[c] = shamir_add(
+          acc[c], shamir_mul(L->lambda[j], r->vals[j * SECAGG_CHUNKS + c]));
+  static const unsigned one = 1;
+  int rc = shamir_combine(&one, acc, 1, KEX_KEY_LEN, secret);
+  OPENSSL_cleanse(acc, sizeof acc);
+  return rc;
+}
+
+/* After UNMASK: rebuild every secret needed, check the dropped clients'
+ * keys, then strip the masks. Every reason to abort but a failing cipher
+ * is found before the sum is touched. */
+static int finish(secagg_server *s, char *err, size_t errlen) {
+  const uint32_t n = s->p.n, k = s->p.degree, t = s->p.threshold;
+  const unsigned bits = s->p.ring_bits;
+  const uint8_t *shared = s->heard[SECAGG_SHARE];
+  const uint8_t *masked = s->heard[SECAGG_MASKED];
+  int rc = COHORT_OK;
+  /* need[i]: 1 rebuild the seed, 2 rebuild the mask key, 0 nothing. */
+  uint8_t *need = calloc(n, 1);
+  uint8_t(*secret)[KEX_KEY_LEN] = calloc(n, sizeof *secret);
+  lagrange L = {.t = t};
+  L.xs = calloc(t, sizeof *L.xs);
+  L.lambda = calloc(t, sizeof *L.lambda);
+  L.prefix = calloc(t, sizeof *L.prefix);
+  if (!need || !secret || !L.xs || !L.lambda || !L.prefix) {
+    rc = COHORT_ENOMEM;
+    goto out;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    if (masked[i]) {
+      need[i] = 1;
+    } else if (shared[i]) {
+      const uint32_t *nb = nbrs(s, i);
+      for (uint32_t j = 0; j < k && !need[i]; j++)
+        if (masked[nb[j]])
+          need[i] = 2;
+    }
+    if (need[i] && s->rev[i].count < t) {
+      rc = server_abort(s, err, errlen,
+                        "client %u: %u of the %u shares of its %s needed "
+                        "were revealed",
+                        i, s->rev[i].count, t,
+                        need[i] == 1 ? "self-mask seed" : "mask key");
+      goto out;
+    }
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    if (!need[i])
+      continue;
+    const reveal_set *r = &s->rev[i];
+    rc = rebuild(&L, r, secret[i]);
+    if (rc) {
+      rc = server_abort(s, err, errlen,
+                        "client %u: its %s cannot be rebuilt from the "
+                        "revealed shares",
+                        i, need[i] == 1 ? "self-mask seed" : "mask key");
+      goto out;
+    }
+    if (need[i] == 2) {
+      kex_keypair kp;
+      rc = kex_keypair_from_secret(secret[i], &kp);
+      int same = !rc && memcmp(kp.public_key, s->mask_pub[i], KEX_KEY_LEN) == 0;
+      kex_keypair_clear(&kp);
+      if (!same) {
+        rc = server_abort(s, err, errlen,
+                          "client %u: the mask key rebuilt from its shares "
+                          "does not match its public key (wrong shares)",
+                          i);
+        goto out;
+      }
+    }
+  }
+  uint8_t seed[PRG_SEED_LEN];
+  for (uint32_t i = 0; i < n && !rc; i++) {
+    if (need[i] == 1) {
+      rc = mask_apply(secret[i], bits, -1, s->sum, s->p.dim);
+    } else if (need[i] == 2) {
+      /* Survivor w added +PRG(s_wi) when i > w, -PRG(s_wi) when i < w. */
+      const uint32_t *nb = nbrs(s, i);
+      for (uint32_t j = 0; j < k && !rc; j++) {
+        uint32_t w = nb[j];
+        if (!masked[w])
+          continue;
+        rc = kex_agree(secret[i], s->mask_pub[w], MASK_CONTEXT, seed);
+        if (!rc)
+          rc = mask_apply(seed, bits, i > w ? -1 : 1, s->sum, s->p.dim);
+      }
+    }
+  }
+  OPENSSL_cleanse(seed, sizeof seed);
+  if (rc) {
+    rc = server_abort(s, err, errlen, "cannot remove the masks: %s",
+                      cohort_strerror(rc));
+    goto out;
+  }
+  free_reveals(s);
+  s->phase = SECAGG_DONE;
+out:
+  free(need);
+  free(L.xs);
+  free(L.lambda);
+  free(L.prefix);
+  if (secret) {
+    OPENSSL_cleanse(secret, (size_t)n * sizeof *secret);
+    free(secret);
+  }
+  return rc;
+}
+
+int secagg_server_close_phase(secagg_server *s, char *err, size_t errlen) {
+  if (s->phase == SECAGG_ABORTED)
+    return errbuf_fail(err, errlen, COHORT_EABORTED, NULL,
+                       "secagg: the round aborted: %s", s->reason);
+  if (s->phase > SECAGG_UNMASK)
+    return errbuf_fail(err, errlen, COHORT_ESTATE, NULL,
+                       "secagg: no phase to close in %s",
+                       secagg_phase_name(s->phase));
+  uint32_t c = s->count[s->phase];
+  if (c < s->p.threshold)
+    return server_abort(s, err, errlen,
+                        "phase %s ended with %u of %u clients, below the "
+                        "threshold %u",
+                        secagg_phase_name(s->phase), c, s->p.n, s->p.threshold);
+  switch (s->phase) {
+  case SECAGG_ADVERTISE:
+    s->phase = SECAGG_SHARE;
+    return COHORT_OK;
+  case SECAGG_SHARE:
+    s->phase = SECAGG_MASKED;
+    return COHORT_OK;
+  case SECAGG_MASKED:
+    free_sealed(s);
+    s->phase = SECAGG_UNMASK;
+    return COHORT_OK;
+  default:
+    return finish(s, err, errlen);
+  }
+}
+
+/* ---- queries and outgoing messages ---- */
+
+int secagg_server_heard(const secagg_server *s, secagg_phase phase,
+                        uint32_t i) {
+  if ((unsigned)phase >= N_PHASES || i >= s->p.n)
+    return 0;
+  return s->heard[phase][i];
+}
+
+uint32_t secagg_server_count(const secagg_server *s, secagg_phase phase) {
+  return (unsigned)phase < N_PHASES ? s->count[phase] : 0;
+}
+
+/* `to` and its neighbours with flag[] set, ascending, into list (k + 1). */
+static size_t self_and_neighbours(const secagg_server *s, uint32_t to,
+                                  const uint8_t *flag, uint32_t *list) {
+  const uint32_t *nb = nbrs(s, to);
+  size_t c = 0;
+  int placed = 0;
+  for (uint32_t j = 0; j < s->p.degree; j++) {
+    if (!placed && nb[j] > to) {
+      list[c++] = to;
+      placed = 1;
+    }
+    if (flag[nb[j]])
+      list[c++] = nb[j];
+  }
+  if (!placed)
+    list[c++] = to;
+  return c;
+}
+
+static int message_peers(const secagg_server *s, uint32_t to, uint8_t **out,
+                         size_t *out_len) {
+  const uint32_t k = s->p.degree;
+  uint32_t *list = malloc(((size_t)k + 1) * sizeof *list);
+  Cohort__V1__SecAggKeys *e = calloc((size_t)k + 1, sizeof *e);
+  Cohort__V1__SecAggKeys **ep = calloc((size_t)k + 1, sizeof *ep);
+  int rc = COHORT_ENOMEM;
+  if (list && e && ep) {
+    size_t c = self_and_neighbours(s, to, s->heard[SECAGG_ADVERTISE], list);
+    for (size_t i = 0; i < c; i++) {
+      cohort__v1__sec_agg_keys__init(&e[i]);
+      e[i].index = list[i];
+      e[i].share_public.data = (uint8_t *)s->share_pub[list[i]];
+      e[i].share_public.len = KEX_KEY_LEN;
+      e[i].mask_public.data = (uint8_t *)s->mask_pub[list[i]];
+      e[i].mask_public.len = KEX_KEY_LEN;
+      ep[i] = &e[i];
+    }
+    Cohort__V1__SecAggPeers m = COHORT__V1__SEC_AGG_PEERS__INIT;
+    m.n_peers = c;
+    m.peers = ep;
+    rc = pb_pack(&m.base, out, out_len);
+  }
+  free(list);
+  free(e);
+  free(ep);
+  return rc;
+}
+
+static int message_shares(const secagg_server *s, uint32_t to, uint8_t **out,
+                          size_t *out_len) {
+  const uint32_t k = s->p.degree;
+  const uint32_t *nb = nbrs(s, to);
+  Cohort__V1__SecAggShare *e = calloc(k ? k : 1, sizeof *e);
+  Cohort__V1__SecAggShare **ep = calloc(k ? k : 1, sizeof *ep);
+  int rc = COHORT_ENOMEM;
+  if (e && ep) {
+    size_t c = 0;
+    for (uint32_t j = 0; j < k; j++) {
+      uint32_t d = nb[j];
+      if (!s->heard[SECAGG_SHARE][d])
+        continue;
+      /* d sent one share to each neighbour that advertised, `to` too. */
+      long slot = secagg_slot(nbrs(s, d), k, to);
+      cohort__v1__sec_agg_share__init(&e[c]);
+      e[c].from = d;
+      e[c].to = to;
+      e[c].sealed.data = s->sealed[d] + (size_t)slot * SECAGG_SEALED_LEN;
+      e[c].sealed.len = SECAGG_SEALED_LEN;
+      ep[c] = &e[c];
+      c++;
+    }
+    Cohort__V1__SecAggShares m = COHORT__V1__SEC_AGG_SHARES__INIT;
+    m.n_shares = c;
+    m.shares = ep;
+    rc = pb_pack(&m.base, out, out_len);
+  }
+  free(e);
+  free(ep);
+  return rc;
+}
+
+static int message_survivors(const secagg_server *s, uint32_t to, uint8_t **out,
+                             size_t *out_len) {
+  uint32_t *list = malloc(((size_t)s->p.degree + 1) * sizeof *list);
+  if (!list)
+    return COHORT_ENOMEM;
+  Cohort__V1__SecAggSurvivors m = COHORT__V1__SEC_AGG_SURVIVORS__INIT;
+  m.n_indices = self_and_neighbours(s, to, s->heard[SECAGG_MASKED], list);
+  m.indices = list;
+  int rc = pb_pack(&m.base, out, out_len);
+  free(list);
+  return rc;
+}
+
+int secagg_server_message(const secagg_server *s, uint32_t to, uint8_t **out,
+                          size_t *out_len, char *err, size_t errlen) {
+  if (s->phase == SECAGG_ABORTED)
+    return errbuf_fail(err, errlen, COHORT_EABORTED, NULL,
+                       "secagg: the round aborted: %s", s->reason);
+  if (s->phase == SECAGG_ADVERTISE || s->phase > SECAGG_UNMASK)
+    return errbuf_fail(err, errlen, COHORT_ESTATE, NULL,
+                       "secagg: no message to send in phase %s",
+                       secagg_phase_name(s->phase));
+  secagg_phase closed = (secagg_phase)(s->phase - 1);
+  if (to >= s->p.n || !s->heard[closed][to])
+    return errbuf_fail(err, errlen, COHORT_ESTATE, NULL,
+                       "secagg: client %u did not send in %s", to,
+                       secagg_phase_name(closed));
+  int rc;
+  switch (closed) {
+  case SECAGG_ADVERTISE:
+    rc = message_peers(s, to, out, out_len);
+    break;
+  case SECAGG_SHARE:
+    rc = message_shares(s, to, out, out_len);
+    break;
+  default:
+    rc = message_survivors(s, to, out, out_len);
+    break;
+  }
+  return rc;
+}
+
+int secagg_server_sum(const secagg_server *s, uint64_t *sum,
+                      uint32_t *n_inputs) {
+  if (s->phase == SECAGG_ABORTED)
+    return COHORT_EABORTED;
+  if (s->phase != SECAGG_DONE)
+    return COHORT_ESTATE;
+  memcpy(sum, s->sum, s->p.dim * sizeof *sum);
+  if (n_inputs)
+    *n_inputs = s->count[SECAGG_MASKED];
+  return COHORT_OK;
+}

@@ -1,0 +1,616 @@
+/* Tests of secure aggregation's parameters (secagg.h): the checks on a
+ * round's secagg_params; the random Harary neighbour graph (regular,
+ * symmetric, sorted, connected, reproducible from the round seed, nodes
+ * placed uniformly); and the parameter finder, whose bounds
+ * (secagg_params.h) are compared with binomial tails summed term by term
+ * here, and whose choices are checked against the bounds themselves. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cohort_status.h"
+#include "cunit_main.h"
+#include "secagg.h"
+#include "secagg_params.h"
+
+static secagg_params params(uint32_t n, uint32_t k, uint32_t t, uint32_t seed) {
+  secagg_params p;
+  memset(&p, 0, sizeof p);
+  p.n = n;
+  p.degree = k;
+  p.threshold = t;
+  p.ring_bits = 32;
+  p.dim = 10;
+  for (int i = 0; i < 4; i++)
+    p.round_seed[i] = (uint8_t)(seed >> (8 * i));
+  p.round_seed[31] = 0xa5;
+  return p;
+}
+
+/* ---- parameter checks ---- */
+
+static void test_params_check_table(void) {
+  static const struct {
+    uint32_t n, k, t;
+    unsigned bits;
+    size_t dim;
+    const char *want; /* NULL: accepted; else a substring of the reason */
+  } cases[] = {
+      {2, 1, 1, 32, 1, NULL},
+      {2, 1, 2, 62, 1, NULL},
+      {10, 9, 10, 1, 5, NULL}, /* complete, every holder needed */
+      {10, 4, 3, 32, 5, NULL}, /* smallest t above k / 2 */
+      {10, 3, 2, 32, 5, NULL}, /* odd k on even n */
+      {11, 4, 5, 32, 5, NULL},
+      {SECAGG_MAX_CLIENTS, 2, 2, 32, 5, NULL},
+      {1, 1, 1, 32, 5, "secagg n = 1 clients must be in 2..65535"},
+      {SECAGG_MAX_CLIENTS + 1, 2, 2, 32, 5, "n = 65536 clients"},
+      {10, 0, 1, 32, 5, "secagg degree 0 must be in 1..9"},
+      {10, 10, 6, 32, 5, "secagg degree 10 must be in 1..9"},
+      {11, 3, 2, 32, 5, "degree 3 is odd and n = 11 is odd"},
+      {10, 4, 2, 32, 5,
+       "secagg threshold 2 must be in (degree/2, degree + 1] = (2, 5]"},
+      {10, 4, 6, 32, 5, "threshold 6 must be in (degree/2, degree + 1]"},
+      {10, 3, 1, 32, 5,
+       "threshold 1 must be in (degree/2, degree + 1] = "
+       "(1.5, 4]"},
+      {10, 4, 0, 32, 5, "threshold 0"},
+      {10, 4, 3, 0, 5, "secagg ring_bits 0 must be in 1..62"},
+      {10, 4, 3, 63, 5, "ring_bits 63"},
+      {10, 4, 3, 32, 0, "secagg dim is 0"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    secagg_params p = params(cases[i].n, cases[i].k, cases[i].t, 1);
+    p.ring_bits = cases[i].bits;
+    p.dim = cases[i].dim;
+    char err[256] = "";
+    int rc = secagg_params_check(&p, err, sizeof err);
+    if (!cases[i].want) {
+      CU_ASSERT_EQUAL(rc, COHORT_OK);
+      if (rc)
+        printf("\n  case %zu refused: %s\n", i, err);
+    } else {
+      CU_ASSERT_EQUAL(rc, COHORT_EINVAL);
+      CU_ASSERT_PTR_NOT_NULL(strstr(err, cases[i].want));
+      if (!strstr(err, cases[i].want))
+        printf("\n  case %zu: '%s' lacks '%s'\n", i, err, cases[i].want);
+    }
+  }
+  CU_ASSERT_EQUAL(secagg_params_check(NULL, NULL, 0), COHORT_EINVAL);
+}
+
+static void test_phase_names(void) {
+  CU_ASSERT_STRING_EQUAL(secagg_phase_name(SECAGG_ADVERTISE), "advertise");
+  CU_ASSERT_STRING_EQUAL(secagg_phase_name(SECAGG_SHARE), "share");
+  CU_ASSERT_STRING_EQUAL(secagg_phase_name(SECAGG_MASKED), "masked");
+  CU_ASSERT_STRING_EQUAL(secagg_phase_name(SECAGG_UNMASK), "unmask");
+  CU_ASSERT_STRING_EQUAL(secagg_phase_name(SECAGG_DONE), "done");
+  CU_ASSERT_STRING_EQUAL(secagg_phase_name(SECAGG_ABORTED), "aborted");
+  CU_ASSERT_STRING_EQUAL(secagg_phase_name((secagg_phase)99), "unknown");
+}
+
+/* ---- the graph ---- */
+
+/* Every node has exactly k neighbours, ascending (so distinct), none of
+ * them itself, and adjacency is symmetric and agrees with the lists. */
+static void check_regular(const secagg_graph *g, uint32_t n, uint32_t k) {
+  uint8_t *row = calloc(n, 1);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(row);
+  for (uint32_t a = 0; a < n; a++) {
+    const uint32_t *nb = secagg_graph_neighbours(g, a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(nb);
+    memset(row, 0, n);
+    for (uint32_t j = 0; j < k; j++) {
+      CU_ASSERT_FATAL(nb[j] < n);
+      CU_ASSERT_NOT_EQUAL(nb[j], a);
+      if (j > 0)
+        CU_ASSERT(nb[j - 1] < nb[j]);
+      row[nb[j]] = 1;
+    }
+    for (uint32_t b = 0; b < n; b++) {
+      int adj = secagg_graph_adjacent(g, a, b);
+      CU_ASSERT_EQUAL(adj, row[b]);
+      CU_ASSERT_EQUAL(adj, secagg_graph_adjacent(g, b, a));
+    }
+  }
+  free(row);
+}
+
+/* Connected components of the graph, by breadth-first search. */
+static uint32_t components(const secagg_graph *g, uint32_t n, uint32_t k) {
+  uint32_t *queue = malloc(n * sizeof *queue);
+  uint8_t *seen = calloc(n, 1);
+  uint32_t count = 0;
+  CU_ASSERT_FATAL(queue && seen);
+  for (uint32_t s = 0; s < n; s++) {
+    if (seen[s])
+      continue;
+    count++;
+    uint32_t head = 0, tail = 0;
+    queue[tail++] = s;
+    seen[s] = 1;
+    while (head < tail) {
+      const uint32_t *nb = secagg_graph_neighbours(g, queue[head++]);
+      for (uint32_t j = 0; j < k; j++)
+        if (!seen[nb[j]]) {
+          seen[nb[j]] = 1;
+          queue[tail++] = nb[j];
+        }
+    }
+  }
+  free(queue);
+  free(seen);
+  return count;
+}
+
+static void test_graph_regular_symmetric_sorted(void) {
+  static const uint32_t nk[][2] = {{2, 1},   {3, 2},    {5, 2},   {5, 4},
+                                   {8, 2},   {8, 3},    {8, 5},   {9, 6},
+                                   {10, 3},  {10, 7},   {10, 8},  {64, 10},
+                                   {101, 4}, {101, 60}, {200, 31}};
+  for (size_t i = 0; i < sizeof nk / sizeof nk[0]; i++) {
+    uint32_t n = nk[i][0], k = nk[i][1];
+    secagg_params p = params(n, k, k / 2 + 1, 7);
+    secagg_graph *g = NULL;
+    CU_ASSERT_EQUAL_FATAL(secagg_graph_new(&p, &g), COHORT_OK);
+    check_regular(g, n, k);
+    secagg_graph_free(g);
+  }
+}
+
+static void test_graph_connected(void) {
+  static const uint32_t nk[][2] = {{3, 2},    {8, 2},     {8, 3},    {10, 3},
+                                   {50, 2},   {50, 5},    {51, 4},   {1000, 2},
+                                   {1000, 3}, {1000, 48}, {4097, 16}};
+  for (size_t i = 0; i < sizeof nk / sizeof nk[0]; i++)
+    for (uint32_t seed = 1; seed <= 5; seed++) {
+      uint32_t n = nk[i][0], k = nk[i][1];
+      secagg_params p = params(n, k, k / 2 + 1, seed);
+      secagg_graph *g = NULL;
+      CU_ASSERT_EQUAL_FATAL(secagg_graph_new(&p, &g), COHORT_OK);
+      CU_ASSERT_EQUAL(components(g, n, k), 1);
+      secagg_graph_free(g);
+    }
+  /* k = 1 joins each node to the opposite one only: a perfect matching,
+   * which is why the finder's bound (3) never passes it. */
+  secagg_params p = params(12, 1, 1, 3);
+  secagg_graph *g = NULL;
+  CU_ASSERT_EQUAL_FATAL(secagg_graph_new(&p, &g), COHORT_OK);
+  check_regular(g, 12, 1);
+  CU_ASSERT_EQUAL(components(g, 12, 1), 6);
+  secagg_graph_free(g);
+}
+
+static void test_graph_odd_degree_even_n(void) {
+  /* Circle sides of (k - 1) / 2 plus the opposite node: for k = 3 on
+   * n = 10, removing a node's two circle neighbours still leaves it its
+   * opposite, so every node keeps degree 3 and the graph stays whole. */
+  for (uint32_t k = 1; k <= 9; k += 2)
+    for (uint32_t seed = 1; seed <= 3; seed++) {
+      secagg_params p = params(10, k, k / 2 + 1, seed);
+      secagg_graph *g = NULL;
+      CU_ASSERT_EQUAL_FATAL(secagg_graph_new(&p, &g), COHORT_OK);
+      check_regular(g, 10, k);
+      if (k > 1)
+        CU_ASSERT_EQUAL(components(g, 10, k), 1);
+      secagg_graph_free(g);
+    }
+  /* Odd k on odd n is refused, and *out is cleared. */
+  secagg_params p = params(10, 3, 2, 1);
+  secagg_graph *g = NULL, *keep = NULL;
+  CU_ASSERT_EQUAL_FATAL(secagg_graph_new(&p, &keep), COHORT_OK);
+  g = keep;
+  p = params(9, 3, 2, 1);
+  CU_ASSERT_EQUAL(secagg_graph_new(&p, &g), COHORT_EINVAL);
+  CU_ASSERT_PTR_NULL(g);
+  secagg_graph_free(keep);
+}
+
+static int same_graph(const secagg_graph *a, const secagg_graph *b, uint32_t n,
+                      uint32_t k) {
+  for (uint32_t i = 0; i < n; i++)
+    if (memcmp(secagg_graph_neighbours(a, i), secagg_graph_neighbours(b, i),
+               k * sizeof(uint32_t)))
+      return 0;
+  return 1;
+}
+
+static void test_graph_deterministic_per_seed(void) {
+  secagg_params p1 = params(100, 6, 4, 11), p2 = params(100, 6, 4, 12);
+  secagg_graph *a = NULL, *b = NULL, *c = NULL;
+  CU_ASSERT_EQUAL_FATAL(secagg_graph_new(&p1, &a), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(secagg_graph_new(&p1, &b), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(secagg_graph_new(&p2, &c), COHORT_OK);
+  CU_ASSERT(same_graph(a, b, 100, 6));
+  CU_ASSERT(!same_graph(a, c, 100, 6));
+  secagg_graph_free(a);
+  secagg_graph_free(b);
+  secagg_graph_free(c);
+  /* The threshold, ring and dimension play no part in the graph. */
+  p2 = p1;
+  p2.threshold = 7;
+  p2.ring_bits = 20;
+  p2.dim = 3;
+  CU_ASSERT_EQUAL_FATAL(secagg_graph_new(&p1, &a), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(secagg_graph_new(&p2, &b), COHORT_OK);
+  CU_ASSERT(same_graph(a, b, 100, 6));
+  secagg_graph_free(a);
+  secagg_graph_free(b);
+}
+
+static void test_graph_complete(void) {
+  static const uint32_t ns[] = {2, 3, 7, 10, 33};
+  for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+    uint32_t n = ns[i];
+    for (uint32_t seed = 1; seed <= 2; seed++) {
+      secagg_params p = params(n, n - 1, n, seed);
+      secagg_graph *g = NULL;
+      CU_ASSERT_EQUAL_FATAL(secagg_graph_new(&p, &g), COHORT_OK);
+      check_regular(g, n, n - 1);
+      for (uint32_t a = 0; a < n; a++) {
+        const uint32_t *nb = secagg_graph_neighbours(g, a);
+        for (uint32_t j = 0; j < n - 1; j++)
+          CU_ASSERT_EQUAL(nb[j], j < a ? j : j + 1);
+      }
+      secagg_graph_free(g);
+    }
+  }
+}
+
+/* The permutation places each node uniformly on the circle: over many
+ * seeds every pair of nodes is adjacent with probability k / (n - 1). */
+static void test_graph_uniform_over_seeds(void) {
+  enum { N = 8, SEEDS = 2800 };
+  for (uint32_t k = 2; k <= 3; k++) {
+    unsigned count[N][N];
+    memset(count, 0, sizeof count);
+    for (uint32_t s = 0; s < SEEDS; s++) {
+      secagg_params p = params(N, k, k / 2 + 1, 1000 + s);
+      secagg_graph *g = NULL;
+      CU_ASSERT_EQUAL_FATAL(secagg_graph_new(&p, &g), COHORT_OK);
+      for (uint32_t a = 0; a < N; a++)
+        for (uint32_t b = a + 1; b < N; b++)
+          count[a][b] += (unsigned)secagg_graph_adjacent(g, a, b);
+      secagg_graph_free(g);
+    }
+    double q = (double)k / (N - 1), mean = SEEDS * q;
+    double sd = sqrt(SEEDS * q * (1 - q)); /* 23.9 for k = 2, 26.2 for 3 */
+    for (uint32_t a = 0; a < N; a++)
+      for (uint32_t b = a + 1; b < N; b++)
+        CU_ASSERT(fabs(count[a][b] - mean) < 5 * sd);
+  }
+}
+
+static void test_graph_refusals(void) {
+  secagg_graph *g = NULL;
+  secagg_params p = params(10, 4, 2, 1); /* t not above k / 2 */
+  CU_ASSERT_EQUAL(secagg_graph_new(&p, &g), COHORT_EINVAL);
+  CU_ASSERT_PTR_NULL(g);
+  CU_ASSERT_EQUAL(secagg_graph_new(NULL, &g), COHORT_EINVAL);
+  p = params(10, 4, 3, 1);
+  CU_ASSERT_EQUAL(secagg_graph_new(&p, NULL), COHORT_EINVAL);
+  CU_ASSERT_EQUAL_FATAL(secagg_graph_new(&p, &g), COHORT_OK);
+  CU_ASSERT_PTR_NULL(secagg_graph_neighbours(g, 10));
+  CU_ASSERT_EQUAL(secagg_graph_adjacent(g, 0, 10), 0);
+  CU_ASSERT_EQUAL(secagg_graph_adjacent(g, 10, 0), 0);
+  CU_ASSERT_EQUAL(secagg_graph_adjacent(g, 3, 3), 0);
+  secagg_graph_free(g);
+  secagg_graph_free(NULL);
+}
+
+/* ---- the bounds ---- */
+
+static double binom_coef(unsigned m, unsigned i) {
+  double c = 1;
+  for (unsigned j = 1; j <= i; j++)
+    c = c * (double)(m - i + j) / j;
+  return c;
+}
+
+/* P[lo <= X <= hi], X ~ Binomial(m, p), term by term. */
+static double direct(unsigned m, double p, unsigned lo, unsigned hi) {
+  double s = 0;
+  for (unsigned i = lo; i <= hi && i <= m; i++)
+    s += binom_coef(m, i) * pow(p, i) * pow(1 - p, m - i);
+  return s;
+}
+
+/* a and b agree as logs of probabilities: both -inf, or within 1e-9. */
+static int near_log(double a, double b) {
+  if (isinf(a) || isinf(b))
+    return a == b;
+  return fabs(a - b) <= 1e-9 * fmax(1.0, fabs(b));
+}
+
+static void test_tail_against_direct_sums(void) {
+  /* A tail worked out by hand: P[Binomial(10, 1/2) >= 8] = 56 / 1024. */
+  CU_ASSERT(near_log(secagg_ln_binom_upper(10, 0.5, 8), log(56.0 / 1024)));
+  static const double ps[] = {0, 1e-4, 0.01, 0.05, 0.3, 0.5, 0.7, 0.99, 1};
+  unsigned bad = 0;
+  for (unsigned m = 1; m <= 40; m++)
+    for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++)
+      for (unsigned t = 0; t <= m + 1; t++) {
+        double want = direct(m, ps[pi], t, m);
+        double got = secagg_ln_binom_upper(m, ps[pi], t);
+        if (!near_log(got, log(want)) && bad++ < 5)
+          printf("\n  m %u p %g t %u: %.17g, direct %.17g\n", m, ps[pi], t, got,
+                 log(want));
+      }
+  CU_ASSERT_EQUAL(bad, 0);
+  /* Large m: the upper tail of p and the lower tail of 1 - p add to 1,
+   * whichever side of the mode t falls on (to lgamma's rounding of
+   * ln 3000! ~ 2e4, a few 1e-12). */
+  for (unsigned t = 0; t <= 3001; t += 7) {
+    double up = exp(secagg_ln_binom_upper(3000, 0.1, t));
+    double low = t == 0 ? 0 : exp(secagg_ln_binom_upper(3000, 0.9, 3001 - t));
+    CU_ASSERT(fabs(up + low - 1) < 1e-10);
+  }
+}
+
+static void test_bounds_against_direct_sums(void) {
+  static const double rates[] = {0, 0.02, 0.1, 0.3};
+  unsigned bad = 0;
+  for (uint32_t k = 1; k <= 30; k++)
+    for (size_t r = 0; r < sizeof rates / sizeof rates[0]; r++)
+      for (uint32_t t = k / 2 + 1; t <= k + 1; t++) {
+        double x = rates[r];
+        /* (1): fewer than t of the k + 1 holders survive. */
+        double want1 = log2(50 * direct(k + 1, 1 - x, 0, t - 1));
+        /* (2): t or more of them are corrupt. */
+        double want2 = log2(50 * direct(k + 1, x, t, k + 1));
+        if (!near_log(secagg_bound_correctness(50, k, t, x), want1) ||
+            !near_log(secagg_bound_reconstruct(50, k, t, x), want2))
+          bad++;
+      }
+  CU_ASSERT_EQUAL(bad, 0);
+  /* (3): n^2 (dropout + corrupt)^(2 floor(k / 2)). */
+  CU_ASSERT(near_log(secagg_bound_isolate(100, 10, 0.1, 0.1),
+                     log2(1e4 * pow(0.2, 10))));
+  CU_ASSERT(near_log(secagg_bound_isolate(100, 11, 0.1, 0.1),
+                     log2(1e4 * pow(0.2, 10))));
+  CU_ASSERT(near_log(secagg_bound_isolate(1000, 1, 0.1, 0.1), log2(1e6)));
+  CU_ASSERT(near_log(secagg_bound_isolate(100, 10, 0, 0), -INFINITY));
+  CU_ASSERT(near_log(secagg_bound_isolate(100, 99, 0.5, 0.4), -INFINITY));
+}
+
+/* ---- the finder ---- */
+
+static int meets(const secagg_goal *g, uint32_t k, uint32_t t) {
+  return secagg_bound_correctness(g->n, k, t, g->dropout) <=
+             -(double)g->correctness_bits &&
+         secagg_bound_reconstruct(g->n, k, t, g->corrupt) <=
+             -(double)g->security_bits &&
+         secagg_bound_isolate(g->n, k, g->dropout, g->corrupt) <=
+             -(double)g->security_bits;
+}
+
+/* The finder as docs/secagg.md states it, with a plain scan over t (the
+ * last k, n - 1, has the parity of the step, so the loop reaches it). */
+static int reference_finder(const secagg_goal *g, uint32_t *k_out,
+                            uint32_t *t_out) {
+  uint32_t n = g->n, step = n % 2 == 0 ? 1 : 2;
+  double sec = -(double)g->security_bits, cor = -(double)g->correctness_bits;
+  for (uint32_t k = step == 1 ? 1 : 2; k <= n - 1; k += step) {
+    if (k < n - 1 && secagg_bound_isolate(n, k, g->dropout, g->corrupt) > sec)
+      continue;
+    for (uint32_t t = k / 2 + 1; t <= k + 1; t++)
+      if (secagg_bound_reconstruct(n, k, t, g->corrupt) <= sec) {
+        if (secagg_bound_correctness(n, k, t, g->dropout) <= cor) {
+          *k_out = k;
+          *t_out = t;
+          return COHORT_OK;
+        }
+        break;
+      }
+  }
+  return COHORT_EINVAL;
+}
+
+static void test_finder_matches_reference(void) {
+  static const uint32_t ns[] = {2, 3, 7, 10, 31, 64, 200, 301};
+  static const double ds[] = {0, 0.05, 0.1, 0.2, 0.3};
+  static const double cs[] = {0, 0.01, 0.05, 0.2};
+  static const unsigned bits[][2] = {{40, 20}, {20, 10}, {64, 30}};
+  unsigned bad = 0, found = 0;
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+    for (size_t b = 0; b < sizeof ds / sizeof ds[0]; b++)
+      for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
+        for (size_t e = 0; e < sizeof bits / sizeof bits[0]; e++) {
+          secagg_goal g = {ns[a], ds[b], cs[c], bits[e][0], bits[e][1]};
+          uint32_t k = 0, t = 0, rk = 0, rt = 0;
+          int rc = secagg_find_params(&g, &k, &t, NULL, 0);
+          int rrc = reference_finder(&g, &rk, &rt);
+          found += rc == COHORT_OK;
+          if (rc != rrc || (!rc && (k != rk || t != rt))) {
+            if (bad++ < 5)
+              printf("\n  n %u dropout %g corrupt %g %u/%u: %d (%u, %u), "
+                     "reference %d (%u, %u)",
+                     g.n, g.dropout, g.corrupt, g.security_bits,
+                     g.correctness_bits, rc, k, t, rrc, rk, rt);
+          }
+        }
+  CU_ASSERT_EQUAL(bad, 0);
+  CU_ASSERT(found > 100); /* the grid is not all refusals */
+}
+
+static void test_finder_n1000_logarithmic(void) {
+  secagg_goal goal = {1000, 0.1, 0.1, 40, 20};
+  uint32_t k = 0, t = 0;
+  char err[512] = "";
+  CU_ASSERT_EQUAL_FATAL(secagg_find_params(&goal, &k, &t, err, sizeof err),
+                        COHORT_OK);
+  printf("\n  n 1000, dropout 0.1, corrupt 0.1, 40/20 bits: k %u, t %u "
+         "(bounds 2^%.1f, 2^%.1f, 2^%.1f) ",
+         k, t, secagg_bound_correctness(1000, k, t, 0.1),
+         secagg_bound_reconstruct(1000, k, t, 0.1),
+         secagg_bound_isolate(1000, k, 0.1, 0.1));
+  CU_ASSERT(k < 1000 / 4);
+  CU_ASSERT(2 * t > k && t <= k + 1);
+  CU_ASSERT(meets(&goal, k, t));
+  /* t is the smallest that keeps corrupt clients out. */
+  if (t - 1 > k / 2)
+    CU_ASSERT(secagg_bound_reconstruct(1000, k, t - 1, 0.1) > -40.0);
+  /* No smaller degree, k - 2 among them, meets all three with any t. */
+  CU_ASSERT_FATAL(k > 2);
+  for (uint32_t j = 1; j < k; j++)
+    for (uint32_t u = j / 2 + 1; u <= j + 1; u++)
+      CU_ASSERT(!meets(&goal, j, u));
+  /* The result is a valid round. */
+  secagg_params p = params(1000, k, t, 5);
+  CU_ASSERT_EQUAL(secagg_params_check(&p, err, sizeof err), COHORT_OK);
+}
+
+static void test_finder_monotone(void) {
+  static const uint32_t ns[] = {100, 1000, 5001};
+  static const double cs[] = {0, 0.05, 0.2};
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+    for (size_t b = 0; b < sizeof cs / sizeof cs[0]; b++) {
+      /* More dropout: k never smaller, and once refused, refused. */
+      uint32_t last = 0;
+      int refused = 0;
+      for (double d = 0; d < 0.5; d += 0.025) {
+        secagg_goal goal = {ns[a], d, cs[b], 40, 20};
+        uint32_t k = 0, t = 0;
+        int rc = secagg_find_params(&goal, &k, &t, NULL, 0);
+        if (rc) {
+          refused = 1;
+          continue;
+        }
+        CU_ASSERT(!refused);
+        CU_ASSERT(k >= last);
+        CU_ASSERT(meets(&goal, k, t) || k == ns[a] - 1);
+        last = k;
+      }
+    }
+  /* More corruption likewise. */
+  uint32_t last = 0;
+  for (double c = 0; c < 0.3; c += 0.02) {
+    secagg_goal goal = {1000, 0.1, c, 40, 20};
+    uint32_t k = 0, t = 0;
+    CU_ASSERT_EQUAL_FATAL(secagg_find_params(&goal, &k, &t, NULL, 0),
+                          COHORT_OK);
+    CU_ASSERT(k >= last);
+    last = k;
+  }
+}
+
+static void test_finder_complete_for_small_n(void) {
+  /* Ten clients, 2% corrupt: the survivors of k = 8 may fall apart
+   * (bound (3): 100 * 0.02^8 = 2^-38.5 > 2^-40), so the finder falls back
+   * to full SecAgg, with t = 9 (bound (2) 2^-44.2; t = 8 gives 2^-36.4). */
+  secagg_goal goal = {10, 0, 0.02, 40, 20};
+  uint32_t k = 0, t = 0;
+  char err[512] = "";
+  CU_ASSERT_EQUAL_FATAL(secagg_find_params(&goal, &k, &t, err, sizeof err),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL(k, 9);
+  CU_ASSERT_EQUAL(t, 9);
+  CU_ASSERT(secagg_bound_isolate(10, 8, 0, 0.02) > -40.0);
+  CU_ASSERT(secagg_bound_reconstruct(10, 9, 9, 0.02) <= -40.0);
+  CU_ASSERT(secagg_bound_reconstruct(10, 9, 8, 0.02) > -40.0);
+  /* With 1% dropout and 0.1% corrupt, k = 8 keeps them connected but its
+   * t = 6 (the smallest against corruption) leaves a survivor's secret
+   * unrebuildable with probability 2^-16.3; k = 9 with t = 6 meets both. */
+  goal = (secagg_goal){10, 0.01, 0.001, 40, 20};
+  CU_ASSERT_EQUAL_FATAL(secagg_find_params(&goal, &k, &t, err, sizeof err),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL(k, 9);
+  CU_ASSERT_EQUAL(t, 6);
+  CU_ASSERT(secagg_bound_isolate(10, 8, 0.01, 0.001) <= -40.0);
+  CU_ASSERT(secagg_bound_correctness(10, 8, 6, 0.01) > -20.0);
+  CU_ASSERT(secagg_bound_reconstruct(10, 9, 5, 0.001) > -40.0);
+  CU_ASSERT(secagg_bound_correctness(10, 9, 6, 0.01) <= -20.0);
+  /* The same goal at 1000 clients gets a sparse graph. */
+  goal.n = 1000;
+  CU_ASSERT_EQUAL(secagg_find_params(&goal, &k, &t, err, sizeof err),
+                  COHORT_OK);
+  CU_ASSERT(k < 999);
+  /* Two clients: the only graph is one edge. */
+  secagg_goal two = {2, 0, 0, 40, 20};
+  CU_ASSERT_EQUAL(secagg_find_params(&two, &k, &t, err, sizeof err), COHORT_OK);
+  CU_ASSERT_EQUAL(k, 1);
+  CU_ASSERT_EQUAL(t, 1);
+}
+
+static void test_finder_refusals(void) {
+  uint32_t k = 77, t = 77;
+  char err[512] = "";
+  secagg_goal goal = {1000, 0.9, 0.5, 40, 20};
+  CU_ASSERT_EQUAL(secagg_find_params(&goal, &k, &t, err, sizeof err),
+                  COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "complete graph (k = 999)"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "fails to complete"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "bits short"));
+  CU_ASSERT(k == 77 && t == 77);
+  /* Ten clients cannot keep 40 bits against 5% corrupt: even all ten
+   * holders colluding is 10 * 0.05^10 = 2^-39.9. */
+  goal = (secagg_goal){10, 0, 0.05, 40, 20};
+  CU_ASSERT_EQUAL(secagg_find_params(&goal, &k, &t, err, sizeof err),
+                  COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "reconstruction by corrupt clients"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "0.1 bits short"));
+
+  static const struct {
+    secagg_goal g;
+    const char *want;
+  } bad[] = {
+      {{1, 0.1, 0.1, 40, 20}, "n = 1 clients must be in 2..65535"},
+      {{65536, 0.1, 0.1, 40, 20}, "n = 65536"},
+      {{100, 1.0, 0.1, 40, 20}, "dropout 1 must be in [0, 1)"},
+      {{100, -0.1, 0.1, 40, 20}, "dropout -0.1"},
+      {{100, NAN, 0.1, 40, 20}, "dropout nan"},
+      {{100, 0.1, 1.5, 40, 20}, "corrupt 1.5 must be in [0, 1)"},
+      {{100, 0.1, 0.1, 0, 20}, "security_bits 0 must be in 1..128"},
+      {{100, 0.1, 0.1, 40, 129}, "correctness_bits 129 must be in 1..128"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    CU_ASSERT_EQUAL(secagg_find_params(&bad[i].g, &k, &t, err, sizeof err),
+                    COHORT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, bad[i].want));
+  }
+  CU_ASSERT_EQUAL(secagg_find_params(NULL, &k, &t, err, sizeof err),
+                  COHORT_EINVAL);
+}
+
+int cohort_register_suites(void) {
+  static const test_case params_tests[] = {
+      {"params: accepted and refused, with the value named",
+       test_params_check_table},
+      {"phase names", test_phase_names},
+  };
+  static const test_case graph_tests[] = {
+      {"k-regular, symmetric, sorted, no self loops",
+       test_graph_regular_symmetric_sorted},
+      {"connected for k >= 2 (k = 1 is a matching)", test_graph_connected},
+      {"odd k on even n through the opposite node",
+       test_graph_odd_degree_even_n},
+      {"one seed, one graph; another seed, another graph",
+       test_graph_deterministic_per_seed},
+      {"k = n - 1 is the complete graph", test_graph_complete},
+      {"every pair adjacent with probability k / (n - 1) over seeds",
+       test_graph_uniform_over_seeds},
+      {"bad parameters and out-of-range nodes", test_graph_refusals},
+  };
+  static const test_case finder_tests[] = {
+      {"binomial tails equal term-by-term sums", test_tail_against_direct_sums},
+      {"bounds (1)-(3) equal their formulas", test_bounds_against_direct_sums},
+      {"the finder equals a plain scan of its definition",
+       test_finder_matches_reference},
+      {"n = 1000: k is small, meets the bounds, and no smaller k does",
+       test_finder_n1000_logarithmic},
+      {"more dropout or corruption never lowers k", test_finder_monotone},
+      {"small n falls back to the complete graph",
+       test_finder_complete_for_small_n},
+      {"impossible goals and bad input are refused", test_finder_refusals},
+  };
+  int rc = test_add_suite("secagg params", NULL, NULL, params_tests,
+                          sizeof params_tests / sizeof params_tests[0]);
+  if (!rc)
+    rc = test_add_suite("secagg graph", NULL, NULL, graph_tests,
+                        sizeof graph_tests / sizeof graph_tests[0]);
+  if (!rc)
+    rc = test_add_suite("secagg finder", NULL, NULL, finder_tests,
+                        sizeof finder_tests / sizeof finder_tests[0]);
+  return rc;
+}
