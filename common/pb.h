@@ -14,6 +14,7 @@
 #define PB_METHOD_GETMODEL "/cohort.v1.Coordinator/GetModel"
 #define PB_METHOD_UPLOAD "/cohort.v1.Coordinator/Upload"
 #define PB_METHOD_REPORT "/cohort.v1.Coordinator/Report"
+#define PB_METHOD_SECAGG "/cohort.v1.Coordinator/SecAgg"
 
 /* Largest chunk of a model download or an update upload. */
 #define PB_MAX_CHUNK_BYTES (1024 * 1024)
