@@ -22,6 +22,7 @@
 #include "pb.h"
 #include "round.h"
 #include "rpc_server.h"
+#include "secagg.h"
 #include "service.h"
 #include "store.h"
 #include "strategy.h"
@@ -39,6 +40,9 @@ typedef struct server_opts {
   double fraction, over_select, active_window;
   double server_lr, server_momentum, beta1, beta2, tau, mu, trim;
   double codec_clip;
+  const char *secagg;
+  long secagg_threshold, secagg_degree, secagg_max_examples;
+  double secagg_dropout, secagg_corrupt, secagg_timeout;
 } server_opts;
 
 static server_opts g_opts;
@@ -134,6 +138,31 @@ static const flag_def FLAGS[] = {
     {"codec-clip", FLAG_DOUBLE, &g_opts.codec_clip, "0", 0, 1e6, "C",
      "qB quantizes over [-C, C], common to all clients (0: each client "
      "scales its own payload)"},
+    {"secagg", FLAG_STRING, &g_opts.secagg, "off", 0, 0, "off|full|plus",
+     "secure aggregation of training rounds: the coordinator learns only "
+     "the sum of the updates; full: complete graph (SecAgg), plus: a "
+     "sparse random graph (SecAgg+). Needs a summable --codec and "
+     "--codec-clip (docs/rounds.md)"},
+    {"secagg-threshold", FLAG_INT, &g_opts.secagg_threshold, "0", 0,
+     SECAGG_MAX_CLIENTS, "T",
+     "shares that rebuild a client's secrets, and the fewest clients a "
+     "phase may end with (0: n/2 + 1, or the finder's for plus)"},
+    {"secagg-degree", FLAG_INT, &g_opts.secagg_degree, "0", 0,
+     SECAGG_MAX_CLIENTS - 1, "K",
+     "neighbours per client (0: n - 1 for full, the parameter finder's for "
+     "plus)"},
+    {"secagg-dropout", FLAG_DOUBLE, &g_opts.secagg_dropout, "0.1", 0, 0.99, "F",
+     "dropout rate the plus parameter finder plans for"},
+    {"secagg-corrupt", FLAG_DOUBLE, &g_opts.secagg_corrupt, "0.05", 0, 0.99,
+     "F", "share of corrupt clients the plus parameter finder plans for"},
+    {"secagg-timeout", FLAG_DOUBLE, &g_opts.secagg_timeout, "30", 0.1, 86400,
+     "SECONDS",
+     "deadline of each of the ADVERTISE, SHARE and UNMASK phases (the "
+     "masked input has --round-timeout)"},
+    {"secagg-max-examples", FLAG_INT, &g_opts.secagg_max_examples, "10000", 1,
+     NUM(1000000000), "W",
+     "example weights are capped at W under secure aggregation, so the sum "
+     "stays within the clip"},
     {"eval-every", FLAG_INT, &g_opts.eval_every, "0", 0, NUM(1000000), "N",
      "after every N training rounds, a federated-evaluation round in which "
      "clients evaluate the model on their held-out data (0: never)"},
@@ -197,7 +226,7 @@ static const char USAGE[] =
     "in SQLite. --export writes a committed model as safetensors and exits.\n"
     "When a round commits it prints to standard output:\n"
     "  round R: accuracy A loss L clients C/K up U bytes/client down D "
-    "bytes/client time S s\n"
+    "bytes/client time S s [secagg A/S/M/U]\n"
     "and after an evaluation round (--eval-every):\n"
     "  round R: evaluation accuracy A loss L clients C/K time S s";
 
@@ -401,6 +430,17 @@ int main(int argc, char **argv) {
   cfg.model_spec = g_opts.model;
   cfg.codec_spec = g_opts.codec;
   cfg.codec_clip = g_opts.codec_clip;
+  if (round_secagg_parse(g_opts.secagg, &cfg.secagg) != COHORT_OK) {
+    log_error("--secagg '%s': expected off, full or plus", g_opts.secagg);
+    exit_code = 2;
+    goto out;
+  }
+  cfg.secagg_threshold = g_opts.secagg_threshold;
+  cfg.secagg_degree = g_opts.secagg_degree;
+  cfg.secagg_dropout = g_opts.secagg_dropout;
+  cfg.secagg_corrupt = g_opts.secagg_corrupt;
+  cfg.secagg_timeout_s = g_opts.secagg_timeout;
+  cfg.secagg_max_examples = (uint64_t)g_opts.secagg_max_examples;
   cfg.input = input;
   cfg.classes = classes;
   cfg.eval = g_opts.eval_data ? &eval : NULL;
@@ -410,8 +450,11 @@ int main(int argc, char **argv) {
   cfg.n_eligible = g_opts.eligible.count;
   if (parse_rules(rules) != 0 || strategy_from_flags(&cfg.strategy) != 0)
     goto out;
-  if (round_engine_new(&cfg, db, &engine, err, sizeof err) != COHORT_OK) {
+  rc = round_engine_new(&cfg, db, &engine, err, sizeof err);
+  if (rc != COHORT_OK) {
     log_error("%s", err);
+    if (rc == COHORT_EINVAL)
+      exit_code = 2; /* flags the engine refuses, as a usage error */
     goto out;
   }
   for (size_t i = 0; i < g_opts.enroll_tokens.count; i++) {

@@ -35,6 +35,10 @@ void round_config_init(round_config *cfg) {
   cfg->batch_size = 32;
   cfg->learning_rate = 0.05;
   strategy_config_init(STRATEGY_FEDAVG, &cfg->strategy);
+  cfg->secagg_dropout = 0.1;
+  cfg->secagg_corrupt = 0.05;
+  cfg->secagg_timeout_s = 30;
+  cfg->secagg_max_examples = 10000;
   cfg->model_spec = "logreg";
   cfg->input = (nn_shape){.c = 1, .h = 28, .w = 28};
   cfg->classes = 10;
@@ -283,6 +287,18 @@ static int resume_round(round_engine *e, char *err, size_t errlen) {
                             clock_wall_s());
   }
   int evaluate = strcmp(info.kind, "EVALUATE") == 0;
+  /* A secure-aggregation round cannot go on: its keys and shares were only
+   * in memory. Nor can a plain one when --secagg is now on: its clients
+   * would upload their updates in the clear. */
+  if (!evaluate && (info.secagg[0] || e->cfg.secagg != ROUND_SECAGG_OFF)) {
+    const char *reason =
+        info.secagg[0] ? "coordinator restarted during secure aggregation; "
+                         "its keys were only in memory"
+                       : "coordinator restarted with --secagg on; the round "
+                         "began without it";
+    log_warn("round %lld: FAILED: %s", (long long)info.id, reason);
+    return store_round_fail(e->db, info.id, reason, clock_wall_s());
+  }
   char why[300];
   if (!evaluate && round_codec_resume(e, &info.codec, why, sizeof why)) {
     log_warn("round %lld cannot be resumed (%s): FAILED", (long long)info.id,
@@ -362,6 +378,8 @@ int round_engine_new(const round_config *cfg, store *db, round_engine **out,
   rc = strategy_new(&cfg->strategy, e->model.n_params, &e->strategy);
   if (!rc && (rc = round_codec_setup(e, err, errlen)))
     goto out;
+  if (!rc && (rc = round_secagg_setup(e, err, errlen)))
+    goto out;
   if (!rc) {
     agg_kind kind = strategy_aggregation(e->strategy);
     /* The robust kinds keep every update (4 bytes per parameter each):
@@ -430,6 +448,7 @@ void round_engine_free(round_engine *e) {
   aggregate_free(e->agg);
   strategy_free(e->strategy);
   round_codec_free(e);
+  round_secagg_free(e);
   free(e->global);
   free(e->blob);
   free(e->seen);
@@ -470,6 +489,9 @@ static int open_round(round_engine *e) {
   e->opened_at = clock_mono_s();
   reset_participants(e);
   aggregate_reset(e->agg);
+  rc = round_secagg_open(e);
+  if (rc)
+    return rc;
   log_info("round %lld: OPEN (%s) on model version %lld, selecting %zu "
            "client(s) for %zu result(s)",
            (long long)id, kind == KIND_EVALUATE ? "evaluation" : "training",
@@ -477,8 +499,9 @@ static int open_round(round_engine *e) {
   return COHORT_OK;
 }
 
-static int fail_round(round_engine *e, const char *reason) {
+int round_fail(round_engine *e, const char *reason) {
   int rc = store_round_fail(e->db, e->round, reason, clock_wall_s());
+  round_secagg_end(e, 0, reason);
   log_warn("round %lld: FAILED: %s", (long long)e->round, reason);
   if (e->kind == KIND_EVALUATE)
     e->eval_due = 0; /* not retried: training goes on */
@@ -513,6 +536,8 @@ static void print_round_line(round_engine *e, const store_round_result *r) {
   if (!f)
     return;
   double secs = clock_mono_s() - e->opened_at;
+  char secagg[64];
+  round_secagg_line(e, secagg, sizeof secagg);
   if (e->kind == KIND_EVALUATE)
     fprintf(f,
             "round %lld: evaluation accuracy %.4f loss %.4f clients %zu/%zu "
@@ -522,17 +547,31 @@ static void print_round_line(round_engine *e, const store_round_result *r) {
   else
     fprintf(f,
             "round %lld: accuracy %.4f loss %.4f clients %zu/%zu up %.0f "
-            "bytes/client down %.0f bytes/client time %.2f s\n",
+            "bytes/client down %.0f bytes/client time %.2f s%s\n",
             (long long)e->round, r->accuracy, r->loss, e->n_done, e->n_parts,
-            r->bytes_up_mean, r->bytes_down_mean, secs);
+            r->bytes_up_mean, r->bytes_down_mean, secs, secagg);
   fflush(f);
+}
+
+/* How a round's updates become one vector of e->agg_dim doubles (the
+ * linear domain for mean strategies): the plain aggregate, or the unmasked
+ * secure sum. Called without the lock. COHORT_EABORTED: why is the whole
+ * reason the round fails. */
+typedef int (*combine_fn)(round_engine *e, double *combined, char *why,
+                          size_t whylen);
+
+static int combine_plain(round_engine *e, double *combined, char *why,
+                         size_t whylen) {
+  (void)why;
+  (void)whylen;
+  return aggregate_result(e->agg, combined);
 }
 
 /* Combines the updates, steps the strategy, evaluates and commits; called
  * with the lock held and the round in AGGREGATING. Drops the lock while it
  * computes: handlers refuse uploads while AGGREGATING, so the aggregate and
  * the global model are stable until it is retaken. */
-static int aggregate_and_commit(round_engine *e) {
+static int aggregate_and_commit(round_engine *e, combine_fn combine) {
   size_t n = e->model.n_params;
   store_round_result r = round_result(e);
   pthread_mutex_unlock(&e->mu);
@@ -552,8 +591,9 @@ static int aggregate_and_commit(round_engine *e) {
   char why[200] = "out of memory";
   int rc = before && state && combined && delta && next &&
                    (!codec_len || (codec_before && codec_after))
-               ? aggregate_result(e->agg, combined)
+               ? combine(e, combined, why, sizeof why)
                : COHORT_ENOMEM;
+  int aborted = rc == COHORT_EABORTED;
   int codec_saved = !rc; /* codec_finish below may move the codec state */
   if (codec_saved)
     round_codec_copy_state(e, codec_before);
@@ -589,8 +629,9 @@ static int aggregate_and_commit(round_engine *e) {
     free(state);
     free(codec_after);
     char reason[240];
-    snprintf(reason, sizeof reason, "aggregation failed: %s", why);
-    return fail_round(e, reason);
+    snprintf(reason, sizeof reason, aborted ? "%s" : "aggregation failed: %s",
+             why);
+    return round_fail(e, reason);
   }
   int64_t parent = e->version;
   rc = set_global(e, next, parent + 1);
@@ -624,6 +665,7 @@ static int aggregate_and_commit(round_engine *e) {
   e->committed++;
   e->eval_due = eval_due_now(e);
   print_round_line(e, &r);
+  round_secagg_end(e, 1, NULL);
   reset_participants(e);
   e->state = ROUND_IDLE;
   return COHORT_OK;
@@ -653,11 +695,19 @@ static int finish_evaluation(round_engine *e) {
 
 static int close_selection(round_engine *e, double now) {
   size_t m = (size_t)e->cfg.min_clients;
+  if (e->sa.active && m < 2)
+    m = 2; /* the protocol needs two clients */
   int full = e->n_parts >= e->select_max;
   int waited =
       e->n_parts >= m && now - e->opened_at >= e->cfg.selection_timeout_s;
   if (!full && !waited)
     return COHORT_OK;
+  if (e->sa.active) {
+    int failed = 0;
+    int rc = round_secagg_start(e, now, &failed);
+    if (rc || failed)
+      return rc;
+  }
   double deadline_at = clock_wall_s() + e->cfg.round_timeout_s;
   int rc =
       store_round_set_training(e->db, e->round, deadline_at, clock_wall_s());
@@ -684,7 +734,7 @@ static int close_training(round_engine *e, double now) {
              "deadline passed with %zu of the %ld required %s", e->n_done,
              e->cfg.min_clients,
              e->kind == KIND_EVALUATE ? "reports" : "updates");
-    return fail_round(e, reason);
+    return round_fail(e, reason);
   }
   double phase = now - (e->deadline - e->cfg.round_timeout_s);
   e->training_s = e->training_s > 0 ? 0.7 * e->training_s + 0.3 * phase : phase;
@@ -694,7 +744,22 @@ static int close_training(round_engine *e, double now) {
     return rc;
   e->state = ROUND_AGGREGATING;
   return e->kind == KIND_EVALUATE ? finish_evaluation(e)
-                                  : aggregate_and_commit(e);
+                                  : aggregate_and_commit(e, combine_plain);
+}
+
+/* A secure-aggregation round's TRAINING: its phases close one by one; the
+ * end of UNMASK takes it to AGGREGATING and the commit. */
+static int secagg_training(round_engine *e, double now) {
+  int unmask = 0;
+  int rc = round_secagg_tick(e, now, &unmask);
+  if (rc || !unmask)
+    return rc;
+  rc = store_round_set_state(e->db, e->round, "AGGREGATING", NULL,
+                             clock_wall_s());
+  if (rc)
+    return rc;
+  e->state = ROUND_AGGREGATING;
+  return aggregate_and_commit(e, round_secagg_combine);
 }
 
 int round_tick(round_engine *e) {
@@ -710,7 +775,7 @@ int round_tick(round_engine *e) {
     rc = close_selection(e, now);
     break;
   case ROUND_TRAINING:
-    rc = close_training(e, now);
+    rc = e->sa.active ? secagg_training(e, now) : close_training(e, now);
     break;
   case ROUND_AGGREGATING:
     break; /* only reached through a failed commit; the caller stops */

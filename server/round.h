@@ -28,6 +28,16 @@ typedef enum round_state {
 
 const char *round_state_name(round_state s);
 
+typedef enum round_secagg_mode {
+  ROUND_SECAGG_OFF = 0,
+  ROUND_SECAGG_FULL, /* complete graph (SecAgg) */
+  ROUND_SECAGG_PLUS, /* k-regular graph from the parameter finder (SecAgg+) */
+} round_secagg_mode;
+
+/* "off", "full" or "plus"; COHORT_EINVAL for anything else. */
+int round_secagg_parse(const char *s, round_secagg_mode *out);
+const char *round_secagg_name(round_secagg_mode m);
+
 typedef struct round_config {
   long rounds;            /* training rounds to commit in all */
   long clients_per_round; /* K: updates a round wants (when fraction is 0) */
@@ -49,7 +59,15 @@ typedef struct round_config {
   strategy_config strategy;
   const char *codec_spec; /* update codec (common/codec.h); NULL = fp32 */
   double codec_clip;      /* qB's common clip; 0 = per-payload scale */
-  uint64_t seed;          /* initial model */
+  /* Secure aggregation of training rounds (docs/rounds.md). */
+  round_secagg_mode secagg;
+  long secagg_threshold;   /* t; 0 = chosen from the cohort size */
+  long secagg_degree;      /* k; 0 = chosen (n - 1 for full) */
+  double secagg_dropout;   /* plus: the finder's expected dropout rate */
+  double secagg_corrupt;   /* plus: the finder's share of corrupt clients */
+  double secagg_timeout_s; /* ADVERTISE, SHARE and UNMASK, each */
+  uint64_t secagg_max_examples; /* W: example weights are capped here */
+  uint64_t seed;                /* initial model */
   const char *model_spec;
   nn_shape input;         /* one example (28 x 28 x 1) */
   int classes;            /* labels (10) */
@@ -112,6 +130,7 @@ typedef struct round_task {
   char codec[128];        /* the canonical codec spec */
   uint8_t codec_seed[32]; /* the round seed */
   float codec_clip;       /* qB's common clip; 0 = per payload */
+  int secagg;             /* SecAgg (SETUP first), upload a masked input */
   uint32_t deadline_ms;
 } round_task;
 typedef struct checkin_result {
@@ -152,6 +171,50 @@ typedef struct upload_chunk {
 round_verdict round_upload(round_engine *e, int64_t client,
                            const upload_chunk *c, uint64_t *next_offset,
                            int *complete);
+
+/* ---- secure aggregation (the SecAgg call) ---- */
+
+/* The steps of SecAggRequest, numbered as on the wire. */
+typedef enum round_secagg_step {
+  ROUND_SECAGG_SETUP = 0,
+  ROUND_SECAGG_ADVERTISE = 1,
+  ROUND_SECAGG_SHARE = 2,
+  ROUND_SECAGG_MASKED = 3,
+  ROUND_SECAGG_UNMASK = 4,
+} round_secagg_step;
+
+/* Largest message a client sends in one SecAgg call. */
+#define ROUND_SECAGG_MAX_MESSAGE (4 * 1024 * 1024 - 1024)
+
+typedef enum round_secagg_outcome {
+  ROUND_SECAGG_WAIT,     /* poll again after after_ms */
+  ROUND_SECAGG_PLAN,     /* plan (reply to SETUP) */
+  ROUND_SECAGG_MESSAGE,  /* message: the next step's (SecAggPeers, ...) */
+  ROUND_SECAGG_FINISHED, /* reply to UNMASK once the round is summed */
+} round_secagg_outcome;
+
+typedef struct round_secagg_plan {
+  uint32_t clients, index, threshold, degree, ring_bits;
+  uint8_t round_seed[32];
+  uint64_t max_examples;
+} round_secagg_plan;
+
+typedef struct round_secagg_reply {
+  round_secagg_outcome outcome;
+  uint32_t after_ms;      /* WAIT */
+  round_secagg_plan plan; /* PLAN */
+  uint8_t *message;       /* MESSAGE: malloc'd, the caller frees it */
+  size_t message_len;
+  uint32_t deadline_ms; /* time left to send the next step's message */
+} round_secagg_reply;
+
+/* One SecAgg call of client for round: its message of `step` (msg, len;
+ * the same bytes again or none when it polls after a Wait). A refused
+ * message changes nothing. wire_bytes: the request's size, counted as
+ * upload bytes of the participation. */
+round_verdict round_secagg_call(round_engine *e, int64_t client, int64_t round,
+                                int step, const uint8_t *msg, size_t len,
+                                size_t wire_bytes, round_secagg_reply *out);
 
 /* ---- federated evaluation ---- */
 #define ROUND_MAX_METRICS 32

@@ -167,6 +167,7 @@ static void fill_task(round_engine *e, round_task *t) {
   snprintf(t->codec, sizeof t->codec, "%s", codec_spec(e->codec));
   memcpy(t->codec_seed, e->cparams.seed, sizeof t->codec_seed);
   t->codec_clip = e->cparams.clip;
+  t->secagg = e->sa.active && e->kind == KIND_TRAIN;
   double left = e->state == ROUND_TRAINING
                     ? e->deadline - clock_mono_s()
                     : e->cfg.round_timeout_s + e->cfg.selection_timeout_s;
@@ -348,6 +349,11 @@ static round_verdict finish_upload(round_engine *e, participant *p,
         "update digest does not match its bytes; upload it again");
     goto out;
   }
+  if (e->sa.active) {
+    /* A masked input: it goes into the secure sum, not the aggregate. */
+    v = round_secagg_masked(e, p, examples);
+    goto out;
+  }
   delta = malloc(e->agg_dim * sizeof *delta);
   if (!delta) {
     v = round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED,
@@ -434,7 +440,8 @@ round_verdict round_upload(round_engine *e, int64_t client,
     v = stale_round(e, c->round, "update");
     goto out;
   }
-  v = round_codec_check_size(e, c->total_size);
+  v = e->sa.active ? round_secagg_check_size(e, c->total_size)
+                   : round_codec_check_size(e, c->total_size);
   if (v.code)
     goto out;
   if (e->kind == KIND_EVALUATE) {

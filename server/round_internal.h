@@ -10,6 +10,7 @@
 #include "codec.h"
 #include "crypto.h"
 #include "round.h"
+#include "secagg.h"
 #include "strategy.h"
 
 #define MAX_ENROLL_TOKENS 16
@@ -32,6 +33,33 @@ typedef struct seen_client {
   double touched_at;    /* monotonic time clients.last_seen was written */
   double checked_in_at; /* monotonic time of its last check-in */
 } seen_client;
+
+/* A secure-aggregation round's coordinator side (round_secagg.c). The
+ * protocol state lives only in memory: a restart fails the round. */
+typedef struct round_secagg {
+  int active;         /* the current round is a secure-aggregation round */
+  int64_t round;      /* the round the rest belongs to; 0 = none */
+  secagg_server *srv; /* from selection's end to the round's end */
+  secagg_params params;
+  int64_t *ids; /* n client ids, ascending: index i is ids[i] */
+  uint8_t (*digest)[3][CRYPTO_SHA256_LEN]; /* n: ADVERTISE, SHARE, UNMASK */
+  uint8_t *unmasked;  /* n flags: sent its UNMASK message */
+  double deadline;    /* the open phase's, monotonic seconds */
+  uint32_t counts[4]; /* senders of each closed phase */
+  int closed;         /* phases closed so far */
+} round_secagg;
+
+/* What is kept of the last secure-aggregation round after it ended (no
+ * keys): enough to tell a client that polls for UNMASK's end, after the
+ * next round may have opened, how it went. */
+typedef struct round_secagg_ended {
+  int64_t round; /* 0 = none */
+  uint32_t n;
+  int64_t *ids;      /* n, ascending */
+  uint8_t *unmasked; /* n flags */
+  int committed;
+  char reason[256]; /* why it failed */
+} round_secagg_ended;
 
 struct round_engine {
   pthread_mutex_t mu;
@@ -75,12 +103,17 @@ struct round_engine {
   int agg_linear;       /* aggregate in the codec's linear domain */
   size_t agg_dim;       /* the aggregate's length */
   codec_state *cstate;  /* the coordinator's sketch state, or NULL */
+
+  round_secagg sa;
+  round_secagg_ended sa_ended;
 };
 
 round_verdict round_ok(void);
 round_verdict round_fail_verdict(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 round_verdict round_store_failed(round_engine *e);
+/* FAILED(reason): stored, logged, the participants forgotten. */
+int round_fail(round_engine *e, const char *reason);
 participant *round_find_participant(round_engine *e, int64_t client);
 /* Makes room for one more participant; NULL when out of memory. */
 participant *round_add_participant(round_engine *e, int64_t client);
@@ -114,5 +147,35 @@ int round_codec_decode(const round_engine *e, const uint8_t *payload,
 /* The combined updates (e->agg_dim doubles) to the model delta (dim). */
 int round_codec_finish(round_engine *e, const double *combined, double *delta,
                        char *why, size_t whylen);
+
+/* ---- round_secagg.c ---- */
+/* Refuses a secure-aggregation configuration that cannot work: a codec
+ * that is not summable, no common clip, a robust strategy, a ring wider
+ * than 62 bits. Called once the codec and strategy are set up. */
+int round_secagg_setup(round_engine *e, char *err, size_t errlen);
+void round_secagg_free(round_engine *e);
+/* Forgets the previous round's secagg state; marks a training round (and
+ * its rounds row) as a secure-aggregation one when --secagg is on. */
+int round_secagg_open(round_engine *e);
+/* At the end of selection: indexes the selected clients, chooses k, t and
+ * the ring, and starts the protocol (ADVERTISE). A cohort the protocol
+ * cannot take FAILs the round (*failed set). */
+int round_secagg_start(round_engine *e, double now, int *failed);
+/* Closes the open phase when all are in or at its deadline; may fail the
+ * round or, after UNMASK, take it to AGGREGATING (*unmask set). */
+int round_secagg_tick(round_engine *e, double now, int *unmask);
+/* The combined update (e->agg_dim doubles, the linear domain) from the
+ * unmasked sum: ends UNMASK, which may abort (COHORT_EABORTED, reason in
+ * why). Called with the lock dropped, the round AGGREGATING. */
+int round_secagg_combine(round_engine *e, double *combined, char *why,
+                         size_t whylen);
+/* The round ended: drops the keys, keeps what late polls need. */
+void round_secagg_end(round_engine *e, int committed, const char *reason);
+/* Upload path: the size of a masked input, and the assembled one. */
+round_verdict round_secagg_check_size(const round_engine *e, uint64_t total);
+round_verdict round_secagg_masked(round_engine *e, participant *p,
+                                  uint64_t examples);
+/* " secagg A/S/M/U" for the round line (or "" when off). */
+void round_secagg_line(const round_engine *e, char *out, size_t len);
 
 #endif

@@ -116,6 +116,7 @@ static void handle_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
     task.codec_seed.data = res.task.codec_seed;
     task.codec_seed.len = sizeof res.task.codec_seed;
     task.codec_clip = res.task.codec_clip;
+    task.secagg = res.task.secagg;
     task.deadline_ms = res.task.deadline_ms;
     task.max_chunk_bytes = PB_MAX_CHUNK_BYTES;
     task.input_channels = (uint32_t)res.task.input.c;
@@ -250,10 +251,68 @@ static void handle_report(void *ctx, const rpc_request *req, rpc_reply *rep) {
   protobuf_c_message_free_unpacked(&m->base, NULL);
 }
 
+static void handle_secagg(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  round_engine *e = ctx;
+  int64_t client;
+  if (!authenticate(e, req, rep, &client))
+    return;
+  Cohort__V1__SecAggRequest *m = (Cohort__V1__SecAggRequest *)unpack(
+      &cohort__v1__sec_agg_request__descriptor, req, rep);
+  if (!m)
+    return;
+  round_secagg_reply out;
+  /* The engine refuses an unknown step and a message over its limit. */
+  round_verdict v =
+      round_secagg_call(e, client, (int64_t)m->round, (int)m->step,
+                        m->message.data, m->message.len, req->body_len, &out);
+  protobuf_c_message_free_unpacked(&m->base, NULL);
+  if (v.code) {
+    apply_verdict(rep, &v);
+    return;
+  }
+  Cohort__V1__SecAggResponse r = COHORT__V1__SEC_AGG_RESPONSE__INIT;
+  Cohort__V1__RetryLater wait = COHORT__V1__RETRY_LATER__INIT;
+  Cohort__V1__SecAggPlan plan = COHORT__V1__SEC_AGG_PLAN__INIT;
+  r.deadline_ms = out.deadline_ms;
+  switch (out.outcome) {
+  case ROUND_SECAGG_WAIT:
+    wait.after_ms = out.after_ms;
+    wait.reason = "";
+    r.outcome_case = COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_WAIT;
+    r.wait = &wait;
+    break;
+  case ROUND_SECAGG_PLAN:
+    plan.clients = out.plan.clients;
+    plan.index = out.plan.index;
+    plan.threshold = out.plan.threshold;
+    plan.degree = out.plan.degree;
+    plan.ring_bits = out.plan.ring_bits;
+    plan.round_seed.data = out.plan.round_seed;
+    plan.round_seed.len = sizeof out.plan.round_seed;
+    plan.max_examples = out.plan.max_examples;
+    r.outcome_case = COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_PLAN;
+    r.plan = &plan;
+    break;
+  case ROUND_SECAGG_MESSAGE:
+    r.outcome_case = COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_MESSAGE;
+    r.message.data = out.message;
+    r.message.len = out.message_len;
+    break;
+  case ROUND_SECAGG_FINISHED:
+    r.outcome_case = COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_FINISHED;
+    r.finished = 1;
+    break;
+  }
+  reply_with(rep, &r.base);
+  free(out.message);
+  if (rep->code == 0)
+    round_count_download(e, client, rep->body_len);
+}
+
 static const rpc_method METHODS[] = {
     {PB_METHOD_REGISTER, handle_register},  {PB_METHOD_CHECKIN, handle_checkin},
     {PB_METHOD_GETMODEL, handle_get_model}, {PB_METHOD_UPLOAD, handle_upload},
-    {PB_METHOD_REPORT, handle_report},
+    {PB_METHOD_REPORT, handle_report},      {PB_METHOD_SECAGG, handle_secagg},
 };
 
 const rpc_method *service_methods(size_t *count) {

@@ -108,6 +108,16 @@ static const char *MIGRATE_V3 =
     "ALTER TABLE strategy_state ADD COLUMN codec_state BLOB;"
     "PRAGMA user_version = 3;";
 
+/* Version 4: secure aggregation. Which rounds used it, and how many
+ * clients sent their message in each of its phases. */
+static const char *MIGRATE_V4 =
+    "ALTER TABLE rounds ADD COLUMN secagg TEXT;"
+    "ALTER TABLE rounds ADD COLUMN secagg_advertised INTEGER;"
+    "ALTER TABLE rounds ADD COLUMN secagg_shared INTEGER;"
+    "ALTER TABLE rounds ADD COLUMN secagg_masked INTEGER;"
+    "ALTER TABLE rounds ADD COLUMN secagg_unmasked INTEGER;"
+    "PRAGMA user_version = 4;";
+
 const char *store_errmsg(store *s) {
   if (!s || !s->db)
     return "no database";
@@ -243,7 +253,8 @@ int store_open(const char *path, store **out, char *err, size_t errlen) {
    * the migration path is the one every test exercises. */
   if ((version < 1 && migrate(s, SCHEMA_V1)) ||
       (version < 2 && migrate(s, MIGRATE_V2)) ||
-      (version < 3 && migrate(s, MIGRATE_V3))) {
+      (version < 3 && migrate(s, MIGRATE_V3)) ||
+      (version < 4 && migrate(s, MIGRATE_V4))) {
     snprintf(err, errlen,
              "database %s: cannot create or upgrade the schema: "
              "%s",

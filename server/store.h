@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 3
+#define STORE_SCHEMA_VERSION 4
 
 typedef struct store store;
 
@@ -129,6 +129,16 @@ int store_round_fail(store *s, int64_t id, const char *reason, double now);
 int store_round_fail_unfinished(store *s, const char *reason, double now,
                                 int *count);
 
+/* Marks a training round as a secure-aggregation one: secagg says how
+ * ("full", "plus", then e.g. "plus n=10 k=6 t=4 ring=12" once its
+ * cohort is known). */
+int store_round_set_secagg(store *s, int64_t id, const char *secagg);
+/* Per-phase survivor counts of a secure-aggregation round: counts[i] of
+ * ADVERTISE, SHARE, MASKED and UNMASK for the first `closed` phases (the
+ * others stay NULL). */
+int store_round_secagg_counts(store *s, int64_t id, const uint32_t counts[4],
+                              int closed);
+
 /* The round a crash interrupted: the one not COMMITTED or FAILED, if any
  * (COHORT_ENOTFOUND otherwise). */
 typedef struct store_round_info {
@@ -137,6 +147,7 @@ typedef struct store_round_info {
   char kind[16];      /* TRAIN or EVALUATE */
   double deadline_at; /* wall clock; 0 before TRAINING */
   store_codec codec;  /* TRAIN rounds */
+  char secagg[64];    /* "" unless a secure-aggregation round */
 } store_round_info;
 int store_round_unfinished(store *s, store_round_info *out);
 /* Whether an evaluation round (in any state) was ever opened on model

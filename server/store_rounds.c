@@ -224,13 +224,43 @@ int store_round_fail_unfinished(store *s, const char *reason, double now,
   return store_finish(s, rc);
 }
 
+int store_round_set_secagg(store *s, int64_t id, const char *secagg) {
+  sqlite3_stmt *st;
+  int rc = store_prepare(s, "UPDATE rounds SET secagg = ?2 WHERE id = ?1", &st);
+  if (rc)
+    return rc;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite3_bind_text(st, 2, secagg, -1, SQLITE_TRANSIENT);
+  return store_run(s, st, "mark secure aggregation");
+}
+
+int store_round_secagg_counts(store *s, int64_t id, const uint32_t counts[4],
+                              int closed) {
+  sqlite3_stmt *st;
+  int rc = store_prepare(s,
+                         "UPDATE rounds SET secagg_advertised = ?2,"
+                         " secagg_shared = ?3, secagg_masked = ?4,"
+                         " secagg_unmasked = ?5 WHERE id = ?1",
+                         &st);
+  if (rc)
+    return rc;
+  sqlite3_bind_int64(st, 1, id);
+  for (int i = 0; i < 4; i++) {
+    if (i < closed)
+      sqlite3_bind_int64(st, 2 + i, counts[i]);
+    else
+      sqlite3_bind_null(st, 2 + i);
+  }
+  return store_run(s, st, "record secure aggregation counts");
+}
+
 int store_round_unfinished(store *s, store_round_info *out) {
   sqlite3_stmt *st;
   int rc = store_prepare(s,
                          "SELECT id, base_version, target, state, kind,"
                          " COALESCE(deadline_at, 0), COALESCE(codec, ''),"
-                         " COALESCE(codec_seed, ''), COALESCE(codec_clip, 0)"
-                         " FROM rounds"
+                         " COALESCE(codec_seed, ''), COALESCE(codec_clip, 0),"
+                         " COALESCE(secagg, '') FROM rounds"
                          " WHERE state NOT IN ('COMMITTED', 'FAILED')"
                          " ORDER BY id DESC LIMIT 1",
                          &st);
@@ -252,6 +282,8 @@ int store_round_unfinished(store *s, store_round_info *out) {
     snprintf(out->codec.seed_hex, sizeof out->codec.seed_hex, "%s",
              (const char *)sqlite3_column_text(st, 7));
     out->codec.clip = sqlite3_column_double(st, 8);
+    snprintf(out->secagg, sizeof out->secagg, "%s",
+             (const char *)sqlite3_column_text(st, 9));
   } else {
     rc = step == SQLITE_DONE ? COHORT_ENOTFOUND
                              : store_fail(s, "find unfinished round");
