@@ -22,6 +22,7 @@
 #include "nn_zoo.h"
 #include "pb.h"
 #include "rpc_client.h"
+#include "secagg_flow.h"
 #include "update_codec.h"
 #include "wire.h"
 
@@ -50,7 +51,14 @@ struct cohort_client {
   size_t model_len;
 
   update_codec codec; /* the task's codec and its error-feedback memory */
+  /* The testing aid's step, until the first secure-aggregation task. */
+  cohort_secagg_step leave_before_secagg;
 };
+
+/* The public and the internal names of the steps must agree. */
+_Static_assert((int)COHORT_SECAGG_SETUP == (int)SECAGG_FLOW_SETUP &&
+                   (int)COHORT_SECAGG_UNMASK == (int)SECAGG_FLOW_UNMASK,
+               "cohort_secagg_step and secagg_flow_stop differ");
 
 static void set_error(cohort_client_t *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -110,6 +118,12 @@ int cohort_client_new(const cohort_client_options *o, cohort_client_t **out) {
     }
   }
   c->opt.attributes = NULL; /* the copies above are used */
+  if (o->leave_before_secagg < COHORT_SECAGG_NEVER ||
+      o->leave_before_secagg > COHORT_SECAGG_UNMASK) {
+    cohort_client_free(c);
+    return COHORT_EINVAL;
+  }
+  c->leave_before_secagg = o->leave_before_secagg;
   if (c->opt.rpc_timeout_ms <= 0)
     c->opt.rpc_timeout_ms = 30000;
   if (c->opt.give_up_after_s <= 0)
@@ -427,9 +441,57 @@ static int upload_update(cohort_client_t *c, const Cohort__V1__Task *t,
   return COHORT_EPROTO;
 }
 
-/* Download, evaluate, train and upload for one task. */
+/* Sleeps ms in short steps so that cohort_client_stop takes effect soon. */
+static int nap(cohort_client_t *c, long ms) {
+  while (ms > 0 && !c->stop) {
+    long step = ms < 100 ? ms : 100;
+    clock_sleep_ms(step);
+    ms -= step;
+  }
+  return c->stop ? COHORT_ECANCELED : COHORT_OK;
+}
+
+/* The transport of a secure-aggregation task (secagg_flow_io). */
+typedef struct task_io {
+  cohort_client_t *c;
+  const Cohort__V1__Task *t;
+  cohort_cycle_info *info;
+} task_io;
+
+static int secagg_io_call(void *ctx, const Cohort__V1__SecAggRequest *req,
+                          Cohort__V1__SecAggResponse **resp) {
+  task_io *x = ctx;
+  char what[64];
+  snprintf(what, sizeof what, "round %llu: secure aggregation %s",
+           (unsigned long long)req->round,
+           secagg_flow_stop_name((secagg_flow_stop)(req->step + 1)));
+  return call(x->c, PB_METHOD_SECAGG, what, &req->base,
+              &cohort__v1__sec_agg_response__descriptor, 1,
+              (ProtobufCMessage **)resp, &x->info->bytes_up,
+              &x->info->bytes_down);
+}
+
+static int secagg_io_upload(void *ctx, const uint8_t *bytes, size_t len,
+                            uint64_t examples) {
+  task_io *x = ctx;
+  return upload_update(x->c, x->t, bytes, len, examples, x->info);
+}
+
+static int secagg_io_nap(void *ctx, long ms) {
+  return nap(((task_io *)ctx)->c, ms);
+}
+
+/* Download, evaluate, train and upload for one task; under secure
+ * aggregation, the key exchange before training and the masked upload and
+ * unmasking after it. */
 static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
                     cohort_cycle_info *info) {
+  /* The task's deadline runs from the check-in reply, just received. */
+  double give_up_at =
+      clock_mono_s() + (t->deadline_ms ? t->deadline_ms / 1000.0 : 3600.0);
+  secagg_flow flow;
+  memset(&flow, 0, sizeof flow);
+  task_io io_ctx = {.c = c, .t = t, .info = info};
   int rc = download_model(c, t, info);
   if (rc)
     return rc;
@@ -502,6 +564,19 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     rc = COHORT_ECALLBACK;
     goto out;
   }
+  if (t->secagg) {
+    secagg_flow_io io = {.ctx = &io_ctx,
+                         .call = secagg_io_call,
+                         .upload = secagg_io_upload,
+                         .nap = secagg_io_nap};
+    /* The testing aid applies to the first secure-aggregation task only. */
+    secagg_flow_stop leave = (secagg_flow_stop)c->leave_before_secagg;
+    c->leave_before_secagg = COHORT_SECAGG_NEVER;
+    rc = secagg_flow_begin(&flow, &io, t, n, give_up_at, leave, c->last_error,
+                           sizeof c->last_error);
+    if (rc)
+      goto out;
+  }
   if (c->opt.train) {
     if (c->opt.train(c->opt.train_user, &req, params, n, &res) != 0) {
       set_error(c, "training callback failed in round %llu",
@@ -527,6 +602,11 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     rc = COHORT_ECALLBACK;
     goto out;
   }
+  if (t->secagg) {
+    rc = secagg_flow_submit(&flow, params, res.num_examples);
+    info->train_loss = res.train_loss;
+    goto out;
+  }
   size_t wire_len = 0;
   char err[240] = "out of memory";
   rc = update_codec_encode(&c->codec, t->codec, t->codec_seed.data,
@@ -541,6 +621,7 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     update_codec_accepted(&c->codec);
   info->train_loss = res.train_loss;
 out:
+  secagg_flow_end(&flow);
   free(global);
   free(params);
   free(wire);
@@ -607,16 +688,6 @@ int cohort_client_run_once(cohort_client_t *c, cohort_cycle_info *info) {
   return rc;
 }
 
-/* Sleeps ms in short steps so that cohort_client_stop takes effect soon. */
-static int nap(cohort_client_t *c, long ms) {
-  while (ms > 0 && !c->stop) {
-    long step = ms < 100 ? ms : 100;
-    clock_sleep_ms(step);
-    ms -= step;
-  }
-  return c->stop ? COHORT_ECANCELED : COHORT_OK;
-}
-
 int cohort_client_run(cohort_client_t *c) {
   double unreachable_since = -1;
   long backoff_ms = 200;
@@ -659,9 +730,16 @@ int cohort_client_run(cohort_client_t *c) {
       backoff_ms = backoff_ms * 2 > 5000 ? 5000 : backoff_ms * 2;
       continue;
     }
-    if (rc == COHORT_EREJECTED || rc == COHORT_EDIGEST) {
-      /* A refused upload (a late one, a round that moved on) or a corrupt
-       * download costs this round only. */
+    if (rc == COHORT_ECANCELED) {
+      log_warn("%s", c->last_error[0] ? c->last_error : "stopped");
+      return rc;
+    }
+    if (rc == COHORT_EREJECTED || rc == COHORT_EDIGEST ||
+        rc == COHORT_EABORTED || rc == COHORT_ETIMEDOUT) {
+      /* A refused upload (a late one, a round that moved on), a corrupt
+       * download or a secure aggregation that failed (aborted by the
+       * coordinator, a plan this client cannot follow, a step that never
+       * closed) costs this round only. */
       log_warn("%s", c->last_error);
       if (nap(c, 500) != COHORT_OK)
         break;

@@ -1,6 +1,7 @@
 /* cohort-client: the reference client. Loads its share of a dataset,
  * then takes part in rounds through libcohort's public API until the
- * federation is over. Exit status 0 when it ended normally. */
+ * federation is over. Exit status 0 when it ended normally, 3 when it left
+ * secure aggregation as --exit-at-secagg asked. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 static struct {
   const char *server, *token, *data, *shard, *partition, *log_level;
+  const char *exit_at_secagg;
   long limit, seed, threads;
   double holdout;
   int summary;
@@ -52,6 +54,11 @@ static const flag_def FLAGS[] = {
      "print the examples and labels of each of the N clients, then exit"},
     {"log-level", FLAG_STRING, &g_opts.log_level, "info", 0, 0, "LEVEL",
      "debug, info, warn, error or off"},
+    {"exit-at-secagg", FLAG_STRING, &g_opts.exit_at_secagg, NULL, 0, 0, "STEP",
+     "testing aid: in the first secure-aggregation round, exit with status "
+     "3 right before sending this step's message (setup, advertise, share, "
+     "masked: before uploading the masked input, unmask), as a client that "
+     "drops out there would"},
 };
 #define N_FLAGS (sizeof FLAGS / sizeof FLAGS[0])
 
@@ -61,11 +68,30 @@ static const char USAGE[] =
     "model, trains it on its own shard of the data, uploads only the delta,\n"
     "and exits with status 0 when the coordinator says the federation is over.";
 
+/* The exit status when the client left secure aggregation as asked. */
+#define EXIT_LEFT_SECAGG 3
+
 static cohort_client_t *g_client;
+static volatile sig_atomic_t g_signalled;
 
 static void on_signal(int sig) {
   (void)sig;
+  g_signalled = 1;
   cohort_client_stop(g_client);
+}
+
+static int parse_secagg_step(const char *s, cohort_secagg_step *out) {
+  static const char *const names[] = {"setup", "advertise", "share", "masked",
+                                      "unmask"};
+  *out = COHORT_SECAGG_NEVER;
+  if (!s)
+    return 0;
+  for (int i = 0; i < 5; i++)
+    if (strcmp(s, names[i]) == 0) {
+      *out = (cohort_secagg_step)(COHORT_SECAGG_SETUP + i);
+      return 0;
+    }
+  return -1;
 }
 
 static int parse_shard(const char *s, int *index, int *count) {
@@ -117,6 +143,15 @@ int main(int argc, char **argv) {
     return 2;
   }
 
+  cohort_secagg_step leave;
+  if (parse_secagg_step(g_opts.exit_at_secagg, &leave) != 0) {
+    fprintf(stderr,
+            "cohort-client: --exit-at-secagg '%s': expected setup, "
+            "advertise, share, masked or unmask\n",
+            g_opts.exit_at_secagg);
+    return 2;
+  }
+
   char err[512];
   cohort_dataset_options dopt;
   cohort_dataset_options_init(&dopt);
@@ -161,6 +196,7 @@ int main(int argc, char **argv) {
   o.threads = (int)g_opts.threads;
   o.attributes = attrs;
   o.n_attributes = g_opts.attributes.count;
+  o.leave_before_secagg = leave;
   rc = cohort_client_new(&o, &g_client);
   if (rc != COHORT_OK) {
     fprintf(stderr, "cohort-client: %s\n", cohort_strerror(rc));
@@ -173,7 +209,12 @@ int main(int argc, char **argv) {
   if (rc != COHORT_OK)
     fprintf(stderr, "cohort-client: %s: %s\n", cohort_strerror(rc),
             cohort_client_last_error(g_client));
+  /* Cancelled without a signal: only the testing aid does that. */
+  int left =
+      rc == COHORT_ECANCELED && !g_signalled && leave != COHORT_SECAGG_NEVER;
   cohort_client_free(g_client);
   cohort_dataset_free(ds);
+  if (left)
+    return EXIT_LEFT_SECAGG;
   return rc == COHORT_OK ? 0 : 1;
 }

@@ -124,6 +124,17 @@ typedef struct cohort_attribute {
   double value;
 } cohort_attribute;
 
+/* A step of secure aggregation (docs/secagg.md), for the testing aid
+ * cohort_client_options.leave_before_secagg. */
+typedef enum cohort_secagg_step {
+  COHORT_SECAGG_NEVER = 0,
+  COHORT_SECAGG_SETUP = 1,     /* asking for the round's plan */
+  COHORT_SECAGG_ADVERTISE = 2, /* sending its public keys */
+  COHORT_SECAGG_SHARE = 3,     /* sending its sealed key shares */
+  COHORT_SECAGG_MASKED = 4,    /* uploading its masked input */
+  COHORT_SECAGG_UNMASK = 5,    /* revealing shares for the unmasking */
+} cohort_secagg_step;
+
 typedef struct cohort_client_options {
   const char *server;           /* "HOST:PORT" of the coordinator; required */
   const char *enrollment_token; /* required; copied */
@@ -145,6 +156,13 @@ typedef struct cohort_client_options {
   double give_up_after_s; /* cohort_client_run gives up after the
                              coordinator has been unreachable this
                              long (default 300) */
+  /* Testing aid, for checking how a deployment copes with clients that
+   * drop out of secure aggregation: in the first secure-aggregation round
+   * this client takes part in, it leaves right before sending this step's
+   * message; the cycle then returns COHORT_ECANCELED (and so does
+   * cohort_client_run) with last_error naming the step. Never set it in
+   * production. Default COHORT_SECAGG_NEVER. */
+  cohort_secagg_step leave_before_secagg;
 } cohort_client_options;
 
 /* Fills o with the defaults; set server and enrollment_token after. */
@@ -180,15 +198,23 @@ typedef struct cohort_cycle_info {
  * dataset and report that, train, and upload the delta. info may be NULL.
  * Returns COHORT_OK (see info->outcome), COHORT_EUNAVAIL (coordinator not
  * reachable), COHORT_EAUTH (enrollment refused), COHORT_EREJECTED (the
- * coordinator refused a request; cohort_client_last_error says why),
- * COHORT_ECALLBACK, COHORT_EDIGEST or another negative status. */
+ * coordinator refused a request, or aborted the round's secure
+ * aggregation; cohort_client_last_error says why), COHORT_EABORTED (this
+ * client could not follow the round's secure aggregation plan or messages),
+ * COHORT_ETIMEDOUT (a secure-aggregation step did not close in time),
+ * COHORT_ECANCELED (stopped, or leave_before_secagg reached),
+ * COHORT_ECALLBACK, COHORT_EDIGEST or another negative status. Under
+ * secure aggregation the cycle holds the round's secrets in memory only
+ * while it runs, and wipes them before returning. */
 COHORT_API int cohort_client_run_once(cohort_client_t *c,
                                       cohort_cycle_info *info);
 
 /* Runs cycles until the federation is over (COHORT_OK), cohort_client_stop
- * is called (COHORT_ECANCELED), or a permanent error. Waits as the
- * coordinator says between check-ins, and rides out coordinator restarts
- * for up to give_up_after_s. */
+ * is called or leave_before_secagg is reached (COHORT_ECANCELED), or a
+ * permanent error. Waits as the coordinator says between check-ins, rides
+ * out coordinator restarts for up to give_up_after_s, and after a round
+ * that failed for this client (refused, aborted, timed out) checks in
+ * again. */
 COHORT_API int cohort_client_run(cohort_client_t *c);
 
 /* Asks cohort_client_run to return soon; safe from any thread or a signal

@@ -1,0 +1,378 @@
+/* The client's steps of a secure-aggregation round (see secagg_flow.h):
+ * polls each SecAgg step until the coordinator has closed it, checks the
+ * plan before any secret is made, and keeps the secagg client's secrets for
+ * this task only. */
+#include "secagg_flow.h"
+
+#include <math.h>
+#include <openssl/crypto.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "cohort_status.h"
+#include "errbuf.h"
+
+/* Beyond the deadline a reply announces, how long we still wait for the
+ * coordinator to close the step (it answers FAILED_PRECONDITION on an abort,
+ * so this only bounds a coordinator that stopped answering sensibly). */
+#define STEP_SLACK_S 30.0
+/* The shortest pause between polls, whatever Wait says. */
+#define MIN_POLL_MS 20
+
+static const char *const STEP_NAMES[] = {"setup", "advertise", "share",
+                                         "masked", "unmask"};
+
+const char *secagg_flow_stop_name(secagg_flow_stop s) {
+  if (s < SECAGG_FLOW_SETUP || s > SECAGG_FLOW_UNMASK)
+    return "never";
+  return STEP_NAMES[s - 1];
+}
+
+static const char *step_name(Cohort__V1__SecAggStep step) {
+  return secagg_flow_stop_name((secagg_flow_stop)(step + 1));
+}
+
+/* Records "round R: secure aggregation <step>: <reason>" and returns rc. */
+static int fail(secagg_flow *f, int rc, Cohort__V1__SecAggStep step,
+                const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int fail(secagg_flow *f, int rc, Cohort__V1__SecAggStep step,
+                const char *fmt, ...) {
+  char who[80];
+  snprintf(who, sizeof who, "round %llu: secure aggregation %s",
+           (unsigned long long)f->round, step_name(step));
+  va_list ap;
+  va_start(ap, fmt);
+  errbuf_vfail(f->err, f->errlen, rc, who, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+/* The fault-injection point before sending step's message: leaves once,
+ * with COHORT_ECANCELED, when this is the step the caller asked for. */
+static int leave_here(secagg_flow *f, Cohort__V1__SecAggStep step) {
+  if (f->stop_before != (secagg_flow_stop)(step + 1))
+    return COHORT_OK;
+  f->stop_before = SECAGG_FLOW_NEVER;
+  return fail(f, COHORT_ECANCELED, step,
+              "leaving before sending this step's message, as asked "
+              "(exit-at-secagg)");
+}
+
+/* Sends step's message (msg, len; NULL, 0 for none) and, while the
+ * coordinator answers Wait, polls with an empty one. *out: the first reply
+ * that is not a Wait (the caller frees it). */
+static int exchange(secagg_flow *f, Cohort__V1__SecAggStep step,
+                    const uint8_t *msg, size_t len,
+                    Cohort__V1__SecAggResponse **out) {
+  *out = NULL;
+  Cohort__V1__SecAggRequest req = COHORT__V1__SEC_AGG_REQUEST__INIT;
+  req.round = f->round;
+  req.step = step;
+  req.message.data = (uint8_t *)msg;
+  req.message.len = len;
+  for (;;) {
+    Cohort__V1__SecAggResponse *r = NULL;
+    int rc = f->io.call(f->io.ctx, &req, &r);
+    if (rc)
+      return rc; /* the transport recorded why */
+    if (r->deadline_ms) {
+      double d = clock_mono_s() + r->deadline_ms / 1000.0 + STEP_SLACK_S;
+      if (d > f->give_up_at)
+        f->give_up_at = d;
+    }
+    if (r->outcome_case != COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_WAIT) {
+      *out = r;
+      return COHORT_OK;
+    }
+    long ms = r->wait ? (long)r->wait->after_ms : 0;
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+    double left_ms = (f->give_up_at - clock_mono_s()) * 1000.0;
+    if (left_ms <= 0)
+      return fail(f, COHORT_ETIMEDOUT, step,
+                  "the coordinator did not close the step before its "
+                  "deadline");
+    if (ms < MIN_POLL_MS)
+      ms = MIN_POLL_MS;
+    if ((double)ms > left_ms)
+      ms = (long)ceil(left_ms);
+    rc = f->io.nap(f->io.ctx, ms);
+    if (rc)
+      return fail(f, rc, step, "stopped while waiting for the coordinator");
+    /* It has our message: later polls carry none. */
+    req.message.data = NULL;
+    req.message.len = 0;
+  }
+}
+
+/* exchange, then the reply must carry the next step's message. */
+static int exchange_message(secagg_flow *f, Cohort__V1__SecAggStep step,
+                            const uint8_t *msg, size_t len,
+                            Cohort__V1__SecAggResponse **out) {
+  int rc = exchange(f, step, msg, len, out);
+  if (rc)
+    return rc;
+  if ((*out)->outcome_case == COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_MESSAGE)
+    return COHORT_OK;
+  protobuf_c_message_free_unpacked(&(*out)->base, NULL);
+  *out = NULL;
+  return fail(f, COHORT_EABORTED, step,
+              "the coordinator's reply carries no message for the next step");
+}
+
+/* Takes the plan's parameters after checking that this client can follow
+ * them: the neighbour graph's seed, its index, a ring that holds the codec's
+ * values (and their sum over all clients without wrapping), a weight cap,
+ * and a threshold and degree secagg accepts. */
+static int take_plan(secagg_flow *f, const Cohort__V1__SecAggPlan *p) {
+  const Cohort__V1__SecAggStep S = COHORT__V1__SEC_AGG_STEP__SECAGG_SETUP;
+  if (p->round_seed.len != PRG_SEED_LEN)
+    return fail(f, COHORT_EABORTED, S,
+                "the plan's round seed has %zu bytes, not %d",
+                p->round_seed.len, PRG_SEED_LEN);
+  if (p->clients < 2 || p->index >= p->clients)
+    return fail(f, COHORT_EABORTED, S,
+                "the plan gives this client index %u of %u clients", p->index,
+                p->clients);
+  unsigned b = codec_ring_bits(f->codec);
+  unsigned log2n = 0;
+  while ((1ull << log2n) < p->clients)
+    log2n++;
+  if (p->ring_bits < 1 || p->ring_bits > 62 || p->ring_bits < b + log2n)
+    return fail(f, COHORT_EABORTED, S,
+                "the plan's %u-bit ring cannot hold the sum of %u clients' "
+                "%u-bit values (%s); it needs %u to 62 bits",
+                p->ring_bits, p->clients, b, codec_spec(f->codec), b + log2n);
+  if (p->max_examples == 0)
+    return fail(f, COHORT_EABORTED, S, "the plan caps example weights at 0");
+  secagg_params sp = {.n = p->clients,
+                      .threshold = p->threshold,
+                      .degree = p->degree,
+                      .ring_bits = p->ring_bits,
+                      .dim = f->ring_dim};
+  memcpy(sp.round_seed, p->round_seed.data, PRG_SEED_LEN);
+  char why[200];
+  if (secagg_params_check(&sp, why, sizeof why))
+    return fail(f, COHORT_EABORTED, S, "the plan is not usable: %s", why);
+  f->params = sp;
+  f->max_examples = p->max_examples;
+  return COHORT_OK;
+}
+
+/* The task's codec must be summable, with a common clip and a round seed. */
+static int take_codec(secagg_flow *f, const Cohort__V1__Task *t,
+                      size_t n_params) {
+  const Cohort__V1__SecAggStep S = COHORT__V1__SEC_AGG_STEP__SECAGG_SETUP;
+  char why[200];
+  const char *spec = t->codec && *t->codec ? t->codec : "fp32";
+  if (codec_parse(spec, &f->codec, why, sizeof why))
+    return fail(f, COHORT_EABORTED, S, "task codec: %s", why);
+  if (!codec_summable(f->codec))
+    return fail(f, COHORT_EABORTED, S, "the task's codec %s: %s",
+                codec_spec(f->codec), codec_summable_help());
+  if (!(t->codec_clip > 0) || !isfinite(t->codec_clip))
+    return fail(f, COHORT_EABORTED, S,
+                "the task's codec %s has no common clip, which the ring "
+                "needs",
+                codec_spec(f->codec));
+  if (t->codec_seed.len != PRG_SEED_LEN)
+    return fail(f, COHORT_EABORTED, S,
+                "the task's codec seed has %zu bytes, not %d",
+                t->codec_seed.len, PRG_SEED_LEN);
+  f->cp.dim = n_params;
+  f->cp.clip = t->codec_clip;
+  memcpy(f->cp.seed, t->codec_seed.data, PRG_SEED_LEN);
+  f->ring_dim = codec_linear_dim(f->codec, &f->cp);
+  if (f->ring_dim == 0 || codec_wire_size(f->codec, &f->cp) == 0)
+    return fail(f, COHORT_EABORTED, S,
+                "the task's codec %s cannot encode a %zu-element update",
+                codec_spec(f->codec), n_params);
+  return COHORT_OK;
+}
+
+int secagg_flow_begin(secagg_flow *f, const secagg_flow_io *io,
+                      const Cohort__V1__Task *t, size_t n_params,
+                      double give_up_at, secagg_flow_stop stop_before,
+                      char *err, size_t errlen) {
+  memset(f, 0, sizeof *f);
+  f->io = *io;
+  f->round = t->round;
+  f->give_up_at = give_up_at;
+  f->stop_before = stop_before;
+  f->err = err;
+  f->errlen = errlen;
+  const Cohort__V1__SecAggStep SETUP = COHORT__V1__SEC_AGG_STEP__SECAGG_SETUP,
+                               ADVERTISE =
+                                   COHORT__V1__SEC_AGG_STEP__SECAGG_ADVERTISE,
+                               SHARE = COHORT__V1__SEC_AGG_STEP__SECAGG_SHARE;
+  uint8_t *mine = NULL;
+  size_t mine_len = 0;
+  Cohort__V1__SecAggResponse *r = NULL;
+  char why[256];
+  int rc = take_codec(f, t, n_params);
+  if (!rc)
+    rc = leave_here(f, SETUP);
+  if (!rc)
+    rc = exchange(f, SETUP, NULL, 0, &r);
+  if (rc)
+    goto out;
+  if (r->outcome_case != COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_PLAN ||
+      !r->plan) {
+    rc = fail(f, COHORT_EABORTED, SETUP, "the coordinator sent no plan");
+    goto out;
+  }
+  rc = take_plan(f, r->plan);
+  uint32_t index = r->plan->index;
+  protobuf_c_message_free_unpacked(&r->base, NULL);
+  r = NULL;
+  if (rc)
+    goto out;
+
+  /* The key pairs, self-mask seed, Shamir coefficients and nonces come
+   * from the CSPRNG, never from a seed anyone else knows. */
+  rc = prg_init_random(&f->rng);
+  f->rng_live = 1;
+  if (rc) {
+    rc = fail(f, rc, SETUP, "cannot seed the random generator");
+    goto out;
+  }
+  rc = secagg_client_new(&f->params, index, &f->rng, &f->sc, why, sizeof why);
+  if (rc) {
+    rc = fail(f, rc == COHORT_ENOMEM ? rc : COHORT_EABORTED, SETUP, "%s", why);
+    goto out;
+  }
+
+  rc = secagg_client_advertise(f->sc, &mine, &mine_len, why, sizeof why);
+  if (rc) {
+    rc = fail(f, rc == COHORT_ENOMEM ? rc : COHORT_EABORTED, ADVERTISE, "%s",
+              why);
+    goto out;
+  }
+  rc = leave_here(f, ADVERTISE);
+  if (!rc)
+    rc = exchange_message(f, ADVERTISE, mine, mine_len, &r);
+  free(mine);
+  mine = NULL;
+  if (rc)
+    goto out;
+  rc = secagg_client_share(f->sc, r->message.data, r->message.len, &mine,
+                           &mine_len, why, sizeof why);
+  protobuf_c_message_free_unpacked(&r->base, NULL);
+  r = NULL;
+  if (rc) {
+    rc = fail(f, rc == COHORT_ENOMEM ? rc : COHORT_EABORTED, SHARE,
+              "the coordinator's peers: %s", why);
+    goto out;
+  }
+  rc = leave_here(f, SHARE);
+  if (!rc)
+    rc = exchange_message(f, SHARE, mine, mine_len, &r);
+  if (rc)
+    goto out;
+  /* Kept until the masked input is made, after training. */
+  f->shares = malloc(r->message.len ? r->message.len : 1);
+  if (!f->shares) {
+    rc = COHORT_ENOMEM;
+    goto out;
+  }
+  memcpy(f->shares, r->message.data, r->message.len);
+  f->shares_len = r->message.len;
+out:
+  if (r)
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+  free(mine);
+  return rc;
+}
+
+int secagg_flow_submit(secagg_flow *f, const float *delta, uint64_t examples) {
+  const Cohort__V1__SecAggStep MASKED = COHORT__V1__SEC_AGG_STEP__SECAGG_MASKED,
+                               UNMASK = COHORT__V1__SEC_AGG_STEP__SECAGG_UNMASK;
+  if (!f->sc || !f->shares)
+    return COHORT_ESTATE;
+  size_t n = f->cp.dim;
+  float *scaled = malloc(n * sizeof *scaled);
+  uint64_t *ring = malloc(f->ring_dim * sizeof *ring);
+  uint8_t *mine = NULL;
+  size_t mine_len = 0;
+  Cohort__V1__SecAggResponse *r = NULL;
+  char why[256];
+  int rc = COHORT_ENOMEM;
+  if (!scaled || !ring)
+    goto out;
+  /* The coordinator divides the sum by the sum of the weights it was told;
+   * capping them at W keeps each term within the clip, so no sum wraps. */
+  uint64_t w = examples < f->max_examples ? examples : f->max_examples;
+  double scale = (double)w / (double)f->max_examples;
+  for (size_t i = 0; i < n; i++)
+    scaled[i] = (float)(delta[i] * scale);
+  prg rounding;
+  rc = prg_init_random(&rounding);
+  if (!rc)
+    rc = codec_encode_ring(f->codec, &f->cp, scaled, &rounding, ring, why,
+                           sizeof why);
+  prg_free(&rounding);
+  if (rc) {
+    rc = fail(f, rc == COHORT_ENOMEM ? rc : COHORT_EABORTED, MASKED, "%s", why);
+    goto out;
+  }
+  rc = secagg_client_mask(f->sc, f->shares, f->shares_len, ring, &mine,
+                          &mine_len, why, sizeof why);
+  if (rc) {
+    rc = fail(f, rc == COHORT_ENOMEM ? rc : COHORT_EABORTED, MASKED,
+              "the shares addressed to this client: %s", why);
+    goto out;
+  }
+  rc = leave_here(f, MASKED);
+  if (!rc)
+    rc = f->io.upload(f->io.ctx, mine, mine_len, examples);
+  free(mine);
+  mine = NULL;
+  if (!rc)
+    rc = exchange_message(f, MASKED, NULL, 0, &r);
+  if (rc)
+    goto out;
+  rc = secagg_client_unmask(f->sc, r->message.data, r->message.len, &mine,
+                            &mine_len, why, sizeof why);
+  protobuf_c_message_free_unpacked(&r->base, NULL);
+  r = NULL;
+  if (rc) {
+    rc = fail(f, rc == COHORT_ENOMEM ? rc : COHORT_EABORTED, UNMASK,
+              "the coordinator's survivors: %s", why);
+    goto out;
+  }
+  rc = leave_here(f, UNMASK);
+  if (!rc)
+    rc = exchange(f, UNMASK, mine, mine_len, &r);
+  if (!rc &&
+      (r->outcome_case != COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_FINISHED ||
+       !r->finished))
+    rc = fail(f, COHORT_EABORTED, UNMASK,
+              "the coordinator's reply does not say the round is finished");
+out:
+  if (r)
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+  free(mine);
+  /* The update in the clear: not left in freed memory. */
+  if (scaled)
+    OPENSSL_cleanse(scaled, n * sizeof *scaled);
+  if (ring)
+    OPENSSL_cleanse(ring, f->ring_dim * sizeof *ring);
+  free(scaled);
+  free(ring);
+  return rc;
+}
+
+void secagg_flow_end(secagg_flow *f) {
+  secagg_client_free(f->sc);
+  f->sc = NULL;
+  if (f->rng_live)
+    prg_free(&f->rng);
+  f->rng_live = 0;
+  free(f->shares);
+  f->shares = NULL;
+  f->shares_len = 0;
+  codec_free(f->codec);
+  f->codec = NULL;
+}

@@ -1,0 +1,357 @@
+/* Tests of the client's secure-aggregation steps (client/secagg_flow.c)
+ * against a fake transport: an in-process coordinator (secagg_server) with
+ * two more clients it drives itself, answering Wait before every reply so
+ * that polling is exercised. Proves: the unmasked sum decodes to the
+ * client's weighted delta within one q8 step; a plan or codec the client
+ * cannot use is refused before any message is sent; the testing aid leaves
+ * before the step it names; a step that never closes times out. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "cohort_status.h"
+#include "cunit_main.h"
+#include "pb.h"
+#include "secagg.h"
+#include "secagg_flow.h"
+
+#define N 3
+#define DIM 64
+#define CLIP 0.05f
+#define MAX_EXAMPLES 100
+
+/* The fake coordinator. Client 0 is the flow under test; 1 and 2 live
+ * here and send their messages as soon as 0 sends its own. */
+typedef struct fake {
+  secagg_params p;
+  secagg_server *srv;
+  secagg_client *other[N];
+  prg rng[N];
+  uint32_t ring_bits_sent; /* what the plan says (p.ring_bits unless set) */
+  int waits;               /* Waits answered */
+  int wait_forever;        /* answer SETUP with Wait only */
+  int calls[5];            /* SecAgg calls per step */
+  int answered;            /* the step that was answered with a message */
+  int uploads;
+  int finished;
+  char err[256];
+} fake;
+
+/* Packs m and unpacks it again: a heap message, as the transport's. */
+static Cohort__V1__SecAggResponse *heap(const Cohort__V1__SecAggResponse *m) {
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  CU_ASSERT_FATAL(pb_pack(&m->base, &buf, &len) == COHORT_OK);
+  Cohort__V1__SecAggResponse *r =
+      cohort__v1__sec_agg_response__unpack(NULL, len, buf);
+  free(buf);
+  return r;
+}
+
+/* Clients 1 and 2 send their message of the phase that is open. */
+static void others_step(fake *f, secagg_phase ph) {
+  for (uint32_t i = 1; i < N; i++) {
+    uint8_t *in = NULL, *out = NULL;
+    size_t in_len = 0, out_len = 0;
+    int rc;
+    if (ph == SECAGG_ADVERTISE) {
+      rc = secagg_client_advertise(f->other[i], &out, &out_len, f->err,
+                                   sizeof f->err);
+    } else {
+      CU_ASSERT_FATAL(secagg_server_message(f->srv, i, &in, &in_len, f->err,
+                                            sizeof f->err) == COHORT_OK);
+      if (ph == SECAGG_SHARE) {
+        rc = secagg_client_share(f->other[i], in, in_len, &out, &out_len,
+                                 f->err, sizeof f->err);
+      } else if (ph == SECAGG_MASKED) {
+        uint64_t zero[DIM] = {0}; /* the sum is then client 0's input */
+        rc = secagg_client_mask(f->other[i], in, in_len, zero, &out, &out_len,
+                                f->err, sizeof f->err);
+      } else {
+        rc = secagg_client_unmask(f->other[i], in, in_len, &out, &out_len,
+                                  f->err, sizeof f->err);
+      }
+    }
+    CU_ASSERT_FATAL(rc == COHORT_OK);
+    CU_ASSERT_FATAL(secagg_server_receive(f->srv, i, ph, out, out_len, f->err,
+                                          sizeof f->err) == COHORT_OK);
+    free(in);
+    free(out);
+  }
+}
+
+static int fake_call(void *ctx, const Cohort__V1__SecAggRequest *req,
+                     Cohort__V1__SecAggResponse **resp) {
+  fake *f = ctx;
+  Cohort__V1__SecAggResponse r = COHORT__V1__SEC_AGG_RESPONSE__INIT;
+  Cohort__V1__RetryLater wait = COHORT__V1__RETRY_LATER__INIT;
+  Cohort__V1__SecAggPlan plan = COHORT__V1__SEC_AGG_PLAN__INIT;
+  uint8_t *msg = NULL;
+  size_t msg_len = 0;
+  f->calls[req->step]++;
+  CU_ASSERT_EQUAL(req->round, 7);
+  /* Every step is answered Wait first; the poll after it is empty. */
+  if (f->calls[req->step] == 1 || f->wait_forever) {
+    if (req->step != COHORT__V1__SEC_AGG_STEP__SECAGG_SETUP &&
+        req->step != COHORT__V1__SEC_AGG_STEP__SECAGG_MASKED) {
+      secagg_phase ph = req->step == COHORT__V1__SEC_AGG_STEP__SECAGG_ADVERTISE
+                            ? SECAGG_ADVERTISE
+                        : req->step == COHORT__V1__SEC_AGG_STEP__SECAGG_SHARE
+                            ? SECAGG_SHARE
+                            : SECAGG_UNMASK;
+      CU_ASSERT_FATAL(req->message.len > 0);
+      CU_ASSERT_FATAL(secagg_server_receive(f->srv, 0, ph, req->message.data,
+                                            req->message.len, f->err,
+                                            sizeof f->err) == COHORT_OK);
+      others_step(f, ph);
+    }
+    f->waits++;
+    wait.after_ms = 1;
+    r.outcome_case = COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_WAIT;
+    r.wait = &wait;
+    r.deadline_ms = f->wait_forever ? 0 : 50;
+    *resp = heap(&r);
+    return COHORT_OK;
+  }
+  CU_ASSERT_EQUAL(req->message.len, 0);
+  switch (req->step) {
+  case COHORT__V1__SEC_AGG_STEP__SECAGG_SETUP:
+    plan.clients = N;
+    plan.index = 0;
+    plan.threshold = f->p.threshold;
+    plan.degree = f->p.degree;
+    plan.ring_bits = f->ring_bits_sent;
+    plan.round_seed.data = f->p.round_seed;
+    plan.round_seed.len = sizeof f->p.round_seed;
+    plan.max_examples = MAX_EXAMPLES;
+    r.outcome_case = COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_PLAN;
+    r.plan = &plan;
+    break;
+  case COHORT__V1__SEC_AGG_STEP__SECAGG_UNMASK:
+    CU_ASSERT_FATAL(secagg_server_close_phase(f->srv, f->err, sizeof f->err) ==
+                    COHORT_OK);
+    f->finished = 1;
+    r.outcome_case = COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_FINISHED;
+    r.finished = 1;
+    break;
+  default:
+    CU_ASSERT_FATAL(secagg_server_close_phase(f->srv, f->err, sizeof f->err) ==
+                    COHORT_OK);
+    CU_ASSERT_FATAL(secagg_server_message(f->srv, 0, &msg, &msg_len, f->err,
+                                          sizeof f->err) == COHORT_OK);
+    r.outcome_case = COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_MESSAGE;
+    r.message.data = msg;
+    r.message.len = msg_len;
+    f->answered = req->step;
+  }
+  *resp = heap(&r);
+  free(msg);
+  return COHORT_OK;
+}
+
+static int fake_upload(void *ctx, const uint8_t *bytes, size_t len,
+                       uint64_t examples) {
+  fake *f = ctx;
+  f->uploads++;
+  CU_ASSERT_EQUAL(examples, 60);
+  CU_ASSERT_FATAL(secagg_server_receive(f->srv, 0, SECAGG_MASKED, bytes, len,
+                                        f->err, sizeof f->err) == COHORT_OK);
+  others_step(f, SECAGG_MASKED);
+  return COHORT_OK;
+}
+
+static int fake_nap(void *ctx, long ms) {
+  (void)ctx;
+  clock_sleep_ms(ms);
+  return COHORT_OK;
+}
+
+static void fake_init(fake *f) {
+  memset(f, 0, sizeof *f);
+  f->p = (secagg_params){
+      .n = N, .threshold = 2, .degree = 2, .ring_bits = 8 + 2, .dim = DIM};
+  memset(f->p.round_seed, 0x5a, sizeof f->p.round_seed);
+  f->ring_bits_sent = f->p.ring_bits;
+  CU_ASSERT_FATAL(secagg_server_new(&f->p, &f->srv, f->err, sizeof f->err) ==
+                  COHORT_OK);
+  for (uint32_t i = 1; i < N; i++) {
+    CU_ASSERT_FATAL(prg_init_u64(&f->rng[i], 100 + i) == COHORT_OK);
+    CU_ASSERT_FATAL(secagg_client_new(&f->p, i, &f->rng[i], &f->other[i],
+                                      f->err, sizeof f->err) == COHORT_OK);
+  }
+}
+
+static void fake_free(fake *f) {
+  for (uint32_t i = 1; i < N; i++) {
+    secagg_client_free(f->other[i]);
+    prg_free(&f->rng[i]);
+  }
+  secagg_server_free(f->srv);
+}
+
+static uint8_t g_codec_seed[32];
+
+static Cohort__V1__Task task_of(const char *codec_spec) {
+  Cohort__V1__Task t = COHORT__V1__TASK__INIT;
+  t.round = 7;
+  t.secagg = 1;
+  t.codec = (char *)codec_spec;
+  t.codec_clip = CLIP;
+  t.codec_seed.data = g_codec_seed;
+  t.codec_seed.len = sizeof g_codec_seed;
+  return t;
+}
+
+static secagg_flow_io io_of(fake *f) {
+  return (secagg_flow_io){
+      .ctx = f, .call = fake_call, .upload = fake_upload, .nap = fake_nap};
+}
+
+static void test_round_sums_the_weighted_delta(void) {
+  fake f;
+  fake_init(&f);
+  Cohort__V1__Task t = task_of("q8");
+  secagg_flow_io io = io_of(&f);
+  secagg_flow flow;
+  char err[256] = "";
+  int rc = secagg_flow_begin(&flow, &io, &t, DIM, clock_mono_s() + 30,
+                             SECAGG_FLOW_NEVER, err, sizeof err);
+  CU_ASSERT_EQUAL_FATAL(rc, COHORT_OK);
+  if (rc)
+    fprintf(stderr, "begin: %s\n", err);
+  /* ADVERTISE was answered with the peers, SHARE with our shares. */
+  CU_ASSERT_EQUAL(f.answered, COHORT__V1__SEC_AGG_STEP__SECAGG_SHARE);
+  float delta[DIM];
+  for (int j = 0; j < DIM; j++)
+    delta[j] = 0.07f * sinf((float)j); /* some beyond the clip */
+  rc = secagg_flow_submit(&flow, delta, 60);
+  if (rc)
+    fprintf(stderr, "submit: %s\n", err);
+  CU_ASSERT_EQUAL(rc, COHORT_OK);
+  secagg_flow_end(&flow);
+  secagg_flow_end(&flow); /* twice is safe */
+  CU_ASSERT_EQUAL(f.uploads, 1);
+  CU_ASSERT(f.finished);
+  CU_ASSERT_EQUAL(f.waits, 5); /* one per step */
+
+  uint64_t sum[DIM];
+  uint32_t inputs = 0;
+  CU_ASSERT_FATAL(secagg_server_sum(f.srv, sum, &inputs) == COHORT_OK);
+  CU_ASSERT_EQUAL(inputs, N);
+  /* The other two sent 0, which q8 decodes as -clip each; take them off. */
+  codec *c = NULL;
+  CU_ASSERT_FATAL(codec_parse("q8", &c, err, sizeof err) == COHORT_OK);
+  codec_params cp = {.dim = DIM, .clip = CLIP};
+  memcpy(cp.seed, g_codec_seed, sizeof cp.seed);
+  double lin[DIM], alone[DIM];
+  CU_ASSERT_FATAL(codec_ring_sum_to_linear(c, &cp, sum, N, lin, err,
+                                           sizeof err) == COHORT_OK);
+  uint64_t zeros[DIM] = {0};
+  CU_ASSERT_FATAL(codec_ring_sum_to_linear(c, &cp, zeros, 2, alone, err,
+                                           sizeof err) == COHORT_OK);
+  double step = 2.0 * CLIP / 255, worst = 0;
+  for (int j = 0; j < DIM; j++) {
+    double want = delta[j] * 60.0 / MAX_EXAMPLES; /* w / W = 0.6 */
+    want = want > CLIP ? CLIP : want < -CLIP ? -CLIP : want;
+    double err_j = fabs(lin[j] - alone[j] - want);
+    worst = err_j > worst ? err_j : worst;
+  }
+  CU_ASSERT(worst <= step * 1.001);
+  codec_free(c);
+  fake_free(&f);
+}
+
+/* Refusals before any secret is made or message sent. */
+static void test_unusable_plan_or_codec_refused(void) {
+  fake f;
+  fake_init(&f);
+  f.ring_bits_sent = 9; /* 8-bit values of 3 clients need 10 */
+  Cohort__V1__Task t = task_of("q8");
+  secagg_flow_io io = io_of(&f);
+  secagg_flow flow;
+  char err[256] = "";
+  CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &t, DIM, clock_mono_s() + 30,
+                                    SECAGG_FLOW_NEVER, err, sizeof err),
+                  COHORT_EABORTED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "9-bit ring"));
+  CU_ASSERT_PTR_NULL(flow.sc);
+  CU_ASSERT_EQUAL(f.calls[COHORT__V1__SEC_AGG_STEP__SECAGG_ADVERTISE], 0);
+  secagg_flow_end(&flow);
+
+  const char *bad[][2] = {{"topk:0.1", "summable"}, {"fp16", "summable"}};
+  for (size_t i = 0; i < 2; i++) {
+    memset(f.calls, 0, sizeof f.calls);
+    t = task_of(bad[i][0]);
+    CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &t, DIM, clock_mono_s() + 30,
+                                      SECAGG_FLOW_NEVER, err, sizeof err),
+                    COHORT_EABORTED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, bad[i][1]));
+    CU_ASSERT_EQUAL(f.calls[COHORT__V1__SEC_AGG_STEP__SECAGG_SETUP], 0);
+    secagg_flow_end(&flow);
+  }
+  t = task_of("q8");
+  t.codec_clip = 0;
+  CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &t, DIM, clock_mono_s() + 30,
+                                    SECAGG_FLOW_NEVER, err, sizeof err),
+                  COHORT_EABORTED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "clip"));
+  secagg_flow_end(&flow);
+  fake_free(&f);
+}
+
+/* The testing aid: gone right before SHARE, having advertised. */
+static void test_leaves_before_the_named_step(void) {
+  fake f;
+  fake_init(&f);
+  Cohort__V1__Task t = task_of("q8");
+  secagg_flow_io io = io_of(&f);
+  secagg_flow flow;
+  char err[256] = "";
+  CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &t, DIM, clock_mono_s() + 30,
+                                    SECAGG_FLOW_SHARE, err, sizeof err),
+                  COHORT_ECANCELED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "share"));
+  CU_ASSERT(secagg_server_heard(f.srv, SECAGG_ADVERTISE, 0));
+  CU_ASSERT_EQUAL(f.calls[COHORT__V1__SEC_AGG_STEP__SECAGG_SHARE], 0);
+  secagg_flow_end(&flow);
+  CU_ASSERT_PTR_NULL(flow.sc);
+  fake_free(&f);
+}
+
+/* A coordinator that answers Wait for ever, announcing no deadline: the
+ * flow gives up at its own. */
+static void test_step_that_never_closes_times_out(void) {
+  fake f;
+  fake_init(&f);
+  f.wait_forever = 1;
+  Cohort__V1__Task t = task_of("q8");
+  secagg_flow_io io = io_of(&f);
+  secagg_flow flow;
+  char err[256] = "";
+  double t0 = clock_mono_s();
+  CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &t, DIM, t0 + 0.2,
+                                    SECAGG_FLOW_NEVER, err, sizeof err),
+                  COHORT_ETIMEDOUT);
+  CU_ASSERT(clock_mono_s() - t0 >= 0.2);
+  CU_ASSERT(f.calls[COHORT__V1__SEC_AGG_STEP__SECAGG_SETUP] >= 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "setup"));
+  secagg_flow_end(&flow);
+  fake_free(&f);
+}
+
+int cohort_register_suites(void) {
+  static const test_case tests[] = {
+      {"a round sums the client's weighted, encoded delta",
+       test_round_sums_the_weighted_delta},
+      {"an unusable plan or codec is refused before any message",
+       test_unusable_plan_or_codec_refused},
+      {"the testing aid leaves before the step it names",
+       test_leaves_before_the_named_step},
+      {"a step that never closes times out",
+       test_step_that_never_closes_times_out},
+  };
+  return test_add_suite("secagg flow", NULL, NULL, tests,
+                        sizeof tests / sizeof tests[0]);
+}
