@@ -10,6 +10,8 @@
 #include <openssl/kdf.h>
 #include <openssl/params.h>
 #include <openssl/rand.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cohort_status.h"
@@ -63,25 +65,50 @@ static int all_zero(const uint8_t *b, size_t n) {
   return (int)(1 & ((unsigned)(acc - 1) >> 8));
 }
 
-int kex_shared_secret(const uint8_t secret[KEX_KEY_LEN],
-                      const uint8_t peer_public[KEX_KEY_LEN],
-                      uint8_t shared[KEX_KEY_LEN]) {
-  if (!secret || !peer_public || !shared)
+struct kex_private {
+  EVP_PKEY *key;
+};
+
+int kex_private_load(const uint8_t secret[KEX_KEY_LEN], kex_private **out) {
+  *out = NULL;
+  if (!secret)
+    return COHORT_EINVAL;
+  kex_private *k = malloc(sizeof *k);
+  if (!k)
+    return COHORT_ENOMEM;
+  /* For X25519 this computes the public key too: a scalar multiplication
+   * as dear as the agreement itself, hence loading once for many peers. */
+  k->key =
+      EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, NULL, secret, KEX_KEY_LEN);
+  if (!k->key) {
+    free(k);
+    return COHORT_EIO;
+  }
+  *out = k;
+  return COHORT_OK;
+}
+
+void kex_private_free(kex_private *k) {
+  if (!k)
+    return;
+  EVP_PKEY_free(k->key); /* OpenSSL wipes the private key */
+  free(k);
+}
+
+int kex_shared_secret_with(const kex_private *k,
+                           const uint8_t peer_public[KEX_KEY_LEN],
+                           uint8_t shared[KEX_KEY_LEN]) {
+  if (!k || !peer_public || !shared)
     return COHORT_EINVAL;
   int rc = COHORT_EIO;
   uint8_t out[KEX_KEY_LEN];
   size_t out_len = sizeof out;
   EVP_PKEY_CTX *ctx = NULL;
-  EVP_PKEY *peer = NULL;
-  EVP_PKEY *k =
-      EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, NULL, secret, KEX_KEY_LEN);
-  if (!k)
-    goto out;
-  peer = EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, NULL, peer_public,
-                                     KEX_KEY_LEN);
+  EVP_PKEY *peer = EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, NULL,
+                                               peer_public, KEX_KEY_LEN);
   if (!peer)
     goto out;
-  ctx = EVP_PKEY_CTX_new(k, NULL);
+  ctx = EVP_PKEY_CTX_new(k->key, NULL);
   if (!ctx || EVP_PKEY_derive_init(ctx) != 1 ||
       EVP_PKEY_derive_set_peer(ctx, peer) != 1)
     goto out;
@@ -106,8 +133,36 @@ out:
   OPENSSL_cleanse(out, sizeof out);
   EVP_PKEY_CTX_free(ctx);
   EVP_PKEY_free(peer);
-  EVP_PKEY_free(k);
   return rc;
+}
+
+int kex_shared_secret(const uint8_t secret[KEX_KEY_LEN],
+                      const uint8_t peer_public[KEX_KEY_LEN],
+                      uint8_t shared[KEX_KEY_LEN]) {
+  if (!peer_public || !shared)
+    return COHORT_EINVAL;
+  kex_private *k;
+  int rc = kex_private_load(secret, &k);
+  if (rc)
+    return rc;
+  rc = kex_shared_secret_with(k, peer_public, shared);
+  kex_private_free(k);
+  return rc;
+}
+
+/* Fetching an algorithm searches OpenSSL's providers and costs more than
+ * the derivation itself (the coordinator derives one key per pair of
+ * clients when it unmasks), so HKDF is fetched once per process. */
+static EVP_KDF *hkdf_fetched;
+static pthread_once_t hkdf_once = PTHREAD_ONCE_INIT;
+
+static void hkdf_fetch(void) {
+  hkdf_fetched = EVP_KDF_fetch(NULL, "HKDF", NULL);
+}
+
+static EVP_KDF *hkdf_algorithm(void) {
+  pthread_once(&hkdf_once, hkdf_fetch);
+  return hkdf_fetched;
 }
 
 int kex_hkdf_sha256(const uint8_t *salt, size_t salt_len, const uint8_t *ikm,
@@ -134,7 +189,7 @@ int kex_hkdf_sha256(const uint8_t *salt, size_t salt_len, const uint8_t *ikm,
 
   int rc = COHORT_EIO;
   EVP_KDF_CTX *ctx = NULL;
-  EVP_KDF *kdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
+  EVP_KDF *kdf = hkdf_algorithm();
   if (!kdf)
     goto out;
   ctx = EVP_KDF_CTX_new(kdf);
@@ -143,7 +198,20 @@ int kex_hkdf_sha256(const uint8_t *salt, size_t salt_len, const uint8_t *ikm,
   rc = COHORT_OK;
 out:
   EVP_KDF_CTX_free(ctx); /* wipes its copy of the key */
-  EVP_KDF_free(kdf);
+  return rc;
+}
+
+int kex_agree_with(const kex_private *k, const uint8_t peer_public[KEX_KEY_LEN],
+                   const char *context, uint8_t out[KEX_KEY_LEN]) {
+  if (!context || !out)
+    return COHORT_EINVAL;
+  uint8_t shared[KEX_KEY_LEN];
+  int rc = kex_shared_secret_with(k, peer_public, shared);
+  if (rc == COHORT_OK)
+    rc = kex_hkdf_sha256(NULL, 0, shared, sizeof shared,
+                         (const uint8_t *)context, strlen(context), out,
+                         KEX_KEY_LEN);
+  OPENSSL_cleanse(shared, sizeof shared);
   return rc;
 }
 
@@ -152,12 +220,11 @@ int kex_agree(const uint8_t secret[KEX_KEY_LEN],
               uint8_t out[KEX_KEY_LEN]) {
   if (!context || !out)
     return COHORT_EINVAL;
-  uint8_t shared[KEX_KEY_LEN];
-  int rc = kex_shared_secret(secret, peer_public, shared);
-  if (rc == COHORT_OK)
-    rc = kex_hkdf_sha256(NULL, 0, shared, sizeof shared,
-                         (const uint8_t *)context, strlen(context), out,
-                         KEX_KEY_LEN);
-  OPENSSL_cleanse(shared, sizeof shared);
+  kex_private *k;
+  int rc = kex_private_load(secret, &k);
+  if (rc)
+    return rc;
+  rc = kex_agree_with(k, peer_public, context, out);
+  kex_private_free(k);
   return rc;
 }

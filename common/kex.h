@@ -43,4 +43,20 @@ int kex_agree(const uint8_t secret[KEX_KEY_LEN],
               const uint8_t peer_public[KEX_KEY_LEN], const char *context,
               uint8_t out[KEX_KEY_LEN]);
 
+/* A private key loaded once for agreements with many peers: loading an
+ * X25519 key derives its public key, a scalar multiplication as costly as
+ * the agreement, so the coordinator (one dropped client against every
+ * survivor) and each client (against every neighbour) load theirs once. */
+typedef struct kex_private kex_private;
+/* COHORT_OK and *out (free with kex_private_free, which wipes it),
+ * COHORT_EIO, COHORT_ENOMEM. */
+int kex_private_load(const uint8_t secret[KEX_KEY_LEN], kex_private **out);
+void kex_private_free(kex_private *k); /* accepts NULL */
+/* kex_shared_secret and kex_agree with a loaded key; same results. */
+int kex_shared_secret_with(const kex_private *k,
+                           const uint8_t peer_public[KEX_KEY_LEN],
+                           uint8_t shared[KEX_KEY_LEN]);
+int kex_agree_with(const kex_private *k, const uint8_t peer_public[KEX_KEY_LEN],
+                   const char *context, uint8_t out[KEX_KEY_LEN]);
+
 #endif

@@ -7,7 +7,9 @@
 
 #include "cohort_status.h"
 
-#define MASK_BLOCK_WORDS 512 /* up to 4 KiB of keystream per prg_bytes */
+/* 16 KiB of keystream per prg_bytes for 64-bit words, 8 KiB for 32-bit
+ * ones: whole prg blocks, which the cipher writes in place. */
+#define MASK_BLOCK_WORDS 2048
 
 /* A little-endian word; compilers turn this into one load on LE hosts. */
 static inline uint64_t load_le64(const uint8_t *p) {

@@ -76,6 +76,18 @@ void prg_free(prg *g) {
 void prg_bytes(prg *g, void *out, size_t len) {
   uint8_t *o = out;
   while (len) {
+    /* Whole blocks go straight from the cipher into out: no copy. The
+     * keystream is the same either way. */
+    if (g->pos == sizeof g->buf && len >= sizeof g->buf) {
+      int n = 0;
+      if (!g->cipher ||
+          EVP_EncryptUpdate(g->cipher, o, &n, zeros, sizeof zeros) != 1 ||
+          n != (int)sizeof zeros)
+        abort();
+      o += sizeof zeros;
+      len -= sizeof zeros;
+      continue;
+    }
     if (g->pos == sizeof g->buf && refill(g)) {
       /* Only an OpenSSL failure mid-stream gets here; never hand out a
        * repeated or predictable stream. */

@@ -213,6 +213,7 @@ int secagg_client_share(secagg_client *c, const uint8_t *peers,
   const uint32_t k = c->p.degree, u = c->index;
   int rc = COHORT_OK;
   uint8_t *seen = NULL, (*akey)[AEAD_KEY_LEN] = NULL;
+  kex_private *share_key = NULL, *mask_key = NULL;
   uint8_t(*pseed)[PRG_SEED_LEN] = NULL;
   uint64_t *key_sh = NULL, *seed_sh = NULL;
   size_t holders_max = 0; /* highest holder index + 1 */
@@ -229,6 +230,14 @@ int secagg_client_share(secagg_client *c, const uint8_t *peers,
   pseed = calloc(k, sizeof *pseed);
   if (!seen || !akey || !pseed) {
     rc = COHORT_ENOMEM;
+    goto out;
+  }
+  /* Both private keys are loaded once for all k neighbours. */
+  rc = kex_private_load(c->share_kp.secret, &share_key);
+  if (!rc)
+    rc = kex_private_load(c->mask_kp.secret, &mask_key);
+  if (rc) {
+    fail(c, err, errlen, rc, "cannot load its key pairs");
     goto out;
   }
   int self = 0;
@@ -270,11 +279,11 @@ int secagg_client_share(secagg_client *c, const uint8_t *peers,
     count++;
     if (e->index + 1 > holders_max)
       holders_max = (size_t)e->index + 1;
-    rc = kex_agree(c->share_kp.secret, e->share_public.data, SHARE_CONTEXT,
-                   akey[s]);
+    rc =
+        kex_agree_with(share_key, e->share_public.data, SHARE_CONTEXT, akey[s]);
     if (!rc)
-      rc = kex_agree(c->mask_kp.secret, e->mask_public.data, MASK_CONTEXT,
-                     pseed[s]);
+      rc =
+          kex_agree_with(mask_key, e->mask_public.data, MASK_CONTEXT, pseed[s]);
     if (rc) {
       fail(c, err, errlen, rc, "cannot agree on keys with peer %u%s", e->index,
            rc == COHORT_EINVAL ? " (a small-order public key)" : "");
@@ -353,6 +362,8 @@ int secagg_client_share(secagg_client *c, const uint8_t *peers,
   c->phase = SECAGG_MASKED;
 out:
   OPENSSL_cleanse(plain, sizeof plain);
+  kex_private_free(share_key);
+  kex_private_free(mask_key);
   free(seen);
   wipe_free(akey, (size_t)k * sizeof *akey);
   wipe_free(pseed, (size_t)k * sizeof *pseed);

@@ -588,14 +588,17 @@ static int finish(secagg_server *s, char *err, size_t errlen) {
     } else if (need[i] == 2) {
       /* Survivor w added +PRG(s_wi) when i > w, -PRG(s_wi) when i < w. */
       const uint32_t *nb = nbrs(s, i);
+      kex_private *key = NULL;
+      rc = kex_private_load(secret[i], &key);
       for (uint32_t j = 0; j < k && !rc; j++) {
         uint32_t w = nb[j];
         if (!masked[w])
           continue;
-        rc = kex_agree(secret[i], s->mask_pub[w], MASK_CONTEXT, seed);
+        rc = kex_agree_with(key, s->mask_pub[w], MASK_CONTEXT, seed);
         if (!rc)
           rc = mask_apply(seed, bits, i > w ? -1 : 1, s->sum, s->p.dim);
       }
+      kex_private_free(key);
     }
   }
   OPENSSL_cleanse(seed, sizeof seed);

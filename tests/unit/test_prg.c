@@ -37,6 +37,21 @@ static void test_prg_known_answer(void) {
   CU_ASSERT_EQUAL(memcmp(got, want, 16), 0);
   prg_free(&g);
 
+  /* A read of whole blocks at a block boundary takes the path where the
+   * cipher writes straight into the caller's buffer: the stream must not
+   * change. Bytes 4096..4111 and 12272..12287 of the same keystream. */
+  CU_ASSERT_EQUAL_FATAL(prg_init(&g, seed), COHORT_OK);
+  static uint8_t big[8192];
+  prg_bytes(&g, skip, 4096);
+  prg_bytes(&g, big, sizeof big);
+  CU_ASSERT_EQUAL(crypto_unhex("512e5630d1ac5d4f43c8777d6e0f7365", want, 16),
+                  0);
+  CU_ASSERT_EQUAL(memcmp(big, want, 16), 0);
+  CU_ASSERT_EQUAL(crypto_unhex("85aaaa46c9487523da7c01d38dc9077f", want, 16),
+                  0);
+  CU_ASSERT_EQUAL(memcmp(big + sizeof big - 16, want, 16), 0);
+  prg_free(&g);
+
   /* Words are the keystream read little-endian. */
   CU_ASSERT_EQUAL_FATAL(prg_init(&g, seed), COHORT_OK);
   CU_ASSERT_EQUAL(prg_u32(&g), 0xb60090f2u);
