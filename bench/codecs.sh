@@ -6,10 +6,12 @@
 #
 #   bench/codecs.sh --model mlp:200,200 --codecs "fp32 q8 rot+q4" \
 #     [--clients 20] [--rounds 30] [--partition dirichlet:0.5] [--limit N] \
-#     [--lr 0.05] [--epochs 1] [--batch 32] [--clip C] [--seed 1]
+#     [--lr 0.05] [--epochs 1] [--batch 32] [--clip C] [--seed 1] \
+#     [--secagg off|full|plus]
 #
 # --limit caps each client's share (the CNN is slow on two cores); --clip
-# is --codec-clip (0: per-payload scale). Every process it starts is
+# is --codec-clip (0: per-payload scale); --secagg runs the rounds under
+# secure aggregation (summable codecs with a clip only). Every process it starts is
 # stopped when it exits.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +19,7 @@ root=$PWD
 build=${COHORT_BUILD_DIR:-build}
 
 model=mlp:200,200 codecs=fp32 clients=20 rounds=30 partition=dirichlet:0.5
-limit=0 lr=0.05 epochs=1 batch=32 clip=0 seed=1 eval_limit=0
+limit=0 lr=0.05 epochs=1 batch=32 clip=0 seed=1 eval_limit=0 secagg=off
 while [[ $# -gt 0 ]]; do
   case $1 in
   --model) model=$2 ;;
@@ -32,6 +34,7 @@ while [[ $# -gt 0 ]]; do
   --clip) clip=$2 ;;
   --seed) seed=$2 ;;
   --eval-limit) eval_limit=$2 ;;
+  --secagg) secagg=$2 ;;
   *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
   shift 2
@@ -61,7 +64,7 @@ for codec in $codecs; do
     --retry-max-ms 1000 --model "$model" \
     --eval-data "$data" --eval-limit "$eval_limit" --lr "$lr" \
     --epochs "$epochs" --batch-size "$batch" --codec "$codec" \
-    --codec-clip "$clip" --enroll-token-file "$work/token" --seed "$seed" \
+    --codec-clip "$clip" --secagg "$secagg" --enroll-token-file "$work/token" --seed "$seed" \
     --threads 1 >"$run/rounds.txt" 2>"$run/server.log" &
   server=$!
   pids=("$server")
@@ -86,9 +89,10 @@ for codec in $codecs; do
   fi
   secs=$(echo "$(date +%s.%N) - $start" | bc)
   /usr/bin/python3 - "$run/cohort.db" "$model" "$codec" "$clip" "$clients" \
-    "$rounds" "$partition" "$limit" "$secs" <<'PY'
+    "$rounds" "$partition" "$limit" "$secs" "$secagg" <<'PY'
 import json, sqlite3, sys
-db, model, codec, clip, clients, rounds, partition, limit, secs = sys.argv[1:]
+db, model, codec, clip, clients, rounds, partition, limit, secs, secagg = \
+    sys.argv[1:]
 con = sqlite3.connect(db)
 acc = [r[0] for r in con.execute(
     "SELECT accuracy FROM rounds WHERE state = 'COMMITTED' AND kind = 'TRAIN'"
@@ -97,7 +101,7 @@ up, down, n = con.execute(
     "SELECT SUM(bytes_up), SUM(bytes_down), COUNT(*) FROM participations"
     " WHERE state = 'UPLOADED'").fetchone()
 print(json.dumps({
-    "model": model, "codec": codec, "clip": float(clip),
+    "model": model, "codec": codec, "clip": float(clip), "secagg": secagg,
     "clients": int(clients), "rounds": int(rounds), "partition": partition,
     "limit": int(limit), "final_accuracy": round(acc[-1], 4) if acc else None,
     "best_accuracy": round(max(acc), 4) if acc else None,
