@@ -95,9 +95,13 @@ static int choose_params(secagg_params *p, char *err, size_t errlen) {
                         .corrupt = g_opts.corrupt,
                         .security_bits = 40,
                         .correctness_bits = 20};
-    int rc = secagg_find_params(&goal, &k, &t, err, errlen);
-    if (rc)
-      return rc;
+    /* Like the coordinator: when no degree meets the bounds, the complete
+     * graph, and say so. */
+    if (secagg_find_params(&goal, &k, &t, err, errlen)) {
+      fprintf(stderr, "bench_secagg: %s; using the complete graph\n", err);
+      k = n - 1;
+      t = n / 2 + 1;
+    }
   }
   if (g_opts.degree)
     k = (uint32_t)g_opts.degree;
