@@ -7,7 +7,7 @@
 # elements in this one process (hours for N = 1000, D = 1M, full).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${COHORT_BUILD_DIR:-build}
+
 clients="100 500 1000" dims="100000 1000000" dropouts="0 0.1 0.3"
 graphs="full plus"
 while [[ $# -gt 0 ]]; do
@@ -24,7 +24,7 @@ for n in $clients; do
   for d in $dims; do
     for f in $dropouts; do
       for g in $graphs; do
-        "$build/bench/bench_secagg" --clients "$n" --dim "$d" --dropout "$f" \
+        bench/secagg --clients "$n" --dim "$d" --dropout "$f" \
           --graph "$g" || echo "{\"clients\": $n, \"dim\": $d, \"dropout\": $f, \"graph\": \"$g\", \"error\": true}"
       done
     done
