@@ -7,7 +7,6 @@
 # elements in this one process (hours for N = 1000, D = 1M, full).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-
 clients="100 500 1000" dims="100000 1000000" dropouts="0 0.1 0.3"
 graphs="full plus"
 while [[ $# -gt 0 ]]; do
