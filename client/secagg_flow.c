@@ -50,6 +50,11 @@ static int fail(secagg_flow *f, int rc, Cohort__V1__SecAggStep step,
   return rc;
 }
 
+/* A refusal by the protocol library ends this client's part in the round
+ * (COHORT_EABORTED: the client checks in again); running out of memory
+ * keeps its own status. */
+static int lost(int rc) { return rc == COHORT_ENOMEM ? rc : COHORT_EABORTED; }
+
 /* The fault-injection point before sending step's message: leaves once,
  * with COHORT_ECANCELED, when this is the step the caller asked for. */
 static int leave_here(secagg_flow *f, Cohort__V1__SecAggStep step) {
@@ -240,14 +245,13 @@ int secagg_flow_begin(secagg_flow *f, const secagg_flow_io *io,
   }
   rc = secagg_client_new(&f->params, index, &f->rng, &f->sc, why, sizeof why);
   if (rc) {
-    rc = fail(f, rc == COHORT_ENOMEM ? rc : COHORT_EABORTED, SETUP, "%s", why);
+    rc = fail(f, lost(rc), SETUP, "%s", why);
     goto out;
   }
 
   rc = secagg_client_advertise(f->sc, &mine, &mine_len, why, sizeof why);
   if (rc) {
-    rc = fail(f, rc == COHORT_ENOMEM ? rc : COHORT_EABORTED, ADVERTISE, "%s",
-              why);
+    rc = fail(f, lost(rc), ADVERTISE, "%s", why);
     goto out;
   }
   rc = leave_here(f, ADVERTISE);
@@ -262,8 +266,7 @@ int secagg_flow_begin(secagg_flow *f, const secagg_flow_io *io,
   protobuf_c_message_free_unpacked(&r->base, NULL);
   r = NULL;
   if (rc) {
-    rc = fail(f, rc == COHORT_ENOMEM ? rc : COHORT_EABORTED, SHARE,
-              "the coordinator's peers: %s", why);
+    rc = fail(f, lost(rc), SHARE, "the coordinator's peers: %s", why);
     goto out;
   }
   rc = leave_here(f, SHARE);
@@ -314,14 +317,14 @@ int secagg_flow_submit(secagg_flow *f, const float *delta, uint64_t examples) {
                            sizeof why);
   prg_free(&rounding);
   if (rc) {
-    rc = fail(f, rc == COHORT_ENOMEM ? rc : COHORT_EABORTED, MASKED, "%s", why);
+    rc = fail(f, lost(rc), MASKED, "%s", why);
     goto out;
   }
   rc = secagg_client_mask(f->sc, f->shares, f->shares_len, ring, &mine,
                           &mine_len, why, sizeof why);
   if (rc) {
-    rc = fail(f, rc == COHORT_ENOMEM ? rc : COHORT_EABORTED, MASKED,
-              "the shares addressed to this client: %s", why);
+    rc = fail(f, lost(rc), MASKED, "the shares addressed to this client: %s",
+              why);
     goto out;
   }
   rc = leave_here(f, MASKED);
@@ -338,8 +341,7 @@ int secagg_flow_submit(secagg_flow *f, const float *delta, uint64_t examples) {
   protobuf_c_message_free_unpacked(&r->base, NULL);
   r = NULL;
   if (rc) {
-    rc = fail(f, rc == COHORT_ENOMEM ? rc : COHORT_EABORTED, UNMASK,
-              "the coordinator's survivors: %s", why);
+    rc = fail(f, lost(rc), UNMASK, "the coordinator's survivors: %s", why);
     goto out;
   }
   rc = leave_here(f, UNMASK);
