@@ -11,6 +11,7 @@
 #include "codec_internal.h"
 #include "cohort_status.h"
 #include "errbuf.h"
+#include "wire.h"
 
 /* Indices are 32-bit on the wire, and rotation pads to a power of two:
  * 2^31 is the largest dimension whose padded length still fits. */
@@ -524,13 +525,6 @@ static int stage_failed(const codec *c, int rc, char *err, size_t errlen) {
                      cohort_strerror(rc));
 }
 
-static int all_finite(const float *x, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (!isfinite(x[i]))
-      return 0;
-  return 1;
-}
-
 /* Rotation and selection: *vals gets the l->vals values the value stage
  * writes (allocated; the caller frees it), *idx the kept coordinates of
  * randk and topk (allocated, else NULL). residual: topk+ef's memory, added
@@ -548,7 +542,7 @@ static int select_values(const codec *c, const codec_params *p, const layout *l,
     x[i] = residual ? delta[i] + residual[i] : delta[i];
   memset(x + p->dim, 0, (l->n - p->dim) * sizeof *x);
   int rc = COHORT_OK;
-  if (!all_finite(x, p->dim)) {
+  if (wire_first_nonfinite(x, p->dim) < p->dim) {
     rc = errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                      "codec %s: the delta%s has a value that is not finite",
                      c->spec, residual ? " plus residual" : "");
@@ -596,7 +590,7 @@ static int select_values(const codec *c, const codec_params *p, const layout *l,
   }
   /* A huge but finite delta can still overflow float once rotated or
    * summed into sketch buckets. */
-  if (!all_finite(x, l->vals))
+  if (wire_first_nonfinite(x, l->vals) < l->vals)
     rc = errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                      "codec %s: the delta is too large to encode (a value "
                      "overflows float)",

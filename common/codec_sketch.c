@@ -16,6 +16,7 @@
 #include "codec_internal.h"
 #include "cohort_status.h"
 #include "errbuf.h"
+#include "wire.h"
 
 /* Coordinator state: S_u (momentum) and S_e (error accumulation), each
  * rows * cols doubles, row-major like the table. */
@@ -72,23 +73,10 @@ static void hash_fill(hash_stream *h, size_t m) {
   prg_bytes(&h->g, h->bytes, m * h->rows * 8);
 }
 
-static uint64_t load_le64(const uint8_t *p) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  uint64_t v;
-  memcpy(&v, p, sizeof v); /* one load where the host is little-endian */
-  return v;
-#else
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--)
-    v = v << 8 | p[i];
-  return v;
-#endif
-}
-
 /* The bucket (in [0, cols)) and sign of word w of the current chunk. */
 static void hash_word(const hash_stream *h, size_t w, uint32_t *bucket,
                       double *sign) {
-  uint64_t v = load_le64(h->bytes + 8 * w);
+  uint64_t v = wire_get_le64(h->bytes + 8 * w);
   *sign = v >> 63 ? -1.0 : 1.0;
   uint64_t low = v & (((uint64_t)1 << 63) - 1);
   *bucket = (uint32_t)(((__uint128_t)low * h->cols) >> 63);

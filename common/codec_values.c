@@ -9,29 +9,11 @@
 #include "codec_internal.h"
 #include "cohort_status.h"
 #include "errbuf.h"
+#include "wire.h"
 
 /* Values quantized per draw of random bytes. A multiple of 8, so the packed
  * levels of a whole chunk end on a byte boundary and chunks pack alone. */
 #define Q_CHUNK 1024
-
-static void put_le32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++)
-    p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get_le32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-         (uint32_t)p[3] << 24;
-}
-
-static void put_le16(uint8_t *p, uint16_t v) {
-  p[0] = (uint8_t)v;
-  p[1] = (uint8_t)(v >> 8);
-}
-
-static uint16_t get_le16(const uint8_t *p) {
-  return (uint16_t)(p[0] | p[1] << 8);
-}
 
 static uint32_t float_bits(float f) {
   uint32_t u;
@@ -142,7 +124,7 @@ static void q_chunk(const float *x, size_t n, float s, uint32_t top, prg *rng,
     double u = (xc + s) * a;
     double fl = floor(u);
     uint32_t level =
-        (uint32_t)fl + (get_le32(r + 4 * i) * 0x1p-32 < u - fl ? 1 : 0);
+        (uint32_t)fl + (wire_get_le32(r + 4 * i) * 0x1p-32 < u - fl ? 1 : 0);
     /* Rounding of (xc + s) * a may land a hair above top. */
     lv[i] = level > top ? top : level;
   }
@@ -169,7 +151,7 @@ static int encode_half(const float *x, size_t n, uint8_t *out, char *err,
                          "fp16 cannot hold value %zu (%g): |x| must stay "
                          "below 65520; use bf16, fp32 or qB",
                          i, (double)x[i]);
-    put_le16(out + 2 * i, half_from_float(x[i]));
+    wire_put_le16(out + 2 * i, half_from_float(x[i]));
   }
   return COHORT_OK;
 }
@@ -182,7 +164,7 @@ static int encode_bf16(const float *x, size_t n, uint8_t *out, char *err,
                          "bf16 cannot hold value %zu (%g): it rounds to "
                          "infinity",
                          i, (double)x[i]);
-    put_le16(out + 2 * i, bf16_from_float(x[i]));
+    wire_put_le16(out + 2 * i, bf16_from_float(x[i]));
   }
   return COHORT_OK;
 }
@@ -191,7 +173,7 @@ static void encode_q(const codec *c, const float *x, size_t n, float clip,
                      prg *rng, uint8_t *out) {
   float s = q_scale(x, n, clip);
   if (!(clip > 0)) {
-    put_le32(out, float_bits(s));
+    wire_put_le32(out, float_bits(s));
     out += 4;
   }
   uint32_t top = q_top_level(c->qbits), lv[Q_CHUNK];
@@ -207,7 +189,7 @@ int values_encode(const codec *c, const float *x, size_t n, float clip,
   switch (c->value) {
   case VALUE_FP32:
     for (size_t i = 0; i < n; i++)
-      put_le32(out + 4 * i, float_bits(x[i]));
+      wire_put_le32(out + 4 * i, float_bits(x[i]));
     return COHORT_OK;
   case VALUE_FP16:
     return encode_half(x, n, out, err, errlen);
@@ -237,7 +219,7 @@ static int decode_q(const codec *c, const uint8_t *in, size_t n, float clip,
                     float *x, char *err, size_t errlen) {
   float s = clip;
   if (!(clip > 0)) {
-    s = bits_float(get_le32(in));
+    s = bits_float(wire_get_le32(in));
     in += 4;
     if (!isfinite(s) || signbit(s))
       return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
@@ -264,14 +246,14 @@ int values_decode(const codec *c, const uint8_t *in, size_t n, float clip,
   switch (c->value) {
   case VALUE_FP32:
     for (size_t i = 0; i < n; i++) {
-      x[i] = bits_float(get_le32(in + 4 * i));
+      x[i] = bits_float(wire_get_le32(in + 4 * i));
       if (!isfinite(x[i]))
         return not_finite("fp32", i, isnan(x[i]), err, errlen);
     }
     return COHORT_OK;
   case VALUE_FP16:
     for (size_t i = 0; i < n; i++) {
-      uint16_t h = get_le16(in + 2 * i);
+      uint16_t h = wire_get_le16(in + 2 * i);
       if ((h & 0x7c00) == 0x7c00)
         return not_finite("fp16", i, (h & 0x03ff) != 0, err, errlen);
       x[i] = half_to_float(h);
@@ -279,7 +261,7 @@ int values_decode(const codec *c, const uint8_t *in, size_t n, float clip,
     return COHORT_OK;
   case VALUE_BF16:
     for (size_t i = 0; i < n; i++) {
-      uint16_t h = get_le16(in + 2 * i);
+      uint16_t h = wire_get_le16(in + 2 * i);
       if ((h & 0x7f80) == 0x7f80)
         return not_finite("bf16", i, (h & 0x007f) != 0, err, errlen);
       x[i] = bf16_to_float(h);

@@ -6,25 +6,14 @@
 #include <openssl/crypto.h>
 
 #include "cohort_status.h"
+#include "wire.h"
 
 /* 16 KiB of keystream per prg_bytes for 64-bit words, 8 KiB for 32-bit
  * ones: whole prg blocks, which the cipher writes in place. */
 #define MASK_BLOCK_WORDS 2048
 
-/* A little-endian word; compilers turn this into one load on LE hosts. */
-static inline uint64_t load_le64(const uint8_t *p) {
-  return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 |
-         (uint64_t)p[3] << 24 | (uint64_t)p[4] << 32 | (uint64_t)p[5] << 40 |
-         (uint64_t)p[6] << 48 | (uint64_t)p[7] << 56;
-}
-
 static inline uint64_t ring_mask(unsigned bits) {
   return (UINT64_C(1) << bits) - 1;
-}
-
-static inline uint64_t load_le32(const uint8_t *p) {
-  return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 |
-         (uint64_t)p[3] << 24;
 }
 
 /* Adds (op 1), subtracts (op -1) or stores (op 0) k words of buf into o.
@@ -34,15 +23,18 @@ static inline void combine(uint64_t *o, const uint8_t *buf, size_t k, int op,
                            uint64_t m, int wide) {
   if (op > 0)
     for (size_t i = 0; i < k; i++)
-      o[i] =
-          (o[i] + (wide ? load_le64(buf + 8 * i) : load_le32(buf + 4 * i))) & m;
+      o[i] = (o[i] + (wide ? wire_get_le64(buf + 8 * i)
+                           : wire_get_le32(buf + 4 * i))) &
+             m;
   else if (op < 0)
     for (size_t i = 0; i < k; i++)
-      o[i] =
-          (o[i] - (wide ? load_le64(buf + 8 * i) : load_le32(buf + 4 * i))) & m;
+      o[i] = (o[i] - (wide ? wire_get_le64(buf + 8 * i)
+                           : wire_get_le32(buf + 4 * i))) &
+             m;
   else
     for (size_t i = 0; i < k; i++)
-      o[i] = (wide ? load_le64(buf + 8 * i) : load_le32(buf + 4 * i)) & m;
+      o[i] =
+          (wide ? wire_get_le64(buf + 8 * i) : wire_get_le32(buf + 4 * i)) & m;
 }
 
 /* Expands n mask words of seed (32-bit words for bits <= 32, else 64-bit)

@@ -7,6 +7,7 @@
 
 #include "cohort_status.h"
 #include "crypto.h"
+#include "wire.h"
 
 static const uint8_t zeros[PRG_BUFFER_LEN];
 
@@ -106,8 +107,7 @@ void prg_bytes(prg *g, void *out, size_t len) {
 uint32_t prg_u32(prg *g) {
   uint8_t b[4];
   prg_bytes(g, b, sizeof b);
-  return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
-         (uint32_t)b[3] << 24;
+  return wire_get_le32(b);
 }
 
 uint64_t prg_u64(prg *g) {

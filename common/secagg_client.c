@@ -200,9 +200,9 @@ static void share_plain(const secagg_client *c, uint32_t v,
   secagg_share_aad(c->index, v, c->p.round_seed, plain);
   uint8_t *q = plain + SECAGG_AAD_LEN;
   for (size_t j = 0; j < SECAGG_CHUNKS; j++, q += 8)
-    secagg_put_u64(q, key_sh[(size_t)v * SECAGG_CHUNKS + j]);
+    wire_put_le64(q, key_sh[(size_t)v * SECAGG_CHUNKS + j]);
   for (size_t j = 0; j < SECAGG_CHUNKS; j++, q += 8)
-    secagg_put_u64(q, seed_sh[(size_t)v * SECAGG_CHUNKS + j]);
+    wire_put_le64(q, seed_sh[(size_t)v * SECAGG_CHUNKS + j]);
 }
 
 int secagg_client_share(secagg_client *c, const uint8_t *peers,
@@ -438,9 +438,9 @@ int secagg_client_mask(secagg_client *c, const uint8_t *shares,
     }
     const uint8_t *q = plain + SECAGG_AAD_LEN;
     for (size_t j = 0; j < SECAGG_CHUNKS; j++, q += 8)
-      ksh[s][j] = secagg_get_u64(q);
+      ksh[s][j] = wire_get_le64(q);
     for (size_t j = 0; j < SECAGG_CHUNKS; j++, q += 8)
-      ssh[s][j] = secagg_get_u64(q);
+      ssh[s][j] = wire_get_le64(q);
     for (size_t j = 0; j < SECAGG_CHUNKS; j++)
       if (ksh[s][j] >= SHAMIR_PRIME || ssh[s][j] >= SHAMIR_PRIME) {
         rc = fail(c, err, errlen, COHORT_EINVAL,

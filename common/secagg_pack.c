@@ -6,30 +6,11 @@
 
 #include <string.h>
 
-void secagg_put_u32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++)
-    p[i] = (uint8_t)(v >> (8 * i));
-}
-
-uint32_t secagg_get_u32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-         (uint32_t)p[3] << 24;
-}
-
-void secagg_put_u64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++)
-    p[i] = (uint8_t)(v >> (8 * i));
-}
-
-uint64_t secagg_get_u64(const uint8_t *p) {
-  return (uint64_t)secagg_get_u32(p) | (uint64_t)secagg_get_u32(p + 4) << 32;
-}
-
 void secagg_share_aad(uint32_t from, uint32_t to,
                       const uint8_t round_seed[PRG_SEED_LEN],
                       uint8_t aad[SECAGG_AAD_LEN]) {
-  secagg_put_u32(aad, from);
-  secagg_put_u32(aad + 4, to);
+  wire_put_le32(aad, from);
+  wire_put_le32(aad + 4, to);
   memcpy(aad + 8, round_seed, PRG_SEED_LEN);
 }
 
@@ -80,7 +61,7 @@ int secagg_padding_zero(const uint8_t *in, size_t dim, unsigned bits) {
 /* Up to 8 bytes from p little-endian, of which avail are readable. */
 static inline uint64_t load_le(const uint8_t *p, size_t avail) {
   if (avail >= 8)
-    return secagg_get_u64(p);
+    return wire_get_le64(p);
   uint64_t w = 0;
   for (size_t i = avail; i > 0; i--)
     w = w << 8 | p[i - 1];
@@ -92,7 +73,7 @@ void secagg_unpack_add(const uint8_t *in, size_t dim, unsigned bits,
   const uint64_t m = (UINT64_C(1) << bits) - 1;
   if (bits == 32) {
     for (size_t i = 0; i < dim; i++)
-      sum[i] = (sum[i] + secagg_get_u32(in + 4 * i)) & m;
+      sum[i] = (sum[i] + wire_get_le32(in + 4 * i)) & m;
     return;
   }
   if (bits == 16) {

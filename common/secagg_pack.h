@@ -11,6 +11,7 @@
 #include "kex.h"
 #include "prg.h"
 #include "shamir.h"
+#include "wire.h"
 
 /* Field elements of one share of a 32-byte secret (mask private key or
  * self-mask seed): 5 chunks of 7 bytes. */
@@ -32,11 +33,6 @@ _Static_assert(PRG_SEED_LEN == KEX_KEY_LEN,
 void secagg_share_aad(uint32_t from, uint32_t to,
                       const uint8_t round_seed[PRG_SEED_LEN],
                       uint8_t aad[SECAGG_AAD_LEN]);
-
-void secagg_put_u32(uint8_t *p, uint32_t v);
-uint32_t secagg_get_u32(const uint8_t *p);
-void secagg_put_u64(uint8_t *p, uint64_t v);
-uint64_t secagg_get_u64(const uint8_t *p);
 
 /* Bytes of dim elements packed at bits each: ceil(dim * bits / 8), or 0
  * when that overflows size_t. */

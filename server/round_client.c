@@ -15,7 +15,6 @@
 #include "pace.h"
 #include "pb.h"
 #include "round_internal.h"
-#include "wire.h"
 
 #define MAX_METRIC_NAME 64
 #define MAX_PLATFORM 64
