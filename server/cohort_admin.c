@@ -1,0 +1,285 @@
+/* cohort: the administrator's command line, `cohort COMMAND SUBCOMMAND
+ * [flags]`. One table of subcommands, each with its own flag table
+ * (common/flags.h); a new one (status, rounds, export over a coordinator's
+ * database) is a row and a function. Results go to standard output, one
+ * human line or, with --json, one JSON object; errors go to standard error
+ * with exit status 2 for bad usage and 1 for a request that cannot be met. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cohort_status.h"
+#include "dp_accountant.h"
+#include "flags.h"
+
+typedef struct subcommand {
+  const char *command, *name, *summary;
+  /* argv[0] is the subcommand's name; prog is "cohort COMMAND SUBCOMMAND". */
+  int (*run)(const char *prog, int argc, char **argv);
+} subcommand;
+
+static int privacy_epsilon(const char *prog, int argc, char **argv);
+static int privacy_noise(const char *prog, int argc, char **argv);
+
+static const subcommand SUBCOMMANDS[] = {
+    {"privacy", "epsilon",
+     "epsilon spent by T rounds at sampling rate Q and noise multiplier Z",
+     privacy_epsilon},
+    {"privacy", "noise",
+     "smallest noise multiplier that keeps T rounds within an epsilon",
+     privacy_noise},
+};
+#define N_SUBCOMMANDS (sizeof SUBCOMMANDS / sizeof SUBCOMMANDS[0])
+
+/* The subcommands of `command` (all of them when NULL), one per line. */
+static void print_usage(FILE *out, const char *command) {
+  fprintf(out, "usage: cohort %s SUBCOMMAND [flags]\n\n",
+          command ? command : "COMMAND");
+  fprintf(out, "Administration of a Cohort federation.\n\nSubcommands:\n");
+  for (size_t i = 0; i < N_SUBCOMMANDS; i++)
+    if (!command || strcmp(command, SUBCOMMANDS[i].command) == 0) {
+      char name[64];
+      snprintf(name, sizeof name, "%s %s", SUBCOMMANDS[i].command,
+               SUBCOMMANDS[i].name);
+      fprintf(out, "  %-20s %s\n", name, SUBCOMMANDS[i].summary);
+    }
+  fprintf(out, "\n'cohort COMMAND SUBCOMMAND --help' lists a subcommand's "
+               "flags; docs/privacy.md explains the privacy accountant.\n");
+}
+
+static int is_help(const char *arg) {
+  return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || is_help(argv[1])) {
+    print_usage(argc < 2 ? stderr : stdout, NULL);
+    return argc < 2 ? 2 : 0;
+  }
+  const char *command = argv[1];
+  int known = 0;
+  for (size_t i = 0; i < N_SUBCOMMANDS; i++)
+    known |= strcmp(command, SUBCOMMANDS[i].command) == 0;
+  if (!known) {
+    fprintf(stderr, "cohort: unknown command '%s' (see cohort --help)\n",
+            command);
+    return 2;
+  }
+  if (argc < 3 || is_help(argv[2])) {
+    print_usage(argc < 3 ? stderr : stdout, command);
+    return argc < 3 ? 2 : 0;
+  }
+  for (size_t i = 0; i < N_SUBCOMMANDS; i++)
+    if (strcmp(command, SUBCOMMANDS[i].command) == 0 &&
+        strcmp(argv[2], SUBCOMMANDS[i].name) == 0) {
+      char prog[128];
+      snprintf(prog, sizeof prog, "cohort %s %s", command, argv[2]);
+      return SUBCOMMANDS[i].run(prog, argc - 2, argv + 2);
+    }
+  fprintf(stderr, "cohort %s: unknown subcommand '%s' (see cohort %s --help)\n",
+          command, argv[2], command);
+  return 2;
+}
+
+/* flags.h has no required flags: each name in the NULL-terminated list must
+ * appear as --name or --name=value (no flag of these tables takes a value
+ * that starts with --, so a value cannot pass for a flag). */
+static int check_required(const char *prog, const char *const *names, int argc,
+                          char **argv) {
+  for (; *names; names++) {
+    size_t len = strlen(*names);
+    int seen = 0;
+    for (int i = 1; i < argc && !seen; i++)
+      seen = strncmp(argv[i], "--", 2) == 0 &&
+             strncmp(argv[i] + 2, *names, len) == 0 &&
+             (argv[i][2 + len] == '\0' || argv[i][2 + len] == '=');
+    if (!seen) {
+      fprintf(stderr, "%s: --%s is required (see --help)\n", prog, *names);
+      return 2;
+    }
+  }
+  return 0;
+}
+
+/* x rounded up to 4 significant digits: a printed epsilon must not
+ * understate the privacy loss, nor a printed noise multiplier the noise. */
+static double round_up4(double x) {
+  if (!(x > 0) || !isfinite(x))
+    return x;
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.3e", x);
+  double r = strtod(buf, NULL);
+  if (r < x) {
+    int exp10 = atoi(strchr(buf, 'e') + 1);
+    snprintf(buf, sizeof buf, "%.3e", r + pow(10, exp10 - 3));
+    r = strtod(buf, NULL);
+  }
+  return r;
+}
+
+/* A JSON number, or null for what JSON cannot write. */
+static void json_number(const char *key, double v, int last) {
+  if (isfinite(v))
+    printf("\"%s\":%.15g%s", key, v, last ? "}\n" : ",");
+  else
+    printf("\"%s\":null%s", key, last ? "}\n" : ",");
+}
+
+typedef struct privacy_opts {
+  double z, q, delta, epsilon;
+  long rounds;
+  int json;
+} privacy_opts;
+
+static privacy_opts g_privacy;
+
+#define Q_FLAG                                                                 \
+  {                                                                            \
+    "sampling-rate", FLAG_DOUBLE, &g_privacy.q, NULL, 0, 1, "Q",               \
+        "probability that a given client takes part in a round, e.g. clients " \
+        "per round over the population (required)"                             \
+  }
+#define ROUNDS_FLAG                                                            \
+  {                                                                            \
+    "rounds", FLAG_INT, &g_privacy.rounds, NULL, 1, 1e12, "T",                 \
+        "training rounds (required)"                                           \
+  }
+#define DELTA_FLAG                                                             \
+  {                                                                            \
+    "delta", FLAG_DOUBLE, &g_privacy.delta, NULL, 0, 1, "D",                   \
+        "delta of the (epsilon, delta) guarantee; below 1 / population "       \
+        "(required)"                                                           \
+  }
+#define JSON_FLAG                                                              \
+  {                                                                            \
+    "json", FLAG_BOOL, &g_privacy.json, NULL, 0, 0, NULL,                      \
+        "print one JSON object instead of a sentence"                          \
+  }
+
+/* The open bounds flags.h's closed ranges cannot say; 2 and a message
+ * naming the flag when one is out. */
+static int check_privacy(const char *prog, int want_z, int want_epsilon) {
+  const char *bad = NULL;
+  if (want_z && !(g_privacy.z > 0))
+    bad = "--noise-multiplier must be > 0";
+  else if (want_epsilon && !(g_privacy.epsilon > 0))
+    bad = "--epsilon must be > 0";
+  else if (!(g_privacy.q > 0))
+    bad = "--sampling-rate must be in (0, 1]";
+  else if (!(g_privacy.delta > 0 && g_privacy.delta < 1))
+    bad = "--delta must be in (0, 1)";
+  if (bad)
+    fprintf(stderr, "%s: %s\n", prog, bad);
+  return bad ? 2 : 0;
+}
+
+static int privacy_epsilon(const char *prog, int argc, char **argv) {
+  static const flag_def flags[] = {
+      {"noise-multiplier", FLAG_DOUBLE, &g_privacy.z, NULL, 0, 1e6, "Z",
+       "noise standard deviation over the clipping norm (required)"},
+      Q_FLAG,
+      ROUNDS_FLAG,
+      DELTA_FLAG,
+      JSON_FLAG,
+  };
+  static const char *const required[] = {"noise-multiplier", "sampling-rate",
+                                         "rounds", "delta", NULL};
+  static const char usage[] =
+      "usage: cohort privacy epsilon --noise-multiplier Z --sampling-rate Q "
+      "--rounds T --delta D [--json]\n\n"
+      "The epsilon at delta of T rounds of the Poisson-subsampled Gaussian\n"
+      "mechanism, from the Renyi-DP accountant (docs/privacy.md).";
+  int rc = flags_main(prog, usage, flags, sizeof flags / sizeof flags[0], argc,
+                      argv);
+  if (rc >= 0)
+    return rc;
+  if ((rc = check_required(prog, required, argc, argv)) ||
+      (rc = check_privacy(prog, 1, 0)))
+    return rc;
+  dp_accountant acc;
+  dp_accountant_init(&acc);
+  if (dp_accountant_add(&acc, g_privacy.q, g_privacy.z,
+                        (uint64_t)g_privacy.rounds) != COHORT_OK) {
+    fprintf(stderr, "%s: the accountant refused q=%g, z=%g\n", prog,
+            g_privacy.q, g_privacy.z);
+    return 2;
+  }
+  double order = 0;
+  double eps = dp_accountant_epsilon(&acc, g_privacy.delta, &order);
+  if (g_privacy.json) {
+    printf("{\"command\":\"privacy epsilon\",");
+    json_number("epsilon", eps, 0);
+    json_number("delta", g_privacy.delta, 0);
+    json_number("order", order, 0);
+    json_number("rounds", (double)g_privacy.rounds, 0);
+    json_number("sampling_rate", g_privacy.q, 0);
+    json_number("noise_multiplier", g_privacy.z, 1);
+  } else if (isfinite(eps)) {
+    printf("epsilon %.4g at delta %g (order %g) after %ld rounds of q=%g, "
+           "z=%g\n",
+           round_up4(eps), g_privacy.delta, order, g_privacy.rounds,
+           g_privacy.q, g_privacy.z);
+  } else {
+    printf("epsilon unbounded at delta %g after %ld rounds of q=%g, z=%g\n",
+           g_privacy.delta, g_privacy.rounds, g_privacy.q, g_privacy.z);
+  }
+  return 0;
+}
+
+static int privacy_noise(const char *prog, int argc, char **argv) {
+  static const flag_def flags[] = {
+      {"epsilon", FLAG_DOUBLE, &g_privacy.epsilon, NULL, 0, 1e6, "E",
+       "privacy budget to stay within after T rounds (required)"},
+      Q_FLAG,
+      ROUNDS_FLAG,
+      DELTA_FLAG,
+      JSON_FLAG,
+  };
+  static const char *const required[] = {"epsilon", "sampling-rate", "rounds",
+                                         "delta", NULL};
+  static const char usage[] =
+      "usage: cohort privacy noise --epsilon E --sampling-rate Q --rounds T "
+      "--delta D [--json]\n\n"
+      "The smallest noise multiplier (rounded up, to 4 digits) that keeps T\n"
+      "rounds at sampling rate Q within (E, D)-DP, by the Renyi-DP\n"
+      "accountant (docs/privacy.md). --json gives it unrounded.";
+  int rc = flags_main(prog, usage, flags, sizeof flags / sizeof flags[0], argc,
+                      argv);
+  if (rc >= 0)
+    return rc;
+  if ((rc = check_required(prog, required, argc, argv)) ||
+      (rc = check_privacy(prog, 0, 1)))
+    return rc;
+  double z = 0;
+  char err[256];
+  uint64_t rounds = (uint64_t)g_privacy.rounds;
+  if (dp_noise_for_epsilon(g_privacy.epsilon, g_privacy.q, rounds,
+                           g_privacy.delta, &z, err, sizeof err) != COHORT_OK) {
+    fprintf(stderr, "%s: %s\n", prog, err);
+    return 1;
+  }
+  /* The sentence shows z rounded up, and the epsilon that z gives. */
+  double shown = g_privacy.json ? z : round_up4(z);
+  dp_accountant acc;
+  dp_accountant_init(&acc);
+  double order = 0, eps = NAN;
+  if (dp_accountant_add(&acc, g_privacy.q, shown, rounds) == COHORT_OK)
+    eps = dp_accountant_epsilon(&acc, g_privacy.delta, &order);
+  if (g_privacy.json) {
+    printf("{\"command\":\"privacy noise\",");
+    json_number("noise_multiplier", z, 0);
+    json_number("epsilon", eps, 0);
+    json_number("target_epsilon", g_privacy.epsilon, 0);
+    json_number("delta", g_privacy.delta, 0);
+    json_number("order", order, 0);
+    json_number("rounds", (double)g_privacy.rounds, 0);
+    json_number("sampling_rate", g_privacy.q, 1);
+  } else {
+    printf("noise multiplier %.4g for epsilon %g at delta %g after %ld rounds "
+           "of q=%g (gives epsilon %.4g, order %g)\n",
+           shown, g_privacy.epsilon, g_privacy.delta, g_privacy.rounds,
+           g_privacy.q, round_up4(eps), order);
+  }
+  return 0;
+}

@@ -1,0 +1,808 @@
+/* Tests of the distributed discrete Gaussian encoding (dp_ddp.h): the
+ * plan's gamma and noise, refusals of a plan and of received params, the
+ * conditional rounding's norm bound, the round trip of a noiseless ring
+ * sum, the variance of the aggregate's noise against its target, no wrap
+ * at n_max clients of full norm, and the count slot. Fixed seeds
+ * throughout, so a failure reproduces. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "codec_internal.h"
+#include "cohort_status.h"
+#include "cunit_main.h"
+#include "dp_clip.h"
+#include "dp_ddp.h"
+#include "mask.h"
+#include "prg.h"
+
+#define PI 3.14159265358979323846
+
+/* ---- helpers ---- */
+
+static prg rng_of(uint64_t seed) {
+  prg g;
+  CU_ASSERT_FATAL(prg_init_u64(&g, seed) == COHORT_OK);
+  return g;
+}
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  CU_ASSERT_FATAL(p != NULL);
+  return p;
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void fill_seed(uint8_t seed[PRG_SEED_LEN], uint8_t fill) {
+  for (int i = 0; i < PRG_SEED_LEN; i++)
+    seed[i] = (uint8_t)(fill + 29 * i);
+}
+
+static ddp_goal goal_of(size_t dim, unsigned bits, double clip, double z,
+                        uint32_t n_min, uint32_t n_max) {
+  ddp_goal g = {.dim = dim,
+                .bits = bits,
+                .clip = clip,
+                .noise_multiplier = z,
+                .min_clients = n_min,
+                .max_clients = n_max,
+                .wrap_probability = 1e-6};
+  return g;
+}
+
+static ddp_params plan_ok(const ddp_goal *goal) {
+  ddp_params p;
+  char err[512] = "";
+  int rc = ddp_plan(goal, &p, err, sizeof err);
+  if (rc)
+    fprintf(stderr, "\n  ddp_plan: %s\n", err);
+  CU_ASSERT_FATAL(rc == COHORT_OK);
+  fill_seed(p.seed, 3);
+  return p;
+}
+
+/* Uniform in [-a, a]. */
+static void fill_uniform(prg *g, float *x, size_t n, double a) {
+  for (size_t i = 0; i < n; i++)
+    x[i] = (float)((2 * prg_uniform(g) - 1) * a);
+}
+
+static double lift(uint64_t v, unsigned bits) {
+  uint64_t half = (uint64_t)1 << (bits - 1);
+  return v >= half ? (double)v - ldexp(1, (int)bits) : (double)v;
+}
+
+/* Encodes client i's delta with its own fixed rng and adds it into sum. */
+static void encode_add(const ddp_params *p, const float *delta, uint64_t seed,
+                       uint64_t *sum, double *norm) {
+  size_t m = ddp_ring_dim(p);
+  uint64_t *ring = xmalloc(m * sizeof *ring);
+  prg g = rng_of(seed);
+  char err[256] = "";
+  int rc = ddp_encode(p, delta, &g, ring, norm, err, sizeof err);
+  prg_free(&g);
+  if (rc)
+    fprintf(stderr, "\n  ddp_encode: %s\n", err);
+  CU_ASSERT_FATAL(rc == COHORT_OK);
+  for (size_t i = 0; i < m; i++)
+    CU_ASSERT_FATAL(ring[i] < ((uint64_t)1 << p->bits));
+  ring_add(sum, ring, m, p->bits);
+  free(ring);
+}
+
+/* ---- sizes, bounds, plan ---- */
+
+static void test_dims_and_bounds(void) {
+  CU_ASSERT(ddp_padded_dim(0) == 0);
+  CU_ASSERT(ddp_padded_dim(1) == 1);
+  CU_ASSERT(ddp_padded_dim(1000) == 1024);
+  CU_ASSERT(ddp_padded_dim(1024) == 1024);
+  CU_ASSERT(ddp_padded_dim(DDP_MAX_DIM) == DDP_MAX_DIM);
+  CU_ASSERT(ddp_padded_dim(DDP_MAX_DIM + 1) == 0);
+  ddp_params p = {.dim = 1000, .clip = 2, .gamma = 0.01, .beta = exp(-0.5)};
+  CU_ASSERT(ddp_ring_dim(&p) == 1024);
+  p.count_slot = 1;
+  CU_ASSERT(ddp_ring_dim(&p) == 1025);
+  /* Hand-computed: c = 200, d = 1024, beta = e^-0.5 (sqrt(2 ln 1/beta) =
+   * 1): min(40000 + 256 + 200 + 16, (200 + 32)^2 = 53824) = 40472. */
+  CU_ASSERT(fabs(ddp_rounding_bound(&p) - sqrt(40472.0)) < 1e-9);
+  CU_ASSERT(fabs(ddp_sensitivity(&p) - 0.01 * sqrt(40472.0)) < 1e-11);
+  /* Tiny c: the deterministic bound c + sqrt(d) is the smaller one. */
+  p.gamma = 2 / 0.01; /* c = 0.01 */
+  /* c = 0.01: min(0.0001 + 256 + 16.01, 32.01^2) = 272.0101. */
+  CU_ASSERT(fabs(ddp_rounding_bound(&p) - sqrt(272.0101)) < 1e-9);
+  p.beta = 0; /* unconditional rounding: only the deterministic bound */
+  CU_ASSERT(fabs(ddp_rounding_bound(&p) - 32.01) < 1e-9);
+  /* tau: 10 exp(-pi^2 sigma^2) for two clients. */
+  CU_ASSERT(fabs(ddp_tau(0.5, 2) - 10 * exp(-PI * PI * 0.25)) < 1e-12);
+  CU_ASSERT(ddp_tau(1, 1) == 0);
+  CU_ASSERT(ddp_tau(2, 1000) < 1e-12);
+}
+
+static void test_plan_meets_goal(void) {
+  ddp_goal goal = goal_of(100000, 20, 0.5, 1.1, 50, 120);
+  ddp_params p = plan_ok(&goal);
+  CU_ASSERT(p.dim == 100000 && p.bits == 20 && p.clip == 0.5);
+  CU_ASSERT(p.gamma > 0 && p.gamma <= p.clip);
+  CU_ASSERT(fabs(p.beta - exp(-0.5)) < 1e-15);
+  CU_ASSERT(!p.count_slot);
+  char err[256] = "";
+  CU_ASSERT(ddp_params_check(&p, err, sizeof err) == COHORT_OK);
+  /* The accountant's multiplier sqrt(n_min) sigma gamma / sensitivity is
+   * the goal's z. */
+  double sens = ddp_sensitivity(&p);
+  CU_ASSERT(sens >= p.clip);
+  CU_ASSERT(fabs(sqrt(50.0) * p.noise_stddev * p.gamma / sens - 1.1) < 1e-9);
+  /* The finest gamma: 1% finer would break the wrap bound (the bound's
+   * own terms, recomputed here). */
+  double pd = 131072, k = sqrt(2 * log(2 * pd / 1e-6));
+  for (int finer = 0; finer < 2; finer++) {
+    double gamma = p.gamma * (finer ? 0.99 : 1);
+    ddp_params q = p;
+    q.gamma = gamma;
+    double c = q.clip / gamma, b = ddp_rounding_bound(&q);
+    double sigma = 1.1 * b / sqrt(50.0);
+    double reach =
+        k * sqrt(120.0 * 120 * c * c / pd + 120 * sigma * sigma) + 120;
+    CU_ASSERT(finer ? reach > ldexp(1, 19) - 1 : reach <= ldexp(1, 19) - 1);
+  }
+  /* More bits: finer gamma; more clients: coarser. */
+  goal.bits = 24;
+  ddp_params p24 = plan_ok(&goal);
+  CU_ASSERT(p24.gamma < p.gamma / 8);
+  goal.bits = 20;
+  goal.max_clients = 1000;
+  ddp_params pmany = plan_ok(&goal);
+  CU_ASSERT(pmany.gamma > p.gamma);
+  /* One client, a tiny count noise: the count scale stays within
+   * 2^(bits-2), as params_check wants. */
+  ddp_goal one = goal_of(10, 8, 1, 1, 1, 1);
+  one.adaptive = 1;
+  one.count_stddev = 1e-3;
+  ddp_params p1 = plan_ok(&one);
+  CU_ASSERT(p1.count_scale == 64);
+  CU_ASSERT(ddp_params_check(&p1, err, sizeof err) == COHORT_OK);
+  /* No noise: only the signal and the rounding limit gamma. */
+  ddp_goal quiet = goal_of(1000, 16, 1, 0, 1, 10);
+  ddp_params pq = plan_ok(&quiet);
+  CU_ASSERT(pq.noise_stddev == 0);
+  CU_ASSERT(pq.gamma < 1e-3);
+}
+
+static void test_plan_refusals(void) {
+  ddp_params p;
+  char err[512] = "";
+  /* 1000 clients at z = 1 over 2^20 coordinates do not fit in 8 bits. */
+  ddp_goal goal = goal_of(1 << 20, 8, 1, 1, 500, 1000);
+  CU_ASSERT(ddp_plan(&goal, &p, err, sizeof err) == COHORT_EINVAL);
+  CU_ASSERT(strstr(err, "8 bits") != NULL);
+  CU_ASSERT(strstr(err, "1000 clients") != NULL);
+  CU_ASSERT(strstr(err, "noise multiplier 1") != NULL);
+  CU_ASSERT(strstr(err, "needs") != NULL);
+  /* The bits the message names are enough. */
+  const char *at = strstr(err, "needs ");
+  CU_ASSERT_FATAL(at != NULL);
+  unsigned need = (unsigned)atoi(at + 6);
+  CU_ASSERT(need > 8 && need <= 32);
+  goal.bits = need;
+  CU_ASSERT(ddp_plan(&goal, &p, err, sizeof err) == COHORT_OK);
+  goal.bits = need - 1;
+  CU_ASSERT(ddp_plan(&goal, &p, err, sizeof err) == COHORT_EINVAL);
+
+  static const struct {
+    const char *what;
+    ddp_goal goal;
+  } bad[] = {
+      {"dim",
+       {.dim = 0,
+        .bits = 16,
+        .clip = 1,
+        .min_clients = 1,
+        .max_clients = 1,
+        .wrap_probability = 1e-6}},
+      {"bits",
+       {.dim = 10,
+        .bits = 3,
+        .clip = 1,
+        .min_clients = 1,
+        .max_clients = 1,
+        .wrap_probability = 1e-6}},
+      {"bits",
+       {.dim = 10,
+        .bits = 33,
+        .clip = 1,
+        .min_clients = 1,
+        .max_clients = 1,
+        .wrap_probability = 1e-6}},
+      {"clip",
+       {.dim = 10,
+        .bits = 16,
+        .clip = NAN,
+        .min_clients = 1,
+        .max_clients = 1,
+        .wrap_probability = 1e-6}},
+      {"clip",
+       {.dim = 10,
+        .bits = 16,
+        .clip = 0,
+        .min_clients = 1,
+        .max_clients = 1,
+        .wrap_probability = 1e-6}},
+      {"noise multiplier",
+       {.dim = 10,
+        .bits = 16,
+        .clip = 1,
+        .noise_multiplier = -1,
+        .min_clients = 1,
+        .max_clients = 1,
+        .wrap_probability = 1e-6}},
+      {"clients",
+       {.dim = 10,
+        .bits = 16,
+        .clip = 1,
+        .min_clients = 0,
+        .max_clients = 1,
+        .wrap_probability = 1e-6}},
+      {"clients",
+       {.dim = 10,
+        .bits = 16,
+        .clip = 1,
+        .min_clients = 5,
+        .max_clients = 4,
+        .wrap_probability = 1e-6}},
+      {"wrap probability",
+       {.dim = 10,
+        .bits = 16,
+        .clip = 1,
+        .min_clients = 1,
+        .max_clients = 1,
+        .wrap_probability = 0}},
+      {"count stddev",
+       {.dim = 10,
+        .bits = 16,
+        .clip = 1,
+        .min_clients = 1,
+        .max_clients = 1,
+        .wrap_probability = 1e-6,
+        .adaptive = 1,
+        .count_stddev = 0}},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    err[0] = 0;
+    CU_ASSERT(ddp_plan(&bad[i].goal, &p, err, sizeof err) == COHORT_EINVAL);
+    if (!strstr(err, bad[i].what))
+      fprintf(stderr, "\n  expected '%s' in: %s\n", bad[i].what, err);
+    CU_ASSERT(strstr(err, bad[i].what) != NULL);
+  }
+  /* The count slot needs room too: a count stddev of 10^6 in 8 bits. */
+  ddp_goal cnt = goal_of(10, 8, 1, 0, 1, 2);
+  cnt.adaptive = 1;
+  cnt.count_stddev = 1e6;
+  CU_ASSERT(ddp_plan(&cnt, &p, err, sizeof err) == COHORT_EINVAL);
+  CU_ASSERT(strstr(err, "count") != NULL);
+}
+
+static void test_params_check_refuses(void) {
+  ddp_goal goal = goal_of(1000, 16, 1, 1, 10, 20);
+  goal.adaptive = 1;
+  goal.count_stddev = 1;
+  ddp_params good = plan_ok(&goal);
+  char err[256];
+  CU_ASSERT(ddp_params_check(&good, err, sizeof err) == COHORT_OK);
+  static const struct {
+    const char *what;
+    int field;
+    double value;
+  } bad[] = {
+      {"dim", 0, 0},
+      {"bits", 1, 3},
+      {"bits", 1, 33},
+      {"clip", 2, NAN},
+      {"clip", 2, -1},
+      {"clip", 2, INFINITY},
+      {"gamma", 3, 0},
+      {"gamma", 3, NAN},
+      {"2^52", 3, 1e-300},
+      {"beta", 4, 1},
+      {"beta", 4, -0.1},
+      {"noise", 5, -1},
+      {"noise", 5, NAN},
+      {"noise", 5, 2e6},
+      {"count_slot", 6, 2},
+      {"count scale", 7, 3},
+      {"count scale", 7, 1},
+      {"count scale", 7, 1 << 15},
+      {"count noise", 8, INFINITY},
+      {"count_expected", 9, -1},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    ddp_params p = good;
+    double v = bad[i].value;
+    switch (bad[i].field) {
+    case 0:
+      p.dim = (size_t)v;
+      break;
+    case 1:
+      p.bits = (unsigned)v;
+      break;
+    case 2:
+      p.clip = v;
+      break;
+    case 3:
+      p.gamma = v;
+      break;
+    case 4:
+      p.beta = v;
+      break;
+    case 5:
+      p.noise_stddev = v;
+      break;
+    case 6:
+      p.count_slot = (int)v;
+      break;
+    case 7:
+      p.count_scale = v;
+      break;
+    case 8:
+      p.count_noise_stddev = v;
+      break;
+    default:
+      p.count_expected = v;
+      break;
+    }
+    err[0] = 0;
+    CU_ASSERT(ddp_params_check(&p, err, sizeof err) == COHORT_EINVAL);
+    if (!strstr(err, bad[i].what))
+      fprintf(stderr, "\n  expected '%s' in: %s\n", bad[i].what, err);
+    CU_ASSERT(strstr(err, bad[i].what) != NULL);
+  }
+  /* Without the count slot its fields are not looked at. */
+  ddp_params p = good;
+  p.count_slot = 0;
+  p.count_scale = -5;
+  CU_ASSERT(ddp_params_check(&p, err, sizeof err) == COHORT_OK);
+}
+
+/* ---- conditional rounding ---- */
+
+static double norm_i64(const int64_t *r, size_t n) {
+  double s = 0;
+  for (size_t i = 0; i < n; i++)
+    s += (double)r[i] * (double)r[i];
+  return sqrt(s);
+}
+
+static void test_rounding_within_bound(void) {
+  const size_t n = 4096;
+  float *x = xmalloc(n * sizeof *x);
+  int64_t *r = xmalloc(n * sizeof *r);
+  prg g = rng_of(41);
+  double beta = exp(-0.5);
+  unsigned most_tries = 0, redraws = 0;
+  for (int trial = 0; trial < 60; trial++) {
+    double c;
+    if (trial % 3 == 0) {
+      /* Adversarial: every coordinate at a fractional part of 1/2, the
+       * rounding's largest norm inflation. */
+      for (size_t i = 0; i < n; i++)
+        x[i] = (i % 2 ? 0.5f : -0.5f) + (float)(trial % 5);
+    } else {
+      fill_uniform(&g, x, n, 1 + trial);
+    }
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+      s += (double)x[i] * x[i];
+    c = sqrt(s);
+    double det = (c + 64) * (c + 64);
+    double cond = c * c + n / 4.0 + (c + 32);
+    double bound = sqrt(cond < det ? cond : det);
+    unsigned t = ddp_round_conditional(x, n, 1, bound, 1000, &g, r);
+    CU_ASSERT(t >= 1);
+    most_tries = t > most_tries ? t : most_tries;
+    redraws += t - 1;
+    CU_ASSERT(norm_i64(r, n) <= bound);
+    for (size_t i = 0; i < n; i++)
+      CU_ASSERT(fabs((double)r[i] - x[i]) < 1);
+  }
+  /* The adversarial vectors do get redrawn sometimes, but rarely many
+   * times (beta bounds the rejection rate). */
+  CU_ASSERT(most_tries < 20);
+  (void)redraws;
+  /* A bound too tight for any rounding: the fallback rounds towards zero
+   * and still meets it. */
+  for (size_t i = 0; i < n; i++)
+    x[i] = (i % 2 ? 0.5f : -0.5f) + 3;
+  double c = 0;
+  for (size_t i = 0; i < n; i++)
+    c += (double)x[i] * x[i];
+  c = sqrt(c);
+  CU_ASSERT(ddp_round_conditional(x, n, 1, c, 5, &g, r) == 0);
+  CU_ASSERT(norm_i64(r, n) <= c);
+  for (size_t i = 0; i < n; i++)
+    CU_ASSERT(r[i] == (int64_t)trunc(x[i]));
+  /* Float error above the bound: shrunk first, the bound holds. */
+  CU_ASSERT(ddp_round_conditional(x, n, 1, c * 0.999, 0, &g, r) == 0);
+  CU_ASSERT(norm_i64(r, n) <= c * 0.999);
+  /* Stochastic rounding is unbiased where the bound is loose. */
+  float y[1] = {0.25f};
+  long up = 0;
+  int64_t ry[1];
+  for (int i = 0; i < 40000; i++) {
+    CU_ASSERT(ddp_round_conditional(y, 1, 1, 1e9, 1, &g, ry) == 1);
+    up += ry[0];
+  }
+  CU_ASSERT(fabs(up / 40000.0 - 0.25) < 5 * sqrt(0.25 * 0.75 / 40000));
+  (void)beta;
+  prg_free(&g);
+  free(x);
+  free(r);
+}
+
+/* ---- round trips ---- */
+
+static void test_noiseless_sum_round_trip(void) {
+  const size_t dim = 3000;
+  const int n = 5;
+  ddp_goal goal = goal_of(dim, 20, 1.0, 0, 1, n);
+  ddp_params p = plan_ok(&goal);
+  size_t pd = ddp_padded_dim(dim), m = ddp_ring_dim(&p);
+  CU_ASSERT(p.noise_stddev == 0);
+  uint64_t *sum = xmalloc(m * sizeof *sum);
+  memset(sum, 0, m * sizeof *sum);
+  double *want = xmalloc(dim * sizeof *want);
+  double *got = xmalloc(dim * sizeof *got);
+  float *delta = xmalloc(dim * sizeof *delta);
+  memset(want, 0, dim * sizeof *want);
+  prg g = rng_of(51);
+  for (int c = 0; c < n; c++) {
+    /* Clients 0 and 1 are over the clip and get clipped. */
+    fill_uniform(&g, delta, dim, c < 2 ? 0.2 : 0.01);
+    double norm;
+    encode_add(&p, delta, 500 + c, sum, &norm);
+    CU_ASSERT(fabs(norm - dp_l2_norm(delta, dim)) < 1e-9);
+    CU_ASSERT(c < 2 ? norm > 1 : norm < 1);
+    dp_clip_l2(delta, dim, p.clip);
+    for (size_t i = 0; i < dim; i++)
+      want[i] += delta[i];
+  }
+  prg_free(&g);
+  char err[256] = "";
+  CU_ASSERT_FATAL(ddp_decode_sum(&p, sum, got, NULL, err, sizeof err) ==
+                  COHORT_OK);
+  double e2 = 0, w2 = 0;
+  for (size_t i = 0; i < dim; i++) {
+    e2 += (got[i] - want[i]) * (got[i] - want[i]);
+    w2 += want[i] * want[i];
+  }
+  double err_norm = sqrt(e2);
+  /* Rigorous: each client's rounding moves each of the p coordinates by
+   * less than one unit: ||error|| < n gamma sqrt(p). Typical: about
+   * gamma sqrt(n p / 6). */
+  CU_ASSERT(err_norm < n * p.gamma * sqrt((double)pd));
+  CU_ASSERT(err_norm < p.gamma * sqrt((double)n * pd));
+  CU_ASSERT(err_norm < 1e-3 * sqrt(w2)); /* and small against the sum */
+  free(sum);
+  free(want);
+  free(got);
+  free(delta);
+}
+
+/* The aggregate noise: zero updates, so the decoded sum is the noise
+ * alone; per coordinate its variance in model units must be the target
+ * (z sensitivity)^2 n / n_min. */
+static void test_aggregate_noise_variance(void) {
+  const size_t dim = 8192;
+  const int n = 6;
+  const uint32_t n_min = 4;
+  const double z = 0.8;
+  ddp_goal goal = goal_of(dim, 24, 0.1, z, n_min, 8);
+  ddp_params p = plan_ok(&goal);
+  CU_ASSERT(p.noise_stddev > 2); /* tau negligible */
+  size_t m = ddp_ring_dim(&p);
+  uint64_t *sum = xmalloc(m * sizeof *sum);
+  memset(sum, 0, m * sizeof *sum);
+  float *zero = xmalloc(dim * sizeof *zero);
+  memset(zero, 0, dim * sizeof *zero);
+  for (int c = 0; c < n; c++)
+    encode_add(&p, zero, 600 + c, sum, NULL);
+  double *got = xmalloc(dim * sizeof *got);
+  char err[256] = "";
+  CU_ASSERT_FATAL(ddp_decode_sum(&p, sum, got, NULL, err, sizeof err) ==
+                  COHORT_OK);
+  double s = 0, s2 = 0;
+  for (size_t i = 0; i < dim; i++) {
+    s += got[i];
+    s2 += got[i] * got[i];
+  }
+  double mean = s / (double)dim, var = s2 / (double)dim - mean * mean;
+  double sens = ddp_sensitivity(&p);
+  double target = z * sens * z * sens * n / n_min;
+  if (fabs(var / target - 1) >= 5 * sqrt(2.0 / (double)dim))
+    fprintf(stderr, "\n  noise variance %g, target %g\n", var, target);
+  CU_ASSERT(fabs(var / target - 1) < 5 * sqrt(2.0 / (double)dim));
+  CU_ASSERT(fabs(mean) < 5 * sqrt(target / (double)dim));
+  free(sum);
+  free(zero);
+  free(got);
+}
+
+/* With the planned gamma, n_max clients of full norm, all pointing the
+ * same way (the bound's worst case), do not wrap: the 16-bit ring sum
+ * lifts to the same integers as the sum of the same draws in 32 bits. */
+static void test_no_wrap_at_max_clients(void) {
+  const size_t dim = 5000;
+  const uint32_t n_max = 40, n_min = 20;
+  ddp_goal goal = goal_of(dim, 16, 2.0, 0.7, n_min, n_max);
+  goal.adaptive = 1;
+  goal.count_stddev = 1;
+  ddp_params p = plan_ok(&goal);
+  ddp_params wide = p;
+  wide.bits = 32;
+  size_t m = ddp_ring_dim(&p);
+  float *delta = xmalloc(dim * sizeof *delta);
+  for (int shape = 0; shape < 2; shape++) {
+    uint64_t *s16 = xmalloc(m * sizeof *s16);
+    uint64_t *s32 = xmalloc(m * sizeof *s32);
+    memset(s16, 0, m * sizeof *s16);
+    memset(s32, 0, m * sizeof *s32);
+    prg g = rng_of(71 + shape);
+    if (shape == 0) {
+      fill_uniform(&g, delta, dim, 1);
+    } else {
+      memset(delta, 0, dim * sizeof *delta);
+      delta[17] = 100; /* a spike, clipped to norm 2 */
+    }
+    prg_free(&g);
+    for (uint32_t c = 0; c < n_max; c++) {
+      encode_add(&p, delta, 700 + c, s16, NULL);
+      encode_add(&wide, delta, 700 + c, s32, NULL);
+    }
+    int same = 1;
+    double most = 0;
+    for (size_t i = 0; i < m; i++) {
+      double a = lift(s16[i], 16), b = lift(s32[i], 32);
+      same &= a == b;
+      if (i + 1 < m && fabs(b) > most)
+        most = fabs(b);
+    }
+    CU_ASSERT(same);
+    /* ...and gamma is not needlessly coarse: the sum uses a fair part of
+     * the range. */
+    CU_ASSERT(most > ldexp(1, 15) / 16);
+    /* The count: every client was over the clip of 2... */
+    double count;
+    char err[256] = "";
+    double *out = xmalloc(dim * sizeof *out);
+    CU_ASSERT(ddp_decode_sum(&p, s16, out, &count, err, sizeof err) ==
+              COHORT_OK);
+    free(out);
+    /* all clipped, E = (20 + 40) / 2: count = -20 + 15 + noise, noise
+     * stddev sqrt(40 / 20) * 1. */
+    CU_ASSERT(fabs(count - (-20.0 + 15)) < 5 * sqrt(2.0));
+    free(s16);
+    free(s32);
+  }
+  free(delta);
+}
+
+static void test_count_slot(void) {
+  const size_t dim = 64;
+  const int n = 10, under = 7;
+  ddp_goal goal = goal_of(dim, 16, 1.0, 1.0, n, n);
+  goal.adaptive = 1;
+  goal.count_stddev = 0.5;
+  goal.expected_clients = n;
+  ddp_params p = plan_ok(&goal);
+  CU_ASSERT(p.count_slot == 1);
+  CU_ASSERT(p.count_expected == n);
+  CU_ASSERT(p.count_scale >= 2);
+  CU_ASSERT(fabs(p.count_noise_stddev - p.count_scale * 0.5 / sqrt((double)n)) <
+            1e-12);
+  /* The count fits with room: n_max scale / 2 + 8 noise stddevs under
+   * 2^(bits-2). */
+  CU_ASSERT(p.count_scale * (n / 2.0 + 8 * 0.5) <= ldexp(1, 14));
+  /* ...and it is the largest power of two that does. */
+  CU_ASSERT(2 * p.count_scale * (n / 2.0 + 8 * 0.5) > ldexp(1, 14));
+  size_t m = ddp_ring_dim(&p);
+  float *delta = xmalloc(dim * sizeof *delta);
+  double *out = xmalloc(dim * sizeof *out);
+  double mean = 0;
+  const int rounds = 40;
+  for (int r = 0; r < rounds; r++) {
+    uint64_t *sum = xmalloc(m * sizeof *sum);
+    memset(sum, 0, m * sizeof *sum);
+    prg g = rng_of(800 + r);
+    for (int c = 0; c < n; c++) {
+      fill_uniform(&g, delta, dim, c < under ? 0.05 : 1); /* norm ~0.23 or
+                                                            ~4.6 */
+      double norm;
+      encode_add(&p, delta, 1000 * r + c, sum, &norm);
+      CU_ASSERT((norm <= 1) == (c < under));
+    }
+    prg_free(&g);
+    double count;
+    char err[256] = "";
+    CU_ASSERT_FATAL(ddp_decode_sum(&p, sum, out, &count, err, sizeof err) ==
+                    COHORT_OK);
+    CU_ASSERT(fabs(count - under) < 5 * 0.5);
+    mean += count / rounds;
+    /* Without count noise the count is exact. */
+    if (r == 0) {
+      ddp_params q = p;
+      q.count_noise_stddev = 0;
+      memset(sum, 0, m * sizeof *sum);
+      prg h = rng_of(900);
+      for (int c = 0; c < n; c++) {
+        fill_uniform(&h, delta, dim, c < under ? 0.05 : 1);
+        encode_add(&q, delta, 77 + c, sum, NULL);
+      }
+      prg_free(&h);
+      CU_ASSERT(ddp_decode_sum(&q, sum, out, &count, err, sizeof err) ==
+                COHORT_OK);
+      CU_ASSERT(count == under);
+      /* And the fraction for dp_adaptive_clip_next. */
+      CU_ASSERT(fabs(count / p.count_expected - 0.7) < 1e-12);
+    }
+    free(sum);
+  }
+  CU_ASSERT(fabs(mean - under) < 5 * 0.5 / sqrt((double)rounds));
+  free(delta);
+  free(out);
+}
+
+static void test_encode_decode_refusals(void) {
+  ddp_goal goal = goal_of(100, 16, 1, 1, 2, 4);
+  goal.adaptive = 1;
+  goal.count_stddev = 1;
+  ddp_params p = plan_ok(&goal);
+  size_t m = ddp_ring_dim(&p);
+  uint64_t *ring = xmalloc(m * sizeof *ring);
+  float delta[100] = {0};
+  delta[50] = NAN;
+  prg g = rng_of(91);
+  char err[256] = "";
+  CU_ASSERT(ddp_encode(&p, delta, &g, ring, NULL, err, sizeof err) ==
+            COHORT_EINVAL);
+  CU_ASSERT(strstr(err, "delta[50]") != NULL);
+  delta[50] = 0;
+  ddp_params bad = p;
+  bad.bits = 40;
+  CU_ASSERT(ddp_encode(&bad, delta, &g, ring, NULL, err, sizeof err) ==
+            COHORT_EINVAL);
+  CU_ASSERT(ddp_encode(&p, delta, &g, ring, NULL, err, sizeof err) ==
+            COHORT_OK);
+  double out[100], count;
+  ring[3] = (uint64_t)1 << 16;
+  CU_ASSERT(ddp_decode_sum(&p, ring, out, &count, err, sizeof err) ==
+            COHORT_EINVAL);
+  CU_ASSERT(strstr(err, "sum[3]") != NULL);
+  ring[3] = 0;
+  ddp_params noe = p;
+  noe.count_expected = 0; /* as a client has it */
+  CU_ASSERT(ddp_params_check(&noe, err, sizeof err) == COHORT_OK);
+  CU_ASSERT(ddp_decode_sum(&noe, ring, out, &count, err, sizeof err) ==
+            COHORT_EINVAL);
+  CU_ASSERT(strstr(err, "count_expected") != NULL);
+  CU_ASSERT(ddp_decode_sum(&noe, ring, out, NULL, err, sizeof err) ==
+            COHORT_OK);
+  ddp_params nocount = p;
+  nocount.count_slot = 0;
+  CU_ASSERT(ddp_decode_sum(&nocount, ring, out, &count, err, sizeof err) ==
+            COHORT_OK);
+  CU_ASSERT(isnan(count));
+  prg_free(&g);
+  free(ring);
+}
+
+/* The rotation is derived from the round seed with its own label,
+ * prg_derive(seed, "ddp-rotate"): it is not the codec's rotation of the
+ * same seed, and another seed gives another encoding. */
+static void test_rotation_seeded(void) {
+  const size_t dim = 256;
+  ddp_goal goal = goal_of(dim, 24, 1, 0, 1, 1);
+  ddp_params p = plan_ok(&goal);
+  float delta[256];
+  prg f = rng_of(2);
+  fill_uniform(&f, delta, dim, 0.05); /* not one-hot: H e_0 is constant */
+  prg_free(&f);
+  uint64_t a[256], b[256], a2[256];
+  char err[128];
+  prg g = rng_of(1), h = rng_of(1), k = rng_of(1);
+  CU_ASSERT(ddp_encode(&p, delta, &g, a, NULL, err, sizeof err) == 0);
+  CU_ASSERT(ddp_encode(&p, delta, &k, a2, NULL, err, sizeof err) == 0);
+  CU_ASSERT(memcmp(a, a2, sizeof a) == 0); /* same seeds, same encoding */
+  ddp_params q = p;
+  fill_seed(q.seed, 99);
+  CU_ASSERT(ddp_encode(&q, delta, &h, b, NULL, err, sizeof err) == 0);
+  CU_ASSERT(memcmp(a, b, sizeof a) != 0);
+  prg_free(&g);
+  prg_free(&h);
+  prg_free(&k);
+  /* Within one unit of the rotation with the derived seed... */
+  uint8_t derived[PRG_SEED_LEN];
+  CU_ASSERT_FATAL(prg_derive(p.seed, "ddp-rotate", derived) == COHORT_OK);
+  float x[256];
+  memcpy(x, delta, sizeof x);
+  CU_ASSERT(rotate_forward(derived, x, 256) == COHORT_OK);
+  int near = 1;
+  for (int i = 0; i < 256; i++)
+    near &=
+        fabs(lift(a[i], 24) - x[i] / p.gamma) < 1 + 1e-6 * fabs(x[i]) / p.gamma;
+  CU_ASSERT(near);
+  /* ...and far from the codec's rotation of the round seed itself. */
+  memcpy(x, delta, sizeof x);
+  CU_ASSERT(rotate_forward(p.seed, x, 256) == COHORT_OK);
+  int differ = 0;
+  for (int i = 0; i < 256; i++)
+    differ += fabs(lift(a[i], 24) - x[i] / p.gamma) > 1;
+  CU_ASSERT(differ > 64);
+}
+
+static void test_encode_speed(void) {
+  static const size_t dims[] = {100000, 1600000};
+  fprintf(stderr, "\n");
+  for (size_t k = 0; k < 2; k++) {
+    size_t dim = dims[k];
+    ddp_goal goal = goal_of(dim, 16, 1, 1, 50, 100);
+    ddp_params p = plan_ok(&goal);
+    size_t m = ddp_ring_dim(&p);
+    float *delta = xmalloc(dim * sizeof *delta);
+    uint64_t *ring = xmalloc(m * sizeof *ring);
+    prg g = rng_of(5);
+    fill_uniform(&g, delta, dim, 0.01);
+    char err[256] = "";
+    double t0 = now_s();
+    CU_ASSERT(ddp_encode(&p, delta, &g, ring, NULL, err, sizeof err) == 0);
+    double dt = now_s() - t0;
+    double *out = xmalloc(dim * sizeof *out);
+    t0 = now_s();
+    CU_ASSERT(ddp_decode_sum(&p, ring, out, NULL, err, sizeof err) == 0);
+    double dt2 = now_s() - t0;
+    fprintf(stderr,
+            "    ddp_encode d=%zu (p=%zu, 16 bits, sigma %.1f): %.3f s, "
+            "%.1f M coords/s; decode %.3f s\n",
+            dim, ddp_padded_dim(dim), p.noise_stddev, dt,
+            (double)ddp_padded_dim(dim) / dt / 1e6, dt2);
+    prg_free(&g);
+    free(delta);
+    free(ring);
+    free(out);
+  }
+}
+
+int cohort_register_suites(void) {
+  static const test_case plan[] = {
+      {"dims, rounding bound, tau", test_dims_and_bounds},
+      {"plan meets the goal, finest gamma", test_plan_meets_goal},
+      {"plan refusals name the problem", test_plan_refusals},
+      {"params check refuses bad values", test_params_check_refuses},
+  };
+  static const test_case rounding[] = {
+      {"conditional rounding within the bound", test_rounding_within_bound},
+  };
+  static const test_case coding[] = {
+      {"noiseless sum round trip", test_noiseless_sum_round_trip},
+      {"aggregate noise variance is the target", test_aggregate_noise_variance},
+      {"no wrap at n_max clients of full norm", test_no_wrap_at_max_clients},
+      {"count slot decodes the count", test_count_slot},
+      {"encode and decode refusals", test_encode_decode_refusals},
+      {"rotation from the round seed", test_rotation_seeded},
+      {"speed (report)", test_encode_speed},
+  };
+  int rc = test_add_suite("ddp_plan", NULL, NULL, plan,
+                          sizeof plan / sizeof plan[0]);
+  if (!rc)
+    rc = test_add_suite("ddp_rounding", NULL, NULL, rounding,
+                        sizeof rounding / sizeof rounding[0]);
+  if (!rc)
+    rc = test_add_suite("ddp_encoding", NULL, NULL, coding,
+                        sizeof coding / sizeof coding[0]);
+  return rc;
+}
