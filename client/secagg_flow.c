@@ -127,6 +127,55 @@ static int exchange_message(secagg_flow *f, Cohort__V1__SecAggStep step,
               "the coordinator's reply carries no message for the next step");
 }
 
+/* The plan's graph, threshold and ring, for f->ring_dim elements. */
+static int take_graph(secagg_flow *f, const Cohort__V1__SecAggPlan *p) {
+  secagg_params sp = {.n = p->clients,
+                      .threshold = p->threshold,
+                      .degree = p->degree,
+                      .ring_bits = p->ring_bits,
+                      .dim = f->ring_dim};
+  memcpy(sp.round_seed, p->round_seed.data, PRG_SEED_LEN);
+  char why[200];
+  if (secagg_params_check(&sp, why, sizeof why))
+    return fail(f, COHORT_EABORTED, COHORT__V1__SEC_AGG_STEP__SECAGG_SETUP,
+                "the plan is not usable: %s", why);
+  f->params = sp;
+  return COHORT_OK;
+}
+
+/* Distributed DP: the plan's encoding must be one this client can follow,
+ * in a ring of exactly its bits (the sum wraps by design, bounded by the
+ * coordinator's choice of scale). */
+static int take_dp_plan(secagg_flow *f, const Cohort__V1__SecAggPlan *p) {
+  const Cohort__V1__SecAggStep S = COHORT__V1__SEC_AGG_STEP__SECAGG_SETUP;
+  const Cohort__V1__DpPlan *d = p->dp;
+  if (!d)
+    return fail(f, COHORT_EABORTED, S,
+                "the task asks for distributed DP but the plan has no "
+                "encoding");
+  ddp_params dp = {.dim = f->cp.dim,
+                   .bits = d->bits,
+                   .clip = d->clip,
+                   .gamma = d->gamma,
+                   .beta = d->beta,
+                   .noise_stddev = d->noise_stddev,
+                   .count_slot = d->count_slot,
+                   .count_scale = d->count_scale,
+                   .count_noise_stddev = d->count_noise_stddev};
+  memcpy(dp.seed, f->cp.seed, PRG_SEED_LEN);
+  char why[200];
+  if (ddp_params_check(&dp, why, sizeof why))
+    return fail(f, COHORT_EABORTED, S, "the plan's DP encoding: %s", why);
+  if (p->ring_bits != dp.bits)
+    return fail(f, COHORT_EABORTED, S,
+                "the plan's ring has %u bits, its DP encoding %u", p->ring_bits,
+                dp.bits);
+  f->ddp = dp;
+  f->ring_dim = ddp_ring_dim(&dp);
+  f->max_examples = 1;
+  return take_graph(f, p);
+}
+
 /* Takes the plan's parameters after checking that this client can follow
  * them: the neighbour graph's seed, its index, a ring that holds the codec's
  * values (and their sum over all clients without wrapping), a weight cap,
@@ -141,6 +190,8 @@ static int take_plan(secagg_flow *f, const Cohort__V1__SecAggPlan *p) {
     return fail(f, COHORT_EABORTED, S,
                 "the plan gives this client index %u of %u clients", p->index,
                 p->clients);
+  if (f->dp)
+    return take_dp_plan(f, p);
   unsigned b = codec_ring_bits(f->codec);
   unsigned log2n = 0;
   while ((1ull << log2n) < p->clients)
@@ -152,18 +203,8 @@ static int take_plan(secagg_flow *f, const Cohort__V1__SecAggPlan *p) {
                 p->ring_bits, p->clients, b, codec_spec(f->codec), b + log2n);
   if (p->max_examples == 0)
     return fail(f, COHORT_EABORTED, S, "the plan caps example weights at 0");
-  secagg_params sp = {.n = p->clients,
-                      .threshold = p->threshold,
-                      .degree = p->degree,
-                      .ring_bits = p->ring_bits,
-                      .dim = f->ring_dim};
-  memcpy(sp.round_seed, p->round_seed.data, PRG_SEED_LEN);
-  char why[200];
-  if (secagg_params_check(&sp, why, sizeof why))
-    return fail(f, COHORT_EABORTED, S, "the plan is not usable: %s", why);
-  f->params = sp;
   f->max_examples = p->max_examples;
-  return COHORT_OK;
+  return take_graph(f, p);
 }
 
 /* The task's codec must be summable, with a common clip and a round seed. */
@@ -174,6 +215,16 @@ static int take_codec(secagg_flow *f, const Cohort__V1__Task *t,
   const char *spec = t->codec && *t->codec ? t->codec : "fp32";
   if (codec_parse(spec, &f->codec, why, sizeof why))
     return fail(f, COHORT_EABORTED, S, "task codec: %s", why);
+  if (t->codec_seed.len != PRG_SEED_LEN)
+    return fail(f, COHORT_EABORTED, S,
+                "the task's codec seed has %zu bytes, not %d",
+                t->codec_seed.len, PRG_SEED_LEN);
+  f->cp.dim = n_params;
+  memcpy(f->cp.seed, t->codec_seed.data, PRG_SEED_LEN);
+  /* Distributed DP encodes with the plan's parameters (take_dp_plan). */
+  f->dp = t->dp == COHORT__V1__DP_MODE__DP_DISTRIBUTED;
+  if (f->dp)
+    return COHORT_OK;
   if (!codec_summable(f->codec))
     return fail(f, COHORT_EABORTED, S, "the task's codec %s: %s",
                 codec_spec(f->codec), codec_summable_help());
@@ -182,13 +233,7 @@ static int take_codec(secagg_flow *f, const Cohort__V1__Task *t,
                 "the task's codec %s has no common clip, which the ring "
                 "needs",
                 codec_spec(f->codec));
-  if (t->codec_seed.len != PRG_SEED_LEN)
-    return fail(f, COHORT_EABORTED, S,
-                "the task's codec seed has %zu bytes, not %d",
-                t->codec_seed.len, PRG_SEED_LEN);
-  f->cp.dim = n_params;
   f->cp.clip = t->codec_clip;
-  memcpy(f->cp.seed, t->codec_seed.data, PRG_SEED_LEN);
   f->ring_dim = codec_linear_dim(f->codec, &f->cp);
   if (f->ring_dim == 0 || codec_wire_size(f->codec, &f->cp) == 0)
     return fail(f, COHORT_EABORTED, S,
@@ -310,9 +355,12 @@ int secagg_flow_submit(secagg_flow *f, const float *delta, uint64_t examples) {
   double scale = (double)w / (double)f->max_examples;
   for (size_t i = 0; i < n; i++)
     scaled[i] = (float)(delta[i] * scale);
+  /* Rounding and DP noise come from the CSPRNG. */
   prg rounding;
   rc = prg_init_random(&rounding);
-  if (!rc)
+  if (!rc && f->dp)
+    rc = ddp_encode(&f->ddp, delta, &rounding, ring, NULL, why, sizeof why);
+  else if (!rc)
     rc = codec_encode_ring(f->codec, &f->cp, scaled, &rounding, ring, why,
                            sizeof why);
   prg_free(&rounding);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "codec.h"
+#include "dp_ddp.h"
 #include "pb.h"
 #include "prg.h"
 #include "secagg.h"
@@ -55,6 +56,8 @@ typedef struct secagg_flow {
   codec_params cp;       /* its params: model size, round seed, clip */
   size_t ring_dim;       /* m = codec_linear_dim: ring elements per input */
   uint64_t max_examples; /* the plan's weight cap W */
+  int dp;                /* distributed DP: ddp encodes, not the codec */
+  ddp_params ddp;        /* from the plan */
   secagg_params params;  /* from the plan */
   prg rng;               /* CSPRNG of the secagg client; lives with it */
   int rng_live;          /* rng needs prg_free */

@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "cohort_status.h"
+#include "dp_ddp.h"
 #include "export.h"
 #include "flags.h"
 #include "log.h"
@@ -43,6 +44,10 @@ typedef struct server_opts {
   const char *secagg;
   long secagg_threshold, secagg_degree, secagg_max_examples;
   double secagg_dropout, secagg_corrupt, secagg_timeout;
+  const char *dp;
+  double dp_noise, dp_epsilon, dp_delta, dp_budget, dp_clip;
+  double dp_target_quantile, dp_clip_lr, dp_count_stddev;
+  long dp_population, dp_bits;
 } server_opts;
 
 static server_opts g_opts;
@@ -163,6 +168,39 @@ static const flag_def FLAGS[] = {
      NUM(1000000000), "W",
      "example weights are capped at W under secure aggregation, so the sum "
      "stays within the clip"},
+    {"dp", FLAG_STRING, &g_opts.dp, "off", 0, 0, "off|central|distributed",
+     "differential privacy of training rounds: central: the coordinator "
+     "clips each update and adds Gaussian noise to the sum; distributed: "
+     "each client clips and adds discrete Gaussian noise, secure "
+     "aggregation sums (needs --secagg) (docs/privacy.md)"},
+    {"dp-noise-multiplier", FLAG_DOUBLE, &g_opts.dp_noise, "0", 0, 1e4, "Z",
+     "noise standard deviation over the clip (0: planned from "
+     "--dp-epsilon)"},
+    {"dp-epsilon", FLAG_DOUBLE, &g_opts.dp_epsilon, "0", 0, 1e6, "E",
+     "plan the noise multiplier so that --rounds rounds spend epsilon E; "
+     "also the budget unless --dp-budget says otherwise"},
+    {"dp-delta", FLAG_DOUBLE, &g_opts.dp_delta, "1e-5", 1e-300, 0.5, "D",
+     "the delta epsilon is reported at"},
+    {"dp-budget", FLAG_DOUBLE, &g_opts.dp_budget, "0", 0, 1e6, "E",
+     "no training round starts that would take epsilon past E (0: "
+     "--dp-epsilon, or no budget)"},
+    {"dp-clip", FLAG_DOUBLE, &g_opts.dp_clip, "1", 1e-9, 1e6, "C",
+     "L2 bound of one client's update (the first round's when adaptive)"},
+    {"dp-target-quantile", FLAG_DOUBLE, &g_opts.dp_target_quantile, "0", 0,
+     0.99, "G",
+     "adaptive clipping: move the clip towards this quantile of the update "
+     "norms (0: a fixed clip)"},
+    {"dp-clip-lr", FLAG_DOUBLE, &g_opts.dp_clip_lr, "0.2", 1e-6, 10, "ETA",
+     "adaptive clipping's geometric learning rate"},
+    {"dp-count-stddev", FLAG_DOUBLE, &g_opts.dp_count_stddev, "0", 0, 1e6, "S",
+     "adaptive clipping: noise on the count of clients within the clip "
+     "(0: K / 20)"},
+    {"dp-population", FLAG_INT, &g_opts.dp_population, "0", 0, NUM(1000000000),
+     "N",
+     "clients the cohort is sampled from: q = K / N (0: the registered "
+     "clients)"},
+    {"dp-bits", FLAG_INT, &g_opts.dp_bits, "16", DDP_MIN_BITS, DDP_MAX_BITS,
+     "B", "distributed: the secure sum's ring Z_{2^B}"},
     {"eval-every", FLAG_INT, &g_opts.eval_every, "0", 0, NUM(1000000), "N",
      "after every N training rounds, a federated-evaluation round in which "
      "clients evaluate the model on their held-out data (0: never)"},
@@ -226,7 +264,7 @@ static const char USAGE[] =
     "in SQLite. --export writes a committed model as safetensors and exits.\n"
     "When a round commits it prints to standard output:\n"
     "  round R: accuracy A loss L clients C/K up U bytes/client down D "
-    "bytes/client time S s [secagg A/S/M/U]\n"
+    "bytes/client time S s [secagg A/S/M/U] [dp epsilon E clip C]\n"
     "and after an evaluation round (--eval-every):\n"
     "  round R: evaluation accuracy A loss L clients C/K time S s";
 
@@ -441,6 +479,21 @@ int main(int argc, char **argv) {
   cfg.secagg_corrupt = g_opts.secagg_corrupt;
   cfg.secagg_timeout_s = g_opts.secagg_timeout;
   cfg.secagg_max_examples = (uint64_t)g_opts.secagg_max_examples;
+  if (round_dp_parse(g_opts.dp, &cfg.dp) != COHORT_OK) {
+    log_error("--dp '%s': expected off, central or distributed", g_opts.dp);
+    exit_code = 2;
+    goto out;
+  }
+  cfg.dp_noise_multiplier = g_opts.dp_noise;
+  cfg.dp_epsilon = g_opts.dp_epsilon;
+  cfg.dp_delta = g_opts.dp_delta;
+  cfg.dp_budget = g_opts.dp_budget;
+  cfg.dp_clip = g_opts.dp_clip;
+  cfg.dp_target_quantile = g_opts.dp_target_quantile;
+  cfg.dp_clip_lr = g_opts.dp_clip_lr;
+  cfg.dp_count_stddev = g_opts.dp_count_stddev;
+  cfg.dp_population = g_opts.dp_population;
+  cfg.dp_bits = (unsigned)g_opts.dp_bits;
   cfg.input = input;
   cfg.classes = classes;
   cfg.eval = g_opts.eval_data ? &eval : NULL;

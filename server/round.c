@@ -39,6 +39,10 @@ void round_config_init(round_config *cfg) {
   cfg->secagg_corrupt = 0.05;
   cfg->secagg_timeout_s = 30;
   cfg->secagg_max_examples = 10000;
+  cfg->dp_delta = 1e-5;
+  cfg->dp_clip = 1.0;
+  cfg->dp_clip_lr = 0.2;
+  cfg->dp_bits = 16;
   cfg->model_spec = "logreg";
   cfg->input = (nn_shape){.c = 1, .h = 28, .w = 28};
   cfg->classes = 10;
@@ -98,9 +102,14 @@ size_t round_active_clients(round_engine *e, double now) {
   return n;
 }
 
+/* Training is over: the rounds are committed, or the privacy budget
+ * admits no more. */
+static int training_over(const round_engine *e) {
+  return e->committed >= e->cfg.rounds || e->dp.exhausted;
+}
+
 int round_done_locked(round_engine *e) {
-  return e->committed >= e->cfg.rounds && e->state == ROUND_IDLE &&
-         !e->eval_due;
+  return training_over(e) && e->state == ROUND_IDLE && !e->eval_due;
 }
 
 /* Sets the global model from params (taken over) and computes its wire
@@ -242,8 +251,10 @@ static int resume_participant(void *ctx, const store_participant *sp) {
   char why[200] = "out of memory";
   if (delta && round_codec_decode(e, sp->delta, sp->delta_len, delta, why,
                                   sizeof why) == COHORT_OK) {
-    if (aggregate_add(e->agg, delta, sp->examples, why, sizeof why) ==
-        COHORT_OK) {
+    uint64_t weight = sp->examples;
+    int within = round_dp_clip_update(e, delta, &weight);
+    if (aggregate_add(e->agg, delta, weight, why, sizeof why) == COHORT_OK) {
+      e->dp.within += (uint64_t)within;
       p->uploaded = 1;
       crypto_unhex(sp->sha256_hex, p->digest, sizeof p->digest);
     }
@@ -311,6 +322,11 @@ static int resume_round(round_engine *e, char *err, size_t errlen) {
   e->kind = evaluate ? KIND_EVALUATE : KIND_TRAIN;
   e->target = info.target > 0 ? (size_t)info.target : 1;
   e->select_max = (size_t)ceil((double)e->target * (1.0 + e->cfg.over_select));
+  if (!evaluate && round_dp_refuse(e, e->target))
+    return store_round_fail(e->db, info.id,
+                            "coordinator restarted; the privacy budget "
+                            "admits no further round",
+                            clock_wall_s());
   resume_ctx ctx = {.e = e};
   rc = store_round_participants(e->db, info.id, resume_participant, &ctx);
   /* Written after the read is done: the clients whose kept update was
@@ -378,6 +394,8 @@ int round_engine_new(const round_config *cfg, store *db, round_engine **out,
   rc = strategy_new(&cfg->strategy, e->model.n_params, &e->strategy);
   if (!rc && (rc = round_codec_setup(e, err, errlen)))
     goto out;
+  if (!rc && (rc = round_dp_setup(e, err, errlen)))
+    goto out;
   if (!rc && (rc = round_secagg_setup(e, err, errlen)))
     goto out;
   if (!rc) {
@@ -399,6 +417,8 @@ int round_engine_new(const round_config *cfg, store *db, round_engine **out,
     rc = load_strategy_state(e);
   if (!rc)
     rc = round_codec_load_state(e);
+  if (!rc)
+    rc = round_dp_load(e, err, errlen);
   int64_t max_round = 0;
   if (!rc)
     rc = store_round_count_committed(db, &e->committed);
@@ -449,6 +469,7 @@ void round_engine_free(round_engine *e) {
   strategy_free(e->strategy);
   round_codec_free(e);
   round_secagg_free(e);
+  round_dp_free(e);
   free(e->global);
   free(e->blob);
   free(e->seen);
@@ -472,6 +493,8 @@ static int open_round(round_engine *e) {
   int64_t id = e->next_round;
   round_kind kind = e->eval_due ? KIND_EVALUATE : KIND_TRAIN;
   size_t target = round_target(e);
+  if (kind == KIND_TRAIN && round_dp_refuse(e, target))
+    return COHORT_OK; /* training is over: the budget is spent */
   store_codec sc;
   int rc = kind == KIND_TRAIN ? round_codec_new_round(e, &sc) : COHORT_OK;
   if (!rc)
@@ -536,8 +559,9 @@ static void print_round_line(round_engine *e, const store_round_result *r) {
   if (!f)
     return;
   double secs = clock_mono_s() - e->opened_at;
-  char secagg[64];
+  char secagg[64], dp[64];
   round_secagg_line(e, secagg, sizeof secagg);
+  round_dp_line(e, dp, sizeof dp);
   if (e->kind == KIND_EVALUATE)
     fprintf(f,
             "round %lld: evaluation accuracy %.4f loss %.4f clients %zu/%zu "
@@ -547,9 +571,9 @@ static void print_round_line(round_engine *e, const store_round_result *r) {
   else
     fprintf(f,
             "round %lld: accuracy %.4f loss %.4f clients %zu/%zu up %.0f "
-            "bytes/client down %.0f bytes/client time %.2f s%s\n",
+            "bytes/client down %.0f bytes/client time %.2f s%s%s\n",
             (long long)e->round, r->accuracy, r->loss, e->n_done, e->n_parts,
-            r->bytes_up_mean, r->bytes_down_mean, secs, secagg);
+            r->bytes_up_mean, r->bytes_down_mean, secs, secagg, dp);
   fflush(f);
 }
 
@@ -599,6 +623,8 @@ static int aggregate_and_commit(round_engine *e, combine_fn combine) {
     round_codec_copy_state(e, codec_before);
   if (!rc)
     rc = round_codec_finish(e, combined, delta, why, sizeof why);
+  if (!rc)
+    rc = round_dp_finish(e, delta, why, sizeof why);
   if (!rc) {
     strategy_state_save(e->strategy, before);
     rc = strategy_step(e->strategy, e->global, delta, next);
@@ -652,7 +678,8 @@ static int aggregate_and_commit(round_engine *e, combine_fn combine) {
   store_server_state ss = {.strategy = state,
                            .strategy_len = state_len,
                            .codec = codec_after,
-                           .codec_len = codec_len};
+                           .codec_len = codec_len,
+                           .privacy = round_dp_row(e)};
   rc = store_round_commit(e->db, &r, &m, &ss);
   free(state);
   free(codec_after);
@@ -663,6 +690,7 @@ static int aggregate_and_commit(round_engine *e, combine_fn combine) {
     return rc;
   }
   e->committed++;
+  round_dp_committed(e);
   e->eval_due = eval_due_now(e);
   print_round_line(e, &r);
   round_secagg_end(e, 1, NULL);
@@ -768,7 +796,7 @@ int round_tick(round_engine *e) {
   double now = clock_mono_s();
   switch (e->state) {
   case ROUND_IDLE:
-    if (e->committed < e->cfg.rounds || e->eval_due)
+    if (!training_over(e) || e->eval_due)
       rc = open_round(e);
     break;
   case ROUND_OPEN:

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "dp_ddp.h"
 #include "eligibility.h"
 #include "nn_dataset.h"
 #include "nn_zoo.h"
@@ -37,6 +38,16 @@ typedef enum round_secagg_mode {
 /* "off", "full" or "plus"; COHORT_EINVAL for anything else. */
 int round_secagg_parse(const char *s, round_secagg_mode *out);
 const char *round_secagg_name(round_secagg_mode m);
+
+typedef enum round_dp_mode {
+  ROUND_DP_OFF = 0,
+  ROUND_DP_CENTRAL,     /* the coordinator clips and noises the sum */
+  ROUND_DP_DISTRIBUTED, /* clients clip and noise; needs secure aggregation */
+} round_dp_mode;
+
+/* "off", "central" or "distributed"; COHORT_EINVAL for anything else. */
+int round_dp_parse(const char *s, round_dp_mode *out);
+const char *round_dp_name(round_dp_mode m);
 
 typedef struct round_config {
   long rounds;            /* training rounds to commit in all */
@@ -67,7 +78,21 @@ typedef struct round_config {
   double secagg_corrupt;   /* plus: the finder's share of corrupt clients */
   double secagg_timeout_s; /* ADVERTISE, SHARE and UNMASK, each */
   uint64_t secagg_max_examples; /* W: example weights are capped here */
-  uint64_t seed;                /* initial model */
+  /* Differential privacy of training rounds (docs/privacy.md). */
+  round_dp_mode dp;
+  double dp_noise_multiplier; /* z; 0: planned from dp_epsilon */
+  double dp_epsilon;          /* the epsilon the planner aims at after
+                                 `rounds` rounds */
+  double dp_delta;            /* epsilon is reported at this delta */
+  double dp_budget;           /* no round may take epsilon past this; 0:
+                                 dp_epsilon, or no budget */
+  double dp_clip;             /* C (the first round's when adaptive) */
+  double dp_target_quantile;  /* > 0: adaptive clipping towards it */
+  double dp_clip_lr;          /* adaptive clipping's learning rate */
+  double dp_count_stddev;     /* its count noise; 0: K / 20 */
+  long dp_population;         /* N: q = K / N; 0: the registered clients */
+  unsigned dp_bits;           /* distributed: the ring's bits */
+  uint64_t seed;              /* initial model */
   const char *model_spec;
   nn_shape input;         /* one example (28 x 28 x 1) */
   int classes;            /* labels (10) */
@@ -131,6 +156,7 @@ typedef struct round_task {
   uint8_t codec_seed[32]; /* the round seed */
   float codec_clip;       /* qB's common clip; 0 = per payload */
   int secagg;             /* SecAgg (SETUP first), upload a masked input */
+  round_dp_mode dp;       /* differential privacy of the round */
   uint32_t deadline_ms;
 } round_task;
 typedef struct checkin_result {
@@ -197,6 +223,8 @@ typedef struct round_secagg_plan {
   uint32_t clients, index, threshold, degree, ring_bits;
   uint8_t round_seed[32];
   uint64_t max_examples;
+  int dp;         /* distributed DP: ddp says how to encode */
+  ddp_params ddp; /* (its dim and seed are the client's to fill) */
 } round_secagg_plan;
 
 typedef struct round_secagg_reply {

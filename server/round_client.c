@@ -167,6 +167,7 @@ static void fill_task(round_engine *e, round_task *t) {
   memcpy(t->codec_seed, e->cparams.seed, sizeof t->codec_seed);
   t->codec_clip = e->cparams.clip;
   t->secagg = e->sa.active && e->kind == KIND_TRAIN;
+  t->dp = e->kind == KIND_TRAIN ? e->cfg.dp : ROUND_DP_OFF;
   double left = e->state == ROUND_TRAINING
                     ? e->deadline - clock_mono_s()
                     : e->cfg.round_timeout_s + e->cfg.selection_timeout_s;
@@ -367,9 +368,12 @@ static round_verdict finish_upload(round_engine *e, participant *p,
                            why);
     goto out;
   }
+  /* Central DP clips each update here and weighs all alike. */
+  uint64_t weight = examples;
+  int within = round_dp_clip_update(e, delta, &weight);
   /* The aggregate's own checks (magnitude, weight) before anything is
    * stored; the add itself comes after the store, which may still fail. */
-  if (aggregate_check(e->agg, delta, examples, why, sizeof why)) {
+  if (aggregate_check(e->agg, delta, weight, why, sizeof why)) {
     v = round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT, "update refused: %s",
                            why);
     goto out;
@@ -392,6 +396,7 @@ static round_verdict finish_upload(round_engine *e, participant *p,
     v = round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", why);
     goto out;
   }
+  e->dp.within += (uint64_t)within;
   p->uploaded = 1;
   p->examples = examples;
   e->n_done++;

@@ -9,6 +9,9 @@
 #include "aggregate.h"
 #include "codec.h"
 #include "crypto.h"
+#include "dp_accountant.h"
+#include "dp_ddp.h"
+#include "prg.h"
 #include "round.h"
 #include "secagg.h"
 #include "strategy.h"
@@ -61,6 +64,28 @@ typedef struct round_secagg_ended {
   char reason[256]; /* why it failed */
 } round_secagg_ended;
 
+/* Differential privacy (round_dp.c): the accountant of the committed
+ * rounds, the current clip and what the round in progress will write into
+ * the privacy ledger. */
+typedef struct round_dp {
+  int on;
+  dp_accountant acc;   /* the committed rounds */
+  double epsilon;      /* they spent, at cfg.dp_delta */
+  double budget;       /* no round may take epsilon past it; INFINITY: none */
+  double z;            /* the noise multiplier each round is charged */
+  double z_update;     /* the update's share when adaptive clipping takes
+                          part of the budget (else z) */
+  double count_stddev; /* adaptive clipping's count noise */
+  double clip;         /* C of the round in progress */
+  double q;            /* its sampling rate */
+  int exhausted;       /* the budget admits no further round */
+  uint64_t within;     /* central: updates within the clip this round */
+  ddp_params ddp;      /* distributed: this round's encoding */
+  store_privacy row;   /* what the commit writes */
+  prg noise;           /* the coordinator's CSPRNG noise stream */
+  int noise_live;
+} round_dp;
+
 struct round_engine {
   pthread_mutex_t mu;
   pthread_cond_t uploaded; /* signalled when an upload or report arrives */
@@ -106,6 +131,7 @@ struct round_engine {
 
   round_secagg sa;
   round_secagg_ended sa_ended;
+  round_dp dp;
 };
 
 round_verdict round_ok(void);
@@ -177,5 +203,40 @@ round_verdict round_secagg_masked(round_engine *e, participant *p,
                                   uint64_t examples);
 /* " secagg A/S/M/U" for the round line (or "" when off). */
 void round_secagg_line(const round_engine *e, char *out, size_t len);
+
+/* ---- round_dp.c ---- */
+/* Checks --dp against the codec, strategy and secure aggregation, plans
+ * the noise multiplier. Called after round_codec_setup: central mode
+ * aggregates in the model domain. */
+int round_dp_setup(round_engine *e, char *err, size_t errlen);
+/* Rebuilds the accountant and the clip from the privacy ledger. */
+int round_dp_load(round_engine *e, char *err, size_t errlen);
+void round_dp_free(round_engine *e);
+/* Before a training round of `target` updates opens: its sampling rate and
+ * the budget. 0 when the budget admits it (or DP is off); 1 when it would
+ * take epsilon past the budget (said once in the log): no round opens. */
+int round_dp_refuse(round_engine *e, size_t target);
+/* Central mode: clips one decoded update (model domain) to C and makes its
+ * weight 1 (DP-FedAvg's uniform mean). Returns 1 when its norm was within
+ * the clip. Nothing for the other modes (returns 0). */
+int round_dp_clip_update(round_engine *e, float *delta, uint64_t *weight);
+/* Distributed mode, at the start of secure aggregation with n clients of
+ * whom t must survive: plans the encoding and sets the ring and dim. */
+int round_dp_plan_secagg(round_engine *e, uint32_t n, uint32_t t,
+                         unsigned *ring_bits, size_t *dim, char *why,
+                         size_t whylen);
+/* Distributed mode: the unmasked ring sum of `inputs` clients to their
+ * noised mean update (model domain). */
+int round_dp_decode_sum(round_engine *e, const uint64_t *sum, uint32_t inputs,
+                        double *mean, char *why, size_t whylen);
+/* After the combination (the mean update, model domain): central noise,
+ * the adaptive clip's next value and the ledger row. */
+int round_dp_finish(round_engine *e, double *mean, char *why, size_t whylen);
+/* The ledger row for the commit, or NULL when DP is off. */
+const store_privacy *round_dp_row(const round_engine *e);
+/* After the commit: the accountant and the clip move on. */
+void round_dp_committed(round_engine *e);
+/* " dp epsilon E" for the round line (or ""). */
+void round_dp_line(const round_engine *e, char *out, size_t len);
 
 #endif

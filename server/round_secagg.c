@@ -66,12 +66,14 @@ int round_secagg_setup(round_engine *e, char *err, size_t errlen) {
   if ((unsigned)c->secagg > ROUND_SECAGG_PLUS)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "--secagg must be off, full or plus");
-  if (!codec_summable(e->codec))
+  /* Distributed DP brings its own ring encoding (round_dp.c). */
+  int dp = c->dp == ROUND_DP_DISTRIBUTED;
+  if (!dp && !codec_summable(e->codec))
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "--secagg %s: --codec %s cannot be summed under "
                        "secure aggregation; %s",
                        mode, codec_spec(e->codec), codec_summable_help());
-  if (!(e->cparams.clip > 0))
+  if (!dp && !(e->cparams.clip > 0))
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "--secagg %s: secure aggregation needs a common clip: "
                        "set --codec-clip",
@@ -107,7 +109,7 @@ int round_secagg_setup(round_engine *e, char *err, size_t errlen) {
                        "aggregation takes at most %d",
                        mode, (unsigned long long)n, SECAGG_MAX_CLIENTS);
   unsigned b = codec_ring_bits(e->codec), ring = b + ceil_log2(n);
-  if (ring > 62)
+  if (!dp && ring > 62)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "--secagg %s: --codec %s has %u bits per element; "
                        "the sum of %llu clients needs a %u-bit ring, and at "
@@ -235,7 +237,11 @@ int round_secagg_start(round_engine *e, double now, int *failed) {
     choose_graph(e, n, &p.degree, &p.threshold);
     p.ring_bits = codec_ring_bits(e->codec) + ceil_log2(n);
     p.dim = codec_linear_dim(e->codec, &e->cparams);
-    rc = secagg_server_new(&p, &sa->srv, why, sizeof why);
+    if (e->cfg.dp == ROUND_DP_DISTRIBUTED)
+      rc = round_dp_plan_secagg(e, n, p.threshold, &p.ring_bits, &p.dim, why,
+                                sizeof why);
+    if (!rc)
+      rc = secagg_server_new(&p, &sa->srv, why, sizeof why);
   }
   if (rc) {
     snprintf(reason, sizeof reason,
@@ -329,6 +335,12 @@ int round_secagg_combine(round_engine *e, double *combined, char *why,
     return errbuf_fail(why, whylen, COHORT_ENOMEM, NULL, "out of memory");
   uint32_t inputs = 0;
   rc = secagg_server_sum(sa->srv, sum, &inputs);
+  if (!rc && e->cfg.dp == ROUND_DP_DISTRIBUTED) {
+    /* Clients weigh themselves alike under DP: the noised mean. */
+    rc = round_dp_decode_sum(e, sum, inputs, combined, why, whylen);
+    free(sum);
+    return rc;
+  }
   if (!rc)
     rc = codec_ring_sum_to_linear(e->codec, &e->cparams, sum, inputs, combined,
                                   why, whylen);
@@ -579,6 +591,11 @@ static round_verdict call_locked(round_engine *e, int64_t client, int64_t round,
                                     .max_examples = e->cfg.secagg_max_examples};
     memcpy(out->plan.round_seed, sa->params.round_seed,
            sizeof out->plan.round_seed);
+    if (e->cfg.dp == ROUND_DP_DISTRIBUTED) {
+      out->plan.dp = 1;
+      out->plan.ddp = e->dp.ddp;
+      out->plan.max_examples = 1;
+    }
     out->deadline_ms = ph == SECAGG_ADVERTISE ? ms_left(sa->deadline, now) : 0;
     return round_ok();
   }

@@ -117,6 +117,7 @@ static void handle_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
     task.codec_seed.len = sizeof res.task.codec_seed;
     task.codec_clip = res.task.codec_clip;
     task.secagg = res.task.secagg;
+    task.dp = (Cohort__V1__DpMode)res.task.dp;
     task.deadline_ms = res.task.deadline_ms;
     task.max_chunk_bytes = PB_MAX_CHUNK_BYTES;
     task.input_channels = (uint32_t)res.task.input.c;
@@ -273,6 +274,7 @@ static void handle_secagg(void *ctx, const rpc_request *req, rpc_reply *rep) {
   Cohort__V1__SecAggResponse r = COHORT__V1__SEC_AGG_RESPONSE__INIT;
   Cohort__V1__RetryLater wait = COHORT__V1__RETRY_LATER__INIT;
   Cohort__V1__SecAggPlan plan = COHORT__V1__SEC_AGG_PLAN__INIT;
+  Cohort__V1__DpPlan dp = COHORT__V1__DP_PLAN__INIT;
   r.deadline_ms = out.deadline_ms;
   switch (out.outcome) {
   case ROUND_SECAGG_WAIT:
@@ -290,6 +292,18 @@ static void handle_secagg(void *ctx, const rpc_request *req, rpc_reply *rep) {
     plan.round_seed.data = out.plan.round_seed;
     plan.round_seed.len = sizeof out.plan.round_seed;
     plan.max_examples = out.plan.max_examples;
+    if (out.plan.dp) {
+      const ddp_params *d = &out.plan.ddp;
+      dp.bits = d->bits;
+      dp.clip = d->clip;
+      dp.gamma = d->gamma;
+      dp.beta = d->beta;
+      dp.noise_stddev = d->noise_stddev;
+      dp.count_slot = d->count_slot;
+      dp.count_scale = d->count_scale;
+      dp.count_noise_stddev = d->count_noise_stddev;
+      plan.dp = &dp;
+    }
     r.outcome_case = COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_PLAN;
     r.plan = &plan;
     break;

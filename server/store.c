@@ -118,6 +118,24 @@ static const char *MIGRATE_V4 =
     "ALTER TABLE rounds ADD COLUMN secagg_unmasked INTEGER;"
     "PRAGMA user_version = 4;";
 
+/* Version 5: differential privacy. The privacy ledger: one row per
+ * committed training round of a DP federation, written in the commit's
+ * transaction, from which a restarted coordinator rebuilds its accountant
+ * and its (adaptive) clip. */
+static const char *MIGRATE_V5 =
+    "CREATE TABLE privacy_ledger ("
+    "  round INTEGER PRIMARY KEY REFERENCES rounds(id),"
+    "  mode TEXT NOT NULL,"
+    "  noise_multiplier REAL NOT NULL,"
+    "  clip REAL NOT NULL,"
+    "  next_clip REAL NOT NULL,"
+    "  sampling_rate REAL NOT NULL,"
+    "  cohort_size INTEGER NOT NULL,"
+    "  delta REAL NOT NULL,"
+    "  epsilon REAL NOT NULL,"
+    "  unclipped_fraction REAL);"
+    "PRAGMA user_version = 5;";
+
 const char *store_errmsg(store *s) {
   if (!s || !s->db)
     return "no database";
@@ -254,7 +272,8 @@ int store_open(const char *path, store **out, char *err, size_t errlen) {
   if ((version < 1 && migrate(s, SCHEMA_V1)) ||
       (version < 2 && migrate(s, MIGRATE_V2)) ||
       (version < 3 && migrate(s, MIGRATE_V3)) ||
-      (version < 4 && migrate(s, MIGRATE_V4))) {
+      (version < 4 && migrate(s, MIGRATE_V4)) ||
+      (version < 5 && migrate(s, MIGRATE_V5))) {
     snprintf(err, errlen,
              "database %s: cannot create or upgrade the schema: "
              "%s",
@@ -329,6 +348,10 @@ int store_client_touch(store *s, int64_t id, double now) {
   sqlite3_bind_int64(st, 1, id);
   sqlite3_bind_double(st, 2, now);
   return store_run(s, st, "touch client");
+}
+
+int store_client_count(store *s, int64_t *n) {
+  return store_get_int(s, "SELECT COUNT(*) FROM clients", n);
 }
 
 /* ---- models ---- */

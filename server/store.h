@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 4
+#define STORE_SCHEMA_VERSION 5
 
 typedef struct store store;
 
@@ -32,6 +32,8 @@ int store_client_add(store *s, const char *token_sha256_hex,
 /* COHORT_ENOTFOUND when no client has that token hash. */
 int store_client_by_token(store *s, const char *token_sha256_hex, int64_t *id);
 int store_client_touch(store *s, int64_t id, double now);
+/* Registered clients. */
+int store_client_count(store *s, int64_t *n);
 
 /* ---- models ---- */
 typedef struct store_model {
@@ -105,12 +107,33 @@ int store_round_set_training(store *s, int64_t id, double deadline_at,
                              double now);
 /* The coordinator's state that goes with a committed model; either blob
  * may be NULL (none). */
+/* One row of the privacy ledger (schema v5): what a DP training round
+ * spent. */
+typedef struct store_privacy {
+  int64_t round;
+  char mode[16];             /* "central" or "distributed" */
+  double noise_multiplier;   /* z the accountant charged */
+  double clip;               /* C this round's updates were clipped to */
+  double next_clip;          /* C of the next round (adaptive clipping) */
+  double sampling_rate;      /* q */
+  int64_t cohort_size;       /* updates summed */
+  double delta;              /* the delta epsilon is reported at */
+  double epsilon;            /* cumulative, after this round */
+  double unclipped_fraction; /* noised share within the clip; NAN: fixed */
+} store_privacy;
+
 typedef struct store_server_state {
   const uint8_t *strategy;
   size_t strategy_len;
   const uint8_t *codec;
   size_t codec_len;
+  const store_privacy *privacy; /* the round's ledger row, or NULL */
 } store_server_state;
+
+/* Calls fn for each ledger row in round order; stops at fn's first
+ * non-zero return, which it returns. */
+int store_privacy_each(store *s, int (*fn)(void *ctx, const store_privacy *p),
+                       void *ctx);
 
 /* In one transaction: inserts model m (m->version, round, parent) and the
  * server state after it (NULL: none), marks the round COMMITTED with the

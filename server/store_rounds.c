@@ -166,6 +166,8 @@ int store_round_commit(store *s, const store_round_result *r,
   rc = store_insert_model(s, m, r->finished_at);
   if (!rc)
     rc = put_server_state(s, m->version, state);
+  if (!rc && state && state->privacy)
+    rc = store_privacy_put(s, state->privacy);
   if (!rc)
     rc = record_result(s, r, m->version);
   if (!rc)

@@ -31,4 +31,7 @@ int store_finish(store *s, int rc);
 /* Inserts model m; part of a caller's transaction or on its own. */
 int store_insert_model(store *s, const store_model *m, double now);
 
+/* Inserts a privacy ledger row; part of the commit's transaction. */
+int store_privacy_put(store *s, const store_privacy *p);
+
 #endif

@@ -18,6 +18,8 @@
 #include "crypto.h"
 #include "cunit_main.h"
 #include "db_peek.h"
+#include "dp_clip.h"
+#include "dp_ddp.h"
 #include "prg.h"
 #include "round_fixture.h"
 #include "secagg.h"
@@ -160,11 +162,13 @@ static void sim_start(sim *s, int64_t r) {
     CU_ASSERT(rep.deadline_ms > 0);
     s->plan[i] = rep.plan;
     const round_secagg_plan *p = &rep.plan;
+    ddp_params dp = p->ddp; /* distributed DP: its ring is padded */
+    dp.dim = NP;
     secagg_params sp = {.n = p->clients,
                         .threshold = p->threshold,
                         .degree = p->degree,
                         .ring_bits = p->ring_bits,
-                        .dim = NP};
+                        .dim = p->dp ? ddp_ring_dim(&dp) : NP};
     memcpy(sp.round_seed, p->round_seed, sizeof sp.round_seed);
     char err[200] = "";
     CU_ASSERT_EQUAL_FATAL(prg_init_u64(&s->rng[i], 77 + (uint64_t)i), 0);
@@ -214,10 +218,43 @@ static void sim_share(sim *s) {
       call_ok(s, i, ROUND_SECAGG_SHARE, NULL, 0, ROUND_SECAGG_MESSAGE);
 }
 
-/* Client i's masked input: delta * w / W encoded into the ring, masked. */
-static void masked_input(sim *s, int i, uint8_t **out, size_t *out_len) {
-  codec *c = NULL;
+/* Distributed DP's encoding of client i's plan, as a client builds it. */
+static ddp_params plan_ddp(const sim *s, int i) {
+  ddp_params d = s->plan[i].ddp;
+  d.dim = NP;
+  memcpy(d.seed, s->task.codec_seed, sizeof d.seed);
+  return d;
+}
+
+/* Client i's ring vector under distributed DP: its delta clipped, rounded
+ * and noised by ddp_encode. */
+static void dp_ring(sim *s, int i) {
+  ddp_params d = plan_ddp(s, i);
+  free(s->ring[i]);
+  s->ring[i] = calloc(ddp_ring_dim(&d), sizeof *s->ring[i]);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s->ring[i]);
+  prg g;
   char err[200] = "";
+  CU_ASSERT_EQUAL_FATAL(prg_init_u64(&g, 900 + (uint64_t)i), 0);
+  CU_ASSERT_EQUAL_FATAL(
+      ddp_encode(&d, s->delta[i], &g, s->ring[i], NULL, err, sizeof err),
+      COHORT_OK);
+  prg_free(&g);
+}
+
+/* Client i's masked input: delta * w / W encoded into the ring (or its DP
+ * encoding), masked. */
+static void masked_input(sim *s, int i, uint8_t **out, size_t *out_len) {
+  char err[200] = "";
+  if (s->plan[i].dp) {
+    dp_ring(s, i);
+    CU_ASSERT_EQUAL_FATAL(secagg_client_mask(s->c[i], s->in[i], s->in_len[i],
+                                             s->ring[i], out, out_len, err,
+                                             sizeof err),
+                          COHORT_OK);
+    return;
+  }
+  codec *c = NULL;
   CU_ASSERT_EQUAL_FATAL(codec_parse(s->task.codec, &c, err, sizeof err),
                         COHORT_OK);
   codec_params cp = {.dim = NP, .clip = s->task.codec_clip};
@@ -755,6 +792,89 @@ static void test_restart_fails_secagg_round(void) {
   fx_close(&f);
 }
 
+/* Distributed DP: clients encode with the plan's DP encoding in a ring of
+ * --dp-bits; the committed model is x0 plus the decoded ring sum over the
+ * survivors (bit for bit what the test's own decoding gives), whose noise
+ * has the planned variance; the ledger row says distributed. */
+static void test_distributed_dp_round(void) {
+  const double z = 0.7, clip = 0.2;
+  sim s;
+  sim_init(&s, ROUND_SECAGG_FULL, N);
+  s.f.cfg.codec_spec = NULL;
+  s.f.cfg.codec_clip = 0;
+  s.f.cfg.dp = ROUND_DP_DISTRIBUTED;
+  s.f.cfg.dp_noise_multiplier = z;
+  s.f.cfg.dp_clip = clip;
+  s.f.cfg.dp_bits = 16;
+  s.f.cfg.dp_population = 50;
+  CU_ASSERT_EQUAL_FATAL(fx_start(&s.f, N), 0);
+  float *x0 = floats(NP), *x1 = floats(NP);
+  CU_ASSERT_EQUAL_FATAL(latest_model(&s.f, x0, NULL, NULL), 0);
+  sim_start(&s, 1);
+  CU_ASSERT_EQUAL(s.task.dp, ROUND_DP_DISTRIBUTED);
+  for (int i = 0; i < N; i++) {
+    CU_ASSERT_EQUAL(s.plan[i].dp, 1);
+    CU_ASSERT_EQUAL(s.plan[i].ring_bits, 16);
+    CU_ASSERT_EQUAL(s.plan[i].max_examples, 1);
+    CU_ASSERT_DOUBLE_EQUAL(s.plan[i].ddp.clip, clip, 1e-12);
+  }
+  /* One client's update is far over the clip. */
+  for (size_t j = 0; j < NP; j++)
+    s.delta[3][j] *= 100;
+  sim_advertise(&s);
+  sim_share(&s);
+  sim_upload(&s);
+  tick(&s);
+  sim_unmask(&s, 1);
+  CU_ASSERT_EQUAL_FATAL(latest_model(&s.f, x1, NULL, NULL), 0);
+
+  /* The coordinator's decoding, redone from the clients' ring vectors. */
+  ddp_params d = plan_ddp(&s, 0);
+  size_t m = ddp_ring_dim(&d);
+  uint64_t *sum = calloc(m, sizeof *sum), mask = (UINT64_C(1) << 16) - 1;
+  double *dec = calloc(NP, sizeof *dec);
+  CU_ASSERT_FATAL(sum && dec);
+  for (int i = 0; i < N; i++)
+    for (size_t j = 0; j < m; j++)
+      sum[j] = (sum[j] + s.ring[i][j]) & mask;
+  char err[200] = "";
+  CU_ASSERT_EQUAL_FATAL(ddp_decode_sum(&d, sum, dec, NULL, err, sizeof err),
+                        COHORT_OK);
+  double scale[N];
+  for (int i = 0; i < N; i++) {
+    double norm = dp_l2_norm(s.delta[i], NP);
+    scale[i] = norm > clip ? clip / norm : 1;
+  }
+  double worst = 0, sq = 0;
+  for (size_t j = 0; j < NP; j++) {
+    double want = (double)x0[j] + dec[j] / N;
+    worst = fmax(worst, fabs((double)x1[j] - want));
+    /* The noise: the step minus the mean of the clipped deltas. */
+    double mean = 0;
+    for (int i = 0; i < N; i++)
+      mean += s.delta[i][j] * scale[i];
+    double r = ((double)x1[j] - x0[j]) - mean / N;
+    sq += r * r;
+  }
+  CU_ASSERT(worst <= 1e-6);
+  /* Each of N clients adds 1/t of (z * sensitivity)^2 (t = 3 of 5); on the
+   * mean that is N / t * (z s)^2 / N^2, the rounding's a little more. */
+  double sens = ddp_sensitivity(&d);
+  double want_var = (double)N / s.plan[0].threshold * (z * sens) * (z * sens) /
+                    ((double)N * N);
+  double var = sq / NP;
+  CU_ASSERT(var > 0.6 * want_var && var < 1.6 * want_var);
+  CU_ASSERT_EQUAL(count(&s.f, "SELECT COUNT(*) FROM privacy_ledger WHERE "
+                              "mode = 'distributed' AND cohort_size = 5"),
+                  1);
+  CU_ASSERT(lines_contain(&s.f, " dp epsilon "));
+  free(sum);
+  free(dec);
+  free(x0);
+  free(x1);
+  sim_close(&s);
+}
+
 int cohort_register_suites(void) {
   static const test_case tests[] = {
       {"full: 5 clients commit the capped-weight mean; plan, counts, line",
@@ -772,6 +892,9 @@ int cohort_register_suites(void) {
        test_bad_calls_refused_nothing_changes},
       {"restart during a secagg round fails it; next round commits",
        test_restart_fails_secagg_round},
+      {"distributed DP: ring of --dp-bits, decoded noised mean committed, "
+       "ledger",
+       test_distributed_dp_round},
   };
   return test_add_suite("round_secagg", suite_init, suite_cleanup, tests,
                         sizeof tests / sizeof tests[0]);
