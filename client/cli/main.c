@@ -1,11 +1,13 @@
 /* cohort-client: the reference client. Loads its share of a dataset,
  * then takes part in rounds through libcohort's public API until the
  * federation is over. Exit status 0 when it ended normally, 3 when it left
- * secure aggregation as --exit-at-secagg asked. */
+ * secure aggregation as --exit-at-secagg asked (with --hang, it waits to
+ * be killed there instead). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cohort.h"
 #include "flags.h"
@@ -16,7 +18,7 @@ static struct {
   const char *exit_at_secagg;
   long limit, seed, threads;
   double holdout;
-  int summary;
+  int summary, hang;
   flag_list attributes;
 } g_opts;
 
@@ -59,6 +61,10 @@ static const flag_def FLAGS[] = {
      "3 right before sending this step's message (setup, advertise, share, "
      "masked: before uploading the masked input, unmask), as a client that "
      "drops out there would"},
+    {"hang", FLAG_BOOL, &g_opts.hang, NULL, 0, 0, NULL,
+     "testing aid: with --exit-at-secagg, do not exit at the step but print "
+     "'waiting to be killed' and keep the connection open until a signal "
+     "(at most 300 s), so a test can SIGKILL it there"},
 };
 #define N_FLAGS (sizeof FLAGS / sizeof FLAGS[0])
 
@@ -212,6 +218,14 @@ int main(int argc, char **argv) {
   /* Cancelled without a signal: only the testing aid does that. */
   int left =
       rc == COHORT_ECANCELED && !g_signalled && leave != COHORT_SECAGG_NEVER;
+  if (left && g_opts.hang) {
+    /* The channel stays open, as a process killed mid-protocol leaves it. */
+    fprintf(stderr,
+            "cohort-client: stopped before secagg %s; waiting to be killed\n",
+            g_opts.exit_at_secagg);
+    for (int i = 0; i < 3000 && !g_signalled; i++)
+      nanosleep(&(struct timespec){.tv_nsec = 100000000}, NULL);
+  }
   cohort_client_free(g_client);
   cohort_dataset_free(ds);
   if (left)

@@ -1,6 +1,8 @@
 /* Secure aggregation end to end: a real coordinator with --secagg plus and
- * ten client processes on 127.0.0.1, three of which leave the protocol at
- * different steps (--exit-at-secagg share, masked, unmask). The round must
+ * ten client processes on 127.0.0.1, three of which are killed with SIGKILL
+ * at different steps of the protocol (each stops right before sending
+ * share, masked or unmask with --exit-at-secagg STEP --hang and is killed
+ * there, its connection still open). The round must
  * commit, record who was heard in each phase, and produce the plain FedAvg
  * of the clients whose masked inputs were summed, within q8's quantization
  * error: a second federation without secure aggregation, fp32 and only
@@ -8,10 +10,12 @@
  * reference. A codec that cannot be summed is refused at start. */
 #include <CUnit/CUnit.h>
 #include <math.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cunit_main.h"
 #include "db_peek.h"
@@ -48,6 +52,30 @@ static int summed(int i) {
   return !LEAVE[i] || strcmp(LEAVE[i], "unmask") == 0;
 }
 
+/* Waits (up to 240 s) until client i, told to leave, says it stopped
+ * before its step, then kills it with SIGKILL. Returns its exit status
+ * (128 + SIGKILL), or -1 when it never got there. */
+static int kill_at_step(int i, pid_t pid) {
+  char name[64], want[96];
+  snprintf(name, sizeof name, "secagg-client%d.err", i);
+  snprintf(want, sizeof want, "stopped before secagg %s; waiting to be killed",
+           LEAVE[i]);
+  for (int tries = 0; tries < 2400; tries++) {
+    char *text = harness_read_file(harness_path(name));
+    int there = text && strstr(text, want);
+    free(text);
+    if (there) {
+      harness_signal(pid, SIGKILL);
+      return harness_wait(pid, 30);
+    }
+    nanosleep(&(struct timespec){.tv_nsec = 100000000}, NULL);
+  }
+  fprintf(stderr, "secagg: client %d never stopped before %s\n", i, LEAVE[i]);
+  harness_signal(pid, SIGKILL);
+  harness_wait(pid, 30);
+  return -1;
+}
+
 static pid_t spawn_client(const char *tag, const char *target, int shard,
                           const char *leave) {
   char shard_text[16], log_name[64];
@@ -70,6 +98,7 @@ static pid_t spawn_client(const char *tag, const char *target, int shard,
                   "1",
                   leave ? "--exit-at-secagg" : NULL,
                   (char *)leave,
+                  "--hang",
                   NULL};
   return harness_spawn(argv, NULL, harness_path(log_name));
 }
@@ -150,27 +179,22 @@ static void test_dropouts_at_three_phases(void) {
     pids[i] = spawn_client("secagg", target, i, LEAVE[i]);
     CU_ASSERT_FATAL(pids[i] > 0);
   }
-  /* Those told to leave exit 3 at their step; the others finish the
-   * federation; the coordinator then stops by itself. */
-  for (int i = 0; i < CLIENTS; i++) {
-    int status = harness_wait(pids[i], 240);
-    CU_ASSERT_EQUAL(status, LEAVE[i] ? 3 : 0);
-    if (status != (LEAVE[i] ? 3 : 0))
-      fprintf(stderr, "secagg: client %d (%s) ended with %d\n", i,
-              LEAVE[i] ? LEAVE[i] : "stays", status);
-  }
-  CU_ASSERT_EQUAL(harness_wait(server, 60), 0);
+  /* Each client told to leave is killed once it stands at its step; the
+   * others finish the federation; the coordinator then stops by itself. */
   for (int i = 0; i < CLIENTS; i++) {
     if (!LEAVE[i])
       continue;
-    char name[64];
-    snprintf(name, sizeof name, "secagg-client%d.err", i);
-    char *text = harness_read_file(harness_path(name));
-    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
-    CU_ASSERT_PTR_NOT_NULL(strstr(text, "exit-at-secagg"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(text, LEAVE[i]));
-    free(text);
+    CU_ASSERT_EQUAL(kill_at_step(i, pids[i]), 128 + SIGKILL);
   }
+  for (int i = 0; i < CLIENTS; i++) {
+    if (LEAVE[i])
+      continue;
+    int status = harness_wait(pids[i], 240);
+    CU_ASSERT_EQUAL(status, 0);
+    if (status != 0)
+      fprintf(stderr, "secagg: client %d ended with %d\n", i, status);
+  }
+  CU_ASSERT_EQUAL(harness_wait(server, 60), 0);
 
   CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM rounds"
                                   " WHERE state = 'COMMITTED'"),
