@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "codec_internal.h"
 #include "cohort_status.h"
@@ -32,12 +31,6 @@ static void *xmalloc(size_t n) {
   void *p = malloc(n ? n : 1);
   CU_ASSERT_FATAL(p != NULL);
   return p;
-}
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 static void fill_seed(uint8_t seed[PRG_SEED_LEN], uint8_t fill) {
@@ -745,38 +738,6 @@ static void test_rotation_seeded(void) {
   CU_ASSERT(differ > 64);
 }
 
-static void test_encode_speed(void) {
-  static const size_t dims[] = {100000, 1600000};
-  fprintf(stderr, "\n");
-  for (size_t k = 0; k < 2; k++) {
-    size_t dim = dims[k];
-    ddp_goal goal = goal_of(dim, 16, 1, 1, 50, 100);
-    ddp_params p = plan_ok(&goal);
-    size_t m = ddp_ring_dim(&p);
-    float *delta = xmalloc(dim * sizeof *delta);
-    uint64_t *ring = xmalloc(m * sizeof *ring);
-    prg g = rng_of(5);
-    fill_uniform(&g, delta, dim, 0.01);
-    char err[256] = "";
-    double t0 = now_s();
-    CU_ASSERT(ddp_encode(&p, delta, &g, ring, NULL, err, sizeof err) == 0);
-    double dt = now_s() - t0;
-    double *out = xmalloc(dim * sizeof *out);
-    t0 = now_s();
-    CU_ASSERT(ddp_decode_sum(&p, ring, out, NULL, err, sizeof err) == 0);
-    double dt2 = now_s() - t0;
-    fprintf(stderr,
-            "    ddp_encode d=%zu (p=%zu, 16 bits, sigma %.1f): %.3f s, "
-            "%.1f M coords/s; decode %.3f s\n",
-            dim, ddp_padded_dim(dim), p.noise_stddev, dt,
-            (double)ddp_padded_dim(dim) / dt / 1e6, dt2);
-    prg_free(&g);
-    free(delta);
-    free(ring);
-    free(out);
-  }
-}
-
 int cohort_register_suites(void) {
   static const test_case plan[] = {
       {"dims, rounding bound, tau", test_dims_and_bounds},
@@ -794,7 +755,6 @@ int cohort_register_suites(void) {
       {"count slot decodes the count", test_count_slot},
       {"encode and decode refusals", test_encode_decode_refusals},
       {"rotation from the round seed", test_rotation_seeded},
-      {"speed (report)", test_encode_speed},
   };
   int rc = test_add_suite("ddp_plan", NULL, NULL, plan,
                           sizeof plan / sizeof plan[0]);

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cohort_status.h"
 #include "cunit_main.h"
@@ -27,12 +26,6 @@ static void *xmalloc(size_t n) {
   void *p = malloc(n ? n : 1);
   CU_ASSERT_FATAL(p != NULL);
   return p;
-}
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* The exact moments of N_Z(0, sigma^2), summed over |x| <= 40 sigma + 40
@@ -236,23 +229,6 @@ static void test_dg_ring_lifts_to_noise(void) {
   free(v);
 }
 
-static void test_dg_speed(void) {
-  static const double sigmas[] = {1, 10, 100, 1000, 100000};
-  const size_t n = 1000000;
-  int64_t *x = xmalloc(n * sizeof *x);
-  fprintf(stderr, "\n");
-  for (size_t s = 0; s < sizeof sigmas / sizeof sigmas[0]; s++) {
-    prg g = rng_of(13);
-    double t0 = now_s();
-    CU_ASSERT(dp_discrete_gaussian_fill(&g, sigmas[s], x, n) == COHORT_OK);
-    double dt = now_s() - t0;
-    prg_free(&g);
-    fprintf(stderr, "    discrete Gaussian sigma %-7g %.2f M samples/s\n",
-            sigmas[s], (double)n / dt / 1e6);
-  }
-  free(x);
-}
-
 /* ---- the continuous Gaussian ---- */
 
 static void test_gaussian_moments(void) {
@@ -413,7 +389,6 @@ int cohort_register_suites(void) {
       {"same seed same samples", test_dg_same_seed_same_samples},
       {"edges and refusals", test_dg_edges_and_refusals},
       {"ring noise lifts back", test_dg_ring_lifts_to_noise},
-      {"speed (report)", test_dg_speed},
   };
   static const test_case gauss[] = {
       {"moments", test_gaussian_moments},
