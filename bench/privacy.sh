@@ -10,6 +10,7 @@
 #     [--rounds 30] [--model logreg] [--clip 0.5] [--lr 0.1] \
 #     [--server-lr 1] [--partition iid] [--seed 1]
 #
+# off runs without DP (one run whatever --epsilons says, for reference);
 # distributed:B runs under --secagg full with a B-bit ring, the threshold at
 # the whole cohort (so each client adds 1/K of the noise: no dropouts
 # here). Every process it starts is stopped when it exits.
@@ -53,10 +54,14 @@ token="bench-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 limit_s=$((rounds * 120 + 300))
 
 for mode in $modes; do
-  for eps in $epsilons; do
+  eps_list=$epsilons
+  [[ $mode == off ]] && eps_list=0
+  for eps in $eps_list; do
     run="$work/$(echo "$mode-$eps" | tr -c 'a-z0-9\n' '_')"
     mkdir -p "$run"
-    dp_flags=(--dp "${mode%%:*}")
+    dp_flags=(--dp "${mode%%:*}" --dp-epsilon "$eps" --dp-delta "$delta"
+      --dp-clip "$clip" --dp-population "$clients")
+    [[ $mode == off ]] && dp_flags=()
     if [[ $mode == distributed:* ]]; then
       dp_flags+=(--dp-bits "${mode#*:}" --secagg full
         --secagg-threshold "$per_round" --secagg-timeout 120)
@@ -69,9 +74,7 @@ for mode in $modes; do
       --round-timeout 300 --selection-timeout 300 --retry-ms 200 \
       --retry-max-ms 2000 --model "$model" --eval-data "$data" \
       --lr "$lr" --server-lr "$server_lr" --epochs 1 --batch-size 32 \
-      "${dp_flags[@]}" --dp-epsilon "$eps" --dp-delta "$delta" \
-      --dp-clip "$clip" --dp-population "$clients" \
-      --enroll-token-file "$work/token" --seed "$seed" \
+      "${dp_flags[@]}" --enroll-token-file "$work/token" --seed "$seed" \
       --threads 1 >"$run/rounds.txt" 2>"$run/server.log" &
     server=$!
     pids=("$server")
