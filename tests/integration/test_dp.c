@@ -34,7 +34,7 @@ static void run_federation(const char *tag, const char *flags, int n,
   snprintf(target, sizeof target, "127.0.0.1:%d", port);
   pid_t clients[8];
   for (int i = 0; i < n; i++) {
-    char shard[16], err[64];
+    char shard[32], err[64];
     snprintf(shard, sizeof shard, "%d/%d", i, n);
     snprintf(err, sizeof err, "%s-client%d.err", tag, i);
     char *argv[] = {COHORT_CLIENT_BIN,
