@@ -182,24 +182,13 @@ static const uint32_t *nbrs(const secagg_server *s, uint32_t i) {
 
 /* ---- receiving ---- */
 
-/* Whether a public key is a small-order point (X25519 with it is zero for
- * every private key). */
-static int small_order(const uint8_t pub[KEX_KEY_LEN], int *bad) {
-  static const uint8_t probe[KEX_KEY_LEN] = {9, 9, 9, 9};
-  uint8_t shared[KEX_KEY_LEN];
-  int rc = kex_shared_secret(probe, pub, shared);
-  OPENSSL_cleanse(shared, sizeof shared);
-  *bad = rc == COHORT_EINVAL;
-  return rc == COHORT_EINVAL ? COHORT_OK : rc;
-}
-
 static int recv_keys(secagg_server *s, uint32_t from, const uint8_t *msg,
                      size_t len, char *err, size_t errlen) {
   Cohort__V1__SecAggKeys *m = cohort__v1__sec_agg_keys__unpack(NULL, len, msg);
   if (!m)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "secagg: SecAggKeys from %u does not parse", from);
-  int rc = COHORT_OK, bad1 = 0, bad2 = 0;
+  int rc = COHORT_OK;
   if (m->index != from) {
     rc = errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                      "secagg: SecAggKeys from %u names client %u", from,
@@ -213,15 +202,13 @@ static int recv_keys(secagg_server *s, uint32_t from, const uint8_t *msg,
                      from, KEX_KEY_LEN);
     goto out;
   }
-  rc = small_order(m->share_public.data, &bad1);
-  if (!rc)
-    rc = small_order(m->mask_public.data, &bad2);
-  if (!rc && (bad1 || bad2))
+  if (kex_small_order(m->share_public.data) ||
+      kex_small_order(m->mask_public.data)) {
     rc =
         errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                     "secagg: SecAggKeys from %u holds a small-order key", from);
-  if (rc)
     goto out;
+  }
   memcpy(s->share_pub[from], m->share_public.data, KEX_KEY_LEN);
   memcpy(s->mask_pub[from], m->mask_public.data, KEX_KEY_LEN);
 out:
@@ -517,23 +504,72 @@ static int rebuild(lagrange *L, const reveal_set *r,
   return rc;
 }
 
+/* Removes the masks from the sum: each survivor's self-mask and, for each
+ * dropped client i (with its rebuilt key loaded in key[i], freed here once
+ * used), the pairwise mask of every surviving neighbour w. w added
+ * +PRG(s_wi) when i > w and -PRG(s_wi) when i < w. All of them go through
+ * one mask_sum, so the sum is read and written once per batch of masks;
+ * each survivor's public key is loaded once, though up to k dropped
+ * clients agree with it. */
+static int strip_masks(secagg_server *s, const uint8_t *need,
+                       uint8_t (*secret)[KEX_KEY_LEN], kex_private **key) {
+  const uint32_t n = s->p.n, k = s->p.degree;
+  const uint8_t *masked = s->heard[SECAGG_MASKED];
+  uint8_t seed[PRG_SEED_LEN];
+  mask_sum *sum = NULL;
+  kex_public **pub = calloc(n, sizeof *pub);
+  int rc = pub ? mask_sum_new(s->p.ring_bits, s->sum, s->p.dim, &sum)
+               : COHORT_ENOMEM;
+  for (uint32_t i = 0; i < n && !rc; i++) {
+    if (need[i] == 1) {
+      rc = mask_sum_add(sum, secret[i], -1);
+      continue;
+    }
+    if (need[i] != 2)
+      continue;
+    const uint32_t *nb = nbrs(s, i);
+    for (uint32_t j = 0; j < k && !rc; j++) {
+      uint32_t w = nb[j];
+      if (!masked[w])
+        continue;
+      if (!pub[w])
+        rc = kex_public_load(s->mask_pub[w], &pub[w]);
+      if (!rc)
+        rc = kex_agree_public(key[i], pub[w], MASK_CONTEXT, seed);
+      if (!rc)
+        rc = mask_sum_add(sum, seed, i > w ? -1 : 1);
+    }
+    kex_private_free(key[i]);
+    key[i] = NULL;
+  }
+  if (!rc)
+    rc = mask_sum_flush(sum);
+  OPENSSL_cleanse(seed, sizeof seed);
+  mask_sum_free(sum);
+  if (pub)
+    for (uint32_t w = 0; w < n; w++)
+      kex_public_free(pub[w]);
+  free(pub);
+  return rc;
+}
+
 /* After UNMASK: rebuild every secret needed, check the dropped clients'
  * keys, then strip the masks. Every reason to abort but a failing cipher
  * is found before the sum is touched. */
 static int finish(secagg_server *s, char *err, size_t errlen) {
   const uint32_t n = s->p.n, k = s->p.degree, t = s->p.threshold;
-  const unsigned bits = s->p.ring_bits;
   const uint8_t *shared = s->heard[SECAGG_SHARE];
   const uint8_t *masked = s->heard[SECAGG_MASKED];
   int rc = COHORT_OK;
   /* need[i]: 1 rebuild the seed, 2 rebuild the mask key, 0 nothing. */
   uint8_t *need = calloc(n, 1);
   uint8_t(*secret)[KEX_KEY_LEN] = calloc(n, sizeof *secret);
+  kex_private **key = calloc(n, sizeof *key); /* the rebuilt mask keys */
   lagrange L = {.t = t};
   L.xs = calloc(t, sizeof *L.xs);
   L.lambda = calloc(t, sizeof *L.lambda);
   L.prefix = calloc(t, sizeof *L.prefix);
-  if (!need || !secret || !L.xs || !L.lambda || !L.prefix) {
+  if (!need || !secret || !key || !L.xs || !L.lambda || !L.prefix) {
     rc = COHORT_ENOMEM;
     goto out;
   }
@@ -568,10 +604,13 @@ static int finish(secagg_server *s, char *err, size_t errlen) {
       goto out;
     }
     if (need[i] == 2) {
-      kex_keypair kp;
-      rc = kex_keypair_from_secret(secret[i], &kp);
-      int same = !rc && memcmp(kp.public_key, s->mask_pub[i], KEX_KEY_LEN) == 0;
-      kex_keypair_clear(&kp);
+      /* Loading the key computes its public key: the check and the
+       * agreements share that scalar multiplication. */
+      uint8_t pub[KEX_KEY_LEN];
+      rc = kex_private_load(secret[i], &key[i]);
+      if (!rc)
+        rc = kex_private_public_key(key[i], pub);
+      int same = !rc && memcmp(pub, s->mask_pub[i], KEX_KEY_LEN) == 0;
       if (!same) {
         rc = server_abort(s, err, errlen,
                           "client %u: the mask key rebuilt from its shares "
@@ -581,27 +620,7 @@ static int finish(secagg_server *s, char *err, size_t errlen) {
       }
     }
   }
-  uint8_t seed[PRG_SEED_LEN];
-  for (uint32_t i = 0; i < n && !rc; i++) {
-    if (need[i] == 1) {
-      rc = mask_apply(secret[i], bits, -1, s->sum, s->p.dim);
-    } else if (need[i] == 2) {
-      /* Survivor w added +PRG(s_wi) when i > w, -PRG(s_wi) when i < w. */
-      const uint32_t *nb = nbrs(s, i);
-      kex_private *key = NULL;
-      rc = kex_private_load(secret[i], &key);
-      for (uint32_t j = 0; j < k && !rc; j++) {
-        uint32_t w = nb[j];
-        if (!masked[w])
-          continue;
-        rc = kex_agree_with(key, s->mask_pub[w], MASK_CONTEXT, seed);
-        if (!rc)
-          rc = mask_apply(seed, bits, i > w ? -1 : 1, s->sum, s->p.dim);
-      }
-      kex_private_free(key);
-    }
-  }
-  OPENSSL_cleanse(seed, sizeof seed);
+  rc = strip_masks(s, need, secret, key);
   if (rc) {
     rc = server_abort(s, err, errlen, "cannot remove the masks: %s",
                       cohort_strerror(rc));
@@ -614,6 +633,10 @@ out:
   free(L.xs);
   free(L.lambda);
   free(L.prefix);
+  if (key)
+    for (uint32_t i = 0; i < n; i++)
+      kex_private_free(key[i]);
+  free(key);
   if (secret) {
     OPENSSL_cleanse(secret, (size_t)n * sizeof *secret);
     free(secret);
