@@ -41,50 +41,26 @@ while [[ $# -gt 0 ]]; do
 done
 
 data=/usr/share/datasets/fashion-mnist
-work=$(mktemp -d "${TMPDIR:-/tmp}/cohort-codecs-XXXXXX")
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
-token="bench-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
-(umask 077 && printf '%s\n' "$token" >"$work/token")
+. bench/federation.sh
+fed_setup codecs
 limit_s=$((rounds * 600))
 
 for codec in $codecs; do
   run="$work/$(echo "$codec" | tr -c 'a-z0-9\n' '_')"
   mkdir -p "$run"
   start=$(date +%s.%N)
-  timeout "$limit_s" "$build/server/cohort-server" \
-    --listen 127.0.0.1:0 --port-file "$run/port" --db "$run/cohort.db" \
+  status=0
+  fed_run "$run" "$clients" "$limit_s" \
     --rounds "$rounds" --clients-per-round "$clients" --min-clients "$clients" \
     --round-timeout 600 --selection-timeout 600 --retry-ms 100 \
     --retry-max-ms 1000 --model "$model" \
     --eval-data "$data" --eval-limit "$eval_limit" --lr "$lr" \
     --epochs "$epochs" --batch-size "$batch" --codec "$codec" \
-    --codec-clip "$clip" --secagg "$secagg" --enroll-token-file "$work/token" --seed "$seed" \
-    --threads 1 >"$run/rounds.txt" 2>"$run/server.log" &
-  server=$!
-  pids=("$server")
-  for _ in $(seq 200); do [[ -s "$run/port" ]] && break; sleep 0.1; done
-  port=$(cat "$run/port")
-  for ((i = 0; i < clients; i++)); do
-    COHORT_ENROLL_TOKEN="$token" timeout "$limit_s" \
-      "$build/client/cohort-client" --server "127.0.0.1:$port" --data "$data" \
-      --shard "$i/$clients" --partition "$partition" --seed "$seed" \
-      --limit "$limit" --holdout 0 --threads 1 --log-level warn \
-      2>"$run/client$i.log" &
-    pids+=("$!")
-  done
-  status=0
-  wait "$server" || status=$?
-  for p in "${pids[@]:1}"; do wait "$p" || true; done
-  pids=()
+    --codec-clip "$clip" --secagg "$secagg" --seed "$seed" --threads 1 \
+    -- --data "$data" --partition "$partition" --seed "$seed" \
+    --limit "$limit" --holdout 0 --threads 1 --log-level warn || status=$?
   if [[ $status -ne 0 ]]; then
-    echo "codec $codec: coordinator failed (status $status):" >&2
-    tail -5 "$run/server.log" >&2
+    echo "codec $codec: coordinator failed (status $status)" >&2
     continue
   fi
   secs=$(echo "$(date +%s.%N) - $start" | bc)

@@ -41,16 +41,8 @@ while [[ $# -gt 0 ]]; do
 done
 
 data=/usr/share/datasets/fashion-mnist
-work=$(mktemp -d "${TMPDIR:-/tmp}/cohort-privacy-XXXXXX")
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
-token="bench-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
-(umask 077 && printf '%s\n' "$token" >"$work/token")
+. bench/federation.sh
+fed_setup privacy
 limit_s=$((rounds * 120 + 300))
 
 for mode in $modes; do
@@ -67,34 +59,18 @@ for mode in $modes; do
         --secagg-threshold "$per_round" --secagg-timeout 120)
     fi
     start=$(date +%s.%N)
-    timeout "$limit_s" "$build/server/cohort-server" \
-      --listen 127.0.0.1:0 --port-file "$run/port" --db "$run/cohort.db" \
+    status=0
+    fed_run "$run" "$clients" "$limit_s" \
       --rounds "$rounds" --clients-per-round "$per_round" \
       --min-clients "$per_round" --over-select 0 \
       --round-timeout 300 --selection-timeout 300 --retry-ms 200 \
       --retry-max-ms 2000 --model "$model" --eval-data "$data" \
       --lr "$lr" --server-lr "$server_lr" --epochs 1 --batch-size 32 \
-      "${dp_flags[@]}" --enroll-token-file "$work/token" --seed "$seed" \
-      --threads 1 >"$run/rounds.txt" 2>"$run/server.log" &
-    server=$!
-    pids=("$server")
-    for _ in $(seq 200); do [[ -s "$run/port" ]] && break; sleep 0.1; done
-    port=$(cat "$run/port")
-    for ((i = 0; i < clients; i++)); do
-      COHORT_ENROLL_TOKEN="$token" timeout "$limit_s" \
-        "$build/client/cohort-client" --server "127.0.0.1:$port" \
-        --data "$data" --shard "$i/$clients" --partition "$partition" \
-        --seed "$seed" --holdout 0 --threads 1 --log-level warn \
-        2>"$run/client$i.log" &
-      pids+=("$!")
-    done
-    status=0
-    wait "$server" || status=$?
-    for p in "${pids[@]:1}"; do wait "$p" || true; done
-    pids=()
+      "${dp_flags[@]}" --seed "$seed" --threads 1 \
+      -- --data "$data" --partition "$partition" --seed "$seed" \
+      --holdout 0 --threads 1 --log-level warn || status=$?
     if [[ $status -ne 0 ]]; then
-      echo "$mode epsilon $eps: coordinator failed (status $status):" >&2
-      tail -5 "$run/server.log" >&2
+      echo "$mode epsilon $eps: coordinator failed (status $status)" >&2
       continue
     fi
     secs=$(echo "$(date +%s.%N) - $start" | bc)
