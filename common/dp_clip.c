@@ -11,25 +11,6 @@ double dp_l2_norm(const float *x, size_t n) {
   return sqrt(s);
 }
 
-static double l2_norm_d(const double *x, size_t n) {
-  /* Scaled by the largest magnitude so that neither overflow nor underflow
-   * can spoil the norm of a finite vector. */
-  double big = 0;
-  for (size_t i = 0; i < n; i++) {
-    double a = fabs(x[i]);
-    if (!(a <= big))
-      big = a; /* also catches NaN */
-  }
-  if (big == 0 || !isfinite(big))
-    return big;
-  double s = 0;
-  for (size_t i = 0; i < n; i++) {
-    double v = x[i] / big;
-    s += v * v;
-  }
-  return big * sqrt(s);
-}
-
 double dp_clip_l2(float *x, size_t n, double clip) {
   double norm = dp_l2_norm(x, n);
   if (!isfinite(norm) || !(clip > 0)) {
@@ -45,22 +26,6 @@ double dp_clip_l2(float *x, size_t n, double clip) {
   double f = clip / norm * (1 - 0x1p-22);
   for (size_t i = 0; i < n; i++)
     x[i] = (float)(x[i] * f);
-  return norm;
-}
-
-double dp_clip_l2_d(double *x, size_t n, double clip) {
-  double norm = l2_norm_d(x, n);
-  if (!isfinite(norm) || !(clip > 0)) {
-    for (size_t i = 0; i < n; i++)
-      x[i] = 0;
-    return norm;
-  }
-  if (norm <= clip)
-    return norm;
-  /* As above: 2^-22 also covers the summation error of the norm. */
-  double f = clip / norm * (1 - 0x1p-22);
-  for (size_t i = 0; i < n; i++)
-    x[i] *= f;
   return norm;
 }
 

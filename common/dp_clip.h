@@ -18,7 +18,6 @@ double dp_l2_norm(const float *x, size_t n);
  * clip that is not > 0, is zeroed (its norm, possibly NaN or infinite, is
  * still returned): the bound holds whatever the input. */
 double dp_clip_l2(float *x, size_t n, double clip);
-double dp_clip_l2_d(double *x, size_t n, double clip);
 
 /* Adaptive clipping (Andrew et al. 2021, algorithm 1): each client reports
  * b_i = 1 when its norm was at most the current clip. What is noised is the

@@ -13,6 +13,7 @@
 #include "dp_clip.h"
 #include "dp_noise.h"
 #include "errbuf.h"
+#include "wire.h"
 
 __extension__ typedef unsigned __int128 u128;
 
@@ -306,8 +307,7 @@ static uint32_t coin(coins *c) {
     uint8_t b[ROUND_CHUNK * 4];
     prg_bytes(c->g, b, sizeof b);
     for (size_t i = 0; i < ROUND_CHUNK; i++)
-      c->w[i] = (uint32_t)b[4 * i] | (uint32_t)b[4 * i + 1] << 8 |
-                (uint32_t)b[4 * i + 2] << 16 | (uint32_t)b[4 * i + 3] << 24;
+      c->w[i] = wire_get_le32(b + 4 * i);
     c->pos = 0;
   }
   return c->w[c->pos++];
@@ -377,21 +377,17 @@ int ddp_encode(const ddp_params *p, const float *delta, prg *rng,
     if (!isfinite(delta[i]))
       return errbuf_fail(err, errlen, COHORT_EINVAL, "ddp encode",
                          "delta[%zu] is not finite", i);
-  double n2 = dp_l2_norm(delta, p->dim);
-  if (norm)
-    *norm = n2;
   size_t pd = ddp_padded_dim(p->dim);
   float *x = malloc(pd * sizeof *x);
   if (!x)
     return errbuf_fail(err, errlen, COHORT_ENOMEM, "ddp encode",
                        "out of memory for %zu floats", pd);
-  /* The clip, as dp_clip_l2 does it: the factor shrunk by 2^-22 keeps the
-   * rounded floats' norm within the clip. */
-  double f = n2 > p->clip ? p->clip / n2 * (1 - 0x1p-22) : 1;
-  for (size_t i = 0; i < p->dim; i++)
-    x[i] = (float)(delta[i] * f);
+  memcpy(x, delta, p->dim * sizeof *x);
   for (size_t i = p->dim; i < pd; i++)
     x[i] = 0;
+  double n2 = dp_clip_l2(x, p->dim, p->clip);
+  if (norm)
+    *norm = n2;
   uint8_t rs[PRG_SEED_LEN];
   rc = rotation_seed(p, rs);
   if (rc == COHORT_OK)

@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "cohort_status.h"
+#include "wire.h"
 
 __extension__ typedef unsigned __int128 u128;
 
@@ -47,13 +48,8 @@ static uint64_t src_word(dg_src *s) {
 #else
     uint8_t b[SRC_WORDS * 8];
     prg_bytes(s->g, b, (size_t)s->chunk * 8);
-    for (unsigned i = 0; i < s->chunk; i++) {
-      const uint8_t *p = b + 8 * i;
-      s->w[i] = (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 |
-                (uint64_t)p[3] << 24 | (uint64_t)p[4] << 32 |
-                (uint64_t)p[5] << 40 | (uint64_t)p[6] << 48 |
-                (uint64_t)p[7] << 56;
-    }
+    for (unsigned i = 0; i < s->chunk; i++)
+      s->w[i] = wire_get_le64(b + 8 * i);
 #endif
     s->pos = 0;
     s->len = s->chunk;
