@@ -289,20 +289,6 @@ out:
   return rc;
 }
 
-int kex_shared_secret_with(const kex_private *k,
-                           const uint8_t peer_public[KEX_KEY_LEN],
-                           uint8_t shared[KEX_KEY_LEN]) {
-  if (!k || !peer_public || !shared)
-    return COHORT_EINVAL;
-  EVP_PKEY *peer = EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, NULL,
-                                               peer_public, KEX_KEY_LEN);
-  if (!peer)
-    return COHORT_EIO;
-  int rc = derive(k, peer, shared);
-  EVP_PKEY_free(peer);
-  return rc;
-}
-
 int kex_shared_secret(const uint8_t secret[KEX_KEY_LEN],
                       const uint8_t peer_public[KEX_KEY_LEN],
                       uint8_t shared[KEX_KEY_LEN]) {
@@ -312,7 +298,10 @@ int kex_shared_secret(const uint8_t secret[KEX_KEY_LEN],
   int rc = kex_private_load(secret, &k);
   if (rc)
     return rc;
-  rc = kex_shared_secret_with(k, peer_public, shared);
+  EVP_PKEY *peer = EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, NULL,
+                                               peer_public, KEX_KEY_LEN);
+  rc = peer ? derive(k, peer, shared) : COHORT_EIO;
+  EVP_PKEY_free(peer);
   kex_private_free(k);
   return rc;
 }

@@ -66,10 +66,7 @@ int kex_private_load(const uint8_t secret[KEX_KEY_LEN], kex_private **out);
 void kex_private_free(kex_private *k); /* accepts NULL */
 /* The loaded key's public key (computed when it was loaded). */
 int kex_private_public_key(const kex_private *k, uint8_t pub[KEX_KEY_LEN]);
-/* kex_shared_secret and kex_agree with a loaded key; same results. */
-int kex_shared_secret_with(const kex_private *k,
-                           const uint8_t peer_public[KEX_KEY_LEN],
-                           uint8_t shared[KEX_KEY_LEN]);
+/* kex_agree with a loaded key; same result. */
 int kex_agree_with(const kex_private *k, const uint8_t peer_public[KEX_KEY_LEN],
                    const char *context, uint8_t out[KEX_KEY_LEN]);
 
