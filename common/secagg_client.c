@@ -465,10 +465,17 @@ int secagg_client_mask(secagg_client *c, const uint8_t *shares,
     goto out;
   }
   memcpy(y, input, dim * sizeof *y);
-  rc = mask_apply(c->self_seed, bits, 1, y, dim);
+  /* The self mask and every pairwise one in one pass over y. */
+  mask_sum *ms;
+  rc = mask_sum_new(bits, y, dim, &ms);
+  if (!rc)
+    rc = mask_sum_add(ms, c->self_seed, 1);
   for (uint32_t s = 0; s < k && !rc; s++)
     if (got[s])
-      rc = mask_apply(c->pair_seed[s], bits, c->nbr[s] > u ? 1 : -1, y, dim);
+      rc = mask_sum_add(ms, c->pair_seed[s], c->nbr[s] > u ? 1 : -1);
+  if (!rc)
+    rc = mask_sum_flush(ms);
+  mask_sum_free(ms);
   if (rc) {
     fail(c, err, errlen, rc, "cannot expand its masks");
     goto out;
