@@ -334,36 +334,55 @@ out:
   return rc;
 }
 
+/* The client's ring vector: its distributed-DP encoding, or its delta
+ * weighted by its capped example count and encoded with the task's codec.
+ * Rounding and DP noise come from the CSPRNG. */
+static int encode_input(const secagg_flow *f, const float *delta,
+                        uint64_t examples, uint64_t *ring, char *why,
+                        size_t whylen) {
+  prg rng;
+  int rc = prg_init_random(&rng);
+  if (rc)
+    return errbuf_fail(why, whylen, rc, NULL, "cannot seed the CSPRNG");
+  if (f->dp) {
+    rc = ddp_encode(&f->ddp, delta, &rng, ring, NULL, why, whylen);
+  } else {
+    size_t n = f->cp.dim;
+    float *scaled = malloc(n * sizeof *scaled);
+    if (scaled) {
+      /* The coordinator divides the sum by the sum of the weights it was
+       * told; capping them at W keeps each term within the clip, so no sum
+       * wraps. */
+      uint64_t w = examples < f->max_examples ? examples : f->max_examples;
+      double scale = (double)w / (double)f->max_examples;
+      for (size_t i = 0; i < n; i++)
+        scaled[i] = (float)(delta[i] * scale);
+      rc = codec_encode_ring(f->codec, &f->cp, scaled, &rng, ring, why, whylen);
+      /* The update in the clear: not left in freed memory. */
+      OPENSSL_cleanse(scaled, n * sizeof *scaled);
+      free(scaled);
+    } else {
+      rc = errbuf_fail(why, whylen, COHORT_ENOMEM, NULL, "out of memory");
+    }
+  }
+  prg_free(&rng);
+  return rc;
+}
+
 int secagg_flow_submit(secagg_flow *f, const float *delta, uint64_t examples) {
   const Cohort__V1__SecAggStep MASKED = COHORT__V1__SEC_AGG_STEP__SECAGG_MASKED,
                                UNMASK = COHORT__V1__SEC_AGG_STEP__SECAGG_UNMASK;
   if (!f->sc || !f->shares)
     return COHORT_ESTATE;
-  size_t n = f->cp.dim;
-  float *scaled = malloc(n * sizeof *scaled);
   uint64_t *ring = malloc(f->ring_dim * sizeof *ring);
   uint8_t *mine = NULL;
   size_t mine_len = 0;
   Cohort__V1__SecAggResponse *r = NULL;
   char why[256];
   int rc = COHORT_ENOMEM;
-  if (!scaled || !ring)
+  if (!ring)
     goto out;
-  /* The coordinator divides the sum by the sum of the weights it was told;
-   * capping them at W keeps each term within the clip, so no sum wraps. */
-  uint64_t w = examples < f->max_examples ? examples : f->max_examples;
-  double scale = (double)w / (double)f->max_examples;
-  for (size_t i = 0; i < n; i++)
-    scaled[i] = (float)(delta[i] * scale);
-  /* Rounding and DP noise come from the CSPRNG. */
-  prg rounding;
-  rc = prg_init_random(&rounding);
-  if (!rc && f->dp)
-    rc = ddp_encode(&f->ddp, delta, &rounding, ring, NULL, why, sizeof why);
-  else if (!rc)
-    rc = codec_encode_ring(f->codec, &f->cp, scaled, &rounding, ring, why,
-                           sizeof why);
-  prg_free(&rounding);
+  rc = encode_input(f, delta, examples, ring, why, sizeof why);
   if (rc) {
     rc = fail(f, lost(rc), MASKED, "%s", why);
     goto out;
@@ -404,12 +423,9 @@ out:
   if (r)
     protobuf_c_message_free_unpacked(&r->base, NULL);
   free(mine);
-  /* The update in the clear: not left in freed memory. */
-  if (scaled)
-    OPENSSL_cleanse(scaled, n * sizeof *scaled);
+  /* The encoded update in the clear: not left in freed memory. */
   if (ring)
     OPENSSL_cleanse(ring, f->ring_dim * sizeof *ring);
-  free(scaled);
   free(ring);
   return rc;
 }
