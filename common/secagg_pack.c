@@ -87,8 +87,21 @@ void secagg_unpack_add(const uint8_t *in, size_t dim, unsigned bits,
       sum[i] = (sum[i] + in[i]) & m;
     return;
   }
-  size_t len = secagg_packed_len(dim, bits);
-  for (size_t i = 0; i < dim; i++) {
+  size_t len = secagg_packed_len(dim, bits), i = 0;
+  if (bits <= 32) {
+    /* Eight elements fill exactly `bits` bytes, and each is one unaligned
+     * 64-bit load (shift <= 7 plus <= 32 bits) inside the group or the 7
+     * bytes after it: whole groups with those bytes in range, branch-free. */
+    for (size_t g = 0; (g + 1) * bits + 7 <= len && i + 8 <= dim; g++) {
+      const uint8_t *p = in + g * bits;
+#pragma GCC unroll 8
+      for (unsigned e = 0; e < 8; e++, i++) {
+        uint64_t v = wire_get_le64(p + e * bits / 8) >> (e * bits % 8);
+        sum[i] = (sum[i] + v) & m;
+      }
+    }
+  }
+  for (; i < dim; i++) {
     size_t pos = i * bits, byte = pos / 8;
     unsigned sh = (unsigned)(pos % 8);
     uint64_t v = load_le(in + byte, len - byte) >> sh;

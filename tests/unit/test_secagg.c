@@ -1195,10 +1195,12 @@ static void test_secagg_tampered_share(void) {
 static void test_secagg_pack_round_trip(void) {
   prg g;
   CU_ASSERT_EQUAL_FATAL(prg_init_u64(&g, 85), COHORT_OK);
-  uint64_t v[37], w[37], z[37];
-  uint8_t buf[37 * 8];
+  /* Up to 12 whole groups of eight elements (the unpacking fast path) and
+   * every tail length. */
+  uint64_t v[101], w[101], z[101];
+  uint8_t buf[101 * 8];
   for (unsigned bits = 1; bits <= 62; bits++) {
-    for (size_t dim = 1; dim <= 37; dim += 3) {
+    for (size_t dim = 1; dim <= 101; dim += 2) {
       for (size_t i = 0; i < dim; i++) {
         v[i] = prg_u64(&g) & ring_mask(bits);
         w[i] = prg_u64(&g) & ring_mask(bits);
