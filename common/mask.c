@@ -1,6 +1,6 @@
 /* Mask expansion into Z_{2^B}; see mask.h for the format. The unmasking
  * coordinator expands tens of thousands of masks per round, so the cost
- * that matters is per element: the keystream (AES-256-CTR through EVP,
+ * that matters is per element: the keystream (AES-128-CTR through EVP,
  * B bits per element for narrow rings) and the extraction, eight elements
  * per SIMD shift. Masks are summed in batches, chunk by chunk, into a
  * 32-bit accumulator that stays in the L1 cache; the caller's uint64_t
@@ -183,20 +183,20 @@ int mask_sum_new(unsigned bits, uint64_t *v, size_t n, mask_sum **out) {
   return COHORT_OK;
 }
 
-/* (Re)starts the keystream of seed in ctx slot g. */
+/* (Re)starts the keystream of seed in ctx slot g: AES-128-CTR keyed with
+ * the seed's first 16 bytes, from the counter block in its last 16. */
 static int start_stream(mask_sum *s, unsigned g) {
-  static const uint8_t iv[16];
   if (!s->ctx[g]) {
     s->ctx[g] = EVP_CIPHER_CTX_new();
     if (!s->ctx[g] ||
-        EVP_EncryptInit_ex(s->ctx[g], EVP_aes_256_ctr(), NULL, NULL, NULL) != 1)
+        EVP_EncryptInit_ex(s->ctx[g], EVP_aes_128_ctr(), NULL, NULL, NULL) != 1)
       return COHORT_EIO;
   }
-  /* A new key and IV on a set-up context restarts the counter: the
-   * keystream of prg_init(seed), without fetching the cipher again. */
-  return EVP_EncryptInit_ex(s->ctx[g], NULL, NULL, s->seed[g], iv) == 1
-             ? COHORT_OK
-             : COHORT_EIO;
+  /* A new key and IV on a set-up context restarts the counter without
+   * fetching the cipher again. */
+  const uint8_t *seed = s->seed[g];
+  int ok = EVP_EncryptInit_ex(s->ctx[g], NULL, NULL, seed, seed + MASK_KEY_LEN);
+  return ok == 1 ? COHORT_OK : COHORT_EIO;
 }
 
 static void negate(uint32_t *a32, uint64_t *a64, size_t k) {

@@ -1,7 +1,14 @@
-/* Secure aggregation's masks: a 256-bit seed expanded with AES-256-CTR
- * (the keystream of prg_init(seed), common/prg.h) into ring elements of
- * Z_{2^B}, 1 <= B <= 62. Vectors are uint64_t arrays with every element
- * < 2^B.
+/* Secure aggregation's masks: a 256-bit seed expanded into ring elements of
+ * Z_{2^B}, 1 <= B <= 62, by AES-128-CTR keyed with the seed's first 16
+ * bytes and starting from the counter block in its last 16 (OpenSSL's
+ * EVP_aes_128_ctr: a 128-bit big-endian counter). Vectors are uint64_t
+ * arrays with every element < 2^B.
+ *
+ * Why AES-128 and not AES-256: a pairwise mask's seed comes from an X25519
+ * agreement, whose security level is about 128 bits, so a 256-bit key
+ * would add nothing against the weakest link, while AES-128's 10 rounds
+ * against 14 make the keystream, most of the unmasking coordinator's cost,
+ * 1.3 times faster (docs/secagg.md, "The coordinator's cost").
  *
  * Narrow rings (B <= 32; the default, b + ceil(log2 n) bits) take exactly
  * B keystream bits per element, since the keystream is most of the
@@ -26,6 +33,11 @@
 #include "prg.h"
 
 #define MASK_MAX_BITS 62
+
+/* Bytes of the seed that key the cipher; the rest is the first counter
+ * block. */
+#define MASK_KEY_LEN 16
+_Static_assert(PRG_SEED_LEN == 2 * MASK_KEY_LEN, "key and counter block");
 
 /* v[i] = (v[i] + sign * mask_i) mod 2^bits for the n elements expanded from
  * seed; sign is +1 or -1. COHORT_EINVAL for bits outside 1..62,
