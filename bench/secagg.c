@@ -77,8 +77,8 @@ typedef struct tally {
 typedef struct client_slot {
   secagg_client *c;
   prg rng;
-  uint64_t *input;
-  int drops; /* leaves after sharing its keys */
+  uint64_t input_seed; /* the input is drawn again when it is needed */
+  int drops;           /* leaves after sharing its keys */
   int active;
   double cpu_s; /* in its own calls */
 } client_slot;
@@ -131,9 +131,25 @@ static int step_share(client_slot *s, const uint8_t *in, size_t in_len,
   return secagg_client_share(s->c, in, in_len, out, out_len, err, errlen);
 }
 
+/* One client's input at a time: N inputs of D words would not fit in
+ * memory at N = 1000, D = 1M. */
+static uint64_t *g_input;
+
+/* Client i's input into g_input: random b-bit integers. */
+static int draw_input(const client_slot *s, size_t dim) {
+  prg g;
+  if (prg_init_u64(&g, s->input_seed))
+    return COHORT_EIO;
+  uint64_t top = (UINT64_C(1) << g_opts.bits) - 1;
+  for (size_t j = 0; j < dim; j++)
+    g_input[j] = prg_u64(&g) & top;
+  prg_free(&g);
+  return COHORT_OK;
+}
+
 static int step_mask(client_slot *s, const uint8_t *in, size_t in_len,
                      uint8_t **out, size_t *out_len, char *err, size_t errlen) {
-  return secagg_client_mask(s->c, in, in_len, s->input, out, out_len, err,
+  return secagg_client_mask(s->c, in, in_len, g_input, out, out_len, err,
                             errlen);
 }
 
@@ -158,6 +174,8 @@ static int run_phase(secagg_server *srv, client_slot *slots, uint32_t n,
     client_slot *s = &slots[i];
     if (!s->active)
       continue;
+    if (phase == SECAGG_MASKED && draw_input(s, g_opts.dim)) /* untimed */
+      return COHORT_EIO;
     uint8_t *in = NULL, *out = NULL;
     size_t in_len = 0, out_len = 0;
     double t0 = cpu_now();
@@ -198,7 +216,8 @@ int main(int argc, char **argv) {
   client_slot *slots = calloc(n, sizeof *slots);
   uint64_t *expect = calloc(dim, sizeof *expect);
   uint64_t *sum = malloc(dim * sizeof *sum);
-  if (!slots || !expect || !sum) {
+  g_input = malloc(dim * sizeof *g_input);
+  if (!slots || !expect || !sum || !g_input) {
     fprintf(stderr, "bench_secagg: out of memory\n");
     return 1;
   }
@@ -214,7 +233,6 @@ int main(int argc, char **argv) {
     }
   }
   prg_free(&pick);
-  uint64_t top = (UINT64_C(1) << g_opts.bits) - 1;
   uint64_t ring = (UINT64_C(1) << p.ring_bits) - 1;
   tally t = {0};
   secagg_server *srv = NULL;
@@ -222,16 +240,14 @@ int main(int argc, char **argv) {
   for (uint32_t i = 0; !rc && i < n; i++) {
     client_slot *s = &slots[i];
     prg_init_u64(&s->rng, (uint64_t)g_opts.seed * 1000003u + i);
-    s->input = malloc(dim * sizeof *s->input);
-    if (!s->input) {
-      rc = COHORT_ENOMEM;
+    s->input_seed =
+        ((uint64_t)g_opts.seed * 1000003u + i) ^ 0x9e3779b97f4a7c15u;
+    rc = draw_input(s, dim);
+    if (rc)
       break;
-    }
-    for (size_t j = 0; j < dim; j++)
-      s->input[j] = prg_u64(&s->rng) & top;
     if (!s->drops)
       for (size_t j = 0; j < dim; j++)
-        expect[j] = (expect[j] + s->input[j]) & ring;
+        expect[j] = (expect[j] + g_input[j]) & ring;
     s->active = 1;
     uint8_t *out = NULL;
     size_t len = 0;
@@ -297,11 +313,11 @@ int main(int argc, char **argv) {
   for (uint32_t i = 0; i < n; i++) {
     secagg_client_free(slots[i].c);
     prg_free(&slots[i].rng);
-    free(slots[i].input);
   }
   secagg_server_free(srv);
   free(slots);
   free(expect);
   free(sum);
+  free(g_input);
   return correct ? 0 : 1;
 }
