@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cohort_status.h"
+#include "nn_gemm.h"
 
 void nn_optim_config_init(nn_optim_config *cfg) {
   *cfg = (nn_optim_config){.kind = NN_OPT_SGD,
@@ -73,41 +74,64 @@ void nn_optim_init(nn_optim *opt, const nn_optim_config *cfg, size_t n,
     memset(state, 0, (size_t)vectors * n * sizeof *state);
 }
 
-static void sgd_step(nn_optim *opt, float *w, const float *grad) {
-  const float lr = opt->cfg.learning_rate, wd = opt->cfg.weight_decay;
-  const float mu = opt->cfg.momentum;
-  float *v = opt->m;
+/* One step over a range of the parameters: every element is updated on
+ * its own, so the split over threads cannot change the result. */
+typedef struct step_job {
+  nn_optim *opt;
+  float *w;
+  const float *grad;
+  float step, root_bc2; /* Adam's bias-corrected step size and sqrt(bc2) */
+} step_job;
+
+static void sgd_range(void *ctx, size_t begin, size_t end) {
+  const step_job *j = ctx;
+  const float lr = j->opt->cfg.learning_rate, wd = j->opt->cfg.weight_decay;
+  const float mu = j->opt->cfg.momentum;
+  float *w = j->w, *v = j->opt->m;
+  const float *grad = j->grad;
   if (!v) {
-    for (size_t i = 0; i < opt->n; i++)
+    for (size_t i = begin; i < end; i++)
       w[i] -= lr * (grad[i] + wd * w[i]);
     return;
   }
   /* v starts at 0, so the first step sets it to the gradient, as PyTorch's
    * buffer initialisation does. */
-  for (size_t i = 0; i < opt->n; i++) {
+  for (size_t i = begin; i < end; i++) {
     v[i] = mu * v[i] + grad[i] + wd * w[i];
     w[i] -= lr * v[i];
   }
 }
 
-static void adam_step(nn_optim *opt, float *w, const float *grad) {
-  const nn_optim_config *c = &opt->cfg;
-  double t = (double)(opt->steps + 1);
-  const float bc1 = (float)(1.0 - pow(c->beta1, t));
-  const float bc2 = (float)(1.0 - pow(c->beta2, t));
-  const float step = c->learning_rate / bc1, root_bc2 = sqrtf(bc2);
-  for (size_t i = 0; i < opt->n; i++) {
+static void adam_range(void *ctx, size_t begin, size_t end) {
+  const step_job *j = ctx;
+  const nn_optim_config *c = &j->opt->cfg;
+  float *w = j->w, *m = j->opt->m, *v = j->opt->v;
+  const float *grad = j->grad;
+  for (size_t i = begin; i < end; i++) {
     float g = grad[i] + c->weight_decay * w[i];
-    opt->m[i] = c->beta1 * opt->m[i] + (1.0f - c->beta1) * g;
-    opt->v[i] = c->beta2 * opt->v[i] + (1.0f - c->beta2) * g * g;
-    w[i] -= step * opt->m[i] / (sqrtf(opt->v[i]) / root_bc2 + c->eps);
+    m[i] = c->beta1 * m[i] + (1.0f - c->beta1) * g;
+    v[i] = c->beta2 * v[i] + (1.0f - c->beta2) * g * g;
+    w[i] -= j->step * m[i] / (sqrtf(v[i]) / j->root_bc2 + c->eps);
   }
 }
 
+/* The update streams the weights and the gradient (6.6 MB each for the
+ * CNN) once per step; below this many parameters per thread the hand-off
+ * costs more than it saves. */
+#define STEP_MIN_PER_THREAD ((size_t)1 << 16)
+
 void nn_optim_step(nn_optim *opt, float *params, const float *grad) {
-  if (opt->cfg.kind == NN_OPT_ADAM)
-    adam_step(opt, params, grad);
-  else
-    sgd_step(opt, params, grad);
+  step_job j = {.opt = opt, .w = params, .grad = grad};
+  if (opt->cfg.kind == NN_OPT_ADAM) {
+    const nn_optim_config *c = &opt->cfg;
+    double t = (double)(opt->steps + 1);
+    const float bc1 = (float)(1.0 - pow(c->beta1, t));
+    const float bc2 = (float)(1.0 - pow(c->beta2, t));
+    j.step = c->learning_rate / bc1;
+    j.root_bc2 = sqrtf(bc2);
+    nn_parallel_for(opt->n, STEP_MIN_PER_THREAD, adam_range, &j);
+  } else {
+    nn_parallel_for(opt->n, STEP_MIN_PER_THREAD, sgd_range, &j);
+  }
   opt->steps++;
 }
