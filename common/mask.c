@@ -71,11 +71,11 @@ typedef u32x8 u32x8_any __attribute__((aligned(1), may_alias));
     *(u32x8_any *)((acc) + LANES * (m)) += x_;                                 \
   } while (0)
 
-/* With bits a constant and the rows unrolled, the shifts are immediates
- * and the branches vanish. */
+/* The rows unrolled: where bits is a constant (the AVX2 bodies below) the
+ * shifts are immediates and the branches vanish. */
 static inline __attribute__((always_inline)) void
-add_blocks_fixed(uint32_t *restrict acc, const uint8_t *restrict ks,
-                 size_t nblocks, unsigned bits) {
+add_blocks(uint32_t *restrict acc, const uint8_t *restrict ks, size_t nblocks,
+           unsigned bits) {
   for (size_t q = 0; q < nblocks; q++, ks += 32 * bits, acc += BLOCK) {
 #pragma GCC unroll 32
     for (unsigned m = 0; m < ROWS; m++)
@@ -87,19 +87,18 @@ typedef void (*narrow_fn)(uint32_t *acc, const uint8_t *ks, size_t nblocks,
                           unsigned bits);
 
 /* Any CPU: the same vectors, lowered to what the target has (two SSE2
- * operations per row on baseline x86-64, two NEON ones on arm64). */
+ * operations per row on baseline x86-64, two NEON ones on arm64), with
+ * the shifts computed at run time. */
 static void add_portable(uint32_t *restrict acc, const uint8_t *restrict ks,
                          size_t nblocks, unsigned bits) {
-  for (size_t q = 0; q < nblocks; q++, ks += 32 * bits, acc += BLOCK)
-    for (unsigned m = 0; m < ROWS; m++)
-      ADD_ROW(acc, ks, bits, m);
+  add_blocks(acc, ks, nblocks, bits);
 }
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define MASK_HAVE_AVX2 1
 #define W(b)                                                                   \
   case b:                                                                      \
-    add_blocks_fixed(acc, ks, nblocks, b);                                     \
+    add_blocks(acc, ks, nblocks, b);                                           \
     break;
 
 /* One body per width, so that every shift is an immediate. */
