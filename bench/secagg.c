@@ -77,8 +77,7 @@ typedef struct tally {
 typedef struct client_slot {
   secagg_client *c;
   prg rng;
-  uint64_t input_seed; /* the input is drawn again when it is needed */
-  int drops;           /* leaves after sharing its keys */
+  int drops; /* leaves after sharing its keys */
   int active;
   double cpu_s; /* in its own calls */
 } client_slot;
@@ -135,10 +134,12 @@ static int step_share(client_slot *s, const uint8_t *in, size_t in_len,
  * memory at N = 1000, D = 1M. */
 static uint64_t *g_input;
 
-/* Client i's input into g_input: random b-bit integers. */
-static int draw_input(const client_slot *s, size_t dim) {
+/* Client i's input into g_input: random b-bit integers from a seed of its
+ * own, so that it can be drawn again when the client masks. */
+static int draw_input(uint32_t i, size_t dim) {
   prg g;
-  if (prg_init_u64(&g, s->input_seed))
+  if (prg_init_u64(&g, ((uint64_t)g_opts.seed * 1000003u + i) ^
+                           UINT64_C(0x9e3779b97f4a7c15)))
     return COHORT_EIO;
   uint64_t top = (UINT64_C(1) << g_opts.bits) - 1;
   for (size_t j = 0; j < dim; j++)
@@ -174,7 +175,7 @@ static int run_phase(secagg_server *srv, client_slot *slots, uint32_t n,
     client_slot *s = &slots[i];
     if (!s->active)
       continue;
-    if (phase == SECAGG_MASKED && draw_input(s, g_opts.dim)) /* untimed */
+    if (phase == SECAGG_MASKED && draw_input(i, g_opts.dim)) /* untimed */
       return COHORT_EIO;
     uint8_t *in = NULL, *out = NULL;
     size_t in_len = 0, out_len = 0;
@@ -240,9 +241,7 @@ int main(int argc, char **argv) {
   for (uint32_t i = 0; !rc && i < n; i++) {
     client_slot *s = &slots[i];
     prg_init_u64(&s->rng, (uint64_t)g_opts.seed * 1000003u + i);
-    s->input_seed =
-        ((uint64_t)g_opts.seed * 1000003u + i) ^ 0x9e3779b97f4a7c15u;
-    rc = draw_input(s, dim);
+    rc = draw_input(i, dim);
     if (rc)
       break;
     if (!s->drops)
