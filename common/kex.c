@@ -56,6 +56,7 @@ void kex_keypair_clear(kex_keypair *kp) {
   if (kp)
     OPENSSL_cleanse(kp->secret, sizeof kp->secret);
 }
+
 /* 1 when all n bytes are zero, without a data-dependent branch. */
 static int all_zero(const uint8_t *b, size_t n) {
   uint8_t acc = 0;
