@@ -27,7 +27,7 @@
 typedef struct bench_opts {
   long clients, dim, bits, degree, threshold, seed;
   double dropout, corrupt;
-  const char *graph;
+  const char *graph, *adversary;
 } bench_opts;
 
 static bench_opts g_opts;
@@ -48,10 +48,13 @@ static const flag_def FLAGS[] = {
      "neighbours per client (0: n - 1 for full, the parameter finder's for "
      "plus)"},
     {"threshold", FLAG_INT, &g_opts.threshold, "0", 0, SECAGG_MAX_CLIENTS, "T",
-     "shares that rebuild a secret (0: n/2 + 1 for full, the finder's for "
-     "plus)"},
+     "shares that rebuild a secret (0: the smallest that withstands "
+     "--adversary and --corrupt)"},
     {"corrupt", FLAG_DOUBLE, &g_opts.corrupt, "0.05", 0, 0.5, "F",
-     "share of corrupt clients the finder assumes (plus)"},
+     "share of corrupt clients the threshold (and plus's degree) withstands"},
+    {"adversary", FLAG_STRING, &g_opts.adversary, "semi-malicious", 0, 0,
+     "semi-malicious|curious",
+     "the coordinator the threshold withstands, as --secagg-adversary"},
     {"seed", FLAG_INT, &g_opts.seed, "1", 0, NUM(1e15), "S",
      "seed of the inputs, the clients' randomness and who drops out"},
 };
@@ -89,23 +92,23 @@ static int choose_params(secagg_params *p, char *err, size_t errlen) {
     snprintf(err, errlen, "--graph must be full or plus, not %s", g_opts.graph);
     return COHORT_EINVAL;
   }
-  uint32_t k = n - 1, t = n / 2 + 1;
-  if (plus && (!g_opts.degree || !g_opts.threshold)) {
-    secagg_goal goal = {.n = n,
-                        .dropout = g_opts.dropout,
-                        .corrupt = g_opts.corrupt,
-                        .security_bits = 40,
-                        .correctness_bits = 20};
-    /* Like the coordinator: when no degree meets the bounds, the complete
-     * graph, and say so. */
-    if (secagg_find_params(&goal, &k, &t, err, errlen)) {
-      fprintf(stderr, "bench_secagg: %s; using the complete graph\n", err);
-      k = n - 1;
-      t = n / 2 + 1;
-    }
+  secagg_goal goal = {.n = n,
+                      .dropout = g_opts.dropout,
+                      .corrupt = g_opts.corrupt,
+                      .security_bits = 40,
+                      .correctness_bits = 20};
+  if (secagg_adversary_parse(g_opts.adversary, &goal.adversary)) {
+    snprintf(err, errlen,
+             "--adversary must be semi-malicious or curious, not %s",
+             g_opts.adversary);
+    return COHORT_EINVAL;
   }
-  if (g_opts.degree)
-    k = (uint32_t)g_opts.degree;
+  /* Like the coordinator: when the bounds cannot be met, the fallback, and
+   * say so. */
+  uint32_t k, t;
+  if (secagg_choose_graph(&goal, plus, (uint32_t)g_opts.degree, &k, &t, err,
+                          errlen))
+    fprintf(stderr, "bench_secagg: %s; using k = %u, t = %u\n", err, k, t);
   if (g_opts.threshold)
     t = (uint32_t)g_opts.threshold;
   unsigned log2n = (unsigned)ceil(log2((double)n));
@@ -301,13 +304,14 @@ int main(int argc, char **argv) {
       inputs == n - n_drop && memcmp(sum, expect, dim * sizeof *sum) == 0;
   double packed = ceil((double)dim * p.ring_bits / 8.0);
   printf("{\"clients\": %u, \"dim\": %zu, \"dropout\": %.2f, \"graph\": "
-         "\"%s\", \"degree\": %u, \"threshold\": %u, \"input_bits\": %ld, "
+         "\"%s\", \"adversary\": \"%s\", \"degree\": %u, \"threshold\": %u, "
+         "\"input_bits\": %ld, "
          "\"ring_bits\": %u, \"server_cpu_s\": %.3f, \"unmask_cpu_s\": %.3f, "
          "\"client_cpu_s\": %.4f, \"bytes_up\": %.0f, \"bytes_down\": %.0f, "
          "\"masked_bytes\": %.0f, \"masked_vs_fp32\": %.4f, \"correct\": %s}\n",
-         n, dim, g_opts.dropout, g_opts.graph, p.degree, p.threshold,
-         g_opts.bits, p.ring_bits, t.server_s, unmask_s, client_s, t.up / n,
-         t.down / n, packed, packed / (4.0 * (double)dim),
+         n, dim, g_opts.dropout, g_opts.graph, g_opts.adversary, p.degree,
+         p.threshold, g_opts.bits, p.ring_bits, t.server_s, unmask_s, client_s,
+         t.up / n, t.down / n, packed, packed / (4.0 * (double)dim),
          correct ? "true" : "false");
   for (uint32_t i = 0; i < n; i++) {
     secagg_client_free(slots[i].c);

@@ -2,7 +2,8 @@
  * vectors in Z_{2^B} and nothing else, even when clients drop out in any
  * phase (Bonawitz et al., CCS 2017), with each client's secrets shared only
  * among its neighbours in a k-regular graph (SecAgg+, Bell et al., CCS
- * 2020; k = n - 1 is the original protocol). Semi-honest coordinator.
+ * 2020; k = n - 1 is the original protocol). The coordinator is curious
+ * or semi-malicious (secagg_adversary: the threshold decides which).
  *
  * Two pure state machines (no sockets, threads or SQL): secagg_client and
  * secagg_server. Every message is the serialized protobuf of
@@ -61,7 +62,7 @@ const char *secagg_phase_name(secagg_phase p);
 typedef struct secagg_params {
   uint32_t n;         /* clients, indexed 0 .. n - 1 */
   uint32_t threshold; /* t: shares that rebuild a secret, and the fewest
-                         senders a phase may end with; t > degree / 2 */
+                         senders a phase may end with; 1 .. degree + 1 */
   uint32_t degree;    /* k: neighbours per client; n - 1 = complete */
   unsigned ring_bits; /* B, 1 .. 62 */
   size_t dim;         /* elements per input */
@@ -70,9 +71,10 @@ typedef struct secagg_params {
 
 /* COHORT_EINVAL with the reason when: n < 2 or > SECAGG_MAX_CLIENTS,
  * degree outside [1, n - 1] (or odd for odd n: no k-regular graph),
- * threshold outside (degree / 2, degree + 1], ring_bits outside 1..62, dim
- * 0. A client counts itself among the t share holders of its own
- * secrets, so t can reach k + 1. */
+ * threshold outside [1, degree + 1], ring_bits outside 1..62, dim 0. A
+ * client counts itself among the t share holders of its own secrets, so t
+ * can reach k + 1. Whether t is safe depends on the threat model, which
+ * only the coordinator's operator states (secagg_find_threshold). */
 int secagg_params_check(const secagg_params *p, char *err, size_t errlen);
 
 /* ---- the neighbour graph ---- */
@@ -91,11 +93,29 @@ int secagg_graph_adjacent(const secagg_graph *g, uint32_t a, uint32_t b);
 
 /* ---- choosing k and t ---- */
 
+/* What the coordinator may do beyond pooling what it sees with the
+ * corrupt clients' secrets (docs/secagg.md, "Choosing the degree").
+ * CURIOUS: it follows the protocol. SEMI_MALICIOUS: it may also tell
+ * different clients different survivor lists, so that some holders of a
+ * client's shares reveal its self-mask seed and others its mask key; t is
+ * then raised until the corrupt holders plus half of the rest fall short
+ * of 2 t. google/federated-compute calls these CURIOUS_SERVER and
+ * SEMI_MALICIOUS_SERVER. Zero is the stricter. */
+typedef enum secagg_adversary {
+  SECAGG_SEMI_MALICIOUS = 0,
+  SECAGG_CURIOUS = 1,
+} secagg_adversary;
+
+/* "semi-malicious" or "curious". */
+const char *secagg_adversary_name(secagg_adversary a);
+/* COHORT_EINVAL for any other name. */
+int secagg_adversary_parse(const char *s, secagg_adversary *out);
+
 /* The smallest degree k (and its threshold t) for n clients when each
  * drops out with probability `dropout` and is corrupt (colluding with the
  * coordinator) with probability `corrupt`, such that, by the union bounds
  * docs/secagg.md derives, the round fails to complete with probability at
- * most 2^-correctness_bits and an adversary learns more than the sum with
+ * most 2^-correctness_bits and the adversary learns more than the sum with
  * probability at most 2^-security_bits. k = n - 1 (full SecAgg) when no
  * smaller degree qualifies. COHORT_EINVAL (with the reason) when even the
  * complete graph does not meet the bounds. */
@@ -105,9 +125,31 @@ typedef struct secagg_goal {
   double corrupt;            /* [0, 1) */
   unsigned security_bits;    /* e.g. 40 */
   unsigned correctness_bits; /* e.g. 20 */
+  secagg_adversary adversary;
 } secagg_goal;
 int secagg_find_params(const secagg_goal *goal, uint32_t *degree,
                        uint32_t *threshold, char *err, size_t errlen);
+
+/* The smallest t for a given degree k (1 .. n - 1) that keeps the corrupt
+ * clients, helped by the goal's adversary, from rebuilding an honest
+ * client's secrets within 2^-security_bits. Correctness is not checked:
+ * the degree was chosen by hand. COHORT_EINVAL when even t = k + 1 does
+ * not suffice. */
+int secagg_find_threshold(const secagg_goal *goal, uint32_t degree,
+                          uint32_t *threshold, char *err, size_t errlen);
+
+/* The smallest t with 2 t > k + 1: what a semi-malicious coordinator with
+ * no corrupt clients needs. The fallback when the bounds cannot be met. */
+uint32_t secagg_majority_threshold(uint32_t degree);
+
+/* k and t for a round as the coordinator and bench_secagg choose them:
+ * degree, when not 0, is k (at most n - 1); otherwise the finder's k when
+ * sparse, the complete graph when not; t from secagg_find_threshold. When
+ * the bounds cannot be met, k and t are still set, to the complete graph
+ * (or the degree given) with the majority threshold, and the return is
+ * COHORT_EINVAL with the reason, for the caller to warn. */
+int secagg_choose_graph(const secagg_goal *goal, int sparse, uint32_t degree,
+                        uint32_t *k, uint32_t *t, char *err, size_t errlen);
 
 /* ---- client ---- */
 

@@ -46,12 +46,10 @@ int secagg_params_check(const secagg_params *p, char *err, size_t errlen) {
                        "%u-regular graph exists on an odd number of nodes; "
                        "use an even degree",
                        p->degree, p->n, p->degree);
-  /* t > k / 2, written without halves: 2 t > k. */
-  if ((uint64_t)2 * p->threshold <= p->degree || p->threshold > p->degree + 1)
+  if (p->threshold < 1 || p->threshold > p->degree + 1)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
-                       "secagg threshold %u must be in (degree/2, degree + 1] "
-                       "= (%g, %u]",
-                       p->threshold, p->degree / 2.0, p->degree + 1);
+                       "secagg threshold %u must be in 1..%u (degree + 1)",
+                       p->threshold, p->degree + 1);
   if (p->ring_bits < 1 || p->ring_bits > 62)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "secagg ring_bits %u must be in 1..62", p->ring_bits);

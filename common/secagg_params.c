@@ -3,6 +3,7 @@
  * bounds (secagg_params.h; derived in docs/secagg.md) on failing to
  * complete and on leaking more than the sum meet the goal. */
 #include <math.h>
+#include <string.h>
 
 #include "cohort_status.h"
 #include "errbuf.h"
@@ -76,6 +77,17 @@ double secagg_bound_reconstruct(uint32_t n, uint32_t k, uint32_t t,
   return log2((double)n) + secagg_ln_binom_upper(k + 1, corrupt, t) / LN2;
 }
 
+double secagg_bound_exposed(uint32_t n, uint32_t k, uint32_t t, double corrupt,
+                            int semi_malicious) {
+  uint64_t need =
+      semi_malicious
+          ? (2 * (uint64_t)t > (uint64_t)k + 1 ? 2 * (uint64_t)t - k - 1 : 0)
+          : t;
+  if (need == 0)
+    return log2((double)n);
+  return secagg_bound_reconstruct(n, k, (uint32_t)need, corrupt);
+}
+
 double secagg_bound_isolate(uint32_t n, uint32_t k, double dropout,
                             double corrupt) {
   if (n < 2 || k >= n - 1)
@@ -92,29 +104,57 @@ double secagg_bound_isolate(uint32_t n, uint32_t k, double dropout,
 
 /* ---- the search ---- */
 
-/* What the search knows about t2(k), the smallest t in (k / 2, k + 1]
- * that keeps reconstruction by corrupt clients within 2^-bits: it never
- * falls as k grows, and rises by at most one per unit of k, since one more
- * holder makes t + 1 corrupt ones no likelier than t were among the old
- * (Binomial(m + 1, p) <= Binomial(m, p) + 1); the same holds for k / 2 +
- * 1. So after the first binary search, each k costs a tail or two. */
-typedef struct threshold_hint {
-  uint32_t k, t; /* t2 at degree k; k = 0 while none is known */
-} threshold_hint;
+const char *secagg_adversary_name(secagg_adversary a) {
+  return a == SECAGG_CURIOUS ? "curious" : "semi-malicious";
+}
 
-/* t2(k) (bound (2) falls as t grows), or 0 when even t = k + 1 does not
+int secagg_adversary_parse(const char *s, secagg_adversary *out) {
+  if (s && strcmp(s, "semi-malicious") == 0)
+    *out = SECAGG_SEMI_MALICIOUS;
+  else if (s && strcmp(s, "curious") == 0)
+    *out = SECAGG_CURIOUS;
+  else
+    return COHORT_EINVAL;
+  return COHORT_OK;
+}
+
+uint32_t secagg_majority_threshold(uint32_t degree) {
+  return (degree + 1) / 2 + 1;
+}
+
+/* The threshold the adversary needs, given a: the fewest holders that
+ * corrupt clients reach with probability within the goal (bound (2)).
+ * Curious: t = a, but at least 2, so that one holder alone never has a
+ * secret. Semi-malicious: the coordinator can get each honest holder to
+ * reveal one kind of share, and the A corrupt ones reveal both, so it
+ * gets both secrets of a client iff k + 1 + A >= 2 t; t = ceil((a + k +
+ * 1) / 2) makes that need A >= a. */
+static uint32_t threshold_of(secagg_adversary adv, uint32_t k, uint32_t a) {
+  if (adv == SECAGG_CURIOUS)
+    return a > 2 ? a : 2;
+  return (a + k + 2) / 2;
+}
+
+/* What the search knows about a(k), the smallest a in [1, k + 1] that keeps
+ * reconstruction by corrupt clients within 2^-bits: it never falls as k
+ * grows, and rises by at most one per unit of k, since one more holder
+ * makes a + 1 corrupt ones no likelier than a were among the old
+ * (Binomial(m + 1, p) <= Binomial(m, p) + 1). So after the first binary
+ * search, each k costs a tail or two. */
+typedef struct count_hint {
+  uint32_t k, a; /* a at degree k; k = 0 while none is known */
+} count_hint;
+
+/* a(k) (bound (2) falls as a grows), or 0 when even a = k + 1 does not
  * meet it. */
-static uint32_t smallest_safe_threshold(uint32_t n, uint32_t k, double corrupt,
-                                        unsigned bits, threshold_hint *hint) {
-  uint32_t lo = k / 2 + 1, hi = k + 1;
+static uint32_t smallest_safe_count(uint32_t n, uint32_t k, double corrupt,
+                                    unsigned bits, count_hint *hint) {
+  uint32_t lo = 1, hi = k + 1;
   double goal = -(double)bits;
   if (hint->k) {
-    if (hint->t > lo)
-      lo = hint->t;
-    if ((uint64_t)hint->t + (k - hint->k) < hi)
-      hi = hint->t + (k - hint->k);
-    if (lo > hi)
-      lo = hi;
+    lo = hint->a;
+    if ((uint64_t)hint->a + (k - hint->k) < hi)
+      hi = hint->a + (k - hint->k);
     /* Rounding could in principle break the step bound: widen then. */
     if (secagg_bound_reconstruct(n, k, hi, corrupt) > goal)
       hi = k + 1;
@@ -129,18 +169,15 @@ static uint32_t smallest_safe_threshold(uint32_t n, uint32_t k, double corrupt,
       lo = mid + 1;
   }
   hint->k = k;
-  hint->t = lo;
+  hint->a = lo;
   return lo;
 }
 
-int secagg_find_params(const secagg_goal *goal, uint32_t *degree,
-                       uint32_t *threshold, char *err, size_t errlen) {
-  if (!goal || !degree || !threshold)
-    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
-                       "secagg goal or its results missing");
+static int check_goal(const secagg_goal *goal, char *err, size_t errlen) {
+  if (!goal)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL, "secagg goal missing");
   uint32_t n = goal->n;
   double d = goal->dropout, c = goal->corrupt;
-  unsigned sec = goal->security_bits, cor = goal->correctness_bits;
   if (n < 2 || n > SECAGG_MAX_CLIENTS)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "secagg goal: n = %u clients must be in 2..%u", n,
@@ -151,24 +188,80 @@ int secagg_find_params(const secagg_goal *goal, uint32_t *degree,
   if (!(c >= 0.0 && c < 1.0))
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "secagg goal: corrupt %g must be in [0, 1)", c);
-  if (sec < 1 || sec > 128)
+  if (goal->security_bits < 1 || goal->security_bits > 128)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
-                       "secagg goal: security_bits %u must be in 1..128", sec);
-  if (cor < 1 || cor > 128)
+                       "secagg goal: security_bits %u must be in 1..128",
+                       goal->security_bits);
+  if (goal->correctness_bits < 1 || goal->correctness_bits > 128)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "secagg goal: correctness_bits %u must be in 1..128",
-                       cor);
+                       goal->correctness_bits);
+  if (goal->adversary != SECAGG_SEMI_MALICIOUS &&
+      goal->adversary != SECAGG_CURIOUS)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg goal: adversary %d is neither semi-malicious "
+                       "nor curious",
+                       (int)goal->adversary);
+  return COHORT_OK;
+}
+
+static int refuse_reconstruct(const secagg_goal *g, uint32_t k, char *err,
+                              size_t errlen) {
+  double b = secagg_bound_reconstruct(g->n, k, k + 1, g->corrupt);
+  return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                     "secagg goal n = %u, dropout %g, corrupt %g: no "
+                     "threshold qualifies for degree k = %u%s; even t = %u "
+                     "bounds reconstruction by corrupt clients only by "
+                     "2^%.1f, not the 2^-%u asked (%.1f bits short)",
+                     g->n, g->dropout, g->corrupt, k,
+                     k == g->n - 1 ? " (the complete graph)" : "", k + 1, b,
+                     g->security_bits, b + g->security_bits);
+}
+
+int secagg_find_threshold(const secagg_goal *goal, uint32_t degree,
+                          uint32_t *threshold, char *err, size_t errlen) {
+  int rc = check_goal(goal, err, errlen);
+  if (rc)
+    return rc;
+  if (!threshold || degree < 1 || degree > goal->n - 1)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg degree %u must be in 1..%u", degree,
+                       goal->n - 1);
+  count_hint hint = {0, 0};
+  uint32_t a = smallest_safe_count(goal->n, degree, goal->corrupt,
+                                   goal->security_bits, &hint);
+  if (!a)
+    return refuse_reconstruct(goal, degree, err, errlen);
+  *threshold = threshold_of(goal->adversary, degree, a);
+  return COHORT_OK;
+}
+
+int secagg_find_params(const secagg_goal *goal, uint32_t *degree,
+                       uint32_t *threshold, char *err, size_t errlen) {
+  int rc = check_goal(goal, err, errlen);
+  if (rc)
+    return rc;
+  if (!degree || !threshold)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg goal's results missing");
+  uint32_t n = goal->n;
+  double d = goal->dropout, c = goal->corrupt;
+  unsigned sec = goal->security_bits, cor = goal->correctness_bits;
+  secagg_adversary adv = goal->adversary;
 
   /* Odd degrees need an even n (n k / 2 edges). Bound (3) costs O(1);
-   * past it, (1) at the smallest t allowed says whether any t can do, and
-   * only then is t2 looked for. Tails stop where their terms vanish. */
+   * past it, (1) at the smallest t the adversary allows (a = 1) says
+   * whether any t can do, and only then is a(k) looked for. Tails stop
+   * where their terms vanish. */
   uint32_t step = n % 2 == 0 ? 1 : 2;
-  threshold_hint hint = {0, 0};
+  count_hint hint = {0, 0};
   for (uint32_t k = step == 1 ? 1 : 2; k < n - 1; k += step) {
     if (secagg_bound_isolate(n, k, d, c) > -(double)sec ||
-        secagg_bound_correctness(n, k, k / 2 + 1, d) > -(double)cor)
+        secagg_bound_correctness(n, k, threshold_of(adv, k, 1), d) >
+            -(double)cor)
       continue;
-    uint32_t t = smallest_safe_threshold(n, k, c, sec, &hint);
+    uint32_t a = smallest_safe_count(n, k, c, sec, &hint);
+    uint32_t t = a ? threshold_of(adv, k, a) : 0;
     if (t && secagg_bound_correctness(n, k, t, d) <= -(double)cor) {
       *degree = k;
       *threshold = t;
@@ -178,28 +271,41 @@ int secagg_find_params(const secagg_goal *goal, uint32_t *degree,
 
   /* The complete graph: original SecAgg. */
   uint32_t k = n - 1;
-  uint32_t t = smallest_safe_threshold(n, k, c, sec, &hint);
-  if (!t) {
-    double b = secagg_bound_reconstruct(n, k, k + 1, c);
-    return errbuf_fail(
-        err, errlen, COHORT_EINVAL, NULL,
-        "secagg goal n = %u, dropout %g, corrupt %g: no degree and threshold "
-        "qualify; even the complete graph (k = %u) with t = %u bounds "
-        "reconstruction by corrupt clients only by 2^%.1f, not the 2^-%u "
-        "asked (%.1f bits short)",
-        n, d, c, k, k + 1, b, sec, b + sec);
-  }
+  uint32_t a = smallest_safe_count(n, k, c, sec, &hint);
+  if (!a)
+    return refuse_reconstruct(goal, k, err, errlen);
+  uint32_t t = threshold_of(adv, k, a);
   double b = secagg_bound_correctness(n, k, t, d);
   if (b > -(double)cor)
     return errbuf_fail(
         err, errlen, COHORT_EINVAL, NULL,
         "secagg goal n = %u, dropout %g, corrupt %g: no degree and threshold "
         "qualify; the complete graph (k = %u) needs t >= %u against "
-        "reconstruction by corrupt clients (2^-%u), and then a round fails "
-        "to complete with probability bound 2^%.1f, not the 2^-%u asked "
-        "(%.1f bits short)",
-        n, d, c, k, t, sec, b, cor, b + cor);
+        "reconstruction by corrupt clients with a %s coordinator (2^-%u), "
+        "and then a round fails to complete with probability bound 2^%.1f, "
+        "not the 2^-%u asked (%.1f bits short)",
+        n, d, c, k, t, secagg_adversary_name(adv), sec, b, cor, b + cor);
   *degree = k;
   *threshold = t;
   return COHORT_OK;
+}
+
+int secagg_choose_graph(const secagg_goal *goal, int sparse, uint32_t degree,
+                        uint32_t *k, uint32_t *t, char *err, size_t errlen) {
+  int rc = check_goal(goal, err, errlen);
+  if (rc)
+    return rc;
+  uint32_t n = goal->n;
+  *k = degree ? (degree < n - 1 ? degree : n - 1) : n - 1;
+  if (sparse && !degree) {
+    rc = secagg_find_params(goal, k, t, err, errlen);
+    if (rc == COHORT_OK)
+      return COHORT_OK;
+    *k = n - 1; /* full SecAgg, at the threshold below */
+  }
+  int trc =
+      secagg_find_threshold(goal, *k, t, rc ? NULL : err, rc ? 0 : errlen);
+  if (trc)
+    *t = secagg_majority_threshold(*k);
+  return rc ? rc : trc;
 }

@@ -29,6 +29,13 @@ double secagg_bound_correctness(uint32_t n, uint32_t k, uint32_t t,
 double secagg_bound_reconstruct(uint32_t n, uint32_t k, uint32_t t,
                                 double corrupt);
 
+/* (2) for a coordinator of the given kind: reconstruction needs t corrupt
+ * holders from a curious one, 2 t - k - 1 from a semi-malicious one (each
+ * honest holder reveals one kind of share, the corrupt ones both);
+ * log2(n), n certainties, when that is none. */
+double secagg_bound_exposed(uint32_t n, uint32_t k, uint32_t t, double corrupt,
+                            int semi_malicious);
+
 /* (3) The honest survivors of the random Harary graph fall apart: two
  * disjoint runs of floor(k / 2) consecutive removed (dropped or corrupt)
  * nodes on its circle: log2(n^2 * (dropout + corrupt)^(2 floor(k / 2))).

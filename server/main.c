@@ -41,7 +41,7 @@ typedef struct server_opts {
   double fraction, over_select, active_window;
   double server_lr, server_momentum, beta1, beta2, tau, mu, trim;
   double codec_clip;
-  const char *secagg;
+  const char *secagg, *secagg_adversary;
   long secagg_threshold, secagg_degree, secagg_max_examples;
   double secagg_dropout, secagg_corrupt, secagg_timeout;
   const char *dp;
@@ -151,7 +151,8 @@ static const flag_def FLAGS[] = {
     {"secagg-threshold", FLAG_INT, &g_opts.secagg_threshold, "0", 0,
      SECAGG_MAX_CLIENTS, "T",
      "shares that rebuild a client's secrets, and the fewest clients a "
-     "phase may end with (0: n/2 + 1, or the finder's for plus)"},
+     "phase may end with (0: the smallest that withstands "
+     "--secagg-adversary and --secagg-corrupt)"},
     {"secagg-degree", FLAG_INT, &g_opts.secagg_degree, "0", 0,
      SECAGG_MAX_CLIENTS - 1, "K",
      "neighbours per client (0: n - 1 for full, the parameter finder's for "
@@ -159,7 +160,15 @@ static const flag_def FLAGS[] = {
     {"secagg-dropout", FLAG_DOUBLE, &g_opts.secagg_dropout, "0.1", 0, 0.99, "F",
      "dropout rate the plus parameter finder plans for"},
     {"secagg-corrupt", FLAG_DOUBLE, &g_opts.secagg_corrupt, "0.05", 0, 0.99,
-     "F", "share of corrupt clients the plus parameter finder plans for"},
+     "F",
+     "share of clients colluding with the coordinator that the "
+     "threshold (and plus's degree) withstands"},
+    {"secagg-adversary", FLAG_STRING, &g_opts.secagg_adversary,
+     "semi-malicious", 0, 0, "semi-malicious|curious",
+     "what the threshold withstands besides the corrupt clients: a "
+     "coordinator that may send different survivor lists to different "
+     "clients, or one that follows the protocol (smaller k and t; "
+     "docs/secagg.md)"},
     {"secagg-timeout", FLAG_DOUBLE, &g_opts.secagg_timeout, "30", 0.1, 86400,
      "SECONDS",
      "deadline of each of the ADVERTISE, SHARE and UNMASK phases (the "
@@ -477,6 +486,13 @@ int main(int argc, char **argv) {
   cfg.secagg_degree = g_opts.secagg_degree;
   cfg.secagg_dropout = g_opts.secagg_dropout;
   cfg.secagg_corrupt = g_opts.secagg_corrupt;
+  if (secagg_adversary_parse(g_opts.secagg_adversary, &cfg.secagg_adversary) !=
+      COHORT_OK) {
+    log_error("--secagg-adversary '%s': expected semi-malicious or curious",
+              g_opts.secagg_adversary);
+    exit_code = 2;
+    goto out;
+  }
   cfg.secagg_timeout_s = g_opts.secagg_timeout;
   cfg.secagg_max_examples = (uint64_t)g_opts.secagg_max_examples;
   if (round_dp_parse(g_opts.dp, &cfg.dp) != COHORT_OK) {

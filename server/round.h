@@ -17,6 +17,7 @@
 #include "eligibility.h"
 #include "nn_dataset.h"
 #include "nn_zoo.h"
+#include "secagg.h"
 #include "store.h"
 #include "strategy.h"
 
@@ -72,12 +73,13 @@ typedef struct round_config {
   double codec_clip;      /* qB's common clip; 0 = per-payload scale */
   /* Secure aggregation of training rounds (docs/rounds.md). */
   round_secagg_mode secagg;
-  long secagg_threshold;   /* t; 0 = chosen from the cohort size */
-  long secagg_degree;      /* k; 0 = chosen (n - 1 for full) */
-  double secagg_dropout;   /* plus: the finder's expected dropout rate */
-  double secagg_corrupt;   /* plus: the finder's share of corrupt clients */
-  double secagg_timeout_s; /* ADVERTISE, SHARE and UNMASK, each */
-  uint64_t secagg_max_examples; /* W: example weights are capped here */
+  long secagg_threshold; /* t; 0 = chosen from the cohort size */
+  long secagg_degree;    /* k; 0 = chosen (n - 1 for full) */
+  double secagg_dropout; /* plus: the finder's expected dropout rate */
+  double secagg_corrupt; /* the share of corrupt clients t withstands */
+  secagg_adversary secagg_adversary; /* what t must withstand */
+  double secagg_timeout_s;           /* ADVERTISE, SHARE and UNMASK, each */
+  uint64_t secagg_max_examples;      /* W: example weights are capped here */
   /* Differential privacy of training rounds (docs/privacy.md). */
   round_dp_mode dp;
   double dp_noise_multiplier; /* z; 0: planned from dp_epsilon */

@@ -185,30 +185,19 @@ static long find_index(const int64_t *ids, uint32_t n, int64_t client) {
 static void choose_graph(round_engine *e, uint32_t n, uint32_t *k,
                          uint32_t *t) {
   const round_config *c = &e->cfg;
-  *k = n - 1;
-  *t = n / 2 + 1;
-  if (c->secagg == ROUND_SECAGG_PLUS && !c->secagg_degree) {
-    secagg_goal goal = {.n = n,
-                        .dropout = c->secagg_dropout,
-                        .corrupt = c->secagg_corrupt,
-                        .security_bits = SECURITY_BITS,
-                        .correctness_bits = CORRECTNESS_BITS};
-    uint32_t fk, ft;
-    char why[200] = "";
-    if (secagg_find_params(&goal, &fk, &ft, why, sizeof why) == COHORT_OK) {
-      *k = fk;
-      *t = ft;
-    } else {
-      log_warn("round %lld: --secagg plus with %u clients: %s; using the "
-               "complete graph with threshold %u",
-               (long long)e->round, n, why, *t);
-    }
-  }
-  if (c->secagg_degree) {
-    *k =
-        (uint32_t)c->secagg_degree < n - 1 ? (uint32_t)c->secagg_degree : n - 1;
-    *t = (*k + 1) / 2 + 1; /* n / 2 + 1 for the complete graph */
-  }
+  secagg_goal goal = {.n = n,
+                      .dropout = c->secagg_dropout,
+                      .corrupt = c->secagg_corrupt,
+                      .security_bits = SECURITY_BITS,
+                      .correctness_bits = CORRECTNESS_BITS,
+                      .adversary = c->secagg_adversary};
+  char why[400] = "";
+  if (secagg_choose_graph(&goal, c->secagg == ROUND_SECAGG_PLUS,
+                          (uint32_t)c->secagg_degree, k, t, why,
+                          sizeof why) != COHORT_OK)
+    log_warn("round %lld: --secagg %s with %u clients: %s; using k = %u, "
+             "t = %u",
+             (long long)e->round, round_secagg_name(c->secagg), n, why, *k, *t);
   if (c->secagg_threshold)
     *t = (uint32_t)c->secagg_threshold;
 }

@@ -455,11 +455,17 @@ static int lines_contain(fixture *f, const char *needle) {
 
 /* ---- whole rounds ---- */
 
-static void full_round(round_secagg_mode mode, long degree, uint32_t want_k,
-                       uint32_t want_t) {
+/* corrupt < 0 leaves the default share of corrupt clients (5%, too many
+ * for five clients: the majority threshold). */
+static void full_round(round_secagg_mode mode, long degree,
+                       secagg_adversary adversary, double corrupt,
+                       uint32_t want_k, uint32_t want_t) {
   sim s;
   sim_init(&s, mode, N);
   s.f.cfg.secagg_degree = degree;
+  s.f.cfg.secagg_adversary = adversary;
+  if (corrupt >= 0)
+    s.f.cfg.secagg_corrupt = corrupt;
   CU_ASSERT_EQUAL_FATAL(fx_start(&s.f, N), 0);
   float *x0 = floats(NP);
   CU_ASSERT_EQUAL_FATAL(latest_model(&s.f, x0, NULL, NULL), 0);
@@ -509,14 +515,19 @@ static void full_round(round_secagg_mode mode, long degree, uint32_t want_k,
 }
 
 static void test_full_round_commits_weighted_mean(void) {
-  full_round(ROUND_SECAGG_FULL, 0, N - 1, N / 2 + 1);
+  full_round(ROUND_SECAGG_FULL, 0, SECAGG_SEMI_MALICIOUS, -1, N - 1, N / 2 + 1);
+  /* With nobody corrupt, the threshold is the adversary's: a majority of
+   * the five holders against a semi-malicious coordinator, two against a
+   * curious one. */
+  full_round(ROUND_SECAGG_FULL, 0, SECAGG_SEMI_MALICIOUS, 0, N - 1, 3);
+  full_round(ROUND_SECAGG_FULL, 0, SECAGG_CURIOUS, 0, N - 1, 2);
 }
 
 static void test_plus_round_commits_weighted_mean(void) {
   /* Five clients are too few for the finder's bounds: the complete graph. */
-  full_round(ROUND_SECAGG_PLUS, 0, N - 1, N / 2 + 1);
-  /* A sparse graph by --secagg-degree: k = 2, t = 2. */
-  full_round(ROUND_SECAGG_PLUS, 2, 2, 2);
+  full_round(ROUND_SECAGG_PLUS, 0, SECAGG_SEMI_MALICIOUS, -1, N - 1, N / 2 + 1);
+  /* A sparse graph by --secagg-degree: k = 2, t = 2 (2 t > k + 1). */
+  full_round(ROUND_SECAGG_PLUS, 2, SECAGG_SEMI_MALICIOUS, -1, 2, 2);
 }
 
 static void test_dropout_after_share_commits_survivors(void) {

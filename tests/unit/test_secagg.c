@@ -329,8 +329,7 @@ static void random_params(prg *g, secagg_params *p) {
       p->degree = 1 + (uint32_t)prg_below(g, p->n - 1);
     while (p->n % 2 && p->degree % 2);
   }
-  uint32_t lo = p->degree / 2 + 1, hi = p->degree + 1;
-  p->threshold = lo + (uint32_t)prg_below(g, hi - lo + 1);
+  p->threshold = 1 + (uint32_t)prg_below(g, p->degree + 1);
   static const unsigned widths[] = {8, 20, 32, 62};
   p->ring_bits = widths[prg_below(g, 4)];
   p->dim = 1 + (size_t)prg_below(g, 50);

@@ -40,7 +40,7 @@ static void test_params_check_table(void) {
       {2, 1, 1, 32, 1, NULL},
       {2, 1, 2, 62, 1, NULL},
       {10, 9, 10, 1, 5, NULL}, /* complete, every holder needed */
-      {10, 4, 3, 32, 5, NULL}, /* smallest t above k / 2 */
+      {10, 4, 3, 32, 5, NULL},
       {10, 3, 2, 32, 5, NULL}, /* odd k on even n */
       {11, 4, 5, 32, 5, NULL},
       {SECAGG_MAX_CLIENTS, 2, 2, 32, 5, NULL},
@@ -49,13 +49,10 @@ static void test_params_check_table(void) {
       {10, 0, 1, 32, 5, "secagg degree 0 must be in 1..9"},
       {10, 10, 6, 32, 5, "secagg degree 10 must be in 1..9"},
       {11, 3, 2, 32, 5, "degree 3 is odd and n = 11 is odd"},
-      {10, 4, 2, 32, 5,
-       "secagg threshold 2 must be in (degree/2, degree + 1] = (2, 5]"},
-      {10, 4, 6, 32, 5, "threshold 6 must be in (degree/2, degree + 1]"},
-      {10, 3, 1, 32, 5,
-       "threshold 1 must be in (degree/2, degree + 1] = "
-       "(1.5, 4]"},
-      {10, 4, 0, 32, 5, "threshold 0"},
+      {10, 4, 2, 32, 5, NULL}, /* t <= k / 2: safe against a curious one */
+      {10, 3, 1, 32, 5, NULL},
+      {10, 4, 6, 32, 5, "secagg threshold 6 must be in 1..5 (degree + 1)"},
+      {10, 4, 0, 32, 5, "threshold 0 must be in 1..5"},
       {10, 4, 3, 0, 5, "secagg ring_bits 0 must be in 1..62"},
       {10, 4, 3, 63, 5, "ring_bits 63"},
       {10, 4, 3, 32, 0, "secagg dim is 0"},
@@ -284,7 +281,7 @@ static void test_graph_uniform_over_seeds(void) {
 
 static void test_graph_refusals(void) {
   secagg_graph *g = NULL;
-  secagg_params p = params(10, 4, 2, 1); /* t not above k / 2 */
+  secagg_params p = params(10, 4, 6, 1); /* t above k + 1 */
   CU_ASSERT_EQUAL(secagg_graph_new(&p, &g), COHORT_EINVAL);
   CU_ASSERT_PTR_NULL(g);
   CU_ASSERT_EQUAL(secagg_graph_new(NULL, &g), COHORT_EINVAL);
@@ -374,13 +371,37 @@ static void test_bounds_against_direct_sums(void) {
   CU_ASSERT(near_log(secagg_bound_isolate(100, 99, 0.5, 0.4), -INFINITY));
 }
 
+/* The exposure bound is (2) at the count each adversary needs. */
+static void test_exposed_per_adversary(void) {
+  for (uint32_t k = 1; k <= 30; k++)
+    for (uint32_t t = 1; t <= k + 1; t++) {
+      CU_ASSERT_EQUAL(secagg_bound_exposed(100, k, t, 0.1, 0),
+                      secagg_bound_reconstruct(100, k, t, 0.1));
+      double want = 2 * t > k + 1
+                        ? secagg_bound_reconstruct(100, k, 2 * t - k - 1, 0.1)
+                        : log2(100.0); /* n certainties */
+      CU_ASSERT(near_log(secagg_bound_exposed(100, k, t, 0.1, 1), want));
+    }
+}
+
 /* ---- the finder ---- */
+
+/* t withstands the goal's corrupt clients and adversary, as docs/secagg.md
+ * states it: a curious coordinator needs t corrupt holders (and t >= 2);
+ * a semi-malicious one gets one kind of share from each honest holder and
+ * both from the A corrupt ones, so it needs k + 1 + A >= 2 t. */
+static int secure(const secagg_goal *g, uint32_t k, uint32_t t) {
+  double sec = -(double)g->security_bits;
+  if (g->adversary == SECAGG_CURIOUS)
+    return t >= 2 && secagg_bound_reconstruct(g->n, k, t, g->corrupt) <= sec;
+  return 2 * t > k + 1 &&
+         secagg_bound_reconstruct(g->n, k, 2 * t - k - 1, g->corrupt) <= sec;
+}
 
 static int meets(const secagg_goal *g, uint32_t k, uint32_t t) {
   return secagg_bound_correctness(g->n, k, t, g->dropout) <=
              -(double)g->correctness_bits &&
-         secagg_bound_reconstruct(g->n, k, t, g->corrupt) <=
-             -(double)g->security_bits &&
+         secure(g, k, t) &&
          secagg_bound_isolate(g->n, k, g->dropout, g->corrupt) <=
              -(double)g->security_bits;
 }
@@ -394,8 +415,8 @@ static int reference_finder(const secagg_goal *g, uint32_t *k_out,
   for (uint32_t k = step == 1 ? 1 : 2; k <= n - 1; k += step) {
     if (k < n - 1 && secagg_bound_isolate(n, k, g->dropout, g->corrupt) > sec)
       continue;
-    for (uint32_t t = k / 2 + 1; t <= k + 1; t++)
-      if (secagg_bound_reconstruct(n, k, t, g->corrupt) <= sec) {
+    for (uint32_t t = 1; t <= k + 1; t++)
+      if (secure(g, k, t)) {
         if (secagg_bound_correctness(n, k, t, g->dropout) <= cor) {
           *k_out = k;
           *t_out = t;
@@ -416,26 +437,30 @@ static void test_finder_matches_reference(void) {
   for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
     for (size_t b = 0; b < sizeof ds / sizeof ds[0]; b++)
       for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
-        for (size_t e = 0; e < sizeof bits / sizeof bits[0]; e++) {
-          secagg_goal g = {ns[a], ds[b], cs[c], bits[e][0], bits[e][1]};
+        for (size_t e = 0; e < 2 * sizeof bits / sizeof bits[0]; e++) {
+          secagg_goal g = {
+              ns[a],          ds[b],
+              cs[c],          bits[e / 2][0],
+              bits[e / 2][1], e % 2 ? SECAGG_CURIOUS : SECAGG_SEMI_MALICIOUS};
           uint32_t k = 0, t = 0, rk = 0, rt = 0;
           int rc = secagg_find_params(&g, &k, &t, NULL, 0);
           int rrc = reference_finder(&g, &rk, &rt);
           found += rc == COHORT_OK;
           if (rc != rrc || (!rc && (k != rk || t != rt))) {
             if (bad++ < 5)
-              printf("\n  n %u dropout %g corrupt %g %u/%u: %d (%u, %u), "
+              printf("\n  n %u dropout %g corrupt %g %u/%u %s: %d (%u, %u), "
                      "reference %d (%u, %u)",
                      g.n, g.dropout, g.corrupt, g.security_bits,
-                     g.correctness_bits, rc, k, t, rrc, rk, rt);
+                     g.correctness_bits, secagg_adversary_name(g.adversary), rc,
+                     k, t, rrc, rk, rt);
           }
         }
   CU_ASSERT_EQUAL(bad, 0);
-  CU_ASSERT(found > 100); /* the grid is not all refusals */
+  CU_ASSERT(found > 200); /* the grid is not all refusals */
 }
 
 static void test_finder_n1000_logarithmic(void) {
-  secagg_goal goal = {1000, 0.1, 0.1, 40, 20};
+  secagg_goal goal = {1000, 0.1, 0.1, 40, 20, SECAGG_SEMI_MALICIOUS};
   uint32_t k = 0, t = 0;
   char err[512] = "";
   CU_ASSERT_EQUAL_FATAL(secagg_find_params(&goal, &k, &t, err, sizeof err),
@@ -443,18 +468,19 @@ static void test_finder_n1000_logarithmic(void) {
   printf("\n  n 1000, dropout 0.1, corrupt 0.1, 40/20 bits: k %u, t %u "
          "(bounds 2^%.1f, 2^%.1f, 2^%.1f) ",
          k, t, secagg_bound_correctness(1000, k, t, 0.1),
-         secagg_bound_reconstruct(1000, k, t, 0.1),
+         secagg_bound_exposed(1000, k, t, 0.1, 1),
          secagg_bound_isolate(1000, k, 0.1, 0.1));
   CU_ASSERT(k < 1000 / 4);
-  CU_ASSERT(2 * t > k && t <= k + 1);
+  CU_ASSERT(2 * t > k + 1 && t <= k + 1);
   CU_ASSERT(meets(&goal, k, t));
-  /* t is the smallest that keeps corrupt clients out. */
-  if (t - 1 > k / 2)
-    CU_ASSERT(secagg_bound_reconstruct(1000, k, t - 1, 0.1) > -40.0);
+  /* t is the smallest that keeps corrupt clients out: with t - 1, the
+   * corrupt holders plus half the honest ones would suffice. */
+  CU_ASSERT(secagg_bound_reconstruct(1000, k, 2 * t - k - 1, 0.1) <= -40.0);
+  CU_ASSERT(secagg_bound_reconstruct(1000, k, 2 * t - k - 3, 0.1) > -40.0);
   /* No smaller degree, k - 2 among them, meets all three with any t. */
   CU_ASSERT_FATAL(k > 2);
   for (uint32_t j = 1; j < k; j++)
-    for (uint32_t u = j / 2 + 1; u <= j + 1; u++)
+    for (uint32_t u = 1; u <= j + 1; u++)
       CU_ASSERT(!meets(&goal, j, u));
   /* The result is a valid round. */
   secagg_params p = params(1000, k, t, 5);
@@ -470,7 +496,7 @@ static void test_finder_monotone(void) {
       uint32_t last = 0;
       int refused = 0;
       for (double d = 0; d < 0.5; d += 0.025) {
-        secagg_goal goal = {ns[a], d, cs[b], 40, 20};
+        secagg_goal goal = {ns[a], d, cs[b], 40, 20, SECAGG_SEMI_MALICIOUS};
         uint32_t k = 0, t = 0;
         int rc = secagg_find_params(&goal, &k, &t, NULL, 0);
         if (rc) {
@@ -486,7 +512,7 @@ static void test_finder_monotone(void) {
   /* More corruption likewise. */
   uint32_t last = 0;
   for (double c = 0; c < 0.3; c += 0.02) {
-    secagg_goal goal = {1000, 0.1, c, 40, 20};
+    secagg_goal goal = {1000, 0.1, c, 40, 20, SECAGG_SEMI_MALICIOUS};
     uint32_t k = 0, t = 0;
     CU_ASSERT_EQUAL_FATAL(secagg_find_params(&goal, &k, &t, NULL, 0),
                           COHORT_OK);
@@ -499,7 +525,7 @@ static void test_finder_complete_for_small_n(void) {
   /* Ten clients, 2% corrupt: the survivors of k = 8 may fall apart
    * (bound (3): 100 * 0.02^8 = 2^-38.5 > 2^-40), so the finder falls back
    * to full SecAgg, with t = 9 (bound (2) 2^-44.2; t = 8 gives 2^-36.4). */
-  secagg_goal goal = {10, 0, 0.02, 40, 20};
+  secagg_goal goal = {10, 0, 0.02, 40, 20, SECAGG_CURIOUS};
   uint32_t k = 0, t = 0;
   char err[512] = "";
   CU_ASSERT_EQUAL_FATAL(secagg_find_params(&goal, &k, &t, err, sizeof err),
@@ -509,10 +535,18 @@ static void test_finder_complete_for_small_n(void) {
   CU_ASSERT(secagg_bound_isolate(10, 8, 0, 0.02) > -40.0);
   CU_ASSERT(secagg_bound_reconstruct(10, 9, 9, 0.02) <= -40.0);
   CU_ASSERT(secagg_bound_reconstruct(10, 9, 8, 0.02) > -40.0);
+  /* A semi-malicious coordinator with 9 corrupt holders' help only needs
+   * 2 t - 10 = 9 of them when t = 9 (one honest holder per kind of share
+   * would do): t = 10 makes that all ten. */
+  goal.adversary = SECAGG_SEMI_MALICIOUS;
+  CU_ASSERT_EQUAL_FATAL(secagg_find_params(&goal, &k, &t, err, sizeof err),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL(k, 9);
+  CU_ASSERT_EQUAL(t, 10);
   /* With 1% dropout and 0.1% corrupt, k = 8 keeps them connected but its
    * t = 6 (the smallest against corruption) leaves a survivor's secret
    * unrebuildable with probability 2^-16.3; k = 9 with t = 6 meets both. */
-  goal = (secagg_goal){10, 0.01, 0.001, 40, 20};
+  goal = (secagg_goal){10, 0.01, 0.001, 40, 20, SECAGG_CURIOUS};
   CU_ASSERT_EQUAL_FATAL(secagg_find_params(&goal, &k, &t, err, sizeof err),
                         COHORT_OK);
   CU_ASSERT_EQUAL(k, 9);
@@ -526,17 +560,111 @@ static void test_finder_complete_for_small_n(void) {
   CU_ASSERT_EQUAL(secagg_find_params(&goal, &k, &t, err, sizeof err),
                   COHORT_OK);
   CU_ASSERT(k < 999);
-  /* Two clients: the only graph is one edge. */
-  secagg_goal two = {2, 0, 0, 40, 20};
-  CU_ASSERT_EQUAL(secagg_find_params(&two, &k, &t, err, sizeof err), COHORT_OK);
-  CU_ASSERT_EQUAL(k, 1);
-  CU_ASSERT_EQUAL(t, 1);
+  /* Two clients: the only graph is one edge, and t = 2 under either
+   * adversary (a curious one: never one holder alone; a semi-malicious
+   * one: 2 t > k + 1). */
+  for (int adv = 0; adv < 2; adv++) {
+    secagg_goal two = {2, 0, 0, 40, 20, (secagg_adversary)adv};
+    CU_ASSERT_EQUAL(secagg_find_params(&two, &k, &t, err, sizeof err),
+                    COHORT_OK);
+    CU_ASSERT_EQUAL(k, 1);
+    CU_ASSERT_EQUAL(t, 2);
+  }
+}
+
+/* n = 1000, dropout 0.3, corrupt 0.05 (the benchmark's SecAgg+ cell): a
+ * curious coordinator lets t fall to what keeps the corrupt holders out,
+ * and k with it; a semi-malicious one needs a majority beyond the
+ * corrupt holders, which 70% survival reaches only at a large degree. */
+static void test_finder_adversaries(void) {
+  secagg_goal goal = {1000, 0.3, 0.05, 40, 20, SECAGG_CURIOUS};
+  uint32_t kc = 0, tc = 0, ks = 0, ts = 0;
+  char err[512] = "";
+  CU_ASSERT_EQUAL_FATAL(secagg_find_params(&goal, &kc, &tc, err, sizeof err),
+                        COHORT_OK);
+  CU_ASSERT(meets(&goal, kc, tc));
+  CU_ASSERT(2 * tc <= kc); /* not a majority */
+  CU_ASSERT(secagg_bound_reconstruct(1000, kc, tc - 1, 0.05) > -40.0);
+  goal.adversary = SECAGG_SEMI_MALICIOUS;
+  CU_ASSERT_EQUAL_FATAL(secagg_find_params(&goal, &ks, &ts, err, sizeof err),
+                        COHORT_OK);
+  CU_ASSERT(meets(&goal, ks, ts));
+  CU_ASSERT(!meets(&goal, kc, tc)); /* the curious pair falls short */
+  printf("\n  n 1000, dropout 0.3, corrupt 0.05: curious k %u t %u, "
+         "semi-malicious k %u t %u ",
+         kc, tc, ks, ts);
+  CU_ASSERT(kc * 2 < ks);
+
+  /* secagg_find_threshold for the complete graph, and the names. */
+  uint32_t t = 0;
+  goal.n = 500;
+  CU_ASSERT_EQUAL_FATAL(secagg_find_threshold(&goal, 499, &t, err, sizeof err),
+                        COHORT_OK);
+  CU_ASSERT(secure(&goal, 499, t) && !secure(&goal, 499, t - 1));
+  CU_ASSERT(t > 251); /* above n / 2 + 1: the corrupt holders count */
+  goal.adversary = SECAGG_CURIOUS;
+  CU_ASSERT_EQUAL_FATAL(secagg_find_threshold(&goal, 499, &t, err, sizeof err),
+                        COHORT_OK);
+  CU_ASSERT(secure(&goal, 499, t) && !secure(&goal, 499, t - 1));
+  CU_ASSERT(t < 100);
+  CU_ASSERT_EQUAL(secagg_find_threshold(&goal, 500, &t, err, sizeof err),
+                  COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "degree 500 must be in 1..499"));
+  secagg_adversary a = SECAGG_CURIOUS;
+  CU_ASSERT_EQUAL(secagg_adversary_parse("semi-malicious", &a), COHORT_OK);
+  CU_ASSERT_EQUAL(a, SECAGG_SEMI_MALICIOUS);
+  CU_ASSERT_EQUAL(secagg_adversary_parse("curious", &a), COHORT_OK);
+  CU_ASSERT_EQUAL(a, SECAGG_CURIOUS);
+  CU_ASSERT_STRING_EQUAL(secagg_adversary_name(a), "curious");
+  CU_ASSERT_EQUAL(secagg_adversary_parse("malicious", &a), COHORT_EINVAL);
+  CU_ASSERT_EQUAL(secagg_adversary_parse(NULL, &a), COHORT_EINVAL);
+  goal.adversary = (secagg_adversary)7;
+  CU_ASSERT_EQUAL(secagg_find_params(&goal, &kc, &tc, err, sizeof err),
+                  COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "adversary 7"));
+}
+
+/* The coordinator's and the benchmark's choice: the finder or the complete
+ * graph or the degree given, each with its threshold, and the fallback
+ * (with the reason) when the bounds cannot be met. */
+static void test_choose_graph(void) {
+  secagg_goal goal = {1000, 0.1, 0.05, 40, 20, SECAGG_SEMI_MALICIOUS};
+  uint32_t k = 0, t = 0, fk = 0, ft = 0;
+  char err[512] = "";
+  CU_ASSERT_EQUAL(secagg_find_params(&goal, &fk, &ft, NULL, 0), COHORT_OK);
+  CU_ASSERT_EQUAL(secagg_choose_graph(&goal, 1, 0, &k, &t, err, sizeof err),
+                  COHORT_OK);
+  CU_ASSERT(k == fk && t == ft);
+  CU_ASSERT_EQUAL(secagg_choose_graph(&goal, 0, 0, &k, &t, err, sizeof err),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(k, 999);
+  CU_ASSERT(secure(&goal, 999, t) && !secure(&goal, 999, t - 1));
+  /* A degree given wins over the finder and is capped at n - 1. */
+  CU_ASSERT_EQUAL(secagg_choose_graph(&goal, 1, 40, &k, &t, err, sizeof err),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(k, 40);
+  CU_ASSERT(secure(&goal, 40, t) && !secure(&goal, 40, t - 1));
+  goal.n = 10;
+  CU_ASSERT_EQUAL(secagg_choose_graph(&goal, 1, 40, &k, &t, err, sizeof err),
+                  COHORT_EINVAL); /* 10 clients cannot hold 5% corrupt out */
+  CU_ASSERT_EQUAL(k, 9);
+  CU_ASSERT_EQUAL(t, 6); /* the majority: 2 t > k + 1 */
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "even t = 10"));
+  /* Plus with no qualifying degree: the complete graph, and the finder's
+   * reason. */
+  CU_ASSERT_EQUAL(secagg_choose_graph(&goal, 1, 0, &k, &t, err, sizeof err),
+                  COHORT_EINVAL);
+  CU_ASSERT(k == 9 && t == 6);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "bits short"));
+  CU_ASSERT_EQUAL(secagg_majority_threshold(9), 6);
+  CU_ASSERT_EQUAL(secagg_majority_threshold(4), 3);
+  CU_ASSERT_EQUAL(secagg_majority_threshold(1), 2);
 }
 
 static void test_finder_refusals(void) {
   uint32_t k = 77, t = 77;
   char err[512] = "";
-  secagg_goal goal = {1000, 0.9, 0.5, 40, 20};
+  secagg_goal goal = {1000, 0.9, 0.5, 40, 20, SECAGG_SEMI_MALICIOUS};
   CU_ASSERT_EQUAL(secagg_find_params(&goal, &k, &t, err, sizeof err),
                   COHORT_EINVAL);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "complete graph (k = 999)"));
@@ -545,7 +673,7 @@ static void test_finder_refusals(void) {
   CU_ASSERT(k == 77 && t == 77);
   /* Ten clients cannot keep 40 bits against 5% corrupt: even all ten
    * holders colluding is 10 * 0.05^10 = 2^-39.9. */
-  goal = (secagg_goal){10, 0, 0.05, 40, 20};
+  goal = (secagg_goal){10, 0, 0.05, 40, 20, SECAGG_SEMI_MALICIOUS};
   CU_ASSERT_EQUAL(secagg_find_params(&goal, &k, &t, err, sizeof err),
                   COHORT_EINVAL);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "reconstruction by corrupt clients"));
@@ -555,14 +683,19 @@ static void test_finder_refusals(void) {
     secagg_goal g;
     const char *want;
   } bad[] = {
-      {{1, 0.1, 0.1, 40, 20}, "n = 1 clients must be in 2..65535"},
-      {{65536, 0.1, 0.1, 40, 20}, "n = 65536"},
-      {{100, 1.0, 0.1, 40, 20}, "dropout 1 must be in [0, 1)"},
-      {{100, -0.1, 0.1, 40, 20}, "dropout -0.1"},
-      {{100, NAN, 0.1, 40, 20}, "dropout nan"},
-      {{100, 0.1, 1.5, 40, 20}, "corrupt 1.5 must be in [0, 1)"},
-      {{100, 0.1, 0.1, 0, 20}, "security_bits 0 must be in 1..128"},
-      {{100, 0.1, 0.1, 40, 129}, "correctness_bits 129 must be in 1..128"},
+      {{1, 0.1, 0.1, 40, 20, SECAGG_SEMI_MALICIOUS},
+       "n = 1 clients must be in 2..65535"},
+      {{65536, 0.1, 0.1, 40, 20, SECAGG_SEMI_MALICIOUS}, "n = 65536"},
+      {{100, 1.0, 0.1, 40, 20, SECAGG_SEMI_MALICIOUS},
+       "dropout 1 must be in [0, 1)"},
+      {{100, -0.1, 0.1, 40, 20, SECAGG_SEMI_MALICIOUS}, "dropout -0.1"},
+      {{100, NAN, 0.1, 40, 20, SECAGG_SEMI_MALICIOUS}, "dropout nan"},
+      {{100, 0.1, 1.5, 40, 20, SECAGG_SEMI_MALICIOUS},
+       "corrupt 1.5 must be in [0, 1)"},
+      {{100, 0.1, 0.1, 0, 20, SECAGG_SEMI_MALICIOUS},
+       "security_bits 0 must be in 1..128"},
+      {{100, 0.1, 0.1, 40, 129, SECAGG_SEMI_MALICIOUS},
+       "correctness_bits 129 must be in 1..128"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     CU_ASSERT_EQUAL(secagg_find_params(&bad[i].g, &k, &t, err, sizeof err),
@@ -595,10 +728,16 @@ int cohort_register_suites(void) {
   static const test_case finder_tests[] = {
       {"binomial tails equal term-by-term sums", test_tail_against_direct_sums},
       {"bounds (1)-(3) equal their formulas", test_bounds_against_direct_sums},
+      {"bound (2) at the count each adversary needs",
+       test_exposed_per_adversary},
       {"the finder equals a plain scan of its definition",
        test_finder_matches_reference},
       {"n = 1000: k is small, meets the bounds, and no smaller k does",
        test_finder_n1000_logarithmic},
+      {"curious against semi-malicious: thresholds, degrees, names",
+       test_finder_adversaries},
+      {"the coordinator's choice of k and t, and its fallback",
+       test_choose_graph},
       {"more dropout or corruption never lowers k", test_finder_monotone},
       {"small n falls back to the complete graph",
        test_finder_complete_for_small_n},
