@@ -12,6 +12,8 @@
 #include "cohort_status.h"
 #include "dp_accountant.h"
 #include "flags.h"
+#include "secagg.h"
+#include "secagg_params.h"
 
 typedef struct subcommand {
   const char *command, *name, *summary;
@@ -21,6 +23,7 @@ typedef struct subcommand {
 
 static int privacy_epsilon(const char *prog, int argc, char **argv);
 static int privacy_noise(const char *prog, int argc, char **argv);
+static int secagg_plan(const char *prog, int argc, char **argv);
 
 static const subcommand SUBCOMMANDS[] = {
     {"privacy", "epsilon",
@@ -29,6 +32,10 @@ static const subcommand SUBCOMMANDS[] = {
     {"privacy", "noise",
      "smallest noise multiplier that keeps T rounds within an epsilon",
      privacy_noise},
+    {"secagg", "plan",
+     "degree and threshold a coordinator picks for N clients, with the "
+     "bounds they meet",
+     secagg_plan},
 };
 #define N_SUBCOMMANDS (sizeof SUBCOMMANDS / sizeof SUBCOMMANDS[0])
 
@@ -45,7 +52,8 @@ static void print_usage(FILE *out, const char *command) {
       fprintf(out, "  %-20s %s\n", name, SUBCOMMANDS[i].summary);
     }
   fprintf(out, "\n'cohort COMMAND SUBCOMMAND --help' lists a subcommand's "
-               "flags; docs/privacy.md explains the privacy accountant.\n");
+               "flags; docs/privacy.md explains the privacy accountant, "
+               "docs/secagg.md the secure aggregation plan.\n");
 }
 
 static int is_help(const char *arg) {
@@ -282,4 +290,105 @@ static int privacy_noise(const char *prog, int argc, char **argv) {
            g_privacy.q, round_up4(eps), order);
   }
   return 0;
+}
+
+typedef struct secagg_opts {
+  long clients, degree;
+  double dropout, corrupt;
+  const char *graph, *adversary;
+  int json;
+} secagg_opts;
+
+static secagg_opts g_secagg;
+
+/* A log2 probability bound as "<= 2^-41.2", or "never" for -infinity. */
+static void bound_text(double log2_p, char *out, size_t len) {
+  if (isinf(log2_p) && log2_p < 0)
+    snprintf(out, len, "never");
+  else
+    snprintf(out, len, "<= 2^%.1f", log2_p);
+}
+
+/* The coordinator's choice (secagg_choose_graph with its 40 and 20 bits),
+ * so that an operator sees k and t before a round runs. */
+static int secagg_plan(const char *prog, int argc, char **argv) {
+  static const flag_def flags[] = {
+      {"clients", FLAG_INT, &g_secagg.clients, NULL, 2, SECAGG_MAX_CLIENTS, "N",
+       "clients in the round (required)"},
+      {"graph", FLAG_STRING, &g_secagg.graph, "plus", 0, 0, "full|plus",
+       "complete graph (SecAgg) or the finder's sparse one (SecAgg+)"},
+      {"dropout", FLAG_DOUBLE, &g_secagg.dropout, "0.1", 0, 0.99, "F",
+       "dropout rate planned for, as --secagg-dropout"},
+      {"corrupt", FLAG_DOUBLE, &g_secagg.corrupt, "0.05", 0, 0.99, "F",
+       "share of corrupt clients, as --secagg-corrupt"},
+      {"adversary", FLAG_STRING, &g_secagg.adversary, "semi-malicious", 0, 0,
+       "semi-malicious|curious", "the coordinator, as --secagg-adversary"},
+      {"degree", FLAG_INT, &g_secagg.degree, "0", 0, SECAGG_MAX_CLIENTS - 1,
+       "K", "neighbours per client, as --secagg-degree (0: chosen)"},
+      {"json", FLAG_BOOL, &g_secagg.json, NULL, 0, 0, NULL,
+       "print one JSON object instead of a sentence"},
+  };
+  static const char *const required[] = {"clients", NULL};
+  static const char usage[] =
+      "usage: cohort secagg plan --clients N [--graph full|plus] "
+      "[--dropout F] [--corrupt F] [--adversary A] [--degree K] [--json]\n\n"
+      "The degree k and threshold t a coordinator with these --secagg flags\n"
+      "picks for a round of N clients, and the log2 of the three bounds\n"
+      "docs/secagg.md derives: a round fails to complete, corrupt clients\n"
+      "rebuild an honest client's secrets, the honest survivors fall apart.";
+  int rc = flags_main(prog, usage, flags, sizeof flags / sizeof flags[0], argc,
+                      argv);
+  if (rc >= 0)
+    return rc;
+  if ((rc = check_required(prog, required, argc, argv)))
+    return rc;
+  int plus = strcmp(g_secagg.graph, "plus") == 0;
+  if (!plus && strcmp(g_secagg.graph, "full") != 0) {
+    fprintf(stderr, "%s: --graph must be full or plus, not '%s'\n", prog,
+            g_secagg.graph);
+    return 2;
+  }
+  secagg_goal goal = {.n = (uint32_t)g_secagg.clients,
+                      .dropout = g_secagg.dropout,
+                      .corrupt = g_secagg.corrupt,
+                      .security_bits = 40,
+                      .correctness_bits = 20};
+  if (secagg_adversary_parse(g_secagg.adversary, &goal.adversary)) {
+    fprintf(stderr,
+            "%s: --adversary must be semi-malicious or curious, not '%s'\n",
+            prog, g_secagg.adversary);
+    return 2;
+  }
+  uint32_t k = 0, t = 0;
+  char why[400] = "";
+  int fell_back = secagg_choose_graph(&goal, plus, (uint32_t)g_secagg.degree,
+                                      &k, &t, why, sizeof why) != COHORT_OK;
+  double fail = secagg_bound_correctness(goal.n, k, t, goal.dropout);
+  double exposed = secagg_bound_exposed(
+      goal.n, k, t, goal.corrupt, goal.adversary == SECAGG_SEMI_MALICIOUS);
+  double isolate = secagg_bound_isolate(goal.n, k, goal.dropout, goal.corrupt);
+  if (g_secagg.json) {
+    printf("{\"command\":\"secagg plan\",\"adversary\":\"%s\",",
+           secagg_adversary_name(goal.adversary));
+    json_number("clients", goal.n, 0);
+    json_number("degree", k, 0);
+    json_number("threshold", t, 0);
+    json_number("log2_fail", fail, 0);
+    json_number("log2_exposed", exposed, 0);
+    json_number("log2_isolated", isolate, 0);
+    printf("\"meets_goal\":%s}\n", fell_back ? "false" : "true");
+  } else {
+    char b[3][32];
+    bound_text(fail, b[0], sizeof b[0]);
+    bound_text(exposed, b[1], sizeof b[1]);
+    bound_text(isolate, b[2], sizeof b[2]);
+    printf("k %u, t %u for %u clients (%s, %s coordinator): fails to "
+           "complete %s, secrets rebuilt %s, survivors apart %s\n",
+           k, t, goal.n, k == goal.n - 1 ? "complete graph" : "SecAgg+",
+           secagg_adversary_name(goal.adversary), b[0], b[1], b[2]);
+  }
+  if (fell_back)
+    fprintf(stderr, "%s: the 2^-40 and 2^-20 goals are not met: %s\n", prog,
+            why);
+  return fell_back;
 }

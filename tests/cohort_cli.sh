@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Exit statuses and messages of `cohort privacy`: 0 and a result for good
-# flags and --help, 2 and a message naming the flag for a missing or bad
-# one, 1 for a budget no noise multiplier reaches.
+# Exit statuses and messages of `cohort privacy` and `cohort secagg`: 0 and
+# a result for good flags and --help, 2 and a message naming the flag for a
+# missing or bad one, 1 for a budget no noise multiplier reaches or a
+# secure aggregation goal no degree and threshold meet.
 set -uo pipefail
 cohort=$1
 fails=0
@@ -46,6 +47,27 @@ expect 2 '^usage: cohort COMMAND' # no arguments at all
 expect 0 'privacy noise' --help
 expect 0 'privacy epsilon' privacy --help
 expect 0 '--noise-multiplier Z' privacy epsilon --help
+
+# The plan a coordinator would pick: a curious coordinator needs a third of
+# the degree a semi-malicious one does at 30% dropout (docs/secagg.md).
+expect 0 '^k 71, t 26 for 1000 clients \(SecAgg\+, curious coordinator\)' \
+  secagg plan --clients 1000 --dropout 0.3 --adversary curious
+expect 0 '^k 493, t 283 for 1000 clients \(SecAgg\+, semi-malicious' \
+  secagg plan --clients 1000 --dropout 0.3
+expect 0 '"degree":85,"threshold":57,.*"meets_goal":true' secagg plan \
+  --clients 1000 --json
+expect 0 '^k 499, t 286 for 500 clients \(complete graph' secagg plan \
+  --clients 500 --graph full --dropout 0.3
+expect 0 '^k 40, t ' secagg plan --clients 1000 --degree 40
+expect 1 '^k 9, t 6 for 10 clients' secagg plan --clients 10
+expect 1 'goals are not met: .*0\.1 bits short' secagg plan --clients 10
+expect 2 'cohort secagg plan: --clients is required' secagg plan
+expect 2 "--adversary must be semi-malicious or curious, not 'evil'" \
+  secagg plan --clients 100 --adversary evil
+expect 2 "--graph must be full or plus, not 'ring'" secagg plan \
+  --clients 100 --graph ring
+expect 2 "--clients: 1 is outside \\[2, 65535\\]" secagg plan --clients 1
+expect 0 'secagg plan' --help
 
 if [[ $fails -ne 0 ]]; then
   echo "$fails check(s) failed"
