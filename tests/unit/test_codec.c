@@ -14,6 +14,7 @@
 #include "cohort_status.h"
 #include "cunit_main.h"
 #include "prg.h"
+#include "test_util.h"
 
 /* ---- helpers ---- */
 
@@ -25,12 +26,6 @@ static codec *parse_ok(const char *spec) {
     fprintf(stderr, "\n  codec_parse(\"%s\"): %s\n", spec, err);
   CU_ASSERT_FATAL(rc == COHORT_OK && c != NULL);
   return c;
-}
-
-static prg rng_of(uint64_t seed) {
-  prg g;
-  CU_ASSERT_FATAL(prg_init_u64(&g, seed) == COHORT_OK);
-  return g;
 }
 
 static codec_params params_of(size_t dim, float clip, uint8_t fill) {
@@ -46,17 +41,11 @@ static void fill_uniform(prg *g, float *x, size_t n, double a) {
     x[i] = (float)((2 * prg_uniform(g) - 1) * a);
 }
 
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  CU_ASSERT_FATAL(p != NULL);
-  return p;
-}
-
 /* Encodes delta with a fresh rng of seed; returns the payload (free it). */
 static uint8_t *encode_ok(const codec *c, const codec_params *p,
                           const float *delta, uint64_t seed, size_t *len) {
-  uint8_t *out = xmalloc(codec_wire_size(c, p));
-  prg g = rng_of(seed);
+  uint8_t *out = test_xmalloc(codec_wire_size(c, p));
+  prg g = test_rng(seed);
   char err[256] = "";
   int rc = codec_encode(c, p, delta, NULL, &g, out, len, err, sizeof err);
   prg_free(&g);
@@ -278,7 +267,7 @@ static void test_keep_count_and_rotated_dim(void) {
 /* ---- bit packing ---- */
 
 static void test_bits_round_trip_every_width(void) {
-  prg g = rng_of(1);
+  prg g = test_rng(1);
   uint32_t v[67], back[67];
   for (unsigned bits = 1; bits <= 32; bits++) {
     for (size_t count = 0; count <= 67; count += count < 10 ? 1 : 19) {
@@ -336,8 +325,8 @@ static int values_round_trip(const char *spec, const float *x, size_t n,
                              float clip, uint64_t seed, float *back, char *err,
                              size_t errlen) {
   codec *c = parse_ok(spec);
-  uint8_t *buf = xmalloc(values_wire_size(c, n, clip));
-  prg g = rng_of(seed);
+  uint8_t *buf = test_xmalloc(values_wire_size(c, n, clip));
+  prg g = test_rng(seed);
   int rc = values_encode(c, x, n, clip, &g, buf, err, errlen);
   if (!rc)
     rc = values_decode(c, buf, n, clip, back, err, errlen);
@@ -392,7 +381,7 @@ static void test_fp16_rounding_and_range(void) {
   }
   /* Random values over many exponents: relative error 2^-11 for normals,
    * absolute 2^-25 for subnormals. */
-  prg g = rng_of(2);
+  prg g = test_rng(2);
   float x[4000], back[4000];
   for (size_t i = 0; i < 4000; i++)
     x[i] = (float)((2 * prg_uniform(&g) - 1) *
@@ -432,7 +421,7 @@ static void test_bf16_rounding_and_range(void) {
         COHORT_OK);
     CU_ASSERT(back == cases[i].out);
   }
-  prg g = rng_of(3);
+  prg g = test_rng(3);
   float x[2000], back[2000];
   for (size_t i = 0; i < 2000; i++)
     x[i] = (float)((2 * prg_uniform(&g) - 1) *
@@ -453,7 +442,7 @@ static void test_bf16_rounding_and_range(void) {
 /* Every B: a decoded value is one of the two levels around x (clipped to
  * the range), so the error is below one step 2s / (2^B - 1). */
 static void test_q_error_within_one_step(void) {
-  prg g = rng_of(4);
+  prg g = test_rng(4);
   enum { N = 777 }; /* not a multiple of the packing or the chunks */
   float x[N], back[N];
   char spec[8];
@@ -529,11 +518,11 @@ static void test_q_zero_payload(void) {
 static void test_rotate_inverse_and_norm(void) {
   static const size_t sizes[] = {1, 2, 4, 64, 1024, 16384};
   uint8_t seed[PRG_SEED_LEN] = {7};
-  prg g = rng_of(5);
+  prg g = test_rng(5);
   for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
     size_t n = sizes[s];
-    float *x = xmalloc(n * sizeof *x), *y = xmalloc(n * sizeof *y);
-    double *z = xmalloc(n * sizeof *z);
+    float *x = test_xmalloc(n * sizeof *x), *y = test_xmalloc(n * sizeof *y);
+    double *z = test_xmalloc(n * sizeof *z);
     fill_uniform(&g, x, n, 1.0);
     memcpy(y, x, n * sizeof *x);
     CU_ASSERT_EQUAL_FATAL(rotate_forward(seed, y, n), COHORT_OK);
@@ -580,7 +569,7 @@ static void test_rotate_depends_on_seed(void) {
  * error is far below q4's. */
 static void test_rotation_shrinks_quantization_error(void) {
   enum { D = 1024, TRIALS = 8 };
-  prg g = rng_of(6);
+  prg g = test_rng(6);
   float x[D], back[D];
   fill_uniform(&g, x, D, 0.01);
   x[3] = 50.0f;
@@ -663,7 +652,7 @@ static void test_randk_unbiased(void) {
   enum { D = 16, TRIALS = 4000 };
   codec *c = parse_ok("randk:0.25");
   float x[D], back[D];
-  prg g = rng_of(7);
+  prg g = test_rng(7);
   fill_uniform(&g, x, D, 1.0);
   prg_free(&g);
   double mean[D] = {0}, sq_err = 0;
@@ -714,7 +703,7 @@ static void test_wire_size_is_what_encode_writes(void) {
                                 "randk:1+bf16"};
   static const size_t dims[] = {1, 7, 100, 1000};
   static const float clips[] = {0, 0.5f};
-  prg g = rng_of(8);
+  prg g = test_rng(8);
   char spec[32];
   for (size_t si = 0; si < 16 + sizeof specs / sizeof specs[0]; si++) {
     if (si < 16)
@@ -727,13 +716,14 @@ static void test_wire_size_is_what_encode_writes(void) {
         codec_params p = params_of(dims[di], clips[ci], (uint8_t)si);
         size_t d = dims[di], wire = codec_wire_size(c, &p);
         size_t m = codec_linear_dim(c, &p), n = codec_rotated_dim(c, d);
-        float *x = xmalloc(d * sizeof *x), *back = xmalloc(d * sizeof *back);
-        float *lin = xmalloc(m * sizeof *lin);
-        uint8_t *buf = xmalloc(wire + 8);
+        float *x = test_xmalloc(d * sizeof *x),
+              *back = test_xmalloc(d * sizeof *back);
+        float *lin = test_xmalloc(m * sizeof *lin);
+        uint8_t *buf = test_xmalloc(wire + 8);
         fill_uniform(&g, x, d, 0.4);
         memset(buf, 0xEE, wire + 8);
         size_t len = 0;
-        prg r = rng_of(si);
+        prg r = test_rng(si);
         CU_ASSERT_EQUAL_FATAL(
             codec_encode(c, &p, x, NULL, &r, buf, &len, NULL, 0), COHORT_OK);
         prg_free(&r);
@@ -809,7 +799,7 @@ static void test_wire_size_formulas(void) {
 static void test_zstd_wire_size_is_a_bound(void) {
   static const char *specs[] = {"q8+zstd", "fp32+zstd:1", "rot+fp16+zstd",
                                 "randk:0.1+q4+zstd:19"};
-  prg g = rng_of(9);
+  prg g = test_rng(9);
   for (size_t si = 0; si < sizeof specs / sizeof specs[0]; si++) {
     codec *c = parse_ok(specs[si]);
     codec_params p = params_of(1000, 0, 3);
@@ -831,7 +821,7 @@ static void test_zstd_wire_size_is_a_bound(void) {
 
 static void test_lossless_round_trips(void) {
   enum { D = 300 };
-  prg g = rng_of(10);
+  prg g = test_rng(10);
   float x[D], back[D];
   fill_uniform(&g, x, D, 5.0);
   prg_free(&g);
@@ -862,7 +852,7 @@ static int decode_err(const char *spec, const codec_params *p,
                       const uint8_t *buf, size_t len, char *err,
                       size_t errlen) {
   codec *c = parse_ok(spec);
-  float *out = xmalloc(p->dim * sizeof *out);
+  float *out = test_xmalloc(p->dim * sizeof *out);
   int rc = codec_decode(c, p, buf, len, out, err, errlen);
   free(out);
   codec_free(c);
@@ -926,7 +916,7 @@ static void test_bad_encode_input(void) {
   size_t len;
   codec *c = parse_ok("q8");
   codec_params p = params_of(4, 0, 0);
-  prg g = rng_of(1);
+  prg g = test_rng(1);
   CU_ASSERT_EQUAL(codec_encode(c, &p, x, NULL, &g, out, &len, err, sizeof err),
                   COHORT_EINVAL);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "not finite"));
@@ -976,25 +966,26 @@ static void check_ring(const char *spec, size_t d) {
   size_t m = codec_linear_dim(c, &p), wire = codec_wire_size(c, &p);
   unsigned b = codec_ring_bits(c);
   double top = (double)((1u << b) - 1);
-  uint64_t *ring = xmalloc(m * sizeof *ring), *sum = xmalloc(m * sizeof *sum);
-  uint32_t *levels = xmalloc(m * sizeof *levels);
-  float *x = xmalloc(d * sizeof *x), *lin = xmalloc(m * sizeof *lin);
-  float *dec = xmalloc(d * sizeof *dec);
-  double *lin_sum = xmalloc(m * sizeof *lin_sum);
-  double *lin_exact = xmalloc(m * sizeof *lin_exact);
-  double *dec_sum = xmalloc(d * sizeof *dec_sum);
-  double *ring_lin = xmalloc(m * sizeof *ring_lin);
-  double *finished = xmalloc(d * sizeof *finished);
-  uint8_t *payload = xmalloc(wire), *packed = xmalloc(wire);
+  uint64_t *ring = test_xmalloc(m * sizeof *ring),
+           *sum = test_xmalloc(m * sizeof *sum);
+  uint32_t *levels = test_xmalloc(m * sizeof *levels);
+  float *x = test_xmalloc(d * sizeof *x), *lin = test_xmalloc(m * sizeof *lin);
+  float *dec = test_xmalloc(d * sizeof *dec);
+  double *lin_sum = test_xmalloc(m * sizeof *lin_sum);
+  double *lin_exact = test_xmalloc(m * sizeof *lin_exact);
+  double *dec_sum = test_xmalloc(d * sizeof *dec_sum);
+  double *ring_lin = test_xmalloc(m * sizeof *ring_lin);
+  double *finished = test_xmalloc(d * sizeof *finished);
+  uint8_t *payload = test_xmalloc(wire), *packed = test_xmalloc(wire);
   memset(sum, 0, m * sizeof *sum);
   memset(lin_sum, 0, m * sizeof *lin_sum);
   memset(lin_exact, 0, m * sizeof *lin_exact);
   memset(dec_sum, 0, d * sizeof *dec_sum);
-  prg data = rng_of(77);
+  prg data = test_rng(77);
   char err[256] = "";
   for (int k = 0; k < CLIENTS; k++) {
     fill_uniform(&data, x, d, 1.2); /* some values beyond the clip */
-    prg r1 = rng_of(500 + (uint64_t)k), r2 = rng_of(500 + (uint64_t)k);
+    prg r1 = test_rng(500 + (uint64_t)k), r2 = test_rng(500 + (uint64_t)k);
     CU_ASSERT_EQUAL_FATAL(
         codec_encode_ring(c, &p, x, &r1, ring, err, sizeof err), COHORT_OK);
     size_t len;
@@ -1074,7 +1065,7 @@ static void test_ring_refusals(void) {
   char err[512];
   float x[4] = {0};
   uint64_t ring[4];
-  prg g = rng_of(1);
+  prg g = test_rng(1);
   codec *c = parse_ok("fp32");
   codec_params p = params_of(4, 1.0f, 0);
   CU_ASSERT_EQUAL(codec_encode_ring(c, &p, x, &g, ring, err, sizeof err),

@@ -13,12 +13,7 @@
 #include "cohort_status.h"
 #include "cunit_main.h"
 #include "prg.h"
-
-static prg rng_of(uint64_t seed) {
-  prg g;
-  CU_ASSERT_FATAL(prg_init_u64(&g, seed) == COHORT_OK);
-  return g;
-}
+#include "test_util.h"
 
 static void seed_of(uint8_t seed[PRG_SEED_LEN], uint8_t fill) {
   for (int i = 0; i < PRG_SEED_LEN; i++)
@@ -76,7 +71,7 @@ static void fill_vector(prg *g, float *x, size_t n, int ties) {
 
 static void test_topk_matches_reference(void) {
   static const size_t sizes[] = {1, 2, 3, 7, 64, 100, 1000, 4099};
-  prg g = rng_of(11);
+  prg g = test_rng(11);
   for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
     size_t n = sizes[s];
     float *x = malloc(n * sizeof *x);
@@ -133,7 +128,7 @@ static void test_topk_large_vector(void) {
   float *x = malloc(n * sizeof *x);
   uint32_t *idx = malloc(k * sizeof *idx);
   CU_ASSERT_FATAL(x && idx);
-  prg g = rng_of(12);
+  prg g = test_rng(12);
   for (size_t i = 0; i < n; i++)
     x[i] = prg_uniform_f32(&g) * 2 - 1;
   CU_ASSERT_EQUAL_FATAL(topk_select(x, n, k, idx), COHORT_OK);
@@ -157,7 +152,7 @@ static void test_topk_index_round_trip(void) {
   static const size_t sizes[] = {
       1, 2, 3, 5, 8, 1000, (1u << 20) + 1, (size_t)UINT32_MAX + 1};
   static const unsigned bits[] = {1, 1, 2, 3, 3, 10, 21, 32};
-  prg g = rng_of(13);
+  prg g = test_rng(13);
   for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
     size_t n = sizes[s], k = n < 50 ? n : 50;
     uint32_t idx[50], back[50];
@@ -246,7 +241,7 @@ static void test_sketch_linear_exact(void) {
         *ab = malloc(n * sizeof *ab);
   float ta[5 * 64] = {0}, tb[5 * 64] = {0}, tab[5 * 64] = {0};
   CU_ASSERT_FATAL(a && b && ab);
-  prg g = rng_of(21);
+  prg g = test_rng(21);
   for (size_t i = 0; i < n; i++) {
     a[i] = (float)((int)prg_below(&g, 201) - 100);
     b[i] = (float)((int)prg_below(&g, 201) - 100);
@@ -332,7 +327,7 @@ static void check_heavy_hitters(unsigned rows, unsigned cols) {
   double *td = malloc((size_t)rows * cols * sizeof *td);
   double *out = malloc(n * sizeof *out);
   CU_ASSERT_FATAL(x && is_spike && t && td && out);
-  prg g = rng_of(22);
+  prg g = test_rng(22);
   spiky(&g, x, n, spikes, 0.01f, is_spike);
   CU_ASSERT_EQUAL(sketch_accumulate(&c, seed, x, n, t), COHORT_OK);
   for (size_t b = 0; b < (size_t)rows * cols; b++)
@@ -557,7 +552,7 @@ static void test_fetchsgd_state_save_load(void) {
 static uint8_t *sample(size_t len, int compressible) {
   uint8_t *p = malloc(len ? len : 1);
   CU_ASSERT_FATAL(p != NULL);
-  prg g = rng_of(31 + (uint64_t)len);
+  prg g = test_rng(31 + (uint64_t)len);
   prg_bytes(&g, p, len);
   if (compressible)
     for (size_t i = 0; i < len; i++)
@@ -735,7 +730,7 @@ static void test_e2e_topk_error_feedback(void) {
          *sum_sent = calloc(d, sizeof *sum_sent);
   uint8_t *wire = malloc(cap);
   CU_ASSERT_FATAL(delta && res && sent && sum_delta && sum_sent && wire);
-  prg g = rng_of(41), q = rng_of(42);
+  prg g = test_rng(41), q = test_rng(42);
   char err[200];
   for (int r = 0; r < rounds; r++) {
     gaussianish(&g, delta, d, 0.01f);
@@ -785,7 +780,7 @@ static void test_e2e_topk_zstd_round_trip(void) {
         *op = malloc(d * sizeof *op);
   uint8_t *wz = malloc(zcap), *wp = malloc(pcap);
   CU_ASSERT_FATAL(delta && rz && rp && oz && op && wz && wp);
-  prg g = rng_of(44), q = rng_of(45);
+  prg g = test_rng(44), q = test_rng(45);
   char err[200];
   for (int r = 0; r < 3; r++) {
     size_t zlen, plen;
@@ -833,7 +828,7 @@ static void test_e2e_wire_sizes(void) {
       {"sketch:5x200", 100000, 5 * 200 * 4},
       {"sketch:3x1000:10+bf16", 7, 3 * 1000 * 2},
   };
-  prg g = rng_of(46);
+  prg g = test_rng(46);
   char err[200];
   for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
     codec *c = parsed(cases[t].spec);
@@ -864,7 +859,7 @@ static void test_e2e_sketch_spikes(void) {
   float *x = malloc(d * sizeof *x), *out = malloc(d * sizeof *out);
   uint8_t *is_spike = malloc(d);
   CU_ASSERT_FATAL(x && out && is_spike);
-  prg g = rng_of(48);
+  prg g = test_rng(48);
   spiky(&g, x, d, spikes, 0.01f, is_spike);
   char err[200];
   for (size_t s = 0; s < 2; s++) {
@@ -919,7 +914,7 @@ static void test_e2e_sketch_state(void) {
          *o2 = malloc(d * sizeof *o2);
   uint8_t *wire = malloc(codec_wire_size(c, &p)), *saved = malloc(bytes);
   CU_ASSERT_FATAL(x && lin && mean && o1 && o2 && wire && saved);
-  prg g = rng_of(51);
+  prg g = test_rng(51);
   char err[200];
   for (int client = 0; client < 2; client++) {
     size_t len;
@@ -1024,7 +1019,7 @@ static void test_e2e_malformed_payloads(void) {
   uint8_t *z = malloc(cap + 1);
   CU_ASSERT_FATAL(z != NULL);
   float delta[1000];
-  prg g = rng_of(53);
+  prg g = test_rng(53);
   gaussianish(&g, delta, 1000, 1);
   CU_ASSERT_EQUAL_FATAL(
       codec_encode(c, &p, delta, NULL, &g, z, &zlen, err, sizeof err),

@@ -16,22 +16,11 @@
 #include "dp_ddp.h"
 #include "mask.h"
 #include "prg.h"
+#include "test_util.h"
 
 #define PI 3.14159265358979323846
 
 /* ---- helpers ---- */
-
-static prg rng_of(uint64_t seed) {
-  prg g;
-  CU_ASSERT_FATAL(prg_init_u64(&g, seed) == COHORT_OK);
-  return g;
-}
-
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  CU_ASSERT_FATAL(p != NULL);
-  return p;
-}
 
 static void fill_seed(uint8_t seed[PRG_SEED_LEN], uint8_t fill) {
   for (int i = 0; i < PRG_SEED_LEN; i++)
@@ -76,8 +65,8 @@ static double lift(uint64_t v, unsigned bits) {
 static void encode_add(const ddp_params *p, const float *delta, uint64_t seed,
                        uint64_t *sum, double *norm) {
   size_t m = ddp_ring_dim(p);
-  uint64_t *ring = xmalloc(m * sizeof *ring);
-  prg g = rng_of(seed);
+  uint64_t *ring = test_xmalloc(m * sizeof *ring);
+  prg g = test_rng(seed);
   char err[256] = "";
   int rc = ddp_encode(p, delta, &g, ring, norm, err, sizeof err);
   prg_free(&g);
@@ -374,9 +363,9 @@ static double norm_i64(const int64_t *r, size_t n) {
 
 static void test_rounding_within_bound(void) {
   const size_t n = 4096;
-  float *x = xmalloc(n * sizeof *x);
-  int64_t *r = xmalloc(n * sizeof *r);
-  prg g = rng_of(41);
+  float *x = test_xmalloc(n * sizeof *x);
+  int64_t *r = test_xmalloc(n * sizeof *r);
+  prg g = test_rng(41);
   double beta = exp(-0.5);
   unsigned most_tries = 0, redraws = 0;
   for (int trial = 0; trial < 60; trial++) {
@@ -447,13 +436,13 @@ static void test_noiseless_sum_round_trip(void) {
   ddp_params p = plan_ok(&goal);
   size_t pd = ddp_padded_dim(dim), m = ddp_ring_dim(&p);
   CU_ASSERT(p.noise_stddev == 0);
-  uint64_t *sum = xmalloc(m * sizeof *sum);
+  uint64_t *sum = test_xmalloc(m * sizeof *sum);
   memset(sum, 0, m * sizeof *sum);
-  double *want = xmalloc(dim * sizeof *want);
-  double *got = xmalloc(dim * sizeof *got);
-  float *delta = xmalloc(dim * sizeof *delta);
+  double *want = test_xmalloc(dim * sizeof *want);
+  double *got = test_xmalloc(dim * sizeof *got);
+  float *delta = test_xmalloc(dim * sizeof *delta);
   memset(want, 0, dim * sizeof *want);
-  prg g = rng_of(51);
+  prg g = test_rng(51);
   for (int c = 0; c < n; c++) {
     /* Clients 0 and 1 are over the clip and get clipped. */
     fill_uniform(&g, delta, dim, c < 2 ? 0.2 : 0.01);
@@ -499,13 +488,13 @@ static void test_aggregate_noise_variance(void) {
   ddp_params p = plan_ok(&goal);
   CU_ASSERT(p.noise_stddev > 2); /* tau negligible */
   size_t m = ddp_ring_dim(&p);
-  uint64_t *sum = xmalloc(m * sizeof *sum);
+  uint64_t *sum = test_xmalloc(m * sizeof *sum);
   memset(sum, 0, m * sizeof *sum);
-  float *zero = xmalloc(dim * sizeof *zero);
+  float *zero = test_xmalloc(dim * sizeof *zero);
   memset(zero, 0, dim * sizeof *zero);
   for (int c = 0; c < n; c++)
     encode_add(&p, zero, 600 + c, sum, NULL);
-  double *got = xmalloc(dim * sizeof *got);
+  double *got = test_xmalloc(dim * sizeof *got);
   char err[256] = "";
   CU_ASSERT_FATAL(ddp_decode_sum(&p, sum, got, NULL, err, sizeof err) ==
                   COHORT_OK);
@@ -539,13 +528,13 @@ static void test_no_wrap_at_max_clients(void) {
   ddp_params wide = p;
   wide.bits = 32;
   size_t m = ddp_ring_dim(&p);
-  float *delta = xmalloc(dim * sizeof *delta);
+  float *delta = test_xmalloc(dim * sizeof *delta);
   for (int shape = 0; shape < 2; shape++) {
-    uint64_t *s16 = xmalloc(m * sizeof *s16);
-    uint64_t *s32 = xmalloc(m * sizeof *s32);
+    uint64_t *s16 = test_xmalloc(m * sizeof *s16);
+    uint64_t *s32 = test_xmalloc(m * sizeof *s32);
     memset(s16, 0, m * sizeof *s16);
     memset(s32, 0, m * sizeof *s32);
-    prg g = rng_of(71 + shape);
+    prg g = test_rng(71 + shape);
     if (shape == 0) {
       fill_uniform(&g, delta, dim, 1);
     } else {
@@ -572,7 +561,7 @@ static void test_no_wrap_at_max_clients(void) {
     /* The count: every client was over the clip of 2... */
     double count;
     char err[256] = "";
-    double *out = xmalloc(dim * sizeof *out);
+    double *out = test_xmalloc(dim * sizeof *out);
     CU_ASSERT(ddp_decode_sum(&p, s16, out, &count, err, sizeof err) ==
               COHORT_OK);
     free(out);
@@ -604,14 +593,14 @@ static void test_count_slot(void) {
   /* ...and it is the largest power of two that does. */
   CU_ASSERT(2 * p.count_scale * (n / 2.0 + 8 * 0.5) > ldexp(1, 14));
   size_t m = ddp_ring_dim(&p);
-  float *delta = xmalloc(dim * sizeof *delta);
-  double *out = xmalloc(dim * sizeof *out);
+  float *delta = test_xmalloc(dim * sizeof *delta);
+  double *out = test_xmalloc(dim * sizeof *out);
   double mean = 0;
   const int rounds = 40;
   for (int r = 0; r < rounds; r++) {
-    uint64_t *sum = xmalloc(m * sizeof *sum);
+    uint64_t *sum = test_xmalloc(m * sizeof *sum);
     memset(sum, 0, m * sizeof *sum);
-    prg g = rng_of(800 + r);
+    prg g = test_rng(800 + r);
     for (int c = 0; c < n; c++) {
       fill_uniform(&g, delta, dim, c < under ? 0.05 : 1); /* norm ~0.23 or
                                                             ~4.6 */
@@ -631,7 +620,7 @@ static void test_count_slot(void) {
       ddp_params q = p;
       q.count_noise_stddev = 0;
       memset(sum, 0, m * sizeof *sum);
-      prg h = rng_of(900);
+      prg h = test_rng(900);
       for (int c = 0; c < n; c++) {
         fill_uniform(&h, delta, dim, c < under ? 0.05 : 1);
         encode_add(&q, delta, 77 + c, sum, NULL);
@@ -656,10 +645,10 @@ static void test_encode_decode_refusals(void) {
   goal.count_stddev = 1;
   ddp_params p = plan_ok(&goal);
   size_t m = ddp_ring_dim(&p);
-  uint64_t *ring = xmalloc(m * sizeof *ring);
+  uint64_t *ring = test_xmalloc(m * sizeof *ring);
   float delta[100] = {0};
   delta[50] = NAN;
-  prg g = rng_of(91);
+  prg g = test_rng(91);
   char err[256] = "";
   CU_ASSERT(ddp_encode(&p, delta, &g, ring, NULL, err, sizeof err) ==
             COHORT_EINVAL);
@@ -702,12 +691,12 @@ static void test_rotation_seeded(void) {
   ddp_goal goal = goal_of(dim, 24, 1, 0, 1, 1);
   ddp_params p = plan_ok(&goal);
   float delta[256];
-  prg f = rng_of(2);
+  prg f = test_rng(2);
   fill_uniform(&f, delta, dim, 0.05); /* not one-hot: H e_0 is constant */
   prg_free(&f);
   uint64_t a[256], b[256], a2[256];
   char err[128];
-  prg g = rng_of(1), h = rng_of(1), k = rng_of(1);
+  prg g = test_rng(1), h = test_rng(1), k = test_rng(1);
   CU_ASSERT(ddp_encode(&p, delta, &g, a, NULL, err, sizeof err) == 0);
   CU_ASSERT(ddp_encode(&p, delta, &k, a2, NULL, err, sizeof err) == 0);
   CU_ASSERT(memcmp(a, a2, sizeof a) == 0); /* same seeds, same encoding */

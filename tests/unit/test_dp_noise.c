@@ -13,20 +13,9 @@
 #include "dp_clip.h"
 #include "dp_noise.h"
 #include "prg.h"
+#include "test_util.h"
 
 /* ---- helpers ---- */
-
-static prg rng_of(uint64_t seed) {
-  prg g;
-  CU_ASSERT_FATAL(prg_init_u64(&g, seed) == COHORT_OK);
-  return g;
-}
-
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  CU_ASSERT_FATAL(p != NULL);
-  return p;
-}
 
 /* The exact moments of N_Z(0, sigma^2), summed over |x| <= 40 sigma + 40
  * (the rest weighs less than exp(-800)). */
@@ -53,10 +42,10 @@ static dg_moments dg_exact(double sigma) {
 static void test_dg_moments_match_exact(void) {
   static const double sigmas[] = {0.5, 1, 3, 50, 1000};
   const size_t n = 200000;
-  int64_t *x = xmalloc(n * sizeof *x);
+  int64_t *x = test_xmalloc(n * sizeof *x);
   for (size_t s = 0; s < sizeof sigmas / sizeof sigmas[0]; s++) {
     double sigma = sigmas[s];
-    prg g = rng_of(100 + s);
+    prg g = test_rng(100 + s);
     CU_ASSERT_FATAL(dp_discrete_gaussian_fill(&g, sigma, x, n) == COHORT_OK);
     prg_free(&g);
     double sum = 0, sum2 = 0;
@@ -89,7 +78,7 @@ static void test_dg_moments_match_exact(void) {
 static void test_dg_symmetric(void) {
   static const double sigmas[] = {0.5, 2, 37.5, 1000};
   for (size_t s = 0; s < sizeof sigmas / sizeof sigmas[0]; s++) {
-    prg g = rng_of(200 + s);
+    prg g = test_rng(200 + s);
     long pos = 0, neg = 0, big_pos = 0, big_neg = 0;
     for (int i = 0; i < 100000; i++) {
       int64_t v = dp_discrete_gaussian(&g, sigmas[s]);
@@ -121,7 +110,7 @@ static void test_dg_chi_square_sigma2(void) {
     pmf[bin] += p;
   }
   long count[2 * 9 + 3] = {0};
-  prg g = rng_of(300);
+  prg g = test_rng(300);
   for (long i = 0; i < n; i++) {
     int64_t x = dp_discrete_gaussian(&g, sigma);
     int bin = x < -top ? 0 : x > top ? 2 * top + 2 : (int)x + top + 1;
@@ -156,7 +145,7 @@ static void test_dg_chi_square_sigma2(void) {
 
 static void test_dg_same_seed_same_samples(void) {
   int64_t a[500], b[500], c[500];
-  prg g = rng_of(7), h = rng_of(7), k = rng_of(8);
+  prg g = test_rng(7), h = test_rng(7), k = test_rng(8);
   for (int i = 0; i < 500; i++) {
     a[i] = dp_discrete_gaussian(&g, 12.5);
     b[i] = dp_discrete_gaussian(&h, 12.5);
@@ -167,8 +156,8 @@ static void test_dg_same_seed_same_samples(void) {
   prg_free(&g);
   prg_free(&h);
   prg_free(&k);
-  g = rng_of(9);
-  h = rng_of(9);
+  g = test_rng(9);
+  h = test_rng(9);
   CU_ASSERT(dp_discrete_gaussian_fill(&g, 700, a, 500) == COHORT_OK);
   CU_ASSERT(dp_discrete_gaussian_fill(&h, 700, b, 500) == COHORT_OK);
   CU_ASSERT(memcmp(a, b, sizeof a) == 0);
@@ -177,7 +166,7 @@ static void test_dg_same_seed_same_samples(void) {
 }
 
 static void test_dg_edges_and_refusals(void) {
-  prg g = rng_of(11);
+  prg g = test_rng(11);
   for (int i = 0; i < 100; i++)
     CU_ASSERT(dp_discrete_gaussian(&g, 0) == 0);
   /* Out of range is a programmer error: 0, and the batch calls refuse. */
@@ -206,10 +195,10 @@ static void test_dg_edges_and_refusals(void) {
 static void test_dg_ring_lifts_to_noise(void) {
   const size_t n = 100000;
   const unsigned bits = 16;
-  uint64_t *v = xmalloc(n * sizeof *v);
+  uint64_t *v = test_xmalloc(n * sizeof *v);
   for (size_t i = 0; i < n; i++)
     v[i] = i % 2 ? 1000 : (uint64_t)-1000 & 0xffff; /* +-1000 */
-  prg g = rng_of(12);
+  prg g = test_rng(12);
   CU_ASSERT_FATAL(dp_add_discrete_gaussian_ring(&g, 30, bits, v, n) ==
                   COHORT_OK);
   prg_free(&g);
@@ -233,10 +222,10 @@ static void test_dg_ring_lifts_to_noise(void) {
 
 static void test_gaussian_moments(void) {
   const size_t n = 400001; /* odd: the last element takes a single draw */
-  double *x = xmalloc(n * sizeof *x);
+  double *x = test_xmalloc(n * sizeof *x);
   for (size_t i = 0; i < n; i++)
     x[i] = 5;
-  prg g = rng_of(21);
+  prg g = test_rng(21);
   dp_add_gaussian(&g, 3, x, n);
   prg_free(&g);
   double m1 = 0, m2 = 0, m4 = 0;
@@ -256,7 +245,7 @@ static void test_gaussian_moments(void) {
   CU_ASSERT(x[n - 1] != 5);
   free(x);
 
-  g = rng_of(22);
+  g = test_rng(22);
   double s = 0, s2 = 0;
   for (int i = 0; i < 100000; i++) {
     double v = dp_gaussian(&g, 0.25);
@@ -266,7 +255,7 @@ static void test_gaussian_moments(void) {
   prg_free(&g);
   CU_ASSERT(fabs(s / 1e5) < 5 * 0.25 / sqrt(1e5));
   CU_ASSERT(fabs(s2 / 1e5 / 0.0625 - 1) < 5 * sqrt(2 / 1e5));
-  g = rng_of(23);
+  g = test_rng(23);
   CU_ASSERT(dp_gaussian(&g, 0) == 0);
   prg_free(&g);
 }
@@ -275,7 +264,7 @@ static void test_gaussian_moments(void) {
 
 static void test_clip_bounds_norm(void) {
   float x[1000];
-  prg g = rng_of(31);
+  prg g = test_rng(31);
   for (int trial = 0; trial < 50; trial++) {
     double scale = pow(10, trial % 10 - 4);
     for (int i = 0; i < 1000; i++)
