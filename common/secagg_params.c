@@ -78,11 +78,10 @@ double secagg_bound_reconstruct(uint32_t n, uint32_t k, uint32_t t,
 }
 
 double secagg_bound_exposed(uint32_t n, uint32_t k, uint32_t t, double corrupt,
-                            int semi_malicious) {
-  uint64_t need =
-      semi_malicious
-          ? (2 * (uint64_t)t > (uint64_t)k + 1 ? 2 * (uint64_t)t - k - 1 : 0)
-          : t;
+                            secagg_adversary adversary) {
+  uint64_t need = t;
+  if (adversary == SECAGG_SEMI_MALICIOUS)
+    need = 2 * (uint64_t)t > (uint64_t)k + 1 ? 2 * (uint64_t)t - k - 1 : 0;
   if (need == 0)
     return log2((double)n);
   return secagg_bound_reconstruct(n, k, (uint32_t)need, corrupt);

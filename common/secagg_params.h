@@ -9,6 +9,8 @@
 
 #include <stdint.h>
 
+#include "secagg.h"
+
 /* ln P[X >= t] for X ~ Binomial(m, p), p in [0, 1]: 0 for t = 0,
  * -INFINITY when t > m or p = 0 < t. Summed in double from t outwards
  * (or, when the mode lies in the tail, as 1 minus the other tail), and
@@ -34,7 +36,7 @@ double secagg_bound_reconstruct(uint32_t n, uint32_t k, uint32_t t,
  * honest holder reveals one kind of share, the corrupt ones both);
  * log2(n), n certainties, when that is none. */
 double secagg_bound_exposed(uint32_t n, uint32_t k, uint32_t t, double corrupt,
-                            int semi_malicious);
+                            secagg_adversary adversary);
 
 /* (3) The honest survivors of the random Harary graph fall apart: two
  * disjoint runs of floor(k / 2) consecutive removed (dropped or corrupt)

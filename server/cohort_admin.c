@@ -364,8 +364,8 @@ static int secagg_plan(const char *prog, int argc, char **argv) {
   int fell_back = secagg_choose_graph(&goal, plus, (uint32_t)g_secagg.degree,
                                       &k, &t, why, sizeof why) != COHORT_OK;
   double fail = secagg_bound_correctness(goal.n, k, t, goal.dropout);
-  double exposed = secagg_bound_exposed(
-      goal.n, k, t, goal.corrupt, goal.adversary == SECAGG_SEMI_MALICIOUS);
+  double exposed =
+      secagg_bound_exposed(goal.n, k, t, goal.corrupt, goal.adversary);
   double isolate = secagg_bound_isolate(goal.n, k, goal.dropout, goal.corrupt);
   if (g_secagg.json) {
     printf("{\"command\":\"secagg plan\",\"adversary\":\"%s\",",

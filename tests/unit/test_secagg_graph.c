@@ -375,12 +375,13 @@ static void test_bounds_against_direct_sums(void) {
 static void test_exposed_per_adversary(void) {
   for (uint32_t k = 1; k <= 30; k++)
     for (uint32_t t = 1; t <= k + 1; t++) {
-      CU_ASSERT_EQUAL(secagg_bound_exposed(100, k, t, 0.1, 0),
+      CU_ASSERT_EQUAL(secagg_bound_exposed(100, k, t, 0.1, SECAGG_CURIOUS),
                       secagg_bound_reconstruct(100, k, t, 0.1));
       double want = 2 * t > k + 1
                         ? secagg_bound_reconstruct(100, k, 2 * t - k - 1, 0.1)
                         : log2(100.0); /* n certainties */
-      CU_ASSERT(near_log(secagg_bound_exposed(100, k, t, 0.1, 1), want));
+      CU_ASSERT(near_log(
+          secagg_bound_exposed(100, k, t, 0.1, SECAGG_SEMI_MALICIOUS), want));
     }
 }
 
@@ -468,7 +469,7 @@ static void test_finder_n1000_logarithmic(void) {
   printf("\n  n 1000, dropout 0.1, corrupt 0.1, 40/20 bits: k %u, t %u "
          "(bounds 2^%.1f, 2^%.1f, 2^%.1f) ",
          k, t, secagg_bound_correctness(1000, k, t, 0.1),
-         secagg_bound_exposed(1000, k, t, 0.1, 1),
+         secagg_bound_exposed(1000, k, t, 0.1, SECAGG_SEMI_MALICIOUS),
          secagg_bound_isolate(1000, k, 0.1, 0.1));
   CU_ASSERT(k < 1000 / 4);
   CU_ASSERT(2 * t > k + 1 && t <= k + 1);
