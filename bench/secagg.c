@@ -105,7 +105,7 @@ static int choose_params(secagg_params *p, char *err, size_t errlen) {
   }
   /* Like the coordinator: when the bounds cannot be met, the fallback, and
    * say so. */
-  uint32_t k, t;
+  uint32_t k = 0, t = 0;
   if (secagg_choose_graph(&goal, plus, (uint32_t)g_opts.degree, &k, &t, err,
                           errlen))
     fprintf(stderr, "bench_secagg: %s; using k = %u, t = %u\n", err, k, t);
