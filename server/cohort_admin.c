@@ -110,6 +110,19 @@ static int check_required(const char *prog, const char *const *names, int argc,
   return 0;
 }
 
+/* A subcommand's flags, then its required ones: its exit status when it
+ * stops here (0 after --help, 2 for a bad or missing flag), or -1 to go
+ * on. */
+static int parse_args(const char *prog, const char *usage,
+                      const flag_def *flags, size_t n_flags,
+                      const char *const *required, int argc, char **argv) {
+  int rc = flags_main(prog, usage, flags, n_flags, argc, argv);
+  if (rc >= 0)
+    return rc;
+  rc = check_required(prog, required, argc, argv);
+  return rc ? rc : -1;
+}
+
 /* x rounded up to 4 significant digits: a printed epsilon must not
  * understate the privacy loss, nor a printed noise multiplier the noise. */
 static double round_up4(double x) {
@@ -198,12 +211,9 @@ static int privacy_epsilon(const char *prog, int argc, char **argv) {
       "--rounds T --delta D [--json]\n\n"
       "The epsilon at delta of T rounds of the Poisson-subsampled Gaussian\n"
       "mechanism, from the Renyi-DP accountant (docs/privacy.md).";
-  int rc = flags_main(prog, usage, flags, sizeof flags / sizeof flags[0], argc,
-                      argv);
-  if (rc >= 0)
-    return rc;
-  if ((rc = check_required(prog, required, argc, argv)) ||
-      (rc = check_privacy(prog, 1, 0)))
+  int rc = parse_args(prog, usage, flags, sizeof flags / sizeof flags[0],
+                      required, argc, argv);
+  if (rc >= 0 || (rc = check_privacy(prog, 1, 0)))
     return rc;
   dp_accountant acc;
   dp_accountant_init(&acc);
@@ -252,12 +262,9 @@ static int privacy_noise(const char *prog, int argc, char **argv) {
       "The smallest noise multiplier (rounded up, to 4 digits) that keeps T\n"
       "rounds at sampling rate Q within (E, D)-DP, by the Renyi-DP\n"
       "accountant (docs/privacy.md). --json gives it unrounded.";
-  int rc = flags_main(prog, usage, flags, sizeof flags / sizeof flags[0], argc,
-                      argv);
-  if (rc >= 0)
-    return rc;
-  if ((rc = check_required(prog, required, argc, argv)) ||
-      (rc = check_privacy(prog, 0, 1)))
+  int rc = parse_args(prog, usage, flags, sizeof flags / sizeof flags[0],
+                      required, argc, argv);
+  if (rc >= 0 || (rc = check_privacy(prog, 0, 1)))
     return rc;
   double z = 0;
   char err[256];
@@ -336,11 +343,9 @@ static int secagg_plan(const char *prog, int argc, char **argv) {
       "picks for a round of N clients, and the log2 of the three bounds\n"
       "docs/secagg.md derives: a round fails to complete, corrupt clients\n"
       "rebuild an honest client's secrets, the honest survivors fall apart.";
-  int rc = flags_main(prog, usage, flags, sizeof flags / sizeof flags[0], argc,
-                      argv);
+  int rc = parse_args(prog, usage, flags, sizeof flags / sizeof flags[0],
+                      required, argc, argv);
   if (rc >= 0)
-    return rc;
-  if ((rc = check_required(prog, required, argc, argv)))
     return rc;
   int plus = strcmp(g_secagg.graph, "plus") == 0;
   if (!plus && strcmp(g_secagg.graph, "full") != 0) {
