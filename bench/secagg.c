@@ -95,8 +95,8 @@ static int choose_params(secagg_params *p, char *err, size_t errlen) {
   secagg_goal goal = {.n = n,
                       .dropout = g_opts.dropout,
                       .corrupt = g_opts.corrupt,
-                      .security_bits = 40,
-                      .correctness_bits = 20};
+                      .security_bits = SECAGG_SECURITY_BITS,
+                      .correctness_bits = SECAGG_CORRECTNESS_BITS};
   if (secagg_adversary_parse(g_opts.adversary, &goal.adversary)) {
     snprintf(err, errlen,
              "--adversary must be semi-malicious or curious, not %s",

@@ -3,7 +3,7 @@
  * phase (Bonawitz et al., CCS 2017), with each client's secrets shared only
  * among its neighbours in a k-regular graph (SecAgg+, Bell et al., CCS
  * 2020; k = n - 1 is the original protocol). The coordinator is curious
- * or semi-malicious (secagg_adversary: the threshold decides which).
+ * or semi-malicious (secagg_adversary: the one the threshold withstands).
  *
  * Two pure state machines (no sockets, threads or SQL): secagg_client and
  * secagg_server. Every message is the serialized protobuf of
@@ -94,7 +94,8 @@ int secagg_graph_adjacent(const secagg_graph *g, uint32_t a, uint32_t b);
 /* ---- choosing k and t ---- */
 
 /* What the coordinator may do beyond pooling what it sees with the
- * corrupt clients' secrets (docs/secagg.md, "Choosing the degree").
+ * corrupt clients' secrets (docs/secagg.md, "Choosing the degree and
+ * threshold").
  * CURIOUS: it follows the protocol. SEMI_MALICIOUS: it may also tell
  * different clients different survivor lists, so that some holders of a
  * client's shares reveal its self-mask seed and others its mask key; t is
@@ -130,11 +131,17 @@ typedef struct secagg_goal {
 int secagg_find_params(const secagg_goal *goal, uint32_t *degree,
                        uint32_t *threshold, char *err, size_t errlen);
 
+/* The goals the coordinator plans rounds with: the adversary learns more
+ * than the sum with probability at most 2^-40, a round fails to complete
+ * with at most 2^-20. */
+#define SECAGG_SECURITY_BITS 40
+#define SECAGG_CORRECTNESS_BITS 20
+
 /* The smallest t for a given degree k (1 .. n - 1) that keeps the corrupt
  * clients, helped by the goal's adversary, from rebuilding an honest
- * client's secrets within 2^-security_bits. Correctness is not checked:
- * the degree was chosen by hand. COHORT_EINVAL when even t = k + 1 does
- * not suffice. */
+ * client's secrets within 2^-security_bits. Correctness is not checked,
+ * since the degree is given (the complete graph, or an operator's).
+ * COHORT_EINVAL when even t = k + 1 does not suffice. */
 int secagg_find_threshold(const secagg_goal *goal, uint32_t degree,
                           uint32_t *threshold, char *err, size_t errlen);
 

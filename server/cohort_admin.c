@@ -316,7 +316,7 @@ static void bound_text(double log2_p, char *out, size_t len) {
     snprintf(out, len, "<= 2^%.1f", log2_p);
 }
 
-/* The coordinator's choice (secagg_choose_graph with its 40 and 20 bits),
+/* The coordinator's choice (secagg_choose_graph with its goals),
  * so that an operator sees k and t before a round runs. */
 static int secagg_plan(const char *prog, int argc, char **argv) {
   static const flag_def flags[] = {
@@ -356,8 +356,8 @@ static int secagg_plan(const char *prog, int argc, char **argv) {
   secagg_goal goal = {.n = (uint32_t)g_secagg.clients,
                       .dropout = g_secagg.dropout,
                       .corrupt = g_secagg.corrupt,
-                      .security_bits = 40,
-                      .correctness_bits = 20};
+                      .security_bits = SECAGG_SECURITY_BITS,
+                      .correctness_bits = SECAGG_CORRECTNESS_BITS};
   if (secagg_adversary_parse(g_secagg.adversary, &goal.adversary)) {
     fprintf(stderr,
             "%s: --adversary must be semi-malicious or curious, not '%s'\n",
@@ -392,8 +392,9 @@ static int secagg_plan(const char *prog, int argc, char **argv) {
            k, t, goal.n, k == goal.n - 1 ? "complete graph" : "SecAgg+",
            secagg_adversary_name(goal.adversary), b[0], b[1], b[2]);
   }
+  fflush(stdout); /* the plan first, then why it falls short */
   if (fell_back)
-    fprintf(stderr, "%s: the 2^-40 and 2^-20 goals are not met: %s\n", prog,
-            why);
+    fprintf(stderr, "%s: the 2^-%d and 2^-%d goals are not met: %s\n", prog,
+            SECAGG_SECURITY_BITS, SECAGG_CORRECTNESS_BITS, why);
   return fell_back;
 }

@@ -20,10 +20,6 @@
 
 /* How long a client waits before polling a phase that is still open. */
 #define POLL_MS 250
-/* The parameter finder's goals: an adversary learns more than the sum
- * with probability at most 2^-40, a round fails with at most 2^-20. */
-#define SECURITY_BITS 40
-#define CORRECTNESS_BITS 20
 /* SecAggMaskedInput's framing around the packed vector: two tags, the
  * index and the length. */
 #define MASKED_FRAMING 16
@@ -188,8 +184,8 @@ static void choose_graph(round_engine *e, uint32_t n, uint32_t *k,
   secagg_goal goal = {.n = n,
                       .dropout = c->secagg_dropout,
                       .corrupt = c->secagg_corrupt,
-                      .security_bits = SECURITY_BITS,
-                      .correctness_bits = CORRECTNESS_BITS,
+                      .security_bits = SECAGG_SECURITY_BITS,
+                      .correctness_bits = SECAGG_CORRECTNESS_BITS,
                       .adversary = c->secagg_adversary};
   char why[400] = "";
   if (secagg_choose_graph(&goal, c->secagg == ROUND_SECAGG_PLUS,
