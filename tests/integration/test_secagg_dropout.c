@@ -252,31 +252,48 @@ static void test_dropouts_at_three_phases(void) {
   CU_ASSERT(worst <= tol);
 }
 
-/* topk is not summable: the coordinator says so, naming what is, and stops
- * before it serves anything. */
-static void test_unsummable_codec_refused_at_start(void) {
+/* Starts a coordinator with --secagg full and `flag value`, which it must
+ * refuse before serving anything; returns what it said (free it). */
+static char *refused_at_start(const char *tag, const char *flag,
+                              const char *value) {
+  char db[64], err[64];
+  snprintf(db, sizeof db, "%s.db", tag);
+  snprintf(err, sizeof err, "%s.err", tag);
   char *argv[] = {COHORT_SERVER_BIN,
                   "--listen",
                   "127.0.0.1:0",
                   "--enroll-token",
                   "t",
                   "--db",
-                  (char *)harness_path("refused.db"),
+                  (char *)harness_path(db),
                   "--secagg",
                   "full",
-                  "--codec",
-                  "topk:0.1",
+                  (char *)flag,
+                  (char *)value,
                   NULL};
-  pid_t p = harness_spawn(argv, NULL, harness_path("refused.err"));
+  pid_t p = harness_spawn(argv, NULL, harness_path(err));
   CU_ASSERT_FATAL(p > 0);
   CU_ASSERT_NOT_EQUAL(harness_wait(p, 30), 0);
-  char *text = harness_read_file(harness_path("refused.err"));
+  char *text = harness_read_file(harness_path(err));
   CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  fprintf(stderr, "secagg: the coordinator said: %s", text);
+  return text;
+}
+
+/* topk is not summable: the coordinator says so, naming what is. */
+static void test_unsummable_codec_refused_at_start(void) {
+  char *text = refused_at_start("refused", "--codec", "topk:0.1");
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "topk:0.1"));
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "summable"));
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "q8"));
-  if (!strstr(text, "summable"))
-    fprintf(stderr, "secagg: the coordinator said: %s\n", text);
+  free(text);
+}
+
+/* An adversary the finder does not know: refused, naming the two. */
+static void test_unknown_adversary_refused_at_start(void) {
+  char *text = refused_at_start("adversary", "--secagg-adversary", "evil");
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "--secagg-adversary 'evil'"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "semi-malicious or curious"));
   free(text);
 }
 
@@ -284,6 +301,8 @@ int cohort_register_suites(void) {
   static const test_case tests[] = {
       {"a codec that cannot be summed is refused at start",
        test_unsummable_codec_refused_at_start},
+      {"an unknown --secagg-adversary is refused at start",
+       test_unknown_adversary_refused_at_start},
       {"ten clients, three leaving at share, masked and unmask: the round "
        "commits the survivors' FedAvg",
        test_dropouts_at_three_phases},
