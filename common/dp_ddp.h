@@ -58,22 +58,23 @@ typedef struct ddp_goal {
   size_t dim;
   unsigned bits;
   double clip;
-  double noise_multiplier;   /* z: the noised sum's stddev is z times the
-                                sensitivity (model units) */
-  uint32_t min_clients;      /* n_min: the fewest inputs a committed round
-                                sums (the secagg threshold); each client adds
-                                1/n_min of the variance, so any committed
-                                round has at least the target noise */
-  uint32_t max_clients;      /* n_max: the most inputs summed (wrap bound) */
-  double wrap_probability;   /* bound on P(any coordinate of the sum wraps),
-                                e.g. 1e-6 */
-  int adaptive;              /* add the count slot */
-  double count_stddev;       /* sigma_b, in counts (adaptive only): the
-                                stddev of the noise on the centred count
-                                of any committed round */
-  double expected_clients;   /* E (adaptive only): the public number the
-                                count is centred on, the denominator of the
-                                noised fraction; 0 = (n_min + n_max) / 2 */
+  double noise_multiplier; /* z: the noised sum's stddev is z times the
+                              sensitivity (model units) */
+  uint32_t min_clients;    /* n_min: the fewest inputs a committed round
+                              sums (the secagg threshold, or a curious
+                              coordinator's --min-clients); each client adds
+                              1/n_min of the variance, so any committed
+                              round has at least the target noise */
+  uint32_t max_clients;    /* n_max: the most inputs summed (wrap bound) */
+  double wrap_probability; /* bound on P(any coordinate of the sum wraps),
+                              e.g. 1e-6 */
+  int adaptive;            /* add the count slot */
+  double count_stddev;     /* sigma_b, in counts (adaptive only): the
+                              stddev of the noise on the centred count
+                              of any committed round */
+  double expected_clients; /* E (adaptive only): the public number the
+                              count is centred on, the denominator of the
+                              noised fraction; 0 = (n_min + n_max) / 2 */
 } ddp_goal;
 
 /* Picks gamma (the finest granularity whose sum stays inside the ring with

@@ -278,11 +278,19 @@ int round_dp_plan_secagg(round_engine *e, uint32_t n, uint32_t t,
                          unsigned *ring_bits, size_t *dim, char *why,
                          size_t whylen) {
   round_dp *dp = &e->dp;
+  /* The fewest inputs a committed sum can hold: t, which the protocol
+   * enforces against any coordinator; a curious one also keeps its own
+   * --min-clients (MASKED ending below it fails the round), so the noise
+   * can be spread over that many when it is more. */
+  uint32_t n_min = t;
+  if (e->cfg.secagg_adversary == SECAGG_CURIOUS &&
+      (uint64_t)e->cfg.min_clients > t)
+    n_min = (uint64_t)e->cfg.min_clients < n ? (uint32_t)e->cfg.min_clients : n;
   ddp_goal goal = {.dim = e->cparams.dim,
                    .bits = e->cfg.dp_bits,
                    .clip = dp->clip,
                    .noise_multiplier = dp->z_update,
-                   .min_clients = t,
+                   .min_clients = n_min,
                    .max_clients = n,
                    .wrap_probability = DP_WRAP_PROBABILITY,
                    .adaptive = e->cfg.dp_target_quantile > 0,

@@ -806,11 +806,15 @@ static void test_restart_fails_secagg_round(void) {
 /* Distributed DP: clients encode with the plan's DP encoding in a ring of
  * --dp-bits; the committed model is x0 plus the decoded ring sum over the
  * survivors (bit for bit what the test's own decoding gives), whose noise
- * has the planned variance; the ledger row says distributed. */
-static void test_distributed_dp_round(void) {
+ * has the planned variance; the ledger row says distributed. Returns one
+ * client's noise variance per coordinate, in model units. */
+static double distributed_dp_round(secagg_adversary adversary, long min_clients,
+                                   uint32_t want_n_min) {
   const double z = 0.7, clip = 0.2;
   sim s;
   sim_init(&s, ROUND_SECAGG_FULL, N);
+  s.f.cfg.secagg_adversary = adversary;
+  s.f.cfg.min_clients = min_clients;
   s.f.cfg.codec_spec = NULL;
   s.f.cfg.codec_clip = 0;
   s.f.cfg.dp = ROUND_DP_DISTRIBUTED;
@@ -868,11 +872,11 @@ static void test_distributed_dp_round(void) {
     sq += r * r;
   }
   CU_ASSERT(worst <= 1e-6);
-  /* Each of N clients adds 1/t of (z * sensitivity)^2 (t = 3 of 5); on the
-   * mean that is N / t * (z s)^2 / N^2, the rounding's a little more. */
+  /* Each of N clients adds 1/n_min of (z * sensitivity)^2; on the mean
+   * that is N / n_min * (z s)^2 / N^2, the rounding's a little more. */
   double sens = ddp_sensitivity(&d);
-  double want_var = (double)N / s.plan[0].threshold * (z * sens) * (z * sens) /
-                    ((double)N * N);
+  double want_var =
+      (double)N / want_n_min * (z * sens) * (z * sens) / ((double)N * N);
   double var = sq / NP;
   CU_ASSERT(var > 0.6 * want_var && var < 1.6 * want_var);
   CU_ASSERT_EQUAL(count(&s.f, "SELECT COUNT(*) FROM privacy_ledger WHERE "
@@ -883,7 +887,21 @@ static void test_distributed_dp_round(void) {
   free(dec);
   free(x0);
   free(x1);
+  double client_sd = d.noise_stddev * d.gamma;
   sim_close(&s);
+  return client_sd * client_sd;
+}
+
+static void test_distributed_dp_round(void) {
+  /* The noise is spread over t = 3 of 5 against a semi-malicious
+   * coordinator, whatever its --min-clients; a curious one that commits
+   * only with all 5 (t = 3 still: 5% corrupt is too many for 5 clients)
+   * spreads it over 5. */
+  double v3 = distributed_dp_round(SECAGG_SEMI_MALICIOUS, N, 3);
+  CU_ASSERT_DOUBLE_EQUAL(distributed_dp_round(SECAGG_CURIOUS, 1, 3), v3,
+                         v3 * 1e-9);
+  double v5 = distributed_dp_round(SECAGG_CURIOUS, N, N);
+  CU_ASSERT_DOUBLE_EQUAL(v5 / v3, 3.0 / 5.0, 0.02);
 }
 
 int cohort_register_suites(void) {
