@@ -536,9 +536,9 @@ static void test_finder_complete_for_small_n(void) {
   CU_ASSERT(secagg_bound_isolate(10, 8, 0, 0.02) > -40.0);
   CU_ASSERT(secagg_bound_reconstruct(10, 9, 9, 0.02) <= -40.0);
   CU_ASSERT(secagg_bound_reconstruct(10, 9, 8, 0.02) > -40.0);
-  /* A semi-malicious coordinator with 9 corrupt holders' help only needs
-   * 2 t - 10 = 9 of them when t = 9 (one honest holder per kind of share
-   * would do): t = 10 makes that all ten. */
+  /* Against a semi-malicious coordinator t = 9 would need only
+   * 2 t - k - 1 = 8 corrupt holders (one honest holder per kind of share
+   * makes up the rest), and 8 of 10 is too likely; t = 10 needs all ten. */
   goal.adversary = SECAGG_SEMI_MALICIOUS;
   CU_ASSERT_EQUAL_FATAL(secagg_find_params(&goal, &k, &t, err, sizeof err),
                         COHORT_OK);
