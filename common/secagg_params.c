@@ -117,10 +117,6 @@ int secagg_adversary_parse(const char *s, secagg_adversary *out) {
   return COHORT_OK;
 }
 
-uint32_t secagg_majority_threshold(uint32_t degree) {
-  return (degree + 1) / 2 + 1;
-}
-
 /* The threshold the adversary needs, given a: the fewest holders that
  * corrupt clients reach with probability within the goal (bound (2)).
  * Curious: t = a, but at least 2, so that one holder alone never has a
@@ -132,6 +128,11 @@ static uint32_t threshold_of(secagg_adversary adv, uint32_t k, uint32_t a) {
   if (adv == SECAGG_CURIOUS)
     return a > 2 ? a : 2;
   return (a + k + 2) / 2;
+}
+
+/* A semi-malicious coordinator with no corrupt holder: 2 t > k + 1. */
+uint32_t secagg_majority_threshold(uint32_t degree) {
+  return threshold_of(SECAGG_SEMI_MALICIOUS, degree, 1);
 }
 
 /* What the search knows about a(k), the smallest a in [1, k + 1] that keeps
@@ -217,6 +218,16 @@ static int refuse_reconstruct(const secagg_goal *g, uint32_t k, char *err,
                      g->security_bits, b + g->security_bits);
 }
 
+/* The goal's smallest t at degree k against bound (2), or the refusal. */
+static int threshold_at(const secagg_goal *g, uint32_t k, count_hint *hint,
+                        uint32_t *t, char *err, size_t errlen) {
+  uint32_t a = smallest_safe_count(g->n, k, g->corrupt, g->security_bits, hint);
+  if (!a)
+    return refuse_reconstruct(g, k, err, errlen);
+  *t = threshold_of(g->adversary, k, a);
+  return COHORT_OK;
+}
+
 int secagg_find_threshold(const secagg_goal *goal, uint32_t degree,
                           uint32_t *threshold, char *err, size_t errlen) {
   int rc = check_goal(goal, err, errlen);
@@ -227,12 +238,7 @@ int secagg_find_threshold(const secagg_goal *goal, uint32_t degree,
                        "secagg degree %u must be in 1..%u", degree,
                        goal->n - 1);
   count_hint hint = {0, 0};
-  uint32_t a = smallest_safe_count(goal->n, degree, goal->corrupt,
-                                   goal->security_bits, &hint);
-  if (!a)
-    return refuse_reconstruct(goal, degree, err, errlen);
-  *threshold = threshold_of(goal->adversary, degree, a);
-  return COHORT_OK;
+  return threshold_at(goal, degree, &hint, threshold, err, errlen);
 }
 
 int secagg_find_params(const secagg_goal *goal, uint32_t *degree,
@@ -269,11 +275,9 @@ int secagg_find_params(const secagg_goal *goal, uint32_t *degree,
   }
 
   /* The complete graph: original SecAgg. */
-  uint32_t k = n - 1;
-  uint32_t a = smallest_safe_count(n, k, c, sec, &hint);
-  if (!a)
-    return refuse_reconstruct(goal, k, err, errlen);
-  uint32_t t = threshold_of(adv, k, a);
+  uint32_t k = n - 1, t;
+  if ((rc = threshold_at(goal, k, &hint, &t, err, errlen)))
+    return rc;
   double b = secagg_bound_correctness(n, k, t, d);
   if (b > -(double)cor)
     return errbuf_fail(
