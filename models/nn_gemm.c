@@ -3,6 +3,8 @@
  * calls, and an atexit handler joins them so sanitizers see no leak. */
 #include "nn_gemm.h"
 
+#include "nn_gemm_small.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -61,6 +63,12 @@ static void blas_range(void *ctx, size_t begin, size_t end) {
 void nn_sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
               const float *a, int lda, const float *b, int ldb, float beta,
               float *c, int ldc) {
+  /* A short side (a linear layer at small batch): both backends would pack
+   * the long operand, which costs as much as the product (bench/gemm: the
+   * fc1 and mlp shapes at batch 10). */
+  if (alpha != 0.0f && nn_sgemm_small(trans_a, trans_b, m, n, k, alpha, a, lda,
+                                      b, ldb, beta, c, ldc))
+    return;
 #ifdef COHORT_HAVE_CBLAS
   /* OpenBLAS 0.3.21 multiplies A B by alpha == 0, so NaN or Inf in A or B
    * would reach C; the reference BLAS reads neither. The built-in kernel

@@ -15,6 +15,7 @@
 
 #include "cunit_main.h"
 #include "nn_gemm.h"
+#include "nn_gemm_small.h"
 
 typedef void (*sgemm_fn)(bool, bool, int, int, int, float, const float *, int,
                          const float *, int, float, float *, int);
@@ -294,6 +295,69 @@ static void test_backend_deterministic_per_thread_count(void) {
   check_determinism(nn_sgemm, false);
 }
 
+/* --- the short-side kernels (nn_gemm_small.c) --- */
+
+/* nn_sgemm_small as an sgemm_fn; counts the products it declined. */
+static int small_declined;
+static void small_only(bool ta, bool tb, int m, int n, int k, float alpha,
+                       const float *a, int lda, const float *b, int ldb,
+                       float beta, float *c, int ldc) {
+  if (!nn_sgemm_small(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+    small_declined++;
+}
+
+/* Each kernel and its edges: fc1 of the CNN at batch 10 in its three
+ * layouts, and odd sizes that leave partial row groups (of 5 and 3), a
+ * partial block of B's rows, column edges of a vector and of single
+ * columns, and a k tail past the last whole vector. */
+static void test_small_matches_reference(void) {
+  static const struct {
+    int m, n, k, t; /* t: bit 0 A transposed, bit 1 B transposed */
+  } taken[] = {
+      {10, 512, 3136, 2}, {7, 259, 600, 2},   /* dot: A B^T */
+      {10, 3136, 512, 0}, {13, 1000, 150, 0}, /* few rows of A */
+      {13, 1000, 150, 1},                     /* few rows of A^T */
+      {512, 3136, 10, 1}, {203, 777, 7, 1},   /* short k of A^T */
+  };
+  rng_state = 5;
+  for (int threads = 1; threads <= 2; threads++) {
+    nn_threads_set(threads);
+    small_declined = 0;
+    for (size_t i = 0; i < sizeof taken / sizeof taken[0]; i++)
+      check_shape(small_only, taken[i].m, taken[i].n, taken[i].k, 1,
+                  taken[i].t);
+    CU_ASSERT_EQUAL(small_declined, 0);
+  }
+  /* Long sides and tiny products stay with the blocked backends. */
+  float x[1] = {0};
+  CU_ASSERT_FALSE(nn_sgemm_small(false, false, 32, 512, 3136, 1.0f, x, 3136, x,
+                                 512, 0.0f, x, 512));
+  CU_ASSERT_FALSE(nn_sgemm_small(false, true, 10, 10, 784, 1.0f, x, 784, x, 784,
+                                 0.0f, x, 10));
+  CU_ASSERT_FALSE(nn_sgemm_small(true, true, 10, 512, 3136, 1.0f, x, 10, x,
+                                 3136, 0.0f, x, 512));
+  nn_threads_set(0);
+}
+
+/* Threads take whole blocks, so every element is formed by the same
+ * kernel in the same order: identical across thread counts. */
+static void test_small_identical_across_threads(void) {
+  static const int dims[][4] = {
+      {10, 515, 3136, 2}, {10, 3139, 512, 0}, {517, 3136, 10, 1}};
+  rng_state = 6;
+  for (int d = 0; d < 3; d++) {
+    int m = dims[d][0], n = dims[d][1], k = dims[d][2];
+    size_t bytes = (size_t)m * n * sizeof(float);
+    float *out[6];
+    deterministic_runs(small_only, dims[d][3] & 1, dims[d][3] >> 1, out, m, n,
+                       k);
+    for (int run = 1; run < 6; run++)
+      CU_ASSERT_EQUAL(memcmp(out[0], out[run], bytes), 0);
+    for (int run = 0; run < 6; run++)
+      free(out[run]);
+  }
+}
+
 static void test_threads_set_and_get(void) {
   int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
   CU_ASSERT_EQUAL(nn_threads_set(0), cores);
@@ -505,6 +569,10 @@ int cohort_register_suites(void) {
        test_backend_deterministic_per_thread_count},
   };
   static const test_case pool[] = {
+      {"short-side kernels match reference, edges included",
+       test_small_matches_reference},
+      {"short-side kernels are bit-identical across thread counts",
+       test_small_identical_across_threads},
       {"threads set and get", test_threads_set_and_get},
       {"parallel_for covers each index once",
        test_parallel_for_covers_each_index_once},
