@@ -343,3 +343,14 @@ bool nn_sgemm_small(bool trans_a, bool trans_b, int m, int n, int k,
   nn_parallel_for(blocks, min_blocks, fn, &g);
   return true;
 }
+
+void nn_sgemm_small_axpy(bool trans_a, int m, int n, int k, float alpha,
+                         const float *a, int lda, const float *b, int ldb,
+                         float beta, float *c, int ldc) {
+  if (m <= 0 || n <= 0 || k <= 0)
+    return;
+  const small_arch *ar = arch_get();
+  small_job g = {ar, trans_a, m, n,           k,           alpha,      beta,
+                 a,  b,       c, (size_t)lda, (size_t)ldb, (size_t)ldc};
+  axpy_columns(&g, 0, (size_t)(n + ar->nv * VL - 1) / (ar->nv * VL));
+}

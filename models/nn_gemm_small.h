@@ -18,4 +18,14 @@ bool nn_sgemm_small(bool trans_a, bool trans_b, int m, int n, int k,
                     float alpha, const float *a, int lda, const float *b,
                     int ldb, float beta, float *c, int ldc);
 
+/* C = alpha * op(A) B + beta * C on the axpy kernel, on the calling
+ * thread, whatever the sizes (m, n, k > 0; alpha and beta as in nn_sgemm):
+ * for a caller that splits C's columns over threads itself. Columns are
+ * formed in blocks of 64 from column 0, so a split at multiples of
+ * NN_SMALL_BLOCK gives each column the arithmetic it would get unsplit. */
+#define NN_SMALL_BLOCK 64
+void nn_sgemm_small_axpy(bool trans_a, int m, int n, int k, float alpha,
+                         const float *a, int lda, const float *b, int ldb,
+                         float beta, float *c, int ldc);
+
 #endif

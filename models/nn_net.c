@@ -9,6 +9,7 @@
 
 #include "cohort_status.h"
 #include "nn_layers.h"
+#include "nn_linear_sgd.h"
 #include "nn_rng.h"
 
 /* Per-example sizes are capped so that batch * size stays far from size_t
@@ -331,9 +332,18 @@ static double softmax_xent(const float *logits, const uint8_t *y, int batch,
   return total / batch;
 }
 
-double nn_net_loss_grad(const nn_net *net, nn_work *work, const float *params,
+/* Plain SGD folded into the backward pass of the layers that fuse it. */
+typedef struct sgd_fusion {
+  float lr, decay;
+} sgd_fusion;
+
+/* nn_net_loss_grad, or with fuse the same with every layer that
+ * nn_linear_fuses_sgd stepping its weights in place (params is written
+ * only then). */
+static double loss_grad(const nn_net *net, nn_work *work, float *params,
                         const float *x, const uint8_t *y, int batch,
-                        float *grad, uint64_t dropout_seed) {
+                        float *grad, uint64_t dropout_seed,
+                        const sgd_fusion *fuse) {
   int last = net->n_layers;
   const float *logits =
       nn_net_forward(net, work, params, x, batch, true, dropout_seed);
@@ -350,7 +360,11 @@ double nn_net_loss_grad(const nn_net *net, nn_work *work, const float *params,
     size_t count = (size_t)batch * nn_shape_size(l->out);
     switch (l->kind) {
     case NN_LINEAR:
-      nn_linear_backward(l, params, in, dout, din, grad, batch);
+      if (fuse && nn_linear_fuses_sgd(l, batch))
+        nn_linear_backward_sgd(l, params, in, dout, din, grad, batch, fuse->lr,
+                               fuse->decay);
+      else
+        nn_linear_backward(l, params, in, dout, din, grad, batch);
       break;
     case NN_CONV2D:
       nn_conv2d_backward(l, params, in, work->col[i], dout, din, work->dcol,
@@ -375,5 +389,46 @@ double nn_net_loss_grad(const nn_net *net, nn_work *work, const float *params,
       break;
     }
   }
+  return loss;
+}
+
+double nn_net_loss_grad(const nn_net *net, nn_work *work, const float *params,
+                        const float *x, const uint8_t *y, int batch,
+                        float *grad, uint64_t dropout_seed) {
+  /* Without a fusion nothing writes params. */
+  return loss_grad(net, work, (float *)params, x, y, batch, grad, dropout_seed,
+                   NULL);
+}
+
+double nn_net_train_step(const nn_net *net, nn_work *work, nn_optim *opt,
+                         float *params, const float *x, const uint8_t *y,
+                         int batch, float *grad, uint64_t dropout_seed) {
+  bool fuses = false;
+  for (int i = 0; i < net->n_layers; i++)
+    fuses |= nn_linear_fuses_sgd(&net->layers[i], batch);
+  if (!fuses || opt->cfg.kind != NN_OPT_SGD || opt->cfg.momentum != 0.0f) {
+    double loss = loss_grad(net, work, params, x, y, batch, grad,
+                            dropout_seed, NULL);
+    nn_optim_step(opt, params, grad);
+    return loss;
+  }
+  sgd_fusion fuse = {opt->cfg.learning_rate, opt->cfg.weight_decay};
+  double loss =
+      loss_grad(net, work, params, x, y, batch, grad, dropout_seed, &fuse);
+  /* The optimizer steps every tensor the backward pass did not. */
+  size_t spans[2 * NN_MAX_LAYERS][2];
+  int n_spans = 0;
+  for (int i = 0; i < net->n_layers; i++) {
+    const nn_layer *l = &net->layers[i];
+    if (l->n_w && !nn_linear_fuses_sgd(l, batch)) {
+      spans[n_spans][0] = l->w;
+      spans[n_spans++][1] = l->w + l->n_w;
+    }
+    if (l->n_b) {
+      spans[n_spans][0] = l->b;
+      spans[n_spans++][1] = l->b + l->n_b;
+    }
+  }
+  nn_optim_step_spans(opt, params, grad, spans, n_spans);
   return loss;
 }

@@ -122,8 +122,14 @@ static void adam_range(void *ctx, size_t begin, size_t end) {
  * parameters and up are split. */
 #define STEP_MIN_PER_THREAD ((size_t)1 << 19)
 
-void nn_optim_step(nn_optim *opt, float *params, const float *grad) {
-  step_job j = {.opt = opt, .w = params, .grad = grad};
+/* The update of params[begin, end): the pool splits [0, end - begin) and
+ * the job shifts its pointers by begin. */
+static void step_span(nn_optim *opt, float *params, const float *grad,
+                      size_t begin, size_t end) {
+  nn_optim shifted = *opt;
+  shifted.m = opt->m ? opt->m + begin : NULL;
+  shifted.v = opt->v ? opt->v + begin : NULL;
+  step_job j = {.opt = &shifted, .w = params + begin, .grad = grad + begin};
   if (opt->cfg.kind == NN_OPT_ADAM) {
     const nn_optim_config *c = &opt->cfg;
     double t = (double)(opt->steps + 1);
@@ -131,9 +137,20 @@ void nn_optim_step(nn_optim *opt, float *params, const float *grad) {
     const float bc2 = (float)(1.0 - pow(c->beta2, t));
     j.step = c->learning_rate / bc1;
     j.root_bc2 = sqrtf(bc2);
-    nn_parallel_for(opt->n, STEP_MIN_PER_THREAD, adam_range, &j);
+    nn_parallel_for(end - begin, STEP_MIN_PER_THREAD, adam_range, &j);
   } else {
-    nn_parallel_for(opt->n, STEP_MIN_PER_THREAD, sgd_range, &j);
+    nn_parallel_for(end - begin, STEP_MIN_PER_THREAD, sgd_range, &j);
   }
+}
+
+void nn_optim_step(nn_optim *opt, float *params, const float *grad) {
+  step_span(opt, params, grad, 0, opt->n);
+  opt->steps++;
+}
+
+void nn_optim_step_spans(nn_optim *opt, float *params, const float *grad,
+                         const size_t (*spans)[2], int n_spans) {
+  for (int s = 0; s < n_spans; s++)
+    step_span(opt, params, grad, spans[s][0], spans[s][1]);
   opt->steps++;
 }

@@ -49,4 +49,10 @@ void nn_optim_init(nn_optim *opt, const nn_optim_config *cfg, size_t n,
 /* One update of params from grad (grad is read only). */
 void nn_optim_step(nn_optim *opt, float *params, const float *grad);
 
+/* One update of only the parameters in the n_spans spans [begin, end) of
+ * spans (disjoint), for a caller that updated the others itself
+ * (nn_net_train_step); grad is read there only. Counts as one step. */
+void nn_optim_step_spans(nn_optim *opt, float *params, const float *grad,
+                         const size_t (*spans)[2], int n_spans);
+
 #endif

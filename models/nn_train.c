@@ -104,7 +104,11 @@ int nn_train(const nn_net *net, float *params, const nn_dataset *ds,
   rc = COHORT_ENOMEM;
   if (n > SIZE_MAX / sizeof(float) / (size_t)vectors)
     goto out;
-  arena = malloc((size_t)vectors * n * sizeof *arena);
+  /* Cache-line aligned, as the work buffers are: the short-side kernels
+   * stream the large weight rows with whole-line vector loads. */
+  void *block = NULL;
+  if (posix_memalign(&block, 64, (size_t)vectors * n * sizeof *arena) == 0)
+    arena = block;
   xb = malloc((size_t)batch * ds->dim * sizeof *xb);
   yb = malloc((size_t)batch);
   order = malloc(ds->n * sizeof *order);
@@ -134,12 +138,17 @@ int nn_train(const nn_net *net, float *params, const nn_dataset *ds,
       int count =
           (int)(ds->n - first < (size_t)batch ? ds->n - first : (size_t)batch);
       gather(ds, order + first, count, xb, yb);
-      double loss = nn_net_loss_grad(net, &work, w, xb, yb, count, grad,
-                                     nn_rng_mix(opts->seed, ++step));
-      epoch_loss += loss * count;
-      if (opts->fedprox_mu > 0.0f)
+      uint64_t seed = nn_rng_mix(opts->seed, ++step);
+      double loss;
+      if (opts->fedprox_mu > 0.0f) {
+        loss = nn_net_loss_grad(net, &work, w, xb, yb, count, grad, seed);
         add_proximal(grad, w, anchor, n, opts->fedprox_mu);
-      nn_optim_step(&opt, w, grad);
+        nn_optim_step(&opt, w, grad);
+      } else {
+        loss =
+            nn_net_train_step(net, &work, &opt, w, xb, yb, count, grad, seed);
+      }
+      epoch_loss += loss * count;
     }
   }
   for (size_t i = 0; i < n; i++)

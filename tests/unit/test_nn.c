@@ -13,6 +13,7 @@
 #include "cunit_main.h"
 #include "nn_gemm.h"
 #include "nn_layers.h"
+#include "nn_linear_sgd.h"
 #include "nn_net.h"
 #include "nn_optim.h"
 #include "nn_rng.h"
@@ -549,6 +550,107 @@ static void test_train_rejects(void) {
   nn_dataset_close(&ds);
 }
 
+/* A net whose middle layer (2048 x 512) fuses its SGD step at small
+ * batch, with a layer below it so its input gradient is needed. */
+static void fused_net(nn_net *net) {
+  nn_net_begin(net, (nn_shape){.c = 48, .h = 1, .w = 1});
+  nn_net_linear(net, 2048, "fc0");
+  nn_net_relu(net);
+  nn_net_linear(net, 512, "fc1");
+  nn_net_relu(net);
+  nn_net_linear(net, 10, "fc2");
+  CU_ASSERT_FATAL(net->error == 0);
+  CU_ASSERT_FATAL(nn_linear_fuses_sgd(&net->layers[2], 10));
+}
+
+/* Three steps of nn_net_train_step from one start; the parameters after. */
+static float *train_steps(const nn_net *net, const nn_optim_config *cfg,
+                          int n_batch, int threads, bool fused) {
+  size_t n = net->n_params;
+  float *w = malloc(n * sizeof *w), *g = malloc(n * sizeof *g);
+  float *state = calloc(2 * n, sizeof *state);
+  CU_ASSERT_FATAL(w && g && state);
+  nn_net_init(net, w, 5);
+  nn_work work;
+  CU_ASSERT_FATAL(nn_work_init(&work, net, n_batch, true) == COHORT_OK);
+  nn_optim opt;
+  nn_optim_init(&opt, cfg, n, state);
+  int saved = nn_threads_get();
+  nn_threads_set(threads);
+  for (int s = 0; s < 3; s++) {
+    batch b = make_batch(net, n_batch, 40 + (uint64_t)s);
+    if (fused) {
+      nn_net_train_step(net, &work, &opt, w, b.x, b.y, n_batch, g, 0);
+    } else {
+      nn_net_loss_grad(net, &work, w, b.x, b.y, n_batch, g, 0);
+      nn_optim_step(&opt, w, g);
+    }
+    free_batch(&b);
+  }
+  nn_threads_set(saved);
+  CU_ASSERT_EQUAL(opt.steps, 3);
+  nn_work_close(&work);
+  free(g);
+  free(state);
+  return w;
+}
+
+/* Largest |a - b| over n, relative to the largest |b|. */
+static double relative_gap(const float *a, const float *b, size_t n) {
+  double gap = 0.0, top = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    gap = fmax(gap, fabs((double)a[i] - b[i]));
+    top = fmax(top, fabs((double)b[i]));
+  }
+  return gap / top;
+}
+
+/* The fused step is the unfused update up to rounding, repeats bit for bit
+ * at any thread count, and is only taken where it applies: with momentum,
+ * Adam or a large batch the step is the unfused one exactly. */
+static void test_train_step_fused(void) {
+  nn_net net;
+  fused_net(&net);
+  size_t n = net.n_params, bytes = n * sizeof(float);
+  nn_optim_config c;
+  nn_optim_config_init(&c);
+  c.weight_decay = 0.01f;
+  float *plain = train_steps(&net, &c, 10, 1, false);
+  float *fused[3];
+  for (int t = 0; t < 3; t++)
+    fused[t] = train_steps(&net, &c, 10, t + 1, true);
+  /* fp32 rounding of three steps, far below one step's change (lr 0.05
+   * times gradients of order 1e-2 on weights of order 1e-2). */
+  double gap = relative_gap(fused[0], plain, n);
+  CU_ASSERT(gap < 1e-5);
+  CU_ASSERT(gap > 0.0 || memcmp(fused[0], plain, bytes) == 0);
+  CU_ASSERT_EQUAL(memcmp(fused[0], fused[1], bytes), 0);
+  CU_ASSERT_EQUAL(memcmp(fused[0], fused[2], bytes), 0);
+  /* The step moved the fused weights: a fusion that skipped them would
+   * leave them at the start. */
+  float *start = malloc(bytes);
+  CU_ASSERT_FATAL(start != NULL);
+  nn_net_init(&net, start, 5);
+  const nn_layer *fc1 = &net.layers[2];
+  CU_ASSERT(relative_gap(fused[0] + fc1->w, start + fc1->w, fc1->n_w) > 1e-4);
+  free(start);
+  for (int t = 0; t < 3; t++)
+    free(fused[t]);
+  free(plain);
+
+  nn_optim_config others[3] = {c, c, c};
+  others[0].momentum = 0.9f;
+  others[1].kind = NN_OPT_ADAM;
+  int batches[3] = {10, 10, 17};
+  for (int k = 0; k < 3; k++) {
+    float *a = train_steps(&net, &others[k], batches[k], 1, false);
+    float *b = train_steps(&net, &others[k], batches[k], 1, true);
+    CU_ASSERT_EQUAL(memcmp(a, b, bytes), 0);
+    free(a);
+    free(b);
+  }
+}
+
 int cohort_register_suites(void) {
   static const test_case layers[] = {
       {"linear gradient", test_grad_linear},
@@ -573,6 +675,8 @@ int cohort_register_suites(void) {
       {"seed changes the result, thread count keeps it repeatable",
        test_training_seed_and_threads},
       {"FedProx keeps the client near its start", test_fedprox},
+      {"SGD fused into a large layer's backward equals the plain step",
+       test_train_step_fused},
       {"bad arguments leave the model untouched", test_train_rejects},
   };
   return test_add_suite("layers", NULL, NULL, layers,
