@@ -8,6 +8,7 @@
 
 #include "nn_gemm.h"
 #include "nn_rng.h"
+#include "nn_winograd.h"
 
 /* Element-wise passes are split over rows (examples, or pixels of a batch
  * of images) once there is enough work for a second thread to pay off. */
@@ -212,12 +213,21 @@ static void conv_fwd_range(void *ctx, size_t first, size_t end) {
   }
 }
 
-void nn_conv2d_forward_act(const nn_layer *l, const float *params,
-                           const float *in, float *col, float *out, int n,
-                           bool relu) {
+void nn_conv2d_forward_direct(const nn_layer *l, const float *params,
+                              const float *in, float *col, float *out, int n,
+                              bool relu) {
   conv_job j = {
       .l = l, .params = params, .in = in, .col = col, .out = out, .relu = relu};
   nn_parallel_for((size_t)n, 1, conv_fwd_range, &j);
+}
+
+void nn_conv2d_forward_act(const nn_layer *l, const float *params,
+                           const float *in, float *col, float *out, int n,
+                           bool relu) {
+  if (nn_winograd_applies(l))
+    nn_winograd_forward(l, params, in, out, n, relu, col);
+  else
+    nn_conv2d_forward_direct(l, params, in, col, out, n, relu);
 }
 
 void nn_conv2d_forward(const nn_layer *l, const float *params, const float *in,
@@ -270,9 +280,9 @@ static void conv_reduce_partials(const float *partial, size_t chunks,
     }
 }
 
-void nn_conv2d_backward(const nn_layer *l, const float *params, const float *in,
-                        float *col, const float *dout, float *din,
-                        float *scratch, float *grad, int n) {
+void nn_conv2d_backward_direct(const nn_layer *l, const float *params,
+                               const float *in, float *col, const float *dout,
+                               float *din, float *scratch, float *grad, int n) {
   /* One chunk per thread: the chunks, and so the order of dW's sums,
    * depend only on the batch size and the thread count. */
   size_t threads = (size_t)nn_threads_get();
@@ -292,6 +302,38 @@ void nn_conv2d_backward(const nn_layer *l, const float *params, const float *in,
   int row_len = conv_row_len(l), co = l->out.c;
   conv_reduce_partials(j.partial, chunks, row_len, co, grad + l->w);
   bias_grad(grad + l->b, dout, (size_t)n * conv_rows(l), (size_t)co);
+}
+
+void nn_conv2d_backward(const nn_layer *l, const float *params, const float *in,
+                        float *col, const float *dout, float *din,
+                        float *scratch, float *grad, int n) {
+  if (!nn_winograd_applies(l)) {
+    nn_conv2d_backward_direct(l, params, in, col, dout, din, scratch, grad, n);
+    return;
+  }
+  nn_winograd_backward(l, params, in, dout, din, grad + l->w, n, scratch);
+  bias_grad(grad + l->b, dout, (size_t)n * conv_rows(l), (size_t)l->out.c);
+}
+
+/* Both paths' needs, so that the direct one stays callable on any work
+ * (the tests compare the two on the same buffers). */
+size_t nn_conv2d_col_floats(const nn_layer *l, int max_batch) {
+  size_t direct = (size_t)max_batch * conv_col_size(l);
+  size_t wino = nn_winograd_applies(l)
+                    ? nn_winograd_scratch_floats(l, max_batch, false)
+                    : 0;
+  return direct > wino ? direct : wino;
+}
+
+size_t nn_conv2d_scratch_floats(const nn_layer *l, int max_batch, bool din) {
+  /* Direct: patch gradients when din is wanted, and a partial weight
+   * gradient per chunk of images, at most one chunk per image. */
+  size_t direct = (din ? (size_t)max_batch * conv_col_size(l) : 0) +
+                  (size_t)max_batch * (size_t)l->out.c * conv_row_len(l);
+  size_t wino = nn_winograd_applies(l)
+                    ? nn_winograd_scratch_floats(l, max_batch, true)
+                    : 0;
+  return direct > wino ? direct : wino;
 }
 
 /* Max-pooling, split over examples. Within a window the candidates are

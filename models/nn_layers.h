@@ -6,8 +6,10 @@
  * set (the net fuses a ReLU that follows a linear or conv2d layer). Large
  * batches are split over nn_parallel_for; results are bit-identical from
  * run to run for a given thread count, and depend on it only through
- * nn_sgemm and the conv2d weight gradient (summed per chunk of images, one
- * chunk per thread, then over the chunks in order). */
+ * nn_sgemm (the Winograd conv2d's products cover blocks of tiles that
+ * follow the per-thread chunks of images) and the conv2d weight gradient
+ * (summed per chunk of images, one chunk per thread, then over the chunks
+ * in order). */
 #ifndef COHORT_NN_LAYERS_H
 #define COHORT_NN_LAYERS_H
 
@@ -24,18 +26,32 @@ void nn_linear_forward_act(const nn_layer *l, const float *params,
 void nn_linear_backward(const nn_layer *l, const float *params, const float *in,
                         const float *dout, float *din, float *grad, int n);
 
+/* A conv2d runs on Winograd F(2x2, 5x5) where nn_winograd_applies (5x5
+ * kernels over enough input channels; see nn_winograd.h), else as im2col
+ * products; the _direct functions always take the im2col path, the
+ * reference the Winograd one is tested against. col is scratch of
+ * nn_conv2d_col_floats(l, >= n) floats. */
 void nn_conv2d_forward(const nn_layer *l, const float *params, const float *in,
                        float *col, float *out, int n);
 void nn_conv2d_forward_act(const nn_layer *l, const float *params,
                            const float *in, float *col, float *out, int n,
                            bool relu);
-/* in is the layer's input (the patch matrices are built again, image by
- * image); col is scratch of n * in.h * in.w * ksize^2 * in.c floats (the
- * forward's buffer will do); scratch holds min(n, threads) * out.c *
- * ksize^2 * in.c floats, plus, when din is not NULL, as many as col. */
+void nn_conv2d_forward_direct(const nn_layer *l, const float *params,
+                              const float *in, float *col, float *out, int n,
+                              bool relu);
+/* in is the layer's input (the patch matrices, or the transformed tiles,
+ * are built again); col is as for the forward (its buffer will do);
+ * scratch holds nn_conv2d_scratch_floats(l, >= n, din != NULL) floats. */
 void nn_conv2d_backward(const nn_layer *l, const float *params, const float *in,
                         float *col, const float *dout, float *din,
                         float *scratch, float *grad, int n);
+void nn_conv2d_backward_direct(const nn_layer *l, const float *params,
+                               const float *in, float *col, const float *dout,
+                               float *din, float *scratch, float *grad, int n);
+/* Scratch sizes for batches of up to max_batch examples at any thread
+ * count, enough for both paths. */
+size_t nn_conv2d_col_floats(const nn_layer *l, int max_batch);
+size_t nn_conv2d_scratch_floats(const nn_layer *l, int max_batch, bool din);
 
 void nn_maxpool2_forward(const nn_layer *l, const float *in, float *out,
                          uint32_t *argmax, int n);

@@ -223,13 +223,11 @@ static void layout(nn_work *work, const nn_net *net, carver *cv,
     work->act[i + 1] = carve(cv, out * sizeof(float));
     work->delta[i + 1] = training ? carve(cv, out * sizeof(float)) : NULL;
     if (l->kind == NN_CONV2D) {
-      size_t cells = nb * (size_t)l->in.h * l->in.w *
-                     ((size_t)l->ksize * l->ksize * l->in.c);
-      work->col[i] = carve(cv, cells * sizeof(float));
-      /* Backward scratch (nn_conv2d_backward): patch gradients above the
-       * first layer, and a partial weight gradient per chunk of images. */
-      size_t wt = (size_t)l->out.c * l->ksize * l->ksize * l->in.c;
-      size_t need = (i > 0 ? cells : 0) + nb * wt;
+      work->col[i] =
+          carve(cv, nn_conv2d_col_floats(l, work->max_batch) * sizeof(float));
+      /* Backward scratch, one buffer for all layers; the first layer
+       * never computes an input gradient. */
+      size_t need = nn_conv2d_scratch_floats(l, work->max_batch, i > 0);
       if (training && need > dcol)
         dcol = need;
     } else if (l->kind == NN_MAXPOOL2) {
@@ -407,8 +405,8 @@ double nn_net_train_step(const nn_net *net, nn_work *work, nn_optim *opt,
   for (int i = 0; i < net->n_layers; i++)
     fuses |= nn_linear_fuses_sgd(&net->layers[i], batch);
   if (!fuses || opt->cfg.kind != NN_OPT_SGD || opt->cfg.momentum != 0.0f) {
-    double loss = loss_grad(net, work, params, x, y, batch, grad,
-                            dropout_seed, NULL);
+    double loss =
+        loss_grad(net, work, params, x, y, batch, grad, dropout_seed, NULL);
     nn_optim_step(opt, params, grad);
     return loss;
   }

@@ -1,0 +1,756 @@
+/* Winograd F(2x2, 5x5) conv2d; see nn_winograd.h.
+ *
+ * With d the 6x6 input window of an output tile (pad 2), g a 5x5 kernel
+ * slice and the interpolation points {0, 1, -1, 2, -2, inf}:
+ *   Y = A^T [ sum_ci (G g G^T) . (B^T d B) ] A
+ *   A^T = | 1 1  1 1  1 0 |   B^T = | 4  0 -5  0 1 0 |
+ *         | 0 1 -1 2 -2 1 |         | 0 -4 -4  1 1 0 |
+ *                                   | 0  4 -4 -1 1 0 |
+ *   G = |  1/4     0    0     0    0  |   | 0 -2 -1  2 1 0 |
+ *       | -1/6  -1/6 -1/6  -1/6 -1/6  |   | 0  2 -1 -2 1 0 |
+ *       | -1/6   1/6 -1/6   1/6 -1/6  |   | 0  4  0 -5 0 1 |
+ *       | 1/24  1/12  1/6   1/3  2/3  |
+ *       | 1/24 -1/12  1/6  -1/3  2/3  |
+ *       |   0     0    0     0    1   |
+ * These points keep A^T and B^T small integers (the data transforms are
+ * exact but for their sums) and put the fractions into G, which runs once
+ * per call on the weights; {0, 1, -1, 1/2, -1/2, inf} measured the same
+ * float error (max 2.5e-6 of the largest output on random data).
+ *
+ * (Derived by solving sum_j A^T[i][j] G[j][k] B^T[j][t] = [t == i + k]
+ * for B^T, given A^T and G from the points.)
+ *
+ * Per position xi of the 6x6 transformed tile, the sum over input channels
+ * is a GEMM over a block of tiles: M[xi] = V[xi] (tiles x in_c) U[xi]
+ * (in_c x out_c). The backward runs the forward's steps transposed:
+ * dM = A dY A^T, dV[xi] = dM[xi] U[xi]^T, dX = B dV B^T scattered over
+ * the overlapping windows, dU[xi]^T = V[xi]^T dM[xi] summed over tiles,
+ * and dW = G^T dU G.
+ *
+ * Layouts, chosen by measuring nn_sgemm (OpenBLAS) on the CNN's conv2 and
+ * the cost of the transforms: V and the forward's M are tile-major (a
+ * tile's 36 rows together, so a transform touches one contiguous run),
+ * the GEMMs reading them with a row stride; the backward's dM is xi-major,
+ * which made the dU product 1.4x faster; U and dU are xi-major. */
+#include "nn_winograd.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#include "nn_gemm.h"
+
+#ifdef __GNUC__
+#define WG_INLINE inline __attribute__((always_inline))
+#else
+#define WG_INLINE inline
+#endif
+
+/* The transforms work on vectors of 16 channels (one AVX-512 register; the
+ * channels are contiguous in NHWC) with GCC's vector extension, which
+ * Clang shares: written as plain loops, the six-stream transforms defeat
+ * the vectoriser's alias checks. A last group of fewer channels goes
+ * through the same code, loaded with zeros past its width. */
+enum { LANES = 16, XI = 36 };
+typedef float vec __attribute__((vector_size(LANES * sizeof(float))));
+typedef int ivec __attribute__((vector_size(LANES * sizeof(int))));
+#if defined(__GNUC__) && !defined(__clang__)
+/* Every function taking or returning a vec is inlined into its caller of
+ * one ISA, so no vec ever crosses a call: GCC's note that a 64-byte
+ * vector's calling convention differs between ISAs does not apply. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+/* Tiles per block: V and M (or dM) of one block, 36 x tiles x (in_c +
+ * out_c) floats, should stay in L2 next to U. */
+#define BLOCK_BYTES (512u * 1024u)
+#define BLOCK_MIN_TILES 8
+#define BLOCK_MAX_TILES 128
+
+/* Below this many input channels the transforms, which run on groups of
+ * 16, cost more than the products save: at batch 10 on one thread, 28x28
+ * images to 32 channels, Winograd lost to im2col at 8 and 12 input
+ * channels (forward 1.9 against 1.25 ms at 8) and won from 16 on, at any
+ * output channel count tried (8 to 64). conv1 of the CNN has 1. */
+#define MIN_IN_CHANNELS 16
+
+static WG_INLINE vec vload(const float *p, int w) {
+  vec v = {0};
+  memcpy(&v, p, (size_t)w * sizeof(float));
+  return v;
+}
+
+static WG_INLINE void vstore(float *p, vec v, int w) {
+  memcpy(p, &v, (size_t)w * sizeof(float));
+}
+
+/* Lanes p[0], p[stride], ... (a column of a row-major matrix). */
+static WG_INLINE vec vgather(const float *p, size_t stride, int w) {
+  float f[LANES] = {0};
+  for (int c = 0; c < w; c++)
+    f[c] = p[c * stride];
+  return vload(f, LANES);
+}
+
+static WG_INLINE void vscatter(float *p, size_t stride, vec v, int w) {
+  float f[LANES];
+  vstore(f, v, LANES);
+  for (int c = 0; c < w; c++)
+    p[c * stride] = f[c];
+}
+
+/* One-dimensional transforms: six (or five, or two) vectors spaced is
+ * apart in, to vectors spaced os apart. */
+
+/* v = B^T d */
+static WG_INLINE void bt6(const vec *d, int is, vec *v, int os) {
+  vec d0 = d[0], d1 = d[is], d2 = d[2 * is];
+  vec d3 = d[3 * is], d4 = d[4 * is], d5 = d[5 * is];
+  vec t = d4 - d2, u = d3 - d1;
+  v[0] = 4.0f * d0 - 5.0f * d2 + d4;
+  v[os] = (d3 + d4) - 4.0f * (d1 + d2);
+  v[2 * os] = (d4 - d3) + 4.0f * (d1 - d2);
+  v[3 * os] = t + 2.0f * u;
+  v[4 * os] = t - 2.0f * u;
+  v[5 * os] = 4.0f * d1 - 5.0f * d3 + d5;
+}
+
+/* d = B v, the adjoint of bt6. */
+static WG_INLINE void b6(const vec *v, int is, vec *d, int os) {
+  vec v0 = v[0], v1 = v[is], v2 = v[2 * is];
+  vec v3 = v[3 * is], v4 = v[4 * is], v5 = v[5 * is];
+  d[0] = 4.0f * v0;
+  d[os] = 4.0f * (v2 - v1 + v5) + 2.0f * (v4 - v3);
+  d[2 * os] = -5.0f * v0 - 4.0f * (v1 + v2) - (v3 + v4);
+  d[3 * os] = (v1 - v2) + 2.0f * (v3 - v4) - 5.0f * v5;
+  d[4 * os] = v0 + v1 + v2 + v3 + v4;
+  d[5 * os] = v5;
+}
+
+/* y = A^T m (six to two) */
+static WG_INLINE void at6(const vec *m, int is, vec *y, int os) {
+  vec m0 = m[0], m1 = m[is], m2 = m[2 * is];
+  vec m3 = m[3 * is], m4 = m[4 * is], m5 = m[5 * is];
+  y[0] = m0 + m1 + m2 + m3 + m4;
+  y[os] = (m1 - m2) + 2.0f * (m3 - m4) + m5;
+}
+
+/* m = A y (two to six), the adjoint of at6. */
+static WG_INLINE void a6(const vec *y, int is, vec *m, int os) {
+  vec y0 = y[0], y1 = y[is];
+  m[0] = y0;
+  m[os] = y0 + y1;
+  m[2 * os] = y0 - y1;
+  m[3 * os] = y0 + 2.0f * y1;
+  m[4 * os] = y0 - 2.0f * y1;
+  m[5 * os] = y1;
+}
+
+/* u = G g (five to six) */
+static WG_INLINE void g6(const vec *g, int is, vec *u, int os) {
+  const float sixth = 1.0f / 6.0f;
+  vec g0 = g[0], g1 = g[is], g2 = g[2 * is], g3 = g[3 * is], g4 = g[4 * is];
+  vec even = g0 + g2 + g4, odd = g1 + g3;
+  vec even2 = 0.25f * g0 + g2 + 4.0f * g4, odd2 = 0.5f * g1 + 2.0f * g3;
+  u[0] = 0.25f * g0;
+  u[os] = -(even + odd) * sixth;
+  u[2 * os] = -(even - odd) * sixth;
+  u[3 * os] = (even2 + odd2) * sixth;
+  u[4 * os] = (even2 - odd2) * sixth;
+  u[5 * os] = g4;
+}
+
+/* g = G^T u (six to five), the adjoint of g6. */
+static WG_INLINE void gt6(const vec *u, int is, vec *g, int os) {
+  const float sixth = 1.0f / 6.0f;
+  vec u0 = u[0], u1 = u[is], u2 = u[2 * is];
+  vec u3 = u[3 * is], u4 = u[4 * is], u5 = u[5 * is];
+  vec s12 = u1 + u2, d21 = u2 - u1, s34 = u3 + u4, d34 = u3 - u4;
+  g[0] = 0.25f * u0 - s12 * sixth + s34 * (1.0f / 24.0f);
+  g[os] = d21 * sixth + d34 * (1.0f / 12.0f);
+  g[2 * os] = (s34 - s12) * sixth;
+  g[3 * os] = d21 * sixth + d34 * (1.0f / 3.0f);
+  g[4 * os] = -s12 * sixth + s34 * (2.0f / 3.0f) + u5;
+}
+
+/* The two-dimensional transforms of one tile: the first pass runs down
+ * the columns (index y * cols + x), the second along the rows. */
+
+/* U = G g G^T: g[25] to u[36] */
+static WG_INLINE void weight_tf(const vec *g, vec *u) {
+  vec t[30];
+  for (int x = 0; x < 5; x++)
+    g6(g + x, 5, t + x, 5);
+  for (int i = 0; i < 6; i++)
+    g6(t + 5 * i, 1, u + 6 * i, 1);
+}
+
+/* dg = G^T du G: du[36] to dg[25] */
+static WG_INLINE void weight_adj(const vec *du, vec *dg) {
+  vec t[30];
+  for (int x = 0; x < 6; x++)
+    gt6(du + x, 6, t + x, 6);
+  for (int y = 0; y < 5; y++)
+    gt6(t + 6 * y, 1, dg + 5 * y, 1);
+}
+
+/* V = B^T d B: d[36] to v[36] */
+static WG_INLINE void input_tf(const vec *d, vec *v) {
+  vec t[36];
+  for (int x = 0; x < 6; x++)
+    bt6(d + x, 6, t + x, 6);
+  for (int i = 0; i < 6; i++)
+    bt6(t + 6 * i, 1, v + 6 * i, 1);
+}
+
+/* dd = B dv B^T: dv[36] to dd[36] */
+static WG_INLINE void input_adj(const vec *dv, vec *dd) {
+  vec t[36];
+  for (int x = 0; x < 6; x++)
+    b6(dv + x, 6, t + x, 6);
+  for (int y = 0; y < 6; y++)
+    b6(t + 6 * y, 1, dd + 6 * y, 1);
+}
+
+/* Y = A^T M A: m[36] to y[4] */
+static WG_INLINE void output_tf(const vec *m, vec *y) {
+  vec t[12];
+  for (int x = 0; x < 6; x++)
+    at6(m + x, 6, t + x, 6);
+  for (int r = 0; r < 2; r++)
+    at6(t + 6 * r, 1, y + 2 * r, 1);
+}
+
+/* dM = A dY A^T: dy[4] to dm[36] */
+static WG_INLINE void output_adj(const vec *dy, vec *dm) {
+  vec t[12];
+  for (int x = 0; x < 2; x++)
+    a6(dy + x, 2, t + x, 2);
+  for (int i = 0; i < 6; i++)
+    a6(t + 2 * i, 1, dm + 6 * i, 1);
+}
+
+/* The shapes of one call. Tile (ty, tx) of an image covers outputs
+ * (2ty..2ty+1, 2tx..2tx+1) and reads the input window from (2ty-2, 2tx-2);
+ * outputs past an odd edge are computed and dropped. */
+typedef struct geom {
+  int h, w, ci, co;
+  int tw, tiles; /* tiles per row and per image */
+  size_t cap;    /* tiles per block */
+  int ldv, ldm;  /* floats from one tile's V (M) to the next's */
+  size_t xu;     /* floats from U[xi] (dU[xi]) to U[xi + 1] */
+} geom;
+
+static geom geom_of(const nn_layer *l) {
+  geom g = {.h = l->in.h, .w = l->in.w, .ci = l->in.c, .co = l->out.c};
+  /* A tile's 36 rows of V (or M) are contiguous, for the transforms; one
+   * cache line more keeps strides that are multiples of 512 bytes (36 x
+   * 32 x 4) from mapping the products' rows to a few cache sets. */
+  g.ldv = XI * g.ci + LANES;
+  g.ldm = XI * g.co + LANES;
+  /* The same for U and dU, read and written 36 matrices at a time: an
+   * 8 KiB stride (32 x 64 x 4) would put all 36 in one L1 set. */
+  g.xu = (size_t)g.co * g.ci + LANES;
+  g.tw = (g.w + 1) / 2;
+  g.tiles = g.tw * ((g.h + 1) / 2);
+  size_t per_tile = (size_t)XI * (size_t)(g.ci + g.co) * sizeof(float);
+  g.cap = BLOCK_BYTES / per_tile;
+  if (g.cap < BLOCK_MIN_TILES)
+    g.cap = BLOCK_MIN_TILES;
+  if (g.cap > BLOCK_MAX_TILES)
+    g.cap = BLOCK_MAX_TILES;
+  return g;
+}
+
+static size_t round16(size_t x) { return (x + 15) & ~(size_t)15; }
+
+/* Scratch: U, then one region per chunk holding its block's V and M (M
+ * doubles as dM) and, for the backward, its partial dU. Regions start on
+ * cache lines so that threads never share one. */
+static size_t u_floats(const geom *g) { return round16(XI * g->xu); }
+
+static size_t chunk_floats(const geom *g, size_t cap, bool backward) {
+  size_t block = cap * (size_t)(g->ldv + g->ldm);
+  return round16(block + (backward ? XI * g->xu : 0));
+}
+
+/* A chunk's block never holds more tiles than the chunk has. */
+static size_t chunk_cap(const geom *g, size_t n, size_t chunks) {
+  size_t most = (n + chunks - 1) / chunks * (size_t)g->tiles;
+  return most < g->cap ? most : g->cap;
+}
+
+bool nn_winograd_applies(const nn_layer *l) {
+  return l->kind == NN_CONV2D && l->ksize == 5 && l->in.c >= MIN_IN_CHANNELS;
+}
+
+size_t nn_winograd_scratch_floats(const nn_layer *l, int max_batch,
+                                  bool backward) {
+  geom g = geom_of(l);
+  size_t n = max_batch > 0 ? (size_t)max_batch : 1, most = 0;
+  /* chunks = min(n, threads) for a thread count unknown here. */
+  for (size_t chunks = 1; chunks <= n; chunks++) {
+    size_t need = chunks * chunk_floats(&g, chunk_cap(&g, n, chunks), backward);
+    if (need > most)
+      most = need;
+  }
+  return u_floats(&g) + most;
+}
+
+/* One call's state, shared read-only by the threads. */
+typedef struct wg_job {
+  geom g;
+  const float *w, *b, *in, *dout;
+  float *out, *din, *dw;
+  float *u, *regions;
+  size_t n, chunks, cap, region;
+  bool relu;
+} wg_job;
+
+static void job_init(wg_job *j, const nn_layer *l, const float *params,
+                     float *scratch, int n, bool backward) {
+  j->g = geom_of(l);
+  j->w = params + l->w;
+  j->b = params + l->b;
+  j->n = (size_t)n;
+  size_t threads = (size_t)nn_threads_get();
+  j->chunks = j->n < threads ? j->n : threads;
+  j->cap = chunk_cap(&j->g, j->n, j->chunks ? j->chunks : 1);
+  j->region = chunk_floats(&j->g, j->cap, backward);
+  j->u = scratch;
+  j->regions = scratch + u_floats(&j->g);
+}
+
+/* The first chunk's partial dU^T, which ends up holding the sum. */
+static float *du_of(const wg_job *j) {
+  return j->regions + j->cap * (size_t)(j->g.ldv + j->g.ldm);
+}
+
+/* nn_sgemm is fastest on untransposed operands for these shapes, so the
+ * forward wants U[xi] as in_c x out_c, the backward as out_c x in_c, and
+ * the weight gradient comes out as dU^T (in_c x out_c). The weights are
+ * out_c x (25 in_c): transforms to and from the in_c x out_c layouts run
+ * over 16 output channels at a time, gathering or scattering the weights
+ * (25 in_c out_c floats, little next to the products). */
+
+/* U[xi][i][o] for output channels [o0, o0 + w), every input channel. */
+static WG_INLINE void weights_t_group(const wg_job *j, int o0, int w) {
+  int ci = j->g.ci, co = j->g.co;
+  size_t stride = 25 * (size_t)ci;
+  for (int i = 0; i < ci; i++) {
+    vec g[25], u[XI];
+    const float *src = j->w + (size_t)o0 * stride + i;
+    for (int k = 0; k < 25; k++)
+      g[k] = vgather(src + (size_t)k * ci, stride, w);
+    weight_tf(g, u);
+    for (int xi = 0; xi < XI; xi++)
+      vstore(j->u + xi * j->g.xu + (size_t)i * co + o0, u[xi], w);
+  }
+}
+
+/* U[xi][o][i] for output channel o and input channels [c0, c0 + w). */
+static WG_INLINE void weights_group(const wg_job *j, size_t o, int c0, int w) {
+  int ci = j->g.ci;
+  vec g[25], u[XI];
+  const float *src = j->w + o * 25 * ci + c0;
+  for (int k = 0; k < 25; k++)
+    g[k] = vload(src + (size_t)k * ci, w);
+  weight_tf(g, u);
+  for (int xi = 0; xi < XI; xi++)
+    vstore(j->u + xi * j->g.xu + o * ci + c0, u[xi], w);
+}
+
+/* dW = G^T dU G for output channels [o0, o0 + w), every input channel. */
+static WG_INLINE void dweights_group(const wg_job *j, int o0, int w) {
+  int ci = j->g.ci, co = j->g.co;
+  size_t stride = 25 * (size_t)ci;
+  const float *du = du_of(j);
+  for (int i = 0; i < ci; i++) {
+    vec u[XI], g[25];
+    for (int xi = 0; xi < XI; xi++)
+      u[xi] = vload(du + xi * j->g.xu + (size_t)i * co + o0, w);
+    weight_adj(u, g);
+    float *dst = j->dw + (size_t)o0 * stride + i;
+    for (int k = 0; k < 25; k++)
+      vscatter(dst + (size_t)k * ci, stride, g[k], w);
+  }
+}
+
+/* The range bodies: groups [first, end) of 16 output channels, or output
+ * channels [first, end). Full groups get the width as a constant, so that
+ * their loads and stores are single vector moves. */
+static WG_INLINE void weights_t_body(const wg_job *j, size_t first,
+                                     size_t end) {
+  for (size_t grp = first; grp < end; grp++) {
+    int o0 = (int)grp * LANES;
+    if (j->g.co - o0 >= LANES)
+      weights_t_group(j, o0, LANES);
+    else
+      weights_t_group(j, o0, j->g.co - o0);
+  }
+}
+
+static WG_INLINE void weights_body(const wg_job *j, size_t first, size_t end) {
+  int ci = j->g.ci;
+  for (size_t o = first; o < end; o++) {
+    int c0 = 0;
+    for (; c0 + LANES <= ci; c0 += LANES)
+      weights_group(j, o, c0, LANES);
+    if (c0 < ci)
+      weights_group(j, o, c0, ci - c0);
+  }
+}
+
+static WG_INLINE void dweights_body(const wg_job *j, size_t first, size_t end) {
+  for (size_t grp = first; grp < end; grp++) {
+    int o0 = (int)grp * LANES;
+    if (j->g.co - o0 >= LANES)
+      dweights_group(j, o0, LANES);
+    else
+      dweights_group(j, o0, j->g.co - o0);
+  }
+}
+
+/* Locates tile `tile` of a chunk starting at image `first`: its image and
+ * the top-left corner of its input window. */
+static WG_INLINE void tile_at(const geom *g, size_t first, size_t tile,
+                              size_t *img, int *y0, int *x0) {
+  size_t r = tile % (size_t)g->tiles;
+  *img = first + tile / (size_t)g->tiles;
+  *y0 = 2 * (int)(r / (size_t)g->tw) - 2;
+  *x0 = 2 * (int)(r % (size_t)g->tw) - 2;
+}
+
+/* V[xi] of one tile for channels [c0, c0 + w): v points at the tile's row
+ * of V[0], xs floats apart per xi; the window is zero outside the image. */
+static WG_INLINE void input_tile(int w, const geom *g, const float *img, int y0,
+                                 int x0, int c0, float *v, size_t xs) {
+  vec d[XI], r[XI];
+  bool inside = y0 >= 0 && x0 >= 0 && y0 + 6 <= g->h && x0 + 6 <= g->w;
+  for (int y = 0; y < 6; y++)
+    for (int x = 0; x < 6; x++) {
+      int iy = y0 + y, ix = x0 + x;
+      if (inside || (iy >= 0 && iy < g->h && ix >= 0 && ix < g->w))
+        d[y * 6 + x] =
+            vload(img + ((size_t)iy * g->w + (size_t)ix) * g->ci + c0, w);
+      else
+        d[y * 6 + x] = (vec){0};
+    }
+  input_tf(d, r);
+  for (int xi = 0; xi < XI; xi++)
+    vstore(v + xi * xs, r[xi], w);
+}
+
+/* V of tiles [t0, t0 + count) of the chunk starting at image first. */
+static WG_INLINE void input_block(const wg_job *j, size_t first, size_t t0,
+                                  size_t count, float *v) {
+  const geom *g = &j->g;
+  size_t xs = (size_t)g->ci, img_size = (size_t)g->h * g->w * g->ci;
+  for (size_t t = 0; t < count; t++) {
+    size_t e;
+    int y0, x0;
+    tile_at(g, first, t0 + t, &e, &y0, &x0);
+    const float *img = j->in + e * img_size;
+    float *vt = v + t * g->ldv;
+    int c0 = 0;
+    for (; c0 + LANES <= g->ci; c0 += LANES)
+      input_tile(LANES, g, img, y0, x0, c0, vt + c0, xs);
+    if (c0 < g->ci)
+      input_tile(g->ci - c0, g, img, y0, x0, c0, vt + c0, xs);
+  }
+}
+
+/* The outputs of one tile for channels [c0, c0 + w): A^T M A, plus the
+ * bias, through the ReLU when relu; those past the image edge dropped. */
+static WG_INLINE void output_tile(int w, const wg_job *j, float *img, int y0,
+                                  int x0, int c0, const float *m, size_t xs) {
+  const geom *g = &j->g;
+  vec mv[XI], y[4];
+  for (int xi = 0; xi < XI; xi++)
+    mv[xi] = vload(m + xi * xs, w);
+  output_tf(mv, y);
+  vec b = vload(j->b + c0, w);
+  for (int r = 0; r < 2; r++)
+    for (int x = 0; x < 2; x++) {
+      int oy = y0 + 2 + r, ox = x0 + 2 + x;
+      if (oy >= g->h || ox >= g->w)
+        continue;
+      vec o = y[r * 2 + x] + b;
+      if (j->relu) /* NaN and -0 become +0, as in the direct path */
+        o = (vec)((ivec)o & (o > 0.0f));
+      vstore(img + ((size_t)oy * g->w + (size_t)ox) * g->co + c0, o, w);
+    }
+}
+
+static WG_INLINE void output_block(const wg_job *j, size_t first, size_t t0,
+                                   size_t count, const float *m) {
+  const geom *g = &j->g;
+  size_t xs = (size_t)g->co, img_size = (size_t)g->h * g->w * g->co;
+  for (size_t t = 0; t < count; t++) {
+    size_t e;
+    int y0, x0;
+    tile_at(g, first, t0 + t, &e, &y0, &x0);
+    float *img = j->out + e * img_size;
+    const float *mt = m + t * g->ldm;
+    int c0 = 0;
+    for (; c0 + LANES <= g->co; c0 += LANES)
+      output_tile(LANES, j, img, y0, x0, c0, mt + c0, xs);
+    if (c0 < g->co)
+      output_tile(g->co - c0, j, img, y0, x0, c0, mt + c0, xs);
+  }
+}
+
+/* dM[xi] of one tile for channels [c0, c0 + w): A dY A^T, with dY zero
+ * past the image edge. */
+static WG_INLINE void dout_tile(int w, const geom *g, const float *img, int y0,
+                                int x0, int c0, float *m, size_t xs) {
+  vec dy[4], dm[XI];
+  for (int r = 0; r < 2; r++)
+    for (int x = 0; x < 2; x++) {
+      int oy = y0 + 2 + r, ox = x0 + 2 + x;
+      dy[r * 2 + x] =
+          oy < g->h && ox < g->w
+              ? vload(img + ((size_t)oy * g->w + (size_t)ox) * g->co + c0, w)
+              : (vec){0};
+    }
+  output_adj(dy, dm);
+  for (int xi = 0; xi < XI; xi++)
+    vstore(m + xi * xs, dm[xi], w);
+}
+
+static WG_INLINE void dout_block(const wg_job *j, size_t first, size_t t0,
+                                 size_t count, float *m) {
+  const geom *g = &j->g;
+  size_t xs = j->cap * g->co, img_size = (size_t)g->h * g->w * g->co;
+  for (size_t t = 0; t < count; t++) {
+    size_t e;
+    int y0, x0;
+    tile_at(g, first, t0 + t, &e, &y0, &x0);
+    const float *img = j->dout + e * img_size;
+    float *mt = m + t * g->co;
+    int c0 = 0;
+    for (; c0 + LANES <= g->co; c0 += LANES)
+      dout_tile(LANES, g, img, y0, x0, c0, mt + c0, xs);
+    if (c0 < g->co)
+      dout_tile(g->co - c0, g, img, y0, x0, c0, mt + c0, xs);
+  }
+}
+
+/* Adds B dV B^T of one tile, channels [c0, c0 + w), into its input window,
+ * the part inside the image. */
+static WG_INLINE void dinput_tile(int w, const geom *g, float *img, int y0,
+                                  int x0, int c0, const float *v, size_t xs) {
+  vec dv[XI], dd[XI];
+  for (int xi = 0; xi < XI; xi++)
+    dv[xi] = vload(v + xi * xs, w);
+  input_adj(dv, dd);
+  for (int y = 0; y < 6; y++)
+    for (int x = 0; x < 6; x++) {
+      int iy = y0 + y, ix = x0 + x;
+      if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w)
+        continue;
+      float *dst = img + ((size_t)iy * g->w + (size_t)ix) * g->ci + c0;
+      vstore(dst, vload(dst, w) + dd[y * 6 + x], w);
+    }
+}
+
+/* Scatters the block's dV into din, tile after tile in order. */
+static WG_INLINE void dinput_block(const wg_job *j, size_t first, size_t t0,
+                                   size_t count, const float *v) {
+  const geom *g = &j->g;
+  size_t xs = (size_t)g->ci, img_size = (size_t)g->h * g->w * g->ci;
+  for (size_t t = 0; t < count; t++) {
+    size_t e;
+    int y0, x0;
+    tile_at(g, first, t0 + t, &e, &y0, &x0);
+    float *img = j->din + e * img_size;
+    const float *vt = v + t * g->ldv;
+    int c0 = 0;
+    for (; c0 + LANES <= g->ci; c0 += LANES)
+      dinput_tile(LANES, g, img, y0, x0, c0, vt + c0, xs);
+    if (c0 < g->ci)
+      dinput_tile(g->ci - c0, g, img, y0, x0, c0, vt + c0, xs);
+  }
+}
+
+/* The images of chunk c. */
+static WG_INLINE void chunk_images(const wg_job *j, size_t c, size_t *first,
+                                   size_t *end) {
+  *first = c * j->n / j->chunks;
+  *end = (c + 1) * j->n / j->chunks;
+}
+
+/* The forward of chunks [first_chunk, end_chunk), block after block. */
+static WG_INLINE void forward_body(const wg_job *j, size_t first_chunk,
+                                   size_t end_chunk) {
+  const geom *g = &j->g;
+  size_t xu = g->xu;
+  int ldv = g->ldv, ldm = g->ldm;
+  for (size_t c = first_chunk; c < end_chunk; c++) {
+    size_t first, end;
+    chunk_images(j, c, &first, &end);
+    float *v = j->regions + c * j->region, *m = v + j->cap * ldv;
+    size_t tiles = (end - first) * (size_t)g->tiles;
+    for (size_t t0 = 0; t0 < tiles; t0 += j->cap) {
+      size_t count = tiles - t0 < j->cap ? tiles - t0 : j->cap;
+      input_block(j, first, t0, count, v);
+      /* M[xi] (count x co) = V[xi] (count x ci) U[xi] (ci x co) */
+      for (int xi = 0; xi < XI; xi++)
+        nn_sgemm(false, false, (int)count, g->co, g->ci, 1.0f, v + xi * g->ci,
+                 ldv, j->u + xi * xu, g->co, 0.0f, m + xi * g->co, ldm);
+      output_block(j, first, t0, count, m);
+    }
+  }
+}
+
+/* A chunk's partial dU^T (over its tiles, block after block) and its
+ * images' input gradient. */
+static WG_INLINE void backward_body(const wg_job *j, size_t first_chunk,
+                                    size_t end_chunk) {
+  const geom *g = &j->g;
+  size_t xu = g->xu, xm = j->cap * g->co;
+  int ldv = g->ldv, ldm = g->ldm;
+  size_t img_size = (size_t)g->h * g->w * g->ci;
+  for (size_t c = first_chunk; c < end_chunk; c++) {
+    size_t first, end;
+    chunk_images(j, c, &first, &end);
+    float *v = j->regions + c * j->region, *m = v + j->cap * ldv;
+    float *du = m + j->cap * ldm;
+    if (j->din)
+      memset(j->din + first * img_size, 0,
+             (end - first) * img_size * sizeof(float));
+    size_t tiles = (end - first) * (size_t)g->tiles;
+    for (size_t t0 = 0; t0 < tiles; t0 += j->cap) {
+      size_t count = tiles - t0 < j->cap ? tiles - t0 : j->cap;
+      float beta = t0 == 0 ? 0.0f : 1.0f;
+      input_block(j, first, t0, count, v);
+      dout_block(j, first, t0, count, m);
+      /* dU[xi]^T (ci x co) += V[xi]^T dM[xi] */
+      for (int xi = 0; xi < XI; xi++)
+        nn_sgemm(true, false, g->ci, g->co, (int)count, 1.0f, v + xi * g->ci,
+                 ldv, m + xi * xm, g->co, beta, du + xi * xu, g->co);
+      if (!j->din)
+        continue;
+      /* dV[xi] (count x ci) = dM[xi] U[xi] (co x ci), over V, which is
+       * done with */
+      for (int xi = 0; xi < XI; xi++)
+        nn_sgemm(false, false, (int)count, g->ci, g->co, 1.0f, m + xi * xm,
+                 g->co, j->u + xi * xu, g->ci, 0.0f, v + xi * g->ci, ldv);
+      dinput_block(j, first, t0, count, v);
+    }
+  }
+}
+
+/* The range functions handed to nn_parallel_for, compiled once per ISA
+ * (as nn_gemm_builtin.c's kernels) so that the 16-channel transforms
+ * become single AVX-512 (or two AVX2) vector operations; the build's
+ * baseline is SSE2. */
+typedef struct wg_isa {
+  nn_range_fn forward, backward, weights, weights_t, dweights;
+} wg_isa;
+
+#define WG_ISA(prefix, attr)                                                   \
+  attr static void prefix##_forward(void *ctx, size_t b, size_t e) {           \
+    forward_body(ctx, b, e);                                                   \
+  }                                                                            \
+  attr static void prefix##_backward(void *ctx, size_t b, size_t e) {          \
+    backward_body(ctx, b, e);                                                  \
+  }                                                                            \
+  attr static void prefix##_weights(void *ctx, size_t b, size_t e) {           \
+    weights_body(ctx, b, e);                                                   \
+  }                                                                            \
+  attr static void prefix##_weights_t(void *ctx, size_t b, size_t e) {         \
+    weights_t_body(ctx, b, e);                                                 \
+  }                                                                            \
+  attr static void prefix##_dweights(void *ctx, size_t b, size_t e) {          \
+    dweights_body(ctx, b, e);                                                  \
+  }                                                                            \
+  static const wg_isa prefix##_isa = {prefix##_forward, prefix##_backward,     \
+                                      prefix##_weights, prefix##_weights_t,    \
+                                      prefix##_dweights};
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+WG_ISA(avx512, __attribute__((target("avx512f,prefer-vector-width=512"))))
+WG_ISA(avx2, __attribute__((target("avx2,fma"))))
+WG_ISA(base, )
+
+static const wg_isa *isa_select(void) {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f"))
+    return &avx512_isa;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return &avx2_isa;
+  return &base_isa;
+}
+#else
+WG_ISA(base, )
+static const wg_isa *isa_select(void) { return &base_isa; }
+#endif
+
+static const wg_isa *isa_get(void) {
+  static _Atomic(const wg_isa *) chosen;
+  const wg_isa *a = atomic_load_explicit(&chosen, memory_order_relaxed);
+  if (!a) {
+    a = isa_select();
+    atomic_store_explicit(&chosen, a, memory_order_relaxed);
+  }
+  return a;
+}
+
+/* dU^T[xi] += the other chunks' partials, in chunk order, for xi in
+ * [first, end). */
+static void reduce_range(void *ctx, size_t first, size_t end) {
+  const wg_job *j = ctx;
+  size_t xu = j->g.xu, count = (size_t)j->g.co * j->g.ci;
+  float *du = du_of(j);
+  for (size_t xi = first; xi < end; xi++)
+    for (size_t c = 1; c < j->chunks; c++) {
+      float *restrict sum = du + xi * xu;
+      const float *restrict p = sum + c * j->region;
+      for (size_t i = 0; i < count; i++)
+        sum[i] += p[i];
+    }
+}
+
+/* The weight transforms are split over output channels, or groups of 16
+ * of them; a few microseconds of work per thread at the least. */
+#define WEIGHTS_MIN_PER_THREAD 8
+#define GROUPS_MIN_PER_THREAD 2
+
+static size_t out_groups(const wg_job *j) {
+  return ((size_t)j->g.co + LANES - 1) / LANES;
+}
+
+void nn_winograd_forward(const nn_layer *l, const float *params,
+                         const float *in, float *out, int n, bool relu,
+                         float *scratch) {
+  const wg_isa *isa = isa_get();
+  wg_job j;
+  job_init(&j, l, params, scratch, n, false);
+  j.in = in;
+  j.out = out;
+  j.relu = relu;
+  nn_parallel_for(out_groups(&j), GROUPS_MIN_PER_THREAD, isa->weights_t, &j);
+  nn_parallel_for(j.chunks, 1, isa->forward, &j);
+}
+
+void nn_winograd_backward(const nn_layer *l, const float *params,
+                          const float *in, const float *dout, float *din,
+                          float *dw, int n, float *scratch) {
+  if (n < 1) { /* no chunk to sum: the gradient of nothing */
+    memset(dw, 0, l->n_w * sizeof *dw);
+    return;
+  }
+  const wg_isa *isa = isa_get();
+  wg_job j;
+  job_init(&j, l, params, scratch, n, true);
+  j.in = in;
+  j.dout = dout;
+  j.din = din;
+  j.dw = dw;
+  if (din) /* U serves only the input gradient */
+    nn_parallel_for((size_t)j.g.co, WEIGHTS_MIN_PER_THREAD, isa->weights, &j);
+  nn_parallel_for(j.chunks, 1, isa->backward, &j);
+  if (j.chunks > 1)
+    nn_parallel_for(XI, 1, reduce_range, &j);
+  nn_parallel_for(out_groups(&j), GROUPS_MIN_PER_THREAD, isa->dweights, &j);
+}
