@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "nn_conv_gray.h"
 #include "nn_gemm.h"
 #include "nn_rng.h"
 #include "nn_winograd.h"
@@ -226,6 +227,8 @@ void nn_conv2d_forward_act(const nn_layer *l, const float *params,
                            bool relu) {
   if (nn_winograd_applies(l))
     nn_winograd_forward(l, params, in, out, n, relu, col);
+  else if (nn_conv_gray_applies(l))
+    nn_conv_gray_forward(l, params, in, col, out, n, relu);
   else
     nn_conv2d_forward_direct(l, params, in, col, out, n, relu);
 }
@@ -307,11 +310,14 @@ void nn_conv2d_backward_direct(const nn_layer *l, const float *params,
 void nn_conv2d_backward(const nn_layer *l, const float *params, const float *in,
                         float *col, const float *dout, float *din,
                         float *scratch, float *grad, int n) {
-  if (!nn_winograd_applies(l)) {
+  if (nn_winograd_applies(l))
+    nn_winograd_backward(l, params, in, dout, din, grad + l->w, n, scratch);
+  else if (nn_conv_gray_applies(l) && !din) /* its input gradient: im2col */
+    nn_conv_gray_backward_weights(l, in, dout, col, scratch, grad, n);
+  else {
     nn_conv2d_backward_direct(l, params, in, col, dout, din, scratch, grad, n);
     return;
   }
-  nn_winograd_backward(l, params, in, dout, din, grad + l->w, n, scratch);
   bias_grad(grad + l->b, dout, (size_t)n * conv_rows(l), (size_t)l->out.c);
 }
 
@@ -322,7 +328,10 @@ size_t nn_conv2d_col_floats(const nn_layer *l, int max_batch) {
   size_t wino = nn_winograd_applies(l)
                     ? nn_winograd_scratch_floats(l, max_batch, false)
                     : 0;
-  return direct > wino ? direct : wino;
+  size_t gray =
+      nn_conv_gray_applies(l) ? nn_conv_gray_scratch(l, max_batch) : 0;
+  size_t most = direct > wino ? direct : wino;
+  return most > gray ? most : gray;
 }
 
 size_t nn_conv2d_scratch_floats(const nn_layer *l, int max_batch, bool din) {

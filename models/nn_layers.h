@@ -27,9 +27,11 @@ void nn_linear_backward(const nn_layer *l, const float *params, const float *in,
                         const float *dout, float *din, float *grad, int n);
 
 /* A conv2d runs on Winograd F(2x2, 5x5) where nn_winograd_applies (5x5
- * kernels over enough input channels; see nn_winograd.h), else as im2col
- * products; the _direct functions always take the im2col path, the
- * reference the Winograd one is tested against. col is scratch of
+ * kernels over enough input channels; see nn_winograd.h), as a direct
+ * convolution where nn_conv_gray_applies (5x5 over one channel, the
+ * CNN's first layer; its input gradient, when wanted, takes im2col), else
+ * as im2col products; the _direct functions always take the im2col path,
+ * the reference the others are tested against. col is scratch of
  * nn_conv2d_col_floats(l, >= n) floats. */
 void nn_conv2d_forward(const nn_layer *l, const float *params, const float *in,
                        float *col, float *out, int n);
