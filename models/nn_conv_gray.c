@@ -7,31 +7,20 @@
  * padded once and every output pixel is 25 broadcast multiply-adds into
  * registers; the weight gradient keeps one accumulator per tap.
  *
- * The kernels use GCC vectors of 16 floats, as nn_gemm_small.c does, and
- * are compiled once per ISA so the same source runs on AVX-512, AVX2 and
- * baseline x86-64 (and elsewhere as plain vector code). */
+ * The kernels use nn_vec and are compiled once per ISA (nn_isa.h). */
 #include "nn_conv_gray.h"
 
-#include <stdatomic.h>
 #include <string.h>
 
 #include "nn_gemm.h"
+#include "nn_isa.h"
+#include "nn_layers.h"
 
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-#define GRAY_X86_DISPATCH 1
-#endif
-
-#ifdef __GNUC__
-#define GRAY_INLINE inline __attribute__((always_inline))
-#else
-#define GRAY_INLINE inline
-#endif
-
-#define VL 16
-typedef float vec __attribute__((vector_size(VL * sizeof(float))));
-typedef int ivec __attribute__((vector_size(VL * sizeof(int))));
-#define VLOAD(v, p) memcpy(&(v), (p), sizeof(vec))
-#define VSTORE(p, v) memcpy((p), &(v), sizeof(vec))
+typedef nn_vec vec;
+typedef nn_ivec ivec;
+#define VL NN_VL
+#define VLOAD NN_VLOAD
+#define VSTORE NN_VSTORE
 
 enum { K = 5, PAD = 2, TAPS = K * K, GROUP = 2 * VL, MAX_PB = 8 };
 
@@ -39,10 +28,10 @@ enum { K = 5, PAD = 2, TAPS = K * K, GROUP = 2 * VL, MAX_PB = 8 };
  * (TAPS rows of ld floats, the group's 32 channels first): bias, the taps
  * in order, then the ReLU. pad is the image with PAD zeros on every side,
  * pw floats per row. */
-static GRAY_INLINE void fwd_pixels(int pb, const float *restrict pad, int pw,
-                                   int y, int x0, const float *restrict wt,
-                                   int ld, const float *restrict bias,
-                                   float *restrict out, int co, bool relu) {
+static NN_INLINE void fwd_pixels(int pb, const float *restrict pad, int pw,
+                                 int y, int x0, const float *restrict wt,
+                                 int ld, const float *restrict bias,
+                                 float *restrict out, int co, bool relu) {
   vec b0, b1, acc[MAX_PB][2];
   VLOAD(b0, bias);
   VLOAD(b1, bias + VL);
@@ -76,9 +65,9 @@ static GRAY_INLINE void fwd_pixels(int pb, const float *restrict pad, int pw,
 
 /* dWt[t][0..16) += sum over the image's pixels of pad[pixel + tap t] *
  * dout[pixel][0..16) for the channel vector at dout (row stride co). */
-static GRAY_INLINE void wgrad_image(const float *restrict pad, int pw, int h,
-                                    int w, const float *restrict dout, int co,
-                                    float *restrict dwt, int ld) {
+static NN_INLINE void wgrad_image(const float *restrict pad, int pw, int h,
+                                  int w, const float *restrict dout, int co,
+                                  float *restrict dwt, int ld) {
   vec acc[TAPS];
   for (int t = 0; t < TAPS; t++)
     VLOAD(acc[t], dwt + (size_t)t * ld);
@@ -130,38 +119,23 @@ typedef struct gray_arch {
   wgrad_fn wgrad;
 } gray_arch;
 
-#ifdef GRAY_X86_DISPATCH
-GRAY_KERNELS(avx512, __attribute__((target("avx512f,prefer-vector-width=512"))))
-GRAY_KERNELS(avx2, __attribute__((target("avx2,fma"))))
+#ifdef NN_ISA_X86
+GRAY_KERNELS(avx512, NN_TARGET_AVX512)
+GRAY_KERNELS(avx2, NN_TARGET_AVX2)
 GRAY_KERNELS(sse2, )
-static const gray_arch *arch_select(void) {
-  static const gray_arch avx512 = {avx512_fwd_row, avx512_wgrad};
-  static const gray_arch avx2 = {avx2_fwd_row, avx2_wgrad};
-  static const gray_arch sse2 = {sse2_fwd_row, sse2_wgrad};
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f"))
-    return &avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return &avx2;
-  return &sse2;
+static const gray_arch *arch_get(void) {
+  static const gray_arch by_isa[] = {{sse2_fwd_row, sse2_wgrad},
+                                     {avx2_fwd_row, avx2_wgrad},
+                                     {avx512_fwd_row, avx512_wgrad}};
+  return &by_isa[nn_isa_best()];
 }
 #else
 GRAY_KERNELS(generic, )
-static const gray_arch *arch_select(void) {
+static const gray_arch *arch_get(void) {
   static const gray_arch generic = {generic_fwd_row, generic_wgrad};
   return &generic;
 }
 #endif
-
-static const gray_arch *arch_get(void) {
-  static _Atomic(const gray_arch *) chosen;
-  const gray_arch *a = atomic_load_explicit(&chosen, memory_order_relaxed);
-  if (!a) {
-    a = arch_select();
-    atomic_store_explicit(&chosen, a, memory_order_relaxed);
-  }
-  return a;
-}
 
 bool nn_conv_gray_applies(const nn_layer *l) {
   return l->kind == NN_CONV2D && l->ksize == K && l->in.c == 1 &&
@@ -268,15 +242,5 @@ void nn_conv_gray_backward_weights(const nn_layer *l, const float *in,
                 .n = (size_t)n,
                 .chunks = chunks};
   nn_parallel_for(chunks, 1, wgrad_range, &j);
-  /* dW[o][t]: the chunks' sums in chunk order. */
-  int co = l->out.c;
-  size_t stride = (size_t)TAPS * co;
-  for (int o = 0; o < co; o++)
-    for (int t = 0; t < TAPS; t++) {
-      const float *p = partials + (size_t)t * co + o;
-      float sum = p[0];
-      for (size_t c = 1; c < chunks; c++)
-        sum += p[c * stride];
-      grad[l->w + (size_t)o * TAPS + t] = sum;
-    }
+  nn_conv2d_sum_partials(partials, chunks, TAPS, l->out.c, grad + l->w);
 }

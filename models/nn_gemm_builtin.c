@@ -7,21 +7,11 @@
  * then p within a step) by the same kernel wherever its tile lies, so the
  * result is independent of how C is split over threads. */
 #include <assert.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nn_gemm.h"
-
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-#define GEMM_X86_DISPATCH 1
-#endif
-
-#ifdef __GNUC__
-#define GEMM_INLINE inline __attribute__((always_inline))
-#else
-#define GEMM_INLINE inline
-#endif
+#include "nn_isa.h"
 
 /* Largest tile of any kernel below; sizes the edge-tile scratch. */
 enum { GEMM_MAX_MR = 8, GEMM_MAX_NR = 32 };
@@ -52,11 +42,10 @@ typedef struct gemm_arch {
 /* The one kernel body; the wrappers fix mr, nr and one of the strides so
  * the loops unroll into mr * nr / lanes vector accumulators that live in
  * registers for all of kc. */
-static GEMM_INLINE void kernel_body(int mr, int nr, int kc,
-                                    const float *restrict a, size_t rs,
-                                    size_t cs, const float *restrict b,
-                                    float *restrict c, size_t ldc, float alpha,
-                                    float beta) {
+static NN_INLINE void kernel_body(int mr, int nr, int kc,
+                                  const float *restrict a, size_t rs, size_t cs,
+                                  const float *restrict b, float *restrict c,
+                                  size_t ldc, float alpha, float beta) {
   float acc[GEMM_MAX_MR * GEMM_MAX_NR] = {0};
   for (int p = 0; p < kc; p++)
     for (int i = 0; i < mr; i++) {
@@ -88,13 +77,12 @@ static GEMM_INLINE void kernel_body(int mr, int nr, int kc,
   GEMM_KERNEL(prefix##_rows, attr, MR, NR, rs, 1)                              \
   GEMM_KERNEL(prefix##_cols, attr, MR, NR, 1, cs)
 
-#ifdef GEMM_X86_DISPATCH
+#ifdef NN_ISA_X86
 /* 16 zmm accumulators: enough independent FMAs to cover their latency on
  * two ports, and 8 rows divide the batch sizes the models use. */
-GEMM_KERNELS(avx512, __attribute__((target("avx512f,prefer-vector-width=512"))),
-             8, 32)
+GEMM_KERNELS(avx512, NN_TARGET_AVX512, 8, 32)
 /* 12 of the 16 ymm registers as accumulators. */
-GEMM_KERNELS(avx2, __attribute__((target("avx2,fma"))), 6, 16)
+GEMM_KERNELS(avx2, NN_TARGET_AVX2, 6, 16)
 /* 12 of the 16 xmm registers, baseline x86-64. */
 GEMM_KERNELS(sse2, , 6, 8)
 
@@ -105,31 +93,18 @@ static const gemm_arch arch_avx2 = {6,    16,          256,       144,
 static const gemm_arch arch_sse2 = {6,    8,           256,       96,
                                     1024, sse2_packed, sse2_rows, sse2_cols};
 
-static const gemm_arch *arch_select(void) {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f"))
-    return &arch_avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return &arch_avx2;
-  return &arch_sse2;
+static const gemm_arch *arch_get(void) {
+  static const gemm_arch *const by_isa[] = {&arch_sse2, &arch_avx2,
+                                            &arch_avx512};
+  return by_isa[nn_isa_best()];
 }
 #else
 /* 24 accumulators of 128 bits: fits the 32 vector registers of NEON. */
 GEMM_KERNELS(generic, , 6, 16)
 static const gemm_arch arch_generic = {
     6, 16, 256, 120, 1024, generic_packed, generic_rows, generic_cols};
-static const gemm_arch *arch_select(void) { return &arch_generic; }
+static const gemm_arch *arch_get(void) { return &arch_generic; }
 #endif
-
-static const gemm_arch *arch_get(void) {
-  static _Atomic(const gemm_arch *) chosen;
-  const gemm_arch *a = atomic_load_explicit(&chosen, memory_order_relaxed);
-  if (!a) {
-    a = arch_select();
-    atomic_store_explicit(&chosen, a, memory_order_relaxed);
-  }
-  return a;
-}
 
 /* One product, as the threads see it. */
 typedef struct gemm_job {

@@ -12,23 +12,14 @@
  *   axpy  C = alpha * op(A) B + beta * C, op(A) with few rows or few
  *         columns (k): each row of C is a combination of rows of B.
  * Every element of C is computed by the same kernel, in the same order,
- * whatever the thread split (threads take whole column blocks of C), so
- * results are bit-identical from run to run and across thread counts. */
+ * whatever the thread split (threads take whole blocks of C), so results
+ * are bit-identical from run to run and across thread counts. */
 #include "nn_gemm_small.h"
 
-#include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
 
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-#define SMALL_X86_DISPATCH 1
-#endif
-
-#ifdef __GNUC__
-#define SMALL_INLINE inline __attribute__((always_inline))
-#else
-#define SMALL_INLINE inline
-#endif
+#include "nn_isa.h"
 
 /* A product takes this path when op(A) has at most this many rows (dot,
  * axpy) or columns (axpy). */
@@ -36,30 +27,25 @@
 /* Below this k a dot product is mostly its lane reduction. */
 #define DOT_MIN_K 64
 /* Elements of the long operand (B, or C for a short k) below which packing
- * it is cheap and the blocked backends win (bench/gemm: mlp:200,200's
- * second layer and logistic regression at batch 10 ran 1.3-3x slower
- * here, its first layer and fc1 1.2-2.4x faster). */
+ * it is cheap and the blocked backends win (against OpenBLAS, one thread:
+ * mlp:200,200's second layer and logistic regression at batch 10 ran
+ * 1.3-3x slower here, its first layer and fc1 1.2-2.4x faster). */
 #define SMALL_MIN_LONG (1u << 17)
 /* Work per thread below which waking a worker costs more than it saves. */
 #define SMALL_MIN_FLOPS_PER_THREAD (1u << 21)
 
-/* The kernels work on GCC vectors of 16 floats (one zmm, two ymm, four
- * xmm or NEON registers, as the target has), so their accumulators are
- * registers by construction rather than by the vectoriser's choice: with a
- * short k, spills and peeled epilogues would cost more than the sums. */
-#define VL 16
-typedef float vec __attribute__((vector_size(VL * sizeof(float))));
+/* The kernels work on nn_vec (nn_isa.h): with a short k, spills and
+ * peeled epilogues would cost more than the sums. */
+#define VL NN_VL
+typedef nn_vec vec;
+#define VLOAD NN_VLOAD
+#define VSTORE NN_VSTORE
 
 /* Largest tiles of any ISA below; size the accumulators. */
 enum { MAX_MR = 5, MAX_NB = 4, MAX_NV = 4 };
 
-/* Unaligned vector moves; helpers taking or returning a vec by value would
- * need the target's ABI outside the per-ISA kernels. */
-#define VLOAD(v, p) memcpy(&(v), (p), sizeof(vec))
-#define VSTORE(p, v) memcpy((p), &(v), sizeof(vec))
-
 /* The lanes of *v added in a fixed tree. */
-static SMALL_INLINE float vsum(const vec *v) {
+static NN_INLINE float vsum(const vec *v) {
   float t[VL];
   memcpy(t, v, sizeof t);
   for (int w = VL / 2; w > 0; w /= 2)
@@ -71,11 +57,10 @@ static SMALL_INLINE float vsum(const vec *v) {
 /* dot: c[i][j] (i < mr, j < nb) from rows i of a and j of b over k. Each
  * accumulator holds VL partial sums (element p goes to lane p % VL), added
  * by vsum; a tail of k % VL follows in order. */
-static SMALL_INLINE void dot_body(int mr, int nb, int k,
-                                  const float *restrict a, size_t lda,
-                                  const float *restrict b, size_t ldb,
-                                  float *restrict c, size_t ldc, float alpha,
-                                  float beta) {
+static NN_INLINE void dot_body(int mr, int nb, int k, const float *restrict a,
+                               size_t lda, const float *restrict b, size_t ldb,
+                               float *restrict c, size_t ldc, float alpha,
+                               float beta) {
   vec acc[MAX_MR][MAX_NB] = {{{0}}};
   int kv = k / VL * VL;
   for (int p = 0; p < kv; p += VL) {
@@ -102,11 +87,10 @@ static SMALL_INLINE void dot_body(int mr, int nb, int k,
 /* axpy: c[i][0..nv * VL) (i < mr) = alpha * sum_p a(i, p) b[p][...] + beta
  * * c, where a(i, p) is a[i * rs + p * cs] (rs lda, cs 1 for A; rs 1, cs
  * lda for A^T). beta == 0 does not read c. */
-static SMALL_INLINE void axpy_body(int mr, int nv, int k,
-                                   const float *restrict a, size_t rs,
-                                   size_t cs, const float *restrict b,
-                                   size_t ldb, float *restrict c, size_t ldc,
-                                   float alpha, float beta) {
+static NN_INLINE void axpy_body(int mr, int nv, int k, const float *restrict a,
+                                size_t rs, size_t cs, const float *restrict b,
+                                size_t ldb, float *restrict c, size_t ldc,
+                                float alpha, float beta) {
   vec acc[MAX_MR][MAX_NV] = {{{0}}};
   for (int p = 0; p < k; p++) {
     vec bv[MAX_NV];
@@ -202,44 +186,30 @@ typedef struct small_arch {
     }                                                                          \
   }
 
-#ifdef SMALL_X86_DISPATCH
+#ifdef NN_ISA_X86
 /* 20 of the 32 zmm registers as accumulators in both kernels: 5 x 4 dot
  * products; 5 rows of 4 vectors (bench/gemm: 5 x 4 beat 4 x 4 by a fifth
  * on fc1 at batch 10, whose 10 rows it covers in two groups). */
-SMALL_KERNELS(avx512,
-              __attribute__((target("avx512f,prefer-vector-width=512"))), 4, 4)
+SMALL_KERNELS(avx512, NN_TARGET_AVX512, 4, 4)
 /* 12 of the 16 ymm registers (a vector is two): 3 x 2 and 3 x 2. */
-SMALL_KERNELS(avx2, __attribute__((target("avx2,fma"))), 2, 2)
+SMALL_KERNELS(avx2, NN_TARGET_AVX2, 2, 2)
 /* 12 of the 16 xmm registers (a vector is four): 3 x 1 and 3 x 1. */
 SMALL_KERNELS(sse2, , 1, 1)
 static const small_arch arch_avx512 = SMALL_ARCH(avx512, 5, 4, 4);
 static const small_arch arch_avx2 = SMALL_ARCH(avx2, 3, 2, 2);
 static const small_arch arch_sse2 = SMALL_ARCH(sse2, 3, 1, 1);
 
-static const small_arch *arch_select(void) {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f"))
-    return &arch_avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return &arch_avx2;
-  return &arch_sse2;
+static const small_arch *arch_get(void) {
+  static const small_arch *const by_isa[] = {&arch_sse2, &arch_avx2,
+                                             &arch_avx512};
+  return by_isa[nn_isa_best()];
 }
 #else
 /* 24 of NEON's 32 registers of 4 lanes: 3 x 2 and 3 x 2. */
 SMALL_KERNELS(generic, , 2, 2)
 static const small_arch arch_generic = SMALL_ARCH(generic, 3, 2, 2);
-static const small_arch *arch_select(void) { return &arch_generic; }
+static const small_arch *arch_get(void) { return &arch_generic; }
 #endif
-
-static const small_arch *arch_get(void) {
-  static _Atomic(const small_arch *) chosen;
-  const small_arch *a = atomic_load_explicit(&chosen, memory_order_relaxed);
-  if (!a) {
-    a = arch_select();
-    atomic_store_explicit(&chosen, a, memory_order_relaxed);
-  }
-  return a;
-}
 
 typedef struct small_job {
   const small_arch *arch;

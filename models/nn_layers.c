@@ -269,9 +269,8 @@ static void conv_bwd_range(void *ctx, size_t first, size_t end) {
     conv_bwd_chunk(ctx, c);
 }
 
-/* dW[o][r] = the sum of the chunks' partial[r][o], in chunk order. */
-static void conv_reduce_partials(const float *partial, size_t chunks,
-                                 int row_len, int co, float *dw) {
+void nn_conv2d_sum_partials(const float *partial, size_t chunks, int row_len,
+                            int co, float *dw) {
   size_t stride = (size_t)row_len * co;
   for (int o = 0; o < co; o++)
     for (int r = 0; r < row_len; r++) {
@@ -303,7 +302,7 @@ void nn_conv2d_backward_direct(const nn_layer *l, const float *params,
                 .chunks = chunks};
   nn_parallel_for(chunks, 1, conv_bwd_range, &j);
   int row_len = conv_row_len(l), co = l->out.c;
-  conv_reduce_partials(j.partial, chunks, row_len, co, grad + l->w);
+  nn_conv2d_sum_partials(j.partial, chunks, row_len, co, grad + l->w);
   bias_grad(grad + l->b, dout, (size_t)n * conv_rows(l), (size_t)co);
 }
 

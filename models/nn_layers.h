@@ -50,6 +50,12 @@ void nn_conv2d_backward(const nn_layer *l, const float *params, const float *in,
 void nn_conv2d_backward_direct(const nn_layer *l, const float *params,
                                const float *in, float *col, const float *dout,
                                float *din, float *scratch, float *grad, int n);
+/* dw[o][r] (co x row_len) = the sum over chunks of partial c's [r][o]
+ * (row_len x co each, one after the other), in chunk order: the per-thread
+ * weight gradients of a convolution, added so that the result depends on
+ * the thread count only through the chunks. */
+void nn_conv2d_sum_partials(const float *partial, size_t chunks, int row_len,
+                            int co, float *dw);
 /* Scratch sizes for batches of up to max_batch examples at any thread
  * count, enough for both paths. */
 size_t nn_conv2d_col_floats(const nn_layer *l, int max_batch);

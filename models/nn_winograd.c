@@ -34,25 +34,19 @@
  * which made the dU product 1.4x faster; U and dU are xi-major. */
 #include "nn_winograd.h"
 
-#include <stdatomic.h>
 #include <string.h>
 
 #include "nn_gemm.h"
-
-#ifdef __GNUC__
-#define WG_INLINE inline __attribute__((always_inline))
-#else
-#define WG_INLINE inline
-#endif
+#include "nn_isa.h"
 
 /* The transforms work on vectors of 16 channels (one AVX-512 register; the
  * channels are contiguous in NHWC) with GCC's vector extension, which
  * Clang shares: written as plain loops, the six-stream transforms defeat
  * the vectoriser's alias checks. A last group of fewer channels goes
  * through the same code, loaded with zeros past its width. */
-enum { LANES = 16, XI = 36 };
-typedef float vec __attribute__((vector_size(LANES * sizeof(float))));
-typedef int ivec __attribute__((vector_size(LANES * sizeof(int))));
+enum { LANES = NN_VL, XI = 36 };
+typedef nn_vec vec;
+typedef nn_ivec ivec;
 #if defined(__GNUC__) && !defined(__clang__)
 /* Every function taking or returning a vec is inlined into its caller of
  * one ISA, so no vec ever crosses a call: GCC's note that a 64-byte
@@ -73,25 +67,25 @@ typedef int ivec __attribute__((vector_size(LANES * sizeof(int))));
  * output channel count tried (8 to 64). conv1 of the CNN has 1. */
 #define MIN_IN_CHANNELS 16
 
-static WG_INLINE vec vload(const float *p, int w) {
+static NN_INLINE vec vload(const float *p, int w) {
   vec v = {0};
   memcpy(&v, p, (size_t)w * sizeof(float));
   return v;
 }
 
-static WG_INLINE void vstore(float *p, vec v, int w) {
+static NN_INLINE void vstore(float *p, vec v, int w) {
   memcpy(p, &v, (size_t)w * sizeof(float));
 }
 
 /* Lanes p[0], p[stride], ... (a column of a row-major matrix). */
-static WG_INLINE vec vgather(const float *p, size_t stride, int w) {
+static NN_INLINE vec vgather(const float *p, size_t stride, int w) {
   float f[LANES] = {0};
   for (int c = 0; c < w; c++)
     f[c] = p[c * stride];
   return vload(f, LANES);
 }
 
-static WG_INLINE void vscatter(float *p, size_t stride, vec v, int w) {
+static NN_INLINE void vscatter(float *p, size_t stride, vec v, int w) {
   float f[LANES];
   vstore(f, v, LANES);
   for (int c = 0; c < w; c++)
@@ -102,7 +96,7 @@ static WG_INLINE void vscatter(float *p, size_t stride, vec v, int w) {
  * apart in, to vectors spaced os apart. */
 
 /* v = B^T d */
-static WG_INLINE void bt6(const vec *d, int is, vec *v, int os) {
+static NN_INLINE void bt6(const vec *d, int is, vec *v, int os) {
   vec d0 = d[0], d1 = d[is], d2 = d[2 * is];
   vec d3 = d[3 * is], d4 = d[4 * is], d5 = d[5 * is];
   vec t = d4 - d2, u = d3 - d1;
@@ -115,7 +109,7 @@ static WG_INLINE void bt6(const vec *d, int is, vec *v, int os) {
 }
 
 /* d = B v, the adjoint of bt6. */
-static WG_INLINE void b6(const vec *v, int is, vec *d, int os) {
+static NN_INLINE void b6(const vec *v, int is, vec *d, int os) {
   vec v0 = v[0], v1 = v[is], v2 = v[2 * is];
   vec v3 = v[3 * is], v4 = v[4 * is], v5 = v[5 * is];
   d[0] = 4.0f * v0;
@@ -127,7 +121,7 @@ static WG_INLINE void b6(const vec *v, int is, vec *d, int os) {
 }
 
 /* y = A^T m (six to two) */
-static WG_INLINE void at6(const vec *m, int is, vec *y, int os) {
+static NN_INLINE void at6(const vec *m, int is, vec *y, int os) {
   vec m0 = m[0], m1 = m[is], m2 = m[2 * is];
   vec m3 = m[3 * is], m4 = m[4 * is], m5 = m[5 * is];
   y[0] = m0 + m1 + m2 + m3 + m4;
@@ -135,7 +129,7 @@ static WG_INLINE void at6(const vec *m, int is, vec *y, int os) {
 }
 
 /* m = A y (two to six), the adjoint of at6. */
-static WG_INLINE void a6(const vec *y, int is, vec *m, int os) {
+static NN_INLINE void a6(const vec *y, int is, vec *m, int os) {
   vec y0 = y[0], y1 = y[is];
   m[0] = y0;
   m[os] = y0 + y1;
@@ -146,7 +140,7 @@ static WG_INLINE void a6(const vec *y, int is, vec *m, int os) {
 }
 
 /* u = G g (five to six) */
-static WG_INLINE void g6(const vec *g, int is, vec *u, int os) {
+static NN_INLINE void g6(const vec *g, int is, vec *u, int os) {
   const float sixth = 1.0f / 6.0f;
   vec g0 = g[0], g1 = g[is], g2 = g[2 * is], g3 = g[3 * is], g4 = g[4 * is];
   vec even = g0 + g2 + g4, odd = g1 + g3;
@@ -160,7 +154,7 @@ static WG_INLINE void g6(const vec *g, int is, vec *u, int os) {
 }
 
 /* g = G^T u (six to five), the adjoint of g6. */
-static WG_INLINE void gt6(const vec *u, int is, vec *g, int os) {
+static NN_INLINE void gt6(const vec *u, int is, vec *g, int os) {
   const float sixth = 1.0f / 6.0f;
   vec u0 = u[0], u1 = u[is], u2 = u[2 * is];
   vec u3 = u[3 * is], u4 = u[4 * is], u5 = u[5 * is];
@@ -172,61 +166,42 @@ static WG_INLINE void gt6(const vec *u, int is, vec *g, int os) {
   g[4 * os] = -s12 * sixth + s34 * (2.0f / 3.0f) + u5;
 }
 
-/* The two-dimensional transforms of one tile: the first pass runs down
- * the columns (index y * cols + x), the second along the rows. */
-
-/* U = G g G^T: g[25] to u[36] */
-static WG_INLINE void weight_tf(const vec *g, vec *u) {
-  vec t[30];
-  for (int x = 0; x < 5; x++)
-    g6(g + x, 5, t + x, 5);
-  for (int i = 0; i < 6; i++)
-    g6(t + 5 * i, 1, u + 6 * i, 1);
+/* The two-dimensional transform of one tile by the one-dimensional f,
+ * which maps n_in vectors to n_out: first down the columns of in (n_in x
+ * n_in, index y * n_in + x), then along the rows of the result, giving
+ * out (n_out x n_out). f is a constant in every caller, so it inlines. */
+typedef void (*tf1d)(const vec *in, int is, vec *out, int os);
+static NN_INLINE void tf2d(tf1d f, int n_in, int n_out, const vec *in,
+                           vec *out) {
+  vec t[XI];
+  for (int x = 0; x < n_in; x++)
+    f(in + x, n_in, t + x, n_in);
+  for (int i = 0; i < n_out; i++)
+    f(t + n_in * i, 1, out + n_out * i, 1);
 }
 
+/* U = G g G^T: g[25] to u[36] */
+static NN_INLINE void weight_tf(const vec *g, vec *u) { tf2d(g6, 5, 6, g, u); }
+
 /* dg = G^T du G: du[36] to dg[25] */
-static WG_INLINE void weight_adj(const vec *du, vec *dg) {
-  vec t[30];
-  for (int x = 0; x < 6; x++)
-    gt6(du + x, 6, t + x, 6);
-  for (int y = 0; y < 5; y++)
-    gt6(t + 6 * y, 1, dg + 5 * y, 1);
+static NN_INLINE void weight_adj(const vec *du, vec *dg) {
+  tf2d(gt6, 6, 5, du, dg);
 }
 
 /* V = B^T d B: d[36] to v[36] */
-static WG_INLINE void input_tf(const vec *d, vec *v) {
-  vec t[36];
-  for (int x = 0; x < 6; x++)
-    bt6(d + x, 6, t + x, 6);
-  for (int i = 0; i < 6; i++)
-    bt6(t + 6 * i, 1, v + 6 * i, 1);
-}
+static NN_INLINE void input_tf(const vec *d, vec *v) { tf2d(bt6, 6, 6, d, v); }
 
 /* dd = B dv B^T: dv[36] to dd[36] */
-static WG_INLINE void input_adj(const vec *dv, vec *dd) {
-  vec t[36];
-  for (int x = 0; x < 6; x++)
-    b6(dv + x, 6, t + x, 6);
-  for (int y = 0; y < 6; y++)
-    b6(t + 6 * y, 1, dd + 6 * y, 1);
+static NN_INLINE void input_adj(const vec *dv, vec *dd) {
+  tf2d(b6, 6, 6, dv, dd);
 }
 
 /* Y = A^T M A: m[36] to y[4] */
-static WG_INLINE void output_tf(const vec *m, vec *y) {
-  vec t[12];
-  for (int x = 0; x < 6; x++)
-    at6(m + x, 6, t + x, 6);
-  for (int r = 0; r < 2; r++)
-    at6(t + 6 * r, 1, y + 2 * r, 1);
-}
+static NN_INLINE void output_tf(const vec *m, vec *y) { tf2d(at6, 6, 2, m, y); }
 
 /* dM = A dY A^T: dy[4] to dm[36] */
-static WG_INLINE void output_adj(const vec *dy, vec *dm) {
-  vec t[12];
-  for (int x = 0; x < 2; x++)
-    a6(dy + x, 2, t + x, 2);
-  for (int i = 0; i < 6; i++)
-    a6(t + 2 * i, 1, dm + 6 * i, 1);
+static NN_INLINE void output_adj(const vec *dy, vec *dm) {
+  tf2d(a6, 2, 6, dy, dm);
 }
 
 /* The shapes of one call. Tile (ty, tx) of an image covers outputs
@@ -333,7 +308,7 @@ static float *du_of(const wg_job *j) {
  * (25 in_c out_c floats, little next to the products). */
 
 /* U[xi][i][o] for output channels [o0, o0 + w), every input channel. */
-static WG_INLINE void weights_t_group(const wg_job *j, int o0, int w) {
+static NN_INLINE void weights_t_group(const wg_job *j, int o0, int w) {
   int ci = j->g.ci, co = j->g.co;
   size_t stride = 25 * (size_t)ci;
   for (int i = 0; i < ci; i++) {
@@ -348,7 +323,7 @@ static WG_INLINE void weights_t_group(const wg_job *j, int o0, int w) {
 }
 
 /* U[xi][o][i] for output channel o and input channels [c0, c0 + w). */
-static WG_INLINE void weights_group(const wg_job *j, size_t o, int c0, int w) {
+static NN_INLINE void weights_group(const wg_job *j, size_t o, int c0, int w) {
   int ci = j->g.ci;
   vec g[25], u[XI];
   const float *src = j->w + o * 25 * ci + c0;
@@ -360,7 +335,7 @@ static WG_INLINE void weights_group(const wg_job *j, size_t o, int c0, int w) {
 }
 
 /* dW = G^T dU G for output channels [o0, o0 + w), every input channel. */
-static WG_INLINE void dweights_group(const wg_job *j, int o0, int w) {
+static NN_INLINE void dweights_group(const wg_job *j, int o0, int w) {
   int ci = j->g.ci, co = j->g.co;
   size_t stride = 25 * (size_t)ci;
   const float *du = du_of(j);
@@ -378,7 +353,7 @@ static WG_INLINE void dweights_group(const wg_job *j, int o0, int w) {
 /* The range bodies: groups [first, end) of 16 output channels, or output
  * channels [first, end). Full groups get the width as a constant, so that
  * their loads and stores are single vector moves. */
-static WG_INLINE void weights_t_body(const wg_job *j, size_t first,
+static NN_INLINE void weights_t_body(const wg_job *j, size_t first,
                                      size_t end) {
   for (size_t grp = first; grp < end; grp++) {
     int o0 = (int)grp * LANES;
@@ -389,7 +364,7 @@ static WG_INLINE void weights_t_body(const wg_job *j, size_t first,
   }
 }
 
-static WG_INLINE void weights_body(const wg_job *j, size_t first, size_t end) {
+static NN_INLINE void weights_body(const wg_job *j, size_t first, size_t end) {
   int ci = j->g.ci;
   for (size_t o = first; o < end; o++) {
     int c0 = 0;
@@ -400,7 +375,7 @@ static WG_INLINE void weights_body(const wg_job *j, size_t first, size_t end) {
   }
 }
 
-static WG_INLINE void dweights_body(const wg_job *j, size_t first, size_t end) {
+static NN_INLINE void dweights_body(const wg_job *j, size_t first, size_t end) {
   for (size_t grp = first; grp < end; grp++) {
     int o0 = (int)grp * LANES;
     if (j->g.co - o0 >= LANES)
@@ -412,7 +387,7 @@ static WG_INLINE void dweights_body(const wg_job *j, size_t first, size_t end) {
 
 /* Locates tile `tile` of a chunk starting at image `first`: its image and
  * the top-left corner of its input window. */
-static WG_INLINE void tile_at(const geom *g, size_t first, size_t tile,
+static NN_INLINE void tile_at(const geom *g, size_t first, size_t tile,
                               size_t *img, int *y0, int *x0) {
   size_t r = tile % (size_t)g->tiles;
   *img = first + tile / (size_t)g->tiles;
@@ -422,7 +397,7 @@ static WG_INLINE void tile_at(const geom *g, size_t first, size_t tile,
 
 /* V[xi] of one tile for channels [c0, c0 + w): v points at the tile's row
  * of V[0], xs floats apart per xi; the window is zero outside the image. */
-static WG_INLINE void input_tile(int w, const geom *g, const float *img, int y0,
+static NN_INLINE void input_tile(int w, const geom *g, const float *img, int y0,
                                  int x0, int c0, float *v, size_t xs) {
   vec d[XI], r[XI];
   bool inside = y0 >= 0 && x0 >= 0 && y0 + 6 <= g->h && x0 + 6 <= g->w;
@@ -441,7 +416,7 @@ static WG_INLINE void input_tile(int w, const geom *g, const float *img, int y0,
 }
 
 /* V of tiles [t0, t0 + count) of the chunk starting at image first. */
-static WG_INLINE void input_block(const wg_job *j, size_t first, size_t t0,
+static NN_INLINE void input_block(const wg_job *j, size_t first, size_t t0,
                                   size_t count, float *v) {
   const geom *g = &j->g;
   size_t xs = (size_t)g->ci, img_size = (size_t)g->h * g->w * g->ci;
@@ -461,7 +436,7 @@ static WG_INLINE void input_block(const wg_job *j, size_t first, size_t t0,
 
 /* The outputs of one tile for channels [c0, c0 + w): A^T M A, plus the
  * bias, through the ReLU when relu; those past the image edge dropped. */
-static WG_INLINE void output_tile(int w, const wg_job *j, float *img, int y0,
+static NN_INLINE void output_tile(int w, const wg_job *j, float *img, int y0,
                                   int x0, int c0, const float *m, size_t xs) {
   const geom *g = &j->g;
   vec mv[XI], y[4];
@@ -481,7 +456,7 @@ static WG_INLINE void output_tile(int w, const wg_job *j, float *img, int y0,
     }
 }
 
-static WG_INLINE void output_block(const wg_job *j, size_t first, size_t t0,
+static NN_INLINE void output_block(const wg_job *j, size_t first, size_t t0,
                                    size_t count, const float *m) {
   const geom *g = &j->g;
   size_t xs = (size_t)g->co, img_size = (size_t)g->h * g->w * g->co;
@@ -501,7 +476,7 @@ static WG_INLINE void output_block(const wg_job *j, size_t first, size_t t0,
 
 /* dM[xi] of one tile for channels [c0, c0 + w): A dY A^T, with dY zero
  * past the image edge. */
-static WG_INLINE void dout_tile(int w, const geom *g, const float *img, int y0,
+static NN_INLINE void dout_tile(int w, const geom *g, const float *img, int y0,
                                 int x0, int c0, float *m, size_t xs) {
   vec dy[4], dm[XI];
   for (int r = 0; r < 2; r++)
@@ -517,7 +492,7 @@ static WG_INLINE void dout_tile(int w, const geom *g, const float *img, int y0,
     vstore(m + xi * xs, dm[xi], w);
 }
 
-static WG_INLINE void dout_block(const wg_job *j, size_t first, size_t t0,
+static NN_INLINE void dout_block(const wg_job *j, size_t first, size_t t0,
                                  size_t count, float *m) {
   const geom *g = &j->g;
   size_t xs = j->cap * g->co, img_size = (size_t)g->h * g->w * g->co;
@@ -537,7 +512,7 @@ static WG_INLINE void dout_block(const wg_job *j, size_t first, size_t t0,
 
 /* Adds B dV B^T of one tile, channels [c0, c0 + w), into its input window,
  * the part inside the image. */
-static WG_INLINE void dinput_tile(int w, const geom *g, float *img, int y0,
+static NN_INLINE void dinput_tile(int w, const geom *g, float *img, int y0,
                                   int x0, int c0, const float *v, size_t xs) {
   vec dv[XI], dd[XI];
   for (int xi = 0; xi < XI; xi++)
@@ -554,7 +529,7 @@ static WG_INLINE void dinput_tile(int w, const geom *g, float *img, int y0,
 }
 
 /* Scatters the block's dV into din, tile after tile in order. */
-static WG_INLINE void dinput_block(const wg_job *j, size_t first, size_t t0,
+static NN_INLINE void dinput_block(const wg_job *j, size_t first, size_t t0,
                                    size_t count, const float *v) {
   const geom *g = &j->g;
   size_t xs = (size_t)g->ci, img_size = (size_t)g->h * g->w * g->ci;
@@ -573,14 +548,14 @@ static WG_INLINE void dinput_block(const wg_job *j, size_t first, size_t t0,
 }
 
 /* The images of chunk c. */
-static WG_INLINE void chunk_images(const wg_job *j, size_t c, size_t *first,
+static NN_INLINE void chunk_images(const wg_job *j, size_t c, size_t *first,
                                    size_t *end) {
   *first = c * j->n / j->chunks;
   *end = (c + 1) * j->n / j->chunks;
 }
 
 /* The forward of chunks [first_chunk, end_chunk), block after block. */
-static WG_INLINE void forward_body(const wg_job *j, size_t first_chunk,
+static NN_INLINE void forward_body(const wg_job *j, size_t first_chunk,
                                    size_t end_chunk) {
   const geom *g = &j->g;
   size_t xu = g->xu;
@@ -604,7 +579,7 @@ static WG_INLINE void forward_body(const wg_job *j, size_t first_chunk,
 
 /* A chunk's partial dU^T (over its tiles, block after block) and its
  * images' input gradient. */
-static WG_INLINE void backward_body(const wg_job *j, size_t first_chunk,
+static NN_INLINE void backward_body(const wg_job *j, size_t first_chunk,
                                     size_t end_chunk) {
   const geom *g = &j->g;
   size_t xu = g->xu, xm = j->cap * g->co;
@@ -668,33 +643,19 @@ typedef struct wg_isa {
                                       prefix##_weights, prefix##_weights_t,    \
                                       prefix##_dweights};
 
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-WG_ISA(avx512, __attribute__((target("avx512f,prefer-vector-width=512"))))
-WG_ISA(avx2, __attribute__((target("avx2,fma"))))
+#ifdef NN_ISA_X86
+WG_ISA(avx512, NN_TARGET_AVX512)
+WG_ISA(avx2, NN_TARGET_AVX2)
 WG_ISA(base, )
 
-static const wg_isa *isa_select(void) {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f"))
-    return &avx512_isa;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return &avx2_isa;
-  return &base_isa;
+static const wg_isa *isa_get(void) {
+  static const wg_isa *const by_isa[] = {&base_isa, &avx2_isa, &avx512_isa};
+  return by_isa[nn_isa_best()];
 }
 #else
 WG_ISA(base, )
-static const wg_isa *isa_select(void) { return &base_isa; }
+static const wg_isa *isa_get(void) { return &base_isa; }
 #endif
-
-static const wg_isa *isa_get(void) {
-  static _Atomic(const wg_isa *) chosen;
-  const wg_isa *a = atomic_load_explicit(&chosen, memory_order_relaxed);
-  if (!a) {
-    a = isa_select();
-    atomic_store_explicit(&chosen, a, memory_order_relaxed);
-  }
-  return a;
-}
 
 /* dU^T[xi] += the other chunks' partials, in chunk order, for xi in
  * [first, end). */

@@ -16,6 +16,7 @@
 #include "nn_layers.h"
 #include "nn_net.h"
 #include "nn_rng.h"
+#include "test_util.h"
 
 /* Largest |direct 5x5 - im2col| as a fraction of the largest |im2col|:
  * both sum the same 25 products per output, in other orders (measured
@@ -44,15 +45,6 @@ static float *floats(size_t n, uint64_t seed) {
   for (size_t i = 0; i < n; i++)
     p[i] = (float)(2.0 * nn_rng_uniform(&r) - 1.0);
   return p;
-}
-
-static double rel_err(const float *a, const float *ref, size_t n) {
-  double diff = 0.0, top = 0.0;
-  for (size_t i = 0; i < n; i++) {
-    diff = fmax(diff, fabs((double)a[i] - ref[i]));
-    top = fmax(top, fabs((double)ref[i]));
-  }
-  return top > 0.0 ? diff / top : diff;
 }
 
 /* One layer with random parameters, input and output gradient; col and
@@ -132,7 +124,7 @@ static void test_forward_matches_im2col(void) {
       nn_conv2d_forward_act(f.l, f.params, f.in, f.col, got, n, relu);
       nn_conv_gray_forward(f.l, f.params, f.in, f.col, direct, n, relu);
       nn_conv2d_forward_direct(f.l, f.params, f.in, f.col, want, n, relu);
-      double e = rel_err(got, want, f.out_n);
+      double e = test_rel_err(got, want, f.out_n);
       if (!(e <= TOL))
         printf("\n  %s, relu %d: relative error %.3g\n", CASES[c].what, relu,
                e);
@@ -166,7 +158,7 @@ static void test_backward_matches_im2col(void) {
                        n);
     nn_conv2d_backward_direct(f.l, f.params, f.in, f.col, f.dout, NULL,
                               f.scratch, want, n);
-    double e = rel_err(got + f.l->w, want + f.l->w, f.l->n_w);
+    double e = test_rel_err(got + f.l->w, want + f.l->w, f.l->n_w);
     if (!(e <= TOL))
       printf("\n  %s: dW relative error %.3g\n", CASES[c].what, e);
     CU_ASSERT(e <= TOL);

@@ -19,6 +19,7 @@
 #include "nn_rng.h"
 #include "nn_train.h"
 #include "nn_zoo.h"
+#include "test_util.h"
 
 static void fill_uniform(float *x, size_t n, float scale, uint64_t seed) {
   nn_rng r;
@@ -595,16 +596,6 @@ static float *train_steps(const nn_net *net, const nn_optim_config *cfg,
   return w;
 }
 
-/* Largest |a - b| over n, relative to the largest |b|. */
-static double relative_gap(const float *a, const float *b, size_t n) {
-  double gap = 0.0, top = 0.0;
-  for (size_t i = 0; i < n; i++) {
-    gap = fmax(gap, fabs((double)a[i] - b[i]));
-    top = fmax(top, fabs((double)b[i]));
-  }
-  return gap / top;
-}
-
 /* The fused step is the unfused update up to rounding, repeats bit for bit
  * at any thread count, and is only taken where it applies: with momentum,
  * Adam or a large batch the step is the unfused one exactly. */
@@ -621,7 +612,7 @@ static void test_train_step_fused(void) {
     fused[t] = train_steps(&net, &c, 10, t + 1, true);
   /* fp32 rounding of three steps, far below one step's change (lr 0.05
    * times gradients of order 1e-2 on weights of order 1e-2). */
-  double gap = relative_gap(fused[0], plain, n);
+  double gap = test_rel_err(fused[0], plain, n);
   CU_ASSERT(gap < 1e-5);
   CU_ASSERT(gap > 0.0 || memcmp(fused[0], plain, bytes) == 0);
   CU_ASSERT_EQUAL(memcmp(fused[0], fused[1], bytes), 0);
@@ -632,7 +623,7 @@ static void test_train_step_fused(void) {
   CU_ASSERT_FATAL(start != NULL);
   nn_net_init(&net, start, 5);
   const nn_layer *fc1 = &net.layers[2];
-  CU_ASSERT(relative_gap(fused[0] + fc1->w, start + fc1->w, fc1->n_w) > 1e-4);
+  CU_ASSERT(test_rel_err(fused[0] + fc1->w, start + fc1->w, fc1->n_w) > 1e-4);
   free(start);
   for (int t = 0; t < 3; t++)
     free(fused[t]);

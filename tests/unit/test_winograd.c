@@ -16,6 +16,7 @@
 #include "nn_net.h"
 #include "nn_rng.h"
 #include "nn_winograd.h"
+#include "test_util.h"
 
 /* Largest |winograd - direct| allowed, as a fraction of the largest
  * |direct| of the tensor. The transforms' float error measured on these
@@ -117,20 +118,9 @@ static void fixture_free(fixture *f) {
   free(f->wb);
 }
 
-/* max |a - ref| / max |ref| */
-static double rel_err(const float *a, const float *ref, size_t n) {
-  double diff = 0.0, top = 0.0;
-  for (size_t i = 0; i < n; i++) {
-    double d = fabs((double)a[i] - ref[i]), r = fabs((double)ref[i]);
-    diff = d > diff ? d : diff;
-    top = r > top ? r : top;
-  }
-  return top > 0.0 ? diff / top : diff;
-}
-
 static bool close_to(const float *a, const float *ref, size_t n,
                      const char *what, const conv_case *c) {
-  double e = rel_err(a, ref, n);
+  double e = test_rel_err(a, ref, n);
   if (!(e <= TOL))
     printf("\n  %s, %s: relative error %.3g\n", c->what, what, e);
   return e <= TOL;
