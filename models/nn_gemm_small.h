@@ -9,7 +9,7 @@
 
 /* nn_sgemm's contract (alpha != 0, m, n, k > 0). Computes C and returns
  * true when the shape is one these kernels serve: A B^T with op(A) of at
- * most 16 rows and k >= 64, or op(A) B with op(A) of at most 16 rows or 16
+ * most 32 rows and k >= 64, or op(A) B with op(A) of at most 32 rows or 32
  * columns, in either case with a long operand (B, or C when op(A) has the
  * few columns) of at least 2^17 elements; otherwise returns false and
  * touches nothing. Threads split C into whole blocks, so the result does

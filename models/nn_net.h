@@ -133,9 +133,10 @@ double nn_net_loss_grad(const nn_net *net, nn_work *work, const float *params,
 /* One training step: nn_net_loss_grad, then nn_optim_step(opt) — the same
  * update up to rounding. With plain SGD (no momentum), a linear layer of
  * at least NN_FUSE_MIN_WEIGHTS weights at a batch of at most
- * NN_FUSE_MAX_BATCH (nn_linear_sgd.h: fc1 of the CNN at batch 10) steps
- * its weights inside the backward pass and never writes their gradient
- * (grad's entries there are left as they were). Returns the mean loss. */
+ * NN_FUSE_MAX_BATCH (nn_linear_sgd.h: fc1 of the CNN at batch 10 or 32)
+ * steps its weights inside the backward pass and never writes their
+ * gradient (grad's entries there are left as they were). Returns the mean
+ * loss. */
 double nn_net_train_step(const nn_net *net, nn_work *work, nn_optim *opt,
                          float *params, const float *x, const uint8_t *y,
                          int batch, float *grad, uint64_t dropout_seed);

@@ -315,6 +315,7 @@ static void test_small_matches_reference(void) {
     int m, n, k, t; /* t: bit 0 A transposed, bit 1 B transposed */
   } taken[] = {
       {10, 512, 3136, 2}, {7, 259, 600, 2},   /* dot: A B^T */
+      {32, 300, 700, 2},                      /* dot, 6 full row groups */
       {10, 3136, 512, 0}, {13, 1000, 150, 0}, /* few rows of A */
       {13, 1000, 150, 1},                     /* few rows of A^T */
       {512, 3136, 10, 1}, {203, 777, 7, 1},   /* short k of A^T */
@@ -330,7 +331,7 @@ static void test_small_matches_reference(void) {
   }
   /* Long sides and tiny products stay with the blocked backends. */
   float x[1] = {0};
-  CU_ASSERT_FALSE(nn_sgemm_small(false, false, 32, 512, 3136, 1.0f, x, 3136, x,
+  CU_ASSERT_FALSE(nn_sgemm_small(false, false, 33, 512, 3136, 1.0f, x, 3136, x,
                                  512, 0.0f, x, 512));
   CU_ASSERT_FALSE(nn_sgemm_small(false, true, 10, 10, 784, 1.0f, x, 784, x, 784,
                                  0.0f, x, 10));

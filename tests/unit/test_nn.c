@@ -632,7 +632,7 @@ static void test_train_step_fused(void) {
   nn_optim_config others[3] = {c, c, c};
   others[0].momentum = 0.9f;
   others[1].kind = NN_OPT_ADAM;
-  int batches[3] = {10, 10, 17};
+  int batches[3] = {10, 10, NN_FUSE_MAX_BATCH + 1};
   for (int k = 0; k < 3; k++) {
     float *a = train_steps(&net, &others[k], batches[k], 1, false);
     float *b = train_steps(&net, &others[k], batches[k], 1, true);
