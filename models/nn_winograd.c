@@ -47,7 +47,7 @@
 enum { LANES = NN_VL, XI = 36 };
 typedef nn_vec vec;
 typedef nn_ivec ivec;
-#if defined(__GNUC__) && !defined(__clang__)
+#ifdef __GNUC__ /* Clang too */
 /* Every function taking or returning a vec is inlined into its caller of
  * one ISA, so no vec ever crosses a call: GCC's note that a 64-byte
  * vector's calling convention differs between ISAs does not apply. */
