@@ -397,8 +397,9 @@ static NN_INLINE void tile_at(const geom *g, size_t first, size_t tile,
 
 /* V[xi] of one tile for channels [c0, c0 + w): v points at the tile's row
  * of V[0], xs floats apart per xi; the window is zero outside the image. */
-static NN_INLINE void input_tile(int w, const geom *g, const float *img, int y0,
+static NN_INLINE void input_tile(int w, const wg_job *j, float *img, int y0,
                                  int x0, int c0, float *v, size_t xs) {
+  const geom *g = &j->g;
   vec d[XI], r[XI];
   bool inside = y0 >= 0 && x0 >= 0 && y0 + 6 <= g->h && x0 + 6 <= g->w;
   for (int y = 0; y < 6; y++)
@@ -415,29 +416,10 @@ static NN_INLINE void input_tile(int w, const geom *g, const float *img, int y0,
     vstore(v + xi * xs, r[xi], w);
 }
 
-/* V of tiles [t0, t0 + count) of the chunk starting at image first. */
-static NN_INLINE void input_block(const wg_job *j, size_t first, size_t t0,
-                                  size_t count, float *v) {
-  const geom *g = &j->g;
-  size_t xs = (size_t)g->ci, img_size = (size_t)g->h * g->w * g->ci;
-  for (size_t t = 0; t < count; t++) {
-    size_t e;
-    int y0, x0;
-    tile_at(g, first, t0 + t, &e, &y0, &x0);
-    const float *img = j->in + e * img_size;
-    float *vt = v + t * g->ldv;
-    int c0 = 0;
-    for (; c0 + LANES <= g->ci; c0 += LANES)
-      input_tile(LANES, g, img, y0, x0, c0, vt + c0, xs);
-    if (c0 < g->ci)
-      input_tile(g->ci - c0, g, img, y0, x0, c0, vt + c0, xs);
-  }
-}
-
 /* The outputs of one tile for channels [c0, c0 + w): A^T M A, plus the
  * bias, through the ReLU when relu; those past the image edge dropped. */
 static NN_INLINE void output_tile(int w, const wg_job *j, float *img, int y0,
-                                  int x0, int c0, const float *m, size_t xs) {
+                                  int x0, int c0, float *m, size_t xs) {
   const geom *g = &j->g;
   vec mv[XI], y[4];
   for (int xi = 0; xi < XI; xi++)
@@ -456,28 +438,11 @@ static NN_INLINE void output_tile(int w, const wg_job *j, float *img, int y0,
     }
 }
 
-static NN_INLINE void output_block(const wg_job *j, size_t first, size_t t0,
-                                   size_t count, const float *m) {
-  const geom *g = &j->g;
-  size_t xs = (size_t)g->co, img_size = (size_t)g->h * g->w * g->co;
-  for (size_t t = 0; t < count; t++) {
-    size_t e;
-    int y0, x0;
-    tile_at(g, first, t0 + t, &e, &y0, &x0);
-    float *img = j->out + e * img_size;
-    const float *mt = m + t * g->ldm;
-    int c0 = 0;
-    for (; c0 + LANES <= g->co; c0 += LANES)
-      output_tile(LANES, j, img, y0, x0, c0, mt + c0, xs);
-    if (c0 < g->co)
-      output_tile(g->co - c0, j, img, y0, x0, c0, mt + c0, xs);
-  }
-}
-
 /* dM[xi] of one tile for channels [c0, c0 + w): A dY A^T, with dY zero
  * past the image edge. */
-static NN_INLINE void dout_tile(int w, const geom *g, const float *img, int y0,
+static NN_INLINE void dout_tile(int w, const wg_job *j, float *img, int y0,
                                 int x0, int c0, float *m, size_t xs) {
+  const geom *g = &j->g;
   vec dy[4], dm[XI];
   for (int r = 0; r < 2; r++)
     for (int x = 0; x < 2; x++) {
@@ -492,28 +457,11 @@ static NN_INLINE void dout_tile(int w, const geom *g, const float *img, int y0,
     vstore(m + xi * xs, dm[xi], w);
 }
 
-static NN_INLINE void dout_block(const wg_job *j, size_t first, size_t t0,
-                                 size_t count, float *m) {
-  const geom *g = &j->g;
-  size_t xs = j->cap * g->co, img_size = (size_t)g->h * g->w * g->co;
-  for (size_t t = 0; t < count; t++) {
-    size_t e;
-    int y0, x0;
-    tile_at(g, first, t0 + t, &e, &y0, &x0);
-    const float *img = j->dout + e * img_size;
-    float *mt = m + t * g->co;
-    int c0 = 0;
-    for (; c0 + LANES <= g->co; c0 += LANES)
-      dout_tile(LANES, g, img, y0, x0, c0, mt + c0, xs);
-    if (c0 < g->co)
-      dout_tile(g->co - c0, g, img, y0, x0, c0, mt + c0, xs);
-  }
-}
-
 /* Adds B dV B^T of one tile, channels [c0, c0 + w), into its input window,
  * the part inside the image. */
-static NN_INLINE void dinput_tile(int w, const geom *g, float *img, int y0,
-                                  int x0, int c0, const float *v, size_t xs) {
+static NN_INLINE void dinput_tile(int w, const wg_job *j, float *img, int y0,
+                                  int x0, int c0, float *v, size_t xs) {
+  const geom *g = &j->g;
   vec dv[XI], dd[XI];
   for (int xi = 0; xi < XI; xi++)
     dv[xi] = vload(v + xi * xs, w);
@@ -528,23 +476,60 @@ static NN_INLINE void dinput_tile(int w, const geom *g, float *img, int y0,
     }
 }
 
-/* Scatters the block's dV into din, tile after tile in order. */
-static NN_INLINE void dinput_block(const wg_job *j, size_t first, size_t t0,
-                                   size_t count, const float *v) {
+/* Runs f on tiles [t0, t0 + count) of the chunk starting at image first,
+ * channel group after channel group: whole groups of LANES, which get the
+ * width as a constant (single vector moves once f is inlined), then the
+ * rest. img is the tile's image in base, chans channels deep; buf its row
+ * of the block, tile_stride floats per tile, xs floats per xi. Each f
+ * writes only the side it produces (the image or the block), so base and
+ * buf are taken without const. */
+typedef void (*tile_fn)(int w, const wg_job *j, float *img, int y0, int x0,
+                        int c0, float *buf, size_t xs);
+static NN_INLINE void each_tile(const wg_job *j, size_t first, size_t t0,
+                                size_t count, float *base, int chans,
+                                float *buf, size_t tile_stride, size_t xs,
+                                tile_fn f) {
   const geom *g = &j->g;
-  size_t xs = (size_t)g->ci, img_size = (size_t)g->h * g->w * g->ci;
+  size_t img_size = (size_t)g->h * g->w * chans;
   for (size_t t = 0; t < count; t++) {
     size_t e;
     int y0, x0;
     tile_at(g, first, t0 + t, &e, &y0, &x0);
-    float *img = j->din + e * img_size;
-    const float *vt = v + t * g->ldv;
+    float *img = base + e * img_size, *bt = buf + t * tile_stride;
     int c0 = 0;
-    for (; c0 + LANES <= g->ci; c0 += LANES)
-      dinput_tile(LANES, g, img, y0, x0, c0, vt + c0, xs);
-    if (c0 < g->ci)
-      dinput_tile(g->ci - c0, g, img, y0, x0, c0, vt + c0, xs);
+    for (; c0 + LANES <= chans; c0 += LANES)
+      f(LANES, j, img, y0, x0, c0, bt + c0, xs);
+    if (c0 < chans)
+      f(chans - c0, j, img, y0, x0, c0, bt + c0, xs);
   }
+}
+
+/* V of the block's tiles (tile-major, ldv apart). */
+static NN_INLINE void input_block(const wg_job *j, size_t first, size_t t0,
+                                  size_t count, float *v) {
+  each_tile(j, first, t0, count, (float *)j->in, j->g.ci, v, j->g.ldv, j->g.ci,
+            input_tile);
+}
+
+/* The outputs of the block's tiles from M (tile-major, ldm apart). */
+static NN_INLINE void output_block(const wg_job *j, size_t first, size_t t0,
+                                   size_t count, float *m) {
+  each_tile(j, first, t0, count, j->out, j->g.co, m, j->g.ldm, j->g.co,
+            output_tile);
+}
+
+/* dM of the block's tiles (xi-major: cap tiles of co per xi). */
+static NN_INLINE void dout_block(const wg_job *j, size_t first, size_t t0,
+                                 size_t count, float *m) {
+  each_tile(j, first, t0, count, (float *)j->dout, j->g.co, m, j->g.co,
+            j->cap * j->g.co, dout_tile);
+}
+
+/* Scatters the block's dV into din, tile after tile in order. */
+static NN_INLINE void dinput_block(const wg_job *j, size_t first, size_t t0,
+                                   size_t count, float *v) {
+  each_tile(j, first, t0, count, j->din, j->g.ci, v, j->g.ldv, j->g.ci,
+            dinput_tile);
 }
 
 /* The images of chunk c. */
