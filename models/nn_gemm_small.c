@@ -190,8 +190,8 @@ typedef struct small_arch {
 
 #ifdef NN_ISA_X86
 /* 20 of the 32 zmm registers as accumulators in both kernels: 5 x 4 dot
- * products; 5 rows of 4 vectors (bench/gemm: 5 x 4 beat 4 x 4 by a fifth
- * on fc1 at batch 10, whose 10 rows it covers in two groups). */
+ * products; 5 rows of 4 vectors (5 x 4 beat 4 x 4 by a fifth on fc1 at
+ * batch 10, whose 10 rows it covers in two groups, not three). */
 SMALL_KERNELS(avx512, NN_TARGET_AVX512, 4, 4)
 /* 12 of the 16 ymm registers (a vector is two): 3 x 2 and 3 x 2. */
 SMALL_KERNELS(avx2, NN_TARGET_AVX2, 2, 2)
