@@ -51,8 +51,8 @@ static void bias_act(float *out, const float *b, size_t rows, size_t cols,
   nn_parallel_for(rows, min_rows(cols), bias_act_range, &j);
 }
 
-/* db[j] = sum over rows of dout[r][j], summed in row order; threads take
- * ranges of 16 columns, so the sums do not depend on the thread count. */
+/* Threads take ranges of 16 columns, so the sums do not depend on the
+ * thread count. */
 typedef struct bias_grad_job {
   float *db;
   const float *dout;
@@ -72,7 +72,7 @@ static void bias_grad_range(void *ctx, size_t first, size_t end) {
   }
 }
 
-static void bias_grad(float *db, const float *dout, size_t rows, size_t cols) {
+void nn_bias_grad(float *db, const float *dout, size_t rows, size_t cols) {
   bias_grad_job j = {db, dout, rows, cols};
   size_t blocks = (cols + 15) / 16;
   nn_parallel_for(blocks, ROWS_MIN_FLOATS * 4 / (16 * rows + 1) + 1,
@@ -99,7 +99,7 @@ void nn_linear_backward(const nn_layer *l, const float *params, const float *in,
   /* dW[fout x fin] = dout^T * in */
   nn_sgemm(true, false, fout, fin, n, 1.0f, dout, fout, in, fin, 0.0f,
            grad + l->w, fin);
-  bias_grad(grad + l->b, dout, (size_t)n, (size_t)fout);
+  nn_bias_grad(grad + l->b, dout, (size_t)n, (size_t)fout);
   if (din) /* din[n x fin] = dout * W */
     nn_sgemm(false, false, n, fin, fout, 1.0f, dout, fout, params + l->w, fin,
              0.0f, din, fin);
@@ -303,7 +303,7 @@ void nn_conv2d_backward_direct(const nn_layer *l, const float *params,
   nn_parallel_for(chunks, 1, conv_bwd_range, &j);
   int row_len = conv_row_len(l), co = l->out.c;
   nn_conv2d_sum_partials(j.partial, chunks, row_len, co, grad + l->w);
-  bias_grad(grad + l->b, dout, (size_t)n * conv_rows(l), (size_t)co);
+  nn_bias_grad(grad + l->b, dout, (size_t)n * conv_rows(l), (size_t)co);
 }
 
 void nn_conv2d_backward(const nn_layer *l, const float *params, const float *in,
@@ -317,7 +317,7 @@ void nn_conv2d_backward(const nn_layer *l, const float *params, const float *in,
     nn_conv2d_backward_direct(l, params, in, col, dout, din, scratch, grad, n);
     return;
   }
-  bias_grad(grad + l->b, dout, (size_t)n * conv_rows(l), (size_t)l->out.c);
+  nn_bias_grad(grad + l->b, dout, (size_t)n * conv_rows(l), (size_t)l->out.c);
 }
 
 /* Both paths' needs, so that the direct one stays callable on any work
@@ -335,7 +335,9 @@ size_t nn_conv2d_col_floats(const nn_layer *l, int max_batch) {
 
 size_t nn_conv2d_scratch_floats(const nn_layer *l, int max_batch, bool din) {
   /* Direct: patch gradients when din is wanted, and a partial weight
-   * gradient per chunk of images, at most one chunk per image. */
+   * gradient per chunk of images, at most one chunk per image (the
+   * one-channel path's partials are the same size: row_len is its 25
+   * taps). */
   size_t direct = (din ? (size_t)max_batch * conv_col_size(l) : 0) +
                   (size_t)max_batch * (size_t)l->out.c * conv_row_len(l);
   size_t wino = nn_winograd_applies(l)

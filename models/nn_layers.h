@@ -25,6 +25,9 @@ void nn_linear_forward_act(const nn_layer *l, const float *params,
                            const float *in, float *out, int n, bool relu);
 void nn_linear_backward(const nn_layer *l, const float *params, const float *in,
                         const float *dout, float *din, float *grad, int n);
+/* db[j] (overwritten) = the sum over rows of dout[r][j] (rows x cols), in
+ * row order: a layer's bias gradient. */
+void nn_bias_grad(float *db, const float *dout, size_t rows, size_t cols);
 
 /* A conv2d runs on Winograd F(2x2, 5x5) where nn_winograd_applies (5x5
  * kernels over enough input channels; see nn_winograd.h), as a direct

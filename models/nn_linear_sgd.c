@@ -10,6 +10,7 @@
 
 #include "nn_gemm.h"
 #include "nn_gemm_small.h"
+#include "nn_layers.h"
 
 /* Rows of W per block: a multiple of every ISA's row group (3 and 5) that
  * keeps a block of rows in L2 (15 x 3136 floats for fc1: 188 KB). */
@@ -48,13 +49,8 @@ static void fused_range(void *ctx, size_t begin, size_t end) {
 void nn_linear_backward_sgd(const nn_layer *l, float *params, const float *in,
                             const float *dout, float *din, float *grad, int n,
                             float lr, float decay) {
-  int fin = (int)nn_shape_size(l->in), fout = l->out.c;
-  float *db = grad + l->b;
-  for (int o = 0; o < fout; o++)
-    db[o] = 0.0f;
-  for (int e = 0; e < n; e++)
-    for (int o = 0; o < fout; o++)
-      db[o] += dout[(size_t)e * fout + o];
+  int fin = (int)nn_shape_size(l->in);
+  nn_bias_grad(grad + l->b, dout, (size_t)n, (size_t)l->out.c);
   fused_job j = {l, params + l->w, in, dout, din, n, lr, decay};
   size_t blocks = (size_t)(fin + NN_SMALL_BLOCK - 1) / NN_SMALL_BLOCK;
   nn_parallel_for(blocks, 1, fused_range, &j);

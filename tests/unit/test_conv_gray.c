@@ -15,7 +15,7 @@
 #include "nn_gemm.h"
 #include "nn_layers.h"
 #include "nn_net.h"
-#include "nn_rng.h"
+#include "test_nn_util.h"
 #include "test_util.h"
 
 /* Largest |direct 5x5 - im2col| as a fraction of the largest |im2col|:
@@ -37,13 +37,10 @@ static const gray_case CASES[] = {
 };
 #define N_CASES (sizeof CASES / sizeof *CASES)
 
+/* n floats uniform in [-1, 1) from seed. */
 static float *floats(size_t n, uint64_t seed) {
-  float *p = malloc((n ? n : 1) * sizeof *p);
-  CU_ASSERT_FATAL(p != NULL);
-  nn_rng r;
-  nn_rng_seed(&r, seed);
-  for (size_t i = 0; i < n; i++)
-    p[i] = (float)(2.0 * nn_rng_uniform(&r) - 1.0);
+  float *p = test_xmalloc(n * sizeof *p);
+  test_fill_uniform(p, n, 1.0f, seed);
   return p;
 }
 

@@ -19,14 +19,8 @@
 #include "nn_rng.h"
 #include "nn_train.h"
 #include "nn_zoo.h"
+#include "test_nn_util.h"
 #include "test_util.h"
-
-static void fill_uniform(float *x, size_t n, float scale, uint64_t seed) {
-  nn_rng r;
-  nn_rng_seed(&r, seed);
-  for (size_t i = 0; i < n; i++)
-    x[i] = (float)((2.0 * nn_rng_uniform(&r) - 1.0) * scale);
-}
 
 /* A batch of random inputs and labels for net. */
 typedef struct batch {
@@ -41,7 +35,7 @@ static batch make_batch(const nn_net *net, int n, uint64_t seed) {
   b.x = malloc((size_t)n * in * sizeof *b.x);
   b.y = malloc((size_t)n);
   CU_ASSERT_FATAL(b.x && b.y);
-  fill_uniform(b.x, (size_t)n * in, 1.0f, seed);
+  test_fill_uniform(b.x, (size_t)n * in, 1.0f, seed);
   nn_rng r;
   nn_rng_seed(&r, seed + 1);
   for (int i = 0; i < n; i++)
@@ -258,8 +252,8 @@ static void test_conv_forward_reference(void) {
   const nn_layer *l = &net.layers[0];
   float w[2 * 3 * 3 * 3 + 2], in[2 * 4 * 5 * 3], out[2 * 4 * 5 * 2];
   float col[2 * 4 * 5 * 27];
-  fill_uniform(w, sizeof w / sizeof *w, 1.0f, 21);
-  fill_uniform(in, sizeof in / sizeof *in, 1.0f, 22);
+  test_fill_uniform(w, sizeof w / sizeof *w, 1.0f, 21);
+  test_fill_uniform(in, sizeof in / sizeof *in, 1.0f, 22);
   nn_conv2d_forward(l, w, in, col, out, 2);
   double worst = 0.0;
   for (int e = 0; e < 2; e++)

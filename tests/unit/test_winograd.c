@@ -14,8 +14,8 @@
 #include "nn_gemm.h"
 #include "nn_layers.h"
 #include "nn_net.h"
-#include "nn_rng.h"
 #include "nn_winograd.h"
+#include "test_nn_util.h"
 #include "test_util.h"
 
 /* Largest |winograd - direct| allowed, as a fraction of the largest
@@ -42,13 +42,6 @@ static const conv_case CASES[] = {
     {{.c = 16, .h = 1, .w = 3}, 5, 2, "every window across an edge"},
 };
 #define N_CASES (sizeof CASES / sizeof *CASES)
-
-static void fill_uniform(float *x, size_t n, float scale, uint64_t seed) {
-  nn_rng r;
-  nn_rng_seed(&r, seed);
-  for (size_t i = 0; i < n; i++)
-    x[i] = (float)((2.0 * nn_rng_uniform(&r) - 1.0) * scale);
-}
 
 /* One conv2d layer with random parameters, input and output gradient, and
  * scratch of exactly the size the sizing functions ask for (plus a guard). */
@@ -100,8 +93,8 @@ static void fixture_make(fixture *f, const conv_case *c, uint64_t seed) {
   f->wf = alloc_floats(f->wf_n + GUARD);
   f->wb = alloc_floats(f->wb_n + GUARD);
   nn_net_init(&f->net, f->params, seed);
-  fill_uniform(f->in, f->in_size, 1.0f, seed + 1);
-  fill_uniform(f->dout, f->out_size, 1.0f, seed + 2);
+  test_fill_uniform(f->in, f->in_size, 1.0f, seed + 1);
+  test_fill_uniform(f->dout, f->out_size, 1.0f, seed + 2);
   guard_set(f->col, f->col_n);
   guard_set(f->scratch, f->scratch_n);
   guard_set(f->wf, f->wf_n);
@@ -190,8 +183,8 @@ typedef struct grads {
 static grads grads_new(const fixture *f) {
   grads r = {alloc_floats(f->net.n_params), alloc_floats(f->in_size)};
   /* Stale values that an accumulating backward would keep. */
-  fill_uniform(r.g, f->net.n_params, 3.0f, 5);
-  fill_uniform(r.din, f->in_size, 3.0f, 6);
+  test_fill_uniform(r.g, f->net.n_params, 3.0f, 5);
+  test_fill_uniform(r.din, f->in_size, 3.0f, 6);
   return r;
 }
 
