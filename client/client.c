@@ -16,7 +16,7 @@
 #include "crypto.h"
 #include "dataset.h"
 #include "log.h"
-#include "nn_gemm.h"
+#include "nn_pool.h"
 #include "nn_rng.h"
 #include "nn_train.h"
 #include "nn_zoo.h"

@@ -12,9 +12,9 @@
 
 #include <string.h>
 
-#include "nn_gemm.h"
 #include "nn_isa.h"
 #include "nn_layers.h"
+#include "nn_pool.h"
 
 typedef nn_vec vec;
 typedef nn_ivec ivec;

@@ -16,6 +16,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "nn_pool.h" /* nn_sgemm splits its products over the pool */
+
 /* Row-major C[m x n] = alpha * op(A) * op(B) + beta * C, where op(A) is
  * m x k (A is k x m when trans_a) and op(B) is k x n (B is n x k when
  * trans_b); lda, ldb and ldc are row strides in elements. beta == 0 means C's
@@ -31,18 +33,5 @@ void nn_sgemm_builtin(bool trans_a, bool trans_b, int m, int n, int k,
 
 /* "openblas" or "builtin". */
 const char *nn_blas_backend(void);
-
-/* Threads used by nn_sgemm and nn_parallel_for, process-wide. n <= 0 means
- * all online cores. Returns the count now in effect. */
-int nn_threads_set(int n);
-int nn_threads_get(void);
-
-/* Runs fn(ctx, begin, end) over [0, n) split into at most nn_threads_get()
- * contiguous ranges, one per thread, and returns when all are done. The split
- * depends only on n and the thread count. Calls from inside fn run serially.
- * Small n (< min_per_thread per thread) uses fewer threads. */
-typedef void (*nn_range_fn)(void *ctx, size_t begin, size_t end);
-void nn_parallel_for(size_t n, size_t min_per_thread, nn_range_fn fn,
-                     void *ctx);
 
 #endif

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cohort_status.h"
-#include "nn_gemm.h"
+#include "nn_pool.h"
 
 void nn_optim_config_init(nn_optim_config *cfg) {
   *cfg = (nn_optim_config){.kind = NN_OPT_SGD,

@@ -18,7 +18,7 @@
 #include "flags.h"
 #include "log.h"
 #include "nn_dataset.h"
-#include "nn_gemm.h"
+#include "nn_pool.h"
 #include "nn_zoo.h"
 #include "pb.h"
 #include "round.h"

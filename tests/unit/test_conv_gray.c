@@ -12,9 +12,9 @@
 
 #include "cunit_main.h"
 #include "nn_conv_gray.h"
-#include "nn_gemm.h"
 #include "nn_layers.h"
 #include "nn_net.h"
+#include "nn_pool.h"
 #include "test_nn_util.h"
 #include "test_util.h"
 

@@ -11,11 +11,11 @@
 
 #include "cohort_status.h"
 #include "cunit_main.h"
-#include "nn_gemm.h"
 #include "nn_layers.h"
 #include "nn_linear_sgd.h"
 #include "nn_net.h"
 #include "nn_optim.h"
+#include "nn_pool.h"
 #include "nn_rng.h"
 #include "nn_train.h"
 #include "nn_zoo.h"

@@ -11,9 +11,9 @@
 #include <string.h>
 
 #include "cunit_main.h"
-#include "nn_gemm.h"
 #include "nn_layers.h"
 #include "nn_net.h"
+#include "nn_pool.h"
 #include "nn_winograd.h"
 #include "test_nn_util.h"
 #include "test_util.h"
