@@ -64,13 +64,18 @@ static NN_INLINE void fwd_pixels(int pb, const float *restrict pad, int pw,
 }
 
 /* dWt[t][0..16) += sum over the image's pixels of pad[pixel + tap t] *
- * dout[pixel][0..16) for the channel vector at dout (row stride co). */
+ * dout[pixel][0..16) for the channel vector at dout (row stride co), and
+ * db[0..16) += sum of dout[pixel][0..16): the bias is one more tap, whose
+ * input is 1. Summing it here saves a pass over dout (3.2 MB at batch 32
+ * for the CNN's conv1). */
 static NN_INLINE void wgrad_image(const float *restrict pad, int pw, int h,
                                   int w, const float *restrict dout, int co,
-                                  float *restrict dwt, int ld) {
-  vec acc[TAPS];
+                                  float *restrict dwt, int ld,
+                                  float *restrict db) {
+  vec acc[TAPS], bias;
   for (int t = 0; t < TAPS; t++)
     VLOAD(acc[t], dwt + (size_t)t * ld);
+  VLOAD(bias, db);
   for (int y = 0; y < h; y++)
     for (int x = 0; x < w; x++) {
       vec d;
@@ -79,16 +84,19 @@ static NN_INLINE void wgrad_image(const float *restrict pad, int pw, int h,
       for (int ky = 0; ky < K; ky++)
         for (int kx = 0; kx < K; kx++)
           acc[ky * K + kx] += at[(size_t)ky * pw + kx] * d;
+      bias += d;
     }
   for (int t = 0; t < TAPS; t++)
     VSTORE(dwt + (size_t)t * ld, acc[t]);
+  VSTORE(db, bias);
 }
 
 typedef void (*fwd_row_fn)(const float *pad, int pw, int y, int w,
                            const float *wt, int ld, const float *bias,
                            float *out, int co, bool relu);
 typedef void (*wgrad_fn)(const float *pad, int pw, int h, int w,
-                         const float *dout, int co, float *dwt, int ld);
+                         const float *dout, int co, float *dwt, int ld,
+                         float *db);
 
 /* A row of output pixels: blocks of 8, then 4, 2 and 1 for the rest. */
 #define GRAY_KERNELS(p, attr)                                                  \
@@ -110,8 +118,9 @@ typedef void (*wgrad_fn)(const float *pad, int pw, int h, int w,
                  relu);                                                        \
   }                                                                            \
   attr static void p##_wgrad(const float *pad, int pw, int h, int w,           \
-                             const float *dout, int co, float *dwt, int ld) {  \
-    wgrad_image(pad, pw, h, w, dout, co, dwt, ld);                             \
+                             const float *dout, int co, float *dwt, int ld,    \
+                             float *db) {                                      \
+    wgrad_image(pad, pw, h, w, dout, co, dwt, ld, db);                         \
   }
 
 typedef struct gray_arch {
@@ -209,7 +218,8 @@ void nn_conv_gray_forward(const nn_layer *l, const float *params,
 }
 
 /* Chunk c of the images: their weight gradient, [tap][co], into partial
- * c, summed image by image in order. */
+ * c, and their bias gradient into bias partial c, summed image by image in
+ * order. */
 static void wgrad_range(void *ctx, size_t first, size_t end) {
   const gray_job *j = ctx;
   const nn_layer *l = j->l;
@@ -217,14 +227,16 @@ static void wgrad_range(void *ctx, size_t first, size_t end) {
   int h = l->out.h, w = l->out.w, co = l->out.c, pw = padded_w(l);
   for (size_t c = first; c < end; c++) {
     float *partial = j->partial + c * (size_t)TAPS * co;
+    float *db = j->partial + j->chunks * (size_t)TAPS * co + c * (size_t)co;
     memset(partial, 0, (size_t)TAPS * co * sizeof *partial);
+    memset(db, 0, (size_t)co * sizeof *db);
     size_t e0 = c * j->n / j->chunks, e1 = (c + 1) * j->n / j->chunks;
     for (size_t e = e0; e < e1; e++) {
       float *pad = j->pad + e * padded_size(l);
       pad_image(l, j->in + e * nn_shape_size(l->in), pad);
       const float *dout = j->dout + e * nn_shape_size(l->out);
       for (int g = 0; g < co; g += VL)
-        ar->wgrad(pad, pw, h, w, dout + g, co, partial + g, co);
+        ar->wgrad(pad, pw, h, w, dout + g, co, partial + g, co, db + g);
     }
   }
 }
@@ -242,5 +254,8 @@ void nn_conv_gray_backward_weights(const nn_layer *l, const float *in,
                 .n = (size_t)n,
                 .chunks = chunks};
   nn_parallel_for(chunks, 1, wgrad_range, &j);
-  nn_conv2d_sum_partials(partials, chunks, TAPS, l->out.c, grad + l->w);
+  int co = l->out.c;
+  nn_conv2d_sum_partials(partials, chunks, TAPS, co, grad + l->w);
+  nn_conv2d_sum_partials(partials + chunks * TAPS * (size_t)co, chunks, 1, co,
+                         grad + l->b);
 }

@@ -24,8 +24,8 @@ void nn_conv_gray_forward(const nn_layer *l, const float *params,
                           const float *in, float *scratch, float *out, int n,
                           bool relu);
 
-/* grad[l->w ..] = dW (overwritten); the bias gradient is the caller's.
- * partials holds min(n, threads) * 25 * out.c floats. */
+/* grad[l->w ..] = dW and grad[l->b ..] = db (overwritten). partials holds
+ * min(n, threads) * 26 * out.c floats. */
 void nn_conv_gray_backward_weights(const nn_layer *l, const float *in,
                                    const float *dout, float *scratch,
                                    float *partials, float *grad, int n);

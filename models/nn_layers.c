@@ -310,14 +310,11 @@ void nn_conv2d_backward(const nn_layer *l, const float *params, const float *in,
                         float *col, const float *dout, float *din,
                         float *scratch, float *grad, int n) {
   if (nn_winograd_applies(l))
-    nn_winograd_backward(l, params, in, dout, din, grad + l->w, n, scratch);
+    nn_winograd_backward(l, params, in, dout, din, grad, n, scratch);
   else if (nn_conv_gray_applies(l) && !din) /* its input gradient: im2col */
     nn_conv_gray_backward_weights(l, in, dout, col, scratch, grad, n);
-  else {
+  else
     nn_conv2d_backward_direct(l, params, in, col, dout, din, scratch, grad, n);
-    return;
-  }
-  nn_bias_grad(grad + l->b, dout, (size_t)n * conv_rows(l), (size_t)l->out.c);
 }
 
 /* Both paths' needs, so that the direct one stays callable on any work
@@ -335,11 +332,11 @@ size_t nn_conv2d_col_floats(const nn_layer *l, int max_batch) {
 
 size_t nn_conv2d_scratch_floats(const nn_layer *l, int max_batch, bool din) {
   /* Direct: patch gradients when din is wanted, and a partial weight
-   * gradient per chunk of images, at most one chunk per image (the
-   * one-channel path's partials are the same size: row_len is its 25
-   * taps). */
+   * gradient per chunk of images, at most one chunk per image. The
+   * one-channel path's partials are its 25 taps and the bias: one row
+   * more. */
   size_t direct = (din ? (size_t)max_batch * conv_col_size(l) : 0) +
-                  (size_t)max_batch * (size_t)l->out.c * conv_row_len(l);
+                  (size_t)max_batch * (size_t)l->out.c * (conv_row_len(l) + 1);
   size_t wino = nn_winograd_applies(l)
                     ? nn_winograd_scratch_floats(l, max_batch, true)
                     : 0;

@@ -239,13 +239,14 @@ static geom geom_of(const nn_layer *l) {
 static size_t round16(size_t x) { return (x + 15) & ~(size_t)15; }
 
 /* Scratch: U, then one region per chunk holding its block's V and M (M
- * doubles as dM) and, for the backward, its partial dU. Regions start on
- * cache lines so that threads never share one. */
+ * doubles as dM) and, for the backward, its partial dU and partial bias
+ * gradient. Regions start on cache lines so that threads never share
+ * one. */
 static size_t u_floats(const geom *g) { return round16(XI * g->xu); }
 
 static size_t chunk_floats(const geom *g, size_t cap, bool backward) {
   size_t block = cap * (size_t)(g->ldv + g->ldm);
-  return round16(block + (backward ? XI * g->xu : 0));
+  return round16(block + (backward ? XI * g->xu + (size_t)g->co : 0));
 }
 
 /* A chunk's block never holds more tiles than the chunk has. */
@@ -562,8 +563,19 @@ static NN_INLINE void forward_body(const wg_job *j, size_t first_chunk,
   }
 }
 
-/* A chunk's partial dU^T (over its tiles, block after block) and its
- * images' input gradient. */
+/* The bias gradient is the sum of dY, and a6 makes dM[7] (row 1 of A is
+ * (1, 1), at both ends) each tile's sum of dY: db += the column sums of the
+ * block's dM[7] (count x co), which is still in cache, instead of a pass
+ * over dout. */
+static NN_INLINE void bias_block(const float *restrict m7, size_t count, int co,
+                                 float *restrict db) {
+  for (size_t t = 0; t < count; t++)
+    for (int c = 0; c < co; c++)
+      db[c] += m7[t * (size_t)co + c];
+}
+
+/* A chunk's partial dU^T and bias gradient (over its tiles, block after
+ * block) and its images' input gradient. */
 static NN_INLINE void backward_body(const wg_job *j, size_t first_chunk,
                                     size_t end_chunk) {
   const geom *g = &j->g;
@@ -574,7 +586,8 @@ static NN_INLINE void backward_body(const wg_job *j, size_t first_chunk,
     size_t first, end;
     chunk_images(j, c, &first, &end);
     float *v = j->regions + c * j->region, *m = v + j->cap * ldv;
-    float *du = m + j->cap * ldm;
+    float *du = m + j->cap * ldm, *db = du + XI * xu;
+    memset(db, 0, (size_t)g->co * sizeof *db);
     if (j->din)
       memset(j->din + first * img_size, 0,
              (end - first) * img_size * sizeof(float));
@@ -584,6 +597,7 @@ static NN_INLINE void backward_body(const wg_job *j, size_t first_chunk,
       float beta = t0 == 0 ? 0.0f : 1.0f;
       input_block(j, first, t0, count, v);
       dout_block(j, first, t0, count, m);
+      bias_block(m + 7 * xm, count, g->co, db);
       /* dU[xi]^T (ci x co) += V[xi]^T dM[xi] */
       for (int xi = 0; xi < XI; xi++)
         nn_sgemm(true, false, g->ci, g->co, (int)count, 1.0f, v + xi * g->ci,
@@ -681,9 +695,10 @@ void nn_winograd_forward(const nn_layer *l, const float *params,
 
 void nn_winograd_backward(const nn_layer *l, const float *params,
                           const float *in, const float *dout, float *din,
-                          float *dw, int n, float *scratch) {
+                          float *grad, int n, float *scratch) {
   if (n < 1) { /* no chunk to sum: the gradient of nothing */
-    memset(dw, 0, l->n_w * sizeof *dw);
+    memset(grad + l->w, 0, l->n_w * sizeof *grad);
+    memset(grad + l->b, 0, l->n_b * sizeof *grad);
     return;
   }
   const wg_isa *isa = isa_get();
@@ -692,11 +707,20 @@ void nn_winograd_backward(const nn_layer *l, const float *params,
   j.in = in;
   j.dout = dout;
   j.din = din;
-  j.dw = dw;
+  j.dw = grad + l->w;
   if (din) /* U serves only the input gradient */
     nn_parallel_for((size_t)j.g.co, WEIGHTS_MIN_PER_THREAD, isa->weights, &j);
   nn_parallel_for(j.chunks, 1, isa->backward, &j);
   if (j.chunks > 1)
     nn_parallel_for(XI, 1, reduce_range, &j);
   nn_parallel_for(out_groups(&j), GROUPS_MIN_PER_THREAD, isa->dweights, &j);
+  /* db = the chunks' partials, in chunk order. */
+  const float *db = du_of(&j) + XI * j.g.xu;
+  float *out = grad + l->b;
+  for (int c = 0; c < j.g.co; c++) {
+    float sum = db[c];
+    for (size_t k = 1; k < j.chunks; k++)
+      sum += db[k * j.region + (size_t)c];
+    out[c] = sum;
+  }
 }

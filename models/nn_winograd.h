@@ -33,13 +33,12 @@ void nn_winograd_forward(const nn_layer *l, const float *params,
                          const float *in, float *out, int n, bool relu,
                          float *scratch);
 
-/* The gradients of the forward without bias: dw (the layer's n_w floats,
- * [out_c][5][5][in_c]) is overwritten with the weight gradient, and din,
- * when not NULL, with the input gradient. The bias gradient is the caller's
- * (a plain sum of dout). scratch: nn_winograd_scratch_floats(l, >= n, true)
- * floats. */
+/* The gradients of the forward: grad[l->w ..] (n_w floats, [out_c][5][5]
+ * [in_c]) and grad[l->b ..] are overwritten with the weight and bias
+ * gradients, and din, when not NULL, with the input gradient. scratch:
+ * nn_winograd_scratch_floats(l, >= n, true) floats. */
 void nn_winograd_backward(const nn_layer *l, const float *params,
                           const float *in, const float *dout, float *din,
-                          float *dw, int n, float *scratch);
+                          float *grad, int n, float *scratch);
 
 #endif

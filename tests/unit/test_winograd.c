@@ -208,13 +208,13 @@ static void backward_case(const conv_case *c) {
   nn_conv2d_backward_direct(l, f.params, f.in, f.col, f.dout, ref.din,
                             f.scratch, ref.g, f.n);
   CU_ASSERT(close_to(got.g + l->w, ref.g + l->w, l->n_w, "dW", c));
-  CU_ASSERT(memcmp(got.g + l->b, ref.g + l->b, l->n_b * sizeof(float)) == 0);
+  CU_ASSERT(close_to(got.g + l->b, ref.g + l->b, l->n_b, "db", c));
   CU_ASSERT(close_to(got.din, ref.din, f.in_size, "dX", c));
 
   /* The dispatch ran the Winograd path. */
-  nn_winograd_backward(l, f.params, f.in, f.dout, NULL, ref.g + l->w, f.n,
-                       f.scratch);
-  CU_ASSERT(memcmp(got.g + l->w, ref.g + l->w, l->n_w * sizeof(float)) == 0);
+  nn_winograd_backward(l, f.params, f.in, f.dout, NULL, ref.g, f.n, f.scratch);
+  CU_ASSERT(memcmp(got.g + l->w, ref.g + l->w,
+                   (l->n_w + l->n_b) * sizeof(float)) == 0);
 
   /* Without din: the same dW and db, bit for bit. */
   backward(&f, &bare, false);
@@ -248,12 +248,12 @@ static void pass_twice(const fixture *f, float *out, grads *r) {
   CU_ASSERT(memcmp(r->din, r2.din, f->in_size * sizeof *r->din) == 0);
 
   nn_winograd_forward(l, f->params, f->in, out2, f->n, true, f->wf);
-  nn_winograd_backward(l, f->params, f->in, f->dout, r2.din, r2.g + l->w, f->n,
-                       f->wb);
+  nn_winograd_backward(l, f->params, f->in, f->dout, r2.din, r2.g, f->n, f->wb);
   CU_ASSERT(guard_intact(f->wf, f->wf_n));
   CU_ASSERT(guard_intact(f->wb, f->wb_n));
   CU_ASSERT(memcmp(out, out2, f->out_size * sizeof *out) == 0);
-  CU_ASSERT(memcmp(r->g + l->w, r2.g + l->w, l->n_w * sizeof *r->g) == 0);
+  CU_ASSERT(
+      memcmp(r->g + l->w, r2.g + l->w, (l->n_w + l->n_b) * sizeof *r->g) == 0);
   CU_ASSERT(memcmp(r->din, r2.din, f->in_size * sizeof *r->din) == 0);
   free(out2);
   grads_free(&r2);
