@@ -124,8 +124,9 @@ static uint64_t now_ns(void) {
 }
 
 /* Spins until ready(arg) or SPIN_NS have passed; returns ready(arg). It
- * yields from the start when there are more threads than cores: the thread
- * it waits for may be waiting for this CPU. */
+ * pauses for the first PAUSE_NS and yields after that, or from the start
+ * when there are more threads than cores: the thread it waits for may be
+ * waiting for this CPU. */
 static bool spin_until(bool (*ready)(const void *), const void *arg) {
   bool yield = atomic_load_explicit(&g_oversubscribed, memory_order_relaxed);
   uint64_t start = 0;
