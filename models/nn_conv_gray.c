@@ -230,7 +230,8 @@ static void wgrad_range(void *ctx, size_t first, size_t end) {
     float *db = j->partial + j->chunks * (size_t)TAPS * co + c * (size_t)co;
     memset(partial, 0, (size_t)TAPS * co * sizeof *partial);
     memset(db, 0, (size_t)co * sizeof *db);
-    size_t e0 = c * j->n / j->chunks, e1 = (c + 1) * j->n / j->chunks;
+    size_t e0, e1;
+    nn_conv2d_chunk_images(j->n, j->chunks, c, &e0, &e1);
     for (size_t e = e0; e < e1; e++) {
       float *pad = j->pad + e * padded_size(l);
       pad_image(l, j->in + e * nn_shape_size(l->in), pad);
@@ -244,8 +245,7 @@ static void wgrad_range(void *ctx, size_t first, size_t end) {
 void nn_conv_gray_backward_weights(const nn_layer *l, const float *in,
                                    const float *dout, float *scratch,
                                    float *partials, float *grad, int n) {
-  size_t threads = (size_t)nn_threads_get();
-  size_t chunks = (size_t)n < threads ? (size_t)n : threads;
+  size_t chunks = nn_conv2d_chunks((size_t)n);
   gray_job j = {.l = l,
                 .in = in,
                 .dout = dout,

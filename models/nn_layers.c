@@ -246,7 +246,8 @@ static void conv_bwd_chunk(const conv_job *j, size_t c) {
   const nn_layer *l = j->l;
   int rows = conv_rows(l), row_len = conv_row_len(l), co = l->out.c;
   size_t in_size = nn_shape_size(l->in), col_size = conv_col_size(l);
-  size_t first = c * j->n / j->chunks, end = (c + 1) * j->n / j->chunks;
+  size_t first, end;
+  nn_conv2d_chunk_images(j->n, j->chunks, c, &first, &end);
   float *col = j->col + first * col_size;
   float *partial = j->partial + c * (size_t)row_len * co;
   for (size_t e = first; e < end; e++) {
@@ -269,6 +270,17 @@ static void conv_bwd_range(void *ctx, size_t first, size_t end) {
     conv_bwd_chunk(ctx, c);
 }
 
+size_t nn_conv2d_chunks(size_t n) {
+  size_t threads = (size_t)nn_threads_get();
+  return n < threads ? n : threads;
+}
+
+void nn_conv2d_chunk_images(size_t n, size_t chunks, size_t c, size_t *first,
+                            size_t *end) {
+  *first = c * n / chunks;
+  *end = (c + 1) * n / chunks;
+}
+
 void nn_conv2d_sum_partials(const float *partial, size_t chunks, int row_len,
                             int co, float *dw) {
   size_t stride = (size_t)row_len * co;
@@ -285,10 +297,7 @@ void nn_conv2d_sum_partials(const float *partial, size_t chunks, int row_len,
 void nn_conv2d_backward_direct(const nn_layer *l, const float *params,
                                const float *in, float *col, const float *dout,
                                float *din, float *scratch, float *grad, int n) {
-  /* One chunk per thread: the chunks, and so the order of dW's sums,
-   * depend only on the batch size and the thread count. */
-  size_t threads = (size_t)nn_threads_get();
-  size_t chunks = (size_t)n < threads ? (size_t)n : threads;
+  size_t chunks = nn_conv2d_chunks((size_t)n);
   size_t dcol_size = din ? (size_t)n * conv_col_size(l) : 0;
   conv_job j = {.l = l,
                 .params = params,

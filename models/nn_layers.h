@@ -53,6 +53,14 @@ void nn_conv2d_backward(const nn_layer *l, const float *params, const float *in,
 void nn_conv2d_backward_direct(const nn_layer *l, const float *params,
                                const float *in, float *col, const float *dout,
                                float *din, float *scratch, float *grad, int n);
+/* A convolution's backward splits the batch into chunks, one per thread
+ * and at most one per image, and sums the chunks' partial gradients in
+ * chunk order: the sums then depend only on the batch size and the thread
+ * count. nn_conv2d_chunks(n) is the chunk count for n images, and chunk c
+ * of chunks holds images [*first, *end). */
+size_t nn_conv2d_chunks(size_t n);
+void nn_conv2d_chunk_images(size_t n, size_t chunks, size_t c, size_t *first,
+                            size_t *end);
 /* dw[o][r] (co x row_len) = the sum over chunks of partial c's [r][o]
  * (row_len x co each, one after the other), in chunk order: the per-thread
  * weight gradients of a convolution, added so that the result depends on

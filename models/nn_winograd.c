@@ -38,6 +38,7 @@
 
 #include "nn_gemm.h"
 #include "nn_isa.h"
+#include "nn_layers.h"
 
 /* The transforms work on vectors of 16 channels (one AVX-512 register; the
  * channels are contiguous in NHWC) with GCC's vector extension, which
@@ -263,7 +264,7 @@ size_t nn_winograd_scratch_floats(const nn_layer *l, int max_batch,
                                   bool backward) {
   geom g = geom_of(l);
   size_t n = max_batch > 0 ? (size_t)max_batch : 1, most = 0;
-  /* chunks = min(n, threads) for a thread count unknown here. */
+  /* nn_conv2d_chunks for a thread count unknown here: up to n. */
   for (size_t chunks = 1; chunks <= n; chunks++) {
     size_t need = chunks * chunk_floats(&g, chunk_cap(&g, n, chunks), backward);
     if (need > most)
@@ -288,8 +289,7 @@ static void job_init(wg_job *j, const nn_layer *l, const float *params,
   j->w = params + l->w;
   j->b = params + l->b;
   j->n = (size_t)n;
-  size_t threads = (size_t)nn_threads_get();
-  j->chunks = j->n < threads ? j->n : threads;
+  j->chunks = nn_conv2d_chunks(j->n);
   j->cap = chunk_cap(&j->g, j->n, j->chunks ? j->chunks : 1);
   j->region = chunk_floats(&j->g, j->cap, backward);
   j->u = scratch;
@@ -533,13 +533,6 @@ static NN_INLINE void dinput_block(const wg_job *j, size_t first, size_t t0,
             dinput_tile);
 }
 
-/* The images of chunk c. */
-static NN_INLINE void chunk_images(const wg_job *j, size_t c, size_t *first,
-                                   size_t *end) {
-  *first = c * j->n / j->chunks;
-  *end = (c + 1) * j->n / j->chunks;
-}
-
 /* The forward of chunks [first_chunk, end_chunk), block after block. */
 static NN_INLINE void forward_body(const wg_job *j, size_t first_chunk,
                                    size_t end_chunk) {
@@ -548,7 +541,7 @@ static NN_INLINE void forward_body(const wg_job *j, size_t first_chunk,
   int ldv = g->ldv, ldm = g->ldm;
   for (size_t c = first_chunk; c < end_chunk; c++) {
     size_t first, end;
-    chunk_images(j, c, &first, &end);
+    nn_conv2d_chunk_images(j->n, j->chunks, c, &first, &end);
     float *v = j->regions + c * j->region, *m = v + j->cap * ldv;
     size_t tiles = (end - first) * (size_t)g->tiles;
     for (size_t t0 = 0; t0 < tiles; t0 += j->cap) {
@@ -584,7 +577,7 @@ static NN_INLINE void backward_body(const wg_job *j, size_t first_chunk,
   size_t img_size = (size_t)g->h * g->w * g->ci;
   for (size_t c = first_chunk; c < end_chunk; c++) {
     size_t first, end;
-    chunk_images(j, c, &first, &end);
+    nn_conv2d_chunk_images(j->n, j->chunks, c, &first, &end);
     float *v = j->regions + c * j->region, *m = v + j->cap * ldv;
     float *du = m + j->cap * ldm, *db = du + XI * xu;
     memset(db, 0, (size_t)g->co * sizeof *db);
