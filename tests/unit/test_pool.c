@@ -180,18 +180,28 @@ static void count_visits(void *ctx, size_t begin, size_t end) {
     atomic_fetch_add(&visits[i], 1);
 }
 
+enum { VISITS_MAX = 128 };
+
+/* Runs fn over [0, n) (n <= VISITS_MAX) on a fresh visit counter per
+ * index, as count_visits does, and returns how many indices were not
+ * visited exactly once. */
+static int misses(size_t n, nn_range_fn fn) {
+  atomic_int visits[VISITS_MAX];
+  for (size_t i = 0; i < n; i++)
+    atomic_init(&visits[i], 0);
+  nn_parallel_for(n, 1, fn, visits);
+  int bad = 0;
+  for (size_t i = 0; i < n; i++)
+    bad += atomic_load(&visits[i]) != 1;
+  return bad;
+}
+
 /* Two threads calling at once are served one after the other, each with
  * every index once. */
 static void *concurrent_caller(void *arg) {
   int *failures = arg;
-  for (int round = 0; round < 200; round++) {
-    atomic_int visits[97];
-    for (int i = 0; i < 97; i++)
-      atomic_init(&visits[i], 0);
-    nn_parallel_for(97, 1, count_visits, visits);
-    for (int i = 0; i < 97; i++)
-      *failures += atomic_load(&visits[i]) != 1;
-  }
+  for (int round = 0; round < 200; round++)
+    *failures += misses(97, count_visits);
   return NULL;
 }
 
@@ -232,14 +242,8 @@ static void slow_ranges(void *ctx, size_t begin, size_t end) {
 
 static void test_caller_outwaits_its_spin(void) {
   nn_threads_set(3);
-  for (int round = 0; round < 3; round++) {
-    atomic_int visits[30];
-    for (int i = 0; i < 30; i++)
-      atomic_init(&visits[i], 0);
-    nn_parallel_for(30, 1, slow_ranges, visits);
-    for (int i = 0; i < 30; i++)
-      CU_ASSERT_EQUAL(atomic_load(&visits[i]), 1);
-  }
+  for (int round = 0; round < 3; round++)
+    CU_ASSERT_EQUAL(misses(30, slow_ranges), 0);
   nn_threads_set(0);
 }
 
@@ -248,15 +252,8 @@ static void test_caller_outwaits_its_spin(void) {
 static void test_jobs_back_to_back_with_some_workers_out(void) {
   nn_threads_set(4);
   int failures = 0;
-  for (int round = 0; round < 5000; round++) {
-    size_t n = round % 2 ? 4 : 2;
-    atomic_int visits[4];
-    for (int i = 0; i < 4; i++)
-      atomic_init(&visits[i], 0);
-    nn_parallel_for(n, 1, count_visits, visits);
-    for (size_t i = 0; i < 4; i++)
-      failures += atomic_load(&visits[i]) != (i < n);
-  }
+  for (int round = 0; round < 5000; round++)
+    failures += misses(round % 2 ? 4 : 2, count_visits);
   CU_ASSERT_EQUAL(failures, 0);
   nn_threads_set(0);
 }
@@ -267,16 +264,8 @@ static void test_forked_child_runs_jobs(void) {
   check_parallel_for(100, 1, 3);
   pid_t pid = fork();
   CU_ASSERT_FATAL(pid >= 0);
-  if (pid == 0) {
-    atomic_int visits[100];
-    for (int i = 0; i < 100; i++)
-      atomic_init(&visits[i], 0);
-    nn_parallel_for(100, 1, count_visits, visits);
-    int bad = 0;
-    for (int i = 0; i < 100; i++)
-      bad += atomic_load(&visits[i]) != 1;
-    _exit(bad ? 1 : 0);
-  }
+  if (pid == 0)
+    _exit(misses(100, count_visits) ? 1 : 0);
   int status = 0;
   CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
   CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
