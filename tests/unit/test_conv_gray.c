@@ -211,7 +211,7 @@ int cohort_register_suites(void) {
   static const test_case cases[] = {
       {"one-channel 5x5 layers take the direct path", test_dispatch},
       {"forward equals the im2col path", test_forward_matches_im2col},
-      {"weight gradient equals im2col's; input gradient falls back",
+      {"weight and bias gradients equal im2col's; input gradient falls back",
        test_backward_matches_im2col},
       {"bit-identical repeats over thread counts",
        test_repeatable_over_threads},
