@@ -178,21 +178,27 @@ static bool workers_done(const void *arg) {
   return atomic_load_explicit(&p->pending, memory_order_acquire) == 0;
 }
 
+/* Waits until ready(arg): spins, then sleeps on cv with *sleeps set, so
+ * that whoever makes it ready (under mu) knows to signal cv. */
+static void await(pool *p, bool (*ready)(const void *), const void *arg,
+                  pthread_cond_t *cv, bool *sleeps) {
+  if (spin_until(ready, arg))
+    return;
+  pthread_mutex_lock(&p->mu);
+  *sleeps = true;
+  while (!ready(arg))
+    pthread_cond_wait(cv, &p->mu);
+  *sleeps = false;
+  pthread_mutex_unlock(&p->mu);
+}
+
 static void *worker_main(void *arg) {
   pool *p = &g_pool;
   worker *me = arg;
   unsigned long seen = 0;
   tl_in_pool = true;
   for (;;) {
-    job_wait wait = {me, seen};
-    if (!spin_until(job_posted, &wait)) {
-      pthread_mutex_lock(&p->mu);
-      me->sleeps = true;
-      while (!job_posted(&wait))
-        pthread_cond_wait(&me->cv, &p->mu);
-      me->sleeps = false;
-      pthread_mutex_unlock(&p->mu);
-    }
+    await(p, job_posted, &(job_wait){me, seen}, &me->cv, &me->sleeps);
     seen = atomic_load_explicit(&me->job, memory_order_acquire);
     if (atomic_load(&p->stopping))
       break;
@@ -217,18 +223,6 @@ static void post(pool *p, int count) {
     if (k->sleeps)
       pthread_cond_signal(&k->cv);
   }
-  pthread_mutex_unlock(&p->mu);
-}
-
-/* Waits until every posted worker is done (acquire). */
-static void wait_workers(pool *p) {
-  if (spin_until(workers_done, p))
-    return;
-  pthread_mutex_lock(&p->mu);
-  p->caller_sleeps = true;
-  while (!workers_done(p))
-    pthread_cond_wait(&p->done_cv, &p->mu);
-  p->caller_sleeps = false;
   pthread_mutex_unlock(&p->mu);
 }
 
@@ -325,7 +319,7 @@ static void pool_run(pool *p, size_t n, int n_ranges, nn_range_fn fn,
     run_range(p, r);
   tl_in_pool = false;
 
-  wait_workers(p);
+  await(p, workers_done, p, &p->done_cv, &p->caller_sleeps);
   pthread_mutex_unlock(&p->call_mu);
 }
 
