@@ -1,5 +1,5 @@
 /* Secure aggregation's cost: runs the coordinator and all N clients of one
- * round in this process (common/secagg.h, the same state machines as the
+ * round in this process (common/secagg/secagg.h, the same state machines as the
  * real system), with a fraction of the clients dropping out after sharing
  * their keys (before their masked input: the case that costs the
  * coordinator most, as in Bonawitz et al.'s evaluation), and prints one

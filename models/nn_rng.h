@@ -1,6 +1,6 @@
 /* Seeded pseudo-random numbers for simulation and training: initialisation,
  * shuffling, dropout masks, data partitioning. Deterministic for a seed and
- * identical on every platform. Never use it for secrets (common/crypto.h has
+ * identical on every platform. Never use it for secrets (common/crypto/crypto.h has
  * the CSPRNG). */
 #ifndef COHORT_NN_RNG_H
 #define COHORT_NN_RNG_H

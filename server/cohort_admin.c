@@ -1,6 +1,6 @@
 /* cohort: the administrator's command line, `cohort COMMAND SUBCOMMAND
  * [flags]`. One table of subcommands, each with its own flag table
- * (common/flags.h); a new one (status, rounds, export over a coordinator's
+ * (common/util/flags.h); a new one (status, rounds, export over a coordinator's
  * database) is a row and a function. Results go to standard output, one
  * human line or, with --json, one JSON object; errors go to standard error
  * with exit status 2 for bad usage and 1 for a request that cannot be met. */

@@ -69,7 +69,7 @@ typedef struct round_config {
   int batch_size;
   double learning_rate;
   strategy_config strategy;
-  const char *codec_spec; /* update codec (common/codec.h); NULL = fp32 */
+  const char *codec_spec; /* update codec (common/codec/codec.h); NULL = fp32 */
   double codec_clip;      /* qB's common clip; 0 = per-payload scale */
   /* Secure aggregation of training rounds (docs/rounds.md). */
   round_secagg_mode secagg;

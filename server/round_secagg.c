@@ -1,5 +1,5 @@
 /* The round engine's side of secure aggregation (docs/rounds.md): the
- * configuration it refuses, the protocol's coordinator (common/secagg.h)
+ * configuration it refuses, the protocol's coordinator (common/secagg/secagg.h)
  * started when selection ends, the SecAgg call, masked inputs from Upload,
  * the phase deadlines and the unmasked sum handed to the commit. The keys
  * and shares live only in memory for one round. Called with e->mu held,

@@ -1,4 +1,4 @@
-/* Tests of the Renyi-DP accountant (common/dp_accountant.h): RDP against a
+/* Tests of the Renyi-DP accountant (common/dp/dp_accountant.h): RDP against a
  * numerical integration of its definition and against TensorFlow Privacy's
  * published values, epsilon against published DP-SGD epsilons, composition,
  * monotonicity, and the planner's round trip and refusals. */

@@ -6,7 +6,7 @@
  * with another codec; the coordinator's sketch state committed with the
  * model, reloaded after a restart and rolled back when a round fails; and
  * robust strategies decoding each client. Clients are simulated with the
- * codec API (common/codec.h), which also gives the expected models. */
+ * codec API (common/codec/codec.h), which also gives the expected models. */
 #include <grpc/status.h>
 #include <math.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /* Tests of secure aggregation in the round engine (docs/rounds.md), driven
  * directly on a temporary store with the fixture of test_round: five
- * clients run the protocol's client state machine (common/secagg.h) over
+ * clients run the protocol's client state machine (common/secagg/secagg.h) over
  * round_secagg_call and upload their masked inputs with round_upload; the
  * committed model is checked against the codec API's decoding of what
  * each client encoded. Also: dropouts, an abort below the threshold,

@@ -1,4 +1,4 @@
-/* Tests of secure aggregation's state machines (common/secagg.h): an
+/* Tests of secure aggregation's state machines (common/secagg/secagg.h): an
  * in-process driver runs n clients and a coordinator through the four
  * phases with clients dropping out at chosen phases, and checks the sum
  * bit for bit against the plain ring sum of the survivors' inputs (or a

@@ -1,8 +1,8 @@
 /* Tests of secure aggregation's primitives: X25519 and HKDF-SHA256
- * (common/kex.h) against RFC 7748 section 6.1 and RFC 5869 appendix A,
- * AES-256-GCM (common/aead.h) against test case 16 of McGrew and Viega's
- * GCM specification, Shamir sharing over GF(2^61 - 1) (common/shamir.h) and
- * mask expansion into Z_{2^B} (common/mask.h). All seeds are fixed. */
+ * (common/crypto/kex.h) against RFC 7748 section 6.1 and RFC 5869 appendix A,
+ * AES-256-GCM (common/crypto/aead.h) against test case 16 of McGrew and Viega's
+ * GCM specification, Shamir sharing over GF(2^61 - 1) (common/secagg/shamir.h) and
+ * mask expansion into Z_{2^B} (common/secagg/mask.h). All seeds are fixed. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* Noise for differential privacy, drawn from a prg (common/prg.h): a
+/* Noise for differential privacy, drawn from a prg (common/crypto/prg.h): a
  * client or the coordinator seeds it from the CSPRNG (prg_init_random), a
  * seeded simulation or a test from its seed.
  *
