@@ -1,14 +1,18 @@
 /* OpenSSL wrappers; see crypto.h. */
 #include "crypto.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <limits.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cohort_status.h"
+#include "errbuf.h"
 
 struct crypto_sha256_ctx {
   EVP_MD_CTX *md;
@@ -77,6 +81,27 @@ int crypto_unhex(const char *hex, uint8_t *out, size_t len) {
     out[i] = (uint8_t)(hi << 4 | lo);
   }
   return 0;
+}
+
+int crypto_unhex_file(const char *path, uint8_t *out, size_t len, char *err,
+                      size_t errlen) {
+  char text[2 * 256 + 64]; /* bigger files are refused, not read whole */
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return errbuf_fail(err, errlen, COHORT_EIO, path, "%s", strerror(errno));
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  int whole = feof(f) && !ferror(f);
+  fclose(f);
+  text[n] = '\0';
+  char *start = text;
+  while (isspace((unsigned char)*start))
+    start++;
+  while (n > 0 && text + n > start && isspace((unsigned char)text[n - 1]))
+    text[--n] = '\0';
+  if (!whole || crypto_unhex(start, out, len) != 0)
+    return errbuf_fail(err, errlen, COHORT_EFORMAT, path,
+                       "expected %zu hex digits and nothing else", 2 * len);
+  return COHORT_OK;
 }
 
 int crypto_sha256_hex(const char *text, char out[CRYPTO_SHA256_HEX_LEN]) {

@@ -27,6 +27,13 @@ void crypto_hex(const uint8_t *bytes, size_t len, char *out);
  * -1 (out unspecified) for anything else. */
 int crypto_unhex(const char *hex, uint8_t *out, size_t len);
 
+/* Reads a small text file that holds exactly 2 * len hex digits (a public
+ * key, a certificate), with any whitespace around them, into out. Returns
+ * COHORT_OK, COHORT_EIO (cannot read it) or COHORT_EFORMAT, with
+ * "path: reason" in err. For len up to 256 (a longer file is refused). */
+int crypto_unhex_file(const char *path, uint8_t *out, size_t len, char *err,
+                      size_t errlen);
+
 /* SHA-256 of a NUL-terminated string, as lower-case hex. */
 int crypto_sha256_hex(const char *text, char out[CRYPTO_SHA256_HEX_LEN]);
 

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/bn.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -118,6 +119,77 @@ int sign_message(const sign_key *k, const void *msg, size_t len,
                : COHORT_EIO;
   EVP_MD_CTX_free(ctx);
   return rc;
+}
+
+/* The y coordinates (little-endian, sign bit clear) of the eight points
+ * of order dividing 8: the identity (y = 1), order 2 (y = p - 1), order 4
+ * (y = 0, x = +-sqrt(-1)) and the four of order 8. */
+static const uint8_t SMALL_ORDER_Y[5][SIGN_PUBLIC_LEN] = {
+    {0},
+    {1},
+    {0x26, 0xe8, 0x95, 0x8f, 0xc2, 0xb2, 0x27, 0xb0, 0x45, 0xc3, 0xf4,
+     0x89, 0xf2, 0xef, 0x98, 0xf0, 0xd5, 0xdf, 0xac, 0x05, 0xd3, 0xc6,
+     0x33, 0x39, 0xb1, 0x38, 0x02, 0x88, 0x6d, 0x53, 0xfc, 0x05},
+    {0xc7, 0x17, 0x6a, 0x70, 0x3d, 0x4d, 0xd8, 0x4f, 0xba, 0x3c, 0x0b,
+     0x76, 0x0d, 0x10, 0x67, 0x0f, 0x2a, 0x20, 0x53, 0xfa, 0x2c, 0x39,
+     0xcc, 0xc6, 0x4e, 0xc7, 0xfd, 0x77, 0x92, 0xac, 0x03, 0x7a},
+    {0xec, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+     0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+     0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f},
+};
+
+/* Whether y (< p) is the y of a point: x^2 = (y^2 - 1) / (d y^2 + 1) mod p,
+ * with d = -121665 / 121666, must be a square (d y^2 + 1 is never 0, as d
+ * is not a square). 1, 0, or -1 when OpenSSL fails. */
+static int y_on_curve(const BIGNUM *y, const BIGNUM *p, BN_CTX *ctx) {
+  BIGNUM *d = BN_CTX_get(ctx), *u = BN_CTX_get(ctx), *v = BN_CTX_get(ctx);
+  BIGNUM *y2 = BN_CTX_get(ctx);
+  if (!y2 || !BN_set_word(u, 121666) || !BN_mod_inverse(d, u, p, ctx) ||
+      !BN_mul_word(d, 121665) || !BN_nnmod(d, d, p, ctx) || !BN_sub(d, p, d) ||
+      !BN_mod_sqr(y2, y, p, ctx) ||
+      !BN_mod_sub(u, y2, BN_value_one(), p, ctx) ||
+      !BN_mod_mul(v, d, y2, p, ctx) ||
+      !BN_mod_add(v, v, BN_value_one(), p, ctx) ||
+      !BN_mod_inverse(v, v, p, ctx) || !BN_mod_mul(u, u, v, p, ctx))
+    return -1;
+  int k = BN_kronecker(u, p, ctx);
+  return k == -2 ? -1 : k >= 0;
+}
+
+int sign_public_check(const uint8_t pub[SIGN_PUBLIC_LEN], const char **why) {
+  const char *reason = NULL;
+  uint8_t y_le[SIGN_PUBLIC_LEN];
+  memcpy(y_le, pub, sizeof y_le);
+  y_le[SIGN_PUBLIC_LEN - 1] &= 0x7f; /* the top bit is the sign of x */
+  BN_CTX *ctx = BN_CTX_new();
+  if (!ctx)
+    return COHORT_ENOMEM;
+  BN_CTX_start(ctx);
+  BIGNUM *p = BN_CTX_get(ctx), *y = BN_CTX_get(ctx);
+  int on = -1;
+  /* p = 2^255 - 19 */
+  if (y && BN_lshift(p, BN_value_one(), 255) && BN_sub_word(p, 19) &&
+      BN_lebin2bn(y_le, sizeof y_le, y)) {
+    if (BN_cmp(y, p) >= 0) {
+      reason = "not a canonical encoding (y is not below 2^255 - 19)";
+      on = 0;
+    } else {
+      on = y_on_curve(y, p, ctx);
+      if (on == 0)
+        reason = "not a point on Ed25519's curve";
+    }
+  }
+  BN_CTX_end(ctx);
+  BN_CTX_free(ctx);
+  if (on < 0)
+    return COHORT_ENOMEM;
+  for (size_t i = 0; on && i < sizeof SMALL_ORDER_Y / sizeof SMALL_ORDER_Y[0];
+       i++)
+    if (memcmp(y_le, SMALL_ORDER_Y[i], sizeof y_le) == 0)
+      reason = "a point of small order";
+  if (why)
+    *why = reason;
+  return reason ? COHORT_EFORMAT : COHORT_OK;
 }
 
 int sign_verify(const uint8_t pub[SIGN_PUBLIC_LEN], const void *msg,

@@ -35,6 +35,13 @@ void sign_key_public(const sign_key *k, uint8_t pub[SIGN_PUBLIC_LEN]);
 int sign_message(const sign_key *k, const void *msg, size_t len,
                  uint8_t sig[SIGN_LEN]);
 
+/* Whether pub is an identity key worth binding: the canonical encoding of
+ * a curve point (RFC 8032 5.1.3: y < p and a square root for x exists)
+ * outside the eight points of small order, under which one signature can
+ * verify for many messages. COHORT_OK, or COHORT_EFORMAT with *why (may
+ * be NULL) set to a static reason; COHORT_ENOMEM when OpenSSL fails. */
+int sign_public_check(const uint8_t pub[SIGN_PUBLIC_LEN], const char **why);
+
 /* Whether sig is pub's signature of msg: COHORT_OK, or COHORT_EAUTH for a
  * bad signature or a public key that is not a valid point (COHORT_EIO,
  * COHORT_ENOMEM when OpenSSL fails). */

@@ -1,6 +1,6 @@
 /* Tests of the OpenSSL wrappers: SHA-256 against the FIPS 180-2 vectors
- * (one-shot, incremental, hex), session-token shape and freshness, and the
- * constant-time compare. */
+ * (one-shot, incremental, hex), session-token shape and freshness, the
+ * constant-time compare and hex files (public keys, certificates). */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -117,6 +117,62 @@ static void test_equal_compares_every_byte(void) {
   CU_ASSERT_TRUE(crypto_equal(a, b, 0));
 }
 
+/* Writes text to dir/name and returns the path (static, one at a time). */
+static const char *write_text(const char *dir, const char *name,
+                              const char *text) {
+  static char path[300];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs(text, f);
+  fclose(f);
+  return path;
+}
+
+static void test_unhex_file(void) {
+  char dir[256], err[400] = "";
+  uint8_t out[32];
+  CU_ASSERT_EQUAL_FATAL(test_tmpdir_make(dir, sizeof dir, "hexfile"), 0);
+  /* Either case, with the newline an editor or echo adds. */
+  const char *p = write_text(dir, "ok",
+                             "  BA7816bf8f01cfea414140de5dae2223b00361a3"
+                             "96177a9cb410ff61f20015ad\n");
+  CU_ASSERT_EQUAL(crypto_unhex_file(p, out, sizeof out, err, sizeof err),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(memcmp(out, ABC_RAW, sizeof out), 0);
+  /* One digit short, one too many, a stray word: refused by name. */
+  p = write_text(dir, "short",
+                 "ba7816bf8f01cfea414140de5dae2223b00361a396177a"
+                 "9cb410ff61f20015a\n");
+  CU_ASSERT_EQUAL(crypto_unhex_file(p, out, sizeof out, err, sizeof err),
+                  COHORT_EFORMAT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "short"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "64 hex digits"));
+  p = write_text(dir, "long",
+                 "ba7816bf8f01cfea414140de5dae2223b00361a396177a9"
+                 "cb410ff61f20015ad00");
+  CU_ASSERT_EQUAL(crypto_unhex_file(p, out, sizeof out, err, sizeof err),
+                  COHORT_EFORMAT);
+  p = write_text(dir, "words",
+                 "ba7816bf8f01cfea414140de5dae2223b00361a396177a"
+                 "9cb410ff61f20015ad key\n");
+  CU_ASSERT_EQUAL(crypto_unhex_file(p, out, sizeof out, err, sizeof err),
+                  COHORT_EFORMAT);
+  /* A big file is refused without being read whole. */
+  char big[4096];
+  memset(big, 'a', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  p = write_text(dir, "big", big);
+  CU_ASSERT_EQUAL(crypto_unhex_file(p, out, sizeof out, err, sizeof err),
+                  COHORT_EFORMAT);
+  char missing[300];
+  snprintf(missing, sizeof missing, "%s/missing", dir);
+  CU_ASSERT_EQUAL(crypto_unhex_file(missing, out, sizeof out, err, sizeof err),
+                  COHORT_EIO);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "missing"));
+  test_tmpdir_remove(dir);
+}
+
 int cohort_register_suites(void) {
   static const test_case tests[] = {
       {"sha256 of abc matches FIPS 180-2 (raw)",
@@ -131,6 +187,8 @@ int cohort_register_suites(void) {
       {"crypto_random fills the buffer", test_random_fills_buffer},
       {"crypto_equal compares exactly len bytes",
        test_equal_compares_every_byte},
+      {"hex files: exactly 2 * len digits, whitespace around them",
+       test_unhex_file},
   };
   return test_add_suite("crypto", NULL, NULL, tests,
                         sizeof tests / sizeof tests[0]);

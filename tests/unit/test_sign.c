@@ -1,7 +1,8 @@
 /* Tests of the Ed25519 wrappers (common/crypto/sign.h): RFC 8032's test
  * vectors 1 and 2, refusal of a changed message, signature or key, the
- * enrollment authority's certificates, and key files (PEM, 0600, never
- * overwritten, a wrong key type refused). */
+ * check of a public key's encoding, the enrollment authority's
+ * certificates, and key files (PEM, 0600, never overwritten, a wrong key
+ * type refused). */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -81,6 +82,64 @@ static void test_changes_are_refused(void) {
   sign_key_free(other);
 }
 
+/* y = n as a little-endian encoding, the sign bit as given. */
+static void y_encoding(unsigned n, int sign, uint8_t out[SIGN_PUBLIC_LEN]) {
+  memset(out, 0, SIGN_PUBLIC_LEN);
+  out[0] = (uint8_t)n;
+  out[SIGN_PUBLIC_LEN - 1] = sign ? 0x80 : 0;
+}
+
+static void test_public_check(void) {
+  uint8_t pub[SIGN_PUBLIC_LEN];
+  const char *why = "unset";
+  /* RFC 8032's keys and a fresh one are points. */
+  unhex(T1_PUBLIC, pub, sizeof pub);
+  CU_ASSERT_EQUAL(sign_public_check(pub, &why), COHORT_OK);
+  CU_ASSERT_PTR_NULL(why);
+  unhex(T2_PUBLIC, pub, sizeof pub);
+  CU_ASSERT_EQUAL(sign_public_check(pub, NULL), COHORT_OK);
+  sign_key *k = NULL;
+  CU_ASSERT_EQUAL_FATAL(sign_key_generate(&k), COHORT_OK);
+  sign_key_public(k, pub);
+  CU_ASSERT_EQUAL(sign_public_check(pub, NULL), COHORT_OK);
+  sign_key_free(k);
+  /* y = 3 is on the curve with either sign; y = 2 and y = 7 are not
+   * ((y^2 - 1) / (d y^2 + 1) is not a square mod p; checked in Python). */
+  y_encoding(3, 0, pub);
+  CU_ASSERT_EQUAL(sign_public_check(pub, NULL), COHORT_OK);
+  y_encoding(3, 1, pub);
+  CU_ASSERT_EQUAL(sign_public_check(pub, NULL), COHORT_OK);
+  y_encoding(2, 0, pub);
+  CU_ASSERT_EQUAL(sign_public_check(pub, &why), COHORT_EFORMAT);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(why);
+  CU_ASSERT_PTR_NOT_NULL(strstr(why, "not a point"));
+  y_encoding(7, 1, pub);
+  CU_ASSERT_EQUAL(sign_public_check(pub, NULL), COHORT_EFORMAT);
+  /* y >= p: p + 1 (which would decode as y = 1) and 2^255 - 1. */
+  memset(pub, 0xff, sizeof pub);
+  CU_ASSERT_EQUAL(sign_public_check(pub, &why), COHORT_EFORMAT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(why, "canonical"));
+  pub[0] = 0xee;
+  pub[SIGN_PUBLIC_LEN - 1] = 0x7f;
+  CU_ASSERT_EQUAL(sign_public_check(pub, NULL), COHORT_EFORMAT);
+  /* The eight points of small order (libsodium's list, recomputed as the
+   * multiples of a torsion point), each with either sign bit. */
+  static const char *small[] = {
+      "0000000000000000000000000000000000000000000000000000000000000000",
+      "0100000000000000000000000000000000000000000000000000000000000000",
+      "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+      "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+      "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f"};
+  for (size_t i = 0; i < sizeof small / sizeof small[0]; i++)
+    for (int sign = 0; sign < 2; sign++) {
+      unhex(small[i], pub, sizeof pub);
+      pub[SIGN_PUBLIC_LEN - 1] |= (uint8_t)(sign << 7);
+      why = NULL;
+      CU_ASSERT_EQUAL(sign_public_check(pub, &why), COHORT_EFORMAT);
+      CU_ASSERT_PTR_NOT_NULL(why);
+    }
+}
+
 static void test_certificates(void) {
   sign_key *authority = NULL, *client = NULL, *rogue = NULL;
   CU_ASSERT_EQUAL_FATAL(sign_key_generate(&authority), COHORT_OK);
@@ -154,6 +213,8 @@ int cohort_register_suites(void) {
       {"RFC 8032 test vectors 1 and 2", test_rfc8032_vectors},
       {"a changed message, signature or key is refused",
        test_changes_are_refused},
+      {"public keys: canonical curve points outside the small-order ones",
+       test_public_check},
       {"certificates bind one key to the authority", test_certificates},
       {"key files are 0600 PEM, never overwritten, type-checked",
        test_key_files},
