@@ -15,6 +15,7 @@
 #include "clock.h"
 #include "crypto.h"
 #include "dataset.h"
+#include "identity.h"
 #include "log.h"
 #include "nn_pool.h"
 #include "nn_rng.h"
@@ -49,6 +50,11 @@ struct cohort_client {
   uint8_t model_sha[CRYPTO_SHA256_LEN];
   uint8_t *model_blob;
   size_t model_len;
+
+  /* The signing identity (key, certificate, the authority peers need):
+   * registered with, and for secure aggregation to sign with and to check
+   * peers against (see run_task). */
+  client_identity identity;
 
   update_codec codec; /* the task's codec and its error-feedback memory */
   /* The testing aid's step, until the first secure-aggregation task. */
@@ -159,7 +165,27 @@ void cohort_client_free(cohort_client_t *c) {
     free((char *)c->attributes[i].name);
   free(c->model_blob);
   update_codec_free(&c->codec);
+  client_identity_clear(&c->identity);
   free(c);
+}
+
+int cohort_client_set_identity(cohort_client_t *c, const char *key_path,
+                               const char *cert_path) {
+  if (!c || !key_path)
+    return COHORT_EINVAL;
+  if (c->id) {
+    set_error(c, "the identity must be set before the client registers");
+    return COHORT_ESTATE;
+  }
+  return client_identity_load(&c->identity, key_path, cert_path, c->last_error,
+                              sizeof c->last_error);
+}
+
+int cohort_client_set_enroll_authority(cohort_client_t *c, const char *path) {
+  if (!c || !path)
+    return COHORT_EINVAL;
+  return client_identity_set_authority(&c->identity, path, c->last_error,
+                                       sizeof c->last_error);
 }
 
 void cohort_client_stop(cohort_client_t *c) {
@@ -208,8 +234,8 @@ static int call(cohort_client_t *c, const char *method, const char *what,
   o.timeout_ms = c->opt.rpc_timeout_ms;
   /* Every call of this protocol is safe to repeat: check-ins return the
    * same task, downloads are by offset, uploads are idempotent by digest, a
-   * report overwrites itself, and a repeated Register only leaves an unused
-   * client row behind. */
+   * report overwrites itself, and a repeated Register is refused for its
+   * bound key, which do_register handles. */
   o.idempotent = 1;
   rpc_result r = {0};
   rc = rpc_call(c->ch, method, authed ? c->session : NULL, buf, len, &o, &r);
@@ -234,7 +260,15 @@ static int call(cohort_client_t *c, const char *method, const char *what,
   return rc;
 }
 
-static int do_register(cohort_client_t *c) {
+/* One Register with a fresh identity (or the persistent one). */
+static int register_once(cohort_client_t *c) {
+  int rc = client_identity_renew(&c->identity);
+  if (rc) {
+    set_error(c, "register: cannot make an identity key");
+    return rc;
+  }
+  uint8_t pub[SIGN_PUBLIC_LEN];
+  sign_key_public(c->identity.key, pub);
   Cohort__V1__ClientFacts facts = COHORT__V1__CLIENT_FACTS__INIT;
   facts.platform = c->platform;
   facts.library_version = COHORT_VERSION;
@@ -247,10 +281,16 @@ static int do_register(cohort_client_t *c) {
   Cohort__V1__RegisterRequest req = COHORT__V1__REGISTER_REQUEST__INIT;
   req.enrollment_token = c->enrollment_token;
   req.facts = &facts;
+  req.identity_key.data = pub;
+  req.identity_key.len = sizeof pub;
+  if (c->identity.has_cert) {
+    req.enrollment_cert.data = c->identity.cert;
+    req.enrollment_cert.len = sizeof c->identity.cert;
+  }
   Cohort__V1__RegisterResponse *resp = NULL;
-  int rc = call(c, PB_METHOD_REGISTER, "register", &req.base,
-                &cohort__v1__register_response__descriptor, 0,
-                (ProtobufCMessage **)&resp, NULL, NULL);
+  rc = call(c, PB_METHOD_REGISTER, "register", &req.base,
+            &cohort__v1__register_response__descriptor, 0,
+            (ProtobufCMessage **)&resp, NULL, NULL);
   if (rc)
     return rc;
   if (!resp->session_token || strlen(resp->session_token) == 0 ||
@@ -264,6 +304,18 @@ static int do_register(cohort_client_t *c) {
   }
   protobuf_c_message_free_unpacked(&resp->base, NULL);
   return rc;
+}
+
+static int do_register(cohort_client_t *c) {
+  int rc = register_once(c);
+  /* A Register whose reply was lost, sent again by the retries, finds its
+   * key bound to the client the first one made: a key of our own making
+   * is replaced, and the registration tried once more. */
+  if (rc == COHORT_EREJECTED && !c->identity.from_file)
+    rc = register_once(c);
+  /* The coordinator refused the enrollment itself (a bad certificate, a
+   * key bound to another client): trying again will not help. */
+  return rc == COHORT_EREJECTED ? COHORT_EAUTH : rc;
 }
 
 /* Downloads the task's model into c->model_blob unless it is already
@@ -571,6 +623,10 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
                          .nap = secagg_io_nap};
     /* The testing aid applies to the first secure-aggregation task only. */
     secagg_flow_stop leave = (secagg_flow_stop)c->leave_before_secagg;
+    /* To be passed in once the flow signs and checks identities
+     * (docs/security.md): c->identity.key signs this client's keys, and
+     * with c->identity.has_authority every peer's identity key needs a
+     * certificate from c->identity.authority. */
     c->leave_before_secagg = COHORT_SECAGG_NEVER;
     rc = secagg_flow_begin(&flow, &io, t, n, give_up_at, leave, c->last_error,
                            sizeof c->last_error);

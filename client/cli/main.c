@@ -15,7 +15,7 @@
 
 static struct {
   const char *server, *token, *data, *shard, *partition, *log_level;
-  const char *exit_at_secagg;
+  const char *exit_at_secagg, *identity_key, *identity_cert, *authority;
   long limit, seed, threads;
   double holdout;
   int summary, hang;
@@ -50,6 +50,16 @@ static const flag_def FLAGS[] = {
      "NAME=VALUE",
      "a condition reported at check-in for the coordinator's --eligible "
      "rules, e.g. charging=1 (repeatable)"},
+    {"identity-key", FLAG_STRING, &g_opts.identity_key, NULL, 0, 0, "PATH",
+     "this client's Ed25519 identity key, a PEM file (`cohort enroll "
+     "keygen`); without it a fresh key is made at each registration"},
+    {"identity-cert", FLAG_STRING, &g_opts.identity_cert, NULL, 0, 0, "PATH",
+     "the enrollment authority's certificate of --identity-key, as hex "
+     "(`cohort enroll certify`); a coordinator with --enroll-authority "
+     "needs it"},
+    {"enroll-authority", FLAG_STRING, &g_opts.authority, NULL, 0, 0, "PATH",
+     "the enrollment authority's public key, as hex: peers in secure "
+     "aggregation must be certified by it (docs/security.md)"},
     {"threads", FLAG_INT, &g_opts.threads, "0", 0, 1024, "N",
      "training threads (0: all cores)"},
     {"partition-summary", FLAG_BOOL, &g_opts.summary, NULL, 0, 0, NULL,
@@ -128,6 +138,20 @@ static int parse_attributes(cohort_attribute *attrs, char (*names)[40]) {
   return 0;
 }
 
+/* The enrollment authority first, so that a certificate that does not
+ * verify under it is refused here, before the coordinator refuses it. */
+static int set_identity(cohort_client_t *c) {
+  int rc = COHORT_OK;
+  if (g_opts.authority)
+    rc = cohort_client_set_enroll_authority(c, g_opts.authority);
+  if (rc == COHORT_OK && g_opts.identity_key)
+    rc = cohort_client_set_identity(c, g_opts.identity_key,
+                                    g_opts.identity_cert);
+  if (rc != COHORT_OK)
+    fprintf(stderr, "cohort-client: %s\n", cohort_client_last_error(c));
+  return rc == COHORT_OK ? 0 : -1;
+}
+
 int main(int argc, char **argv) {
   int rc = flags_main("cohort-client", USAGE, FLAGS, N_FLAGS, argc, argv);
   if (rc >= 0)
@@ -149,6 +173,11 @@ int main(int argc, char **argv) {
     return 2;
   }
 
+  if (g_opts.identity_cert && !g_opts.identity_key) {
+    fprintf(stderr, "cohort-client: --identity-cert needs the --identity-key "
+                    "it certifies\n");
+    return 2;
+  }
   cohort_secagg_step leave;
   if (parse_secagg_step(g_opts.exit_at_secagg, &leave) != 0) {
     fprintf(stderr,
@@ -206,6 +235,11 @@ int main(int argc, char **argv) {
   rc = cohort_client_new(&o, &g_client);
   if (rc != COHORT_OK) {
     fprintf(stderr, "cohort-client: %s\n", cohort_strerror(rc));
+    cohort_dataset_free(ds);
+    return 1;
+  }
+  if (set_identity(g_client) != 0) {
+    cohort_client_free(g_client);
     cohort_dataset_free(ds);
     return 1;
   }

@@ -173,8 +173,47 @@ COHORT_API void cohort_client_options_init(cohort_client_options *o);
  * callback nor a dataset) or COHORT_ENOMEM. */
 COHORT_API int cohort_client_new(const cohort_client_options *o,
                                  cohort_client_t **out);
-/* Accepts NULL. */
+/* Accepts NULL. Wipes the client's identity key and tokens. */
 COHORT_API void cohort_client_free(cohort_client_t *c);
+
+/* ---- identity (docs/security.md) ----
+ * Every client registers with an Ed25519 identity key, which the
+ * coordinator binds to its client id and hands to its peers in secure
+ * aggregation. Without a key file the client makes a fresh key from the
+ * CSPRNG each time it registers. The library never writes a private key
+ * anywhere nor logs one; file paths are read, not kept. Like the other
+ * calls on c, these are for one thread at a time. */
+
+/* Gives c a persistent identity: key_path is an Ed25519 private key in PEM
+ * (`cohort enroll keygen` writes one, mode 0600), cert_path the enrollment
+ * authority's certificate of it as hex (`cohort enroll certify`), or NULL.
+ * A coordinator started with --enroll-authority registers only certified
+ * keys, and one key registers one client: a second client, or this one
+ * registering again with the same database, is refused. Call it before
+ * the first cycle. The key stays in c's memory until cohort_client_free.
+ * Returns COHORT_OK, COHORT_EINVAL (NULL c or key_path), COHORT_ESTATE (c
+ * has registered already), COHORT_EIO (a file cannot be read),
+ * COHORT_EFORMAT (not an Ed25519 private key, not 128 hex digits) or
+ * COHORT_EAUTH (the certificate does not certify this key under the
+ * authority given to cohort_client_set_enroll_authority); the reason,
+ * naming the file, is in cohort_client_last_error. On failure c keeps the
+ * identity it had. */
+COHORT_API int cohort_client_set_identity(cohort_client_t *c,
+                                          const char *key_path,
+                                          const char *cert_path);
+
+/* The enrollment authority c's peers must be certified by: path holds the
+ * authority's Ed25519 public key as 64 hex digits (the FILE.pub of
+ * `cohort enroll authority`). c keeps it for secure aggregation, to check
+ * each peer's identity key against it, so that a coordinator cannot fill a
+ * round with clients of its own making (docs/security.md).
+ * A certificate given to cohort_client_set_identity must verify under it.
+ * Returns COHORT_OK, COHORT_EINVAL, COHORT_EIO, COHORT_EFORMAT (not 64
+ * hex digits, or not a usable Ed25519 public key) or COHORT_EAUTH, with
+ * the reason in cohort_client_last_error; on failure c keeps the authority
+ * it had. */
+COHORT_API int cohort_client_set_enroll_authority(cohort_client_t *c,
+                                                  const char *path);
 
 typedef enum cohort_cycle_outcome {
   COHORT_CYCLE_TRAINED = 0,   /* trained and uploaded an update */

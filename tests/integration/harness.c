@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "cohort_status.h"
+#include "crypto.h"
 
 #define MAX_PROCS 64
 
@@ -148,6 +150,50 @@ void harness_signal(pid_t pid, int sig) {
   for (int i = 0; i < g_nprocs; i++)
     if (g_procs[i] == pid)
       kill(pid, sig);
+}
+
+int harness_identity_key(uint8_t pub[SIGN_PUBLIC_LEN]) {
+  sign_key *k = NULL;
+  if (sign_key_generate(&k) != COHORT_OK)
+    return -1;
+  sign_key_public(k, pub);
+  sign_key_free(k);
+  return 0;
+}
+
+int harness_write_hex(const char *path, const uint8_t *bytes, size_t len) {
+  char hex[2 * 256 + 1];
+  if (len > 256)
+    return -1;
+  crypto_hex(bytes, len, hex);
+  FILE *f = fopen(path, "wx");
+  if (!f)
+    return -1;
+  int ok = fprintf(f, "%s\n", hex) > 0;
+  return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+int harness_identity_files(const sign_key *authority, const char *key_path,
+                           const char *cert_path,
+                           uint8_t pub[SIGN_PUBLIC_LEN]) {
+  sign_key *k = NULL;
+  uint8_t mine[SIGN_PUBLIC_LEN], cert[SIGN_CERT_LEN];
+  char err[256];
+  int rc = sign_key_generate(&k) == COHORT_OK &&
+                   sign_key_save(k, key_path, err, sizeof err) == COHORT_OK
+               ? 0
+               : -1;
+  if (!rc) {
+    sign_key_public(k, mine);
+    if (pub)
+      memcpy(pub, mine, sizeof mine);
+  }
+  if (!rc && authority)
+    rc = sign_certify(authority, mine, cert) == COHORT_OK
+             ? harness_write_hex(cert_path, cert, sizeof cert)
+             : -1;
+  sign_key_free(k);
+  return rc;
 }
 
 char *harness_read_file(const char *path) {

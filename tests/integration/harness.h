@@ -4,8 +4,11 @@
 #ifndef COHORT_HARNESS_H
 #define COHORT_HARNESS_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "sign.h"
 
 /* A fresh temporary folder for this test program (created once; removed
  * at exit unless COHORT_KEEP_TEST_DIR is set). */
@@ -37,6 +40,20 @@ pid_t harness_start_server(const char *tag, const char *flags, int *port,
  * pauses): print the seed so that a failure reproduces. */
 void harness_rng_seed(uint64_t seed);
 long harness_rand_range(long lo, long hi); /* inclusive */
+
+/* ---- identities (common/crypto/sign.h) for tests that register ---- */
+
+/* A fresh identity public key, for a Register the test builds itself (the
+ * private key is dropped: such tests sign nothing). 0 or -1. */
+int harness_identity_key(uint8_t pub[SIGN_PUBLIC_LEN]);
+/* A new identity key saved at key_path (PEM, 0600) and, when authority is
+ * not NULL, its certificate by authority written to cert_path as hex (as
+ * `cohort enroll` makes them); pub (may be NULL) gets the public key. 0 or
+ * -1. */
+int harness_identity_files(const sign_key *authority, const char *key_path,
+                           const char *cert_path, uint8_t pub[SIGN_PUBLIC_LEN]);
+/* len bytes as lower-case hex and a newline, into a new file. 0 or -1. */
+int harness_write_hex(const char *path, const uint8_t *bytes, size_t len);
 
 /* Reads a whole file into a malloc'd NUL-terminated string (NULL on error). */
 char *harness_read_file(const char *path);

@@ -1,7 +1,9 @@
 /* libcohort against a scripted fake coordinator (our rpc server in this
  * process): the client assembles a model served in small chunks, verifies
  * its digest before training, uploads in the chunk size the task allows,
- * and resumes an upload from the offset the coordinator asks for. */
+ * resumes an upload from the offset the coordinator asks for, and
+ * registers with a fresh identity key or the one (and certificate) it was
+ * given in files. */
 #include <CUnit/CUnit.h>
 #include <grpc/status.h>
 #include <openssl/sha.h>
@@ -11,9 +13,13 @@
 #include <string.h>
 
 #include "cohort.h"
+#include "cohort_status.h"
+#include "crypto.h"
 #include "cunit_main.h"
+#include "harness.h"
 #include "pb.h"
 #include "rpc_server.h"
+#include "sign.h"
 
 #define N_PARAMS 7850
 #define MODEL_BYTES (N_PARAMS * 4)
@@ -31,6 +37,13 @@ typedef struct fake {
   uint8_t received[MODEL_BYTES];
   uint64_t received_len;
   int complete;
+  /* Registers: the keys and certificates sent, and how many more to refuse
+   * as a coordinator refuses a key that is bound already. */
+  int register_calls;
+  int refuse_registers;
+  uint8_t keys[4][SIGN_PUBLIC_LEN];
+  size_t key_len[4], cert_len[4];
+  uint8_t cert[SIGN_CERT_LEN]; /* the last one sent */
 } fake;
 
 static fake g_fake;
@@ -42,10 +55,33 @@ static void reply(rpc_reply *rep, const ProtobufCMessage *m) {
 }
 
 static void on_register(void *ctx, const rpc_request *req, rpc_reply *rep) {
-  Cohort__V1__RegisterResponse r = COHORT__V1__REGISTER_RESPONSE__INIT;
-  r.client_id = 1;
-  r.session_token = "fake-session";
-  reply(rep, &r.base);
+  fake *f = ctx;
+  Cohort__V1__RegisterRequest *m =
+      cohort__v1__register_request__unpack(NULL, req->body_len, req->body);
+  pthread_mutex_lock(&f->mu);
+  int i = f->register_calls++;
+  if (i < 4) {
+    f->key_len[i] = m->identity_key.len;
+    memcpy(f->keys[i], m->identity_key.data,
+           m->identity_key.len < SIGN_PUBLIC_LEN ? m->identity_key.len
+                                                 : SIGN_PUBLIC_LEN);
+    f->cert_len[i] = m->enrollment_cert.len;
+  }
+  if (m->enrollment_cert.len == SIGN_CERT_LEN)
+    memcpy(f->cert, m->enrollment_cert.data, SIGN_CERT_LEN);
+  if (f->refuse_registers > 0) {
+    f->refuse_registers--;
+    rep->code = GRPC_STATUS_INVALID_ARGUMENT;
+    snprintf(rep->detail, sizeof rep->detail,
+             "identity key is already bound to another client");
+  } else {
+    Cohort__V1__RegisterResponse r = COHORT__V1__REGISTER_RESPONSE__INIT;
+    r.client_id = 1;
+    r.session_token = "fake-session";
+    reply(rep, &r.base);
+  }
+  pthread_mutex_unlock(&f->mu);
+  cohort__v1__register_request__free_unpacked(m, NULL);
 }
 
 static void on_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
@@ -248,13 +284,140 @@ static void test_chunked_download_and_resumed_upload(void) {
   cohort_client_free(c);
 }
 
+/* ---- identities (the fake has said the federation is over by now, so a
+ * cycle is a Register and a CheckIn) ---- */
+
+static void forget_registers(void) {
+  g_fake.register_calls = 0;
+  g_fake.refuse_registers = 0;
+  memset(g_fake.key_len, 0, sizeof g_fake.key_len);
+  memset(g_fake.cert_len, 0, sizeof g_fake.cert_len);
+}
+
+static void test_fresh_identity_per_registration(void) {
+  CU_ASSERT_TRUE_FATAL(g_fake.complete);
+  forget_registers();
+  /* The first Register is refused as a retry whose reply was lost would
+   * be: the key of the client's own making is replaced. */
+  g_fake.refuse_registers = 1;
+  seen s = {0};
+  cohort_client_t *c = new_client(&s);
+  cohort_cycle_info info;
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
+  CU_ASSERT_EQUAL(info.outcome, COHORT_CYCLE_DONE);
+  CU_ASSERT_EQUAL(cohort_client_id(c), 1);
+  CU_ASSERT_EQUAL_FATAL(g_fake.register_calls, 2);
+  for (int i = 0; i < 2; i++) {
+    CU_ASSERT_EQUAL(g_fake.key_len[i], SIGN_PUBLIC_LEN);
+    CU_ASSERT_EQUAL(sign_public_check(g_fake.keys[i], NULL), COHORT_OK);
+    CU_ASSERT_EQUAL(g_fake.cert_len[i], 0);
+  }
+  CU_ASSERT_NOT_EQUAL(memcmp(g_fake.keys[0], g_fake.keys[1], SIGN_PUBLIC_LEN),
+                      0);
+  cohort_client_free(c);
+  /* Another client, another key. */
+  c = new_client(&s);
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(g_fake.register_calls, 3);
+  CU_ASSERT_NOT_EQUAL(memcmp(g_fake.keys[1], g_fake.keys[2], SIGN_PUBLIC_LEN),
+                      0);
+  cohort_client_free(c);
+}
+
+static void test_persistent_identity(void) {
+  char dir[256], key_path[300], cert_path[300], auth_path[300];
+  char rogue_path[300];
+  CU_ASSERT_EQUAL_FATAL(test_tmpdir_make(dir, sizeof dir, "identity"), 0);
+  snprintf(key_path, sizeof key_path, "%s/id.pem", dir);
+  snprintf(cert_path, sizeof cert_path, "%s/id.cert", dir);
+  snprintf(auth_path, sizeof auth_path, "%s/authority.pub", dir);
+  snprintf(rogue_path, sizeof rogue_path, "%s/rogue.pub", dir);
+  sign_key *authority = NULL, *rogue = NULL;
+  uint8_t apub[SIGN_PUBLIC_LEN], rpub[SIGN_PUBLIC_LEN], pub[SIGN_PUBLIC_LEN];
+  CU_ASSERT_EQUAL_FATAL(sign_key_generate(&authority), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(sign_key_generate(&rogue), COHORT_OK);
+  sign_key_public(authority, apub);
+  sign_key_public(rogue, rpub);
+  CU_ASSERT_EQUAL_FATAL(
+      harness_identity_files(authority, key_path, cert_path, pub), 0);
+  CU_ASSERT_EQUAL_FATAL(harness_write_hex(auth_path, apub, sizeof apub), 0);
+  CU_ASSERT_EQUAL_FATAL(harness_write_hex(rogue_path, rpub, sizeof rpub), 0);
+  uint8_t cert[SIGN_CERT_LEN];
+  char err[256];
+  CU_ASSERT_EQUAL_FATAL(
+      crypto_unhex_file(cert_path, cert, sizeof cert, err, sizeof err),
+      COHORT_OK);
+
+  seen s = {0};
+  cohort_client_t *c = new_client(&s);
+  /* Files that are missing or hold something else are refused by name. */
+  CU_ASSERT_EQUAL(cohort_client_set_identity(c, rogue_path, NULL),
+                  COHORT_EFORMAT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(cohort_client_last_error(c), "rogue.pub"));
+  CU_ASSERT_EQUAL(cohort_client_set_identity(c, key_path, key_path),
+                  COHORT_EFORMAT);
+  CU_ASSERT_EQUAL(cohort_client_set_enroll_authority(c, cert_path),
+                  COHORT_EFORMAT);
+  CU_ASSERT_EQUAL(cohort_client_set_enroll_authority(c, "/nonexistent.pub"),
+                  COHORT_EIO);
+  /* The certificate must be the authority's: set either way round. */
+  CU_ASSERT_EQUAL(cohort_client_set_enroll_authority(c, rogue_path), COHORT_OK);
+  CU_ASSERT_EQUAL(cohort_client_set_identity(c, key_path, cert_path),
+                  COHORT_EAUTH);
+  CU_ASSERT_PTR_NOT_NULL(strstr(cohort_client_last_error(c), "id.cert"));
+  cohort_client_free(c);
+  c = new_client(&s);
+  CU_ASSERT_EQUAL(cohort_client_set_identity(c, key_path, cert_path),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(cohort_client_set_enroll_authority(c, rogue_path),
+                  COHORT_EAUTH);
+  CU_ASSERT_EQUAL(cohort_client_set_enroll_authority(c, auth_path), COHORT_OK);
+
+  /* The file's key and certificate go to the coordinator as they are. */
+  forget_registers();
+  cohort_cycle_info info;
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(g_fake.register_calls, 1);
+  CU_ASSERT_EQUAL(g_fake.key_len[0], SIGN_PUBLIC_LEN);
+  CU_ASSERT_EQUAL(memcmp(g_fake.keys[0], pub, sizeof pub), 0);
+  CU_ASSERT_EQUAL(g_fake.cert_len[0], SIGN_CERT_LEN);
+  CU_ASSERT_EQUAL(memcmp(g_fake.cert, cert, sizeof cert), 0);
+  /* Registered, it keeps its identity. */
+  CU_ASSERT_EQUAL(cohort_client_set_identity(c, key_path, NULL), COHORT_ESTATE);
+  cohort_client_free(c);
+
+  /* A persistent key that is bound already is not replaced: the
+   * registration fails for good, with the coordinator's reason. */
+  forget_registers();
+  g_fake.refuse_registers = 3;
+  c = new_client(&s);
+  CU_ASSERT_EQUAL(cohort_client_set_identity(c, key_path, cert_path),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_EAUTH);
+  CU_ASSERT_EQUAL(g_fake.register_calls, 1);
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr(cohort_client_last_error(c), "already bound to another client"));
+  CU_ASSERT_EQUAL(cohort_client_run(c), COHORT_EAUTH);
+  CU_ASSERT_EQUAL(g_fake.register_calls, 2);
+  CU_ASSERT_EQUAL(cohort_client_id(c), 0);
+  cohort_client_free(c);
+  g_fake.refuse_registers = 0;
+  sign_key_free(authority);
+  sign_key_free(rogue);
+  test_tmpdir_remove(dir);
+}
+
 int cohort_register_suites(void) {
   CU_pSuite s = CU_add_suite("client protocol", suite_init, suite_clean);
   if (!s ||
       !CU_add_test(s, "a model that fails its digest is not trained on",
                    test_corrupt_model_is_not_trained_on) ||
       !CU_add_test(s, "chunked download and a resumed upload",
-                   test_chunked_download_and_resumed_upload))
+                   test_chunked_download_and_resumed_upload) ||
+      !CU_add_test(s, "a fresh identity key for each registration",
+                   test_fresh_identity_per_registration) ||
+      !CU_add_test(s, "a persistent identity and its certificate",
+                   test_persistent_identity))
     return -1;
   return 0;
 }
