@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "cohort_status.h"
+#include "crypto.h"
 #include "dp_ddp.h"
 #include "export.h"
 #include "flags.h"
@@ -30,7 +31,7 @@
 
 typedef struct server_opts {
   const char *listen, *db, *model, *eval_data, *port_file, *log_level;
-  const char *enroll_token_file;
+  const char *enroll_token_file, *enroll_authority;
   flag_list enroll_tokens;
   long rounds, clients_per_round, min_clients, seed, epochs, batch_size;
   long workers, retry_ms, retry_max_ms, threads, classes, eval_every;
@@ -239,6 +240,11 @@ static const flag_def FLAGS[] = {
      "PATH",
      "file with one enrollment token per line (keeps tokens out of the "
      "process list)"},
+    {"enroll-authority", FLAG_STRING, &g_opts.enroll_authority, NULL, 0, 0,
+     "PATH",
+     "the enrollment authority's public key, as hex (the FILE.pub of "
+     "`cohort enroll authority`): register only clients whose identity key "
+     "it certified (docs/security.md)"},
     {"seed", FLAG_INT, &g_opts.seed, "0", 0, NUM(9007199254740991LL), "S",
      "seed of the initial model"},
     {"epochs", FLAG_INT, &g_opts.epochs, "1", 1, 1000, "E",
@@ -337,6 +343,25 @@ static int add_token_file(round_engine *engine, const char *path) {
     rc = -1;
   }
   return rc;
+}
+
+/* --enroll-authority: from now on a Register needs the certificate of the
+ * authority whose public key path holds. */
+static int set_authority(round_engine *engine, const char *path) {
+  uint8_t pub[SIGN_PUBLIC_LEN];
+  char err[512];
+  if (crypto_unhex_file(path, pub, sizeof pub, err, sizeof err) != COHORT_OK) {
+    log_error("--enroll-authority %s", err);
+    return -1;
+  }
+  if (round_set_enroll_authority(engine, pub) != COHORT_OK) {
+    log_error("--enroll-authority %s: not a usable Ed25519 public key", path);
+    return -1;
+  }
+  log_info("registering only identity keys certified by the enrollment "
+           "authority of %s",
+           path);
+  return 0;
 }
 
 /* "--export VERSION FILE" takes two values, which the flag table cannot
@@ -534,6 +559,9 @@ int main(int argc, char **argv) {
   }
   if (g_opts.enroll_token_file &&
       add_token_file(engine, g_opts.enroll_token_file) != 0)
+    goto out;
+  if (g_opts.enroll_authority &&
+      set_authority(engine, g_opts.enroll_authority) != 0)
     goto out;
 
   size_t n_methods;

@@ -18,6 +18,7 @@
 #include "nn_dataset.h"
 #include "nn_zoo.h"
 #include "secagg.h"
+#include "sign.h"
 #include "store.h"
 #include "strategy.h"
 
@@ -126,11 +127,28 @@ typedef struct round_verdict {
 
 /* Adds the SHA-256 of an enrollment token the coordinator accepts. */
 int round_add_enrollment_token(round_engine *e, const char *token);
-/* Register: checks the enrollment token, creates a client and a session
- * token (written to token_out; only its hash is stored). */
-round_verdict round_register(round_engine *e, const char *enrollment_token,
-                             const char *platform, int64_t *client_id,
-                             char token_out[65]);
+/* From now on, a Register must carry this enrollment authority's
+ * certificate of its identity key (docs/security.md). COHORT_EFORMAT when
+ * pub is not a usable Ed25519 public key. */
+int round_set_enroll_authority(round_engine *e,
+                               const uint8_t pub[SIGN_PUBLIC_LEN]);
+
+/* A Register request as received (lengths unchecked: the engine checks
+ * them). */
+typedef struct round_registration {
+  const char *enrollment_token;
+  const char *platform; /* may be NULL */
+  const uint8_t *identity_key;
+  size_t identity_key_len; /* SIGN_PUBLIC_LEN */
+  const uint8_t *enrollment_cert;
+  size_t enrollment_cert_len; /* 0 (none) or SIGN_CERT_LEN */
+} round_registration;
+/* Register: checks the enrollment token, the identity key (a valid point,
+ * bound to no other client) and, with an enrollment authority, the key's
+ * certificate; creates a client bound to the key and a session token
+ * (written to token_out; only its hash is stored). */
+round_verdict round_register(round_engine *e, const round_registration *r,
+                             int64_t *client_id, char token_out[65]);
 /* Maps a bearer token to its client id; UNAUTHENTICATED when missing or
  * unknown. */
 round_verdict round_authenticate(round_engine *e, const char *bearer,

@@ -15,6 +15,7 @@
 #include "pace.h"
 #include "pb.h"
 #include "round_internal.h"
+#include "sign.h"
 
 #define MAX_METRIC_NAME 64
 #define MAX_PLATFORM 64
@@ -39,21 +40,83 @@ int round_add_enrollment_token(round_engine *e, const char *token) {
   return rc;
 }
 
-round_verdict round_register(round_engine *e, const char *enrollment_token,
-                             const char *platform, int64_t *client_id,
-                             char token_out[65]) {
-  if (!enrollment_token || !*enrollment_token)
-    return round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
-                              "missing enrollment token");
-  if (platform && strlen(platform) > MAX_PLATFORM)
+int round_set_enroll_authority(round_engine *e,
+                               const uint8_t pub[SIGN_PUBLIC_LEN]) {
+  int rc = sign_public_check(pub, NULL);
+  if (rc)
+    return rc;
+  pthread_mutex_lock(&e->mu);
+  memcpy(e->authority, pub, SIGN_PUBLIC_LEN);
+  e->has_authority = 1;
+  pthread_mutex_unlock(&e->mu);
+  return COHORT_OK;
+}
+
+/* What a Register says about itself, checked outside the lock: sizes and
+ * the identity key's encoding. */
+static round_verdict check_registration(const round_registration *r) {
+  if (r->platform && strlen(r->platform) > MAX_PLATFORM)
     return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
                               "platform name longer than %d bytes",
                               MAX_PLATFORM);
+  if (r->identity_key_len != SIGN_PUBLIC_LEN)
+    return round_fail_verdict(
+        GRPC_STATUS_INVALID_ARGUMENT,
+        "identity key of %zu bytes; an Ed25519 public key has %d (update "
+        "the client library)",
+        r->identity_key_len, SIGN_PUBLIC_LEN);
+  const char *why = NULL;
+  int rc = sign_public_check(r->identity_key, &why);
+  if (rc == COHORT_EFORMAT)
+    return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
+                              "identity key refused: %s", why);
+  if (rc)
+    return round_fail_verdict(GRPC_STATUS_INTERNAL,
+                              "cannot check the identity key");
+  if (r->enrollment_cert_len != 0 && r->enrollment_cert_len != SIGN_CERT_LEN)
+    return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
+                              "enrollment certificate of %zu bytes; one has %d",
+                              r->enrollment_cert_len, SIGN_CERT_LEN);
+  return round_ok();
+}
+
+/* Under the lock: the key's certificate from the enrollment authority,
+ * when there is one, and no other client bound to the key. */
+static round_verdict check_identity_locked(round_engine *e,
+                                           const round_registration *r) {
+  if (e->has_authority && !r->enrollment_cert_len)
+    return round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
+                              "this coordinator registers only identity keys "
+                              "certified by its enrollment authority; the "
+                              "request has no enrollment certificate");
+  if (e->has_authority && sign_check_cert(e->authority, r->identity_key,
+                                          r->enrollment_cert) != COHORT_OK)
+    return round_fail_verdict(
+        GRPC_STATUS_UNAUTHENTICATED,
+        "enrollment certificate refused: it is not the enrollment "
+        "authority's certificate of this identity key");
+  int64_t other = 0;
+  int rc = store_client_by_identity(e->db, r->identity_key, &other);
+  if (rc == COHORT_OK)
+    return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
+                              "identity key is already bound to another "
+                              "client; each client needs its own key");
+  return rc == COHORT_ENOTFOUND ? round_ok() : round_store_failed(e);
+}
+
+round_verdict round_register(round_engine *e, const round_registration *r,
+                             int64_t *client_id, char token_out[65]) {
+  if (!r->enrollment_token || !*r->enrollment_token)
+    return round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
+                              "missing enrollment token");
   uint8_t digest[CRYPTO_SHA256_LEN];
-  if (crypto_sha256(enrollment_token, strlen(enrollment_token), digest))
+  if (crypto_sha256(r->enrollment_token, strlen(r->enrollment_token), digest))
     return round_fail_verdict(GRPC_STATUS_INTERNAL, "cannot hash the token");
+  /* Checked before the lock, but told only to a caller with a known
+   * token: an unknown one hears nothing else. */
+  round_verdict request = check_registration(r);
   char hash_hex[CRYPTO_SHA256_HEX_LEN];
-  round_verdict v = round_ok();
+  round_verdict v;
   pthread_mutex_lock(&e->mu);
   int known = 0;
   for (size_t i = 0; i < e->n_enroll; i++)
@@ -63,15 +126,22 @@ round_verdict round_register(round_engine *e, const char *enrollment_token,
                            "unknown enrollment token");
     goto out;
   }
+  v = request.code ? request : check_identity_locked(e, r);
+  if (v.code)
+    goto out;
   if (crypto_new_token(token_out) || crypto_sha256_hex(token_out, hash_hex)) {
     v = round_fail_verdict(GRPC_STATUS_INTERNAL, "cannot make a session token");
     goto out;
   }
-  if (store_client_add(e->db, hash_hex, platform, clock_wall_s(), client_id))
+  const char *platform = r->platform;
+  if (store_client_add(e->db, hash_hex, platform, r->identity_key,
+                       r->enrollment_cert_len ? r->enrollment_cert : NULL,
+                       clock_wall_s(), client_id))
     v = round_store_failed(e);
   else
-    log_info("client %lld registered (%s)", (long long)*client_id,
-             platform && *platform ? platform : "unknown platform");
+    log_info("client %lld registered (%s%s)", (long long)*client_id,
+             platform && *platform ? platform : "unknown platform",
+             r->enrollment_cert_len ? ", with an enrollment certificate" : "");
 out:
   pthread_mutex_unlock(&e->mu);
   return v;

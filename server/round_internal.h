@@ -97,6 +97,10 @@ struct round_engine {
 
   uint8_t enroll[MAX_ENROLL_TOKENS][CRYPTO_SHA256_LEN];
   size_t n_enroll;
+  /* The enrollment authority whose certificate a Register needs, if any.
+   * Each client's identity key is in the store (store_client_identity). */
+  int has_authority;
+  uint8_t authority[SIGN_PUBLIC_LEN];
 
   /* The global model: parameters, their wire form and its digest. */
   int64_t version;

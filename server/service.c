@@ -53,8 +53,13 @@ static void handle_register(void *ctx, const rpc_request *req, rpc_reply *rep) {
     return;
   int64_t id = 0;
   char token[65];
-  round_verdict v = round_register(
-      e, m->enrollment_token, m->facts ? m->facts->platform : "", &id, token);
+  round_registration reg = {.enrollment_token = m->enrollment_token,
+                            .platform = m->facts ? m->facts->platform : "",
+                            .identity_key = m->identity_key.data,
+                            .identity_key_len = m->identity_key.len,
+                            .enrollment_cert = m->enrollment_cert.data,
+                            .enrollment_cert_len = m->enrollment_cert.len};
+  round_verdict v = round_register(e, &reg, &id, token);
   if (v.code) {
     apply_verdict(rep, &v);
   } else {

@@ -136,6 +136,17 @@ static const char *MIGRATE_V5 =
     "  unclipped_fraction REAL);"
     "PRAGMA user_version = 5;";
 
+/* Version 6: client identities. Each client's Ed25519 identity key (one
+ * client per key) and, when an enrollment authority certified it, the
+ * certificate. Clients registered before have neither. */
+static const char *MIGRATE_V6 =
+    "ALTER TABLE clients ADD COLUMN identity_key BLOB"
+    "  CHECK (identity_key IS NULL OR length(identity_key) = 32);"
+    "ALTER TABLE clients ADD COLUMN enrollment_cert BLOB"
+    "  CHECK (enrollment_cert IS NULL OR length(enrollment_cert) = 64);"
+    "CREATE UNIQUE INDEX clients_identity_key ON clients(identity_key);"
+    "PRAGMA user_version = 6;";
+
 const char *store_errmsg(store *s) {
   if (!s || !s->db)
     return "no database";
@@ -273,7 +284,8 @@ int store_open(const char *path, store **out, char *err, size_t errlen) {
       (version < 2 && migrate(s, MIGRATE_V2)) ||
       (version < 3 && migrate(s, MIGRATE_V3)) ||
       (version < 4 && migrate(s, MIGRATE_V4)) ||
-      (version < 5 && migrate(s, MIGRATE_V5))) {
+      (version < 5 && migrate(s, MIGRATE_V5)) ||
+      (version < 6 && migrate(s, MIGRATE_V6))) {
     snprintf(err, errlen,
              "database %s: cannot create or upgrade the schema: "
              "%s",
@@ -303,18 +315,26 @@ void store_close(store *s) {
 /* ---- clients ---- */
 
 int store_client_add(store *s, const char *token_sha256_hex,
-                     const char *platform, double now, int64_t *id) {
+                     const char *platform,
+                     const uint8_t identity[SIGN_PUBLIC_LEN],
+                     const uint8_t *cert, double now, int64_t *id) {
   sqlite3_stmt *st;
   int rc = store_prepare(
       s,
       "INSERT INTO clients (token_sha256, platform, registered_at,"
-      " last_seen) VALUES (?1, ?2, ?3, ?3)",
+      " last_seen, identity_key, enrollment_cert)"
+      " VALUES (?1, ?2, ?3, ?3, ?4, ?5)",
       &st);
   if (rc)
     return rc;
   sqlite3_bind_text(st, 1, token_sha256_hex, -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(st, 2, platform ? platform : "", -1, SQLITE_TRANSIENT);
   sqlite3_bind_double(st, 3, now);
+  sqlite3_bind_blob(st, 4, identity, SIGN_PUBLIC_LEN, SQLITE_TRANSIENT);
+  if (cert)
+    sqlite3_bind_blob(st, 5, cert, SIGN_CERT_LEN, SQLITE_TRANSIENT);
+  else
+    sqlite3_bind_null(st, 5);
   rc = store_run(s, st, "add client");
   if (!rc)
     *id = sqlite3_last_insert_rowid(s->db);
@@ -334,6 +354,54 @@ int store_client_by_token(store *s, const char *token_sha256_hex, int64_t *id) {
     rc = COHORT_OK;
   } else {
     rc = step == SQLITE_DONE ? COHORT_ENOTFOUND : store_fail(s, "find client");
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int store_client_by_identity(store *s, const uint8_t identity[SIGN_PUBLIC_LEN],
+                             int64_t *id) {
+  sqlite3_stmt *st;
+  int rc =
+      store_prepare(s, "SELECT id FROM clients WHERE identity_key = ?1", &st);
+  if (rc)
+    return rc;
+  sqlite3_bind_blob(st, 1, identity, SIGN_PUBLIC_LEN, SQLITE_TRANSIENT);
+  int step = sqlite3_step(st);
+  if (step == SQLITE_ROW) {
+    *id = sqlite3_column_int64(st, 0);
+    rc = COHORT_OK;
+  } else {
+    rc = step == SQLITE_DONE ? COHORT_ENOTFOUND
+                             : store_fail(s, "find client by identity");
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int store_client_identity(store *s, int64_t client,
+                          uint8_t pub[SIGN_PUBLIC_LEN],
+                          uint8_t cert[SIGN_CERT_LEN], int *has_cert) {
+  sqlite3_stmt *st;
+  int rc = store_prepare(s,
+                         "SELECT identity_key, enrollment_cert FROM clients"
+                         " WHERE id = ?1 AND identity_key IS NOT NULL",
+                         &st);
+  if (rc)
+    return rc;
+  sqlite3_bind_int64(st, 1, client);
+  int step = sqlite3_step(st);
+  if (step == SQLITE_ROW) {
+    /* The CHECK constraints hold the lengths; a NULL certificate has 0. */
+    memcpy(pub, sqlite3_column_blob(st, 0), SIGN_PUBLIC_LEN);
+    *has_cert = sqlite3_column_bytes(st, 1) == SIGN_CERT_LEN;
+    if (*has_cert)
+      memcpy(cert, sqlite3_column_blob(st, 1), SIGN_CERT_LEN);
+    else
+      memset(cert, 0, SIGN_CERT_LEN);
+  } else {
+    rc = step == SQLITE_DONE ? COHORT_ENOTFOUND
+                             : store_fail(s, "read client identity");
   }
   sqlite3_finalize(st);
   return rc;

@@ -9,7 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 5
+#include "sign.h"
+
+#define STORE_SCHEMA_VERSION 6
 
 typedef struct store store;
 
@@ -27,10 +29,26 @@ void store_close(store *s); /* accepts NULL */
 const char *store_errmsg(store *s);
 
 /* ---- clients ---- */
+/* A new client: the hash of its session token, its platform (NULL: ""),
+ * its identity key and the enrollment authority's certificate of it (NULL:
+ * none). A token hash or key that is already a client's is refused
+ * (COHORT_EDB): check with store_client_by_identity first for a reason. */
 int store_client_add(store *s, const char *token_sha256_hex,
-                     const char *platform, double now, int64_t *id);
+                     const char *platform,
+                     const uint8_t identity[SIGN_PUBLIC_LEN],
+                     const uint8_t *cert, double now, int64_t *id);
 /* COHORT_ENOTFOUND when no client has that token hash. */
 int store_client_by_token(store *s, const char *token_sha256_hex, int64_t *id);
+/* The client bound to an identity key; COHORT_ENOTFOUND when none. */
+int store_client_by_identity(store *s, const uint8_t identity[SIGN_PUBLIC_LEN],
+                             int64_t *id);
+/* The identity key client registered with and its enrollment certificate
+ * (*has_cert 0 and cert zeroed when it has none), e.g. for the peer keys
+ * of a secure-aggregation round. COHORT_ENOTFOUND for an unknown client,
+ * and for one registered before schema 6, which has no key. */
+int store_client_identity(store *s, int64_t client,
+                          uint8_t pub[SIGN_PUBLIC_LEN],
+                          uint8_t cert[SIGN_CERT_LEN], int *has_cert);
 int store_client_touch(store *s, int64_t id, double now);
 /* Registered clients. */
 int store_client_count(store *s, int64_t *n);

@@ -144,10 +144,15 @@ static int suite_clean(void) {
   return harness_wait(g_server, 30) == 0 ? 0 : -1;
 }
 
-/* Registers a client and returns its session token. */
+/* Registers a client with a fresh identity key and returns its session
+ * token. */
 static void register_client(char token[65]) {
+  uint8_t key[SIGN_PUBLIC_LEN];
+  CU_ASSERT_EQUAL_FATAL(harness_identity_key(key), 0);
   Cohort__V1__RegisterRequest req = COHORT__V1__REGISTER_REQUEST__INIT;
   req.enrollment_token = TOKEN;
+  req.identity_key.data = key;
+  req.identity_key.len = sizeof key;
   reply r = call(PB_METHOD_REGISTER, NULL, &req.base,
                  &cohort__v1__register_response__descriptor);
   CU_ASSERT_EQUAL_FATAL(r.code, GRPC_STATUS_OK);
@@ -227,7 +232,31 @@ static void test_bad_input_is_refused_and_nothing_stored(void) {
   reg.enrollment_token = "";
   r = call(PB_METHOD_REGISTER, NULL, &reg.base, NULL);
   ASSERT_REFUSED(r, GRPC_STATUS_UNAUTHENTICATED);
+  /* The right token, but no identity key, a short one, one that is not a
+   * point of the curve (y = 2), and a key bound to another client. */
+  reg.enrollment_token = TOKEN;
+  r = call(PB_METHOD_REGISTER, NULL, &reg.base, NULL);
+  ASSERT_REFUSED(r, GRPC_STATUS_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.detail, "identity key of 0 bytes"));
+  uint8_t key[SIGN_PUBLIC_LEN] = {2};
+  reg.identity_key.data = key;
+  reg.identity_key.len = sizeof key - 1;
+  r = call(PB_METHOD_REGISTER, NULL, &reg.base, NULL);
+  ASSERT_REFUSED(r, GRPC_STATUS_INVALID_ARGUMENT);
+  reg.identity_key.len = sizeof key;
+  r = call(PB_METHOD_REGISTER, NULL, &reg.base, NULL);
+  ASSERT_REFUSED(r, GRPC_STATUS_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.detail, "not a point"));
   CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM clients"), 0);
+  CU_ASSERT_EQUAL_FATAL(harness_identity_key(key), 0);
+  r = call(PB_METHOD_REGISTER, NULL, &reg.base,
+           &cohort__v1__register_response__descriptor);
+  CU_ASSERT_EQUAL(r.code, GRPC_STATUS_OK);
+  reply_free(&r);
+  r = call(PB_METHOD_REGISTER, NULL, &reg.base, NULL);
+  ASSERT_REFUSED(r, GRPC_STATUS_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.detail, "already bound"));
+  CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM clients"), 1);
 
   /* Calls without a session token or with an unknown one. */
   Cohort__V1__CheckInRequest ci = COHORT__V1__CHECK_IN_REQUEST__INIT;

@@ -54,6 +54,25 @@ round_config default_config(void) {
   return c;
 }
 
+void fx_identity(int n, sign_key **key, uint8_t pub[SIGN_PUBLIC_LEN]) {
+  uint8_t seed[SIGN_SEED_LEN];
+  memset(seed, n, sizeof seed);
+  sign_key *k = NULL;
+  CU_ASSERT_EQUAL_FATAL(sign_key_from_seed(seed, &k), COHORT_OK);
+  sign_key_public(k, pub);
+  if (key)
+    *key = k;
+  else
+    sign_key_free(k);
+}
+
+round_registration fx_registration(const char *token, const uint8_t *pub) {
+  return (round_registration){.enrollment_token = token,
+                              .platform = "test",
+                              .identity_key = pub,
+                              .identity_key_len = SIGN_PUBLIC_LEN};
+}
+
 int new_engine(fixture *f) {
   char err[256] = "";
   int rc = round_engine_new(&f->cfg, f->db, &f->e, err, sizeof err);
@@ -82,9 +101,9 @@ int fx_start(fixture *f, int n) {
   if (n > MAX_CLIENTS || new_engine(f))
     return -1;
   for (int i = 0; i < n; i++) {
-    round_verdict v =
-        round_register(f->e, ENROLL, "test", &f->id[i], f->token[i]);
-    if (v.code)
+    fx_identity(i + 1, NULL, f->key[i]);
+    round_registration r = fx_registration(ENROLL, f->key[i]);
+    if (round_register(f->e, &r, &f->id[i], f->token[i]).code)
       return -1;
   }
   return 0;

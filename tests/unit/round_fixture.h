@@ -13,6 +13,7 @@
 
 #include "cunit_main.h"
 #include "round.h"
+#include "sign.h"
 #include "store.h"
 
 #define NP 7850 /* logreg 784 -> 10 */
@@ -38,10 +39,21 @@ typedef struct fixture {
   FILE *lines; /* round lines go here (a tmpfile) */
   int64_t id[MAX_CLIENTS];
   char token[MAX_CLIENTS][65];
+  uint8_t key[MAX_CLIENTS][SIGN_PUBLIC_LEN]; /* identity n + 1 (fx_identity) */
 } fixture;
 
 /* Small, fast rounds: K = 2, M = 1, short timeouts, two rounds. */
 round_config default_config(void);
+
+/* Test identity n (n >= 1): the Ed25519 key of the seed n, n, ..., n, so
+ * that every run registers the same keys. fx_start's clients use 1 to
+ * MAX_CLIENTS. The private key, when key is not NULL (free it with
+ * sign_key_free), and the public key. */
+void fx_identity(int n, sign_key **key, uint8_t pub[SIGN_PUBLIC_LEN]);
+
+/* A Register with enrollment token `token`, platform "test" and the public
+ * key pub (borrowed, 32 bytes), without a certificate. */
+round_registration fx_registration(const char *token, const uint8_t *pub);
 
 /* Creates f->e from f->cfg on f->db and adds ENROLL; prints the engine's
  * reason to stderr when it refuses. Returns COHORT_OK or its error. */
@@ -50,8 +62,8 @@ int new_engine(fixture *f);
 /* A fresh store and the default configuration; no engine yet, so a test
  * can change f->cfg first. 0 or -1. */
 int fx_init(fixture *f);
-/* Starts the engine with f->cfg and registers n clients (f->id, f->token).
- * 0 or -1. */
+/* Starts the engine with f->cfg and registers n clients (f->id, f->token,
+ * f->key: identities 1 to n). 0 or -1. */
 int fx_start(fixture *f, int n);
 /* fx_init then fx_start. */
 int fx_open(fixture *f, int n);

@@ -18,6 +18,7 @@
 #include "nn_model_io.h"
 #include "nn_safetensors.h"
 #include "round.h"
+#include "sign.h"
 #include "store.h"
 #include "wire.h"
 
@@ -47,8 +48,19 @@ static int make_database(const char *path) {
     rc = round_add_enrollment_token(e, ENROLL);
   int64_t client = 0;
   char token[65];
+  uint8_t seed[SIGN_SEED_LEN] = {7}, pub[SIGN_PUBLIC_LEN];
+  sign_key *identity = NULL;
   if (!rc)
-    rc = round_register(e, ENROLL, "test", &client, token).code;
+    rc = sign_key_from_seed(seed, &identity);
+  round_registration reg = {.enrollment_token = ENROLL,
+                            .platform = "test",
+                            .identity_key = pub,
+                            .identity_key_len = sizeof pub};
+  if (!rc) {
+    sign_key_public(identity, pub);
+    rc = round_register(e, &reg, &client, token).code;
+  }
+  sign_key_free(identity);
   checkin_result cr;
   if (!rc)
     rc = round_tick(e);

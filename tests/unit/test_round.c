@@ -5,8 +5,9 @@
  * retries, late uploads, the server strategies against hand computations,
  * order-independent aggregation, deadlines, reports, federated-evaluation
  * rounds, resuming an interrupted round after a crash and the end of the
- * federation. Rows are checked through a second sqlite3 connection; the
- * fixture is round_fixture.h, shared with test_round_codec. */
+ * federation, and identity keys with and without an enrollment authority.
+ * Rows are checked through a second sqlite3 connection; the fixture is
+ * round_fixture.h, shared with test_round_codec. */
 #include <grpc/status.h>
 #include <math.h>
 #include <sqlite3.h>
@@ -57,22 +58,30 @@ static void test_register_refuses_bad_enrollment(void) {
   FX_OPEN(f, 0);
   int64_t id = -1;
   char tok[65] = "";
-  round_verdict v = round_register(f.e, "wrong-token", "x", &id, tok);
+  uint8_t pub[SIGN_PUBLIC_LEN];
+  fx_identity(1, NULL, pub);
+  round_registration r = fx_registration("wrong-token", pub);
+  round_verdict v = round_register(f.e, &r, &id, tok);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
   CU_ASSERT_NOT_EQUAL(v.detail[0], '\0');
-  v = round_register(f.e, "", "x", &id, tok);
+  r.enrollment_token = "";
+  v = round_register(f.e, &r, &id, tok);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
-  v = round_register(f.e, NULL, "x", &id, tok);
+  r.enrollment_token = NULL;
+  v = round_register(f.e, &r, &id, tok);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
   /* A prefix of the real token is not the token. */
-  v = round_register(f.e, "enroll-secret", "x", &id, tok);
+  r.enrollment_token = "enroll-secret";
+  v = round_register(f.e, &r, &id, tok);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
   CU_ASSERT_EQUAL(id, -1);
   /* An over-long platform name is refused before anything is stored. */
   char platform[100];
   memset(platform, 'p', sizeof platform - 1);
   platform[sizeof platform - 1] = '\0';
-  v = round_register(f.e, ENROLL, platform, &id, tok);
+  r = fx_registration(ENROLL, pub);
+  r.platform = platform;
+  v = round_register(f.e, &r, &id, tok);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_INVALID_ARGUMENT);
   CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM clients"), 0);
   CU_ASSERT_EQUAL(round_add_enrollment_token(f.e, ""), COHORT_EINVAL);
@@ -120,9 +129,16 @@ static void test_register_and_authenticate(void) {
   FX_OPEN(f, 0);
   int64_t a = 0, b = 0, who = -1;
   char ta[65], tb[65];
-  round_verdict v = round_register(f.e, ENROLL, "linux-x86_64", &a, ta);
+  uint8_t ka[SIGN_PUBLIC_LEN], kb[SIGN_PUBLIC_LEN];
+  fx_identity(1, NULL, ka);
+  fx_identity(2, NULL, kb);
+  round_registration r = fx_registration(ENROLL, ka);
+  r.platform = "linux-x86_64";
+  round_verdict v = round_register(f.e, &r, &a, ta);
   CU_ASSERT_EQUAL_FATAL(v.code, GRPC_STATUS_OK);
-  v = round_register(f.e, ENROLL, NULL, &b, tb);
+  r = fx_registration(ENROLL, kb);
+  r.platform = NULL;
+  v = round_register(f.e, &r, &b, tb);
   CU_ASSERT_EQUAL_FATAL(v.code, GRPC_STATUS_OK);
   CU_ASSERT_TRUE(a > 0);
   CU_ASSERT_TRUE(b > 0);
@@ -173,6 +189,172 @@ static void test_register_and_authenticate(void) {
   CU_ASSERT_FALSE(file_contains(wal, tb));
   CU_ASSERT_FALSE(file_contains(f.path, ENROLL));
   CU_ASSERT_FALSE(file_contains(wal, ENROLL));
+  fx_close(&f);
+}
+
+/* ---- identity keys and the enrollment authority ---- */
+
+/* The store binds client id to pub, with cert (NULL: no certificate). */
+static void assert_identity(fixture *f, int64_t id, const uint8_t *pub,
+                            const uint8_t *cert) {
+  uint8_t got[SIGN_PUBLIC_LEN], got_cert[SIGN_CERT_LEN];
+  int has_cert = -1;
+  CU_ASSERT_EQUAL_FATAL(
+      store_client_identity(f->db, id, got, got_cert, &has_cert), COHORT_OK);
+  CU_ASSERT_EQUAL(memcmp(got, pub, sizeof got), 0);
+  CU_ASSERT_EQUAL(has_cert, cert != NULL);
+  if (cert)
+    CU_ASSERT_EQUAL(memcmp(got_cert, cert, sizeof got_cert), 0);
+  int64_t found = -1;
+  CU_ASSERT_EQUAL(store_client_by_identity(f->db, pub, &found), COHORT_OK);
+  CU_ASSERT_EQUAL(found, id);
+}
+
+/* r is refused with code and a reason containing `words`; no client is
+ * added. */
+static void assert_register_refused(fixture *f, const round_registration *r,
+                                    int code, const char *words) {
+  int64_t before = count(f, "SELECT COUNT(*) FROM clients");
+  int64_t id = -1;
+  char tok[65] = "";
+  round_verdict v = round_register(f->e, r, &id, tok);
+  CU_ASSERT_EQUAL(v.code, code);
+  CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, words));
+  if (!strstr(v.detail, words))
+    fprintf(stderr, "refusal '%s' does not say '%s'\n", v.detail, words);
+  CU_ASSERT_EQUAL(id, -1);
+  CU_ASSERT_EQUAL(tok[0], '\0');
+  CU_ASSERT_EQUAL(count(f, "SELECT COUNT(*) FROM clients"), before);
+}
+
+/* r, with cert (64 bytes) as its enrollment certificate. */
+static round_registration with_cert(round_registration r, const uint8_t *cert) {
+  r.enrollment_cert = cert;
+  r.enrollment_cert_len = SIGN_CERT_LEN;
+  return r;
+}
+
+static void test_register_binds_identity(void) {
+  fixture f;
+  FX_OPEN(f, 2);
+  assert_identity(&f, f.id[0], f.key[0], NULL);
+  assert_identity(&f, f.id[1], f.key[1], NULL);
+  CU_ASSERT_NOT_EQUAL(memcmp(f.key[0], f.key[1], SIGN_PUBLIC_LEN), 0);
+  /* Without an authority a certificate is kept as sent, for the peers to
+   * check against the authority they trust. */
+  sign_key *authority = NULL;
+  uint8_t apub[SIGN_PUBLIC_LEN], pub[SIGN_PUBLIC_LEN], cert[SIGN_CERT_LEN];
+  fx_identity(100, &authority, apub);
+  fx_identity(3, NULL, pub);
+  CU_ASSERT_EQUAL_FATAL(sign_certify(authority, pub, cert), COHORT_OK);
+  round_registration r = with_cert(fx_registration(ENROLL, pub), cert);
+  int64_t id = 0;
+  char tok[65];
+  CU_ASSERT_EQUAL_FATAL(round_register(f.e, &r, &id, tok).code, GRPC_STATUS_OK);
+  assert_identity(&f, id, pub, cert);
+  /* Every client has its own key; an unknown client has none. */
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(DISTINCT identity_key) FROM "
+                            "clients WHERE length(identity_key) = 32"),
+                  3);
+  uint8_t got[SIGN_PUBLIC_LEN], got_cert[SIGN_CERT_LEN];
+  int has_cert = 0;
+  CU_ASSERT_EQUAL(store_client_identity(f.db, id + 1, got, got_cert, &has_cert),
+                  COHORT_ENOTFOUND);
+  sign_key_free(authority);
+  fx_close(&f);
+}
+
+static void test_register_refuses_bad_identity(void) {
+  fixture f;
+  FX_OPEN(f, 1);
+  uint8_t key[SIGN_PUBLIC_LEN + 1] = {0};
+  fx_identity(2, NULL, key);
+  round_registration r = fx_registration(ENROLL, NULL);
+  r.identity_key_len = 0;
+  assert_register_refused(&f, &r, GRPC_STATUS_INVALID_ARGUMENT,
+                          "identity key of 0 bytes");
+  r = fx_registration(ENROLL, key);
+  r.identity_key_len = SIGN_PUBLIC_LEN - 1;
+  assert_register_refused(&f, &r, GRPC_STATUS_INVALID_ARGUMENT,
+                          "identity key of 31 bytes");
+  r.identity_key_len = SIGN_PUBLIC_LEN + 1;
+  assert_register_refused(&f, &r, GRPC_STATUS_INVALID_ARGUMENT,
+                          "identity key of 33 bytes");
+  /* y = 2 is not on the curve; y = 1 is the neutral element. */
+  uint8_t off_curve[SIGN_PUBLIC_LEN] = {2}, neutral[SIGN_PUBLIC_LEN] = {1};
+  r = fx_registration(ENROLL, off_curve);
+  assert_register_refused(&f, &r, GRPC_STATUS_INVALID_ARGUMENT, "not a point");
+  r = fx_registration(ENROLL, neutral);
+  assert_register_refused(&f, &r, GRPC_STATUS_INVALID_ARGUMENT, "small order");
+  /* The fixture's client already holds identity 1. */
+  r = fx_registration(ENROLL, f.key[0]);
+  assert_register_refused(&f, &r, GRPC_STATUS_INVALID_ARGUMENT,
+                          "already bound to another client");
+  uint8_t cert[SIGN_CERT_LEN] = {0};
+  r = fx_registration(ENROLL, key);
+  r.enrollment_cert = cert;
+  r.enrollment_cert_len = SIGN_CERT_LEN - 1;
+  assert_register_refused(&f, &r, GRPC_STATUS_INVALID_ARGUMENT,
+                          "enrollment certificate of 63 bytes");
+  /* An unknown enrollment token is all a stranger hears, whatever else
+   * is wrong. */
+  r = fx_registration("wrong-token", off_curve);
+  assert_register_refused(&f, &r, GRPC_STATUS_UNAUTHENTICATED,
+                          "unknown enrollment token");
+  /* Nothing of the refusals was bound: the good key still registers. */
+  r = fx_registration(ENROLL, key);
+  int64_t id = 0;
+  char tok[65];
+  CU_ASSERT_EQUAL(round_register(f.e, &r, &id, tok).code, GRPC_STATUS_OK);
+  assert_identity(&f, id, key, NULL);
+  fx_close(&f);
+}
+
+static void test_register_with_authority(void) {
+  fixture f;
+  FX_OPEN(f, 0);
+  sign_key *authority = NULL, *rogue = NULL;
+  uint8_t apub[SIGN_PUBLIC_LEN], rpub[SIGN_PUBLIC_LEN];
+  uint8_t pub[SIGN_PUBLIC_LEN], other[SIGN_PUBLIC_LEN];
+  uint8_t cert[SIGN_CERT_LEN], cert_of_other[SIGN_CERT_LEN];
+  uint8_t forged[SIGN_CERT_LEN];
+  fx_identity(100, &authority, apub);
+  fx_identity(101, &rogue, rpub);
+  fx_identity(1, NULL, pub);
+  fx_identity(2, NULL, other);
+  CU_ASSERT_EQUAL_FATAL(sign_certify(authority, pub, cert), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(sign_certify(authority, other, cert_of_other),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(sign_certify(rogue, pub, forged), COHORT_OK);
+  uint8_t off_curve[SIGN_PUBLIC_LEN] = {2};
+  CU_ASSERT_EQUAL(round_set_enroll_authority(f.e, off_curve), COHORT_EFORMAT);
+  CU_ASSERT_EQUAL_FATAL(round_set_enroll_authority(f.e, apub), COHORT_OK);
+
+  round_registration r = fx_registration(ENROLL, pub);
+  assert_register_refused(&f, &r, GRPC_STATUS_UNAUTHENTICATED,
+                          "no enrollment certificate");
+  /* The authority's certificate of another key, and a certificate of this
+   * key by another signer. */
+  r = with_cert(fx_registration(ENROLL, pub), cert_of_other);
+  assert_register_refused(&f, &r, GRPC_STATUS_UNAUTHENTICATED,
+                          "not the enrollment authority's certificate");
+  r = with_cert(fx_registration(ENROLL, pub), forged);
+  assert_register_refused(&f, &r, GRPC_STATUS_UNAUTHENTICATED,
+                          "not the enrollment authority's certificate");
+  /* The rogue's certificate does verify under the rogue's key: only the
+   * authority the coordinator was given counts. */
+  CU_ASSERT_EQUAL(sign_check_cert(rpub, pub, forged), COHORT_OK);
+
+  r = with_cert(fx_registration(ENROLL, pub), cert);
+  int64_t id = 0;
+  char tok[65];
+  CU_ASSERT_EQUAL_FATAL(round_register(f.e, &r, &id, tok).code, GRPC_STATUS_OK);
+  assert_identity(&f, id, pub, cert);
+  /* A certified key is still one client's only. */
+  assert_register_refused(&f, &r, GRPC_STATUS_INVALID_ARGUMENT,
+                          "already bound to another client");
+  sign_key_free(authority);
+  sign_key_free(rogue);
   fx_close(&f);
 }
 
@@ -2218,6 +2400,12 @@ int cohort_register_suites(void) {
        test_register_refuses_bad_enrollment},
       {"register/authenticate; only token hashes stored",
        test_register_and_authenticate},
+      {"register binds the identity key (and certificate) to the client",
+       test_register_binds_identity},
+      {"register refuses a missing, short, invalid or bound identity key",
+       test_register_refuses_bad_identity},
+      {"with an enrollment authority only certified keys register",
+       test_register_with_authority},
       {"check-in selects K clients, others retry",
        test_checkin_selects_up_to_k},
       {"RetryLater is spread by pace steering", test_checkin_retry_paced},

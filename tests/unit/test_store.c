@@ -1,7 +1,8 @@
 /* Tests of the coordinator's SQLite store, each in a fresh database under a
  * mkdtemp directory, with the rows checked through a second, plain sqlite3
- * connection: schema and WAL, version refusal, clients, models, the round
- * commit transaction, crash recovery, participations and metrics. */
+ * connection: schema and WAL, version refusal, the upgrade from schema 5,
+ * clients and their identity keys, models, the round commit transaction,
+ * crash recovery, participations and metrics. */
 #include <math.h>
 #include <sqlite3.h>
 #include <stdint.h>
@@ -59,6 +60,11 @@ static const char *HASH_A =
     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 static const char *HASH_B =
     "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+/* Identity keys: the store keeps bytes (the round engine checks that they
+ * are Ed25519 points). */
+static const uint8_t KEY_A[SIGN_PUBLIC_LEN] = {0xa1, 0xa2, 0xa3};
+static const uint8_t KEY_B[SIGN_PUBLIC_LEN] = {0xb1, 0xb2, 0xb3};
+static const uint8_t KEY_C[SIGN_PUBLIC_LEN] = {0xc1, 0xc2, 0xc3};
 
 /* A model whose blob is len bytes 0, 1, 2, ... plus salt. */
 static store_model make_model(int64_t version, int64_t round, int64_t parent,
@@ -107,8 +113,8 @@ static void test_reopen_keeps_data(void) {
   char path[256];
   store *s = open_fresh(path, sizeof path);
   int64_t id = 0, found = 0;
-  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_A, "linux", 1.0, &id),
-                        COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(
+      store_client_add(s, HASH_A, "linux", KEY_A, NULL, 1.0, &id), COHORT_OK);
   store_close(s);
   s = NULL;
   char err[256] = "";
@@ -156,9 +162,10 @@ static void test_clients_add_find(void) {
   char path[256], text[128];
   store *s = open_fresh(path, sizeof path);
   int64_t a = 0, b = 0, found = -1;
-  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_A, "linux", 10.0, &a),
-                        COHORT_OK);
-  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_B, NULL, 11.0, &b), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(
+      store_client_add(s, HASH_A, "linux", KEY_A, NULL, 10.0, &a), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(
+      store_client_add(s, HASH_B, NULL, KEY_B, NULL, 11.0, &b), COHORT_OK);
   CU_ASSERT_TRUE(a > 0);
   CU_ASSERT_TRUE(b > 0);
   CU_ASSERT_NOT_EQUAL(a, b);
@@ -171,8 +178,8 @@ static void test_clients_add_find(void) {
   CU_ASSERT_EQUAL(found, -1);
   /* A second client with the same token hash is refused. */
   int64_t dup = -1;
-  CU_ASSERT_NOT_EQUAL(store_client_add(s, HASH_A, "other", 12.0, &dup),
-                      COHORT_OK);
+  CU_ASSERT_NOT_EQUAL(
+      store_client_add(s, HASH_A, "other", KEY_C, NULL, 12.0, &dup), COHORT_OK);
   CU_ASSERT_EQUAL(dup, -1);
   CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM clients"), 2);
   CU_ASSERT_STRING_EQUAL(
@@ -193,6 +200,104 @@ static void test_clients_add_find(void) {
   snprintf(sql, sizeof sql, "SELECT registered_at FROM clients WHERE id = %lld",
            (long long)a);
   CU_ASSERT_DOUBLE_EQUAL(db_peek_double(path, sql), 10.0, 0);
+  store_close(s);
+}
+
+/* The identity store_client_identity gives for id: want (32 bytes) and
+ * cert (NULL: none). */
+static void assert_identity(store *s, int64_t id, const uint8_t *want,
+                            const uint8_t *cert) {
+  uint8_t pub[SIGN_PUBLIC_LEN], got_cert[SIGN_CERT_LEN];
+  memset(got_cert, 0xee, sizeof got_cert);
+  int has_cert = -1;
+  CU_ASSERT_EQUAL_FATAL(store_client_identity(s, id, pub, got_cert, &has_cert),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL(memcmp(pub, want, sizeof pub), 0);
+  CU_ASSERT_EQUAL(has_cert, cert != NULL);
+  uint8_t zero[SIGN_CERT_LEN] = {0};
+  CU_ASSERT_EQUAL(memcmp(got_cert, cert ? cert : zero, sizeof got_cert), 0);
+}
+
+static void test_client_identity(void) {
+  char path[256];
+  store *s = open_fresh(path, sizeof path);
+  uint8_t cert[SIGN_CERT_LEN];
+  for (size_t i = 0; i < sizeof cert; i++)
+    cert[i] = (uint8_t)(3 * i + 1);
+  int64_t a = 0, b = 0, found = -1, dup = -1;
+  CU_ASSERT_EQUAL_FATAL(
+      store_client_add(s, HASH_A, "linux", KEY_A, NULL, 1.0, &a), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(
+      store_client_add(s, HASH_B, "linux", KEY_B, cert, 1.0, &b), COHORT_OK);
+  assert_identity(s, a, KEY_A, NULL);
+  assert_identity(s, b, KEY_B, cert);
+  CU_ASSERT_EQUAL(store_client_by_identity(s, KEY_B, &found), COHORT_OK);
+  CU_ASSERT_EQUAL(found, b);
+  found = -1;
+  CU_ASSERT_EQUAL(store_client_by_identity(s, KEY_C, &found), COHORT_ENOTFOUND);
+  CU_ASSERT_EQUAL(found, -1);
+  uint8_t pub[SIGN_PUBLIC_LEN], got_cert[SIGN_CERT_LEN];
+  int has_cert = 0;
+  CU_ASSERT_EQUAL(store_client_identity(s, b + 1, pub, got_cert, &has_cert),
+                  COHORT_ENOTFOUND);
+  /* One client per key, even if the caller forgot to look first. */
+  CU_ASSERT_EQUAL(store_client_add(s, "cccc", "x", KEY_A, NULL, 2.0, &dup),
+                  COHORT_EDB);
+  CU_ASSERT_EQUAL(dup, -1);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM clients"), 2);
+  store_close(s);
+}
+
+/* A database as schema 5 left it: migration 6 only adds the identity
+ * columns and their index to clients, so taking them away again gives the
+ * old schema, with a client that registered before identity keys. */
+static void make_v5_database(const char *path) {
+  store *s = NULL;
+  char err[256] = "";
+  int64_t id = 0;
+  CU_ASSERT_EQUAL_FATAL(store_open(path, &s, err, sizeof err), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(
+      store_client_add(s, HASH_A, "old", KEY_A, NULL, 1.0, &id), COHORT_OK);
+  store_close(s);
+  sqlite3 *db = NULL;
+  CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &db), SQLITE_OK);
+  CU_ASSERT_EQUAL(sqlite3_exec(db,
+                               "DROP INDEX clients_identity_key;"
+                               "ALTER TABLE clients DROP COLUMN identity_key;"
+                               "ALTER TABLE clients DROP COLUMN "
+                               "enrollment_cert;"
+                               "PRAGMA user_version = 5;",
+                               NULL, NULL, NULL),
+                  SQLITE_OK);
+  sqlite3_close(db);
+  CU_ASSERT_EQUAL_FATAL(db_peek_int(path, "PRAGMA user_version"), 5);
+}
+
+static void test_v5_database_migrates(void) {
+  char path[256], err[256] = "";
+  fresh_path(path, sizeof path);
+  make_v5_database(path);
+  /* A reader refuses the old schema; the coordinator upgrades it. */
+  store *s = NULL;
+  CU_ASSERT_NOT_EQUAL(store_open_readonly(path, &s, err, sizeof err),
+                      COHORT_OK);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "schema version 5"));
+  CU_ASSERT_EQUAL_FATAL(store_open(path, &s, err, sizeof err), COHORT_OK);
+  CU_ASSERT_EQUAL(db_peek_int(path, "PRAGMA user_version"), 6);
+  /* The old client is still there, with its token and no identity. */
+  int64_t old = 0, b = 0, dup = -1;
+  CU_ASSERT_EQUAL(store_client_by_token(s, HASH_A, &old), COHORT_OK);
+  uint8_t pub[SIGN_PUBLIC_LEN], cert[SIGN_CERT_LEN];
+  int has_cert = 0;
+  CU_ASSERT_EQUAL(store_client_identity(s, old, pub, cert, &has_cert),
+                  COHORT_ENOTFOUND);
+  /* New clients bind keys, and the index keeps them apart. */
+  CU_ASSERT_EQUAL_FATAL(
+      store_client_add(s, HASH_B, "new", KEY_B, NULL, 2.0, &b), COHORT_OK);
+  assert_identity(s, b, KEY_B, NULL);
+  CU_ASSERT_EQUAL(store_client_add(s, "cccc", "x", KEY_B, NULL, 3.0, &dup),
+                  COHORT_EDB);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM clients"), 2);
   store_close(s);
 }
 
@@ -421,8 +526,10 @@ static void test_participations(void) {
   char path[256], text[128];
   store *s = open_fresh(path, sizeof path);
   int64_t a = 0, b = 0;
-  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_A, "", 1.0, &a), COHORT_OK);
-  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_B, "", 1.0, &b), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_A, "", KEY_A, NULL, 1.0, &a),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_B, "", KEY_B, NULL, 1.0, &b),
+                        COHORT_OK);
   CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, "TRAIN", 1, NULL, 1.0),
                         COHORT_OK);
   CU_ASSERT_EQUAL_FATAL(store_participation_select(s, 1, a, 2.0), COHORT_OK);
@@ -528,6 +635,10 @@ int cohort_register_suites(void) {
       {"open creates the schema in WAL mode", test_open_creates_schema_in_wal},
       {"reopen keeps data", test_reopen_keeps_data},
       {"newer schema version is refused", test_newer_schema_refused},
+      {"clients: identity keys and certificates, one client per key",
+       test_client_identity},
+      {"a schema 5 database upgrades to identity keys",
+       test_v5_database_migrates},
       {"unopenable path fails with a reason",
        test_open_bad_path_fails_with_reason},
       {"clients add/find/touch, duplicate hash refused", test_clients_add_find},
