@@ -2,18 +2,25 @@
  * [flags]`. One table of subcommands, each with its own flag table
  * (common/util/flags.h); a new one (status, rounds, export over a coordinator's
  * database) is a row and a function. Results go to standard output, one
- * human line or, with --json, one JSON object; errors go to standard error
- * with exit status 2 for bad usage and 1 for a request that cannot be met. */
+ * human line or, with --json, one JSON object (`cohort enroll`: the key or
+ * certificate as hex); errors go to standard error with exit status 2 for
+ * bad usage and 1 for a request that cannot be met. Keys and secrets are
+ * never read from the command line nor printed: only file paths. */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cohort_status.h"
+#include "crypto.h"
 #include "dp_accountant.h"
 #include "flags.h"
 #include "secagg.h"
 #include "secagg_params.h"
+#include "sign.h"
 
 typedef struct subcommand {
   const char *command, *name, *summary;
@@ -24,6 +31,10 @@ typedef struct subcommand {
 static int privacy_epsilon(const char *prog, int argc, char **argv);
 static int privacy_noise(const char *prog, int argc, char **argv);
 static int secagg_plan(const char *prog, int argc, char **argv);
+static int enroll_authority(const char *prog, int argc, char **argv);
+static int enroll_keygen(const char *prog, int argc, char **argv);
+static int enroll_certify(const char *prog, int argc, char **argv);
+static int enroll_verify(const char *prog, int argc, char **argv);
 
 static const subcommand SUBCOMMANDS[] = {
     {"privacy", "epsilon",
@@ -36,6 +47,18 @@ static const subcommand SUBCOMMANDS[] = {
      "degree and threshold a coordinator picks for N clients, with the "
      "bounds they meet",
      secagg_plan},
+    {"enroll", "authority",
+     "a new enrollment authority key (FILE) and its public key (FILE.pub)",
+     enroll_authority},
+    {"enroll", "keygen",
+     "a new client identity key, for cohort-client "
+     "--identity-key",
+     enroll_keygen},
+    {"enroll", "certify",
+     "the authority's certificate of a client's identity key", enroll_certify},
+    {"enroll", "verify",
+     "whether a certificate certifies a key under an authority's public key",
+     enroll_verify},
 };
 #define N_SUBCOMMANDS (sizeof SUBCOMMANDS / sizeof SUBCOMMANDS[0])
 
@@ -53,7 +76,8 @@ static void print_usage(FILE *out, const char *command) {
     }
   fprintf(out, "\n'cohort COMMAND SUBCOMMAND --help' lists a subcommand's "
                "flags; docs/privacy.md explains the privacy accountant, "
-               "docs/secagg.md the secure aggregation plan.\n");
+               "docs/secagg.md the secure aggregation plan, "
+               "docs/security.md the enrollment authority.\n");
 }
 
 static int is_help(const char *arg) {
@@ -397,4 +421,248 @@ static int secagg_plan(const char *prog, int argc, char **argv) {
     fprintf(stderr, "%s: the 2^-%d and 2^-%d goals are not met: %s\n", prog,
             SECAGG_SECURITY_BITS, SECAGG_CORRECTNESS_BITS, why);
   return fell_back;
+}
+
+typedef struct enroll_opts {
+  const char *out, *authority, *public_hex, *key, *cert;
+} enroll_opts;
+
+static enroll_opts g_enroll;
+
+#define PUBLIC_FLAG                                                            \
+  {                                                                            \
+    "public", FLAG_STRING, &g_enroll.public_hex, NULL, 0, 0, "HEX",            \
+        "the client's identity public key, 64 hex digits (or --key)"           \
+  }
+#define KEY_FLAG                                                               \
+  {                                                                            \
+    "key", FLAG_STRING, &g_enroll.key, NULL, 0, 0, "FILE",                     \
+        "the client's identity key file, of which only the public key is "     \
+        "used (or --public)"                                                   \
+  }
+
+/* len bytes as hex and a newline on standard output. */
+static void print_hex(const uint8_t *bytes, size_t len) {
+  char hex[2 * SIGN_LEN + 1];
+  crypto_hex(bytes, len, hex);
+  printf("%s\n", hex);
+}
+
+/* A public key or certificate as hex and a newline, in a new file (an
+ * existing one is never replaced); they are not secret, so 0644. */
+static int write_hex_file(const char *prog, const char *path,
+                          const uint8_t *bytes, size_t len) {
+  char hex[2 * SIGN_LEN + 2];
+  crypto_hex(bytes, len, hex);
+  strcat(hex, "\n");
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0) {
+    fprintf(stderr, "%s: %s: %s\n", prog, path, strerror(errno));
+    return 1;
+  }
+  size_t n = strlen(hex);
+  int ok = write(fd, hex, n) == (ssize_t)n;
+  ok = fsync(fd) == 0 && ok;
+  ok = close(fd) == 0 && ok;
+  if (!ok) {
+    fprintf(stderr, "%s: %s: cannot write it\n", prog, path);
+    unlink(path);
+  }
+  return ok ? 0 : 1;
+}
+
+/* A new key from the CSPRNG, saved at path (PEM, 0600; an existing file is
+ * never replaced). 0 and *out, or 1 with the reason on standard error. */
+static int new_key_file(const char *prog, const char *path, sign_key **out) {
+  char err[512];
+  *out = NULL;
+  if (sign_key_generate(out) != COHORT_OK) {
+    fprintf(stderr, "%s: cannot make a key\n", prog);
+    return 1;
+  }
+  if (sign_key_save(*out, path, err, sizeof err) != COHORT_OK) {
+    fprintf(stderr, "%s: %s\n", prog, err);
+    sign_key_free(*out);
+    *out = NULL;
+    return 1;
+  }
+  return 0;
+}
+
+/* The client public key of --public or --key: exactly one of them. */
+static int client_public(const char *prog, uint8_t pub[SIGN_PUBLIC_LEN]) {
+  if (!g_enroll.public_hex == !g_enroll.key) {
+    fprintf(stderr, "%s: give one of --public HEX and --key FILE\n", prog);
+    return 2;
+  }
+  if (g_enroll.key) {
+    sign_key *k = NULL;
+    char err[512];
+    if (sign_key_load(g_enroll.key, &k, err, sizeof err) != COHORT_OK) {
+      fprintf(stderr, "%s: --key %s\n", prog, err);
+      return 1;
+    }
+    sign_key_public(k, pub);
+    sign_key_free(k);
+    return 0;
+  }
+  const char *why = "not 64 hex digits";
+  if (crypto_unhex(g_enroll.public_hex, pub, SIGN_PUBLIC_LEN) != 0 ||
+      sign_public_check(pub, &why) != COHORT_OK) {
+    fprintf(stderr, "%s: --public is not an Ed25519 public key: %s\n", prog,
+            why);
+    return 2;
+  }
+  return 0;
+}
+
+static int enroll_authority(const char *prog, int argc, char **argv) {
+  static const flag_def flags[] = {
+      {"out", FLAG_STRING, &g_enroll.out, NULL, 0, 0, "FILE",
+       "where the private key goes (PEM, 0600), and its public key to "
+       "FILE.pub (hex); neither may exist (required)"},
+  };
+  static const char *const required[] = {"out", NULL};
+  static const char usage[] =
+      "usage: cohort enroll authority --out FILE\n\n"
+      "A new enrollment authority: an Ed25519 key that certifies client\n"
+      "identity keys, so that a coordinator cannot register clients of its\n"
+      "own making. Keep FILE away from the coordinator; give FILE.pub to the\n"
+      "coordinator (--enroll-authority) and to the clients. Prints the\n"
+      "public key as hex (docs/security.md).";
+  int rc = parse_args(prog, usage, flags, sizeof flags / sizeof flags[0],
+                      required, argc, argv);
+  if (rc >= 0)
+    return rc;
+  char pub_path[4096];
+  if (snprintf(pub_path, sizeof pub_path, "%s.pub", g_enroll.out) >=
+      (int)sizeof pub_path) {
+    fprintf(stderr, "%s: --out path too long\n", prog);
+    return 2;
+  }
+  /* Refused before the private key is made, so that no half pair stays. */
+  if (access(pub_path, F_OK) == 0) {
+    fprintf(stderr, "%s: %s exists; it is never replaced\n", prog, pub_path);
+    return 1;
+  }
+  sign_key *k = NULL;
+  if (new_key_file(prog, g_enroll.out, &k))
+    return 1;
+  uint8_t pub[SIGN_PUBLIC_LEN];
+  sign_key_public(k, pub);
+  sign_key_free(k);
+  if (write_hex_file(prog, pub_path, pub, sizeof pub)) {
+    unlink(g_enroll.out); /* made just now: no pair without its half */
+    return 1;
+  }
+  print_hex(pub, sizeof pub);
+  return 0;
+}
+
+static int enroll_keygen(const char *prog, int argc, char **argv) {
+  static const flag_def flags[] = {
+      {"out", FLAG_STRING, &g_enroll.out, NULL, 0, 0, "FILE",
+       "where the key goes (PEM, 0600); it must not exist (required)"},
+  };
+  static const char *const required[] = {"out", NULL};
+  static const char usage[] =
+      "usage: cohort enroll keygen --out FILE\n\n"
+      "A new client identity key, for cohort-client --identity-key FILE.\n"
+      "Prints its public key as hex, for `cohort enroll certify --public`.";
+  int rc = parse_args(prog, usage, flags, sizeof flags / sizeof flags[0],
+                      required, argc, argv);
+  if (rc >= 0)
+    return rc;
+  sign_key *k = NULL;
+  if (new_key_file(prog, g_enroll.out, &k))
+    return 1;
+  uint8_t pub[SIGN_PUBLIC_LEN];
+  sign_key_public(k, pub);
+  sign_key_free(k);
+  print_hex(pub, sizeof pub);
+  return 0;
+}
+
+static int enroll_certify(const char *prog, int argc, char **argv) {
+  static const flag_def flags[] = {
+      {"authority", FLAG_STRING, &g_enroll.authority, NULL, 0, 0, "FILE",
+       "the authority's private key, from `cohort enroll authority` "
+       "(required)"},
+      PUBLIC_FLAG,
+      KEY_FLAG,
+      {"out", FLAG_STRING, &g_enroll.out, NULL, 0, 0, "CERTFILE",
+       "where the certificate goes, as hex, for cohort-client "
+       "--identity-cert; it must not exist (required)"},
+  };
+  static const char *const required[] = {"authority", "out", NULL};
+  static const char usage[] =
+      "usage: cohort enroll certify --authority FILE (--public HEX | --key "
+      "FILE) --out CERTFILE\n\n"
+      "The authority's certificate of a client's identity key: its Ed25519\n"
+      "signature of \"cohort enrollment v1\" and the key. Prints it as hex.";
+  int rc = parse_args(prog, usage, flags, sizeof flags / sizeof flags[0],
+                      required, argc, argv);
+  if (rc >= 0)
+    return rc;
+  uint8_t pub[SIGN_PUBLIC_LEN], cert[SIGN_CERT_LEN];
+  if ((rc = client_public(prog, pub)) != 0)
+    return rc;
+  sign_key *authority = NULL;
+  char err[512];
+  if (sign_key_load(g_enroll.authority, &authority, err, sizeof err) !=
+      COHORT_OK) {
+    fprintf(stderr, "%s: --authority %s\n", prog, err);
+    return 1;
+  }
+  rc = sign_certify(authority, pub, cert);
+  sign_key_free(authority);
+  if (rc != COHORT_OK) {
+    fprintf(stderr, "%s: cannot sign\n", prog);
+    return 1;
+  }
+  if (write_hex_file(prog, g_enroll.out, cert, sizeof cert))
+    return 1;
+  print_hex(cert, sizeof cert);
+  return 0;
+}
+
+static int enroll_verify(const char *prog, int argc, char **argv) {
+  static const flag_def flags[] = {
+      {"enroll-authority", FLAG_STRING, &g_enroll.authority, NULL, 0, 0, "FILE",
+       "the authority's public key as hex, the FILE.pub of `cohort "
+       "enroll authority`, as cohort-server takes it (required)"},
+      PUBLIC_FLAG,
+      KEY_FLAG,
+      {"cert", FLAG_STRING, &g_enroll.cert, NULL, 0, 0, "CERTFILE",
+       "the certificate, as `cohort enroll certify` wrote it (required)"},
+  };
+  static const char *const required[] = {"enroll-authority", "cert", NULL};
+  static const char usage[] =
+      "usage: cohort enroll verify --enroll-authority FILE.pub (--public HEX "
+      "| --key FILE) --cert CERTFILE\n\n"
+      "Checks a certificate as a coordinator with --enroll-authority does:\n"
+      "status 0 when it certifies the key under the authority, 1 when not.";
+  int rc = parse_args(prog, usage, flags, sizeof flags / sizeof flags[0],
+                      required, argc, argv);
+  if (rc >= 0)
+    return rc;
+  uint8_t pub[SIGN_PUBLIC_LEN], authority[SIGN_PUBLIC_LEN];
+  uint8_t cert[SIGN_CERT_LEN];
+  char err[512];
+  if ((rc = client_public(prog, pub)) != 0)
+    return rc;
+  if (crypto_unhex_file(g_enroll.authority, authority, sizeof authority, err,
+                        sizeof err) != COHORT_OK ||
+      crypto_unhex_file(g_enroll.cert, cert, sizeof cert, err, sizeof err) !=
+          COHORT_OK) {
+    fprintf(stderr, "%s: %s\n", prog, err);
+    return 1;
+  }
+  if (sign_check_cert(authority, pub, cert) != COHORT_OK) {
+    printf("not certified: the certificate is not this authority's "
+           "certificate of this key\n");
+    return 1;
+  }
+  printf("certified\n");
+  return 0;
 }
