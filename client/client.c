@@ -623,11 +623,11 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
                          .nap = secagg_io_nap};
     /* The testing aid applies to the first secure-aggregation task only. */
     secagg_flow_stop leave = (secagg_flow_stop)c->leave_before_secagg;
-    /* To be passed in once the flow signs and checks identities
-     * (docs/security.md): c->identity.key signs this client's keys, and
-     * with c->identity.has_authority every peer's identity key needs a
-     * certificate from c->identity.authority. */
     c->leave_before_secagg = COHORT_SECAGG_NEVER;
+    /* &c->identity is to be passed in here once the flow signs and checks
+     * identities (docs/security.md): its key signs this client's keys, and
+     * with has_authority every peer's identity key needs a certificate
+     * from its authority. */
     rc = secagg_flow_begin(&flow, &io, t, n, give_up_at, leave, c->last_error,
                            sizeof c->last_error);
     if (rc)
