@@ -9,33 +9,24 @@
 #include <string.h>
 
 #include "cohort_status.h"
+#include "gf61.h"
 
 #define SHAMIR_MAX_PARTY 65535u
 #define P SHAMIR_PRIME
 
-/* x mod p for any 64-bit x: 2^61 = 1 (mod p), so fold the top 3 bits. */
-static inline uint64_t reduce64(uint64_t x) {
-  x = (x & P) + (x >> 61); /* < 2^61 + 8 */
-  return x >= P ? x - P : x;
-}
-
 uint64_t shamir_add(uint64_t a, uint64_t b) {
-  return reduce64(reduce64(a) + reduce64(b));
+  return gf61_add(gf61_reduce(a), gf61_reduce(b));
 }
 
 uint64_t shamir_mul(uint64_t a, uint64_t b) {
-  unsigned __int128 x = (unsigned __int128)reduce64(a) * reduce64(b);
-  /* x < 2^122: the low 61 bits plus the rest, each below 2^61. */
-  return reduce64((uint64_t)(x & P) + (uint64_t)(x >> 61));
+  return gf61_mul(gf61_reduce(a), gf61_reduce(b));
 }
 
-static inline uint64_t sub(uint64_t a, uint64_t b) {
-  return a >= b ? a - b : a + P - b; /* a, b < p */
-}
+static inline uint64_t sub(uint64_t a, uint64_t b) { return gf61_sub(a, b); }
 
 uint64_t shamir_inv(uint64_t a) {
   /* Fermat: a^(p-2); 0 has no inverse and gives 0. */
-  uint64_t base = reduce64(a), r = 1, e = P - 2;
+  uint64_t base = gf61_reduce(a), r = 1, e = P - 2;
   while (e) {
     if (e & 1)
       r = shamir_mul(r, base);

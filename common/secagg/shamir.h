@@ -39,6 +39,36 @@ int shamir_split(const uint8_t *secret, size_t len, unsigned t, unsigned n,
 int shamir_combine(const unsigned *xs, const uint64_t *shares, size_t count,
                    size_t len, uint8_t *secret);
 
+/* ---- checking shares against each other (shamir_check.c) ---- */
+
+/* The Lagrange basis of t distinct points (1..65535): the secret (the
+ * value at 0) in O(t) per chunk, and the polynomial's value at any other
+ * point in O(t), so that each share beyond the first t can be checked
+ * against them. Setting it costs O(t^2); setting the same points again
+ * costs nothing. */
+typedef struct shamir_basis shamir_basis;
+/* For up to t_max points. COHORT_ENOMEM. */
+int shamir_basis_new(unsigned t_max, shamir_basis **out);
+void shamir_basis_free(shamir_basis *b); /* accepts NULL */
+/* COHORT_EINVAL for more than t_max points, a point outside 1..65535 or
+ * a repeated one. */
+int shamir_basis_set(shamir_basis *b, const unsigned *xs, unsigned t);
+/* out[c] = the polynomial through (xs[i], vals[i * chunks + c]) at 0. */
+void shamir_basis_at_zero(const shamir_basis *b, const uint64_t *vals,
+                          size_t chunks, uint64_t *out);
+/* out[c] = the same polynomial at x (1..65535). */
+void shamir_basis_eval(const shamir_basis *b, unsigned x,
+                       const uint64_t *vals, size_t chunks, uint64_t *out);
+
+/* Gao's decoding of r shares (distinct points xs, vals[j * chunks + c])
+ * of a secret shared with polynomials of degree < t: flags in bad[j] (r
+ * entries, zeroed first) every share that is off the polynomial most of
+ * them lie on. COHORT_OK when every chunk decodes (at most (r - t) / 2 bad
+ * shares); COHORT_EFORMAT when too many disagree to tell which are right;
+ * COHORT_EINVAL for bad arguments; COHORT_ENOMEM. O(r^2) per chunk. */
+int shamir_decode(const unsigned *xs, const uint64_t *vals, size_t r,
+                  size_t chunks, unsigned t, uint8_t *bad);
+
 /* Field helpers, exposed for tests: a + b, a * b, a^-1 mod p. */
 uint64_t shamir_add(uint64_t a, uint64_t b);
 uint64_t shamir_mul(uint64_t a, uint64_t b);

@@ -1,11 +1,15 @@
 /* Tests of secure aggregation's primitives: X25519 and HKDF-SHA256
  * (common/crypto/kex.h) against RFC 7748 section 6.1 and RFC 5869 appendix A,
  * AES-256-GCM (common/crypto/aead.h) against test case 16 of McGrew and Viega's
- * GCM specification, Shamir sharing over GF(2^61 - 1) (common/secagg/shamir.h) and
- * mask expansion into Z_{2^B} (common/secagg/mask.h). All seeds are fixed. */
+ * GCM specification, Shamir sharing over GF(2^61 - 1) (common/secagg/shamir.h),
+ * with the checks of shares against each other (the Lagrange basis and Gao's
+ * decoding), and mask expansion into Z_{2^B} (common/secagg/mask.h). All
+ * seeds are fixed. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <openssl/evp.h>
 
@@ -700,6 +704,309 @@ static void test_shamir_refusals(void) {
   prg_free(&g);
 }
 
+/* ---- Checking shares: the Lagrange basis and Gao's decoding ---------- */
+
+/* t distinct points drawn from 1..n, in random order (n <= 1000). */
+static void draw_points(prg *g, unsigned n, unsigned t, unsigned *xs) {
+  unsigned pool[1000];
+  CU_ASSERT_FATAL(t <= n && n <= 1000);
+  for (unsigned i = 0; i < n; i++)
+    pool[i] = i + 1;
+  for (unsigned i = 0; i < t; i++) { /* a partial Fisher-Yates */
+    unsigned j = i + (unsigned)prg_below(g, n - i);
+    unsigned tmp = pool[i];
+    pool[i] = pool[j];
+    pool[j] = tmp;
+    xs[i] = pool[i];
+  }
+}
+
+/* The shares of points xs[0 .. m) (1-based) out of all, in that order. */
+static void gather(const unsigned *xs, size_t m, const uint64_t *all,
+                   size_t chunks, uint64_t *out) {
+  for (size_t j = 0; j < m; j++)
+    memcpy(out + j * chunks, all + (xs[j] - 1) * chunks, chunks * sizeof *out);
+}
+
+/* Field elements to the secret's bytes, as the coordinator does: the one
+ * share of a constant polynomial (x = 1). */
+static int elements_to_secret(const uint64_t *el, size_t len, uint8_t *out) {
+  static const unsigned one = 1;
+  return shamir_combine(&one, el, 1, len, out);
+}
+
+static double thread_cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void test_shamir_basis(void) {
+  prg g;
+  CU_ASSERT_EQUAL_FATAL(prg_init_u64(&g, 2029), COHORT_OK);
+  static const unsigned tn[][2] = {{1, 1},  {1, 4},   {2, 3},    {3, 5},
+                                   {5, 20}, {17, 40}, {64, 100}, {120, 600}};
+  enum { LEN = 32, CH = 5 };
+  uint8_t secret[LEN], got[LEN], want[LEN];
+  uint64_t *all = malloc(601 * CH * sizeof *all);
+  uint64_t *vals = malloc(600 * CH * sizeof *vals);
+  CU_ASSERT_FATAL(all && vals);
+  for (size_t c = 0; c < sizeof tn / sizeof tn[0]; c++) {
+    unsigned t = tn[c][0], n = tn[c][1], xs[600], ys[600];
+    random_secret(&g, secret, LEN);
+    CU_ASSERT_EQUAL_FATAL(shamir_split(secret, LEN, t, n, &g, all), COHORT_OK);
+    shamir_basis *b = NULL;
+    CU_ASSERT_EQUAL_FATAL(shamir_basis_new(t + 3, &b), COHORT_OK);
+    for (int round = 0; round < 3; round++) {
+      draw_points(&g, n, t, xs);
+      gather(xs, t, all, CH, vals);
+      CU_ASSERT_EQUAL_FATAL(shamir_basis_set(b, xs, t), COHORT_OK);
+      /* At 0: the secret, as shamir_combine gives it. */
+      uint64_t at[CH], other[CH];
+      shamir_basis_at_zero(b, vals, CH, at);
+      CU_ASSERT_EQUAL(elements_to_secret(at, LEN, got), COHORT_OK);
+      CU_ASSERT_EQUAL(shamir_combine(xs, vals, t, LEN, want), COHORT_OK);
+      CU_ASSERT_EQUAL(memcmp(got, want, LEN), 0);
+      CU_ASSERT_EQUAL(memcmp(got, secret, LEN), 0);
+      /* At every holder's point, basis or not: that holder's share. */
+      unsigned wrong = 0;
+      for (unsigned x = 1; x <= n; x++) {
+        shamir_basis_eval(b, x, vals, CH, at);
+        wrong += memcmp(at, all + (size_t)(x - 1) * CH, sizeof at) != 0;
+      }
+      CU_ASSERT_EQUAL(wrong, 0);
+      /* Beyond them, one polynomial whichever t points define it. */
+      if (n > t) {
+        shamir_basis_eval(b, 65535, vals, CH, at);
+        draw_points(&g, n, t, ys);
+        gather(ys, t, all, CH, vals);
+        CU_ASSERT_EQUAL_FATAL(shamir_basis_set(b, ys, t), COHORT_OK);
+        shamir_basis_eval(b, 65535, vals, CH, other);
+        CU_ASSERT_EQUAL(memcmp(at, other, sizeof at), 0);
+      }
+    }
+    shamir_basis_free(b);
+  }
+
+  /* Setting the same points again costs nothing (no O(t^2) work: far
+   * less than one setting of other points) and changes nothing; other
+   * points, or the same array changed in place, are recomputed. */
+  enum { T = 600 };
+  unsigned xs[T], ys[T];
+  uint8_t s2[LEN];
+  random_secret(&g, s2, LEN);
+  CU_ASSERT_EQUAL_FATAL(shamir_split(s2, LEN, T, T, &g, all), COHORT_OK);
+  for (unsigned i = 0; i < T; i++)
+    xs[i] = i + 1;
+  shamir_basis *b = NULL;
+  CU_ASSERT_EQUAL_FATAL(shamir_basis_new(T, &b), COHORT_OK);
+  double t0 = thread_cpu_s();
+  CU_ASSERT_EQUAL_FATAL(shamir_basis_set(b, xs, T), COHORT_OK);
+  double fresh = thread_cpu_s() - t0;
+  t0 = thread_cpu_s();
+  for (int i = 0; i < 20; i++)
+    CU_ASSERT_EQUAL(shamir_basis_set(b, xs, T), COHORT_OK);
+  double again = thread_cpu_s() - t0;
+  CU_ASSERT(again < fresh);
+  if (again >= fresh)
+    printf("\n  20 settings of the same points took %.6f s, one fresh "
+           "%.6f s\n",
+           again, fresh);
+  uint64_t at[CH];
+  shamir_basis_at_zero(b, all, CH, at);
+  CU_ASSERT(elements_to_secret(at, LEN, got) == COHORT_OK &&
+            memcmp(got, s2, LEN) == 0);
+  /* A shorter prefix of the same points is a different basis. */
+  uint8_t s3[LEN];
+  random_secret(&g, s3, LEN);
+  uint64_t *few = malloc(4 * CH * sizeof *few);
+  CU_ASSERT_FATAL(few != NULL);
+  CU_ASSERT_EQUAL_FATAL(shamir_split(s3, LEN, 4, 4, &g, few), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(shamir_basis_set(b, xs, 4), COHORT_OK);
+  shamir_basis_at_zero(b, few, CH, at);
+  CU_ASSERT(elements_to_secret(at, LEN, got) == COHORT_OK &&
+            memcmp(got, s3, LEN) == 0);
+  /* The same array, one point changed in place: recomputed. */
+  memcpy(ys, xs, sizeof ys);
+  CU_ASSERT_EQUAL_FATAL(shamir_split(s2, LEN, T, T + 1, &g, all), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(shamir_basis_set(b, ys, T), COHORT_OK);
+  ys[17] = T + 1; /* the share of T + 1 in place of 18's */
+  gather(ys, T, all, CH, vals);
+  CU_ASSERT_EQUAL_FATAL(shamir_basis_set(b, ys, T), COHORT_OK);
+  shamir_basis_at_zero(b, vals, CH, at);
+  CU_ASSERT(elements_to_secret(at, LEN, got) == COHORT_OK &&
+            memcmp(got, s2, LEN) == 0);
+  shamir_basis_eval(b, 18, vals, CH, at);
+  CU_ASSERT_EQUAL(memcmp(at, all + 17 * CH, sizeof at), 0);
+
+  /* Refusals: repeated points, points outside 1..65535, more than t_max,
+   * none. A refused setting is not kept: the next one recomputes. */
+  unsigned rep[3] = {4, 9, 4}, zero[3] = {0, 1, 2}, high[3] = {1, 2, 65536},
+           okp[3] = {1, 2, 3};
+  shamir_basis *small = NULL;
+  CU_ASSERT_EQUAL_FATAL(shamir_basis_new(3, &small), COHORT_OK);
+  CU_ASSERT_EQUAL(shamir_basis_set(small, rep, 3), COHORT_EINVAL);
+  CU_ASSERT_EQUAL(shamir_basis_set(small, zero, 3), COHORT_EINVAL);
+  CU_ASSERT_EQUAL(shamir_basis_set(small, high, 3), COHORT_EINVAL);
+  CU_ASSERT_EQUAL(shamir_basis_set(small, xs, 4), COHORT_EINVAL);
+  CU_ASSERT_EQUAL(shamir_basis_set(small, okp, 0), COHORT_EINVAL);
+  CU_ASSERT_EQUAL(shamir_basis_set(small, okp, 3), COHORT_OK);
+  rep[2] = 9; /* {4, 9, 9} after {1, 2, 3}: refused, not taken for set */
+  CU_ASSERT_EQUAL(shamir_basis_set(small, rep, 3), COHORT_EINVAL);
+  rep[2] = 4;
+  CU_ASSERT_EQUAL(shamir_basis_set(small, rep, 3), COHORT_EINVAL);
+  unsigned last[3] = {2, 5, 65535};
+  CU_ASSERT_EQUAL(shamir_basis_set(small, last, 3), COHORT_OK);
+  uint64_t sh[3] = {7, 7, 7}, c0;
+  shamir_basis_at_zero(small, sh, 1, &c0); /* a constant polynomial */
+  CU_ASSERT_EQUAL(c0, 7);
+  shamir_basis_free(small);
+  shamir_basis_free(b);
+  shamir_basis_free(NULL);
+  free(few);
+  free(all);
+  free(vals);
+  prg_free(&g);
+}
+
+/* Adds a random non-zero element to share j's chunk c. */
+static void spoil(prg *g, uint64_t *vals, size_t chunks, size_t j, size_t c) {
+  uint64_t d = 1 + prg_below(g, P - 1);
+  vals[j * chunks + c] = shamir_add(vals[j * chunks + c], d);
+}
+
+static void test_shamir_decode(void) {
+  prg g;
+  CU_ASSERT_EQUAL_FATAL(prg_init_u64(&g, 2030), COHORT_OK);
+  enum { LEN = 32, CH = 5, MAXR = 64 };
+  uint8_t secret[LEN], bad[MAXR];
+  uint64_t all[100 * CH], vals[MAXR * CH];
+  unsigned xs[MAXR];
+  /* (t, r, e): e errors among r shares of degree < t, r >= t + 2 e. */
+  static const unsigned tre[][3] = {
+      {1, 1, 0},    {1, 3, 1},    {2, 2, 0},    {2, 4, 1},  {2, 6, 2},
+      {3, 7, 2},    {3, 8, 2},    {5, 9, 2},    {5, 15, 5}, {4, 12, 4},
+      {10, 30, 10}, {17, 40, 11}, {20, 64, 22}, {33, 40, 3}};
+  unsigned checked = 0;
+  for (size_t c = 0; c < sizeof tre / sizeof tre[0]; c++) {
+    unsigned t = tre[c][0], r = tre[c][1], e = tre[c][2];
+    for (int mode = 0; mode < 4; mode++) {
+      /* mode 0: every chunk of each wrong share; 1: one chunk only, the
+       * same for all; 2: one random chunk each; 3: none wrong. */
+      random_secret(&g, secret, LEN);
+      CU_ASSERT_EQUAL_FATAL(shamir_split(secret, LEN, t, 100, &g, all),
+                            COHORT_OK);
+      draw_points(&g, 100, r, xs);
+      gather(xs, r, all, CH, vals);
+      uint8_t want[MAXR] = {0};
+      unsigned ne = mode == 3 ? 0 : e;
+      unsigned pos[MAXR];
+      draw_points(&g, r, ne, pos); /* 1-based positions */
+      size_t one = (size_t)prg_below(&g, CH);
+      for (unsigned i = 0; i < ne; i++) {
+        size_t j = pos[i] - 1;
+        want[j] = 1;
+        if (mode == 0)
+          for (size_t k = 0; k < CH; k++)
+            spoil(&g, vals, CH, j, k);
+        else
+          spoil(&g, vals, CH, j, mode == 1 ? one : (size_t)prg_below(&g, CH));
+      }
+      memset(bad, 0xee, sizeof bad); /* zeroed first */
+      int rc = shamir_decode(xs, vals, r, CH, t, bad);
+      CU_ASSERT_EQUAL(rc, COHORT_OK);
+      CU_ASSERT_EQUAL(memcmp(bad, want, r), 0);
+      if (rc || memcmp(bad, want, r))
+        printf("\n  t %u r %u e %u mode %d: %d\n", t, r, ne, mode, rc);
+      checked++;
+    }
+  }
+  CU_ASSERT_EQUAL(checked, 4 * sizeof tre / sizeof tre[0]);
+
+  /* Errors spread over chunks: each chunk within what decodes, together
+   * more wrong shares than one chunk could take: all of them flagged. */
+  random_secret(&g, secret, LEN);
+  CU_ASSERT_EQUAL_FATAL(shamir_split(secret, LEN, 3, 100, &g, all), COHORT_OK);
+  draw_points(&g, 100, 9, xs); /* (9 - 3) / 2 = 3 per chunk */
+  gather(xs, 9, all, CH, vals);
+  for (size_t j = 0; j < 5; j++) /* chunk 0: shares 0, 1, 2; chunk 4: 3, 4 */
+    spoil(&g, vals, CH, j, j < 3 ? 0 : 4);
+  CU_ASSERT_EQUAL(shamir_decode(xs, vals, 9, CH, 3, bad), COHORT_OK);
+  static const uint8_t five[9] = {1, 1, 1, 1, 1, 0, 0, 0, 0};
+  CU_ASSERT_EQUAL(memcmp(bad, five, 9), 0);
+
+  /* More errors than decoding corrects: COHORT_EFORMAT, or a wrong
+   * polynomial with its own disagreements flagged; never a success that
+   * flags nothing. */
+  unsigned eformat = 0, total = 0, silent = 0;
+  for (size_t c = 0; c < sizeof tre / sizeof tre[0]; c++) {
+    unsigned t = tre[c][0], r = tre[c][1];
+    if (r == t)
+      continue;
+    for (unsigned e = (r - t) / 2 + 1; e <= r && e <= (r - t) / 2 + 4; e++)
+      for (int mode = 0; mode < 3; mode++) {
+        random_secret(&g, secret, LEN);
+        CU_ASSERT_EQUAL_FATAL(shamir_split(secret, LEN, t, 100, &g, all),
+                              COHORT_OK);
+        draw_points(&g, 100, r, xs);
+        gather(xs, r, all, CH, vals);
+        unsigned pos[MAXR];
+        draw_points(&g, r, e, pos);
+        size_t one = (size_t)prg_below(&g, CH);
+        /* mode 0: every chunk of each wrong share; 1: one chunk; 2: that
+         * chunk and others at random. */
+        for (unsigned i = 0; i < e; i++)
+          for (size_t k = 0; k < CH; k++)
+            if (mode == 0 || k == one || (mode == 2 && prg_below(&g, 2)))
+              spoil(&g, vals, CH, pos[i] - 1, k);
+        int rc = shamir_decode(xs, vals, r, CH, t, bad);
+        unsigned flagged = 0;
+        for (unsigned j = 0; j < r; j++)
+          flagged += bad[j];
+        total++;
+        eformat += rc == COHORT_EFORMAT;
+        silent += rc == COHORT_OK && flagged == 0;
+        CU_ASSERT(rc == COHORT_EFORMAT || rc == COHORT_OK);
+      }
+  }
+  CU_ASSERT_EQUAL(silent, 0);
+  CU_ASSERT(eformat * 10 >= total * 9); /* nearly always detected */
+  CU_ASSERT(total > 100);
+  /* Shares that are all noise. */
+  for (unsigned j = 0; j < 20 * CH; j++)
+    vals[j] = prg_below(&g, P);
+  for (unsigned j = 0; j < 20; j++)
+    xs[j] = 3 * j + 1;
+  int rc = shamir_decode(xs, vals, 20, CH, 6, bad);
+  CU_ASSERT(rc == COHORT_EFORMAT);
+
+  /* Bad arguments. */
+  CU_ASSERT_EQUAL_FATAL(shamir_split(secret, LEN, 3, 100, &g, all), COHORT_OK);
+  for (unsigned j = 0; j < 8; j++)
+    xs[j] = j + 1;
+  gather(xs, 8, all, CH, vals);
+  CU_ASSERT_EQUAL(shamir_decode(xs, vals, 8, CH, 3, bad), COHORT_OK);
+  CU_ASSERT_EQUAL(shamir_decode(NULL, vals, 8, CH, 3, bad), COHORT_EINVAL);
+  CU_ASSERT_EQUAL(shamir_decode(xs, NULL, 8, CH, 3, bad), COHORT_EINVAL);
+  CU_ASSERT_EQUAL(shamir_decode(xs, vals, 8, CH, 3, NULL), COHORT_EINVAL);
+  CU_ASSERT_EQUAL(shamir_decode(xs, vals, 8, CH, 0, bad), COHORT_EINVAL);
+  CU_ASSERT_EQUAL(shamir_decode(xs, vals, 2, CH, 3, bad), COHORT_EINVAL);
+  CU_ASSERT_EQUAL(shamir_decode(xs, vals, 65536, CH, 3, bad), COHORT_EINVAL);
+  xs[5] = 2; /* repeated */
+  CU_ASSERT_EQUAL(shamir_decode(xs, vals, 8, CH, 3, bad), COHORT_EINVAL);
+  xs[5] = 0; /* zero */
+  CU_ASSERT_EQUAL(shamir_decode(xs, vals, 8, CH, 3, bad), COHORT_EINVAL);
+  xs[5] = 65536; /* too high */
+  CU_ASSERT_EQUAL(shamir_decode(xs, vals, 8, CH, 3, bad), COHORT_EINVAL);
+  xs[5] = 6;
+  uint64_t keep = vals[13];
+  vals[13] = P; /* not a field element */
+  CU_ASSERT_EQUAL(shamir_decode(xs, vals, 8, CH, 3, bad), COHORT_EINVAL);
+  vals[13] = keep;
+  CU_ASSERT_EQUAL(shamir_decode(xs, vals, 8, CH, 3, bad), COHORT_OK);
+  prg_free(&g);
+}
+
 /* ---- Masks ----------------------------------------------------------- */
 
 static void seed_of(uint8_t seed[PRG_SEED_LEN], uint8_t first) {
@@ -1025,6 +1332,10 @@ int cohort_register_suites(void) {
       {"1000 parties combine", test_shamir_thousand_parties},
       {"t - 1 shares do not give the secret", test_shamir_too_few_shares},
       {"bad arguments refused", test_shamir_refusals},
+      {"basis: the secret at 0, each holder's share at its point",
+       test_shamir_basis},
+      {"decoding flags exactly the wrong shares, or refuses",
+       test_shamir_decode},
   };
   static const test_case mask[] = {
       {"masks follow mask.h bit for bit, on every kernel",
