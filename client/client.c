@@ -59,11 +59,15 @@ struct cohort_client {
   update_codec codec; /* the task's codec and its error-feedback memory */
   /* The testing aid's step, until the first secure-aggregation task. */
   cohort_secagg_step leave_before_secagg;
+  /* Its identity and the plans it accepts in secure aggregation. */
+  secagg_flow_trust trust;
 };
 
 /* The public and the internal names of the steps must agree. */
 _Static_assert((int)COHORT_SECAGG_SETUP == (int)SECAGG_FLOW_SETUP &&
-                   (int)COHORT_SECAGG_UNMASK == (int)SECAGG_FLOW_UNMASK,
+                   (int)COHORT_SECAGG_UNMASK == (int)SECAGG_FLOW_UNMASK &&
+                   (int)COHORT_SECAGG_CONSISTENCY ==
+                       (int)SECAGG_FLOW_CONSISTENCY,
                "cohort_secagg_step and secagg_flow_stop differ");
 
 static void set_error(cohort_client_t *c, const char *fmt, ...)
@@ -91,6 +95,24 @@ void cohort_client_options_init(cohort_client_options *o) {
   memset(o, 0, sizeof *o);
   o->rpc_timeout_ms = 30000;
   o->give_up_after_s = 300;
+  secagg_policy p = secagg_policy_default();
+  o->secagg_corrupt = p.corrupt;
+  o->secagg_security_bits = p.security_bits;
+}
+
+/* The secure-aggregation policy of the options; COHORT_EINVAL when it is
+ * not one (an unknown adversary, a fraction or goal out of range). */
+static int policy_of(const cohort_client_options *o, secagg_policy *p) {
+  *p = secagg_policy_default();
+  if (o->secagg_adversary &&
+      secagg_adversary_parse(o->secagg_adversary, &p->adversary))
+    return COHORT_EINVAL;
+  if (!(o->secagg_corrupt >= 0 && o->secagg_corrupt < 1) ||
+      o->secagg_security_bits < 1 || o->secagg_security_bits > 128)
+    return COHORT_EINVAL;
+  p->corrupt = o->secagg_corrupt;
+  p->security_bits = o->secagg_security_bits;
+  return COHORT_OK;
 }
 
 void cohort_set_log_level(int level) {
@@ -125,7 +147,8 @@ int cohort_client_new(const cohort_client_options *o, cohort_client_t **out) {
   }
   c->opt.attributes = NULL; /* the copies above are used */
   if (o->leave_before_secagg < COHORT_SECAGG_NEVER ||
-      o->leave_before_secagg > COHORT_SECAGG_UNMASK) {
+      o->leave_before_secagg > COHORT_SECAGG_CONSISTENCY ||
+      policy_of(o, &c->trust.policy)) {
     cohort_client_free(c);
     return COHORT_EINVAL;
   }
@@ -624,12 +647,13 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     /* The testing aid applies to the first secure-aggregation task only. */
     secagg_flow_stop leave = (secagg_flow_stop)c->leave_before_secagg;
     c->leave_before_secagg = COHORT_SECAGG_NEVER;
-    /* &c->identity is to be passed in here once the flow signs and checks
-     * identities (docs/security.md): its key signs this client's keys, and
-     * with has_authority every peer's identity key needs a certificate
-     * from its authority. */
-    rc = secagg_flow_begin(&flow, &io, t, n, give_up_at, leave, c->last_error,
-                           sizeof c->last_error);
+    /* The identity this client registered with signs its round keys; with
+     * an authority, every peer's identity key needs its certificate. */
+    c->trust.id.key = c->identity.key;
+    c->trust.id.authority =
+        c->identity.has_authority ? c->identity.authority : NULL;
+    rc = secagg_flow_begin(&flow, &io, &c->trust, t, n, give_up_at, leave,
+                           c->last_error, sizeof c->last_error);
     if (rc)
       goto out;
   }

@@ -22,11 +22,11 @@
 /* The shortest pause between polls, whatever Wait says. */
 #define MIN_POLL_MS 20
 
-static const char *const STEP_NAMES[] = {"setup", "advertise", "share",
-                                         "masked", "unmask"};
+static const char *const STEP_NAMES[] = {"setup",  "advertise", "share",
+                                         "masked", "unmask",    "consistency"};
 
 const char *secagg_flow_stop_name(secagg_flow_stop s) {
-  if (s < SECAGG_FLOW_SETUP || s > SECAGG_FLOW_UNMASK)
+  if (s < SECAGG_FLOW_SETUP || s > SECAGG_FLOW_CONSISTENCY)
     return "never";
   return STEP_NAMES[s - 1];
 }
@@ -243,11 +243,13 @@ static int take_codec(secagg_flow *f, const Cohort__V1__Task *t,
 }
 
 int secagg_flow_begin(secagg_flow *f, const secagg_flow_io *io,
+                      const secagg_flow_trust *trust,
                       const Cohort__V1__Task *t, size_t n_params,
                       double give_up_at, secagg_flow_stop stop_before,
                       char *err, size_t errlen) {
   memset(f, 0, sizeof *f);
   f->io = *io;
+  f->trust = trust;
   f->round = t->round;
   f->give_up_at = give_up_at;
   f->stop_before = stop_before;
@@ -288,7 +290,8 @@ int secagg_flow_begin(secagg_flow *f, const secagg_flow_io *io,
     rc = fail(f, rc, SETUP, "cannot seed the random generator");
     goto out;
   }
-  rc = secagg_client_new(&f->params, index, &f->rng, &f->sc, why, sizeof why);
+  rc = secagg_client_new(&f->params, index, &f->trust->id,
+                         &f->trust->policy, &f->rng, &f->sc, why, sizeof why);
   if (rc) {
     rc = fail(f, lost(rc), SETUP, "%s", why);
     goto out;
@@ -370,8 +373,10 @@ static int encode_input(const secagg_flow *f, const float *delta,
 }
 
 int secagg_flow_submit(secagg_flow *f, const float *delta, uint64_t examples) {
-  const Cohort__V1__SecAggStep MASKED = COHORT__V1__SEC_AGG_STEP__SECAGG_MASKED,
-                               UNMASK = COHORT__V1__SEC_AGG_STEP__SECAGG_UNMASK;
+  const Cohort__V1__SecAggStep
+      MASKED = COHORT__V1__SEC_AGG_STEP__SECAGG_MASKED,
+      CONSISTENCY = COHORT__V1__SEC_AGG_STEP__SECAGG_CONSISTENCY,
+      UNMASK = COHORT__V1__SEC_AGG_STEP__SECAGG_UNMASK;
   if (!f->sc || !f->shares)
     return COHORT_ESTATE;
   uint64_t *ring = malloc(f->ring_dim * sizeof *ring);
@@ -403,12 +408,29 @@ int secagg_flow_submit(secagg_flow *f, const float *delta, uint64_t examples) {
     rc = exchange_message(f, MASKED, NULL, 0, &r);
   if (rc)
     goto out;
+  /* The survivor list: attest to it before anything is revealed. */
+  rc = secagg_client_attest(f->sc, r->message.data, r->message.len, &mine,
+                            &mine_len, why, sizeof why);
+  protobuf_c_message_free_unpacked(&r->base, NULL);
+  r = NULL;
+  if (rc) {
+    rc = fail(f, lost(rc), CONSISTENCY, "the coordinator's survivors: %s",
+              why);
+    goto out;
+  }
+  rc = leave_here(f, CONSISTENCY);
+  if (!rc)
+    rc = exchange_message(f, CONSISTENCY, mine, mine_len, &r);
+  free(mine);
+  mine = NULL;
+  if (rc)
+    goto out;
   rc = secagg_client_unmask(f->sc, r->message.data, r->message.len, &mine,
                             &mine_len, why, sizeof why);
   protobuf_c_message_free_unpacked(&r->base, NULL);
   r = NULL;
   if (rc) {
-    rc = fail(f, lost(rc), UNMASK, "the coordinator's survivors: %s", why);
+    rc = fail(f, lost(rc), UNMASK, "the neighbours' attestations: %s", why);
     goto out;
   }
   rc = leave_here(f, UNMASK);

@@ -1,8 +1,8 @@
 /* The client's side of a secure-aggregation round over the SecAgg call
  * (docs/secagg.md, "Secure aggregation on the client"): SETUP until the
  * plan arrives, ADVERTISE and SHARE before training; after it the delta,
- * weighted and encoded into the ring, goes up masked by Upload, then MASKED
- * and UNMASK. Drives common/secagg's client state machine; the transport is
+ * weighted and encoded into the ring, goes up masked by Upload, then
+ * MASKED, CONSISTENCY and UNMASK. Drives common/secagg's client state machine; the transport is
  * the caller's (secagg_flow_io), so this file holds no sockets. */
 #ifndef COHORT_CLIENT_SECAGG_FLOW_H
 #define COHORT_CLIENT_SECAGG_FLOW_H
@@ -42,7 +42,16 @@ typedef enum secagg_flow_stop {
   SECAGG_FLOW_SHARE = 3,
   SECAGG_FLOW_MASKED = 4,
   SECAGG_FLOW_UNMASK = 5,
+  SECAGG_FLOW_CONSISTENCY = 6,
 } secagg_flow_stop;
+
+/* What the client brings to every secure-aggregation round: its identity
+ * (the key it registered, and the enrollment authority its peers must be
+ * certified by, if any) and the policy it holds plans to. Borrowed. */
+typedef struct secagg_flow_trust {
+  secagg_identity id;
+  secagg_policy policy;
+} secagg_flow_trust;
 
 typedef struct secagg_flow {
   secagg_flow_io io;
@@ -59,6 +68,7 @@ typedef struct secagg_flow {
   int dp;                /* distributed DP: ddp encodes, not the codec */
   ddp_params ddp;        /* from the plan */
   secagg_params params;  /* from the plan */
+  const secagg_flow_trust *trust; /* borrowed */
   prg rng;               /* CSPRNG of the secagg client; lives with it */
   int rng_live;          /* rng needs prg_free */
   secagg_client *sc;     /* secrets: key pairs, self-mask seed */
@@ -68,21 +78,22 @@ typedef struct secagg_flow {
 
 /* Joins the secure aggregation of task t (t->secagg set) for a model of
  * n_params floats: SETUP (polled until the plan comes, or give_up_at),
- * checks the plan against the task's codec, creates the secagg client from
- * the CSPRNG, then ADVERTISE and SHARE. err (errlen bytes) receives the
+ * checks the plan against the task's codec and trust->policy, creates the
+ * secagg client from the CSPRNG and trust->id, then ADVERTISE and SHARE. err (errlen bytes) receives the
  * reason of any failure. Returns COHORT_OK; COHORT_EREJECTED (refused or
  * aborted by the coordinator); COHORT_EABORTED (a plan or message this
  * client cannot follow); COHORT_ETIMEDOUT; COHORT_ECANCELED (stopped, or
  * stop_before reached); COHORT_ENOMEM. Call secagg_flow_end on every path,
  * successful or not. */
 int secagg_flow_begin(secagg_flow *f, const secagg_flow_io *io,
+                      const secagg_flow_trust *trust,
                       const Cohort__V1__Task *t, size_t n_params,
                       double give_up_at, secagg_flow_stop stop_before,
                       char *err, size_t errlen);
 
 /* After training: scales delta (n_params floats, finite) by
  * min(examples, W) / W, encodes it into the ring, masks it, uploads it with
- * the real example count, and completes MASKED and UNMASK. Same returns as
+ * the real example count, and completes MASKED, CONSISTENCY and UNMASK. Same returns as
  * secagg_flow_begin. */
 int secagg_flow_submit(secagg_flow *f, const float *delta, uint64_t examples);
 
@@ -90,8 +101,8 @@ int secagg_flow_submit(secagg_flow *f, const float *delta, uint64_t examples);
  * holds. Safe on a zeroed, failed or finished flow, and twice. */
 void secagg_flow_end(secagg_flow *f);
 
-/* "setup", "advertise", "share", "masked" or "unmask"; "never" for
- * SECAGG_FLOW_NEVER or an unknown value. */
+/* "setup", "advertise", "share", "masked", "unmask" or "consistency";
+ * "never" for SECAGG_FLOW_NEVER or an unknown value. */
 const char *secagg_flow_stop_name(secagg_flow_stop s);
 
 #endif

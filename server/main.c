@@ -153,7 +153,9 @@ static const flag_def FLAGS[] = {
      SECAGG_MAX_CLIENTS, "T",
      "shares that rebuild a client's secrets, and the fewest clients a "
      "phase may end with (0: the smallest that withstands "
-     "--secagg-adversary and --secagg-corrupt)"},
+     "--secagg-adversary and --secagg-corrupt; a larger T costs rounds that "
+     "abort, a smaller one is raised to it with a warning, since clients "
+     "would refuse it)"},
     {"secagg-degree", FLAG_INT, &g_opts.secagg_degree, "0", 0,
      SECAGG_MAX_CLIENTS - 1, "K",
      "neighbours per client (0: n - 1 for full, the parameter finder's for "
@@ -168,12 +170,13 @@ static const flag_def FLAGS[] = {
      "semi-malicious", 0, 0, "semi-malicious|curious",
      "what the threshold withstands besides the corrupt clients: a "
      "coordinator that may send different survivor lists to different "
-     "clients, or one that follows the protocol (smaller k and t; "
-     "docs/secagg.md)"},
+     "clients and withhold shares, or one that follows the protocol "
+     "(smaller k and t; clients check t against their own goal, so "
+     "curious needs clients that accept it; docs/security.md)"},
     {"secagg-timeout", FLAG_DOUBLE, &g_opts.secagg_timeout, "30", 0.1, 86400,
      "SECONDS",
-     "deadline of each of the ADVERTISE, SHARE and UNMASK phases (the "
-     "masked input has --round-timeout)"},
+     "deadline of each of the ADVERTISE, SHARE, CONSISTENCY and UNMASK "
+     "phases (the masked input has --round-timeout)"},
     {"secagg-max-examples", FLAG_INT, &g_opts.secagg_max_examples, "10000", 1,
      NUM(1000000000), "W",
      "example weights are capped at W under secure aggregation, so the sum "
@@ -279,7 +282,7 @@ static const char USAGE[] =
     "in SQLite. --export writes a committed model as safetensors and exits.\n"
     "When a round commits it prints to standard output:\n"
     "  round R: accuracy A loss L clients C/K up U bytes/client down D "
-    "bytes/client time S s [secagg A/S/M/U] [dp epsilon E clip C]\n"
+    "bytes/client time S s [secagg A/S/M/C/U] [dp epsilon E clip C]\n"
     "and after an evaluation round (--eval-every):\n"
     "  round R: evaluation accuracy A loss L clients C/K time S s";
 

@@ -79,7 +79,8 @@ typedef struct round_config {
   double secagg_dropout; /* plus: the finder's expected dropout rate */
   double secagg_corrupt; /* the share of corrupt clients t withstands */
   secagg_adversary secagg_adversary; /* what t must withstand */
-  double secagg_timeout_s;           /* ADVERTISE, SHARE and UNMASK, each */
+  double secagg_timeout_s; /* ADVERTISE, SHARE, CONSISTENCY and UNMASK,
+                              each */
   uint64_t secagg_max_examples;      /* W: example weights are capped here */
   /* Differential privacy of training rounds (docs/privacy.md). */
   round_dp_mode dp;
@@ -227,6 +228,7 @@ typedef enum round_secagg_step {
   ROUND_SECAGG_SHARE = 2,
   ROUND_SECAGG_MASKED = 3,
   ROUND_SECAGG_UNMASK = 4,
+  ROUND_SECAGG_CONSISTENCY = 5, /* between MASKED and UNMASK */
 } round_secagg_step;
 
 /* Largest message a client sends in one SecAgg call. */

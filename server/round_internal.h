@@ -45,10 +45,12 @@ typedef struct round_secagg {
   secagg_server *srv; /* from selection's end to the round's end */
   secagg_params params;
   int64_t *ids; /* n client ids, ascending: index i is ids[i] */
-  uint8_t (*digest)[3][CRYPTO_SHA256_LEN]; /* n: ADVERTISE, SHARE, UNMASK */
+  /* n: the digest of each message it sent, by phase (MASKED's slot is
+   * unused: the masked input comes by Upload). */
+  uint8_t (*digest)[SECAGG_UNMASK + 1][CRYPTO_SHA256_LEN];
   uint8_t *unmasked;  /* n flags: sent its UNMASK message */
   double deadline;    /* the open phase's, monotonic seconds */
-  uint32_t counts[4]; /* senders of each closed phase */
+  uint32_t counts[SECAGG_UNMASK + 1]; /* senders of each closed phase */
   int closed;         /* phases closed so far */
 } round_secagg;
 
@@ -205,7 +207,8 @@ void round_secagg_end(round_engine *e, int committed, const char *reason);
 round_verdict round_secagg_check_size(const round_engine *e, uint64_t total);
 round_verdict round_secagg_masked(round_engine *e, participant *p,
                                   uint64_t examples);
-/* " secagg A/S/M/U" for the round line (or "" when off). */
+/* " secagg A/S/M/C/U" for the round line: the senders of ADVERTISE, SHARE,
+ * MASKED, CONSISTENCY and UNMASK (or "" when off). */
 void round_secagg_line(const round_engine *e, char *out, size_t len);
 
 /* ---- round_dp.c ---- */

@@ -177,16 +177,21 @@ static long find_index(const int64_t *ids, uint32_t n, int64_t client) {
   return hit ? (long)(hit - ids) : -1;
 }
 
-/* k and t for n clients: the mode's choice, then the flags' overrides. */
+/* k and t for n clients: the mode's choice (over-selected clients that
+ * are not waited for count as dropouts), then --secagg-threshold, which
+ * may raise t above the choice (more security, more rounds that abort)
+ * but never below what the named adversary needs, since every client
+ * holding the same goal would refuse such a plan. */
 static void choose_graph(round_engine *e, uint32_t n, uint32_t *k,
                          uint32_t *t) {
   const round_config *c = &e->cfg;
-  secagg_goal goal = {.n = n,
-                      .dropout = c->secagg_dropout,
-                      .corrupt = c->secagg_corrupt,
-                      .security_bits = SECAGG_SECURITY_BITS,
-                      .correctness_bits = SECAGG_CORRECTNESS_BITS,
-                      .adversary = c->secagg_adversary};
+  secagg_goal goal = {
+      .n = n,
+      .dropout = secagg_effective_dropout(c->secagg_dropout, c->over_select),
+      .corrupt = c->secagg_corrupt,
+      .security_bits = SECAGG_SECURITY_BITS,
+      .correctness_bits = SECAGG_CORRECTNESS_BITS,
+      .adversary = c->secagg_adversary};
   char why[400] = "";
   if (secagg_choose_graph(&goal, c->secagg == ROUND_SECAGG_PLUS,
                           (uint32_t)c->secagg_degree, k, t, why,
@@ -194,8 +199,43 @@ static void choose_graph(round_engine *e, uint32_t n, uint32_t *k,
     log_warn("round %lld: --secagg %s with %u clients: %s; using k = %u, "
              "t = %u",
              (long long)e->round, round_secagg_name(c->secagg), n, why, *k, *t);
-  if (c->secagg_threshold)
-    *t = (uint32_t)c->secagg_threshold;
+  if (!c->secagg_threshold)
+    return;
+  uint32_t floor = *t, want = (uint32_t)c->secagg_threshold;
+  secagg_policy own = {.adversary = c->secagg_adversary,
+                       .corrupt = c->secagg_corrupt,
+                       .security_bits = SECAGG_SECURITY_BITS};
+  if (secagg_policy_min_threshold(&own, n, *k, &floor, NULL, 0) != COHORT_OK)
+    floor = *t;
+  if (want > *k)
+    want = *k;
+  if (want < floor)
+    log_warn("round %lld: --secagg-threshold %ld is below the %u a %s "
+             "coordinator with --secagg-corrupt %g needs at k = %u, n = %u "
+             "(clients holding that goal refuse it); using t = %u",
+             (long long)e->round, c->secagg_threshold, floor,
+             secagg_adversary_name(c->secagg_adversary), c->secagg_corrupt,
+             *k, n, floor);
+  else if (want != *t)
+    log_info("round %lld: --secagg-threshold sets t = %u (the goal needs "
+             "%u); a round aborts when fewer survive",
+             (long long)e->round, want, floor);
+  *t = want < floor ? floor : want;
+}
+
+/* The registered identity of each of the n clients of the round. */
+static int load_identities(round_engine *e, const int64_t *ids, uint32_t n,
+                           secagg_peer_identity *out, char *why,
+                           size_t whylen) {
+  for (uint32_t i = 0; i < n; i++) {
+    int rc = store_client_identity(e->db, ids[i], out[i].pub, out[i].cert,
+                                   &out[i].has_cert);
+    if (rc)
+      return errbuf_fail(why, whylen, rc, NULL,
+                         "client %lld has no identity key on record",
+                         (long long)ids[i]);
+  }
+  return COHORT_OK;
 }
 
 int round_secagg_start(round_engine *e, double now, int *failed) {
@@ -225,8 +265,14 @@ int round_secagg_start(round_engine *e, double now, int *failed) {
     if (e->cfg.dp == ROUND_DP_DISTRIBUTED)
       rc = round_dp_plan_secagg(e, n, p.threshold, &p.ring_bits, &p.dim, why,
                                 sizeof why);
+    secagg_peer_identity *who = rc ? NULL : calloc(n, sizeof *who);
+    if (!rc && !who)
+      rc = COHORT_ENOMEM;
     if (!rc)
-      rc = secagg_server_new(&p, &sa->srv, why, sizeof why);
+      rc = load_identities(e, sa->ids, n, who, why, sizeof why);
+    if (!rc)
+      rc = secagg_server_new(&p, who, &sa->srv, why, sizeof why);
+    free(who);
   }
   if (rc) {
     snprintf(reason, sizeof reason,
@@ -353,7 +399,7 @@ void round_secagg_line(const round_engine *e, char *out, size_t len) {
   if (!sa->active || e->kind != KIND_TRAIN)
     return;
   size_t at = (size_t)snprintf(out, len, " secagg ");
-  for (int i = 0; i < 4 && at < len; i++)
+  for (int i = 0; i <= SECAGG_UNMASK && at < len; i++)
     at += (size_t)snprintf(out + at, len - at, i ? "/%u" : "%u",
                            i < sa->closed ? sa->counts[i] : 0);
 }
@@ -441,20 +487,19 @@ static void reply_wait(round_secagg_reply *out, double deadline, double now) {
 }
 
 static const char *step_name(int step) {
-  static const char *names[] = {"SETUP", "ADVERTISE", "SHARE", "MASKED",
-                                "UNMASK"};
-  return (unsigned)step < 5 ? names[step] : "?";
+  static const char *names[] = {"SETUP",  "ADVERTISE", "SHARE",
+                                "MASKED", "UNMASK",    "CONSISTENCY"};
+  return (unsigned)step < 6 ? names[step] : "?";
 }
 
-/* The protocol phase a step's message belongs to, and its digest slot. */
+/* The protocol phase a step's message belongs to. */
 static secagg_phase step_phase(int step) {
-  return step == ROUND_SECAGG_ADVERTISE ? SECAGG_ADVERTISE
-         : step == ROUND_SECAGG_SHARE   ? SECAGG_SHARE
-         : step == ROUND_SECAGG_MASKED  ? SECAGG_MASKED
-                                        : SECAGG_UNMASK;
+  return step == ROUND_SECAGG_ADVERTISE     ? SECAGG_ADVERTISE
+         : step == ROUND_SECAGG_SHARE       ? SECAGG_SHARE
+         : step == ROUND_SECAGG_MASKED      ? SECAGG_MASKED
+         : step == ROUND_SECAGG_CONSISTENCY ? SECAGG_CONSISTENCY
+                                            : SECAGG_UNMASK;
 }
-
-static int digest_slot(secagg_phase ph) { return ph == SECAGG_UNMASK ? 2 : ph; }
 
 /* Takes client i's message of phase ph, once; the same bytes again are a
  * poll, other bytes are refused. */
@@ -467,7 +512,7 @@ static round_verdict take_message(round_engine *e, uint32_t i, int step,
   uint8_t d[CRYPTO_SHA256_LEN];
   if (crypto_sha256(msg, len, d))
     return round_fail_verdict(GRPC_STATUS_INTERNAL, "cannot hash a message");
-  uint8_t *kept = sa->digest[i][digest_slot(ph)];
+  uint8_t *kept = sa->digest[i][ph];
   if (secagg_server_heard(sa->srv, ph, i)) {
     if (crypto_equal(kept, d, sizeof d))
       return round_ok();
@@ -631,7 +676,7 @@ round_verdict round_secagg_call(round_engine *e, int64_t client, int64_t round,
                                 int step, const uint8_t *msg, size_t len,
                                 size_t wire_bytes, round_secagg_reply *out) {
   memset(out, 0, sizeof *out);
-  if (step < ROUND_SECAGG_SETUP || step > ROUND_SECAGG_UNMASK)
+  if (step < ROUND_SECAGG_SETUP || step > ROUND_SECAGG_CONSISTENCY)
     return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
                               "unknown SecAgg step %d", step);
   if (len > ROUND_SECAGG_MAX_MESSAGE)

@@ -147,6 +147,12 @@ static const char *MIGRATE_V6 =
     "CREATE UNIQUE INDEX clients_identity_key ON clients(identity_key);"
     "PRAGMA user_version = 6;";
 
+/* Version 7: secure aggregation's consistency round, between MASKED and
+ * UNMASK: how many survivors attested to their survivor list. */
+static const char *MIGRATE_V7 =
+    "ALTER TABLE rounds ADD COLUMN secagg_attested INTEGER;"
+    "PRAGMA user_version = 7;";
+
 const char *store_errmsg(store *s) {
   if (!s || !s->db)
     return "no database";
@@ -285,7 +291,8 @@ int store_open(const char *path, store **out, char *err, size_t errlen) {
       (version < 3 && migrate(s, MIGRATE_V3)) ||
       (version < 4 && migrate(s, MIGRATE_V4)) ||
       (version < 5 && migrate(s, MIGRATE_V5)) ||
-      (version < 6 && migrate(s, MIGRATE_V6))) {
+      (version < 6 && migrate(s, MIGRATE_V6)) ||
+      (version < 7 && migrate(s, MIGRATE_V7))) {
     snprintf(err, errlen,
              "database %s: cannot create or upgrade the schema: "
              "%s",

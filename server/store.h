@@ -11,7 +11,7 @@
 
 #include "sign.h"
 
-#define STORE_SCHEMA_VERSION 6
+#define STORE_SCHEMA_VERSION 7
 
 typedef struct store store;
 
@@ -175,9 +175,9 @@ int store_round_fail_unfinished(store *s, const char *reason, double now,
  * cohort is known). */
 int store_round_set_secagg(store *s, int64_t id, const char *secagg);
 /* Per-phase survivor counts of a secure-aggregation round: counts[i] of
- * ADVERTISE, SHARE, MASKED and UNMASK for the first `closed` phases (the
- * others stay NULL). */
-int store_round_secagg_counts(store *s, int64_t id, const uint32_t counts[4],
+ * ADVERTISE, SHARE, MASKED, CONSISTENCY and UNMASK (secagg_phase order) for
+ * the first `closed` phases (the others stay NULL). */
+int store_round_secagg_counts(store *s, int64_t id, const uint32_t counts[5],
                               int closed);
 
 /* The round a crash interrupted: the one not COMMITTED or FAILED, if any

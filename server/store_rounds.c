@@ -236,18 +236,19 @@ int store_round_set_secagg(store *s, int64_t id, const char *secagg) {
   return store_run(s, st, "mark secure aggregation");
 }
 
-int store_round_secagg_counts(store *s, int64_t id, const uint32_t counts[4],
+int store_round_secagg_counts(store *s, int64_t id, const uint32_t counts[5],
                               int closed) {
   sqlite3_stmt *st;
   int rc = store_prepare(s,
                          "UPDATE rounds SET secagg_advertised = ?2,"
                          " secagg_shared = ?3, secagg_masked = ?4,"
-                         " secagg_unmasked = ?5 WHERE id = ?1",
+                         " secagg_attested = ?5, secagg_unmasked = ?6"
+                         " WHERE id = ?1",
                          &st);
   if (rc)
     return rc;
   sqlite3_bind_int64(st, 1, id);
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < 5; i++) {
     if (i < closed)
       sqlite3_bind_int64(st, 2 + i, counts[i]);
     else

@@ -57,15 +57,25 @@ expect 0 '--noise-multiplier Z' privacy epsilon --help
 
 # The plan a coordinator would pick: a curious coordinator needs a third of
 # the degree a semi-malicious one does at 30% dropout (docs/secagg.md).
-expect 0 '^k 71, t 26 for 1000 clients \(SecAgg\+, curious coordinator\)' \
+expect 0 '^k 72, t 26 for 1000 clients \(SecAgg\+, curious coordinator\)' \
   secagg plan --clients 1000 --dropout 0.3 --adversary curious
-expect 0 '^k 493, t 283 for 1000 clients \(SecAgg\+, semi-malicious' \
+expect 0 '^k 500, t 287 for 1000 clients \(SecAgg\+, semi-malicious' \
   secagg plan --clients 1000 --dropout 0.3
-expect 0 '"degree":85,"threshold":57,.*"meets_goal":true' secagg plan \
+expect 0 '"degree":88,"threshold":59,.*"meets_goal":true' secagg plan \
   --clients 1000 --json
 expect 0 '^k 499, t 286 for 500 clients \(complete graph' secagg plan \
   --clients 500 --graph full --dropout 0.3
-expect 0 '^k 40, t ' secagg plan --clients 1000 --degree 40
+# A degree or graph the operator forces is judged by the same bounds.
+expect 1 '^k 40, t ' secagg plan --clients 1000 --degree 40
+expect 1 '"degree":40,.*"meets_goal":false' secagg plan --clients 1000 \
+  --degree 40 --json
+expect 1 'goals are not met: k = 40, t = 31: a round fails to complete' \
+  secagg plan --clients 1000 --degree 40
+expect 1 '"degree":99,.*"meets_goal":false' secagg plan --clients 100 \
+  --graph full --dropout 0.3 --json
+# Over-selected clients that are not waited for count as dropouts.
+expect 0 '^k 548, t 313 for 1000 clients' secagg plan --clients 1000 \
+  --over-select 0.3
 expect 1 '^k 9, t 6 for 10 clients' secagg plan --clients 10
 expect 1 'goals are not met: .*0\.1 bits short' secagg plan --clients 10
 expect 2 'cohort secagg plan: --clients is required' secagg plan

@@ -16,8 +16,9 @@
 static struct {
   const char *server, *token, *data, *shard, *partition, *log_level;
   const char *exit_at_secagg, *identity_key, *identity_cert, *authority;
-  long limit, seed, threads;
-  double holdout;
+  const char *secagg_adversary;
+  long limit, seed, threads, secagg_security_bits;
+  double holdout, secagg_corrupt;
   int summary, hang;
   flag_list attributes;
 } g_opts;
@@ -66,11 +67,23 @@ static const flag_def FLAGS[] = {
      "print the examples and labels of each of the N clients, then exit"},
     {"log-level", FLAG_STRING, &g_opts.log_level, "info", 0, 0, "LEVEL",
      "debug, info, warn, error or off"},
+    {"secagg-adversary", FLAG_STRING, &g_opts.secagg_adversary,
+     "semi-malicious", 0, 0, "semi-malicious|curious",
+     "the coordinator this client defends against in secure aggregation: it "
+     "refuses a round whose threshold is below what that adversary needs "
+     "(curious only for a coordinator you trust to follow the protocol)"},
+    {"secagg-corrupt", FLAG_DOUBLE, &g_opts.secagg_corrupt, "0.05", 0, 0.99,
+     "F", "fraction of clients this client assumes corrupt when it checks a "
+          "secure-aggregation round's threshold"},
+    {"secagg-security-bits", FLAG_INT, &g_opts.secagg_security_bits, "40", 1,
+     128, "S",
+     "the security goal (2^-S) it checks a secure-aggregation round's "
+     "threshold and degree against"},
     {"exit-at-secagg", FLAG_STRING, &g_opts.exit_at_secagg, NULL, 0, 0, "STEP",
      "testing aid: in the first secure-aggregation round, exit with status "
      "3 right before sending this step's message (setup, advertise, share, "
-     "masked: before uploading the masked input, unmask), as a client that "
-     "drops out there would"},
+     "masked: before uploading the masked input, consistency, unmask), as "
+     "a client that drops out there would"},
     {"hang", FLAG_BOOL, &g_opts.hang, NULL, 0, 0, NULL,
      "testing aid: with --exit-at-secagg, do not exit at the step but print "
      "'waiting to be killed' and keep the connection open until a signal "
@@ -97,12 +110,12 @@ static void on_signal(int sig) {
 }
 
 static int parse_secagg_step(const char *s, cohort_secagg_step *out) {
-  static const char *const names[] = {"setup", "advertise", "share", "masked",
-                                      "unmask"};
+  static const char *const names[] = {"setup",  "advertise", "share",
+                                      "masked", "unmask",    "consistency"};
   *out = COHORT_SECAGG_NEVER;
   if (!s)
     return 0;
-  for (int i = 0; i < 5; i++)
+  for (int i = 0; i < 6; i++)
     if (strcmp(s, names[i]) == 0) {
       *out = (cohort_secagg_step)(COHORT_SECAGG_SETUP + i);
       return 0;
@@ -182,8 +195,17 @@ int main(int argc, char **argv) {
   if (parse_secagg_step(g_opts.exit_at_secagg, &leave) != 0) {
     fprintf(stderr,
             "cohort-client: --exit-at-secagg '%s': expected setup, "
-            "advertise, share, masked or unmask\n",
+            "advertise, share, masked, consistency or unmask\n",
             g_opts.exit_at_secagg);
+    return 2;
+  }
+
+  if (strcmp(g_opts.secagg_adversary, "semi-malicious") != 0 &&
+      strcmp(g_opts.secagg_adversary, "curious") != 0) {
+    fprintf(stderr,
+            "cohort-client: --secagg-adversary '%s': expected semi-malicious "
+            "or curious\n",
+            g_opts.secagg_adversary);
     return 2;
   }
 
@@ -232,6 +254,9 @@ int main(int argc, char **argv) {
   o.attributes = attrs;
   o.n_attributes = g_opts.attributes.count;
   o.leave_before_secagg = leave;
+  o.secagg_adversary = g_opts.secagg_adversary;
+  o.secagg_corrupt = g_opts.secagg_corrupt;
+  o.secagg_security_bits = (unsigned)g_opts.secagg_security_bits;
   rc = cohort_client_new(&o, &g_client);
   if (rc != COHORT_OK) {
     fprintf(stderr, "cohort-client: %s\n", cohort_strerror(rc));

@@ -133,6 +133,8 @@ typedef enum cohort_secagg_step {
   COHORT_SECAGG_SHARE = 3,     /* sending its sealed key shares */
   COHORT_SECAGG_MASKED = 4,    /* uploading its masked input */
   COHORT_SECAGG_UNMASK = 5,    /* revealing shares for the unmasking */
+  COHORT_SECAGG_CONSISTENCY = 6, /* attesting to the survivor list (comes
+                                    before UNMASK) */
 } cohort_secagg_step;
 
 typedef struct cohort_client_options {
@@ -163,6 +165,17 @@ typedef struct cohort_client_options {
    * cohort_client_run) with last_error naming the step. Never set it in
    * production. Default COHORT_SECAGG_NEVER. */
   cohort_secagg_step leave_before_secagg;
+  /* What this client demands of a secure-aggregation round's plan, whatever
+   * the coordinator says (docs/security.md): it refuses a threshold below
+   * what these need at the plan's degree, and a degree that leaves the
+   * honest clients disconnected. The coordinator it defends against:
+   * "semi-malicious" (default, NULL) or "curious" (only for a coordinator
+   * the app trusts to follow the protocol); the fraction of clients it
+   * assumes corrupt, [0, 1) (default 0.05); the security goal in bits,
+   * 1..128 (default 40). Raise them to demand more than the defaults. */
+  const char *secagg_adversary;
+  double secagg_corrupt;
+  unsigned secagg_security_bits;
 } cohort_client_options;
 
 /* Fills o with the defaults; set server and enrollment_token after. */

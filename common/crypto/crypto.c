@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,6 +111,15 @@ int crypto_sha256_hex(const char *text, char out[CRYPTO_SHA256_HEX_LEN]) {
   if (rc)
     return rc;
   crypto_hex(d, sizeof d, out);
+  return COHORT_OK;
+}
+
+int crypto_hmac_sha256(const uint8_t *key, size_t key_len, const void *data,
+                       size_t len, uint8_t out[CRYPTO_SHA256_LEN]) {
+  unsigned int out_len = 0;
+  if (!HMAC(EVP_sha256(), key, (int)key_len, data, len, out, &out_len) ||
+      out_len != CRYPTO_SHA256_LEN)
+    return COHORT_EIO;
   return COHORT_OK;
 }
 

@@ -1,5 +1,6 @@
 /* Thin wrappers over OpenSSL for what the protocol needs today: SHA-256,
- * random bytes from the CSPRNG, session tokens and constant-time compares. */
+ * HMAC-SHA256, random bytes from the CSPRNG, session tokens and
+ * constant-time compares. */
 #ifndef COHORT_CRYPTO_H
 #define COHORT_CRYPTO_H
 
@@ -36,6 +37,10 @@ int crypto_unhex_file(const char *path, uint8_t *out, size_t len, char *err,
 
 /* SHA-256 of a NUL-terminated string, as lower-case hex. */
 int crypto_sha256_hex(const char *text, char out[CRYPTO_SHA256_HEX_LEN]);
+
+/* HMAC-SHA256 of data under key; COHORT_OK or COHORT_EIO. */
+int crypto_hmac_sha256(const uint8_t *key, size_t key_len, const void *data,
+                       size_t len, uint8_t out[CRYPTO_SHA256_LEN]);
 
 /* Fills buf from OpenSSL's CSPRNG (RAND_bytes). */
 int crypto_random(void *buf, size_t len);

@@ -3,7 +3,9 @@
  * phase (Bonawitz et al., CCS 2017), with each client's secrets shared only
  * among its neighbours in a k-regular graph (SecAgg+, Bell et al., CCS
  * 2020; k = n - 1 is the original protocol). The coordinator is curious
- * or semi-malicious (secagg_adversary: the one the threshold withstands).
+ * or semi-malicious (secagg_adversary: the one the threshold withstands);
+ * a consistency round keeps a semi-malicious one from telling clients
+ * different survivor lists undetected (docs/security.md).
  *
  * Two pure state machines (no sockets, threads or SQL): secagg_client and
  * secagg_server. Every message is the serialized protobuf of
@@ -11,33 +13,46 @@
  * tests, benchmarks and over gRPC.
  *
  *   phase          client sends                coordinator then sends it
- *   ADVERTISE      SecAggKeys                  SecAggPeers (its neighbours)
+ *   ADVERTISE      SecAggKeys (signed)         SecAggPeers (its neighbours)
  *   SHARE          SecAggShares (sealed)       SecAggShares (addressed to it)
- *   MASKED         SecAggMaskedInput           SecAggSurvivors
+ *   MASKED         SecAggMaskedInput           SecAggSurvivors (all of them)
+ *   CONSISTENCY    SecAggAttestations          SecAggAttestations (to it)
  *   UNMASK         SecAggUnmask                -
  *
- * Client u holds two X25519 key pairs: share keys (AES-256-GCM keys with
- * each neighbour, kex_agree context "cohort secagg share") and mask keys
- * (pairwise mask seeds s_uv = kex_agree(mask, "cohort secagg mask"),
- * symmetric in u and v), and a self-mask seed b_u from its rng. It sends
+ * Client u holds an Ed25519 identity key (registered with the coordinator)
+ * and, for one round, two X25519 key pairs: share keys (AES-256-GCM keys
+ * with each neighbour, kex_agree context "cohort secagg share", and from
+ * them the keys of the consistency attestations) and mask keys (pairwise
+ * mask seeds s_uv = kex_agree(mask, "cohort secagg mask"), symmetric in u
+ * and v), and a self-mask seed b_u from its rng. It signs its two public
+ * keys with its identity key and checks every neighbour's signature (and,
+ * where an enrollment authority is named, certificate) before it shares a
+ * secret. It sends
  * y_u = x_u + PRG(b_u) + sum_{v > u} PRG(s_uv) - sum_{v < u} PRG(s_uv)
- * (mod 2^B) over its neighbours v that sent shares (mask.h expands
- * seeds). The coordinator sums the y_u it receives; for every survivor it
- * reconstructs b_u from t shares, for every neighbour that dropped after
- * sharing it reconstructs the mask private key and removes that client's
- * pairwise masks with the survivors. It never asks for both kinds of share
+ * (mod 2^B) over its neighbours v that sent shares (at least t of them;
+ * mask.h expands seeds). After MASKED every survivor attests to the
+ * survivor list it was given to each surviving neighbour, and reveals
+ * shares only when t members of its neighbourhood (itself included)
+ * attest to the identical list. The coordinator sums the y_u it receives;
+ * for every survivor it reconstructs b_u from the revealed shares, for
+ * every neighbour that dropped after sharing it reconstructs the mask
+ * private key and removes that client's pairwise masks with the
+ * survivors. Every share revealed is checked against the others of its
+ * secret; a holder whose share is not on the secret's polynomial is named
+ * and all its shares are set aside. It never asks for both kinds of share
  * of one client, and a client refuses to reveal both.
  *
  * A phase ends when the caller says so (secagg_server_close_phase: all in,
  * or the deadline). With fewer than t senders, or a client whose secrets
- * cannot be rebuilt from t shares, the coordinator goes to ABORTED and
- * gives no output at all.
+ * cannot be rebuilt from t consistent shares, the coordinator goes to
+ * ABORTED and gives no output at all.
  *
  * Errors: COHORT_ESTATE for a message in the wrong phase (or from a client
  * that is not a survivor of the previous one, or a second message in one
- * phase), COHORT_EINVAL for a malformed or inconsistent message,
- * COHORT_EABORTED once aborted; the state is unchanged by a refused
- * message, and err says why. */
+ * phase), COHORT_EINVAL for a malformed or inconsistent message or a plan
+ * a client's policy refuses, COHORT_EAUTH for a signature or certificate
+ * that does not verify, COHORT_EABORTED once aborted; the state is
+ * unchanged by a refused message, and err says why. */
 #ifndef COHORT_SECAGG_H
 #define COHORT_SECAGG_H
 
@@ -45,14 +60,16 @@
 #include <stdint.h>
 
 #include "prg.h"
+#include "sign.h"
 
 typedef enum secagg_phase {
   SECAGG_ADVERTISE = 0,
   SECAGG_SHARE = 1,
   SECAGG_MASKED = 2,
-  SECAGG_UNMASK = 3,
-  SECAGG_DONE = 4,
-  SECAGG_ABORTED = 5,
+  SECAGG_CONSISTENCY = 3,
+  SECAGG_UNMASK = 4,
+  SECAGG_DONE = 5,
+  SECAGG_ABORTED = 6,
 } secagg_phase;
 
 const char *secagg_phase_name(secagg_phase p);
@@ -61,8 +78,10 @@ const char *secagg_phase_name(secagg_phase p);
 
 typedef struct secagg_params {
   uint32_t n;         /* clients, indexed 0 .. n - 1 */
-  uint32_t threshold; /* t: shares that rebuild a secret, and the fewest
-                         senders a phase may end with; 1 .. degree + 1 */
+  uint32_t threshold; /* t: shares that rebuild a secret, the fewest
+                         senders a phase may end with, the fewest shares a
+                         client masks with and the fewest attestations
+                         (its own included) it reveals on; 2 .. degree */
   uint32_t degree;    /* k: neighbours per client; n - 1 = complete */
   unsigned ring_bits; /* B, 1 .. 62 */
   size_t dim;         /* elements per input */
@@ -71,10 +90,10 @@ typedef struct secagg_params {
 
 /* COHORT_EINVAL with the reason when: n < 2 or > SECAGG_MAX_CLIENTS,
  * degree outside [1, n - 1] (or odd for odd n: no k-regular graph),
- * threshold outside [1, degree + 1], ring_bits outside 1..62, dim 0. A
- * client counts itself among the t share holders of its own secrets, so t
- * can reach k + 1. Whether t is safe depends on the threat model, which
- * only the coordinator's operator states (secagg_find_threshold). */
+ * threshold outside [2, degree] (one holder alone must never hold a
+ * secret, and a client masks with at least t neighbours), ring_bits
+ * outside 1..62, dim 0. Whether t is safe depends on the threat model:
+ * each client checks it against its own (secagg_policy_check). */
 int secagg_params_check(const secagg_params *p, char *err, size_t errlen);
 
 /* ---- the neighbour graph ---- */
@@ -90,6 +109,9 @@ void secagg_graph_free(secagg_graph *g);
 /* The k neighbours of node i (i itself excluded), ascending. */
 const uint32_t *secagg_graph_neighbours(const secagg_graph *g, uint32_t i);
 int secagg_graph_adjacent(const secagg_graph *g, uint32_t a, uint32_t b);
+/* Row i alone (k entries into row, ascending), in O(n) time and memory
+ * instead of the whole graph's O(n k): what a client needs. */
+int secagg_graph_row(const secagg_params *p, uint32_t i, uint32_t *row);
 
 /* ---- choosing k and t ---- */
 
@@ -97,11 +119,15 @@ int secagg_graph_adjacent(const secagg_graph *g, uint32_t a, uint32_t b);
  * corrupt clients' secrets (docs/secagg.md, "Choosing the degree and
  * threshold").
  * CURIOUS: it follows the protocol. SEMI_MALICIOUS: it may also tell
- * different clients different survivor lists, so that some holders of a
- * client's shares reveal its self-mask seed and others its mask key; t is
- * then raised until the corrupt holders plus half of the rest fall short
- * of 2 t. google/federated-compute calls these CURIOUS_SERVER and
- * SEMI_MALICIOUS_SERVER. Zero is the stricter. */
+ * different clients different survivor lists (and withhold shares). The
+ * consistency round makes each revealing client hold attestations to its
+ * own list from t members of its neighbourhood, so some holders of a
+ * client's shares can reveal its self-mask seed while others reveal its
+ * mask key only when the corrupt holders plus the honest ones split
+ * between two lists reach 2 t: t is raised until they fall short
+ * (docs/security.md derives why the consistency round does not let the
+ * threshold fall to the curious one's). google/federated-compute calls
+ * these CURIOUS_SERVER and SEMI_MALICIOUS_SERVER. Zero is the stricter. */
 typedef enum secagg_adversary {
   SECAGG_SEMI_MALICIOUS = 0,
   SECAGG_CURIOUS = 1,
@@ -131,6 +157,12 @@ typedef struct secagg_goal {
 int secagg_find_params(const secagg_goal *goal, uint32_t *degree,
                        uint32_t *threshold, char *err, size_t errlen);
 
+/* The dropout a round's plan must withstand when it selects 1 + over_select
+ * times the clients it needs and ends MASKED once it has enough: those it
+ * then does not wait for are dropouts too, so a client survives with
+ * probability (1 - dropout) / (1 + over_select) at best. */
+double secagg_effective_dropout(double dropout, double over_select);
+
 /* The goals the coordinator plans rounds with: the adversary learns more
  * than the sum with probability at most 2^-40, a round fails to complete
  * with at most 2^-20. */
@@ -141,7 +173,7 @@ int secagg_find_params(const secagg_goal *goal, uint32_t *degree,
  * clients, helped by the goal's adversary, from rebuilding an honest
  * client's secrets within 2^-security_bits. Correctness is not checked,
  * since the degree is given (the complete graph, or an operator's).
- * COHORT_EINVAL when even t = k + 1 does not suffice. */
+ * COHORT_EINVAL when no t up to k suffices. */
 int secagg_find_threshold(const secagg_goal *goal, uint32_t degree,
                           uint32_t *threshold, char *err, size_t errlen);
 
@@ -158,16 +190,64 @@ uint32_t secagg_majority_threshold(uint32_t degree);
 int secagg_choose_graph(const secagg_goal *goal, int sparse, uint32_t degree,
                         uint32_t *k, uint32_t *t, char *err, size_t errlen);
 
+/* ---- what a client accepts ---- */
+
+/* The goal a client holds a plan to, whatever the coordinator says: the
+ * coordinator it defends against, the fraction of corrupt clients it
+ * assumes and the security goal. secagg_policy_default is
+ * semi-malicious, 5% corrupt, SECAGG_SECURITY_BITS: the coordinator's
+ * defaults, so a default federation's plans pass. An app may demand more
+ * (a higher fraction, more bits); a curious adversary is a weaker demand
+ * that only an app which trusts its coordinator should make. */
+typedef struct secagg_policy {
+  secagg_adversary adversary;
+  double corrupt;         /* [0, 1) */
+  unsigned security_bits; /* 1 .. 128 */
+} secagg_policy;
+
+secagg_policy secagg_policy_default(void);
+
+/* The fewest shares a plan with degree k among n clients may ask for
+ * under the policy: the t bound (2) needs (secagg_find_threshold), or,
+ * when no t meets the goal at this n and k, the adversary's floor with
+ * one corrupt holder (the majority threshold against a semi-malicious
+ * coordinator, 2 against a curious one), which is what the coordinator
+ * falls back to. COHORT_EINVAL for an invalid policy. */
+int secagg_policy_min_threshold(const secagg_policy *policy, uint32_t n,
+                                uint32_t k, uint32_t *t_min, char *err,
+                                size_t errlen);
+
+/* Whether a client under `policy` takes part in a round with params p:
+ * secagg_params_check, then t at least secagg_policy_min_threshold, and a
+ * degree that keeps the honest clients connected under bound (3) with
+ * nobody dropping. COHORT_EINVAL with the reason ("threshold 3 is below
+ * the 36 this client requires of degree 70 against a semi-malicious
+ * coordinator with 5% corrupt clients") otherwise. */
+int secagg_policy_check(const secagg_policy *policy, const secagg_params *p,
+                        char *err, size_t errlen);
+
 /* ---- client ---- */
+
+/* A client's identity in a round: its registered Ed25519 key (signs its
+ * round keys), and optionally the enrollment authority whose certificate
+ * every peer's identity key must carry (then peers the coordinator made
+ * up are refused; docs/security.md). Borrowed for the client's life. */
+typedef struct secagg_identity {
+  const sign_key *key;
+  const uint8_t *authority; /* SIGN_PUBLIC_LEN bytes, or NULL: none */
+} secagg_identity;
 
 typedef struct secagg_client secagg_client;
 
-/* Client `index` of a round. rng: where its key pairs, self-mask seed,
+/* Client `index` of a round. id: its identity (key required). policy:
+ * what it accepts (NULL: secagg_policy_default); a plan it refuses is
+ * COHORT_EINVAL with the reason. rng: where its key pairs, self-mask seed,
  * Shamir coefficients and nonces come from: prg_init_random in
  * production, a seeded prg in tests and simulations. Borrowed for the
- * client's life. */
-int secagg_client_new(const secagg_params *p, uint32_t index, prg *rng,
-                      secagg_client **out, char *err, size_t errlen);
+ * client's life. Memory: O(n) while the graph row is computed, O(k) after. */
+int secagg_client_new(const secagg_params *p, uint32_t index,
+                      const secagg_identity *id, const secagg_policy *policy,
+                      prg *rng, secagg_client **out, char *err, size_t errlen);
 /* Wipes every secret it holds. Accepts NULL. */
 void secagg_client_free(secagg_client *c);
 secagg_phase secagg_client_phase(const secagg_client *c);
@@ -177,42 +257,66 @@ secagg_phase secagg_client_phase(const secagg_client *c);
 int secagg_client_advertise(secagg_client *c, uint8_t **out, size_t *out_len,
                             char *err, size_t errlen);
 /* peers: SecAggPeers. Refuses fewer than t peers (itself included), keys
- * of non-neighbours, repeated peers, or its own keys changed. */
+ * of non-neighbours, repeated peers or identity keys, its own keys or
+ * identity changed, a signature that does not verify (COHORT_EAUTH), and
+ * with an authority, a peer without a valid certificate (COHORT_EAUTH). */
 int secagg_client_share(secagg_client *c, const uint8_t *peers,
                         size_t peers_len, uint8_t **out, size_t *out_len,
                         char *err, size_t errlen);
-/* shares: SecAggShares addressed to it (each from a neighbour that
- * advertised; fewer than t - 1 is refused). input: dim elements < 2^B. */
+/* shares: SecAggShares addressed to it, each from a neighbour that
+ * advertised; fewer than t (not counting its own) is refused, since a
+ * client that masks with fewer neighbours than the threshold can be
+ * unmasked by a coordinator that then claims they dropped. input: dim
+ * elements < 2^B. */
 int secagg_client_mask(secagg_client *c, const uint8_t *shares,
                        size_t shares_len, const uint64_t *input, uint8_t **out,
                        size_t *out_len, char *err, size_t errlen);
-/* survivors: SecAggSurvivors (must include itself, at least t, only
- * neighbours that sent it shares, or itself). */
-int secagg_client_unmask(secagg_client *c, const uint8_t *survivors,
+/* survivors: SecAggSurvivors (must list itself, at least t of its
+ * neighbourhood, and of its neighbours only those that sent it shares).
+ * out: SecAggAttestations to each surviving neighbour. */
+int secagg_client_attest(secagg_client *c, const uint8_t *survivors,
                          size_t survivors_len, uint8_t **out, size_t *out_len,
                          char *err, size_t errlen);
+/* attestations: SecAggAttestations addressed to it. Reveals (SecAggUnmask)
+ * only when valid attestations to its own survivor list from surviving
+ * neighbours, with its own, number at least t; attestations that do not
+ * verify are not counted, and the refusal names them. */
+int secagg_client_unmask(secagg_client *c, const uint8_t *attestations,
+                         size_t attestations_len, uint8_t **out,
+                         size_t *out_len, char *err, size_t errlen);
 
 /* ---- coordinator ---- */
 
 typedef struct secagg_server secagg_server;
 
-/* Memory: O(dim) for the running sum plus O(n k) for keys and sealed
+/* Client i's identity as registered: its Ed25519 public key and, where
+ * it has one, the enrollment authority's certificate of it. */
+typedef struct secagg_peer_identity {
+  uint8_t pub[SIGN_PUBLIC_LEN];
+  uint8_t cert[SIGN_CERT_LEN];
+  int has_cert;
+} secagg_peer_identity;
+
+/* ids: the n clients' identities, copied. Memory: O(dim) for the running
+ * sum plus O(n k) for keys, sealed shares, attestations and revealed
  * shares in flight. */
-int secagg_server_new(const secagg_params *p, secagg_server **out, char *err,
-                      size_t errlen);
+int secagg_server_new(const secagg_params *p, const secagg_peer_identity *ids,
+                      secagg_server **out, char *err, size_t errlen);
 void secagg_server_free(secagg_server *s);
 secagg_phase secagg_server_phase(const secagg_server *s);
 
 /* Takes client `from`'s message of `phase` (which must be the current
- * phase). A masked input is added to the running sum at once. */
+ * phase). A masked input is added to the running sum at once. SecAggKeys
+ * whose signature does not verify against the client's identity key is
+ * COHORT_EAUTH. */
 int secagg_server_receive(secagg_server *s, uint32_t from, secagg_phase phase,
                           const uint8_t *msg, size_t len, char *err,
                           size_t errlen);
 
 /* Ends the current phase with the clients heard so far. Ending UNMASK
- * rebuilds the secrets and removes the masks: DONE, or ABORTED. Returns
- * COHORT_OK, or COHORT_EABORTED (reason in err and in
- * secagg_server_abort_reason). */
+ * checks every revealed share, rebuilds the secrets and removes the
+ * masks: DONE, or ABORTED. Returns COHORT_OK, or COHORT_EABORTED (reason
+ * in err and in secagg_server_abort_reason). */
 int secagg_server_close_phase(secagg_server *s, char *err, size_t errlen);
 
 /* Whether client i sent its message in `phase`. */
@@ -221,8 +325,9 @@ int secagg_server_heard(const secagg_server *s, secagg_phase phase, uint32_t i);
 uint32_t secagg_server_count(const secagg_server *s, secagg_phase phase);
 
 /* The message for client `to` after the phase just closed: SecAggPeers
- * after ADVERTISE, SecAggShares after SHARE, SecAggSurvivors after MASKED.
- * COHORT_ESTATE when `to` did not send in that phase. */
+ * after ADVERTISE, SecAggShares after SHARE, SecAggSurvivors after MASKED,
+ * SecAggAttestations after CONSISTENCY. COHORT_ESTATE when `to` did not
+ * send in that phase. */
 int secagg_server_message(const secagg_server *s, uint32_t to, uint8_t **out,
                           size_t *out_len, char *err, size_t errlen);
 
@@ -231,5 +336,10 @@ int secagg_server_message(const secagg_server *s, uint32_t to, uint8_t **out,
 int secagg_server_sum(const secagg_server *s, uint64_t *sum,
                       uint32_t *n_inputs);
 const char *secagg_server_abort_reason(const secagg_server *s);
+/* Holders whose revealed shares were found off their secrets' polynomials
+ * (and set aside) when UNMASK closed: up to max indices into out; the
+ * number found. */
+uint32_t secagg_server_bad_holders(const secagg_server *s, uint32_t *out,
+                                   uint32_t max);
 
 #endif

@@ -1,13 +1,19 @@
 /* Secure aggregation, the client's state machine (see secagg.h for the
- * protocol): advertise two public keys, share both secrets with the
- * neighbours, upload the masked input, reveal one kind of share per
- * neighbour. Every call checks the whole incoming message before it
- * changes anything, so a refused message leaves the client as it was.
+ * protocol): check the plan against its own policy, advertise two public
+ * keys signed with its identity key, share both secrets with the
+ * neighbours whose signed keys it verified, upload the masked input,
+ * attest to the survivor list, and reveal one kind of share per neighbour
+ * once enough neighbours attest to the same list. Every call checks the
+ * whole incoming message before it changes anything, so a refused message
+ * leaves the client as it was.
  *
  * Choices the header leaves open:
- * - The key pairs and the self-mask seed are drawn in secagg_client_new,
- *   so advertise cannot fail on randomness.
- * - SecAggPeers must list the client itself, with its keys unchanged.
+ * - The plan is checked and the key pairs and the self-mask seed are
+ *   drawn in secagg_client_new, so advertise cannot fail on randomness.
+ * - SecAggPeers must list the client itself, with its keys and identity
+ *   unchanged; every peer's keys are verified before any agreement.
+ * - The attestation key with a neighbour is derived (HKDF) from the share
+ *   encryption key, so it costs no X25519 of its own.
  * - Both public keys of every peer are agreed with at once (share key and
  *   pairwise mask seed), so a small-order key is refused in SHARE and
  *   masking cannot fail later.
@@ -21,8 +27,9 @@
  *   the client adds, is exactly the senders of the shares it was given,
  *   which is what the coordinator assumes when it removes masks.
  * - A client never aborts: after DONE every call is COHORT_ESTATE.
- * - A client keeps only its own row of the neighbour graph (k indices),
- *   not the graph, so n clients in one process cost O(n k), not O(n^2 k). */
+ * - A client computes only its own row of the neighbour graph (O(n) for
+ *   the circle, then k indices), never the graph, so neither a large
+ *   cohort nor n clients in one process cost O(n k) each. */
 #include <openssl/crypto.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,6 +38,7 @@
 
 #include "aead.h"
 #include "cohort_messages.pb-c.h"
+#include "crypto.h"
 #include "cohort_status.h"
 #include "errbuf.h"
 #include "kex.h"
@@ -42,18 +50,22 @@
 
 #define SHARE_CONTEXT "cohort secagg share"
 #define MASK_CONTEXT "cohort secagg mask"
+#define ATTEST_KEY_CONTEXT "cohort secagg attest key"
 
 struct secagg_client {
   secagg_params p;
   uint32_t index;
-  prg *rng;           /* borrowed */
-  uint32_t *nbr;      /* the k neighbours, ascending */
+  const sign_key *identity;  /* borrowed */
+  const uint8_t *authority;  /* borrowed, or NULL */
+  prg *rng;                  /* borrowed */
+  uint32_t *nbr;             /* the k neighbours, ascending */
   secagg_phase phase; /* the phase whose message the client sends next */
   kex_keypair share_kp, mask_kp;
   uint8_t self_seed[PRG_SEED_LEN]; /* b_u */
   /* Per neighbour slot (k of them), set in SHARE: */
   uint8_t *peer;                          /* advertised; we sent it shares */
   uint8_t (*aead_key)[AEAD_KEY_LEN];      /* with that neighbour */
+  uint8_t (*attest_key)[KEX_KEY_LEN];     /* with that neighbour */
   uint8_t (*pair_seed)[PRG_SEED_LEN];     /* s_uv */
   uint64_t own_key_share[SECAGG_CHUNKS];  /* our share of our mask key */
   uint64_t own_seed_share[SECAGG_CHUNKS]; /* our share of b_u */
@@ -61,6 +73,9 @@ struct secagg_client {
   uint8_t *has_share;
   uint64_t (*key_share)[SECAGG_CHUNKS];
   uint64_t (*seed_share)[SECAGG_CHUNKS];
+  /* Set in CONSISTENCY: the survivor list we were given. */
+  uint8_t *alive; /* per slot */
+  uint8_t survivors_digest[CRYPTO_SHA256_LEN];
 };
 
 static int fail(const secagg_client *c, char *err, size_t errlen, int rc,
@@ -91,47 +106,53 @@ static void wipe_free(void *p, size_t len) {
   }
 }
 
-int secagg_client_new(const secagg_params *p, uint32_t index, prg *rng,
-                      secagg_client **out, char *err, size_t errlen) {
+int secagg_client_new(const secagg_params *p, uint32_t index,
+                      const secagg_identity *id, const secagg_policy *policy,
+                      prg *rng, secagg_client **out, char *err,
+                      size_t errlen) {
   *out = NULL;
-  int rc = secagg_params_check(p, err, errlen);
+  secagg_policy dflt = secagg_policy_default();
+  int rc = secagg_policy_check(policy ? policy : &dflt, p, err, errlen);
   if (rc)
     return rc;
   if (index >= p->n)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "secagg client %u: index outside 0..%u", index,
                        p->n - 1);
-  if (!rng)
+  if (!rng || !id || !id->key)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
-                       "secagg client %u: no rng", index);
+                       "secagg client %u: no %s", index,
+                       rng ? "identity key" : "rng");
   secagg_client *c = calloc(1, sizeof *c);
   if (!c)
     return COHORT_ENOMEM;
   c->p = *p;
   c->index = index;
+  c->identity = id->key;
+  c->authority = id->authority;
   c->rng = rng;
   c->phase = SECAGG_ADVERTISE;
   size_t k = p->degree;
   c->peer = calloc(k, 1);
   c->aead_key = calloc(k, sizeof *c->aead_key);
+  c->attest_key = calloc(k, sizeof *c->attest_key);
   c->pair_seed = calloc(k, sizeof *c->pair_seed);
   c->has_share = calloc(k, 1);
+  c->alive = calloc(k, 1);
   c->nbr = malloc(k * sizeof *c->nbr);
   c->key_share = calloc(k, sizeof *c->key_share);
   c->seed_share = calloc(k, sizeof *c->seed_share);
-  if (!c->peer || !c->aead_key || !c->pair_seed || !c->has_share || !c->nbr ||
-      !c->key_share || !c->seed_share) {
+  if (!c->peer || !c->aead_key || !c->attest_key || !c->pair_seed ||
+      !c->has_share || !c->alive || !c->nbr || !c->key_share ||
+      !c->seed_share) {
     rc = COHORT_ENOMEM;
     goto out;
   }
-  secagg_graph *graph = NULL;
-  rc = secagg_graph_new(p, &graph);
+  rc = secagg_graph_row(p, index, c->nbr);
   if (rc) {
-    fail(c, err, errlen, rc, "cannot build the neighbour graph");
+    fail(c, err, errlen, rc, "cannot compute its neighbours");
     goto out;
   }
-  memcpy(c->nbr, secagg_graph_neighbours(graph, index), k * sizeof *c->nbr);
-  secagg_graph_free(graph);
 
   uint8_t secret[KEX_KEY_LEN];
   prg_bytes(rng, secret, sizeof secret);
@@ -165,7 +186,9 @@ void secagg_client_free(secagg_client *c) {
   OPENSSL_cleanse(c->own_seed_share, sizeof c->own_seed_share);
   free(c->peer);
   free(c->has_share);
+  free(c->alive);
   wipe_free(c->aead_key, k * sizeof *c->aead_key);
+  wipe_free(c->attest_key, k * sizeof *c->attest_key);
   wipe_free(c->pair_seed, k * sizeof *c->pair_seed);
   wipe_free(c->key_share, k * sizeof *c->key_share);
   wipe_free(c->seed_share, k * sizeof *c->seed_share);
@@ -179,13 +202,21 @@ int secagg_client_advertise(secagg_client *c, uint8_t **out, size_t *out_len,
                             char *err, size_t errlen) {
   if (c->phase != SECAGG_ADVERTISE)
     return wrong_phase(c, SECAGG_ADVERTISE, err, errlen);
+  uint8_t signed_msg[SECAGG_KEYS_MSG_LEN], sig[SIGN_LEN];
+  secagg_keys_message(&c->p, c->index, c->share_kp.public_key,
+                      c->mask_kp.public_key, signed_msg);
+  int rc = sign_message(c->identity, signed_msg, sizeof signed_msg, sig);
+  if (rc)
+    return fail(c, err, errlen, rc, "cannot sign its keys");
   Cohort__V1__SecAggKeys m = COHORT__V1__SEC_AGG_KEYS__INIT;
   m.index = c->index;
   m.share_public.data = c->share_kp.public_key;
   m.share_public.len = KEX_KEY_LEN;
   m.mask_public.data = c->mask_kp.public_key;
   m.mask_public.len = KEX_KEY_LEN;
-  int rc = pb_pack(&m.base, out, out_len);
+  m.signature.data = sig;
+  m.signature.len = SIGN_LEN;
+  rc = pb_pack(&m.base, out, out_len);
   if (rc)
     return rc;
   c->phase = SECAGG_SHARE;
@@ -205,6 +236,52 @@ static void share_plain(const secagg_client *c, uint32_t v,
     wire_put_le64(q, seed_sh[(size_t)v * SECAGG_CHUNKS + j]);
 }
 
+static int cmp_key(const void *a, const void *b) {
+  return memcmp(a, b, SIGN_PUBLIC_LEN);
+}
+
+/* One peer's entry of SecAggPeers, before any key agreement: the lengths,
+ * the keys signed by the identity key the coordinator relays with them
+ * (over this client's own plan), and, with an authority, a certificate of
+ * that identity. The entry for the client itself must be its own. */
+static int check_peer(const secagg_client *c, const Cohort__V1__SecAggKeys *e,
+                      char *err, size_t errlen) {
+  if (e->share_public.len != KEX_KEY_LEN || e->mask_public.len != KEX_KEY_LEN ||
+      e->signature.len != SIGN_LEN || e->identity_public.len != SIGN_PUBLIC_LEN)
+    return fail(c, err, errlen, COHORT_EINVAL,
+                "peer %u: public keys must be %d bytes, the signature %d and "
+                "the identity key %d",
+                e->index, KEX_KEY_LEN, SIGN_LEN, SIGN_PUBLIC_LEN);
+  if (e->index == c->index) {
+    uint8_t mine[SIGN_PUBLIC_LEN];
+    sign_key_public(c->identity, mine);
+    if (memcmp(e->share_public.data, c->share_kp.public_key, KEX_KEY_LEN) ||
+        memcmp(e->mask_public.data, c->mask_kp.public_key, KEX_KEY_LEN) ||
+        memcmp(e->identity_public.data, mine, SIGN_PUBLIC_LEN))
+      return fail(c, err, errlen, COHORT_EINVAL,
+                  "its own keys or identity were changed in SecAggPeers");
+    return COHORT_OK;
+  }
+  uint8_t msg[SECAGG_KEYS_MSG_LEN];
+  secagg_keys_message(&c->p, e->index, e->share_public.data,
+                      e->mask_public.data, msg);
+  if (sign_verify(e->identity_public.data, msg, sizeof msg,
+                  e->signature.data) != COHORT_OK)
+    return fail(c, err, errlen, COHORT_EAUTH,
+                "peer %u's keys are not signed by the identity key relayed "
+                "with them for this round's plan",
+                e->index);
+  if (c->authority &&
+      (e->identity_certificate.len != SIGN_CERT_LEN ||
+       sign_check_cert(c->authority, e->identity_public.data,
+                       e->identity_certificate.data) != COHORT_OK))
+    return fail(c, err, errlen, COHORT_EAUTH,
+                "peer %u's identity key has no valid certificate from the "
+                "enrollment authority",
+                e->index);
+  return COHORT_OK;
+}
+
 int secagg_client_share(secagg_client *c, const uint8_t *peers,
                         size_t peers_len, uint8_t **out, size_t *out_len,
                         char *err, size_t errlen) {
@@ -213,8 +290,9 @@ int secagg_client_share(secagg_client *c, const uint8_t *peers,
   const uint32_t k = c->p.degree, u = c->index;
   int rc = COHORT_OK;
   uint8_t *seen = NULL, (*akey)[AEAD_KEY_LEN] = NULL;
+  uint8_t(*ids)[SIGN_PUBLIC_LEN] = NULL;
   kex_private *share_key = NULL, *mask_key = NULL;
-  uint8_t(*pseed)[PRG_SEED_LEN] = NULL;
+  uint8_t(*pseed)[PRG_SEED_LEN] = NULL, (*tkey)[KEX_KEY_LEN] = NULL;
   uint64_t *key_sh = NULL, *seed_sh = NULL;
   size_t holders_max = 0; /* highest holder index + 1 */
   uint8_t *sealed = NULL;
@@ -227,11 +305,64 @@ int secagg_client_share(secagg_client *c, const uint8_t *peers,
 
   seen = calloc(k, 1);
   akey = calloc(k, sizeof *akey);
+  tkey = calloc(k, sizeof *tkey);
   pseed = calloc(k, sizeof *pseed);
-  if (!seen || !akey || !pseed) {
+  ids = calloc(m->n_peers ? m->n_peers : 1, sizeof *ids);
+  if (!seen || !akey || !tkey || !pseed || !ids) {
     rc = COHORT_ENOMEM;
     goto out;
   }
+  /* Who is listed, and whether every entry holds up, before any agreement:
+   * itself once, neighbours once each, each identity once. */
+  int self = 0;
+  uint32_t count = 0;
+  for (size_t i = 0; i < m->n_peers; i++) {
+    const Cohort__V1__SecAggKeys *e = m->peers[i];
+    if ((rc = check_peer(c, e, err, errlen)))
+      goto out;
+    if (e->index == u) {
+      if (self) {
+        rc = fail(c, err, errlen, COHORT_EINVAL,
+                  "it is listed twice among its peers");
+        goto out;
+      }
+      self = 1;
+    } else {
+      long s = secagg_slot(c->nbr, k, e->index);
+      if (s < 0 || seen[s]) {
+        rc = fail(c, err, errlen, COHORT_EINVAL,
+                  s < 0 ? "peer %u is not its neighbour"
+                        : "peer %u is listed twice",
+                  e->index);
+        goto out;
+      }
+      seen[s] = 1;
+    }
+    memcpy(ids[count++], e->identity_public.data, SIGN_PUBLIC_LEN);
+    if (e->index + 1 > holders_max)
+      holders_max = (size_t)e->index + 1;
+  }
+  if (!self) {
+    rc = fail(c, err, errlen, COHORT_EINVAL,
+              "SecAggPeers does not list the client itself");
+    goto out;
+  }
+  /* One identity behind two places would count one client twice. */
+  qsort(ids, count, sizeof *ids, cmp_key);
+  for (uint32_t i = 1; i < count; i++)
+    if (memcmp(ids[i - 1], ids[i], SIGN_PUBLIC_LEN) == 0) {
+      rc = fail(c, err, errlen, COHORT_EINVAL,
+                "one identity key is listed for two of its peers");
+      goto out;
+    }
+  if (count < c->p.threshold + 1) {
+    rc = fail(c, err, errlen, COHORT_EINVAL,
+              "%u peers (itself included) is below the threshold %u plus "
+              "itself",
+              count, c->p.threshold);
+    goto out;
+  }
+
   /* Both private keys are loaded once for all k neighbours. */
   rc = kex_private_load(c->share_kp.secret, &share_key);
   if (!rc)
@@ -240,66 +371,25 @@ int secagg_client_share(secagg_client *c, const uint8_t *peers,
     fail(c, err, errlen, rc, "cannot load its key pairs");
     goto out;
   }
-  int self = 0;
-  uint32_t count = 0;
   for (size_t i = 0; i < m->n_peers; i++) {
     const Cohort__V1__SecAggKeys *e = m->peers[i];
-    if (e->share_public.len != KEX_KEY_LEN ||
-        e->mask_public.len != KEX_KEY_LEN) {
-      rc = fail(c, err, errlen, COHORT_EINVAL,
-                "peer %u: public keys must be %d bytes", e->index, KEX_KEY_LEN);
-      goto out;
-    }
-    if (e->index == u) {
-      if (self ||
-          memcmp(e->share_public.data, c->share_kp.public_key, KEX_KEY_LEN) !=
-              0 ||
-          memcmp(e->mask_public.data, c->mask_kp.public_key, KEX_KEY_LEN) !=
-              0) {
-        rc = fail(c, err, errlen, COHORT_EINVAL,
-                  self ? "it is listed twice among its peers"
-                       : "its own keys were changed in SecAggPeers");
-        goto out;
-      }
-      self = 1;
-      count++;
-      if (u + 1 > holders_max)
-        holders_max = u + 1;
+    if (e->index == u)
       continue;
-    }
     long s = secagg_slot(c->nbr, k, e->index);
-    if (s < 0 || seen[s]) {
-      rc = fail(c, err, errlen, COHORT_EINVAL,
-                s < 0 ? "peer %u is not its neighbour"
-                      : "peer %u is listed twice",
-                e->index);
-      goto out;
-    }
-    seen[s] = 1;
-    count++;
-    if (e->index + 1 > holders_max)
-      holders_max = (size_t)e->index + 1;
     rc =
         kex_agree_with(share_key, e->share_public.data, SHARE_CONTEXT, akey[s]);
     if (!rc)
       rc =
           kex_agree_with(mask_key, e->mask_public.data, MASK_CONTEXT, pseed[s]);
+    if (!rc)
+      rc = kex_hkdf_sha256(NULL, 0, akey[s], AEAD_KEY_LEN,
+                           (const uint8_t *)ATTEST_KEY_CONTEXT,
+                           sizeof ATTEST_KEY_CONTEXT - 1, tkey[s], KEX_KEY_LEN);
     if (rc) {
       fail(c, err, errlen, rc, "cannot agree on keys with peer %u%s", e->index,
            rc == COHORT_EINVAL ? " (a small-order public key)" : "");
       goto out;
     }
-  }
-  if (!self) {
-    rc = fail(c, err, errlen, COHORT_EINVAL,
-              "SecAggPeers does not list the client itself");
-    goto out;
-  }
-  if (count < c->p.threshold) {
-    rc = fail(c, err, errlen, COHORT_EINVAL,
-              "%u peers (itself included) is below the threshold %u", count,
-              c->p.threshold);
-    goto out;
   }
 
   /* Evaluate both polynomials at 1 .. holders_max and keep the holders'. */
@@ -354,6 +444,7 @@ int secagg_client_share(secagg_client *c, const uint8_t *peers,
 
   memcpy(c->peer, seen, k);
   memcpy(c->aead_key, akey, (size_t)k * sizeof *akey);
+  memcpy(c->attest_key, tkey, (size_t)k * sizeof *tkey);
   memcpy(c->pair_seed, pseed, (size_t)k * sizeof *pseed);
   memcpy(c->own_key_share, key_sh + (size_t)u * SECAGG_CHUNKS,
          sizeof c->own_key_share);
@@ -365,7 +456,9 @@ out:
   kex_private_free(share_key);
   kex_private_free(mask_key);
   free(seen);
+  free(ids);
   wipe_free(akey, (size_t)k * sizeof *akey);
+  wipe_free(tkey, (size_t)k * sizeof *tkey);
   wipe_free(pseed, (size_t)k * sizeof *pseed);
   wipe_free(key_sh, holders_max * SECAGG_CHUNKS * sizeof *key_sh);
   wipe_free(seed_sh, holders_max * SECAGG_CHUNKS * sizeof *seed_sh);
@@ -450,9 +543,11 @@ int secagg_client_mask(secagg_client *c, const uint8_t *shares,
       }
     got[s] = 1;
   }
-  if (m->n_shares + 1 < c->p.threshold) {
+  /* Masking with fewer than t neighbours would let a coordinator that
+   * withheld the rest, then said those few dropped, strip every mask. */
+  if (m->n_shares < c->p.threshold) {
     rc = fail(c, err, errlen, COHORT_EINVAL,
-              "%zu shares from neighbours is below threshold %u - 1",
+              "%zu shares from neighbours is below the threshold %u",
               m->n_shares, c->p.threshold);
     goto out;
   }
@@ -495,7 +590,7 @@ int secagg_client_mask(secagg_client *c, const uint8_t *shares,
   /* The channel and mask keys are spent. */
   OPENSSL_cleanse(c->aead_key, (size_t)k * sizeof *c->aead_key);
   OPENSSL_cleanse(c->pair_seed, (size_t)k * sizeof *c->pair_seed);
-  c->phase = SECAGG_UNMASK;
+  c->phase = SECAGG_CONSISTENCY;
 out:
   OPENSSL_cleanse(plain, sizeof plain);
   free(got);
@@ -509,59 +604,169 @@ out:
   return rc;
 }
 
-int secagg_client_unmask(secagg_client *c, const uint8_t *survivors,
+int secagg_client_attest(secagg_client *c, const uint8_t *survivors,
                          size_t survivors_len, uint8_t **out, size_t *out_len,
                          char *err, size_t errlen) {
-  if (c->phase != SECAGG_UNMASK)
-    return wrong_phase(c, SECAGG_UNMASK, err, errlen);
+  if (c->phase != SECAGG_CONSISTENCY)
+    return wrong_phase(c, SECAGG_CONSISTENCY, err, errlen);
   const uint32_t k = c->p.degree, u = c->index;
   int rc = COHORT_OK;
-  uint8_t *alive = NULL;
-  Cohort__V1__SecAggReveal *rv = NULL, **rvp = NULL;
+  uint8_t *alive = NULL, (*tags)[SECAGG_TAG_LEN] = NULL;
+  uint8_t digest[CRYPTO_SHA256_LEN];
+  Cohort__V1__SecAggTag *tg = NULL, **tgp = NULL;
   Cohort__V1__SecAggSurvivors *m =
       cohort__v1__sec_agg_survivors__unpack(NULL, survivors_len, survivors);
   if (!m)
     return fail(c, err, errlen, COHORT_EINVAL,
                 "SecAggSurvivors does not parse");
-  alive = calloc(k, 1);
-  rv = calloc((size_t)k + 1, sizeof *rv);
-  rvp = calloc((size_t)k + 1, sizeof *rvp);
-  if (!alive || !rv || !rvp) {
-    rc = COHORT_ENOMEM;
+  const uint8_t *bits = m->bitmap.data;
+  size_t len = secagg_bitmap_len(c->p.n);
+  if (m->bitmap.len != len ||
+      (c->p.n % 8 && bits[len - 1] >> (c->p.n % 8))) {
+    rc = fail(c, err, errlen, COHORT_EINVAL,
+              "SecAggSurvivors needs a bitmap of %zu bytes with no bit past "
+              "client %u",
+              len, c->p.n - 1);
     goto out;
   }
-  int self = 0;
-  for (size_t i = 0; i < m->n_indices; i++) {
-    uint32_t v = m->indices[i];
-    if (v == u) {
-      if (self) {
-        rc = fail(c, err, errlen, COHORT_EINVAL,
-                  "it is listed twice among the survivors");
-        goto out;
-      }
-      self = 1;
-      continue;
-    }
-    long s = secagg_slot(c->nbr, k, v);
-    if (s < 0 || !c->has_share[s] || alive[s]) {
-      rc = fail(c, err, errlen, COHORT_EINVAL,
-                s < 0 || !c->has_share[s]
-                    ? "survivor %u is not a neighbour that sent it shares"
-                    : "survivor %u is listed twice",
-                v);
-      goto out;
-    }
-    alive[s] = 1;
-  }
-  if (!self) {
+  if (!secagg_bitmap_get(bits, u)) {
     rc = fail(c, err, errlen, COHORT_EINVAL,
               "SecAggSurvivors does not list the client itself");
     goto out;
   }
-  if (m->n_indices < c->p.threshold) {
+  alive = calloc(k, 1);
+  tags = calloc(k, sizeof *tags);
+  tg = calloc(k ? k : 1, sizeof *tg);
+  tgp = calloc(k ? k : 1, sizeof *tgp);
+  if (!alive || !tags || !tg || !tgp) {
+    rc = COHORT_ENOMEM;
+    goto out;
+  }
+  uint32_t count = 1;
+  for (uint32_t s = 0; s < k; s++) {
+    if (!secagg_bitmap_get(bits, c->nbr[s]))
+      continue;
+    if (!c->has_share[s]) {
+      rc = fail(c, err, errlen, COHORT_EINVAL,
+                "survivor %u is not a neighbour that sent it shares",
+                c->nbr[s]);
+      goto out;
+    }
+    alive[s] = 1;
+    count++;
+  }
+  if (count < c->p.threshold) {
     rc = fail(c, err, errlen, COHORT_EINVAL,
-              "%zu survivors is below the threshold %u", m->n_indices,
-              c->p.threshold);
+              "%u survivors in its neighbourhood (itself included) is below "
+              "the threshold %u",
+              count, c->p.threshold);
+    goto out;
+  }
+  rc = secagg_survivors_digest(&c->p, bits, len, digest);
+  size_t nt = 0;
+  for (uint32_t s = 0; s < k && !rc; s++) {
+    if (!alive[s])
+      continue;
+    rc = secagg_attest_tag(c->attest_key[s], u, c->nbr[s], digest, tags[nt]);
+    cohort__v1__sec_agg_tag__init(&tg[nt]);
+    tg[nt].from = u;
+    tg[nt].to = c->nbr[s];
+    tg[nt].tag.data = tags[nt];
+    tg[nt].tag.len = SECAGG_TAG_LEN;
+    tgp[nt] = &tg[nt];
+    nt++;
+  }
+  if (rc) {
+    fail(c, err, errlen, rc, "cannot compute its attestations");
+    goto out;
+  }
+  Cohort__V1__SecAggAttestations msg = COHORT__V1__SEC_AGG_ATTESTATIONS__INIT;
+  msg.n_tags = nt;
+  msg.tags = tgp;
+  rc = pb_pack(&msg.base, out, out_len);
+  if (rc)
+    goto out;
+  memcpy(c->alive, alive, k);
+  memcpy(c->survivors_digest, digest, sizeof digest);
+  c->phase = SECAGG_UNMASK;
+out:
+  free(alive);
+  free(tags);
+  free(tg);
+  free(tgp);
+  cohort__v1__sec_agg_survivors__free_unpacked(m, NULL);
+  return rc;
+}
+
+/* At most this many disagreeing neighbours are named in a refusal. */
+#define NAMED_MAX 8
+
+int secagg_client_unmask(secagg_client *c, const uint8_t *attestations,
+                         size_t attestations_len, uint8_t **out,
+                         size_t *out_len, char *err, size_t errlen) {
+  if (c->phase != SECAGG_UNMASK)
+    return wrong_phase(c, SECAGG_UNMASK, err, errlen);
+  const uint32_t k = c->p.degree, u = c->index;
+  int rc = COHORT_OK;
+  uint8_t *seen = NULL;
+  Cohort__V1__SecAggReveal *rv = NULL, **rvp = NULL;
+  Cohort__V1__SecAggAttestations *m = cohort__v1__sec_agg_attestations__unpack(
+      NULL, attestations_len, attestations);
+  if (!m)
+    return fail(c, err, errlen, COHORT_EINVAL,
+                "SecAggAttestations does not parse");
+  seen = calloc(k ? k : 1, 1);
+  rv = calloc((size_t)k + 1, sizeof *rv);
+  rvp = calloc((size_t)k + 1, sizeof *rvp);
+  if (!seen || !rv || !rvp) {
+    rc = COHORT_ENOMEM;
+    goto out;
+  }
+  /* Count the surviving neighbours that attest to exactly our list. A tag
+   * that does not verify is not counted (the list it covers differs, or
+   * its sender misbehaves) and is named if the count falls short. */
+  uint32_t valid = 1; /* our own */
+  uint32_t named[NAMED_MAX], n_named = 0, n_bad = 0;
+  for (size_t i = 0; i < m->n_tags; i++) {
+    const Cohort__V1__SecAggTag *e = m->tags[i];
+    long s = e->to == u ? secagg_slot(c->nbr, k, e->from) : -1;
+    if (s < 0 || !c->alive[s] || seen[s]) {
+      rc = fail(c, err, errlen, COHORT_EINVAL,
+                "an attestation from %u to %u: %s", e->from, e->to,
+                s < 0      ? "not from a neighbour to this client"
+                : seen[s] ? "a second one from that neighbour"
+                           : "that neighbour is not on its survivor list");
+      goto out;
+    }
+    seen[s] = 1;
+    uint8_t want[SECAGG_TAG_LEN];
+    rc = secagg_attest_tag(c->attest_key[s], e->from, u, c->survivors_digest,
+                           want);
+    if (rc) {
+      fail(c, err, errlen, rc, "cannot check its attestations");
+      goto out;
+    }
+    if (e->tag.len == SECAGG_TAG_LEN &&
+        crypto_equal(want, e->tag.data, SECAGG_TAG_LEN)) {
+      valid++;
+    } else {
+      n_bad++;
+      if (n_named < NAMED_MAX)
+        named[n_named++] = e->from;
+    }
+  }
+  if (valid < c->p.threshold) {
+    char list[NAMED_MAX * 12] = "";
+    size_t at = 0;
+    for (uint32_t i = 0; i < n_named && at < sizeof list; i++)
+      at += (size_t)snprintf(list + at, sizeof list - at, "%s%u",
+                             i ? ", " : "", named[i]);
+    rc = fail(c, err, errlen, COHORT_EINVAL,
+              "%u attestations to its survivor list (itself included) is "
+              "below the threshold %u; it reveals nothing%s%s%s",
+              valid, c->p.threshold,
+              n_bad ? "; these neighbours attest to a different list: " : "",
+              list, n_bad > n_named ? ", ..." : "");
     goto out;
   }
 
@@ -581,9 +786,9 @@ int secagg_client_unmask(secagg_client *c, const uint8_t *survivors,
       continue;
     cohort__v1__sec_agg_reveal__init(&rv[nr]);
     rv[nr].owner = c->nbr[s];
-    rv[nr].mask_key = !alive[s];
+    rv[nr].mask_key = !c->alive[s];
     rv[nr].n_share = SECAGG_CHUNKS;
-    rv[nr].share = alive[s] ? c->seed_share[s] : c->key_share[s];
+    rv[nr].share = c->alive[s] ? c->seed_share[s] : c->key_share[s];
     rvp[nr] = &rv[nr];
     nr++;
   }
@@ -600,14 +805,15 @@ int secagg_client_unmask(secagg_client *c, const uint8_t *survivors,
   OPENSSL_cleanse(c->own_seed_share, sizeof c->own_seed_share);
   OPENSSL_cleanse(c->key_share, (size_t)k * sizeof *c->key_share);
   OPENSSL_cleanse(c->seed_share, (size_t)k * sizeof *c->seed_share);
+  OPENSSL_cleanse(c->attest_key, (size_t)k * sizeof *c->attest_key);
   OPENSSL_cleanse(c->self_seed, sizeof c->self_seed);
   kex_keypair_clear(&c->share_kp);
   kex_keypair_clear(&c->mask_kp);
   c->phase = SECAGG_DONE;
 out:
-  free(alive);
+  free(seen);
   free(rv);
   free(rvp);
-  cohort__v1__sec_agg_survivors__free_unpacked(m, NULL);
+  cohort__v1__sec_agg_attestations__free_unpacked(m, NULL);
   return rc;
 }

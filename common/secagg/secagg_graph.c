@@ -16,6 +16,8 @@ const char *secagg_phase_name(secagg_phase p) {
     return "share";
   case SECAGG_MASKED:
     return "masked";
+  case SECAGG_CONSISTENCY:
+    return "consistency";
   case SECAGG_UNMASK:
     return "unmask";
   case SECAGG_DONE:
@@ -46,10 +48,13 @@ int secagg_params_check(const secagg_params *p, char *err, size_t errlen) {
                        "%u-regular graph exists on an odd number of nodes; "
                        "use an even degree",
                        p->degree, p->n, p->degree);
-  if (p->threshold < 1 || p->threshold > p->degree + 1)
+  /* A client masks only with at least t neighbours, so t <= k. */
+  if (p->threshold < 2 || p->threshold > p->degree)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
-                       "secagg threshold %u must be in 1..%u (degree + 1)",
-                       p->threshold, p->degree + 1);
+                       "secagg threshold %u must be in 2..%u (the degree): "
+                       "one holder alone must never hold a secret, and a "
+                       "client masks with at least t neighbours",
+                       p->threshold, p->degree);
   if (p->ring_bits < 1 || p->ring_bits > 62)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "secagg ring_bits %u must be in 1..62", p->ring_bits);
@@ -71,63 +76,85 @@ static int cmp_u32(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* Row i of the complete graph: every node but i, in order. */
-static void fill_complete(secagg_graph *g) {
-  for (uint32_t i = 0; i < g->n; i++) {
-    uint32_t *row = g->nb + (size_t)i * g->k, c = 0;
-    for (uint32_t j = 0; j < g->n; j++)
-      if (j != i)
-        row[c++] = j;
-  }
-}
-
-/* Nodes sit on a circle in the order perm; each is joined to the k / 2
- * nearest on either side, and for odd k (n is even then) to the node
- * opposite. For k <= n - 1 the k positions are distinct: the two sides
- * reach (k - 1) / 2 + (k - 1) / 2 < n - 1 apart and never n / 2. */
-static int fill_harary(secagg_graph *g, const uint8_t seed[PRG_SEED_LEN]) {
-  uint32_t n = g->n, k = g->k, half = k / 2;
+/* The circle: perm[j] is the node at position j, drawn by Fisher-Yates
+ * from prg_derive(seed, "secagg graph"); pos is its inverse (both n
+ * entries). */
+static int draw_circle(uint32_t n, const uint8_t seed[PRG_SEED_LEN],
+                       uint32_t *perm, uint32_t *pos) {
   uint8_t graph_seed[PRG_SEED_LEN];
-  uint32_t *perm = NULL, *pos = NULL;
   prg rng;
   memset(&rng, 0, sizeof rng);
   int rc = prg_derive(seed, "secagg graph", graph_seed);
-  if (rc)
-    goto out;
-  rc = prg_init(&rng, graph_seed);
-  if (rc)
-    goto out;
-  perm = malloc((size_t)n * sizeof *perm);
-  pos = malloc((size_t)n * sizeof *pos);
-  if (!perm || !pos) {
-    rc = COHORT_ENOMEM;
-    goto out;
-  }
-  for (uint32_t i = 0; i < n; i++)
-    perm[i] = i;
-  for (uint32_t i = n - 1; i > 0; i--) { /* Fisher-Yates */
-    uint32_t j = (uint32_t)prg_below(&rng, (uint64_t)i + 1);
-    uint32_t tmp = perm[i];
-    perm[i] = perm[j];
-    perm[j] = tmp;
-  }
-  for (uint32_t i = 0; i < n; i++)
-    pos[perm[i]] = i;
-  for (uint32_t v = 0; v < n; v++) {
-    uint32_t *row = g->nb + (size_t)v * k, c = 0, at = pos[v];
-    for (uint32_t d = 1; d <= half; d++) {
-      row[c++] = perm[(at + d) % n];
-      row[c++] = perm[(at + n - d) % n];
+  if (!rc)
+    rc = prg_init(&rng, graph_seed);
+  if (!rc) {
+    for (uint32_t i = 0; i < n; i++)
+      perm[i] = i;
+    for (uint32_t i = n - 1; i > 0; i--) { /* Fisher-Yates */
+      uint32_t j = (uint32_t)prg_below(&rng, (uint64_t)i + 1);
+      uint32_t tmp = perm[i];
+      perm[i] = perm[j];
+      perm[j] = tmp;
     }
-    if (k % 2 == 1)
-      row[c++] = perm[(at + n / 2) % n];
-    qsort(row, k, sizeof *row, cmp_u32);
+    for (uint32_t i = 0; i < n; i++)
+      pos[perm[i]] = i;
   }
-out:
   prg_free(&rng);
+  memset(graph_seed, 0, sizeof graph_seed);
+  return rc;
+}
+
+/* Node v's row: the k / 2 nearest on either side of its place on the
+ * circle and, for odd k (n is even then), the node opposite. For
+ * k <= n - 1 the k positions are distinct: the two sides reach
+ * (k - 1) / 2 + (k - 1) / 2 < n - 1 apart and never n / 2. */
+static void harary_row(uint32_t n, uint32_t k, const uint32_t *perm,
+                       const uint32_t *pos, uint32_t v, uint32_t *row) {
+  uint32_t c = 0, at = pos[v];
+  for (uint32_t d = 1; d <= k / 2; d++) {
+    row[c++] = perm[(at + d) % n];
+    row[c++] = perm[(at + n - d) % n];
+  }
+  if (k % 2 == 1)
+    row[c++] = perm[(at + n / 2) % n];
+  qsort(row, k, sizeof *row, cmp_u32);
+}
+
+/* Row i of the complete graph: every node but i, in order. */
+static void complete_row(uint32_t n, uint32_t i, uint32_t *row) {
+  uint32_t c = 0;
+  for (uint32_t j = 0; j < n; j++)
+    if (j != i)
+      row[c++] = j;
+}
+
+static int fill_harary(secagg_graph *g, const uint8_t seed[PRG_SEED_LEN]) {
+  uint32_t n = g->n;
+  uint32_t *perm = malloc((size_t)n * sizeof *perm);
+  uint32_t *pos = malloc((size_t)n * sizeof *pos);
+  int rc = perm && pos ? draw_circle(n, seed, perm, pos) : COHORT_ENOMEM;
+  for (uint32_t v = 0; v < n && !rc; v++)
+    harary_row(n, g->k, perm, pos, v, g->nb + (size_t)v * g->k);
   free(perm);
   free(pos);
-  memset(graph_seed, 0, sizeof graph_seed);
+  return rc;
+}
+
+int secagg_graph_row(const secagg_params *p, uint32_t i, uint32_t *row) {
+  if (secagg_params_check(p, NULL, 0) || i >= p->n || !row)
+    return COHORT_EINVAL;
+  if (p->degree == p->n - 1) {
+    complete_row(p->n, i, row);
+    return COHORT_OK;
+  }
+  uint32_t *perm = malloc((size_t)p->n * sizeof *perm);
+  uint32_t *pos = malloc((size_t)p->n * sizeof *pos);
+  int rc = perm && pos ? draw_circle(p->n, p->round_seed, perm, pos)
+                       : COHORT_ENOMEM;
+  if (!rc)
+    harary_row(p->n, p->degree, perm, pos, i, row);
+  free(perm);
+  free(pos);
   return rc;
 }
 
@@ -148,8 +175,9 @@ int secagg_graph_new(const secagg_params *p, secagg_graph **out) {
     return COHORT_ENOMEM;
   }
   int rc = COHORT_OK;
-  if (g->k == g->n - 1)
-    fill_complete(g); /* what the circle gives too, without the seed */
+  if (g->k == g->n - 1) /* what the circle gives too, without the seed */
+    for (uint32_t i = 0; i < g->n; i++)
+      complete_row(g->n, i, g->nb + (size_t)i * g->k);
   else
     rc = fill_harary(g, p->round_seed);
   if (rc) {

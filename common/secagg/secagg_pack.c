@@ -6,12 +6,73 @@
 
 #include <string.h>
 
+#include "cohort_status.h"
+
 void secagg_share_aad(uint32_t from, uint32_t to,
                       const uint8_t round_seed[PRG_SEED_LEN],
                       uint8_t aad[SECAGG_AAD_LEN]) {
   wire_put_le32(aad, from);
   wire_put_le32(aad + 4, to);
   memcpy(aad + 8, round_seed, PRG_SEED_LEN);
+}
+
+/* The plan's bytes: seed, n, k, t, ring bits, dim. */
+static uint8_t *put_plan(const secagg_params *p, uint8_t *q) {
+  memcpy(q, p->round_seed, PRG_SEED_LEN);
+  q += PRG_SEED_LEN;
+  wire_put_le32(q, p->n);
+  wire_put_le32(q + 4, p->degree);
+  wire_put_le32(q + 8, p->threshold);
+  wire_put_le32(q + 12, p->ring_bits);
+  wire_put_le64(q + 16, (uint64_t)p->dim);
+  return q + 24;
+}
+
+void secagg_keys_message(const secagg_params *p, uint32_t index,
+                         const uint8_t share_pub[KEX_KEY_LEN],
+                         const uint8_t mask_pub[KEX_KEY_LEN],
+                         uint8_t out[SECAGG_KEYS_MSG_LEN]) {
+  memcpy(out, SECAGG_KEYS_CONTEXT, sizeof SECAGG_KEYS_CONTEXT - 1);
+  uint8_t *q = put_plan(p, out + sizeof SECAGG_KEYS_CONTEXT - 1);
+  wire_put_le32(q, index);
+  memcpy(q + 4, share_pub, KEX_KEY_LEN);
+  memcpy(q + 4 + KEX_KEY_LEN, mask_pub, KEX_KEY_LEN);
+}
+
+size_t secagg_bitmap_len(uint32_t n) { return ((size_t)n + 7) / 8; }
+
+int secagg_bitmap_get(const uint8_t *bitmap, uint32_t i) {
+  return (bitmap[i / 8] >> (i % 8)) & 1;
+}
+
+#define SURVIVORS_CONTEXT "cohort secagg survivors v1"
+
+int secagg_survivors_digest(const secagg_params *p, const uint8_t *bitmap,
+                            size_t len, uint8_t out[CRYPTO_SHA256_LEN]) {
+  uint8_t head[sizeof SURVIVORS_CONTEXT - 1 + SECAGG_PLAN_LEN];
+  memcpy(head, SURVIVORS_CONTEXT, sizeof SURVIVORS_CONTEXT - 1);
+  put_plan(p, head + sizeof SURVIVORS_CONTEXT - 1);
+  crypto_sha256_ctx *h = crypto_sha256_begin();
+  if (!h)
+    return COHORT_EIO;
+  int rc = crypto_sha256_update(h, head, sizeof head);
+  if (!rc)
+    rc = crypto_sha256_update(h, bitmap, len);
+  int end = crypto_sha256_end(h, out);
+  return rc ? rc : end;
+}
+
+#define ATTEST_CONTEXT "cohort secagg attest v1"
+
+int secagg_attest_tag(const uint8_t key[KEX_KEY_LEN], uint32_t from,
+                      uint32_t to, const uint8_t digest[CRYPTO_SHA256_LEN],
+                      uint8_t tag[SECAGG_TAG_LEN]) {
+  uint8_t msg[sizeof ATTEST_CONTEXT - 1 + 8 + CRYPTO_SHA256_LEN];
+  memcpy(msg, ATTEST_CONTEXT, sizeof ATTEST_CONTEXT - 1);
+  wire_put_le32(msg + sizeof ATTEST_CONTEXT - 1, from);
+  wire_put_le32(msg + sizeof ATTEST_CONTEXT + 3, to);
+  memcpy(msg + sizeof ATTEST_CONTEXT + 7, digest, CRYPTO_SHA256_LEN);
+  return crypto_hmac_sha256(key, KEX_KEY_LEN, msg, sizeof msg, tag);
 }
 
 size_t secagg_packed_len(size_t dim, unsigned bits) {

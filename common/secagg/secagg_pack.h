@@ -1,6 +1,7 @@
 /* Internal helpers shared by secagg_client.c and secagg_server.c (not part
  * of the secagg.h contract): the bit packing of masked inputs, the layout
- * of a sealed share, and the neighbour-slot lookup. */
+ * of a sealed share, what identity keys sign and attestations cover, and
+ * the neighbour-slot lookup. */
 #ifndef COHORT_SECAGG_PACK_H
 #define COHORT_SECAGG_PACK_H
 
@@ -8,9 +9,12 @@
 #include <stdint.h>
 
 #include "aead.h"
+#include "crypto.h"
 #include "kex.h"
 #include "prg.h"
+#include "secagg.h"
 #include "shamir.h"
+#include "sign.h"
 #include "wire.h"
 
 /* Field elements of one share of a 32-byte secret (mask private key or
@@ -33,6 +37,37 @@ _Static_assert(PRG_SEED_LEN == KEX_KEY_LEN,
 void secagg_share_aad(uint32_t from, uint32_t to,
                       const uint8_t round_seed[PRG_SEED_LEN],
                       uint8_t aad[SECAGG_AAD_LEN]);
+
+/* What a client's identity key signs in ADVERTISE: a context, the round's
+ * plan (round seed, n, k, t, ring bits, dim: clients given different plans
+ * refuse each other's keys) and the client's index and two public keys,
+ * fixed-width little-endian. */
+#define SECAGG_KEYS_CONTEXT "cohort secagg keys v1"
+#define SECAGG_PLAN_LEN (PRG_SEED_LEN + 4 * 4 + 8)
+#define SECAGG_KEYS_MSG_LEN                                                    \
+  (sizeof SECAGG_KEYS_CONTEXT - 1 + SECAGG_PLAN_LEN + 4 + 2 * KEX_KEY_LEN)
+void secagg_keys_message(const secagg_params *p, uint32_t index,
+                         const uint8_t share_pub[KEX_KEY_LEN],
+                         const uint8_t mask_pub[KEX_KEY_LEN],
+                         uint8_t out[SECAGG_KEYS_MSG_LEN]);
+
+/* Bytes of the survivor bitmap of n clients: ceil(n / 8). */
+size_t secagg_bitmap_len(uint32_t n);
+/* Bit i of a survivor bitmap. */
+int secagg_bitmap_get(const uint8_t *bitmap, uint32_t i);
+
+/* What attestations cover: SHA-256 of a context, the plan and the survivor
+ * bitmap. COHORT_OK or COHORT_EIO. */
+int secagg_survivors_digest(const secagg_params *p, const uint8_t *bitmap,
+                            size_t len, uint8_t out[CRYPTO_SHA256_LEN]);
+
+/* An attestation from `from` to `to`: HMAC-SHA256 under their pairwise
+ * attestation key of a context, from, to and the survivors digest (from
+ * and to keep a tag from being reflected back, since the key is shared). */
+#define SECAGG_TAG_LEN CRYPTO_SHA256_LEN
+int secagg_attest_tag(const uint8_t key[KEX_KEY_LEN], uint32_t from,
+                      uint32_t to, const uint8_t digest[CRYPTO_SHA256_LEN],
+                      uint8_t tag[SECAGG_TAG_LEN]);
 
 /* Bytes of dim elements packed at bits each: ceil(dim * bits / 8), or 0
  * when that overflows size_t. */

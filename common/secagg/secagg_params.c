@@ -61,15 +61,13 @@ double secagg_ln_binom_upper(uint32_t m, double p, uint32_t t) {
 
 double secagg_bound_correctness(uint32_t n, uint32_t k, uint32_t t,
                                 double dropout) {
-  /* Binomial(k + 1, 1 - dropout) < t  <=>  Binomial(k + 1, dropout) >=
-   * k + 2 - t: summed in dropout itself, so 1 - (1 - dropout) is never
-   * rounded. */
-  uint32_t m = k + 1;
+  /* Binomial(k, 1 - dropout) < t  <=>  Binomial(k, dropout) >= k + 1 - t:
+   * summed in dropout itself, so 1 - (1 - dropout) is never rounded. */
   if (t == 0)
     return -INFINITY;
-  if (t > m + 1)
-    t = m + 1;
-  return log2((double)n) + secagg_ln_binom_upper(m, dropout, m - t + 1) / LN2;
+  if (t > k + 1)
+    t = k + 1;
+  return log2((double)n) + secagg_ln_binom_upper(k, dropout, k + 1 - t) / LN2;
 }
 
 double secagg_bound_reconstruct(uint32_t n, uint32_t k, uint32_t t,
@@ -205,25 +203,37 @@ static int check_goal(const secagg_goal *goal, char *err, size_t errlen) {
   return COHORT_OK;
 }
 
-static int refuse_reconstruct(const secagg_goal *g, uint32_t k, char *err,
-                              size_t errlen) {
+static int refuse_reconstruct(const secagg_goal *g, uint32_t k, uint32_t a,
+                              char *err, size_t errlen) {
   double b = secagg_bound_reconstruct(g->n, k, k + 1, g->corrupt);
+  if (a) /* a meets bound (2), but its threshold is above k */
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg goal n = %u, dropout %g, corrupt %g: no "
+                       "threshold up to k qualifies for degree k = %u%s; "
+                       "against a %s coordinator bound (2) needs t = %u, "
+                       "and a client masks with at most k neighbours",
+                       g->n, g->dropout, g->corrupt, k,
+                       k == g->n - 1 ? " (the complete graph)" : "",
+                       secagg_adversary_name(g->adversary),
+                       threshold_of(g->adversary, k, a));
   return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                      "secagg goal n = %u, dropout %g, corrupt %g: no "
-                     "threshold qualifies for degree k = %u%s; even t = %u "
-                     "bounds reconstruction by corrupt clients only by "
-                     "2^%.1f, not the 2^-%u asked (%.1f bits short)",
+                     "threshold up to k qualifies for degree k = %u%s; "
+                     "even %u corrupt holders bound reconstruction by "
+                     "corrupt clients only by 2^%.1f, not the 2^-%u asked "
+                     "(%.1f bits short)",
                      g->n, g->dropout, g->corrupt, k,
                      k == g->n - 1 ? " (the complete graph)" : "", k + 1, b,
                      g->security_bits, b + g->security_bits);
 }
 
-/* The goal's smallest t at degree k against bound (2), or the refusal. */
+/* The goal's smallest t at degree k against bound (2), or the refusal
+ * (also when it exceeds k: a client masks with at least t neighbours). */
 static int threshold_at(const secagg_goal *g, uint32_t k, count_hint *hint,
                         uint32_t *t, char *err, size_t errlen) {
   uint32_t a = smallest_safe_count(g->n, k, g->corrupt, g->security_bits, hint);
-  if (!a)
-    return refuse_reconstruct(g, k, err, errlen);
+  if (!a || threshold_of(g->adversary, k, a) > k)
+    return refuse_reconstruct(g, k, a, err, errlen);
   *t = threshold_of(g->adversary, k, a);
   return COHORT_OK;
 }
@@ -267,7 +277,7 @@ int secagg_find_params(const secagg_goal *goal, uint32_t *degree,
       continue;
     uint32_t a = smallest_safe_count(n, k, c, sec, &hint);
     uint32_t t = a ? threshold_of(adv, k, a) : 0;
-    if (t && secagg_bound_correctness(n, k, t, d) <= -(double)cor) {
+    if (t && t <= k && secagg_bound_correctness(n, k, t, d) <= -(double)cor) {
       *degree = k;
       *threshold = t;
       return COHORT_OK;
@@ -311,4 +321,74 @@ int secagg_choose_graph(const secagg_goal *goal, int sparse, uint32_t degree,
   if (trc)
     *t = secagg_majority_threshold(*k);
   return rc ? rc : trc;
+}
+
+double secagg_effective_dropout(double dropout, double over_select) {
+  if (!(over_select > 0))
+    return dropout;
+  return 1.0 - (1.0 - dropout) / (1.0 + over_select);
+}
+
+/* ---- what a client accepts ---- */
+
+secagg_policy secagg_policy_default(void) {
+  return (secagg_policy){.adversary = SECAGG_SEMI_MALICIOUS,
+                         .corrupt = 0.05,
+                         .security_bits = SECAGG_SECURITY_BITS};
+}
+
+/* The policy as a goal for n clients; dropout plays no part in a floor. */
+static secagg_goal policy_goal(const secagg_policy *policy, uint32_t n) {
+  return (secagg_goal){.n = n,
+                       .dropout = 0,
+                       .corrupt = policy->corrupt,
+                       .security_bits = policy->security_bits,
+                       .correctness_bits = SECAGG_CORRECTNESS_BITS,
+                       .adversary = policy->adversary};
+}
+
+int secagg_policy_min_threshold(const secagg_policy *policy, uint32_t n,
+                                uint32_t k, uint32_t *t_min, char *err,
+                                size_t errlen) {
+  secagg_goal goal = policy_goal(policy, n);
+  int rc = check_goal(&goal, err, errlen);
+  if (rc)
+    return rc;
+  if (k < 1 || k > n - 1)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg degree %u must be in 1..%u", k, n - 1);
+  count_hint hint = {0, 0};
+  if (threshold_at(&goal, k, &hint, t_min, NULL, 0) != COHORT_OK)
+    *t_min = threshold_of(policy->adversary, k, 1);
+  return COHORT_OK;
+}
+
+int secagg_policy_check(const secagg_policy *policy, const secagg_params *p,
+                        char *err, size_t errlen) {
+  int rc = secagg_params_check(p, err, errlen);
+  if (rc)
+    return rc;
+  uint32_t t_min;
+  rc = secagg_policy_min_threshold(policy, p->n, p->degree, &t_min, err,
+                                   errlen);
+  if (rc)
+    return rc;
+  if (p->threshold < t_min)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "threshold %u is below the %u this client requires "
+                       "of degree %u among %u clients against a %s "
+                       "coordinator with %g%% corrupt clients",
+                       p->threshold, t_min, p->degree, p->n,
+                       secagg_adversary_name(policy->adversary),
+                       100 * policy->corrupt);
+  double iso = secagg_bound_isolate(p->n, p->degree, 0, policy->corrupt);
+  if (iso > -(double)policy->security_bits)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "degree %u among %u clients leaves the honest ones "
+                       "disconnected by %g%% corrupt clients with "
+                       "probability bound 2^%.1f, above the 2^-%u this "
+                       "client requires",
+                       p->degree, p->n, 100 * policy->corrupt, iso,
+                       policy->security_bits);
+  return COHORT_OK;
 }

@@ -19,10 +19,11 @@
  * leaves a relative error of at most about 1e-9 (m = 65536). */
 double secagg_ln_binom_upper(uint32_t m, double p, uint32_t t);
 
-/* (1) Some secret a round needs cannot be rebuilt: the self-mask seed of
- * a survivor or the key of a client that dropped after sharing, each
- * held by the client and its k neighbours, t needed:
- * log2(n * P[Binomial(k + 1, 1 - dropout) < t]). */
+/* (1) The round cannot complete: some client has fewer than t surviving
+ * neighbours, so it gets too few shares to mask with, or too few
+ * attestations to reveal on, or a secret it holds a share of (held by its
+ * owner and the owner's k neighbours) cannot be rebuilt:
+ * log2(n * P[Binomial(k, 1 - dropout) < t]). */
 double secagg_bound_correctness(uint32_t n, uint32_t k, uint32_t t,
                                 double dropout);
 

@@ -1,15 +1,20 @@
 /* Secure aggregation, the coordinator's state machine (see secagg.h for the
- * protocol): it relays keys and sealed shares between neighbours, adds
- * each masked input to a running sum as it arrives, and at the end
- * rebuilds the survivors' self-mask seeds and the dropped clients' mask
- * keys from t shares each to strip the masks off the sum.
+ * protocol): it checks and relays signed keys, sealed shares and
+ * attestations between neighbours, adds each masked input to a running
+ * sum as it arrives, and at the end checks every revealed share against
+ * the others of its secret, rebuilds the survivors' self-mask seeds and
+ * the dropped clients' mask keys, and strips the masks off the sum.
  *
  * Choices the header leaves open:
  * - A public key that is a small-order point is refused in ADVERTISE
- *   (EINVAL), since every neighbour would refuse to agree with it.
+ *   (EINVAL), since every neighbour would refuse to agree with it; keys
+ *   whose signature does not verify against the client's identity are
+ *   refused (EAUTH), so one client cannot make its neighbours abort.
  * - SecAggShares must hold exactly one share per neighbour that
  *   advertised, each exactly SECAGG_SEALED_LEN bytes (the plaintext has a
- *   fixed layout).
+ *   fixed layout); SecAggAttestations exactly one tag per neighbour that
+ *   sent a masked input, each SECAGG_TAG_LEN bytes. Tags are keyed by the
+ *   two clients alone, so the coordinator cannot check them: it relays.
  * - SecAggMaskedInput and SecAggUnmask carry the sender's index, which
  *   must equal `from`, as SecAggKeys' must.
  * - A reveal is refused (EINVAL, the whole message) when it is of the
@@ -17,15 +22,22 @@
  *   MASKED, a key share of one that sent a masked input), when its owner
  *   is not a neighbour of the sender (or the sender) that sent shares, or
  *   when the owner appears twice. A client may reveal for only some owners.
- * - Only the first t shares of each secret are kept: any t rebuild it, and
- *   keeping more would not let a semi-honest coordinator check anything.
+ * - Every share revealed is kept and checked when UNMASK closes: each one
+ *   beyond the first t must lie on the polynomial of the first t. When
+ *   one does not, Gao's decoding (shamir_decode) finds the shares off the
+ *   polynomial most lie on; their holders are named (bad holders), all
+ *   their shares in every secret are set aside, and the secret is rebuilt
+ *   from the rest when at least t remain.
  * - A dropped client's mask key is rebuilt only when one of its neighbours
  *   sent a masked input (otherwise no mask of it is in the sum), and it is
  *   checked against the public key the client advertised.
- * - Outgoing messages: SecAggPeers and SecAggSurvivors list the client
- *   itself and its neighbours, ascending; SecAggShares holds the shares
- *   addressed to the client, by ascending sender.
- * - Sealed shares are dropped when MASKED closes. */
+ * - Outgoing messages: SecAggPeers lists the client itself and its
+ *   neighbours, ascending, each with the identity key and certificate the
+ *   coordinator has for it; SecAggShares and SecAggAttestations hold what
+ *   is addressed to the client, by ascending sender; SecAggSurvivors is
+ *   the same bitmap for every client.
+ * - Sealed shares are dropped when MASKED closes, tags when CONSISTENCY
+ *   closes. */
 #include <openssl/crypto.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,13 +55,13 @@
 #include "shamir.h"
 
 #define MASK_CONTEXT "cohort secagg mask"
-#define N_PHASES 4 /* ADVERTISE .. UNMASK: the phases clients send in */
+#define N_PHASES 5 /* ADVERTISE .. UNMASK: the phases clients send in */
 
-/* The first t shares revealed of one client's secret. */
+/* The shares revealed of one client's secret, in the order they came. */
 typedef struct reveal_set {
   uint32_t count;
-  unsigned *xs;   /* t holder points: holder index + 1 */
-  uint64_t *vals; /* t * SECAGG_CHUNKS */
+  unsigned *xs;   /* holder points: holder index + 1 */
+  uint64_t *vals; /* count * SECAGG_CHUNKS */
 } reveal_set;
 
 struct secagg_server {
@@ -58,12 +70,17 @@ struct secagg_server {
   secagg_phase phase;
   uint8_t *heard[N_PHASES]; /* n flags each */
   uint32_t count[N_PHASES];
+  secagg_peer_identity *ids;         /* n, as registered */
   uint8_t (*share_pub)[KEX_KEY_LEN]; /* n */
   uint8_t (*mask_pub)[KEX_KEY_LEN];  /* n */
+  uint8_t (*sig)[SIGN_LEN];          /* n: over its keys */
   /* Per sender: k * SECAGG_SEALED_LEN, by the sender's neighbour slot. */
   uint8_t **sealed;
-  reveal_set *rev; /* n, allocated when the first share arrives */
-  uint64_t *sum;   /* dim elements mod 2^B */
+  /* Per sender: k * SECAGG_TAG_LEN, by the sender's neighbour slot. */
+  uint8_t **tags;
+  reveal_set *rev;   /* n, allocated when the first share arrives */
+  uint8_t *bad;      /* n: holders whose shares were set aside */
+  uint64_t *sum;     /* dim elements mod 2^B */
   char reason[256];
 };
 
@@ -73,29 +90,33 @@ const char *secagg_server_abort_reason(const secagg_server *s) {
 
 secagg_phase secagg_server_phase(const secagg_server *s) { return s->phase; }
 
-static void reveal_set_wipe(reveal_set *r, uint32_t t) {
+/* Up to k + 1 holders reveal for one owner: its neighbours and itself. */
+static uint32_t holders_max(const secagg_server *s) { return s->p.degree + 1; }
+
+static void reveal_set_wipe(reveal_set *r, uint32_t cap) {
   if (r->vals) {
-    OPENSSL_cleanse(r->vals, (size_t)t * SECAGG_CHUNKS * sizeof *r->vals);
+    OPENSSL_cleanse(r->vals, (size_t)cap * SECAGG_CHUNKS * sizeof *r->vals);
     free(r->vals);
   }
   free(r->xs);
   memset(r, 0, sizeof *r);
 }
 
-static void free_sealed(secagg_server *s) {
-  if (!s->sealed)
+/* Frees a per-sender table (sealed shares or tags) of n rows. */
+static void free_rows(uint8_t ***rows, uint32_t n) {
+  if (!*rows)
     return;
-  for (uint32_t i = 0; i < s->p.n; i++)
-    free(s->sealed[i]);
-  free(s->sealed);
-  s->sealed = NULL;
+  for (uint32_t i = 0; i < n; i++)
+    free((*rows)[i]);
+  free(*rows);
+  *rows = NULL;
 }
 
 static void free_reveals(secagg_server *s) {
   if (!s->rev)
     return;
   for (uint32_t i = 0; i < s->p.n; i++)
-    reveal_set_wipe(&s->rev[i], s->p.threshold);
+    reveal_set_wipe(&s->rev[i], holders_max(s));
   free(s->rev);
   s->rev = NULL;
 }
@@ -105,10 +126,14 @@ void secagg_server_free(secagg_server *s) {
     return;
   for (int i = 0; i < N_PHASES; i++)
     free(s->heard[i]);
+  free(s->ids);
   free(s->share_pub);
   free(s->mask_pub);
-  free_sealed(s);
+  free(s->sig);
+  free_rows(&s->sealed, s->p.n);
+  free_rows(&s->tags, s->p.n);
   free_reveals(s);
+  free(s->bad);
   if (s->sum) {
     OPENSSL_cleanse(s->sum, s->p.dim * sizeof *s->sum);
     free(s->sum);
@@ -117,12 +142,15 @@ void secagg_server_free(secagg_server *s) {
   free(s);
 }
 
-int secagg_server_new(const secagg_params *p, secagg_server **out, char *err,
-                      size_t errlen) {
+int secagg_server_new(const secagg_params *p, const secagg_peer_identity *ids,
+                      secagg_server **out, char *err, size_t errlen) {
   *out = NULL;
   int rc = secagg_params_check(p, err, errlen);
   if (rc)
     return rc;
+  if (!ids)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg: the clients' identity keys are missing");
   if (p->dim > SIZE_MAX / sizeof(uint64_t) ||
       secagg_packed_len(p->dim, p->ring_bits) == 0)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
@@ -135,15 +163,21 @@ int secagg_server_new(const secagg_params *p, secagg_server **out, char *err,
   for (int i = 0; i < N_PHASES; i++)
     if (!(s->heard[i] = calloc(p->n, 1)))
       rc = COHORT_ENOMEM;
+  s->ids = malloc(p->n * sizeof *s->ids);
   s->share_pub = calloc(p->n, sizeof *s->share_pub);
   s->mask_pub = calloc(p->n, sizeof *s->mask_pub);
+  s->sig = calloc(p->n, sizeof *s->sig);
   s->sealed = calloc(p->n, sizeof *s->sealed);
+  s->tags = calloc(p->n, sizeof *s->tags);
   s->rev = calloc(p->n, sizeof *s->rev);
+  s->bad = calloc(p->n, 1);
   s->sum = calloc(p->dim, sizeof *s->sum);
-  if (rc || !s->share_pub || !s->mask_pub || !s->sealed || !s->rev || !s->sum) {
+  if (rc || !s->ids || !s->share_pub || !s->mask_pub || !s->sig ||
+      !s->sealed || !s->tags || !s->rev || !s->bad || !s->sum) {
     rc = COHORT_ENOMEM;
     goto out;
   }
+  memcpy(s->ids, ids, p->n * sizeof *s->ids);
   rc = secagg_graph_new(p, &s->graph);
   if (rc)
     errbuf_fail(err, errlen, rc, NULL,
@@ -170,7 +204,8 @@ static int server_abort(secagg_server *s, char *err, size_t errlen,
   va_end(ap);
   s->phase = SECAGG_ABORTED;
   OPENSSL_cleanse(s->sum, s->p.dim * sizeof *s->sum);
-  free_sealed(s);
+  free_rows(&s->sealed, s->p.n);
+  free_rows(&s->tags, s->p.n);
   free_reveals(s);
   return errbuf_fail(err, errlen, COHORT_EABORTED, NULL, "secagg: %s",
                      s->reason);
@@ -209,8 +244,28 @@ static int recv_keys(secagg_server *s, uint32_t from, const uint8_t *msg,
                     "secagg: SecAggKeys from %u holds a small-order key", from);
     goto out;
   }
+  if (m->identity_public.len || m->identity_certificate.len) {
+    rc = errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                     "secagg: SecAggKeys from %u carries an identity; the "
+                     "coordinator adds the registered one",
+                     from);
+    goto out;
+  }
+  uint8_t signed_msg[SECAGG_KEYS_MSG_LEN];
+  secagg_keys_message(&s->p, from, m->share_public.data, m->mask_public.data,
+                      signed_msg);
+  if (m->signature.len != SIGN_LEN ||
+      sign_verify(s->ids[from].pub, signed_msg, sizeof signed_msg,
+                  m->signature.data) != COHORT_OK) {
+    rc = errbuf_fail(err, errlen, COHORT_EAUTH, NULL,
+                     "secagg: SecAggKeys from %u is not signed by its "
+                     "registered identity key for this round's plan",
+                     from);
+    goto out;
+  }
   memcpy(s->share_pub[from], m->share_public.data, KEX_KEY_LEN);
   memcpy(s->mask_pub[from], m->mask_public.data, KEX_KEY_LEN);
+  memcpy(s->sig[from], m->signature.data, SIGN_LEN);
 out:
   cohort__v1__sec_agg_keys__free_unpacked(m, NULL);
   return rc;
@@ -306,6 +361,67 @@ static int recv_masked(secagg_server *s, uint32_t from, const uint8_t *msg,
   return rc;
 }
 
+static int recv_attest(secagg_server *s, uint32_t from, const uint8_t *msg,
+                       size_t len, char *err, size_t errlen) {
+  const uint32_t k = s->p.degree;
+  const uint32_t *nb = nbrs(s, from);
+  const uint8_t *masked = s->heard[SECAGG_MASKED];
+  uint32_t want = 0;
+  for (uint32_t j = 0; j < k; j++)
+    want += masked[nb[j]];
+  uint8_t *tags = NULL, *filled = NULL;
+  int rc = COHORT_OK;
+  Cohort__V1__SecAggAttestations *m =
+      cohort__v1__sec_agg_attestations__unpack(NULL, len, msg);
+  if (!m)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg: SecAggAttestations from %u does not parse",
+                       from);
+  if (m->n_tags != want) {
+    rc = errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                     "secagg: SecAggAttestations from %u holds %zu tags, it "
+                     "has %u neighbours that sent a masked input",
+                     from, m->n_tags, want);
+    goto out;
+  }
+  tags = calloc(k ? k : 1, SECAGG_TAG_LEN);
+  filled = calloc(k ? k : 1, 1);
+  if (!tags || !filled) {
+    rc = COHORT_ENOMEM;
+    goto out;
+  }
+  for (size_t i = 0; i < m->n_tags; i++) {
+    const Cohort__V1__SecAggTag *e = m->tags[i];
+    long slot = secagg_slot(nb, k, e->to);
+    const char *why = NULL;
+    if (e->from != from)
+      why = "is from someone else";
+    else if (slot < 0 || !masked[e->to])
+      why = "is addressed to a client that is not a neighbour that sent a "
+            "masked input";
+    else if (filled[slot])
+      why = "repeats a recipient";
+    else if (e->tag.len != SECAGG_TAG_LEN)
+      why = "has the wrong length";
+    if (why) {
+      rc = errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg: SecAggAttestations from %u: the tag from %u "
+                       "to %u %s",
+                       from, e->from, e->to, why);
+      goto out;
+    }
+    memcpy(tags + (size_t)slot * SECAGG_TAG_LEN, e->tag.data, SECAGG_TAG_LEN);
+    filled[slot] = 1;
+  }
+  s->tags[from] = tags;
+  tags = NULL;
+out:
+  free(tags);
+  free(filled);
+  cohort__v1__sec_agg_attestations__free_unpacked(m, NULL);
+  return rc;
+}
+
 static int in_field(const uint64_t *share) {
   for (size_t j = 0; j < SECAGG_CHUNKS; j++)
     if (share[j] >= SHAMIR_PRIME)
@@ -315,7 +431,7 @@ static int in_field(const uint64_t *share) {
 
 static int recv_unmask(secagg_server *s, uint32_t from, const uint8_t *msg,
                        size_t len, char *err, size_t errlen) {
-  const uint32_t k = s->p.degree, t = s->p.threshold;
+  const uint32_t k = s->p.degree;
   const uint32_t *nb = nbrs(s, from);
   const uint8_t *shared = s->heard[SECAGG_SHARE];
   const uint8_t *masked = s->heard[SECAGG_MASKED];
@@ -363,23 +479,23 @@ static int recv_unmask(secagg_server *s, uint32_t from, const uint8_t *msg,
     seen[slot] = 1;
   }
   /* Allocate first, so that a failure leaves the state as it was. */
+  const uint32_t cap = holders_max(s);
   for (size_t i = 0; i < m->n_reveals; i++) {
     reveal_set *r = &s->rev[m->reveals[i]->owner];
     if (!r->xs) {
-      r->xs = calloc(t, sizeof *r->xs);
-      r->vals = calloc((size_t)t * SECAGG_CHUNKS, sizeof *r->vals);
+      r->xs = calloc(cap, sizeof *r->xs);
+      r->vals = calloc((size_t)cap * SECAGG_CHUNKS, sizeof *r->vals);
       if (!r->xs || !r->vals) {
-        reveal_set_wipe(r, t);
+        reveal_set_wipe(r, cap);
         rc = COHORT_ENOMEM;
         goto out;
       }
     }
   }
+  /* Every share is kept: each is checked against the others at the end. */
   for (size_t i = 0; i < m->n_reveals; i++) {
     const Cohort__V1__SecAggReveal *e = m->reveals[i];
     reveal_set *r = &s->rev[e->owner];
-    if (r->count == t)
-      continue;
     r->xs[r->count] = from + 1;
     memcpy(r->vals + (size_t)r->count * SECAGG_CHUNKS, e->share,
            SECAGG_CHUNKS * sizeof *r->vals);
@@ -433,6 +549,9 @@ int secagg_server_receive(secagg_server *s, uint32_t from, secagg_phase phase,
   case SECAGG_MASKED:
     rc = recv_masked(s, from, msg, len, err, errlen);
     break;
+  case SECAGG_CONSISTENCY:
+    rc = recv_attest(s, from, msg, len, err, errlen);
+    break;
   default:
     rc = recv_unmask(s, from, msg, len, err, errlen);
     break;
@@ -446,58 +565,92 @@ int secagg_server_receive(secagg_server *s, uint32_t from, secagg_phase phase,
 
 /* ---- unmasking ---- */
 
-/* Rebuilding secrets. shamir_combine costs O(t^2) multiplications and t
- * inversions per secret (about 1 ms at t = 251): 0.5 s for N = 500. But in
- * the complete graph every secret's first t shares come from the same t
- * holders in the same order, so the Lagrange coefficients at 0 are
- * computed once (one inversion, by Montgomery's trick) and each secret is
- * then 5 t multiplications; the coefficients are recomputed whenever the
- * holders differ. The field elements are turned into bytes by
- * shamir_combine itself, given them as the one share of a constant
- * polynomial (x = 1, coefficient 1), so the chunk layout and its range
- * check stay shamir.c's. */
-typedef struct lagrange {
-  uint32_t t;
-  int valid;
-  unsigned *xs;     /* the t points the coefficients are for */
-  uint64_t *lambda; /* t coefficients */
-  uint64_t *prefix; /* t: scratch */
-} lagrange;
+/* Checking and rebuilding secrets. Each secret's first t shares set a
+ * Lagrange basis (O(t^2), shamir_basis); the secret is its value at 0 and
+ * every further share must equal its value at that holder's point (O(t)
+ * each). In the complete graph every secret's shares come from the same
+ * holders in the same order, so the basis is set once for all of them. */
 
-static void lagrange_compute(lagrange *L, const unsigned *xs) {
-  const uint32_t t = L->t;
-  uint64_t all = 1;
-  for (uint32_t m = 0; m < t; m++)
-    all = shamir_mul(all, xs[m]);
-  /* den_j = x_j prod_{m != j} (x_m - x_j); points are distinct in 1..n. */
-  for (uint32_t j = 0; j < t; j++) {
-    uint64_t den = xs[j];
-    for (uint32_t m = 0; m < t; m++)
-      if (m != j)
-        den = shamir_mul(den, shamir_add(xs[m], SHAMIR_PRIME - xs[j]));
-    L->lambda[j] = den;
-    L->prefix[j] = j ? shamir_mul(L->prefix[j - 1], den) : den;
+/* Drops the shares of holders flagged bad from r, keeping the order. */
+static void drop_bad(const secagg_server *s, reveal_set *r) {
+  uint32_t kept = 0;
+  for (uint32_t j = 0; j < r->count; j++) {
+    if (s->bad[r->xs[j] - 1])
+      continue;
+    if (kept != j) {
+      r->xs[kept] = r->xs[j];
+      memcpy(r->vals + (size_t)kept * SECAGG_CHUNKS,
+             r->vals + (size_t)j * SECAGG_CHUNKS,
+             SECAGG_CHUNKS * sizeof *r->vals);
+    }
+    kept++;
   }
-  uint64_t inv = shamir_inv(L->prefix[t - 1]);
-  for (uint32_t j = t; j-- > 0;) {
-    uint64_t inv_j = j ? shamir_mul(inv, L->prefix[j - 1]) : inv;
-    inv = shamir_mul(inv, L->lambda[j]);
-    L->lambda[j] = shamir_mul(all, inv_j);
-  }
-  memcpy(L->xs, xs, t * sizeof *xs);
-  L->valid = 1;
+  OPENSSL_cleanse(r->vals + (size_t)kept * SECAGG_CHUNKS,
+                  (size_t)(r->count - kept) * SECAGG_CHUNKS * sizeof *r->vals);
+  r->count = kept;
 }
 
-static int rebuild(lagrange *L, const reveal_set *r,
+/* Whether every share of r beyond the first t lies on the polynomial of
+ * the first t (b is set to them). */
+static int consistent(shamir_basis *b, const reveal_set *r, uint32_t t) {
+  uint64_t at[SECAGG_CHUNKS];
+  for (uint32_t j = t; j < r->count; j++) {
+    shamir_basis_eval(b, r->xs[j], r->vals, SECAGG_CHUNKS, at);
+    if (memcmp(at, r->vals + (size_t)j * SECAGG_CHUNKS, sizeof at) != 0)
+      return 0;
+  }
+  return 1;
+}
+
+/* Checks owner i's shares; on a disagreement, decodes them, flags the
+ * holders off the polynomial as bad and drops their shares. COHORT_OK
+ * with the basis set to the first t consistent shares, or COHORT_EABORTED
+ * (reason in err) when fewer than t consistent shares remain. */
+static int check_shares(secagg_server *s, uint32_t i, shamir_basis *b,
+                        const char *what, char *err, size_t errlen) {
+  const uint32_t t = s->p.threshold;
+  reveal_set *r = &s->rev[i];
+  drop_bad(s, r);
+  for (int pass = 0; r->count >= t; pass++) {
+    if (shamir_basis_set(b, r->xs, t) != COHORT_OK)
+      return server_abort(s, err, errlen, "client %u: bad share points", i);
+    if (consistent(b, r, t))
+      return COHORT_OK;
+    uint8_t *off = calloc(r->count, 1);
+    int rc = off ? shamir_decode(r->xs, r->vals, r->count, SECAGG_CHUNKS, t,
+                                 off)
+                 : COHORT_ENOMEM;
+    uint32_t named = 0;
+    for (uint32_t j = 0; !rc && j < r->count; j++)
+      if (off[j]) {
+        s->bad[r->xs[j] - 1] = 1;
+        named++;
+      }
+    free(off);
+    if (rc == COHORT_ENOMEM)
+      return server_abort(s, err, errlen, "out of memory");
+    if (rc || !named || pass > 0)
+      return server_abort(s, err, errlen,
+                          "client %u: the %u shares of its %s revealed do "
+                          "not lie on one polynomial, and too many disagree "
+                          "to tell which are wrong",
+                          i, r->count, what);
+    drop_bad(s, r);
+  }
+  return server_abort(s, err, errlen,
+                      "client %u: %u consistent shares of its %s were "
+                      "revealed, %u are needed",
+                      i, r->count, what, t);
+}
+
+/* The secret at 0 of the basis, as bytes. The field elements are turned
+ * into bytes by shamir_combine itself, given them as the one share of a
+ * constant polynomial (x = 1, coefficient 1), so the chunk layout and its
+ * range check stay shamir.c's. */
+static int rebuild(const shamir_basis *b, const reveal_set *r,
                    uint8_t secret[KEX_KEY_LEN]) {
-  const uint32_t t = L->t;
-  if (!L->valid || memcmp(L->xs, r->xs, t * sizeof *r->xs) != 0)
-    lagrange_compute(L, r->xs);
-  uint64_t acc[SECAGG_CHUNKS] = {0};
-  for (uint32_t j = 0; j < t; j++)
-    for (size_t c = 0; c < SECAGG_CHUNKS; c++)
-      acc[c] = shamir_add(
-          acc[c], shamir_mul(L->lambda[j], r->vals[j * SECAGG_CHUNKS + c]));
+  uint64_t acc[SECAGG_CHUNKS];
+  shamir_basis_at_zero(b, r->vals, SECAGG_CHUNKS, acc);
   static const unsigned one = 1;
   int rc = shamir_combine(&one, acc, 1, KEX_KEY_LEN, secret);
   OPENSSL_cleanse(acc, sizeof acc);
@@ -565,11 +718,8 @@ static int finish(secagg_server *s, char *err, size_t errlen) {
   uint8_t *need = calloc(n, 1);
   uint8_t(*secret)[KEX_KEY_LEN] = calloc(n, sizeof *secret);
   kex_private **key = calloc(n, sizeof *key); /* the rebuilt mask keys */
-  lagrange L = {.t = t};
-  L.xs = calloc(t, sizeof *L.xs);
-  L.lambda = calloc(t, sizeof *L.lambda);
-  L.prefix = calloc(t, sizeof *L.prefix);
-  if (!need || !secret || !key || !L.xs || !L.lambda || !L.prefix) {
+  shamir_basis *b = NULL;
+  if (!need || !secret || !key || shamir_basis_new(t, &b) != COHORT_OK) {
     rc = COHORT_ENOMEM;
     goto out;
   }
@@ -582,25 +732,29 @@ static int finish(secagg_server *s, char *err, size_t errlen) {
         if (masked[nb[j]])
           need[i] = 2;
     }
-    if (need[i] && s->rev[i].count < t) {
-      rc = server_abort(s, err, errlen,
-                        "client %u: %u of the %u shares of its %s needed "
-                        "were revealed",
-                        i, s->rev[i].count, t,
-                        need[i] == 1 ? "self-mask seed" : "mask key");
-      goto out;
-    }
   }
+  /* Every secret is checked before any is rebuilt, so that a holder found
+   * off one secret's polynomial has its shares of the secrets checked
+   * before it was found set aside too (where they were only t, a wrong one
+   * could not be seen). The second check below finds no more: shares that
+   * were consistent stay so without some of them. */
+  for (uint32_t i = 0; i < n; i++)
+    if (need[i] && (rc = check_shares(
+                        s, i, b, need[i] == 1 ? "self-mask seed" : "mask key",
+                        err, errlen)))
+      goto out;
   for (uint32_t i = 0; i < n; i++) {
     if (!need[i])
       continue;
-    const reveal_set *r = &s->rev[i];
-    rc = rebuild(&L, r, secret[i]);
+    const char *what = need[i] == 1 ? "self-mask seed" : "mask key";
+    if ((rc = check_shares(s, i, b, what, err, errlen)))
+      goto out;
+    rc = rebuild(b, &s->rev[i], secret[i]);
     if (rc) {
       rc = server_abort(s, err, errlen,
                         "client %u: its %s cannot be rebuilt from the "
                         "revealed shares",
-                        i, need[i] == 1 ? "self-mask seed" : "mask key");
+                        i, what);
       goto out;
     }
     if (need[i] == 2) {
@@ -630,9 +784,7 @@ static int finish(secagg_server *s, char *err, size_t errlen) {
   s->phase = SECAGG_DONE;
 out:
   free(need);
-  free(L.xs);
-  free(L.lambda);
-  free(L.prefix);
+  shamir_basis_free(b);
   if (key)
     for (uint32_t i = 0; i < n; i++)
       kex_private_free(key[i]);
@@ -666,11 +818,17 @@ int secagg_server_close_phase(secagg_server *s, char *err, size_t errlen) {
     s->phase = SECAGG_MASKED;
     return COHORT_OK;
   case SECAGG_MASKED:
-    free_sealed(s);
+    free_rows(&s->sealed, s->p.n);
+    s->phase = SECAGG_CONSISTENCY;
+    return COHORT_OK;
+  case SECAGG_CONSISTENCY:
+    /* The tags stay while clients fetch those addressed to them. */
     s->phase = SECAGG_UNMASK;
     return COHORT_OK;
-  default:
+  default: {
+    free_rows(&s->tags, s->p.n);
     return finish(s, err, errlen);
+  }
   }
 }
 
@@ -716,12 +874,21 @@ static int message_peers(const secagg_server *s, uint32_t to, uint8_t **out,
   if (list && e && ep) {
     size_t c = self_and_neighbours(s, to, s->heard[SECAGG_ADVERTISE], list);
     for (size_t i = 0; i < c; i++) {
+      const uint32_t v = list[i];
       cohort__v1__sec_agg_keys__init(&e[i]);
-      e[i].index = list[i];
-      e[i].share_public.data = (uint8_t *)s->share_pub[list[i]];
+      e[i].index = v;
+      e[i].share_public.data = (uint8_t *)s->share_pub[v];
       e[i].share_public.len = KEX_KEY_LEN;
-      e[i].mask_public.data = (uint8_t *)s->mask_pub[list[i]];
+      e[i].mask_public.data = (uint8_t *)s->mask_pub[v];
       e[i].mask_public.len = KEX_KEY_LEN;
+      e[i].signature.data = (uint8_t *)s->sig[v];
+      e[i].signature.len = SIGN_LEN;
+      e[i].identity_public.data = (uint8_t *)s->ids[v].pub;
+      e[i].identity_public.len = SIGN_PUBLIC_LEN;
+      if (s->ids[v].has_cert) {
+        e[i].identity_certificate.data = (uint8_t *)s->ids[v].cert;
+        e[i].identity_certificate.len = SIGN_CERT_LEN;
+      }
       ep[i] = &e[i];
     }
     Cohort__V1__SecAggPeers m = COHORT__V1__SEC_AGG_PEERS__INIT;
@@ -768,16 +935,54 @@ static int message_shares(const secagg_server *s, uint32_t to, uint8_t **out,
   return rc;
 }
 
-static int message_survivors(const secagg_server *s, uint32_t to, uint8_t **out,
+static int message_survivors(const secagg_server *s, uint8_t **out,
                              size_t *out_len) {
-  uint32_t *list = malloc(((size_t)s->p.degree + 1) * sizeof *list);
-  if (!list)
+  size_t len = secagg_bitmap_len(s->p.n);
+  uint8_t *bits = calloc(len, 1);
+  if (!bits)
     return COHORT_ENOMEM;
+  for (uint32_t i = 0; i < s->p.n; i++)
+    if (s->heard[SECAGG_MASKED][i])
+      bits[i / 8] |= (uint8_t)(1u << (i % 8));
   Cohort__V1__SecAggSurvivors m = COHORT__V1__SEC_AGG_SURVIVORS__INIT;
-  m.n_indices = self_and_neighbours(s, to, s->heard[SECAGG_MASKED], list);
-  m.indices = list;
+  m.bitmap.data = bits;
+  m.bitmap.len = len;
   int rc = pb_pack(&m.base, out, out_len);
-  free(list);
+  free(bits);
+  return rc;
+}
+
+/* The tags addressed to `to` from its neighbours that attested. */
+static int message_tags(const secagg_server *s, uint32_t to, uint8_t **out,
+                        size_t *out_len) {
+  const uint32_t k = s->p.degree;
+  const uint32_t *nb = nbrs(s, to);
+  Cohort__V1__SecAggTag *e = calloc(k ? k : 1, sizeof *e);
+  Cohort__V1__SecAggTag **ep = calloc(k ? k : 1, sizeof *ep);
+  int rc = COHORT_ENOMEM;
+  if (e && ep) {
+    size_t c = 0;
+    for (uint32_t j = 0; j < k; j++) {
+      uint32_t d = nb[j];
+      if (!s->heard[SECAGG_CONSISTENCY][d])
+        continue;
+      /* d attested to each neighbour that sent a masked input, `to` too. */
+      long slot = secagg_slot(nbrs(s, d), k, to);
+      cohort__v1__sec_agg_tag__init(&e[c]);
+      e[c].from = d;
+      e[c].to = to;
+      e[c].tag.data = s->tags[d] + (size_t)slot * SECAGG_TAG_LEN;
+      e[c].tag.len = SECAGG_TAG_LEN;
+      ep[c] = &e[c];
+      c++;
+    }
+    Cohort__V1__SecAggAttestations m = COHORT__V1__SEC_AGG_ATTESTATIONS__INIT;
+    m.n_tags = c;
+    m.tags = ep;
+    rc = pb_pack(&m.base, out, out_len);
+  }
+  free(e);
+  free(ep);
   return rc;
 }
 
@@ -803,8 +1008,11 @@ int secagg_server_message(const secagg_server *s, uint32_t to, uint8_t **out,
   case SECAGG_SHARE:
     rc = message_shares(s, to, out, out_len);
     break;
+  case SECAGG_MASKED:
+    rc = message_survivors(s, out, out_len);
+    break;
   default:
-    rc = message_survivors(s, to, out, out_len);
+    rc = message_tags(s, to, out, out_len);
     break;
   }
   return rc;
@@ -820,4 +1028,16 @@ int secagg_server_sum(const secagg_server *s, uint64_t *sum,
   if (n_inputs)
     *n_inputs = s->count[SECAGG_MASKED];
   return COHORT_OK;
+}
+
+uint32_t secagg_server_bad_holders(const secagg_server *s, uint32_t *out,
+                                   uint32_t max) {
+  uint32_t found = 0;
+  for (uint32_t i = 0; i < s->p.n; i++)
+    if (s->bad[i]) {
+      if (found < max)
+        out[found] = i;
+      found++;
+    }
+  return found;
 }

@@ -1,8 +1,8 @@
 /* Secure aggregation end to end: a real coordinator with --secagg plus and
- * ten client processes on 127.0.0.1, three of which are killed with SIGKILL
+ * ten client processes on 127.0.0.1, four of which are killed with SIGKILL
  * at different steps of the protocol (each stops right before sending
- * share, masked or unmask with --exit-at-secagg STEP --hang and is killed
- * there, its connection still open). The round must
+ * share, masked, consistency or unmask with --exit-at-secagg STEP --hang
+ * and is killed there, its connection still open). The round must
  * commit, record who was heard in each phase, and produce the plain FedAvg
  * of the clients whose masked inputs were summed, within q8's quantization
  * error: a second federation without secure aggregation, fp32 and only
@@ -45,11 +45,12 @@
 
 /* The step before which client i leaves (NULL: it stays to the end). */
 static const char *const LEAVE[CLIENTS] = {
-    [2] = "share", [5] = "masked", [8] = "unmask"};
+    [2] = "share", [5] = "masked", [6] = "consistency", [8] = "unmask"};
 
 /* Its masked input is in the sum: it did not leave before uploading it. */
 static int summed(int i) {
-  return !LEAVE[i] || strcmp(LEAVE[i], "unmask") == 0;
+  return !LEAVE[i] || strcmp(LEAVE[i], "consistency") == 0 ||
+         strcmp(LEAVE[i], "unmask") == 0;
 }
 
 /* Waits (up to 240 s) until client i, told to leave, says it stopped
@@ -158,7 +159,7 @@ static void run_reference(char *db, size_t db_len) {
                   1);
 }
 
-static void test_dropouts_at_three_phases(void) {
+static void test_dropouts_at_four_phases(void) {
   char flags[512];
   snprintf(flags, sizeof flags,
            "--secagg plus --codec q8 --codec-clip " CLIP_TEXT
@@ -208,7 +209,9 @@ static void test_dropouts_at_three_phases(void) {
   CU_ASSERT_EQUAL(
       db_peek_int(db, "SELECT secagg_masked FROM rounds WHERE id = 1"), 8);
   CU_ASSERT_EQUAL(
-      db_peek_int(db, "SELECT secagg_unmasked FROM rounds WHERE id = 1"), 7);
+      db_peek_int(db, "SELECT secagg_attested FROM rounds WHERE id = 1"), 7);
+  CU_ASSERT_EQUAL(
+      db_peek_int(db, "SELECT secagg_unmasked FROM rounds WHERE id = 1"), 6);
   CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM participations"
                                   " WHERE round = 1 AND state = 'UPLOADED'"),
                   8);
@@ -303,9 +306,9 @@ int cohort_register_suites(void) {
        test_unsummable_codec_refused_at_start},
       {"an unknown --secagg-adversary is refused at start",
        test_unknown_adversary_refused_at_start},
-      {"ten clients, three leaving at share, masked and unmask: the round "
-       "commits the survivors' FedAvg",
-       test_dropouts_at_three_phases},
+      {"ten clients, four leaving at share, masked, consistency and unmask: "
+       "the round commits the survivors' FedAvg",
+       test_dropouts_at_four_phases},
   };
   return test_add_suite("secagg dropout", NULL, NULL, tests,
                         sizeof tests / sizeof tests[0]);

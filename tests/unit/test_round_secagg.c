@@ -23,6 +23,7 @@
 #include "prg.h"
 #include "round_fixture.h"
 #include "secagg.h"
+#include "sign.h"
 #include "store.h"
 
 #define N 5
@@ -42,6 +43,7 @@ typedef struct sim {
   round_task task;
   round_secagg_plan plan[MAX_CLIENTS];
   secagg_client *c[MAX_CLIENTS];
+  sign_key *id[MAX_CLIENTS]; /* client i's identity: fx_identity(i + 1) */
   prg rng[MAX_CLIENTS];
   uint8_t *in[MAX_CLIENTS]; /* the coordinator's last message to i */
   size_t in_len[MAX_CLIENTS];
@@ -83,6 +85,8 @@ static void sim_free_clients(sim *s) {
   for (int i = 0; i < MAX_CLIENTS; i++) {
     secagg_client_free(s->c[i]);
     s->c[i] = NULL;
+    sign_key_free(s->id[i]);
+    s->id[i] = NULL;
     prg_free(&s->rng[i]);
     free(s->in[i]);
     free(s->sent[i]);
@@ -137,6 +141,29 @@ static void tick(sim *s) {
   CU_ASSERT_EQUAL_FATAL(round_tick(s->f.e), COHORT_OK);
 }
 
+/* These tests are about the engine, not about which plans a client
+ * accepts (test_secagg_graph and test_secagg_flow): the clients take any
+ * threshold from 2 and any degree from 2. */
+static const secagg_policy LENIENT = {
+    .adversary = SECAGG_CURIOUS, .corrupt = 0, .security_bits = 40};
+
+/* Client i's protocol state for plan p, with its registered identity. */
+static void new_client(sim *s, int i, const secagg_params *sp,
+                       const round_secagg_plan *p) {
+  char err[200] = "";
+  uint8_t pub[SIGN_PUBLIC_LEN];
+  sign_key_free(s->id[i]);
+  fx_identity(i + 1, &s->id[i], pub);
+  secagg_identity id = {.key = s->id[i]};
+  prg_free(&s->rng[i]);
+  CU_ASSERT_EQUAL_FATAL(prg_init_u64(&s->rng[i], 77 + (uint64_t)i), 0);
+  int rc = secagg_client_new(sp, p->index, &id, &LENIENT, &s->rng[i], &s->c[i],
+                             err, sizeof err);
+  if (rc)
+    fprintf(stderr, "\n  client %d: %s\n", i, err);
+  CU_ASSERT_EQUAL_FATAL(rc, COHORT_OK);
+}
+
 /* Round r to TRAINING with all n clients; each gets a secagg task, polls
  * SETUP (Wait while OPEN, then the plan) and makes its client state. */
 static void sim_start(sim *s, int64_t r) {
@@ -170,11 +197,7 @@ static void sim_start(sim *s, int64_t r) {
                         .ring_bits = p->ring_bits,
                         .dim = p->dp ? ddp_ring_dim(&dp) : NP};
     memcpy(sp.round_seed, p->round_seed, sizeof sp.round_seed);
-    char err[200] = "";
-    CU_ASSERT_EQUAL_FATAL(prg_init_u64(&s->rng[i], 77 + (uint64_t)i), 0);
-    CU_ASSERT_EQUAL_FATAL(
-        secagg_client_new(&sp, p->index, &s->rng[i], &s->c[i], err, sizeof err),
-        COHORT_OK);
+    new_client(s, i, &sp, p);
   }
 }
 
@@ -318,13 +341,29 @@ static void sim_upload(sim *s) {
   }
 }
 
-/* After MASKED closed: survivors, UNMASK, the tick that sums and commits
- * (or fails), then FINISHED for each that unmasked when it committed. */
+/* After MASKED closed: survivors, CONSISTENCY (attestations, a tick, the
+ * neighbours' attestations), UNMASK, the tick that sums and commits (or
+ * fails), then FINISHED for each that unmasked when it committed. */
 static void sim_unmask(sim *s, int expect_commit) {
   char err[200];
   for (int i = 0; i < s->n; i++)
     if (s->alive[i])
       call_ok(s, i, ROUND_SECAGG_MASKED, NULL, 0, ROUND_SECAGG_MESSAGE);
+  for (int i = 0; i < s->n; i++) {
+    if (!s->alive[i])
+      continue;
+    uint8_t *m = NULL;
+    size_t len = 0;
+    CU_ASSERT_EQUAL_FATAL(secagg_client_attest(s->c[i], s->in[i], s->in_len[i],
+                                               &m, &len, err, sizeof err),
+                          COHORT_OK);
+    keep_sent(s, i, m, len);
+    call_ok(s, i, ROUND_SECAGG_CONSISTENCY, m, len, ROUND_SECAGG_WAIT);
+  }
+  tick(s);
+  for (int i = 0; i < s->n; i++)
+    if (s->alive[i])
+      call_ok(s, i, ROUND_SECAGG_CONSISTENCY, NULL, 0, ROUND_SECAGG_MESSAGE);
   for (int i = 0; i < s->n; i++) {
     if (!s->alive[i])
       continue;
@@ -436,10 +475,12 @@ static int64_t round_int(fixture *f, int64_t r, const char *column) {
   return count(f, sql);
 }
 
-static void check_counts(sim *s, int64_t a, int64_t sh, int64_t m, int64_t u) {
+static void check_counts(sim *s, int64_t a, int64_t sh, int64_t m,
+                         int64_t c, int64_t u) {
   CU_ASSERT_EQUAL(round_int(&s->f, s->round, "secagg_advertised"), a);
   CU_ASSERT_EQUAL(round_int(&s->f, s->round, "secagg_shared"), sh);
   CU_ASSERT_EQUAL(round_int(&s->f, s->round, "secagg_masked"), m);
+  CU_ASSERT_EQUAL(round_int(&s->f, s->round, "secagg_attested"), c);
   CU_ASSERT_EQUAL(round_int(&s->f, s->round, "secagg_unmasked"), u);
 }
 
@@ -485,7 +526,7 @@ static void full_round(round_secagg_mode mode, long degree,
   tick(&s);
   sim_unmask(&s, 1);
   check_model(&s, x0);
-  check_counts(&s, N, N, N, N);
+  check_counts(&s, N, N, N, N, N);
   CU_ASSERT_EQUAL(round_int(&s.f, 1, "clients_aggregated"), N);
   CU_ASSERT_EQUAL(count(&s.f, "SELECT COUNT(*) FROM updates"), 0);
   CU_ASSERT_EQUAL(count(&s.f, "SELECT examples FROM participations WHERE "
@@ -497,7 +538,7 @@ static void full_round(round_secagg_mode mode, long degree,
            round_secagg_name(mode), want_k, want_t);
   CU_ASSERT_STRING_EQUAL(round_text(&s.f, 1, "secagg", text, sizeof text),
                          want);
-  CU_ASSERT(lines_contain(&s.f, " secagg 5/5/5/5\n"));
+  CU_ASSERT(lines_contain(&s.f, " secagg 5/5/5/5/5\n"));
   /* Round 2 runs too, on the new model. */
   ASSERT_ROUND_STATE(s.f, 2, "OPEN");
   float *x1 = floats(NP);
@@ -544,14 +585,14 @@ static void test_dropout_after_share_commits_survivors(void) {
   sim_upload(&s);
   tick(&s); /* 4 of 5: MASKED stays open until its deadline */
   call_ok(&s, 0, ROUND_SECAGG_MASKED, NULL, 0, ROUND_SECAGG_WAIT);
-  check_counts(&s, N, N, -1, -1);
+  check_counts(&s, N, N, -1, -1, -1);
   sleep_s(0.5);
   tick(&s);
   sim_unmask(&s, 1);
   check_model(&s, x0);
-  check_counts(&s, N, N, 4, 4);
+  check_counts(&s, N, N, 4, 4, 4);
   CU_ASSERT_EQUAL(round_int(&s.f, 1, "clients_aggregated"), 4);
-  CU_ASSERT(lines_contain(&s.f, " secagg 5/5/4/4\n"));
+  CU_ASSERT(lines_contain(&s.f, " secagg 5/5/4/4/4\n"));
   /* The dropped client's late upload is refused. */
   uint8_t junk[16] = {0};
   CU_ASSERT_EQUAL(upload_bytes(&s, 3, junk, sizeof junk, 5).code,
@@ -578,7 +619,7 @@ static void test_below_threshold_fails_without_model(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "secure aggregation aborted"));
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "below the threshold 3"));
   CU_ASSERT_EQUAL(count(&s.f, "SELECT COUNT(*) FROM models"), 1);
-  check_counts(&s, N, N, 2, -1);
+  check_counts(&s, N, N, 2, -1, -1);
   /* The survivors' polls learn that the round failed. */
   round_secagg_reply r;
   round_verdict v = call(&s, 0, ROUND_SECAGG_MASKED, NULL, 0, &r);
@@ -721,11 +762,7 @@ static void test_bad_calls_refused_nothing_changes(void) {
                         .ring_bits = p->ring_bits,
                         .dim = NP};
     memcpy(sp.round_seed, p->round_seed, sizeof sp.round_seed);
-    prg_free(&s.rng[i]);
-    CU_ASSERT_EQUAL_FATAL(prg_init_u64(&s.rng[i], 77 + (uint64_t)i), 0);
-    CU_ASSERT_EQUAL_FATAL(
-        secagg_client_new(&sp, p->index, &s.rng[i], &s.c[i], err, sizeof err),
-        COHORT_OK);
+    new_client(&s, i, &sp, p);
   }
   sim_advertise(&s);
   sim_share(&s);

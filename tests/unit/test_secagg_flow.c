@@ -3,8 +3,9 @@
  * two more clients it drives itself, answering Wait before every reply so
  * that polling is exercised. Proves: the unmasked sum decodes to the
  * client's weighted delta within one q8 step; a plan or codec the client
- * cannot use is refused before any message is sent; the testing aid leaves
- * before the step it names; a step that never closes times out. */
+ * cannot use, or a threshold below its policy's floor, is refused before
+ * any message is sent; the testing aid leaves before the step it names; a
+ * step that never closes times out. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "pb.h"
 #include "secagg.h"
 #include "secagg_flow.h"
+#include "sign.h"
 
 #define N 3
 #define DIM 64
@@ -28,11 +30,13 @@ typedef struct fake {
   secagg_params p;
   secagg_server *srv;
   secagg_client *other[N];
+  sign_key *id[N]; /* every client's identity, 0's too */
+  secagg_flow_trust trust; /* client 0's */
   prg rng[N];
   uint32_t ring_bits_sent; /* what the plan says (p.ring_bits unless set) */
   int waits;               /* Waits answered */
   int wait_forever;        /* answer SETUP with Wait only */
-  int calls[5];            /* SecAgg calls per step */
+  int calls[6];            /* SecAgg calls per step */
   int answered;            /* the step that was answered with a message */
   int uploads;
   int finished;
@@ -69,6 +73,9 @@ static void others_step(fake *f, secagg_phase ph) {
         uint64_t zero[DIM] = {0}; /* the sum is then client 0's input */
         rc = secagg_client_mask(f->other[i], in, in_len, zero, &out, &out_len,
                                 f->err, sizeof f->err);
+      } else if (ph == SECAGG_CONSISTENCY) {
+        rc = secagg_client_attest(f->other[i], in, in_len, &out, &out_len,
+                                  f->err, sizeof f->err);
       } else {
         rc = secagg_client_unmask(f->other[i], in, in_len, &out, &out_len,
                                   f->err, sizeof f->err);
@@ -96,11 +103,13 @@ static int fake_call(void *ctx, const Cohort__V1__SecAggRequest *req,
   if (f->calls[req->step] == 1 || f->wait_forever) {
     if (req->step != COHORT__V1__SEC_AGG_STEP__SECAGG_SETUP &&
         req->step != COHORT__V1__SEC_AGG_STEP__SECAGG_MASKED) {
-      secagg_phase ph = req->step == COHORT__V1__SEC_AGG_STEP__SECAGG_ADVERTISE
-                            ? SECAGG_ADVERTISE
-                        : req->step == COHORT__V1__SEC_AGG_STEP__SECAGG_SHARE
-                            ? SECAGG_SHARE
-                            : SECAGG_UNMASK;
+      secagg_phase ph =
+          req->step == COHORT__V1__SEC_AGG_STEP__SECAGG_ADVERTISE
+              ? SECAGG_ADVERTISE
+          : req->step == COHORT__V1__SEC_AGG_STEP__SECAGG_SHARE ? SECAGG_SHARE
+          : req->step == COHORT__V1__SEC_AGG_STEP__SECAGG_CONSISTENCY
+              ? SECAGG_CONSISTENCY
+              : SECAGG_UNMASK;
       CU_ASSERT_FATAL(req->message.len > 0);
       CU_ASSERT_FATAL(secagg_server_receive(f->srv, 0, ph, req->message.data,
                                             req->message.len, f->err,
@@ -118,7 +127,7 @@ static int fake_call(void *ctx, const Cohort__V1__SecAggRequest *req,
   CU_ASSERT_EQUAL(req->message.len, 0);
   switch (req->step) {
   case COHORT__V1__SEC_AGG_STEP__SECAGG_SETUP:
-    plan.clients = N;
+    plan.clients = f->p.n;
     plan.index = 0;
     plan.threshold = f->p.threshold;
     plan.degree = f->p.degree;
@@ -174,12 +183,24 @@ static void fake_init(fake *f) {
       .n = N, .threshold = 2, .degree = 2, .ring_bits = 8 + 2, .dim = DIM};
   memset(f->p.round_seed, 0x5a, sizeof f->p.round_seed);
   f->ring_bits_sent = f->p.ring_bits;
-  CU_ASSERT_FATAL(secagg_server_new(&f->p, &f->srv, f->err, sizeof f->err) ==
-                  COHORT_OK);
+  secagg_peer_identity ids[N];
+  memset(ids, 0, sizeof ids);
+  for (uint32_t i = 0; i < N; i++) {
+    uint8_t seed[SIGN_SEED_LEN];
+    memset(seed, 0x30 + (int)i, sizeof seed);
+    CU_ASSERT_FATAL(sign_key_from_seed(seed, &f->id[i]) == COHORT_OK);
+    sign_key_public(f->id[i], ids[i].pub);
+  }
+  CU_ASSERT_FATAL(secagg_server_new(&f->p, ids, &f->srv, f->err,
+                                    sizeof f->err) == COHORT_OK);
+  f->trust.id.key = f->id[0];
+  f->trust.policy = secagg_policy_default();
   for (uint32_t i = 1; i < N; i++) {
+    secagg_identity id = {.key = f->id[i]};
     CU_ASSERT_FATAL(prg_init_u64(&f->rng[i], 100 + i) == COHORT_OK);
-    CU_ASSERT_FATAL(secagg_client_new(&f->p, i, &f->rng[i], &f->other[i],
-                                      f->err, sizeof f->err) == COHORT_OK);
+    CU_ASSERT_FATAL(secagg_client_new(&f->p, i, &id, NULL, &f->rng[i],
+                                      &f->other[i], f->err,
+                                      sizeof f->err) == COHORT_OK);
   }
 }
 
@@ -188,6 +209,8 @@ static void fake_free(fake *f) {
     secagg_client_free(f->other[i]);
     prg_free(&f->rng[i]);
   }
+  for (uint32_t i = 0; i < N; i++)
+    sign_key_free(f->id[i]);
   secagg_server_free(f->srv);
 }
 
@@ -216,7 +239,7 @@ static void test_round_sums_the_weighted_delta(void) {
   secagg_flow_io io = io_of(&f);
   secagg_flow flow;
   char err[256] = "";
-  int rc = secagg_flow_begin(&flow, &io, &t, DIM, clock_mono_s() + 30,
+  int rc = secagg_flow_begin(&flow, &io, &f.trust, &t, DIM, clock_mono_s() + 30,
                              SECAGG_FLOW_NEVER, err, sizeof err);
   CU_ASSERT_EQUAL_FATAL(rc, COHORT_OK);
   if (rc)
@@ -234,7 +257,7 @@ static void test_round_sums_the_weighted_delta(void) {
   secagg_flow_end(&flow); /* twice is safe */
   CU_ASSERT_EQUAL(f.uploads, 1);
   CU_ASSERT(f.finished);
-  CU_ASSERT_EQUAL(f.waits, 5); /* one per step */
+  CU_ASSERT_EQUAL(f.waits, 6); /* one per step */
 
   uint64_t sum[DIM];
   uint32_t inputs = 0;
@@ -272,7 +295,7 @@ static void test_unusable_plan_or_codec_refused(void) {
   secagg_flow_io io = io_of(&f);
   secagg_flow flow;
   char err[256] = "";
-  CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &t, DIM, clock_mono_s() + 30,
+  CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &f.trust, &t, DIM, clock_mono_s() + 30,
                                     SECAGG_FLOW_NEVER, err, sizeof err),
                   COHORT_EABORTED);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "9-bit ring"));
@@ -284,7 +307,7 @@ static void test_unusable_plan_or_codec_refused(void) {
   for (size_t i = 0; i < 2; i++) {
     memset(f.calls, 0, sizeof f.calls);
     t = task_of(bad[i][0]);
-    CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &t, DIM, clock_mono_s() + 30,
+    CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &f.trust, &t, DIM, clock_mono_s() + 30,
                                       SECAGG_FLOW_NEVER, err, sizeof err),
                     COHORT_EABORTED);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, bad[i][1]));
@@ -293,10 +316,62 @@ static void test_unusable_plan_or_codec_refused(void) {
   }
   t = task_of("q8");
   t.codec_clip = 0;
-  CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &t, DIM, clock_mono_s() + 30,
+  CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &f.trust, &t, DIM, clock_mono_s() + 30,
                                     SECAGG_FLOW_NEVER, err, sizeof err),
                   COHORT_EABORTED);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "clip"));
+  secagg_flow_end(&flow);
+  fake_free(&f);
+}
+
+/* A coordinator that plans a threshold below what the client's policy
+ * needs: refused with the floor named, before any key is sent. */
+static void test_threshold_below_the_policy_refused(void) {
+  fake f;
+  fake_init(&f);
+  Cohort__V1__Task t = task_of("q8");
+  secagg_flow_io io = io_of(&f);
+  secagg_flow flow;
+  char err[256] = "";
+  /* The plan the coordinator sends: 20 clients on the complete graph,
+   * with a threshold of 5, where 5% corrupt clients with a semi-malicious
+   * coordinator need more. The client's own floor: */
+  f.p.n = 20;
+  f.p.degree = 19;
+  f.p.threshold = 5;
+  f.ring_bits_sent = 8 + 5;
+  uint32_t floor = 0;
+  CU_ASSERT_EQUAL_FATAL(secagg_policy_min_threshold(&f.trust.policy, 20, 19,
+                                                    &floor, err, sizeof err),
+                        COHORT_OK);
+  CU_ASSERT(floor > 5);
+  CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &f.trust, &t, DIM,
+                                    clock_mono_s() + 30, SECAGG_FLOW_NEVER,
+                                    err, sizeof err),
+                  COHORT_EABORTED);
+  char want[64];
+  snprintf(want, sizeof want, "threshold 5 is below the %u", floor);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+  if (!strstr(err, want))
+    fprintf(stderr, "refusal: %s\n", err);
+  /* The same plan at the floor is taken: the client makes its keys (and
+   * leaves, as asked, before sending them). */
+  secagg_flow_end(&flow);
+  f.p.threshold = floor;
+  CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &f.trust, &t, DIM,
+                                    clock_mono_s() + 30, SECAGG_FLOW_ADVERTISE,
+                                    err, sizeof err),
+                  COHORT_ECANCELED);
+  CU_ASSERT_PTR_NOT_NULL(flow.sc);
+  f.p.threshold = 5;
+  secagg_flow_end(&flow);
+  memset(f.calls, 0, sizeof f.calls);
+  CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &f.trust, &t, DIM,
+                                    clock_mono_s() + 30, SECAGG_FLOW_NEVER,
+                                    err, sizeof err),
+                  COHORT_EABORTED);
+  CU_ASSERT_PTR_NULL(flow.sc);
+  CU_ASSERT_EQUAL(f.calls[COHORT__V1__SEC_AGG_STEP__SECAGG_ADVERTISE], 0);
   secagg_flow_end(&flow);
   fake_free(&f);
 }
@@ -309,7 +384,7 @@ static void test_leaves_before_the_named_step(void) {
   secagg_flow_io io = io_of(&f);
   secagg_flow flow;
   char err[256] = "";
-  CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &t, DIM, clock_mono_s() + 30,
+  CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &f.trust, &t, DIM, clock_mono_s() + 30,
                                     SECAGG_FLOW_SHARE, err, sizeof err),
                   COHORT_ECANCELED);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "share"));
@@ -331,7 +406,7 @@ static void test_step_that_never_closes_times_out(void) {
   secagg_flow flow;
   char err[256] = "";
   double t0 = clock_mono_s();
-  CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &t, DIM, t0 + 0.2,
+  CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &f.trust, &t, DIM, t0 + 0.2,
                                     SECAGG_FLOW_NEVER, err, sizeof err),
                   COHORT_ETIMEDOUT);
   CU_ASSERT(clock_mono_s() - t0 >= 0.2);
@@ -347,6 +422,8 @@ int cohort_register_suites(void) {
        test_round_sums_the_weighted_delta},
       {"an unusable plan or codec is refused before any message",
        test_unusable_plan_or_codec_refused},
+      {"a threshold below the client's policy is refused before any message",
+       test_threshold_below_the_policy_refused},
       {"the testing aid leaves before the step it names",
        test_leaves_before_the_named_step},
       {"a step that never closes times out",

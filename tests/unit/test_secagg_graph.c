@@ -1,9 +1,11 @@
 /* Tests of secure aggregation's parameters (secagg.h): the checks on a
  * round's secagg_params; the random Harary neighbour graph (regular,
  * symmetric, sorted, connected, reproducible from the round seed, nodes
- * placed uniformly); and the parameter finder, whose bounds
- * (secagg_params.h) are compared with binomial tails summed term by term
- * here, and whose choices are checked against the bounds themselves. */
+ * placed uniformly) and a client's row of it; the parameter finder, whose
+ * bounds (secagg_params.h) are compared with binomial tails summed term by
+ * term here, and whose choices are checked against the bounds themselves;
+ * the dropout that over-selection adds; and what a client's policy
+ * accepts. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,22 +39,26 @@ static void test_params_check_table(void) {
     size_t dim;
     const char *want; /* NULL: accepted; else a substring of the reason */
   } cases[] = {
-      {2, 1, 1, 32, 1, NULL},
-      {2, 1, 2, 62, 1, NULL},
-      {10, 9, 10, 1, 5, NULL}, /* complete, every holder needed */
+      {3, 2, 2, 62, 1, NULL}, /* the smallest round */
+      {10, 9, 9, 1, 5, NULL}, /* complete, every neighbour needed */
       {10, 4, 3, 32, 5, NULL},
       {10, 3, 2, 32, 5, NULL}, /* odd k on even n */
-      {11, 4, 5, 32, 5, NULL},
+      {11, 4, 4, 32, 5, NULL},
       {SECAGG_MAX_CLIENTS, 2, 2, 32, 5, NULL},
+      /* Two clients: k = 1 leaves no threshold in 2..k. */
+      {2, 1, 1, 32, 1, "secagg threshold 1 must be in 2..1 (the degree)"},
+      {2, 1, 2, 62, 1, "threshold 2 must be in 2..1"},
+      {10, 9, 10, 1, 5, "threshold 10 must be in 2..9"}, /* t = k + 1 */
+      {11, 4, 5, 32, 5, "threshold 5 must be in 2..4"},
       {1, 1, 1, 32, 5, "secagg n = 1 clients must be in 2..65535"},
       {SECAGG_MAX_CLIENTS + 1, 2, 2, 32, 5, "n = 65536 clients"},
       {10, 0, 1, 32, 5, "secagg degree 0 must be in 1..9"},
       {10, 10, 6, 32, 5, "secagg degree 10 must be in 1..9"},
       {11, 3, 2, 32, 5, "degree 3 is odd and n = 11 is odd"},
       {10, 4, 2, 32, 5, NULL}, /* t <= k / 2: safe against a curious one */
-      {10, 3, 1, 32, 5, NULL},
-      {10, 4, 6, 32, 5, "secagg threshold 6 must be in 1..5 (degree + 1)"},
-      {10, 4, 0, 32, 5, "threshold 0 must be in 1..5"},
+      {10, 3, 1, 32, 5, "threshold 1 must be in 2..3"}, /* one holder */
+      {10, 4, 6, 32, 5, "secagg threshold 6 must be in 2..4 (the degree)"},
+      {10, 4, 0, 32, 5, "threshold 0 must be in 2..4"},
       {10, 4, 3, 0, 5, "secagg ring_bits 0 must be in 1..62"},
       {10, 4, 3, 63, 5, "ring_bits 63"},
       {10, 4, 3, 32, 0, "secagg dim is 0"},
@@ -81,6 +87,7 @@ static void test_phase_names(void) {
   CU_ASSERT_STRING_EQUAL(secagg_phase_name(SECAGG_ADVERTISE), "advertise");
   CU_ASSERT_STRING_EQUAL(secagg_phase_name(SECAGG_SHARE), "share");
   CU_ASSERT_STRING_EQUAL(secagg_phase_name(SECAGG_MASKED), "masked");
+  CU_ASSERT_STRING_EQUAL(secagg_phase_name(SECAGG_CONSISTENCY), "consistency");
   CU_ASSERT_STRING_EQUAL(secagg_phase_name(SECAGG_UNMASK), "unmask");
   CU_ASSERT_STRING_EQUAL(secagg_phase_name(SECAGG_DONE), "done");
   CU_ASSERT_STRING_EQUAL(secagg_phase_name(SECAGG_ABORTED), "aborted");
@@ -142,7 +149,7 @@ static uint32_t components(const secagg_graph *g, uint32_t n, uint32_t k) {
 }
 
 static void test_graph_regular_symmetric_sorted(void) {
-  static const uint32_t nk[][2] = {{2, 1},   {3, 2},    {5, 2},   {5, 4},
+  static const uint32_t nk[][2] = {{3, 2},   {4, 3},    {5, 2},   {5, 4},
                                    {8, 2},   {8, 3},    {8, 5},   {9, 6},
                                    {10, 3},  {10, 7},   {10, 8},  {64, 10},
                                    {101, 4}, {101, 60}, {200, 31}};
@@ -169,28 +176,28 @@ static void test_graph_connected(void) {
       CU_ASSERT_EQUAL(components(g, n, k), 1);
       secagg_graph_free(g);
     }
-  /* k = 1 joins each node to the opposite one only: a perfect matching,
-   * which is why the finder's bound (3) never passes it. */
-  secagg_params p = params(12, 1, 1, 3);
+  /* k = 1 would join each node to the opposite one only, a perfect
+   * matching (bound (3) never passes it); it leaves no threshold in 2..k,
+   * so no round has it. */
+  secagg_params p = params(12, 1, 2, 3);
   secagg_graph *g = NULL;
-  CU_ASSERT_EQUAL_FATAL(secagg_graph_new(&p, &g), COHORT_OK);
-  check_regular(g, 12, 1);
-  CU_ASSERT_EQUAL(components(g, 12, 1), 6);
-  secagg_graph_free(g);
+  uint32_t row[1];
+  CU_ASSERT_EQUAL(secagg_graph_new(&p, &g), COHORT_EINVAL);
+  CU_ASSERT_PTR_NULL(g);
+  CU_ASSERT_EQUAL(secagg_graph_row(&p, 0, row), COHORT_EINVAL);
 }
 
 static void test_graph_odd_degree_even_n(void) {
   /* Circle sides of (k - 1) / 2 plus the opposite node: for k = 3 on
    * n = 10, removing a node's two circle neighbours still leaves it its
    * opposite, so every node keeps degree 3 and the graph stays whole. */
-  for (uint32_t k = 1; k <= 9; k += 2)
+  for (uint32_t k = 3; k <= 9; k += 2)
     for (uint32_t seed = 1; seed <= 3; seed++) {
       secagg_params p = params(10, k, k / 2 + 1, seed);
       secagg_graph *g = NULL;
       CU_ASSERT_EQUAL_FATAL(secagg_graph_new(&p, &g), COHORT_OK);
       check_regular(g, 10, k);
-      if (k > 1)
-        CU_ASSERT_EQUAL(components(g, 10, k), 1);
+      CU_ASSERT_EQUAL(components(g, 10, k), 1);
       secagg_graph_free(g);
     }
   /* Odd k on odd n is refused, and *out is cleared. */
@@ -226,7 +233,7 @@ static void test_graph_deterministic_per_seed(void) {
   secagg_graph_free(c);
   /* The threshold, ring and dimension play no part in the graph. */
   p2 = p1;
-  p2.threshold = 7;
+  p2.threshold = 6;
   p2.ring_bits = 20;
   p2.dim = 3;
   CU_ASSERT_EQUAL_FATAL(secagg_graph_new(&p1, &a), COHORT_OK);
@@ -237,11 +244,11 @@ static void test_graph_deterministic_per_seed(void) {
 }
 
 static void test_graph_complete(void) {
-  static const uint32_t ns[] = {2, 3, 7, 10, 33};
+  static const uint32_t ns[] = {3, 4, 7, 10, 33};
   for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
     uint32_t n = ns[i];
     for (uint32_t seed = 1; seed <= 2; seed++) {
-      secagg_params p = params(n, n - 1, n, seed);
+      secagg_params p = params(n, n - 1, n - 1, seed);
       secagg_graph *g = NULL;
       CU_ASSERT_EQUAL_FATAL(secagg_graph_new(&p, &g), COHORT_OK);
       check_regular(g, n, n - 1);
@@ -281,7 +288,7 @@ static void test_graph_uniform_over_seeds(void) {
 
 static void test_graph_refusals(void) {
   secagg_graph *g = NULL;
-  secagg_params p = params(10, 4, 6, 1); /* t above k + 1 */
+  secagg_params p = params(10, 4, 5, 1); /* t above k */
   CU_ASSERT_EQUAL(secagg_graph_new(&p, &g), COHORT_EINVAL);
   CU_ASSERT_PTR_NULL(g);
   CU_ASSERT_EQUAL(secagg_graph_new(NULL, &g), COHORT_EINVAL);
@@ -294,6 +301,47 @@ static void test_graph_refusals(void) {
   CU_ASSERT_EQUAL(secagg_graph_adjacent(g, 3, 3), 0);
   secagg_graph_free(g);
   secagg_graph_free(NULL);
+}
+
+/* A client's row alone (secagg_graph_row, O(n)) is the graph's row, for
+ * sparse and complete graphs, odd and even k, many seeds; a row of a plan
+ * that is not valid, or of a node outside it, is refused. */
+static void test_graph_row_matches_graph(void) {
+  static const uint32_t nk[][2] = {
+      {3, 2},  {4, 2},  {4, 3},   {5, 2},   {5, 4},   {6, 3},    {6, 5},
+      {8, 3},  {8, 4},  {8, 7},   {9, 2},   {9, 8},   {10, 9},   {12, 5},
+      {33, 6}, {50, 7}, {64, 10}, {64, 63}, {101, 4}, {101, 60}, {200, 31}};
+  unsigned rows = 0, bad = 0;
+  uint32_t *row = malloc(200 * sizeof *row);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(row);
+  for (size_t i = 0; i < sizeof nk / sizeof nk[0]; i++)
+    for (uint32_t seed = 1; seed <= 4; seed++) {
+      uint32_t n = nk[i][0], k = nk[i][1];
+      secagg_params p = params(n, k, k / 2 + 1, 100 * seed + (uint32_t)i);
+      secagg_graph *g = NULL;
+      CU_ASSERT_EQUAL_FATAL(secagg_graph_new(&p, &g), COHORT_OK);
+      for (uint32_t v = 0; v < n; v++) {
+        memset(row, 0xff, 200 * sizeof *row);
+        int rc = secagg_graph_row(&p, v, row);
+        rows++;
+        if (rc != COHORT_OK ||
+            memcmp(row, secagg_graph_neighbours(g, v), k * sizeof *row) ||
+            (k < 200 && row[k] != UINT32_MAX)) /* nothing past k */
+          bad++;
+      }
+      secagg_graph_free(g);
+    }
+  CU_ASSERT_EQUAL(bad, 0);
+  CU_ASSERT(rows > 2000);
+  secagg_params p = params(10, 4, 3, 1);
+  CU_ASSERT_EQUAL(secagg_graph_row(&p, 10, row), COHORT_EINVAL);
+  CU_ASSERT_EQUAL(secagg_graph_row(&p, 0, NULL), COHORT_EINVAL);
+  CU_ASSERT_EQUAL(secagg_graph_row(NULL, 0, row), COHORT_EINVAL);
+  p = params(11, 3, 2, 1); /* odd k, odd n */
+  CU_ASSERT_EQUAL(secagg_graph_row(&p, 0, row), COHORT_EINVAL);
+  p = params(10, 4, 5, 1); /* t above k */
+  CU_ASSERT_EQUAL(secagg_graph_row(&p, 0, row), COHORT_EINVAL);
+  free(row);
 }
 
 /* ---- the bounds ---- */
@@ -352,8 +400,8 @@ static void test_bounds_against_direct_sums(void) {
     for (size_t r = 0; r < sizeof rates / sizeof rates[0]; r++)
       for (uint32_t t = k / 2 + 1; t <= k + 1; t++) {
         double x = rates[r];
-        /* (1): fewer than t of the k + 1 holders survive. */
-        double want1 = log2(50 * direct(k + 1, 1 - x, 0, t - 1));
+        /* (1): fewer than t of the k neighbours survive. */
+        double want1 = log2(50 * direct(k, 1 - x, 0, t - 1));
         /* (2): t or more of them are corrupt. */
         double want2 = log2(50 * direct(k + 1, x, t, k + 1));
         if (!near_log(secagg_bound_correctness(50, k, t, x), want1) ||
@@ -407,8 +455,9 @@ static int meets(const secagg_goal *g, uint32_t k, uint32_t t) {
              -(double)g->security_bits;
 }
 
-/* The finder as docs/secagg.md states it, with a plain scan over t (the
- * last k, n - 1, has the parity of the step, so the loop reaches it). */
+/* The finder as docs/secagg.md states it, with a plain scan over t up to k
+ * (a client masks with at least t neighbours; the last k, n - 1, has the
+ * parity of the step, so the loop reaches it). */
 static int reference_finder(const secagg_goal *g, uint32_t *k_out,
                             uint32_t *t_out) {
   uint32_t n = g->n, step = n % 2 == 0 ? 1 : 2;
@@ -416,7 +465,7 @@ static int reference_finder(const secagg_goal *g, uint32_t *k_out,
   for (uint32_t k = step == 1 ? 1 : 2; k <= n - 1; k += step) {
     if (k < n - 1 && secagg_bound_isolate(n, k, g->dropout, g->corrupt) > sec)
       continue;
-    for (uint32_t t = 1; t <= k + 1; t++)
+    for (uint32_t t = 1; t <= k; t++)
       if (secure(g, k, t)) {
         if (secagg_bound_correctness(n, k, t, g->dropout) <= cor) {
           *k_out = k;
@@ -472,7 +521,7 @@ static void test_finder_n1000_logarithmic(void) {
          secagg_bound_exposed(1000, k, t, 0.1, SECAGG_SEMI_MALICIOUS),
          secagg_bound_isolate(1000, k, 0.1, 0.1));
   CU_ASSERT(k < 1000 / 4);
-  CU_ASSERT(2 * t > k + 1 && t <= k + 1);
+  CU_ASSERT(2 * t > k + 1 && t <= k);
   CU_ASSERT(meets(&goal, k, t));
   /* t is the smallest that keeps corrupt clients out: with t - 1, the
    * corrupt holders plus half the honest ones would suffice. */
@@ -481,7 +530,7 @@ static void test_finder_n1000_logarithmic(void) {
   /* No smaller degree, k - 2 among them, meets all three with any t. */
   CU_ASSERT_FATAL(k > 2);
   for (uint32_t j = 1; j < k; j++)
-    for (uint32_t u = 1; u <= j + 1; u++)
+    for (uint32_t u = 1; u <= j; u++)
       CU_ASSERT(!meets(&goal, j, u));
   /* The result is a valid round. */
   secagg_params p = params(1000, k, t, 5);
@@ -534,41 +583,70 @@ static void test_finder_complete_for_small_n(void) {
   CU_ASSERT_EQUAL(k, 9);
   CU_ASSERT_EQUAL(t, 9);
   CU_ASSERT(secagg_bound_isolate(10, 8, 0, 0.02) > -40.0);
+  CU_ASSERT(near_log(secagg_bound_reconstruct(10, 9, 9, 0.02),
+                     log2(10 * direct(10, 0.02, 9, 10))));
   CU_ASSERT(secagg_bound_reconstruct(10, 9, 9, 0.02) <= -40.0);
   CU_ASSERT(secagg_bound_reconstruct(10, 9, 8, 0.02) > -40.0);
   /* Against a semi-malicious coordinator t = 9 would need only
    * 2 t - k - 1 = 8 corrupt holders (one honest holder per kind of share
-   * makes up the rest), and 8 of 10 is too likely; t = 10 needs all ten. */
+   * makes up the rest), and 8 of 10 is too likely; t = 10 would need all
+   * ten, but a client masks with at most k = 9 neighbours: refused, with
+   * that reason. */
   goal.adversary = SECAGG_SEMI_MALICIOUS;
-  CU_ASSERT_EQUAL_FATAL(secagg_find_params(&goal, &k, &t, err, sizeof err),
-                        COHORT_OK);
-  CU_ASSERT_EQUAL(k, 9);
-  CU_ASSERT_EQUAL(t, 10);
-  /* With 1% dropout and 0.1% corrupt, k = 8 keeps them connected but its
-   * t = 6 (the smallest against corruption) leaves a survivor's secret
-   * unrebuildable with probability 2^-16.3; k = 9 with t = 6 meets both. */
-  goal = (secagg_goal){10, 0.01, 0.001, 40, 20, SECAGG_CURIOUS};
+  k = t = 77;
+  CU_ASSERT_EQUAL(secagg_find_params(&goal, &k, &t, err, sizeof err),
+                  COHORT_EINVAL);
+  CU_ASSERT(k == 77 && t == 77);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "degree k = 9 (the complete graph)"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "bound (2) needs t = 10"));
+  CU_ASSERT_PTR_NULL(strstr(err, "bits short")); /* bound (2) is met */
+  CU_ASSERT(secure(&goal, 9, 10) && !secure(&goal, 9, 9));
+  /* 0.4% dropout and 0.1% corrupt: t = 6 keeps the corrupt holders out at
+   * k = 8 and k = 9 (bound (2) at 5: 2^-39.5, 2^-38.5), and k = 8 keeps
+   * the survivors connected, but a client of k = 8 fails to get t shares
+   * with probability 10 P[Binomial(8, 0.004) >= 3] = 2^-14.8; k = 9 with
+   * t = 6 meets both (10 P[Binomial(9, 0.004) >= 4] = 2^-21.6). */
+  goal = (secagg_goal){10, 0.004, 0.001, 40, 20, SECAGG_CURIOUS};
   CU_ASSERT_EQUAL_FATAL(secagg_find_params(&goal, &k, &t, err, sizeof err),
                         COHORT_OK);
   CU_ASSERT_EQUAL(k, 9);
   CU_ASSERT_EQUAL(t, 6);
-  CU_ASSERT(secagg_bound_isolate(10, 8, 0.01, 0.001) <= -40.0);
-  CU_ASSERT(secagg_bound_correctness(10, 8, 6, 0.01) > -20.0);
+  CU_ASSERT(secagg_bound_isolate(10, 8, 0.004, 0.001) <= -40.0);
+  CU_ASSERT(log2(10 * direct(8, 0.004, 3, 8)) > -20.0);
+  CU_ASSERT(near_log(secagg_bound_correctness(10, 8, 6, 0.004),
+                     log2(10 * direct(8, 0.996, 0, 5))));
+  CU_ASSERT(secagg_bound_correctness(10, 8, 6, 0.004) > -20.0);
   CU_ASSERT(secagg_bound_reconstruct(10, 9, 5, 0.001) > -40.0);
-  CU_ASSERT(secagg_bound_correctness(10, 9, 6, 0.01) <= -20.0);
+  CU_ASSERT(secagg_bound_correctness(10, 9, 6, 0.004) <= -20.0);
+  CU_ASSERT(log2(10 * direct(9, 0.004, 4, 9)) <= -20.0);
+  /* At 1% dropout even the complete graph falls short: bound (1) over
+   * its k = 9 neighbours (not the k + 1 holders) is 10 P[Binomial(9, 0.01)
+   * >= 4] = 2^-16.3. */
+  goal.dropout = 0.01;
+  CU_ASSERT_EQUAL(secagg_find_params(&goal, &k, &t, err, sizeof err),
+                  COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "fails to complete with probability "
+                                     "bound 2^-16.3"));
+  CU_ASSERT(near_log(secagg_bound_correctness(10, 9, 6, 0.01),
+                     log2(10 * direct(9, 0.01, 4, 9))));
   /* The same goal at 1000 clients gets a sparse graph. */
   goal.n = 1000;
   CU_ASSERT_EQUAL(secagg_find_params(&goal, &k, &t, err, sizeof err),
                   COHORT_OK);
-  CU_ASSERT(k < 999);
-  /* Two clients: the only graph is one edge, and t = 2 under either
-   * adversary (a curious one: never one holder alone; a semi-malicious
-   * one: 2 t > k + 1). */
+  CU_ASSERT(k < 999 && t <= k);
+  CU_ASSERT(meets(&goal, k, t));
+  /* Two clients: the only graph is one edge, k = 1, which leaves no
+   * threshold in 2..k under either adversary. Three: the triangle with
+   * t = 2 (a semi-malicious coordinator: 2 t > k + 1). */
   for (int adv = 0; adv < 2; adv++) {
     secagg_goal two = {2, 0, 0, 40, 20, (secagg_adversary)adv};
     CU_ASSERT_EQUAL(secagg_find_params(&two, &k, &t, err, sizeof err),
+                    COHORT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "degree k = 1"));
+    secagg_goal three = {3, 0, 0, 40, 20, (secagg_adversary)adv};
+    CU_ASSERT_EQUAL(secagg_find_params(&three, &k, &t, err, sizeof err),
                     COHORT_OK);
-    CU_ASSERT_EQUAL(k, 1);
+    CU_ASSERT_EQUAL(k, 2);
     CU_ASSERT_EQUAL(t, 2);
   }
 }
@@ -650,7 +728,7 @@ static void test_choose_graph(void) {
                   COHORT_EINVAL); /* 10 clients cannot hold 5% corrupt out */
   CU_ASSERT_EQUAL(k, 9);
   CU_ASSERT_EQUAL(t, 6); /* the majority: 2 t > k + 1 */
-  CU_ASSERT_PTR_NOT_NULL(strstr(err, "even t = 10"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "even 10 corrupt holders"));
   /* Plus with no qualifying degree: the complete graph, and the finder's
    * reason. */
   CU_ASSERT_EQUAL(secagg_choose_graph(&goal, 1, 0, &k, &t, err, sizeof err),
@@ -707,6 +785,183 @@ static void test_finder_refusals(void) {
                   COHORT_EINVAL);
 }
 
+/* ---- over-selection ---- */
+
+/* Selecting 1 + o times the clients needed and ending MASKED once enough
+ * are in makes each client survive with (1 - dropout) / (1 + o) at best:
+ * no over-selection leaves the dropout as it is; 30% over-selection with
+ * no dropout is a dropout of 0.3 / 1.3. */
+static void test_effective_dropout(void) {
+  static const double ds[] = {0, 0.05, 0.1, 0.3, 0.9};
+  for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++) {
+    CU_ASSERT_EQUAL(secagg_effective_dropout(ds[i], 0), ds[i]);
+    CU_ASSERT_EQUAL(secagg_effective_dropout(ds[i], -0.5), ds[i]);
+    double last = ds[i];
+    for (double o = 0.1; o < 2.0; o += 0.1) {
+      double e = secagg_effective_dropout(ds[i], o);
+      CU_ASSERT(fabs(e - (1 - (1 - ds[i]) / (1 + o))) < 1e-15);
+      CU_ASSERT(e > last && e < 1);
+      last = e;
+    }
+  }
+  CU_ASSERT(fabs(secagg_effective_dropout(0, 0.3) - 0.3 / 1.3) < 1e-15);
+  CU_ASSERT(fabs(secagg_effective_dropout(0.3, 0.3) - (1 - 0.7 / 1.3)) < 1e-15);
+  /* The finder then plans for the larger dropout: a degree no smaller. */
+  secagg_goal a = {1000, 0.1, 0.05, 40, 20, SECAGG_SEMI_MALICIOUS}, b = a;
+  b.dropout = secagg_effective_dropout(0.1, 0.3);
+  uint32_t ka = 0, ta = 0, kb = 0, tb = 0;
+  CU_ASSERT_EQUAL_FATAL(secagg_find_params(&a, &ka, &ta, NULL, 0), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(secagg_find_params(&b, &kb, &tb, NULL, 0), COHORT_OK);
+  CU_ASSERT(kb > ka);
+  CU_ASSERT(meets(&b, kb, tb) && !meets(&b, ka, ta));
+}
+
+/* ---- a client's policy ---- */
+
+/* The fewest shares a plan of degree k may ask for under a policy, from
+ * the definitions: the smallest t in 2..k that withstands the corrupt
+ * clients and the adversary (secure()), or else the adversary's floor with
+ * one corrupt holder: the majority 2 t > k + 1 against a semi-malicious
+ * coordinator, 2 against a curious one. */
+static uint32_t reference_min_threshold(const secagg_policy *pol, uint32_t n,
+                                        uint32_t k) {
+  secagg_goal g = {n, 0, pol->corrupt, pol->security_bits, 20, pol->adversary};
+  for (uint32_t t = 2; t <= k; t++)
+    if (secure(&g, k, t))
+      return t;
+  return pol->adversary == SECAGG_CURIOUS ? 2 : (k + 3) / 2;
+}
+
+static void test_policy_min_threshold(void) {
+  static const uint32_t ns[] = {3, 10, 64, 100, 1000};
+  static const double cs[] = {0, 0.01, 0.05, 0.2};
+  unsigned bad = 0, floors = 0, found = 0;
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
+      for (int adv = 0; adv < 2; adv++)
+        for (uint32_t k = 2; k < ns[a]; k += 1 + k / 4) {
+          secagg_policy pol = {(secagg_adversary)adv, cs[c], 40};
+          uint32_t got = 0, want = reference_min_threshold(&pol, ns[a], k);
+          int rc = secagg_policy_min_threshold(&pol, ns[a], k, &got, NULL, 0);
+          secagg_goal g = {ns[a], 0, cs[c], 40, 20, (secagg_adversary)adv};
+          floors += !secure(&g, k, want);
+          found += secure(&g, k, want);
+          if (rc != COHORT_OK || got != want) {
+            if (bad++ < 5)
+              printf("\n  n %u k %u corrupt %g %s: %d %u, reference %u", ns[a],
+                     k, cs[c], secagg_adversary_name(pol.adversary), rc, got,
+                     want);
+          }
+        }
+  CU_ASSERT_EQUAL(bad, 0);
+  CU_ASSERT(floors > 10 && found > 10); /* both branches are reached */
+  /* No t meets the goal at n = 10, k = 6, 5% corrupt: the floors. */
+  secagg_policy semi = secagg_policy_default();
+  secagg_policy cur = {SECAGG_CURIOUS, 0.05, 40};
+  uint32_t tm = 0;
+  CU_ASSERT_EQUAL(secagg_policy_min_threshold(&semi, 10, 6, &tm, NULL, 0),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(tm, secagg_majority_threshold(6));
+  CU_ASSERT_EQUAL(tm, 4);
+  CU_ASSERT_EQUAL(secagg_policy_min_threshold(&cur, 10, 6, &tm, NULL, 0),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(tm, 2);
+  /* The default is semi-malicious, 5% corrupt, 40 bits. */
+  CU_ASSERT_EQUAL(semi.adversary, SECAGG_SEMI_MALICIOUS);
+  CU_ASSERT_EQUAL(semi.corrupt, 0.05);
+  CU_ASSERT_EQUAL(semi.security_bits, SECAGG_SECURITY_BITS);
+  /* Refusals: an invalid policy, a degree outside 1..n - 1. */
+  char err[512] = "";
+  secagg_policy bad_pol = {SECAGG_SEMI_MALICIOUS, 1.0, 40};
+  CU_ASSERT_EQUAL(
+      secagg_policy_min_threshold(&bad_pol, 100, 10, &tm, err, sizeof err),
+      COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "corrupt 1 must be in [0, 1)"));
+  bad_pol = (secagg_policy){SECAGG_SEMI_MALICIOUS, 0.05, 0};
+  CU_ASSERT_EQUAL(
+      secagg_policy_min_threshold(&bad_pol, 100, 10, &tm, err, sizeof err),
+      COHORT_EINVAL);
+  bad_pol = (secagg_policy){(secagg_adversary)7, 0.05, 40};
+  CU_ASSERT_EQUAL(
+      secagg_policy_min_threshold(&bad_pol, 100, 10, &tm, err, sizeof err),
+      COHORT_EINVAL);
+  CU_ASSERT_EQUAL(
+      secagg_policy_min_threshold(&semi, 100, 100, &tm, err, sizeof err),
+      COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "degree 100 must be in 1..99"));
+  CU_ASSERT_EQUAL(
+      secagg_policy_min_threshold(&semi, 100, 0, &tm, err, sizeof err),
+      COHORT_EINVAL);
+}
+
+static void test_policy_check(void) {
+  char err[512] = "", want[160];
+  secagg_policy semi = secagg_policy_default();
+  secagg_policy cur = {SECAGG_CURIOUS, 0.05, 40};
+  /* A plan at the finder's t, for the policy's own goal, passes; t - 1 is
+   * refused, naming both numbers. */
+  secagg_goal g = {1000, 0.1, 0.05, 40, 20, SECAGG_SEMI_MALICIOUS};
+  uint32_t k = 0, t = 0;
+  CU_ASSERT_EQUAL_FATAL(secagg_find_params(&g, &k, &t, NULL, 0), COHORT_OK);
+  secagg_params p = params(1000, k, t, 3);
+  CU_ASSERT_EQUAL(secagg_policy_check(&semi, &p, err, sizeof err), COHORT_OK);
+  p.threshold = t - 1;
+  CU_ASSERT_EQUAL(secagg_policy_check(&semi, &p, err, sizeof err),
+                  COHORT_EINVAL);
+  snprintf(want, sizeof want,
+           "threshold %u is below the %u this client requires of degree %u",
+           t - 1, t, k);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "semi-malicious"));
+  /* A curious policy accepts the curious finder's plan, which the default
+   * (semi-malicious) one refuses. */
+  g = (secagg_goal){1000, 0.3, 0.05, 40, 20, SECAGG_CURIOUS};
+  CU_ASSERT_EQUAL_FATAL(secagg_find_params(&g, &k, &t, NULL, 0), COHORT_OK);
+  p = params(1000, k, t, 4);
+  CU_ASSERT_EQUAL(secagg_policy_check(&cur, &p, err, sizeof err), COHORT_OK);
+  p.threshold = t - 1;
+  CU_ASSERT_EQUAL(secagg_policy_check(&cur, &p, err, sizeof err),
+                  COHORT_EINVAL);
+  p.threshold = t;
+  CU_ASSERT_EQUAL(secagg_policy_check(&semi, &p, err, sizeof err),
+                  COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "is below the"));
+  /* The complete graph at the majority passes where no t meets the goal
+   * (n = 10, 5% corrupt: the coordinator's fallback). */
+  p = params(10, 9, secagg_majority_threshold(9), 5);
+  CU_ASSERT_EQUAL(secagg_policy_check(&semi, &p, err, sizeof err), COHORT_OK);
+  p.threshold--;
+  CU_ASSERT_EQUAL(secagg_policy_check(&semi, &p, err, sizeof err),
+                  COHORT_EINVAL);
+  /* A degree too small for bound (3): at n = 1000 and 5% corrupt, k = 4
+   * leaves the honest clients apart with bound 10^6 0.05^4 = 2^2.6, even
+   * at a threshold high enough; k = 26 keeps them together
+   * (10^6 0.05^26 < 2^-40). */
+  uint32_t tm = 0;
+  CU_ASSERT_EQUAL_FATAL(
+      secagg_policy_min_threshold(&semi, 1000, 4, &tm, NULL, 0), COHORT_OK);
+  p = params(1000, 4, 4, 6);
+  CU_ASSERT(p.threshold >= tm);
+  CU_ASSERT(near_log(secagg_bound_isolate(1000, 4, 0, 0.05),
+                     log2(1e6 * pow(0.05, 4))));
+  CU_ASSERT_EQUAL(secagg_policy_check(&semi, &p, err, sizeof err),
+                  COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "degree 4 among 1000 clients leaves the "
+                                     "honest ones disconnected"));
+  CU_ASSERT_EQUAL(secagg_policy_check(&cur, &p, err, sizeof err),
+                  COHORT_EINVAL); /* bound (3) is the same for both */
+  CU_ASSERT(log2(1e6 * pow(0.05, 26)) <= -40.0);
+  CU_ASSERT_EQUAL_FATAL(
+      secagg_policy_min_threshold(&semi, 1000, 26, &tm, NULL, 0), COHORT_OK);
+  p = params(1000, 26, tm, 6);
+  CU_ASSERT_EQUAL(secagg_policy_check(&semi, &p, err, sizeof err), COHORT_OK);
+  /* An invalid plan is refused by secagg_params_check first. */
+  p = params(1000, 26, 27, 6);
+  CU_ASSERT_EQUAL(secagg_policy_check(&semi, &p, err, sizeof err),
+                  COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "threshold 27 must be in 2..26"));
+}
+
 int cohort_register_suites(void) {
   static const test_case params_tests[] = {
       {"params: accepted and refused, with the value named",
@@ -725,6 +980,8 @@ int cohort_register_suites(void) {
       {"every pair adjacent with probability k / (n - 1) over seeds",
        test_graph_uniform_over_seeds},
       {"bad parameters and out-of-range nodes", test_graph_refusals},
+      {"a client's row equals the graph's, complete and odd k too",
+       test_graph_row_matches_graph},
   };
   static const test_case finder_tests[] = {
       {"binomial tails equal term-by-term sums", test_tail_against_direct_sums},
@@ -743,6 +1000,13 @@ int cohort_register_suites(void) {
       {"small n falls back to the complete graph",
        test_finder_complete_for_small_n},
       {"impossible goals and bad input are refused", test_finder_refusals},
+      {"over-selection adds to the dropout", test_effective_dropout},
+  };
+  static const test_case policy_tests[] = {
+      {"the fewest shares a policy accepts, from the definitions",
+       test_policy_min_threshold},
+      {"plans a policy accepts and refuses, with the reason",
+       test_policy_check},
   };
   int rc = test_add_suite("secagg params", NULL, NULL, params_tests,
                           sizeof params_tests / sizeof params_tests[0]);
@@ -752,5 +1016,8 @@ int cohort_register_suites(void) {
   if (!rc)
     rc = test_add_suite("secagg finder", NULL, NULL, finder_tests,
                         sizeof finder_tests / sizeof finder_tests[0]);
+  if (!rc)
+    rc = test_add_suite("secagg policy", NULL, NULL, policy_tests,
+                        sizeof policy_tests / sizeof policy_tests[0]);
   return rc;
 }

@@ -249,8 +249,9 @@ static void test_client_identity(void) {
 }
 
 /* A database as schema 5 left it: migration 6 only adds the identity
- * columns and their index to clients, so taking them away again gives the
- * old schema, with a client that registered before identity keys. */
+ * columns and their index to clients, and migration 7 one column to
+ * rounds, so taking them away again gives the old schema, with a client
+ * that registered before identity keys. */
 static void make_v5_database(const char *path) {
   store *s = NULL;
   char err[256] = "";
@@ -266,6 +267,8 @@ static void make_v5_database(const char *path) {
                                "ALTER TABLE clients DROP COLUMN identity_key;"
                                "ALTER TABLE clients DROP COLUMN "
                                "enrollment_cert;"
+                               "ALTER TABLE rounds DROP COLUMN "
+                               "secagg_attested;"
                                "PRAGMA user_version = 5;",
                                NULL, NULL, NULL),
                   SQLITE_OK);
@@ -283,7 +286,10 @@ static void test_v5_database_migrates(void) {
                       COHORT_OK);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "schema version 5"));
   CU_ASSERT_EQUAL_FATAL(store_open(path, &s, err, sizeof err), COHORT_OK);
-  CU_ASSERT_EQUAL(db_peek_int(path, "PRAGMA user_version"), 6);
+  CU_ASSERT_EQUAL(db_peek_int(path, "PRAGMA user_version"), 7);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(secagg_attested) FROM "
+                                    "rounds"),
+                  0);
   /* The old client is still there, with its token and no identity. */
   int64_t old = 0, b = 0, dup = -1;
   CU_ASSERT_EQUAL(store_client_by_token(s, HASH_A, &old), COHORT_OK);
