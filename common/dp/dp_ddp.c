@@ -5,6 +5,7 @@
 #include "dp_ddp.h"
 
 #include <math.h>
+#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -333,16 +334,27 @@ unsigned ddp_round_conditional(const float *x, size_t n, double scale,
     for (; i < n; i++) {
       double y = (double)x[i] * scale;
       double f = floor(y);
-      uint32_t threshold = (uint32_t)((y - f) * 0x1p32);
+      double frac = y - f;
+      /* Exactly, frac < 1; in double it rounds to 1 when y sits within an
+       * ulp below an integer (y = -1e-30: f = -1), and 2^32 does not fit a
+       * uint32_t. y is then that integer, up to an ulp. */
+      if (frac >= 1) {
+        f += 1;
+        frac = 0;
+      }
+      uint32_t threshold = (uint32_t)(frac * 0x1p32);
       int64_t r = (int64_t)f + (coin(&c) < threshold);
       out[i] = r;
       s += sq_u128(r);
       if (s > limit)
         break; /* over the bound already: redraw */
     }
-    if (i == n)
+    if (i == n) {
+      OPENSSL_cleanse(&c, sizeof c); /* the coins say how y was rounded */
       return t;
+    }
   }
+  OPENSSL_cleanse(&c, sizeof c);
   /* Towards zero: |r_i| <= |y_i|, so ||r|| <= ||y||, which is at most the
    * bound up to the float error of the rotation; shrink y when that error
    * matters. */
@@ -366,6 +378,13 @@ unsigned ddp_round_conditional(const float *x, size_t n, double scale,
 
 static int rotation_seed(const ddp_params *p, uint8_t out[PRG_SEED_LEN]) {
   return prg_derive(p->seed, "ddp-rotate", out);
+}
+
+/* The scratch copy of an update (clipped, then rotated) is as secret as the
+ * update: wiped before it is freed. */
+static void free_update_copy(float *x, size_t n) {
+  OPENSSL_cleanse(x, n * sizeof *x);
+  free(x);
 }
 
 int ddp_encode(const ddp_params *p, const float *delta, prg *rng,
@@ -393,14 +412,14 @@ int ddp_encode(const ddp_params *p, const float *delta, prg *rng,
   if (rc == COHORT_OK)
     rc = rotate_forward(rs, x, pd);
   if (rc) {
-    free(x);
+    free_update_copy(x, pd);
     return errbuf_fail(err, errlen, rc, "ddp encode", "rotation failed");
   }
   /* int64_t and uint64_t may alias: the rounded integers are written in
    * place and reduced by the noise step. */
   ddp_round_conditional(x, pd, 1 / p->gamma, ddp_rounding_bound(p),
                         DDP_ROUND_TRIES, rng, (int64_t *)ring);
-  free(x);
+  free_update_copy(x, pd);
   rc = dp_add_discrete_gaussian_ring(rng, p->noise_stddev, p->bits, ring, pd);
   if (rc == COHORT_OK && p->count_slot) {
     int64_t half = (int64_t)(p->count_scale / 2);

@@ -5,6 +5,7 @@
 #include "dp_noise.h"
 
 #include <math.h>
+#include <openssl/crypto.h>
 
 #include "cohort_status.h"
 #include "wire.h"
@@ -40,6 +41,10 @@ static void src_init(dg_src *s, prg *g, unsigned chunk) {
   s->bits = 0;
   s->nbits = 0;
 }
+
+/* The buffered words decided the noise, which hides an update: wiped
+ * when a batch is done. */
+static void src_wipe(dg_src *s) { OPENSSL_cleanse(s, sizeof *s); }
 
 static uint64_t src_word(dg_src *s) {
   if (s->pos == s->len) {
@@ -279,6 +284,7 @@ int dp_discrete_gaussian_fill(prg *g, double sigma, int64_t *out, size_t n) {
   src_init(&s, g, SRC_WORDS);
   for (size_t i = 0; i < n; i++)
     out[i] = dg_sample(&s, &p);
+  src_wipe(&s);
   return COHORT_OK;
 }
 
@@ -297,6 +303,7 @@ int dp_add_discrete_gaussian_ring(prg *g, double sigma, unsigned bits,
   src_init(&s, g, SRC_WORDS);
   for (size_t i = 0; i < n; i++)
     v[i] = (v[i] + (uint64_t)dg_sample(&s, &p)) & mask;
+  src_wipe(&s);
   return COHORT_OK;
 }
 

@@ -427,6 +427,27 @@ static void test_rounding_within_bound(void) {
   free(r);
 }
 
+/* A value just below an integer: y - floor(y) rounds to 1 in double
+ * (y = -1e-30: floor -1, difference 1 - 1e-30 = 1.0), the one place the
+ * probability of rounding up would be 2^32, which a uint32_t cannot hold
+ * (undefined behaviour; on x86-64 it came out 0, so every such coordinate
+ * rounded down to -1). It must round to the integer it is next to. */
+static void test_rounding_just_below_an_integer(void) {
+  float x[64];
+  int64_t r[64];
+  for (size_t i = 0; i < 64; i++)
+    x[i] = i % 2 ? -1e-30f : 1e-30f - 1.0f;
+  prg g = test_rng(47);
+  for (int trial = 0; trial < 8; trial++) {
+    CU_ASSERT_EQUAL(ddp_round_conditional(x, 64, 1, 1e9, 1, &g, r), 1);
+    int ok = 1;
+    for (size_t i = 0; i < 64; i++)
+      ok &= r[i] == (i % 2 ? 0 : -1);
+    CU_ASSERT(ok);
+  }
+  prg_free(&g);
+}
+
 /* ---- round trips ---- */
 
 static void test_noiseless_sum_round_trip(void) {
@@ -736,6 +757,8 @@ int cohort_register_suites(void) {
   };
   static const test_case rounding[] = {
       {"conditional rounding within the bound", test_rounding_within_bound},
+      {"a value just below an integer rounds to it",
+       test_rounding_just_below_an_integer},
   };
   static const test_case coding[] = {
       {"noiseless sum round trip", test_noiseless_sum_round_trip},
