@@ -226,6 +226,27 @@ static int load_strategy_state(round_engine *e) {
   return COHORT_OK;
 }
 
+/* ---- updates ---- */
+
+int round_update_prepare(round_engine *e, const uint8_t *payload, size_t len,
+                         uint64_t examples, float *delta, uint64_t *weight,
+                         int *within, char *why, size_t whylen) {
+  int rc = round_codec_decode(e, payload, len, delta, why, whylen);
+  if (rc)
+    return rc;
+  *weight = examples;
+  *within = round_dp_clip_update(e, delta, weight);
+  return COHORT_OK;
+}
+
+int round_update_add(round_engine *e, const float *delta, uint64_t weight,
+                     int within, char *why, size_t whylen) {
+  int rc = aggregate_add(e->agg, delta, weight, why, whylen);
+  if (!rc)
+    e->dp.within += (uint64_t)within;
+  return rc;
+}
+
 /* ---- recovery ---- */
 
 typedef struct resume_ctx {
@@ -249,15 +270,15 @@ static int resume_participant(void *ctx, const store_participant *sp) {
     return COHORT_OK;
   float *delta = malloc(e->agg_dim * sizeof *delta);
   char why[200] = "out of memory";
-  if (delta && round_codec_decode(e, sp->delta, sp->delta_len, delta, why,
-                                  sizeof why) == COHORT_OK) {
-    uint64_t weight = sp->examples;
-    int within = round_dp_clip_update(e, delta, &weight);
-    if (aggregate_add(e->agg, delta, weight, why, sizeof why) == COHORT_OK) {
-      e->dp.within += (uint64_t)within;
-      p->uploaded = 1;
-      crypto_unhex(sp->sha256_hex, p->digest, sizeof p->digest);
-    }
+  uint64_t weight = 0;
+  int within = 0;
+  if (delta &&
+      round_update_prepare(e, sp->delta, sp->delta_len, sp->examples, delta,
+                           &weight, &within, why, sizeof why) == COHORT_OK &&
+      round_update_add(e, delta, weight, within, why, sizeof why) ==
+          COHORT_OK) {
+    p->uploaded = 1;
+    crypto_unhex(sp->sha256_hex, p->digest, sizeof p->digest);
   }
   free(delta);
   if (p->uploaded) {

@@ -361,16 +361,17 @@ static round_verdict finish_upload(round_engine *e, participant *p,
     goto out;
   }
   /* Decoding checks the payload's length, indices and values: NaN and
-   * infinity are refused there. */
+   * infinity are refused there. Central DP clips each update here and
+   * weighs all alike. */
   char why[200];
-  if (round_codec_decode(e, p->buf, p->total, delta, why, sizeof why)) {
+  uint64_t weight = 0;
+  int within = 0;
+  if (round_update_prepare(e, p->buf, p->total, examples, delta, &weight,
+                           &within, why, sizeof why)) {
     v = round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT, "update refused: %s",
                            why);
     goto out;
   }
-  /* Central DP clips each update here and weighs all alike. */
-  uint64_t weight = examples;
-  int within = round_dp_clip_update(e, delta, &weight);
   /* The aggregate's own checks (magnitude, weight) before anything is
    * stored; the add itself comes after the store, which may still fail. */
   if (aggregate_check(e->agg, delta, weight, why, sizeof why)) {
@@ -391,12 +392,11 @@ static round_verdict finish_upload(round_engine *e, participant *p,
     v = round_store_failed(e);
     goto out;
   }
-  if (aggregate_add(e->agg, delta, examples, why, sizeof why)) {
+  if (round_update_add(e, delta, weight, within, why, sizeof why)) {
     /* Checked above; only memory can fail here. */
     v = round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", why);
     goto out;
   }
-  e->dp.within += (uint64_t)within;
   p->uploaded = 1;
   p->examples = examples;
   e->n_done++;

@@ -146,6 +146,17 @@ participant *round_add_participant(round_engine *e, int64_t client);
 /* Clients seen at check-in within the active window. */
 size_t round_active_clients(round_engine *e, double now);
 int round_done_locked(round_engine *e);
+/* An upload's bytes to what the aggregate takes: the decoded update (into
+ * delta, e->agg_dim floats) and its weight, the example count or, under
+ * central DP, 1 after clipping (*within: its norm was within the clip).
+ * The live upload and the resumed one both come through here and
+ * round_update_add, so a restart cannot weigh an update differently. */
+int round_update_prepare(round_engine *e, const uint8_t *payload, size_t len,
+                         uint64_t examples, float *delta, uint64_t *weight,
+                         int *within, char *why, size_t whylen);
+/* Folds a prepared update into the round's aggregate. */
+int round_update_add(round_engine *e, const float *delta, uint64_t weight,
+                     int within, char *why, size_t whylen);
 
 /* ---- round_codec.c ---- */
 /* Parses --codec, sizes the aggregate's domain and the coordinator state. */

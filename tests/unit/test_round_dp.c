@@ -145,6 +145,68 @@ static void test_central_clips_and_noises(void) {
   fx_close(&f);
 }
 
+/* Round 1 of central DP where client 0 reports 10^8 examples and sends +v,
+ * and clients 1 .. K-1 report 100 and send -v, all within the clip; with
+ * restart_after > 0 the coordinator is restarted once that many updates
+ * are in (they are kept and re-added), and the rest arrive after it.
+ * Returns ||step - mean|| / ||mean|| for the uniform mean, -v (K - 2) / K:
+ * the noise (z = 1e-4) makes about 0.005 of it; weighting by examples
+ * would give a step of about +v, a ratio near 3. */
+static double heavy_client_round(int restart_after) {
+  const double clip = 0.05;
+  fixture f;
+  dp_init(&f, ROUND_DP_CENTRAL, 1e-4, clip);
+  FX_START(f, K);
+  update *plus = update_with_norm(60, 0.04);
+  update *minus = calloc(1, sizeof *minus);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(minus);
+  for (size_t j = 0; j < NP; j++)
+    minus->delta[j] = -plus->delta[j];
+  encode(minus);
+  float *x0 = floats(NP), *x1 = floats(NP);
+  CU_ASSERT_EQUAL_FATAL(latest_model(&f, x0, NULL, NULL), 0);
+  start_round_n(&f, 1, K);
+  for (int i = 0; i < K; i++) {
+    if (restart_after > 0 && i == restart_after)
+      restart_engine(&f);
+    uint64_t examples = i == 0 ? 100000000 : 100;
+    CU_ASSERT_EQUAL(
+        send_all(&f, f.id[i], 1, i == 0 ? plus : minus, examples).code,
+        GRPC_STATUS_OK);
+  }
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "COMMITTED");
+  CU_ASSERT_EQUAL_FATAL(latest_model(&f, x1, NULL, NULL), 0);
+  double err2 = 0, mean2 = 0;
+  for (size_t j = 0; j < NP; j++) {
+    double mean = -(double)plus->delta[j] * (K - 2) / K;
+    double step = (double)x1[j] - x0[j];
+    err2 += (step - mean) * (step - mean);
+    mean2 += mean * mean;
+  }
+  free(plus);
+  free(minus);
+  free(x0);
+  free(x1);
+  fx_close(&f);
+  return sqrt(err2 / mean2);
+}
+
+/* Central mode weighs every update 1, whatever example count its client
+ * reports (the noise is sized for the uniform mean), in a round that runs
+ * through and in one resumed after a restart. Measured: 0.006 and 0.005
+ * (the noise); before the fix 3.0 and 0.96. */
+static void test_central_weights_uniform(void) {
+  double live = heavy_client_round(0);
+  double resumed = heavy_client_round(3);
+  if (!(live < 0.05 && resumed < 0.05))
+    fprintf(stderr, "\n  step off the uniform mean by %.3f (live), %.3f "
+                    "(resumed)\n",
+            live, resumed);
+  CU_ASSERT(live < 0.05);
+  CU_ASSERT(resumed < 0.05);
+}
+
 /* The ledger composes over rounds, and a restarted coordinator rebuilds
  * its accountant from it. */
 static void test_ledger_composes_across_restart(void) {
@@ -310,6 +372,9 @@ int cohort_register_suites(void) {
       {"central: coordinator clips, noise variance (z C / K)^2, ledger row "
        "and round line",
        test_central_clips_and_noises},
+      {"central: a client reporting 10^8 examples weighs as much as any "
+       "other, live and resumed",
+       test_central_weights_uniform},
       {"ledger composes epsilon over rounds and across a restart",
        test_ledger_composes_across_restart},
       {"no round starts past --dp-budget, even after a restart",
