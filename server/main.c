@@ -179,7 +179,8 @@ static const flag_def FLAGS[] = {
      "stays within the clip"},
     {"dp", FLAG_STRING, &g_opts.dp, "off", 0, 0, "off|central|distributed",
      "differential privacy of training rounds: central: the coordinator "
-     "clips each update and adds Gaussian noise to the sum; distributed: "
+     "clips each update and adds discrete Gaussian noise to their sum on "
+     "an integer grid; distributed: "
      "each client clips and adds discrete Gaussian noise, secure "
      "aggregation sums (needs --secagg) (docs/privacy.md)"},
     {"dp-noise-multiplier", FLAG_DOUBLE, &g_opts.dp_noise, "0", 0, 1e4, "Z",

@@ -243,6 +243,8 @@ int round_update_add(round_engine *e, const float *delta, uint64_t weight,
                      int within, char *why, size_t whylen) {
   int rc = aggregate_add(e->agg, delta, weight, why, whylen);
   if (!rc)
+    rc = round_dp_add_update(e, delta);
+  if (!rc)
     e->dp.within += (uint64_t)within;
   return rc;
 }
@@ -645,7 +647,7 @@ static int aggregate_and_commit(round_engine *e, combine_fn combine) {
   if (!rc)
     rc = round_codec_finish(e, combined, delta, why, sizeof why);
   if (!rc)
-    rc = round_dp_finish(e, delta, why, sizeof why);
+    rc = round_dp_finish(e, why, sizeof why);
   if (!rc) {
     strategy_state_save(e->strategy, before);
     rc = strategy_step(e->strategy, e->global, delta, next);
@@ -792,8 +794,11 @@ static int close_training(round_engine *e, double now) {
   if (rc)
     return rc;
   e->state = ROUND_AGGREGATING;
-  return e->kind == KIND_EVALUATE ? finish_evaluation(e)
-                                  : aggregate_and_commit(e, combine_plain);
+  if (e->kind == KIND_EVALUATE)
+    return finish_evaluation(e);
+  return aggregate_and_commit(e, e->cfg.dp == ROUND_DP_CENTRAL
+                                     ? round_dp_combine
+                                     : combine_plain);
 }
 
 /* A secure-aggregation round's TRAINING: its phases close one by one; the

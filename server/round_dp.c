@@ -3,15 +3,16 @@
  * multiplier from a target epsilon, each round's sampling rate against the
  * budget, central mode's clipping and noise, distributed mode's encoding
  * plan and decoding, adaptive clipping, and the privacy ledger row that
- * the commit writes. Called with e->mu held, except round_dp_decode_sum
- * and round_dp_finish (AGGREGATING, lock dropped). */
+ * the commit writes. Called with e->mu held, except round_dp_decode_sum,
+ * round_dp_combine and round_dp_finish (AGGREGATING, lock dropped). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cohort_status.h"
 #include "dp_clip.h"
-#include "dp_noise.h"
+#include "dp_grid.h"
 #include "errbuf.h"
 #include "log.h"
 #include "round_internal.h"
@@ -164,6 +165,17 @@ int round_dp_setup(round_engine *e, char *err, size_t errlen) {
      * domain, after decoding. */
     e->agg_linear = 0;
     e->agg_dim = e->cparams.dim;
+    /* The grid's reach depends on z alone (the clip only scales it): a
+     * noise multiplier it cannot take is refused now, not in a round. */
+    rc = dp_grid_plan(c->dp_clip, dp->z_update, &dp->grid, err, errlen);
+    if (rc)
+      return rc;
+    dp->grid_sum = calloc(e->cparams.dim, sizeof *dp->grid_sum);
+    if (!dp->grid_sum)
+      return errbuf_fail(err, errlen, COHORT_ENOMEM, NULL,
+                         "out of memory for the central DP sum of %zu "
+                         "parameters",
+                         e->cparams.dim);
   }
   dp->clip = c->dp_clip;
   dp_accountant_init(&dp->acc);
@@ -179,6 +191,8 @@ void round_dp_free(round_engine *e) {
   if (e->dp.noise_live)
     prg_free(&e->dp.noise);
   e->dp.noise_live = 0;
+  free(e->dp.grid_sum);
+  e->dp.grid_sum = NULL;
 }
 
 /* Replaying the ledger: runs of rounds with the same (q, z) are added at
@@ -264,6 +278,11 @@ int round_dp_refuse(round_engine *e, size_t target) {
   dp->within = 0;
   memset(&dp->row, 0, sizeof dp->row);
   dp->row.epsilon = eps;
+  if (dp->grid_sum) {
+    /* Cannot fail: setup planned the same z (the clip only scales it). */
+    dp_grid_plan(dp->clip, dp->z_update, &dp->grid, NULL, 0);
+    memset(dp->grid_sum, 0, e->cparams.dim * sizeof *dp->grid_sum);
+  }
   return 0;
 }
 
@@ -272,6 +291,29 @@ int round_dp_clip_update(round_engine *e, float *delta, uint64_t *weight) {
     return 0;
   *weight = 1;
   return dp_clip_l2(delta, e->cparams.dim, e->dp.clip) <= e->dp.clip;
+}
+
+int round_dp_add_update(round_engine *e, const float *delta) {
+  if (!e->dp.on || e->cfg.dp != ROUND_DP_CENTRAL)
+    return COHORT_OK;
+  return dp_grid_add(&e->dp.grid, delta, e->cparams.dim, e->dp.grid_sum);
+}
+
+int round_dp_combine(round_engine *e, double *combined, char *why,
+                     size_t whylen) {
+  round_dp *dp = &e->dp;
+  size_t n = aggregate_count(e->agg);
+  if (n == 0)
+    return errbuf_fail(why, whylen, COHORT_EINVAL, NULL, "no updates summed");
+  /* N_Z(0, (z C / gamma)^2) on the sum in grid units is N(0, (z C)^2) on
+   * the sum in model units; the mean divides it by n. */
+  int rc = dp_grid_release(&dp->grid, &dp->noise, dp->grid_sum,
+                           e->cparams.dim, combined);
+  if (rc)
+    return errbuf_fail(why, whylen, rc, NULL, "the central noise failed");
+  for (size_t i = 0; i < e->cparams.dim; i++)
+    combined[i] /= (double)n;
+  return COHORT_OK;
 }
 
 int round_dp_plan_secagg(round_engine *e, uint32_t n, uint32_t t,
@@ -332,7 +374,7 @@ int round_dp_decode_sum(round_engine *e, const uint64_t *sum, uint32_t inputs,
   return COHORT_OK;
 }
 
-int round_dp_finish(round_engine *e, double *mean, char *why, size_t whylen) {
+int round_dp_finish(round_engine *e, char *why, size_t whylen) {
   round_dp *dp = &e->dp;
   if (!dp->on)
     return COHORT_OK;
@@ -340,20 +382,20 @@ int round_dp_finish(round_engine *e, double *mean, char *why, size_t whylen) {
   store_privacy *row = &dp->row;
   if (c->dp == ROUND_DP_CENTRAL) {
     size_t n = aggregate_count(e->agg);
-    if (n == 0)
-      return errbuf_fail(why, whylen, COHORT_EINVAL, NULL, "no updates summed");
-    /* N(0, (z C)^2) on the sum is N(0, (z C / n)^2) on the mean. */
-    dp_add_gaussian(&dp->noise, dp->z_update * dp->clip / (double)n, mean,
-                    e->cparams.dim);
     row->cohort_size = (int64_t)n;
-    /* The count is centred (sensitivity 1/2, Andrew et al.) and divided by
-     * the public expected cohort, not by n. */
-    double centred = (double)dp->within - (double)n / 2 +
-                     dp_gaussian(&dp->noise, dp->count_stddev);
-    row->unclipped_fraction =
-        c->dp_target_quantile > 0
-            ? dp_adaptive_noised_fraction(centred, expected_clients(c))
-            : NAN;
+    row->unclipped_fraction = NAN;
+    if (c->dp_target_quantile > 0) {
+      /* The count is centred (sensitivity 1/2, Andrew et al.) and divided
+       * by the public expected cohort, not by n. */
+      double centred = 0;
+      int rc = dp_grid_noised_count(&dp->noise, dp->within, n,
+                                    dp->count_stddev, &centred);
+      if (rc)
+        return errbuf_fail(why, whylen, rc, NULL,
+                           "the adaptive clip's count noise failed");
+      row->unclipped_fraction =
+          dp_adaptive_noised_fraction(centred, expected_clients(c));
+    }
   }
   snprintf(row->mode, sizeof row->mode, "%s", round_dp_name(c->dp));
   row->round = e->round;

@@ -11,6 +11,7 @@
 #include "crypto.h"
 #include "dp_accountant.h"
 #include "dp_ddp.h"
+#include "dp_grid.h"
 #include "prg.h"
 #include "round.h"
 #include "secagg.h"
@@ -80,6 +81,8 @@ typedef struct round_dp {
   double q;            /* its sampling rate */
   int exhausted;       /* the budget admits no further round */
   uint64_t within;     /* central: updates within the clip this round */
+  dp_grid grid;        /* central: this round's grid (its clip's) */
+  int64_t *grid_sum;   /* central: the round's updates on it, dim */
   ddp_params ddp;      /* distributed: this round's encoding */
   store_privacy row;   /* what the commit writes */
   prg noise;           /* the coordinator's CSPRNG noise stream */
@@ -231,6 +234,15 @@ int round_dp_refuse(round_engine *e, size_t target);
  * weight 1 (DP-FedAvg's uniform mean). Returns 1 when its norm was within
  * the clip. Nothing for the other modes (returns 0). */
 int round_dp_clip_update(round_engine *e, float *delta, uint64_t *weight);
+/* Central mode: adds a clipped update to the round's sum on the grid
+ * (nothing for the other modes). Cannot fail for a clipped update, whose
+ * values are finite. */
+int round_dp_add_update(round_engine *e, const float *delta);
+/* Central mode's combine (round.c's combine_fn): the noised mean of the
+ * round's clipped updates, released from the grid with discrete Gaussian
+ * noise (e->agg_dim = dim doubles, model domain). Lock dropped. */
+int round_dp_combine(round_engine *e, double *combined, char *why,
+                     size_t whylen);
 /* Distributed mode, at the start of secure aggregation with n clients of
  * whom t must survive: plans the encoding and sets the ring and dim. */
 int round_dp_plan_secagg(round_engine *e, uint32_t n, uint32_t t,
@@ -240,9 +252,9 @@ int round_dp_plan_secagg(round_engine *e, uint32_t n, uint32_t t,
  * noised mean update (model domain). */
 int round_dp_decode_sum(round_engine *e, const uint64_t *sum, uint32_t inputs,
                         double *mean, char *why, size_t whylen);
-/* After the combination (the mean update, model domain): central noise,
- * the adaptive clip's next value and the ledger row. */
-int round_dp_finish(round_engine *e, double *mean, char *why, size_t whylen);
+/* After the combination: central mode's noised count, the adaptive clip's
+ * next value and the ledger row. */
+int round_dp_finish(round_engine *e, char *why, size_t whylen);
 /* The ledger row for the commit, or NULL when DP is off. */
 const store_privacy *round_dp_row(const round_engine *e);
 /* After the commit: the accountant and the clip move on. */

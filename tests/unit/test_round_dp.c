@@ -78,8 +78,9 @@ static float *floats(size_t n) {
 }
 
 /* Central mode: the committed step is the unweighted mean of the clipped
- * updates plus N(0, (z C / K)^2) per coordinate; clipping happens on the
- * coordinator, whatever a client sends. */
+ * updates plus noise of variance (z C / K)^2 per coordinate (discrete
+ * Gaussian on the grid, dp_grid.h); clipping happens on the coordinator,
+ * whatever a client sends. */
 static void test_central_clips_and_noises(void) {
   const double z = 0.8, clip = 0.05;
   fixture f;
