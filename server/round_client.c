@@ -134,8 +134,9 @@ static double until_next_open(round_engine *e, double now) {
 }
 
 /* RetryLater from pace steering (pace.h), with a CSPRNG draw for the
- * jitter so clients cannot predict or synchronise on it. */
-static uint32_t retry_ms(round_engine *e, double now) {
+ * jitter so clients cannot predict or synchronise on it; not before
+ * not_before_s from now. */
+static uint32_t retry_ms(round_engine *e, double now, double not_before_s) {
   uint32_t r = 0;
   crypto_random(&r, sizeof r);
   size_t wanted = e->select_max > e->n_parts ? e->select_max - e->n_parts : 0;
@@ -144,7 +145,8 @@ static uint32_t retry_ms(round_engine *e, double now) {
   pace_inputs in = {.population = (double)round_active_clients(e, now),
                     .wanted = (double)wanted,
                     .window_s = e->cfg.selection_timeout_s / 10,
-                    .until_open_s = until_next_open(e, now),
+                    .until_open_s = fmax(until_next_open(e, now),
+                                         not_before_s),
                     .min_ms = e->cfg.retry_ms,
                     .max_ms = e->cfg.retry_max_ms};
   return pace_retry_ms(&in, (double)r / 4294967296.0);
@@ -223,7 +225,7 @@ round_verdict round_checkin(round_engine *e, int64_t client,
     goto out;
   }
   out->kind = CHECKIN_RETRY;
-  out->retry_after_ms = retry_ms(e, now);
+  out->retry_after_ms = retry_ms(e, now, 0);
   if (!round_accepts_work(e))
     goto out;
   participant *p = round_find_participant(e, client);
@@ -234,11 +236,26 @@ round_verdict round_checkin(round_engine *e, int64_t client,
     }
     goto out;
   }
-  if (e->state != ROUND_OPEN || e->n_parts >= e->select_max)
+  int sampled = round_dp_sampling_round(e);
+  if (e->state != ROUND_OPEN || (!sampled && e->n_parts >= e->select_max))
     goto out;
   if (!elig_check(e->cfg.eligible, e->cfg.n_eligible, n_attributes + 1,
                   all_names, all_values, out->reason, sizeof out->reason))
     goto out;
+  if (sampled) {
+    int take = 0;
+    if (round_dp_check_in(e, seen, &take)) {
+      v = round_store_failed(e);
+      goto out;
+    }
+    if (!take) {
+      /* Not in this round (its coin), or not yet (a candidate for the
+       * draw): back once the selection window has closed. */
+      double left = e->opened_at + e->cfg.selection_timeout_s - now;
+      out->retry_after_ms = retry_ms(e, now, left);
+      goto out;
+    }
+  }
   if (store_participation_select(e->db, e->round, client, clock_wall_s())) {
     v = round_store_failed(e);
     goto out;

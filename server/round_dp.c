@@ -43,13 +43,21 @@ static double expected_clients(const round_config *c) {
   return (double)(c->fraction > 0 ? c->min_clients : c->clients_per_round);
 }
 
-/* The sampling rate the planner assumes before any client registered: the
- * fraction, or K / --dp-population; 0 when neither says. */
+/* The sampling rate the planner assumes before any client checked in:
+ * --dp-sampling-rate, the fraction, or K / --dp-population (K with
+ * over-selection for fixed-size rounds, which draw that many); 0 when none
+ * says. A fixed-size round is charged what its draw gives, which this
+ * only estimates. */
 static double planned_rate(const round_config *c) {
+  if (c->dp_sampling_rate > 0)
+    return c->dp_sampling_rate;
   if (c->fraction > 0)
     return c->fraction;
   if (c->dp_population > 0) {
-    double q = (double)c->clients_per_round / (double)c->dp_population;
+    double k = (double)c->clients_per_round;
+    if (c->dp_sampling == ROUND_DP_FIXED)
+      k = ceil(k * (1 + c->over_select));
+    double q = k / (double)c->dp_population;
     return q < 1 ? q : 1;
   }
   return 0;
@@ -81,8 +89,21 @@ static int check_config(const round_engine *e, char *err, size_t errlen) {
                        "clip), --dp-clip-lr > 0, --dp-count-stddev >= 0");
   if (c->dp_population < 0)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
-                       "--dp-population must be >= 0 (0: the registered "
+                       "--dp-population must be >= 0 (0: the active "
                        "clients)");
+  if ((unsigned)c->dp_sampling > ROUND_DP_FIXED)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "--dp-sampling must be poisson or fixed");
+  if (!(c->dp_sampling_rate >= 0 && c->dp_sampling_rate <= 1))
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "--dp-sampling-rate %g must be in [0, 1] (0: from "
+                       "--fraction, --dp-population or the active clients)",
+                       c->dp_sampling_rate);
+  if (c->dp_sampling == ROUND_DP_FIXED && c->dp_sampling_rate > 0)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "--dp-sampling-rate sets Poisson's q; --dp-sampling "
+                       "fixed is charged K over the clients that checked "
+                       "in, so it takes no rate");
   if (strategy_aggregation(e->strategy) != AGG_MEAN)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "--dp %s: --strategy %s is not a mean, whose "
@@ -133,9 +154,10 @@ int round_dp_setup(round_engine *e, char *err, size_t errlen) {
     double q = planned_rate(c);
     if (q == 0)
       return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
-                         "--dp-epsilon needs the sampling rate: give "
-                         "--dp-population N (q = K / N) or --fraction, or "
-                         "set --dp-noise-multiplier");
+                         "--dp-epsilon needs the sampling rate to plan "
+                         "with: give --dp-sampling-rate Q, --fraction, or "
+                         "--dp-population N (q = K / N), or set "
+                         "--dp-noise-multiplier");
     char why[200];
     if (dp_noise_for_epsilon(c->dp_epsilon, q, (uint64_t)c->rounds, c->dp_delta,
                              &dp->z, why, sizeof why))
@@ -247,21 +269,21 @@ int round_dp_load(round_engine *e, char *err, size_t errlen) {
   return COHORT_OK;
 }
 
-int round_dp_refuse(round_engine *e, size_t target) {
+void round_dp_round_reset(round_engine *e) {
   round_dp *dp = &e->dp;
-  if (!dp->on)
-    return 0;
-  if (dp->exhausted)
-    return 1;
-  double q = planned_rate(&e->cfg);
-  if (q == 0) {
-    int64_t registered = 0;
-    if (store_client_count(e->db, &registered))
-      registered = 0;
-    double n = (double)registered > (double)target ? (double)registered
-                                                   : (double)target;
-    q = n > 0 ? (double)target / n : 1;
+  dp->q = 0;
+  dp->sampling[0] = '\0';
+  dp->within = 0;
+  memset(&dp->row, 0, sizeof dp->row);
+  if (dp->grid_sum) {
+    /* Cannot fail: setup planned the same z (the clip only scales it). */
+    dp_grid_plan(dp->clip, dp->z_update, &dp->grid, NULL, 0);
+    memset(dp->grid_sum, 0, e->cparams.dim * sizeof *dp->grid_sum);
   }
+}
+
+int round_dp_admits(round_engine *e, double q) {
+  round_dp *dp = &e->dp;
   dp_accountant next = dp->acc;
   double eps = dp_accountant_add(&next, q, dp->z, 1)
                    ? INFINITY
@@ -272,18 +294,11 @@ int round_dp_refuse(round_engine *e, size_t target) {
              "would take epsilon from %.4f to %.4f, past --dp-budget %g; no "
              "more training rounds",
              q, dp->epsilon, eps, dp->budget);
-    return 1;
+    return 0;
   }
   dp->q = q;
-  dp->within = 0;
-  memset(&dp->row, 0, sizeof dp->row);
   dp->row.epsilon = eps;
-  if (dp->grid_sum) {
-    /* Cannot fail: setup planned the same z (the clip only scales it). */
-    dp_grid_plan(dp->clip, dp->z_update, &dp->grid, NULL, 0);
-    memset(dp->grid_sum, 0, e->cparams.dim * sizeof *dp->grid_sum);
-  }
-  return 0;
+  return 1;
 }
 
 int round_dp_clip_update(round_engine *e, float *delta, uint64_t *weight) {
@@ -402,6 +417,7 @@ int round_dp_finish(round_engine *e, char *why, size_t whylen) {
   row->noise_multiplier = dp->z;
   row->clip = dp->clip;
   row->sampling_rate = dp->q;
+  snprintf(row->sampling, sizeof row->sampling, "%s", dp->sampling);
   row->delta = c->dp_delta;
   row->next_clip = dp->clip;
   if (c->dp_target_quantile > 0) {
@@ -431,6 +447,6 @@ void round_dp_committed(round_engine *e) {
 void round_dp_line(const round_engine *e, char *out, size_t len) {
   out[0] = '\0';
   if (e->dp.on && e->kind == KIND_TRAIN)
-    snprintf(out, len, " dp epsilon %.3f clip %.4g", e->dp.row.epsilon,
-             e->dp.row.clip);
+    snprintf(out, len, " dp epsilon %.3f clip %.4g q %.4g", e->dp.row.epsilon,
+             e->dp.row.clip, e->dp.row.sampling_rate);
 }

@@ -34,8 +34,11 @@ typedef struct participant {
 typedef struct seen_client {
   int64_t id;
   int told_done;
-  double touched_at;    /* monotonic time clients.last_seen was written */
-  double checked_in_at; /* monotonic time of its last check-in */
+  double touched_at;     /* monotonic time clients.last_seen was written */
+  double checked_in_at;  /* monotonic time of its last check-in */
+  int64_t sampled_round; /* the DP round its sampling decision is for */
+  int sampled;           /* that decision: Poisson's coin, or 1 for a
+                            fixed-size round's candidate */
 } seen_client;
 
 /* A secure-aggregation round's coordinator side (round_secagg.c). The
@@ -78,7 +81,9 @@ typedef struct round_dp {
                           part of the budget (else z) */
   double count_stddev; /* adaptive clipping's count noise */
   double clip;         /* C of the round in progress */
-  double q;            /* its sampling rate */
+  double q;            /* its sampling rate (0 until known) */
+  char sampling[96];   /* how it sampled, for the ledger and the rounds
+                          row */
   int exhausted;       /* the budget admits no further round */
   uint64_t within;     /* central: updates within the clip this round */
   dp_grid grid;        /* central: this round's grid (its clip's) */
@@ -108,6 +113,7 @@ struct round_engine {
   size_t blob_len;
   uint8_t sha[CRYPTO_SHA256_LEN];
 
+  double started_at;  /* monotonic: the engine's start */
   int64_t committed; /* training rounds */
   int64_t next_round;
   int eval_due; /* an evaluation round of the current model is owed */
@@ -226,10 +232,48 @@ int round_dp_setup(round_engine *e, char *err, size_t errlen);
 /* Rebuilds the accountant and the clip from the privacy ledger. */
 int round_dp_load(round_engine *e, char *err, size_t errlen);
 void round_dp_free(round_engine *e);
-/* Before a training round of `target` updates opens: its sampling rate and
- * the budget. 0 when the budget admits it (or DP is off); 1 when it would
- * take epsilon past the budget (said once in the log): no round opens. */
-int round_dp_refuse(round_engine *e, size_t target);
+/* A round starts: forgets the last round's rate, count and sum, and puts
+ * the grid at the current clip. */
+void round_dp_round_reset(round_engine *e);
+/* 1 when one more round at rate q keeps epsilon within the budget: the
+ * round's rate and epsilon are set. 0 when it does not: training is over
+ * (said once in the log). */
+int round_dp_admits(round_engine *e, double q);
+
+/* ---- sampling, round_dp_sampling.c (docs/privacy.md, "Sampling") ---- */
+/* Whether the current round samples its clients for DP (a training round
+ * of a DP federation) instead of taking them first come, first served. */
+int round_dp_sampling_round(const round_engine *e);
+/* 1 while no DP training round should open yet: Poisson's q is taken from
+ * the active clients and the coordinator has not watched check-ins for a
+ * selection timeout since it started. */
+int round_dp_census_pending(const round_engine *e, double now);
+/* Before a training round opens: Poisson's rate (and the round's expected
+ * size, *target, and the most clients it may draw, *select_max) and the
+ * budget. 0 when the round may open (or DP is off); 1 when it would take
+ * epsilon past the budget (said once in the log): no round opens. */
+int round_dp_open(round_engine *e, double now, size_t *target,
+                  size_t *select_max);
+/* Writes the round's sampling (target, rate, how) to its rounds row, once
+ * it is known: at the open for Poisson, at the draw for fixed-size. */
+int round_dp_record_sampling(round_engine *e);
+/* An eligible client checks in while the round selects: Poisson draws its
+ * coin (once per round; a second check-in gets the same answer); a
+ * fixed-size round takes it as a candidate. *take: select it now. Fails
+ * the round when Poisson draws more than select_max. */
+int round_dp_check_in(round_engine *e, seen_client *seen, int *take);
+/* Whether selection is over under DP sampling (*ready), with m the fewest
+ * clients a round needs: Poisson when the window has passed or every
+ * active client has its coin, failing a round that drew fewer than m;
+ * fixed-size then draws K of at least m candidates (checking the budget
+ * at the rate that gives). May fail the round (e->state IDLE after). */
+int round_dp_close_selection(round_engine *e, double now, size_t m,
+                             int *ready);
+/* A round interrupted in TRAINING or AGGREGATING: its recorded rate and
+ * how it sampled, checked against the budget again. 0 when it may go on,
+ * 1 when it must fail (reason in why). */
+int round_dp_resume(round_engine *e, const store_round_info *info, char *why,
+                    size_t whylen);
 /* Central mode: clips one decoded update (model domain) to C and makes its
  * weight 1 (DP-FedAvg's uniform mean). Returns 1 when its norm was within
  * the clip. Nothing for the other modes (returns 0). */

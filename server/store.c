@@ -136,6 +136,16 @@ static const char *MIGRATE_V5 =
     "  unclipped_fraction REAL);"
     "PRAGMA user_version = 5;";
 
+/* Version 6: sampling that matches the accountant. How each DP training
+ * round sampled its clients and the rate it is charged: on the round as
+ * soon as it is known (a restarted coordinator charges a resumed round
+ * what it sampled with) and in the ledger row. */
+static const char *MIGRATE_V6 =
+    "ALTER TABLE rounds ADD COLUMN dp_sampling_rate REAL;"
+    "ALTER TABLE rounds ADD COLUMN dp_sampling TEXT;"
+    "ALTER TABLE privacy_ledger ADD COLUMN sampling TEXT;"
+    "PRAGMA user_version = 6;";
+
 const char *store_errmsg(store *s) {
   if (!s || !s->db)
     return "no database";
@@ -273,7 +283,8 @@ int store_open(const char *path, store **out, char *err, size_t errlen) {
       (version < 2 && migrate(s, MIGRATE_V2)) ||
       (version < 3 && migrate(s, MIGRATE_V3)) ||
       (version < 4 && migrate(s, MIGRATE_V4)) ||
-      (version < 5 && migrate(s, MIGRATE_V5))) {
+      (version < 5 && migrate(s, MIGRATE_V5)) ||
+      (version < 6 && migrate(s, MIGRATE_V6))) {
     snprintf(err, errlen,
              "database %s: cannot create or upgrade the schema: "
              "%s",
@@ -348,10 +359,6 @@ int store_client_touch(store *s, int64_t id, double now) {
   sqlite3_bind_int64(st, 1, id);
   sqlite3_bind_double(st, 2, now);
   return store_run(s, st, "touch client");
-}
-
-int store_client_count(store *s, int64_t *n) {
-  return store_get_int(s, "SELECT COUNT(*) FROM clients", n);
 }
 
 /* ---- models ---- */

@@ -821,7 +821,7 @@ static double distributed_dp_round(secagg_adversary adversary, long min_clients,
   s.f.cfg.dp_noise_multiplier = z;
   s.f.cfg.dp_clip = clip;
   s.f.cfg.dp_bits = 16;
-  s.f.cfg.dp_population = 50;
+  s.f.cfg.dp_population = N; /* q = 1: every client joins */
   CU_ASSERT_EQUAL_FATAL(fx_start(&s.f, N), 0);
   float *x0 = floats(NP), *x1 = floats(NP);
   CU_ASSERT_EQUAL_FATAL(latest_model(&s.f, x0, NULL, NULL), 0);
