@@ -244,6 +244,7 @@ typedef struct round_secagg_plan {
   uint64_t max_examples;
   int dp;         /* distributed DP: ddp says how to encode */
   ddp_params ddp; /* (its dim and seed are the client's to fill) */
+  ddp_privacy_claim claim; /* and what that noise buys */
 } round_secagg_plan;
 
 typedef struct round_secagg_reply {

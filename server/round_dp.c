@@ -336,13 +336,11 @@ int round_dp_plan_secagg(round_engine *e, uint32_t n, uint32_t t,
                          size_t whylen) {
   round_dp *dp = &e->dp;
   /* The fewest inputs a committed sum can hold: t, which the protocol
-   * enforces against any coordinator; a curious one also keeps its own
-   * --min-clients (MASKED ending below it fails the round), so the noise
-   * can be spread over that many when it is more. */
+   * enforces against any coordinator, and the number each client checks
+   * the noise against (ddp_check_privacy). A curious coordinator's own
+   * --min-clients would be more, but no client can check that it keeps
+   * it. */
   uint32_t n_min = t;
-  if (e->cfg.secagg_adversary == SECAGG_CURIOUS &&
-      (uint64_t)e->cfg.min_clients > t)
-    n_min = (uint64_t)e->cfg.min_clients < n ? (uint32_t)e->cfg.min_clients : n;
   ddp_goal goal = {.dim = e->cparams.dim,
                    .bits = e->cfg.dp_bits,
                    .clip = dp->clip,
@@ -366,6 +364,15 @@ int round_dp_plan_secagg(round_engine *e, uint32_t n, uint32_t t,
                        "raise --dp-bits",
                        dp->ddp.noise_stddev, dp->ddp.bits);
   memcpy(dp->ddp.seed, e->cparams.seed, sizeof dp->ddp.seed);
+  /* What the noise buys, published with the plan for the clients to
+   * check: --rounds rounds like this one. */
+  const round_config *c = &e->cfg;
+  dp->claim = (ddp_privacy_claim){
+      .epsilon = dp_epsilon(dp->q, dp->z, (uint64_t)c->rounds, c->dp_delta),
+      .delta = c->dp_delta,
+      .rounds = (uint64_t)c->rounds,
+      .sampling_rate = dp->q,
+      .noise_multiplier = dp->z};
   *ring_bits = dp->ddp.bits;
   *dim = ddp_ring_dim(&dp->ddp);
   return COHORT_OK;

@@ -89,6 +89,7 @@ typedef struct round_dp {
   dp_grid grid;        /* central: this round's grid (its clip's) */
   int64_t *grid_sum;   /* central: the round's updates on it, dim */
   ddp_params ddp;      /* distributed: this round's encoding */
+  ddp_privacy_claim claim; /* distributed: what it buys, published */
   store_privacy row;   /* what the commit writes */
   prg noise;           /* the coordinator's CSPRNG noise stream */
   int noise_live;

@@ -11,6 +11,7 @@
 
 #include "codec_internal.h"
 #include "cohort_status.h"
+#include "dp_accountant.h"
 #include "dp_clip.h"
 #include "dp_noise.h"
 #include "errbuf.h"
@@ -62,6 +63,78 @@ double ddp_tau(double sigma, uint32_t n) {
       break; /* later terms are smaller still */
   }
   return 10 * tau;
+}
+
+double ddp_noise_multiplier(const ddp_params *p, uint32_t n_min) {
+  double s = sqrt((double)n_min);
+  double z = s * p->noise_stddev * p->gamma / ddp_sensitivity(p);
+  if (!p->count_slot)
+    return z;
+  /* The count's sensitivity is half a count, count_scale / 2 units. */
+  double zc = 2 * s * p->count_noise_stddev / p->count_scale;
+  if (!(z > 0 && zc > 0))
+    return 0;
+  return 1 / sqrt(1 / (z * z) + 1 / (zc * zc));
+}
+
+int ddp_check_privacy(const ddp_params *p, const ddp_privacy_claim *c,
+                      uint32_t n_min, double app_max_epsilon, char *err,
+                      size_t errlen) {
+  const char *who = "the DP plan";
+  unsigned long long rounds = (unsigned long long)c->rounds;
+  if (!(isfinite(c->epsilon) && c->epsilon > 0) ||
+      !(c->delta > 0 && c->delta < 1) || c->rounds == 0 ||
+      !(c->sampling_rate > 0 && c->sampling_rate <= 1) ||
+      !(isfinite(c->noise_multiplier) && c->noise_multiplier > 0))
+    return errbuf_fail(err, errlen, COHORT_EINVAL, who,
+                       "publishes no privacy target to check its noise "
+                       "against (epsilon %g, delta %g, %llu rounds, q %g, "
+                       "noise multiplier %g)",
+                       c->epsilon, c->delta, rounds, c->sampling_rate,
+                       c->noise_multiplier);
+  if (n_min < 1)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, who,
+                       "comes with a threshold of 0 clients");
+  double z = ddp_noise_multiplier(p, n_min);
+  if (!(z > 0))
+    return errbuf_fail(err, errlen, COHORT_EINVAL, who,
+                       "adds no noise (each client's stddev %g units%s)",
+                       p->noise_stddev,
+                       p->count_slot && !(p->count_noise_stddev > 0)
+                           ? ", none on the count"
+                           : "");
+  double z_needed = 0;
+  char why[200];
+  if (dp_noise_for_epsilon(c->epsilon, c->sampling_rate, c->rounds, c->delta,
+                           &z_needed, why, sizeof why))
+    return errbuf_fail(err, errlen, COHORT_EINVAL, who,
+                       "claims epsilon %g at delta %g over %llu rounds at "
+                       "q = %g, which no noise reaches: %s",
+                       c->epsilon, c->delta, rounds, c->sampling_rate, why);
+  /* The planner's z_needed is at most 1e-4 above the exact one: just below
+   * it, the accountant's own epsilon for z settles the matter. */
+  if (z < z_needed) {
+    double eps = dp_epsilon(c->sampling_rate, z, c->rounds, c->delta);
+    if (!(eps <= c->epsilon * (1 + 1e-9)))
+      return errbuf_fail(
+          err, errlen, COHORT_EINVAL, who,
+          "has noise multiplier %.4g over the threshold of %u clients, "
+          "below the %.4g that epsilon %g at delta %g over %llu rounds at "
+          "q = %g needs (its noise gives epsilon %.4g)",
+          z, n_min, z_needed, c->epsilon, c->delta, rounds, c->sampling_rate,
+          eps);
+  }
+  if (z < c->noise_multiplier * (1 - 1e-9))
+    return errbuf_fail(err, errlen, COHORT_EINVAL, who,
+                       "claims noise multiplier %g, but its noise over the "
+                       "threshold of %u clients gives %.4g",
+                       c->noise_multiplier, n_min, z);
+  if (app_max_epsilon > 0 && c->epsilon > app_max_epsilon)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, who,
+                       "spends epsilon %g at delta %g over %llu rounds, "
+                       "above the %g this app allows",
+                       c->epsilon, c->delta, rounds, app_max_epsilon);
+  return COHORT_OK;
 }
 
 size_t ddp_ring_dim(const ddp_params *p) {
