@@ -51,8 +51,11 @@ for mode in $modes; do
   for eps in $eps_list; do
     run="$work/$(echo "$mode-$eps" | tr -c 'a-z0-9\n' '_')"
     mkdir -p "$run"
+    # Fixed-size sampling: every round draws --clients-per-round of the
+    # clients that checked in, q = 20 / 100, as the recorded table assumes;
+    # Poisson's random cohort would fail rounds below --min-clients.
     dp_flags=(--dp "${mode%%:*}" --dp-epsilon "$eps" --dp-delta "$delta"
-      --dp-clip "$clip" --dp-population "$clients")
+      --dp-clip "$clip" --dp-population "$clients" --dp-sampling fixed)
     [[ $mode == off ]] && dp_flags=()
     if [[ $mode == distributed:* ]]; then
       dp_flags+=(--dp-bits "${mode#*:}" --secagg full

@@ -163,9 +163,19 @@ static int take_dp_plan(secagg_flow *f, const Cohort__V1__SecAggPlan *p) {
                    .count_scale = d->count_scale,
                    .count_noise_stddev = d->count_noise_stddev};
   memcpy(dp.seed, f->cp.seed, PRG_SEED_LEN);
-  char why[200];
+  char why[400];
   if (ddp_params_check(&dp, why, sizeof why))
     return fail(f, COHORT_EABORTED, S, "the plan's DP encoding: %s", why);
+  /* Its noise, over the t clients the protocol guarantees, must buy the
+   * epsilon the coordinator publishes (docs/privacy.md, "The client checks
+   * the plan"). */
+  ddp_privacy_claim claim = {.epsilon = d->epsilon,
+                             .delta = d->delta,
+                             .rounds = d->rounds,
+                             .sampling_rate = d->sampling_rate,
+                             .noise_multiplier = d->noise_multiplier};
+  if (ddp_check_privacy(&dp, &claim, p->threshold, 0, why, sizeof why))
+    return fail(f, COHORT_EABORTED, S, "%s", why);
   if (p->ring_bits != dp.bits)
     return fail(f, COHORT_EABORTED, S,
                 "the plan's ring has %u bits, its DP encoding %u", p->ring_bits,

@@ -45,9 +45,9 @@ typedef struct server_opts {
   const char *secagg, *secagg_adversary;
   long secagg_threshold, secagg_degree, secagg_max_examples;
   double secagg_dropout, secagg_corrupt, secagg_timeout;
-  const char *dp;
+  const char *dp, *dp_sampling;
   double dp_noise, dp_epsilon, dp_delta, dp_budget, dp_clip;
-  double dp_target_quantile, dp_clip_lr, dp_count_stddev;
+  double dp_target_quantile, dp_clip_lr, dp_count_stddev, dp_sampling_rate;
   long dp_population, dp_bits;
 } server_opts;
 
@@ -183,7 +183,8 @@ static const flag_def FLAGS[] = {
      "stays within the clip"},
     {"dp", FLAG_STRING, &g_opts.dp, "off", 0, 0, "off|central|distributed",
      "differential privacy of training rounds: central: the coordinator "
-     "clips each update and adds Gaussian noise to the sum; distributed: "
+     "clips each update and adds discrete Gaussian noise to their sum on "
+     "an integer grid; distributed: "
      "each client clips and adds discrete Gaussian noise, secure "
      "aggregation sums (needs --secagg) (docs/privacy.md)"},
     {"dp-noise-multiplier", FLAG_DOUBLE, &g_opts.dp_noise, "0", 0, 1e4, "Z",
@@ -208,10 +209,20 @@ static const flag_def FLAGS[] = {
     {"dp-count-stddev", FLAG_DOUBLE, &g_opts.dp_count_stddev, "0", 0, 1e6, "S",
      "adaptive clipping: noise on the count of clients within the clip "
      "(0: K / 20)"},
+    {"dp-sampling", FLAG_STRING, &g_opts.dp_sampling, "poisson", 0, 0,
+     "poisson|fixed",
+     "how a DP round samples clients: poisson: each client that checks in "
+     "while the round selects joins with probability q; fixed: K drawn "
+     "uniformly from those that checked in during the selection window, "
+     "charged K over them (docs/privacy.md)"},
+    {"dp-sampling-rate", FLAG_DOUBLE, &g_opts.dp_sampling_rate, "0", 0, 1,
+     "Q",
+     "poisson: the rate q (0: --fraction, K / --dp-population, or K over "
+     "the clients active within --active-window)"},
     {"dp-population", FLAG_INT, &g_opts.dp_population, "0", 0, NUM(1000000000),
      "N",
-     "clients the cohort is sampled from: q = K / N (0: the registered "
-     "clients)"},
+     "poisson: clients the cohort is sampled from, q = K / N (0: the "
+     "clients active within --active-window, never the registered ones)"},
     {"dp-bits", FLAG_INT, &g_opts.dp_bits, "16", DDP_MIN_BITS, DDP_MAX_BITS,
      "B", "distributed: the secure sum's ring Z_{2^B}"},
     {"eval-every", FLAG_INT, &g_opts.eval_every, "0", 0, NUM(1000000), "N",
@@ -536,6 +547,14 @@ int main(int argc, char **argv) {
   cfg.dp_target_quantile = g_opts.dp_target_quantile;
   cfg.dp_clip_lr = g_opts.dp_clip_lr;
   cfg.dp_count_stddev = g_opts.dp_count_stddev;
+  if (round_dp_sampling_parse(g_opts.dp_sampling, &cfg.dp_sampling) !=
+      COHORT_OK) {
+    log_error("--dp-sampling '%s': expected poisson or fixed",
+              g_opts.dp_sampling);
+    exit_code = 2;
+    goto out;
+  }
+  cfg.dp_sampling_rate = g_opts.dp_sampling_rate;
   cfg.dp_population = g_opts.dp_population;
   cfg.dp_bits = (unsigned)g_opts.dp_bits;
   cfg.input = input;

@@ -226,6 +226,29 @@ static int load_strategy_state(round_engine *e) {
   return COHORT_OK;
 }
 
+/* ---- updates ---- */
+
+int round_update_prepare(round_engine *e, const uint8_t *payload, size_t len,
+                         uint64_t examples, float *delta, uint64_t *weight,
+                         int *within, char *why, size_t whylen) {
+  int rc = round_codec_decode(e, payload, len, delta, why, whylen);
+  if (rc)
+    return rc;
+  *weight = examples;
+  *within = round_dp_clip_update(e, delta, weight);
+  return COHORT_OK;
+}
+
+int round_update_add(round_engine *e, const float *delta, uint64_t weight,
+                     int within, char *why, size_t whylen) {
+  int rc = aggregate_add(e->agg, delta, weight, why, whylen);
+  if (!rc)
+    rc = round_dp_add_update(e, delta);
+  if (!rc)
+    e->dp.within += (uint64_t)within;
+  return rc;
+}
+
 /* ---- recovery ---- */
 
 typedef struct resume_ctx {
@@ -249,15 +272,15 @@ static int resume_participant(void *ctx, const store_participant *sp) {
     return COHORT_OK;
   float *delta = malloc(e->agg_dim * sizeof *delta);
   char why[200] = "out of memory";
-  if (delta && round_codec_decode(e, sp->delta, sp->delta_len, delta, why,
-                                  sizeof why) == COHORT_OK) {
-    uint64_t weight = sp->examples;
-    int within = round_dp_clip_update(e, delta, &weight);
-    if (aggregate_add(e->agg, delta, weight, why, sizeof why) == COHORT_OK) {
-      e->dp.within += (uint64_t)within;
-      p->uploaded = 1;
-      crypto_unhex(sp->sha256_hex, p->digest, sizeof p->digest);
-    }
+  uint64_t weight = 0;
+  int within = 0;
+  if (delta &&
+      round_update_prepare(e, sp->delta, sp->delta_len, sp->examples, delta,
+                           &weight, &within, why, sizeof why) == COHORT_OK &&
+      round_update_add(e, delta, weight, within, why, sizeof why) ==
+          COHORT_OK) {
+    p->uploaded = 1;
+    crypto_unhex(sp->sha256_hex, p->digest, sizeof p->digest);
   }
   free(delta);
   if (p->uploaded) {
@@ -322,11 +345,19 @@ static int resume_round(round_engine *e, char *err, size_t errlen) {
   e->kind = evaluate ? KIND_EVALUATE : KIND_TRAIN;
   e->target = info.target > 0 ? (size_t)info.target : 1;
   e->select_max = (size_t)ceil((double)e->target * (1.0 + e->cfg.over_select));
-  if (!evaluate && round_dp_refuse(e, e->target))
-    return store_round_fail(e->db, info.id,
-                            "coordinator restarted; the privacy budget "
-                            "admits no further round",
-                            clock_wall_s());
+  if (round_dp_sampling_round(e)) {
+    /* Coins and candidates lived in memory: a selection cannot go on
+     * without giving some clients a second chance in the same round. */
+    if (strcmp(info.state, "OPEN") == 0)
+      snprintf(why, sizeof why,
+               "coordinator restarted while the round was sampling its "
+               "clients; the sampling decisions were only in memory");
+    if (strcmp(info.state, "OPEN") == 0 ||
+        round_dp_resume(e, &info, why, sizeof why)) {
+      log_warn("round %lld: FAILED: %s", (long long)info.id, why);
+      return store_round_fail(e->db, info.id, why, clock_wall_s());
+    }
+  }
   resume_ctx ctx = {.e = e};
   rc = store_round_participants(e->db, info.id, resume_participant, &ctx);
   /* Written after the read is done: the clients whose kept update was
@@ -387,6 +418,7 @@ int round_engine_new(const round_config *cfg, store *db, round_engine **out,
   pthread_cond_init(&e->uploaded, NULL);
   e->cfg = *cfg;
   e->db = db;
+  e->started_at = clock_mono_s();
   int rc = nn_zoo_resolve(cfg->model_spec, cfg->input, cfg->classes, &e->model,
                           err, errlen);
   if (rc)
@@ -493,8 +525,11 @@ static int open_round(round_engine *e) {
   int64_t id = e->next_round;
   round_kind kind = e->eval_due ? KIND_EVALUATE : KIND_TRAIN;
   size_t target = round_target(e);
-  if (kind == KIND_TRAIN && round_dp_refuse(e, target))
-    return COHORT_OK; /* training is over: the budget is spent */
+  size_t select_max = (size_t)ceil((double)target * (1.0 + e->cfg.over_select));
+  double now = clock_mono_s();
+  if (kind == KIND_TRAIN && (round_dp_census_pending(e, now) ||
+                             round_dp_open(e, now, &target, &select_max)))
+    return COHORT_OK; /* not yet, or training is over: the budget is spent */
   store_codec sc;
   int rc = kind == KIND_TRAIN ? round_codec_new_round(e, &sc) : COHORT_OK;
   if (!rc)
@@ -507,18 +542,27 @@ static int open_round(round_engine *e) {
   e->round = id;
   e->kind = kind;
   e->target = target;
-  e->select_max = (size_t)ceil((double)target * (1.0 + e->cfg.over_select));
+  e->select_max = select_max;
   e->state = ROUND_OPEN;
-  e->opened_at = clock_mono_s();
+  e->opened_at = now;
   reset_participants(e);
   aggregate_reset(e->agg);
   rc = round_secagg_open(e);
+  if (!rc)
+    rc = round_dp_record_sampling(e);
   if (rc)
     return rc;
-  log_info("round %lld: OPEN (%s) on model version %lld, selecting %zu "
-           "client(s) for %zu result(s)",
-           (long long)id, kind == KIND_EVALUATE ? "evaluation" : "training",
-           (long long)e->version, e->select_max, target);
+  if (round_dp_sampling_round(e))
+    log_info("round %lld: OPEN (training) on model version %lld, sampling "
+             "clients: %s",
+             (long long)id, (long long)e->version,
+             e->dp.sampling[0] ? e->dp.sampling
+                               : "fixed-size, from the window's candidates");
+  else
+    log_info("round %lld: OPEN (%s) on model version %lld, selecting %zu "
+             "client(s) for %zu result(s)",
+             (long long)id, kind == KIND_EVALUATE ? "evaluation" : "training",
+             (long long)e->version, e->select_max, target);
   return COHORT_OK;
 }
 
@@ -624,7 +668,7 @@ static int aggregate_and_commit(round_engine *e, combine_fn combine) {
   if (!rc)
     rc = round_codec_finish(e, combined, delta, why, sizeof why);
   if (!rc)
-    rc = round_dp_finish(e, delta, why, sizeof why);
+    rc = round_dp_finish(e, why, sizeof why);
   if (!rc) {
     strategy_state_save(e->strategy, before);
     rc = strategy_step(e->strategy, e->global, delta, next);
@@ -725,11 +769,18 @@ static int close_selection(round_engine *e, double now) {
   size_t m = (size_t)e->cfg.min_clients;
   if (e->sa.active && m < 2)
     m = 2; /* the protocol needs two clients */
-  int full = e->n_parts >= e->select_max;
-  int waited =
-      e->n_parts >= m && now - e->opened_at >= e->cfg.selection_timeout_s;
-  if (!full && !waited)
-    return COHORT_OK;
+  if (round_dp_sampling_round(e)) {
+    int ready = 0;
+    int rc = round_dp_close_selection(e, now, m, &ready);
+    if (rc || !ready)
+      return rc;
+  } else {
+    int full = e->n_parts >= e->select_max;
+    int waited =
+        e->n_parts >= m && now - e->opened_at >= e->cfg.selection_timeout_s;
+    if (!full && !waited)
+      return COHORT_OK;
+  }
   if (e->sa.active) {
     int failed = 0;
     int rc = round_secagg_start(e, now, &failed);
@@ -771,8 +822,11 @@ static int close_training(round_engine *e, double now) {
   if (rc)
     return rc;
   e->state = ROUND_AGGREGATING;
-  return e->kind == KIND_EVALUATE ? finish_evaluation(e)
-                                  : aggregate_and_commit(e, combine_plain);
+  if (e->kind == KIND_EVALUATE)
+    return finish_evaluation(e);
+  return aggregate_and_commit(e, e->cfg.dp == ROUND_DP_CENTRAL
+                                     ? round_dp_combine
+                                     : combine_plain);
 }
 
 /* A secure-aggregation round's TRAINING: its phases close one by one; the

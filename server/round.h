@@ -51,6 +51,19 @@ typedef enum round_dp_mode {
 int round_dp_parse(const char *s, round_dp_mode *out);
 const char *round_dp_name(round_dp_mode m);
 
+/* How a DP training round samples its clients (docs/privacy.md,
+ * "Sampling"). */
+typedef enum round_dp_sampling {
+  ROUND_DP_POISSON = 0, /* each eligible client that checks in while the
+                           round selects joins with probability q */
+  ROUND_DP_FIXED,       /* K drawn uniformly from the clients that checked
+                           in during the selection window */
+} round_dp_sampling;
+
+/* "poisson" or "fixed"; COHORT_EINVAL for anything else. */
+int round_dp_sampling_parse(const char *s, round_dp_sampling *out);
+const char *round_dp_sampling_name(round_dp_sampling m);
+
 typedef struct round_config {
   long rounds;            /* training rounds to commit in all */
   long clients_per_round; /* K: updates a round wants (when fraction is 0) */
@@ -94,7 +107,11 @@ typedef struct round_config {
   double dp_target_quantile;  /* > 0: adaptive clipping towards it */
   double dp_clip_lr;          /* adaptive clipping's learning rate */
   double dp_count_stddev;     /* its count noise; 0: K / 20 */
-  long dp_population;         /* N: q = K / N; 0: the registered clients */
+  round_dp_sampling dp_sampling; /* Poisson (default) or fixed-size */
+  double dp_sampling_rate;    /* Poisson's q; 0: --fraction, K / N, or K
+                                 over the clients active at the open */
+  long dp_population;         /* N: Poisson's q = K / N; 0: the clients
+                                 active within active_window_s */
   unsigned dp_bits;           /* distributed: the ring's bits */
   uint64_t seed;              /* initial model */
   const char *model_spec;
@@ -247,6 +264,7 @@ typedef struct round_secagg_plan {
   uint64_t max_examples;
   int dp;         /* distributed DP: ddp says how to encode */
   ddp_params ddp; /* (its dim and seed are the client's to fill) */
+  ddp_privacy_claim claim; /* and what that noise buys */
 } round_secagg_plan;
 
 typedef struct round_secagg_reply {

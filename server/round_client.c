@@ -204,8 +204,9 @@ static double until_next_open(round_engine *e, double now) {
 }
 
 /* RetryLater from pace steering (pace.h), with a CSPRNG draw for the
- * jitter so clients cannot predict or synchronise on it. */
-static uint32_t retry_ms(round_engine *e, double now) {
+ * jitter so clients cannot predict or synchronise on it; not before
+ * not_before_s from now. */
+static uint32_t retry_ms(round_engine *e, double now, double not_before_s) {
   uint32_t r = 0;
   crypto_random(&r, sizeof r);
   size_t wanted = e->select_max > e->n_parts ? e->select_max - e->n_parts : 0;
@@ -214,7 +215,8 @@ static uint32_t retry_ms(round_engine *e, double now) {
   pace_inputs in = {.population = (double)round_active_clients(e, now),
                     .wanted = (double)wanted,
                     .window_s = e->cfg.selection_timeout_s / 10,
-                    .until_open_s = until_next_open(e, now),
+                    .until_open_s = fmax(until_next_open(e, now),
+                                         not_before_s),
                     .min_ms = e->cfg.retry_ms,
                     .max_ms = e->cfg.retry_max_ms};
   return pace_retry_ms(&in, (double)r / 4294967296.0);
@@ -293,7 +295,7 @@ round_verdict round_checkin(round_engine *e, int64_t client,
     goto out;
   }
   out->kind = CHECKIN_RETRY;
-  out->retry_after_ms = retry_ms(e, now);
+  out->retry_after_ms = retry_ms(e, now, 0);
   if (!round_accepts_work(e))
     goto out;
   participant *p = round_find_participant(e, client);
@@ -304,11 +306,26 @@ round_verdict round_checkin(round_engine *e, int64_t client,
     }
     goto out;
   }
-  if (e->state != ROUND_OPEN || e->n_parts >= e->select_max)
+  int sampled = round_dp_sampling_round(e);
+  if (e->state != ROUND_OPEN || (!sampled && e->n_parts >= e->select_max))
     goto out;
   if (!elig_check(e->cfg.eligible, e->cfg.n_eligible, n_attributes + 1,
                   all_names, all_values, out->reason, sizeof out->reason))
     goto out;
+  if (sampled) {
+    int take = 0;
+    if (round_dp_check_in(e, seen, &take)) {
+      v = round_store_failed(e);
+      goto out;
+    }
+    if (!take) {
+      /* Not in this round (its coin), or not yet (a candidate for the
+       * draw): back once the selection window has closed. */
+      double left = e->opened_at + e->cfg.selection_timeout_s - now;
+      out->retry_after_ms = retry_ms(e, now, left);
+      goto out;
+    }
+  }
   if (store_participation_select(e->db, e->round, client, clock_wall_s())) {
     v = round_store_failed(e);
     goto out;
@@ -431,16 +448,17 @@ static round_verdict finish_upload(round_engine *e, participant *p,
     goto out;
   }
   /* Decoding checks the payload's length, indices and values: NaN and
-   * infinity are refused there. */
+   * infinity are refused there. Central DP clips each update here and
+   * weighs all alike. */
   char why[200];
-  if (round_codec_decode(e, p->buf, p->total, delta, why, sizeof why)) {
+  uint64_t weight = 0;
+  int within = 0;
+  if (round_update_prepare(e, p->buf, p->total, examples, delta, &weight,
+                           &within, why, sizeof why)) {
     v = round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT, "update refused: %s",
                            why);
     goto out;
   }
-  /* Central DP clips each update here and weighs all alike. */
-  uint64_t weight = examples;
-  int within = round_dp_clip_update(e, delta, &weight);
   /* The aggregate's own checks (magnitude, weight) before anything is
    * stored; the add itself comes after the store, which may still fail. */
   if (aggregate_check(e->agg, delta, weight, why, sizeof why)) {
@@ -461,12 +479,11 @@ static round_verdict finish_upload(round_engine *e, participant *p,
     v = round_store_failed(e);
     goto out;
   }
-  if (aggregate_add(e->agg, delta, examples, why, sizeof why)) {
+  if (round_update_add(e, delta, weight, within, why, sizeof why)) {
     /* Checked above; only memory can fail here. */
     v = round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", why);
     goto out;
   }
-  e->dp.within += (uint64_t)within;
   p->uploaded = 1;
   p->examples = examples;
   e->n_done++;

@@ -3,15 +3,16 @@
  * multiplier from a target epsilon, each round's sampling rate against the
  * budget, central mode's clipping and noise, distributed mode's encoding
  * plan and decoding, adaptive clipping, and the privacy ledger row that
- * the commit writes. Called with e->mu held, except round_dp_decode_sum
- * and round_dp_finish (AGGREGATING, lock dropped). */
+ * the commit writes. Called with e->mu held, except round_dp_decode_sum,
+ * round_dp_combine and round_dp_finish (AGGREGATING, lock dropped). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cohort_status.h"
 #include "dp_clip.h"
-#include "dp_noise.h"
+#include "dp_grid.h"
 #include "errbuf.h"
 #include "log.h"
 #include "round_internal.h"
@@ -42,13 +43,21 @@ static double expected_clients(const round_config *c) {
   return (double)(c->fraction > 0 ? c->min_clients : c->clients_per_round);
 }
 
-/* The sampling rate the planner assumes before any client registered: the
- * fraction, or K / --dp-population; 0 when neither says. */
+/* The sampling rate the planner assumes before any client checked in:
+ * --dp-sampling-rate, the fraction, or K / --dp-population (K with
+ * over-selection for fixed-size rounds, which draw that many); 0 when none
+ * says. A fixed-size round is charged what its draw gives, which this
+ * only estimates. */
 static double planned_rate(const round_config *c) {
+  if (c->dp_sampling_rate > 0)
+    return c->dp_sampling_rate;
   if (c->fraction > 0)
     return c->fraction;
   if (c->dp_population > 0) {
-    double q = (double)c->clients_per_round / (double)c->dp_population;
+    double k = (double)c->clients_per_round;
+    if (c->dp_sampling == ROUND_DP_FIXED)
+      k = ceil(k * (1 + c->over_select));
+    double q = k / (double)c->dp_population;
     return q < 1 ? q : 1;
   }
   return 0;
@@ -80,8 +89,21 @@ static int check_config(const round_engine *e, char *err, size_t errlen) {
                        "clip), --dp-clip-lr > 0, --dp-count-stddev >= 0");
   if (c->dp_population < 0)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
-                       "--dp-population must be >= 0 (0: the registered "
+                       "--dp-population must be >= 0 (0: the active "
                        "clients)");
+  if ((unsigned)c->dp_sampling > ROUND_DP_FIXED)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "--dp-sampling must be poisson or fixed");
+  if (!(c->dp_sampling_rate >= 0 && c->dp_sampling_rate <= 1))
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "--dp-sampling-rate %g must be in [0, 1] (0: from "
+                       "--fraction, --dp-population or the active clients)",
+                       c->dp_sampling_rate);
+  if (c->dp_sampling == ROUND_DP_FIXED && c->dp_sampling_rate > 0)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "--dp-sampling-rate sets Poisson's q; --dp-sampling "
+                       "fixed is charged K over the clients that checked "
+                       "in, so it takes no rate");
   if (strategy_aggregation(e->strategy) != AGG_MEAN)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "--dp %s: --strategy %s is not a mean, whose "
@@ -132,9 +154,10 @@ int round_dp_setup(round_engine *e, char *err, size_t errlen) {
     double q = planned_rate(c);
     if (q == 0)
       return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
-                         "--dp-epsilon needs the sampling rate: give "
-                         "--dp-population N (q = K / N) or --fraction, or "
-                         "set --dp-noise-multiplier");
+                         "--dp-epsilon needs the sampling rate to plan "
+                         "with: give --dp-sampling-rate Q, --fraction, or "
+                         "--dp-population N (q = K / N), or set "
+                         "--dp-noise-multiplier");
     char why[200];
     if (dp_noise_for_epsilon(c->dp_epsilon, q, (uint64_t)c->rounds, c->dp_delta,
                              &dp->z, why, sizeof why))
@@ -164,6 +187,17 @@ int round_dp_setup(round_engine *e, char *err, size_t errlen) {
      * domain, after decoding. */
     e->agg_linear = 0;
     e->agg_dim = e->cparams.dim;
+    /* The grid's reach depends on z alone (the clip only scales it): a
+     * noise multiplier it cannot take is refused now, not in a round. */
+    rc = dp_grid_plan(c->dp_clip, dp->z_update, &dp->grid, err, errlen);
+    if (rc)
+      return rc;
+    dp->grid_sum = calloc(e->cparams.dim, sizeof *dp->grid_sum);
+    if (!dp->grid_sum)
+      return errbuf_fail(err, errlen, COHORT_ENOMEM, NULL,
+                         "out of memory for the central DP sum of %zu "
+                         "parameters",
+                         e->cparams.dim);
   }
   dp->clip = c->dp_clip;
   dp_accountant_init(&dp->acc);
@@ -179,6 +213,8 @@ void round_dp_free(round_engine *e) {
   if (e->dp.noise_live)
     prg_free(&e->dp.noise);
   e->dp.noise_live = 0;
+  free(e->dp.grid_sum);
+  e->dp.grid_sum = NULL;
 }
 
 /* Replaying the ledger: runs of rounds with the same (q, z) are added at
@@ -233,21 +269,21 @@ int round_dp_load(round_engine *e, char *err, size_t errlen) {
   return COHORT_OK;
 }
 
-int round_dp_refuse(round_engine *e, size_t target) {
+void round_dp_round_reset(round_engine *e) {
   round_dp *dp = &e->dp;
-  if (!dp->on)
-    return 0;
-  if (dp->exhausted)
-    return 1;
-  double q = planned_rate(&e->cfg);
-  if (q == 0) {
-    int64_t registered = 0;
-    if (store_client_count(e->db, &registered))
-      registered = 0;
-    double n = (double)registered > (double)target ? (double)registered
-                                                   : (double)target;
-    q = n > 0 ? (double)target / n : 1;
+  dp->q = 0;
+  dp->sampling[0] = '\0';
+  dp->within = 0;
+  memset(&dp->row, 0, sizeof dp->row);
+  if (dp->grid_sum) {
+    /* Cannot fail: setup planned the same z (the clip only scales it). */
+    dp_grid_plan(dp->clip, dp->z_update, &dp->grid, NULL, 0);
+    memset(dp->grid_sum, 0, e->cparams.dim * sizeof *dp->grid_sum);
   }
+}
+
+int round_dp_admits(round_engine *e, double q) {
+  round_dp *dp = &e->dp;
   dp_accountant next = dp->acc;
   double eps = dp_accountant_add(&next, q, dp->z, 1)
                    ? INFINITY
@@ -258,13 +294,11 @@ int round_dp_refuse(round_engine *e, size_t target) {
              "would take epsilon from %.4f to %.4f, past --dp-budget %g; no "
              "more training rounds",
              q, dp->epsilon, eps, dp->budget);
-    return 1;
+    return 0;
   }
   dp->q = q;
-  dp->within = 0;
-  memset(&dp->row, 0, sizeof dp->row);
   dp->row.epsilon = eps;
-  return 0;
+  return 1;
 }
 
 int round_dp_clip_update(round_engine *e, float *delta, uint64_t *weight) {
@@ -274,18 +308,39 @@ int round_dp_clip_update(round_engine *e, float *delta, uint64_t *weight) {
   return dp_clip_l2(delta, e->cparams.dim, e->dp.clip) <= e->dp.clip;
 }
 
+int round_dp_add_update(round_engine *e, const float *delta) {
+  if (!e->dp.on || e->cfg.dp != ROUND_DP_CENTRAL)
+    return COHORT_OK;
+  return dp_grid_add(&e->dp.grid, delta, e->cparams.dim, e->dp.grid_sum);
+}
+
+int round_dp_combine(round_engine *e, double *combined, char *why,
+                     size_t whylen) {
+  round_dp *dp = &e->dp;
+  size_t n = aggregate_count(e->agg);
+  if (n == 0)
+    return errbuf_fail(why, whylen, COHORT_EINVAL, NULL, "no updates summed");
+  /* N_Z(0, (z C / gamma)^2) on the sum in grid units is N(0, (z C)^2) on
+   * the sum in model units; the mean divides it by n. */
+  int rc = dp_grid_release(&dp->grid, &dp->noise, dp->grid_sum,
+                           e->cparams.dim, combined);
+  if (rc)
+    return errbuf_fail(why, whylen, rc, NULL, "the central noise failed");
+  for (size_t i = 0; i < e->cparams.dim; i++)
+    combined[i] /= (double)n;
+  return COHORT_OK;
+}
+
 int round_dp_plan_secagg(round_engine *e, uint32_t n, uint32_t t,
                          unsigned *ring_bits, size_t *dim, char *why,
                          size_t whylen) {
   round_dp *dp = &e->dp;
   /* The fewest inputs a committed sum can hold: t, which the protocol
-   * enforces against any coordinator; a curious one also keeps its own
-   * --min-clients (MASKED ending below it fails the round), so the noise
-   * can be spread over that many when it is more. */
+   * enforces against any coordinator, and the number each client checks
+   * the noise against (ddp_check_privacy). A curious coordinator's own
+   * --min-clients would be more, but no client can check that it keeps
+   * it. */
   uint32_t n_min = t;
-  if (e->cfg.secagg_adversary == SECAGG_CURIOUS &&
-      (uint64_t)e->cfg.min_clients > t)
-    n_min = (uint64_t)e->cfg.min_clients < n ? (uint32_t)e->cfg.min_clients : n;
   ddp_goal goal = {.dim = e->cparams.dim,
                    .bits = e->cfg.dp_bits,
                    .clip = dp->clip,
@@ -309,6 +364,15 @@ int round_dp_plan_secagg(round_engine *e, uint32_t n, uint32_t t,
                        "raise --dp-bits",
                        dp->ddp.noise_stddev, dp->ddp.bits);
   memcpy(dp->ddp.seed, e->cparams.seed, sizeof dp->ddp.seed);
+  /* What the noise buys, published with the plan for the clients to
+   * check: --rounds rounds like this one. */
+  const round_config *c = &e->cfg;
+  dp->claim = (ddp_privacy_claim){
+      .epsilon = dp_epsilon(dp->q, dp->z, (uint64_t)c->rounds, c->dp_delta),
+      .delta = c->dp_delta,
+      .rounds = (uint64_t)c->rounds,
+      .sampling_rate = dp->q,
+      .noise_multiplier = dp->z};
   *ring_bits = dp->ddp.bits;
   *dim = ddp_ring_dim(&dp->ddp);
   return COHORT_OK;
@@ -332,7 +396,7 @@ int round_dp_decode_sum(round_engine *e, const uint64_t *sum, uint32_t inputs,
   return COHORT_OK;
 }
 
-int round_dp_finish(round_engine *e, double *mean, char *why, size_t whylen) {
+int round_dp_finish(round_engine *e, char *why, size_t whylen) {
   round_dp *dp = &e->dp;
   if (!dp->on)
     return COHORT_OK;
@@ -340,26 +404,27 @@ int round_dp_finish(round_engine *e, double *mean, char *why, size_t whylen) {
   store_privacy *row = &dp->row;
   if (c->dp == ROUND_DP_CENTRAL) {
     size_t n = aggregate_count(e->agg);
-    if (n == 0)
-      return errbuf_fail(why, whylen, COHORT_EINVAL, NULL, "no updates summed");
-    /* N(0, (z C)^2) on the sum is N(0, (z C / n)^2) on the mean. */
-    dp_add_gaussian(&dp->noise, dp->z_update * dp->clip / (double)n, mean,
-                    e->cparams.dim);
     row->cohort_size = (int64_t)n;
-    /* The count is centred (sensitivity 1/2, Andrew et al.) and divided by
-     * the public expected cohort, not by n. */
-    double centred = (double)dp->within - (double)n / 2 +
-                     dp_gaussian(&dp->noise, dp->count_stddev);
-    row->unclipped_fraction =
-        c->dp_target_quantile > 0
-            ? dp_adaptive_noised_fraction(centred, expected_clients(c))
-            : NAN;
+    row->unclipped_fraction = NAN;
+    if (c->dp_target_quantile > 0) {
+      /* The count is centred (sensitivity 1/2, Andrew et al.) and divided
+       * by the public expected cohort, not by n. */
+      double centred = 0;
+      int rc = dp_grid_noised_count(&dp->noise, dp->within, n,
+                                    dp->count_stddev, &centred);
+      if (rc)
+        return errbuf_fail(why, whylen, rc, NULL,
+                           "the adaptive clip's count noise failed");
+      row->unclipped_fraction =
+          dp_adaptive_noised_fraction(centred, expected_clients(c));
+    }
   }
   snprintf(row->mode, sizeof row->mode, "%s", round_dp_name(c->dp));
   row->round = e->round;
   row->noise_multiplier = dp->z;
   row->clip = dp->clip;
   row->sampling_rate = dp->q;
+  snprintf(row->sampling, sizeof row->sampling, "%s", dp->sampling);
   row->delta = c->dp_delta;
   row->next_clip = dp->clip;
   if (c->dp_target_quantile > 0) {
@@ -389,6 +454,6 @@ void round_dp_committed(round_engine *e) {
 void round_dp_line(const round_engine *e, char *out, size_t len) {
   out[0] = '\0';
   if (e->dp.on && e->kind == KIND_TRAIN)
-    snprintf(out, len, " dp epsilon %.3f clip %.4g", e->dp.row.epsilon,
-             e->dp.row.clip);
+    snprintf(out, len, " dp epsilon %.3f clip %.4g q %.4g", e->dp.row.epsilon,
+             e->dp.row.clip, e->dp.row.sampling_rate);
 }

@@ -11,6 +11,7 @@
 #include "crypto.h"
 #include "dp_accountant.h"
 #include "dp_ddp.h"
+#include "dp_grid.h"
 #include "prg.h"
 #include "round.h"
 #include "secagg.h"
@@ -33,8 +34,11 @@ typedef struct participant {
 typedef struct seen_client {
   int64_t id;
   int told_done;
-  double touched_at;    /* monotonic time clients.last_seen was written */
-  double checked_in_at; /* monotonic time of its last check-in */
+  double touched_at;     /* monotonic time clients.last_seen was written */
+  double checked_in_at;  /* monotonic time of its last check-in */
+  int64_t sampled_round; /* the DP round its sampling decision is for */
+  int sampled;           /* that decision: Poisson's coin, or 1 for a
+                            fixed-size round's candidate */
 } seen_client;
 
 /* A secure-aggregation round's coordinator side (round_secagg.c). The
@@ -79,10 +83,15 @@ typedef struct round_dp {
                           part of the budget (else z) */
   double count_stddev; /* adaptive clipping's count noise */
   double clip;         /* C of the round in progress */
-  double q;            /* its sampling rate */
+  double q;            /* its sampling rate (0 until known) */
+  char sampling[96];   /* how it sampled, for the ledger and the rounds
+                          row */
   int exhausted;       /* the budget admits no further round */
   uint64_t within;     /* central: updates within the clip this round */
+  dp_grid grid;        /* central: this round's grid (its clip's) */
+  int64_t *grid_sum;   /* central: the round's updates on it, dim */
   ddp_params ddp;      /* distributed: this round's encoding */
+  ddp_privacy_claim claim; /* distributed: what it buys, published */
   store_privacy row;   /* what the commit writes */
   prg noise;           /* the coordinator's CSPRNG noise stream */
   int noise_live;
@@ -111,6 +120,7 @@ struct round_engine {
   size_t blob_len;
   uint8_t sha[CRYPTO_SHA256_LEN];
 
+  double started_at;  /* monotonic: the engine's start */
   int64_t committed; /* training rounds */
   int64_t next_round;
   int eval_due; /* an evaluation round of the current model is owed */
@@ -152,6 +162,17 @@ participant *round_add_participant(round_engine *e, int64_t client);
 /* Clients seen at check-in within the active window. */
 size_t round_active_clients(round_engine *e, double now);
 int round_done_locked(round_engine *e);
+/* An upload's bytes to what the aggregate takes: the decoded update (into
+ * delta, e->agg_dim floats) and its weight, the example count or, under
+ * central DP, 1 after clipping (*within: its norm was within the clip).
+ * The live upload and the resumed one both come through here and
+ * round_update_add, so a restart cannot weigh an update differently. */
+int round_update_prepare(round_engine *e, const uint8_t *payload, size_t len,
+                         uint64_t examples, float *delta, uint64_t *weight,
+                         int *within, char *why, size_t whylen);
+/* Folds a prepared update into the round's aggregate. */
+int round_update_add(round_engine *e, const float *delta, uint64_t weight,
+                     int within, char *why, size_t whylen);
 
 /* ---- round_codec.c ---- */
 /* Parses --codec, sizes the aggregate's domain and the coordinator state. */
@@ -219,14 +240,61 @@ int round_dp_setup(round_engine *e, char *err, size_t errlen);
 /* Rebuilds the accountant and the clip from the privacy ledger. */
 int round_dp_load(round_engine *e, char *err, size_t errlen);
 void round_dp_free(round_engine *e);
-/* Before a training round of `target` updates opens: its sampling rate and
- * the budget. 0 when the budget admits it (or DP is off); 1 when it would
- * take epsilon past the budget (said once in the log): no round opens. */
-int round_dp_refuse(round_engine *e, size_t target);
+/* A round starts: forgets the last round's rate, count and sum, and puts
+ * the grid at the current clip. */
+void round_dp_round_reset(round_engine *e);
+/* 1 when one more round at rate q keeps epsilon within the budget: the
+ * round's rate and epsilon are set. 0 when it does not: training is over
+ * (said once in the log). */
+int round_dp_admits(round_engine *e, double q);
+
+/* ---- sampling, round_dp_sampling.c (docs/privacy.md, "Sampling") ---- */
+/* Whether the current round samples its clients for DP (a training round
+ * of a DP federation) instead of taking them first come, first served. */
+int round_dp_sampling_round(const round_engine *e);
+/* 1 while no DP training round should open yet: Poisson's q is taken from
+ * the active clients and the coordinator has not watched check-ins for a
+ * selection timeout since it started. */
+int round_dp_census_pending(const round_engine *e, double now);
+/* Before a training round opens: Poisson's rate (and the round's expected
+ * size, *target, and the most clients it may draw, *select_max) and the
+ * budget. 0 when the round may open (or DP is off); 1 when it would take
+ * epsilon past the budget (said once in the log): no round opens. */
+int round_dp_open(round_engine *e, double now, size_t *target,
+                  size_t *select_max);
+/* Writes the round's sampling (target, rate, how) to its rounds row, once
+ * it is known: at the open for Poisson, at the draw for fixed-size. */
+int round_dp_record_sampling(round_engine *e);
+/* An eligible client checks in while the round selects: Poisson draws its
+ * coin (once per round; a second check-in gets the same answer); a
+ * fixed-size round takes it as a candidate. *take: select it now. Fails
+ * the round when Poisson draws more than select_max. */
+int round_dp_check_in(round_engine *e, seen_client *seen, int *take);
+/* Whether selection is over under DP sampling (*ready), with m the fewest
+ * clients a round needs: Poisson when the window has passed or every
+ * active client has its coin, failing a round that drew fewer than m;
+ * fixed-size then draws K of at least m candidates (checking the budget
+ * at the rate that gives). May fail the round (e->state IDLE after). */
+int round_dp_close_selection(round_engine *e, double now, size_t m,
+                             int *ready);
+/* A round interrupted in TRAINING or AGGREGATING: its recorded rate and
+ * how it sampled, checked against the budget again. 0 when it may go on,
+ * 1 when it must fail (reason in why). */
+int round_dp_resume(round_engine *e, const store_round_info *info, char *why,
+                    size_t whylen);
 /* Central mode: clips one decoded update (model domain) to C and makes its
  * weight 1 (DP-FedAvg's uniform mean). Returns 1 when its norm was within
  * the clip. Nothing for the other modes (returns 0). */
 int round_dp_clip_update(round_engine *e, float *delta, uint64_t *weight);
+/* Central mode: adds a clipped update to the round's sum on the grid
+ * (nothing for the other modes). Cannot fail for a clipped update, whose
+ * values are finite. */
+int round_dp_add_update(round_engine *e, const float *delta);
+/* Central mode's combine (round.c's combine_fn): the noised mean of the
+ * round's clipped updates, released from the grid with discrete Gaussian
+ * noise (e->agg_dim = dim doubles, model domain). Lock dropped. */
+int round_dp_combine(round_engine *e, double *combined, char *why,
+                     size_t whylen);
 /* Distributed mode, at the start of secure aggregation with n clients of
  * whom t must survive: plans the encoding and sets the ring and dim. */
 int round_dp_plan_secagg(round_engine *e, uint32_t n, uint32_t t,
@@ -236,9 +304,9 @@ int round_dp_plan_secagg(round_engine *e, uint32_t n, uint32_t t,
  * noised mean update (model domain). */
 int round_dp_decode_sum(round_engine *e, const uint64_t *sum, uint32_t inputs,
                         double *mean, char *why, size_t whylen);
-/* After the combination (the mean update, model domain): central noise,
- * the adaptive clip's next value and the ledger row. */
-int round_dp_finish(round_engine *e, double *mean, char *why, size_t whylen);
+/* After the combination: central mode's noised count, the adaptive clip's
+ * next value and the ledger row. */
+int round_dp_finish(round_engine *e, char *why, size_t whylen);
 /* The ledger row for the commit, or NULL when DP is off. */
 const store_privacy *round_dp_row(const round_engine *e);
 /* After the commit: the accountant and the clip move on. */

@@ -624,6 +624,7 @@ static round_verdict call_locked(round_engine *e, int64_t client, int64_t round,
     if (e->cfg.dp == ROUND_DP_DISTRIBUTED) {
       out->plan.dp = 1;
       out->plan.ddp = e->dp.ddp;
+      out->plan.claim = e->dp.claim;
       out->plan.max_examples = 1;
     }
     out->deadline_ms = ph == SECAGG_ADVERTISE ? ms_left(sa->deadline, now) : 0;

@@ -307,6 +307,11 @@ static void handle_secagg(void *ctx, const rpc_request *req, rpc_reply *rep) {
       dp.count_slot = d->count_slot;
       dp.count_scale = d->count_scale;
       dp.count_noise_stddev = d->count_noise_stddev;
+      dp.epsilon = out.plan.claim.epsilon;
+      dp.delta = out.plan.claim.delta;
+      dp.rounds = out.plan.claim.rounds;
+      dp.sampling_rate = out.plan.claim.sampling_rate;
+      dp.noise_multiplier = out.plan.claim.noise_multiplier;
       plan.dp = &dp;
     }
     r.outcome_case = COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_PLAN;

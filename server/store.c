@@ -153,6 +153,16 @@ static const char *MIGRATE_V7 =
     "ALTER TABLE rounds ADD COLUMN secagg_attested INTEGER;"
     "PRAGMA user_version = 7;";
 
+/* Version 8: sampling that matches the accountant. How each DP training
+ * round sampled its clients and the rate it is charged: on the round as
+ * soon as it is known (a restarted coordinator charges a resumed round
+ * what it sampled with) and in the ledger row. */
+static const char *MIGRATE_V8 =
+    "ALTER TABLE rounds ADD COLUMN dp_sampling_rate REAL;"
+    "ALTER TABLE rounds ADD COLUMN dp_sampling TEXT;"
+    "ALTER TABLE privacy_ledger ADD COLUMN sampling TEXT;"
+    "PRAGMA user_version = 8;";
+
 const char *store_errmsg(store *s) {
   if (!s || !s->db)
     return "no database";
@@ -292,7 +302,8 @@ int store_open(const char *path, store **out, char *err, size_t errlen) {
       (version < 4 && migrate(s, MIGRATE_V4)) ||
       (version < 5 && migrate(s, MIGRATE_V5)) ||
       (version < 6 && migrate(s, MIGRATE_V6)) ||
-      (version < 7 && migrate(s, MIGRATE_V7))) {
+      (version < 7 && migrate(s, MIGRATE_V7)) ||
+      (version < 8 && migrate(s, MIGRATE_V8))) {
     snprintf(err, errlen,
              "database %s: cannot create or upgrade the schema: "
              "%s",
@@ -423,10 +434,6 @@ int store_client_touch(store *s, int64_t id, double now) {
   sqlite3_bind_int64(st, 1, id);
   sqlite3_bind_double(st, 2, now);
   return store_run(s, st, "touch client");
-}
-
-int store_client_count(store *s, int64_t *n) {
-  return store_get_int(s, "SELECT COUNT(*) FROM clients", n);
 }
 
 /* ---- models ---- */

@@ -11,7 +11,7 @@
 
 #include "sign.h"
 
-#define STORE_SCHEMA_VERSION 7
+#define STORE_SCHEMA_VERSION 8
 
 typedef struct store store;
 
@@ -50,8 +50,6 @@ int store_client_identity(store *s, int64_t client,
                           uint8_t pub[SIGN_PUBLIC_LEN],
                           uint8_t cert[SIGN_CERT_LEN], int *has_cert);
 int store_client_touch(store *s, int64_t id, double now);
-/* Registered clients. */
-int store_client_count(store *s, int64_t *n);
 
 /* ---- models ---- */
 typedef struct store_model {
@@ -125,15 +123,18 @@ int store_round_set_training(store *s, int64_t id, double deadline_at,
                              double now);
 /* The coordinator's state that goes with a committed model; either blob
  * may be NULL (none). */
-/* One row of the privacy ledger (schema v5): what a DP training round
- * spent. */
+/* One row of the privacy ledger (schema v5, sampling v6): what a DP
+ * training round spent. */
 typedef struct store_privacy {
   int64_t round;
   char mode[16];             /* "central" or "distributed" */
   double noise_multiplier;   /* z the accountant charged */
   double clip;               /* C this round's updates were clipped to */
   double next_clip;          /* C of the next round (adaptive clipping) */
-  double sampling_rate;      /* q */
+  double sampling_rate;      /* q, the rate the round is charged */
+  char sampling[96];         /* how it sampled, e.g. "poisson q=0.05 (K=20
+                                of 400 active)", "fixed 20 of 37
+                                candidates"; "" before v6 */
   int64_t cohort_size;       /* updates summed */
   double delta;              /* the delta epsilon is reported at */
   double epsilon;            /* cumulative, after this round */
@@ -174,6 +175,10 @@ int store_round_fail_unfinished(store *s, const char *reason, double now,
  * ("full", "plus", then e.g. "plus n=10 k=6 t=4 ring=12" once its
  * cohort is known). */
 int store_round_set_secagg(store *s, int64_t id, const char *secagg);
+/* How a DP training round sampled its clients: the results it now wants
+ * (target), the sampling rate it is charged and how that came about. */
+int store_round_set_sampling(store *s, int64_t id, int64_t target,
+                             double rate, const char *sampling);
 /* Per-phase survivor counts of a secure-aggregation round: counts[i] of
  * ADVERTISE, SHARE, MASKED, CONSISTENCY and UNMASK (secagg_phase order) for
  * the first `closed` phases (the others stay NULL). */
@@ -189,6 +194,8 @@ typedef struct store_round_info {
   double deadline_at; /* wall clock; 0 before TRAINING */
   store_codec codec;  /* TRAIN rounds */
   char secagg[64];    /* "" unless a secure-aggregation round */
+  double dp_sampling_rate; /* the DP rate it is charged; 0 until known */
+  char dp_sampling[96];    /* and how it sampled ("" until known) */
 } store_round_info;
 int store_round_unfinished(store *s, store_round_info *out);
 /* Whether an evaluation round (in any state) was ever opened on model

@@ -1,5 +1,6 @@
-/* The privacy ledger (schema v5): one row per committed training round of
- * a differentially private federation; see store.h. */
+/* The privacy ledger (schema v5, with the sampling from v6): one row per
+ * committed training round of a differentially private federation; see
+ * store.h. */
 #include <math.h>
 #include <stdio.h>
 
@@ -13,7 +14,8 @@ int store_privacy_put(store *s, const store_privacy *p) {
       s,
       "INSERT INTO privacy_ledger (round, mode, noise_multiplier, clip,"
       " next_clip, sampling_rate, cohort_size, delta, epsilon,"
-      " unclipped_fraction) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+      " unclipped_fraction, sampling)"
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
       &st);
   if (rc)
     return rc;
@@ -27,6 +29,7 @@ int store_privacy_put(store *s, const store_privacy *p) {
   sqlite3_bind_double(st, 8, p->delta);
   sqlite3_bind_double(st, 9, p->epsilon);
   store_bind_real_or_null(st, 10, p->unclipped_fraction);
+  sqlite3_bind_text(st, 11, p->sampling, -1, SQLITE_STATIC);
   return store_run(s, st, "put privacy ledger row");
 }
 
@@ -36,7 +39,8 @@ int store_privacy_each(store *s, int (*fn)(void *ctx, const store_privacy *p),
   int rc = store_prepare(
       s,
       "SELECT round, mode, noise_multiplier, clip, next_clip, sampling_rate,"
-      " cohort_size, delta, epsilon, unclipped_fraction FROM privacy_ledger"
+      " cohort_size, delta, epsilon, unclipped_fraction,"
+      " COALESCE(sampling, '') FROM privacy_ledger"
       " ORDER BY round",
       &st);
   if (rc)
@@ -56,6 +60,9 @@ int store_privacy_each(store *s, int (*fn)(void *ctx, const store_privacy *p),
     p.unclipped_fraction = sqlite3_column_type(st, 9) == SQLITE_NULL
                                ? NAN
                                : sqlite3_column_double(st, 9);
+    const unsigned char *how = sqlite3_column_text(st, 10);
+    snprintf(p.sampling, sizeof p.sampling, "%s",
+             how ? (const char *)how : "");
     rc = fn(ctx, &p);
   }
   if (!rc && step != SQLITE_DONE)

@@ -236,6 +236,22 @@ int store_round_set_secagg(store *s, int64_t id, const char *secagg) {
   return store_run(s, st, "mark secure aggregation");
 }
 
+int store_round_set_sampling(store *s, int64_t id, int64_t target,
+                             double rate, const char *sampling) {
+  sqlite3_stmt *st;
+  int rc = store_prepare(s,
+                         "UPDATE rounds SET target = ?2, dp_sampling_rate = ?3,"
+                         " dp_sampling = ?4 WHERE id = ?1",
+                         &st);
+  if (rc)
+    return rc;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite3_bind_int64(st, 2, target);
+  sqlite3_bind_double(st, 3, rate);
+  sqlite3_bind_text(st, 4, sampling, -1, SQLITE_TRANSIENT);
+  return store_run(s, st, "record the round's sampling");
+}
+
 int store_round_secagg_counts(store *s, int64_t id, const uint32_t counts[5],
                               int closed) {
   sqlite3_stmt *st;
@@ -263,7 +279,8 @@ int store_round_unfinished(store *s, store_round_info *out) {
                          "SELECT id, base_version, target, state, kind,"
                          " COALESCE(deadline_at, 0), COALESCE(codec, ''),"
                          " COALESCE(codec_seed, ''), COALESCE(codec_clip, 0),"
-                         " COALESCE(secagg, '') FROM rounds"
+                         " COALESCE(secagg, ''), COALESCE(dp_sampling_rate,"
+                         " 0), COALESCE(dp_sampling, '') FROM rounds"
                          " WHERE state NOT IN ('COMMITTED', 'FAILED')"
                          " ORDER BY id DESC LIMIT 1",
                          &st);
@@ -287,6 +304,9 @@ int store_round_unfinished(store *s, store_round_info *out) {
     out->codec.clip = sqlite3_column_double(st, 8);
     snprintf(out->secagg, sizeof out->secagg, "%s",
              (const char *)sqlite3_column_text(st, 9));
+    out->dp_sampling_rate = sqlite3_column_double(st, 10);
+    snprintf(out->dp_sampling, sizeof out->dp_sampling, "%s",
+             (const char *)sqlite3_column_text(st, 11));
   } else {
     rc = step == SQLITE_DONE ? COHORT_ENOTFOUND
                              : store_fail(s, "find unfinished round");

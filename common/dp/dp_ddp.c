@@ -5,11 +5,13 @@
 #include "dp_ddp.h"
 
 #include <math.h>
+#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codec_internal.h"
 #include "cohort_status.h"
+#include "dp_accountant.h"
 #include "dp_clip.h"
 #include "dp_noise.h"
 #include "errbuf.h"
@@ -61,6 +63,78 @@ double ddp_tau(double sigma, uint32_t n) {
       break; /* later terms are smaller still */
   }
   return 10 * tau;
+}
+
+double ddp_noise_multiplier(const ddp_params *p, uint32_t n_min) {
+  double s = sqrt((double)n_min);
+  double z = s * p->noise_stddev * p->gamma / ddp_sensitivity(p);
+  if (!p->count_slot)
+    return z;
+  /* The count's sensitivity is half a count, count_scale / 2 units. */
+  double zc = 2 * s * p->count_noise_stddev / p->count_scale;
+  if (!(z > 0 && zc > 0))
+    return 0;
+  return 1 / sqrt(1 / (z * z) + 1 / (zc * zc));
+}
+
+int ddp_check_privacy(const ddp_params *p, const ddp_privacy_claim *c,
+                      uint32_t n_min, double app_max_epsilon, char *err,
+                      size_t errlen) {
+  const char *who = "the DP plan";
+  unsigned long long rounds = (unsigned long long)c->rounds;
+  if (!(isfinite(c->epsilon) && c->epsilon > 0) ||
+      !(c->delta > 0 && c->delta < 1) || c->rounds == 0 ||
+      !(c->sampling_rate > 0 && c->sampling_rate <= 1) ||
+      !(isfinite(c->noise_multiplier) && c->noise_multiplier > 0))
+    return errbuf_fail(err, errlen, COHORT_EINVAL, who,
+                       "publishes no privacy target to check its noise "
+                       "against (epsilon %g, delta %g, %llu rounds, q %g, "
+                       "noise multiplier %g)",
+                       c->epsilon, c->delta, rounds, c->sampling_rate,
+                       c->noise_multiplier);
+  if (n_min < 1)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, who,
+                       "comes with a threshold of 0 clients");
+  double z = ddp_noise_multiplier(p, n_min);
+  if (!(z > 0))
+    return errbuf_fail(err, errlen, COHORT_EINVAL, who,
+                       "adds no noise (each client's stddev %g units%s)",
+                       p->noise_stddev,
+                       p->count_slot && !(p->count_noise_stddev > 0)
+                           ? ", none on the count"
+                           : "");
+  double z_needed = 0;
+  char why[200];
+  if (dp_noise_for_epsilon(c->epsilon, c->sampling_rate, c->rounds, c->delta,
+                           &z_needed, why, sizeof why))
+    return errbuf_fail(err, errlen, COHORT_EINVAL, who,
+                       "claims epsilon %g at delta %g over %llu rounds at "
+                       "q = %g, which no noise reaches: %s",
+                       c->epsilon, c->delta, rounds, c->sampling_rate, why);
+  /* The planner's z_needed is at most 1e-4 above the exact one: just below
+   * it, the accountant's own epsilon for z settles the matter. */
+  if (z < z_needed) {
+    double eps = dp_epsilon(c->sampling_rate, z, c->rounds, c->delta);
+    if (!(eps <= c->epsilon * (1 + 1e-9)))
+      return errbuf_fail(
+          err, errlen, COHORT_EINVAL, who,
+          "has noise multiplier %.4g over the threshold of %u clients, "
+          "below the %.4g that epsilon %g at delta %g over %llu rounds at "
+          "q = %g needs (its noise gives epsilon %.4g)",
+          z, n_min, z_needed, c->epsilon, c->delta, rounds, c->sampling_rate,
+          eps);
+  }
+  if (z < c->noise_multiplier * (1 - 1e-9))
+    return errbuf_fail(err, errlen, COHORT_EINVAL, who,
+                       "claims noise multiplier %g, but its noise over the "
+                       "threshold of %u clients gives %.4g",
+                       c->noise_multiplier, n_min, z);
+  if (app_max_epsilon > 0 && c->epsilon > app_max_epsilon)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, who,
+                       "spends epsilon %g at delta %g over %llu rounds, "
+                       "above the %g this app allows",
+                       c->epsilon, c->delta, rounds, app_max_epsilon);
+  return COHORT_OK;
 }
 
 size_t ddp_ring_dim(const ddp_params *p) {
@@ -333,16 +407,27 @@ unsigned ddp_round_conditional(const float *x, size_t n, double scale,
     for (; i < n; i++) {
       double y = (double)x[i] * scale;
       double f = floor(y);
-      uint32_t threshold = (uint32_t)((y - f) * 0x1p32);
+      double frac = y - f;
+      /* Exactly, frac < 1; in double it rounds to 1 when y sits within an
+       * ulp below an integer (y = -1e-30: f = -1), and 2^32 does not fit a
+       * uint32_t. y is then that integer, up to an ulp. */
+      if (frac >= 1) {
+        f += 1;
+        frac = 0;
+      }
+      uint32_t threshold = (uint32_t)(frac * 0x1p32);
       int64_t r = (int64_t)f + (coin(&c) < threshold);
       out[i] = r;
       s += sq_u128(r);
       if (s > limit)
         break; /* over the bound already: redraw */
     }
-    if (i == n)
+    if (i == n) {
+      OPENSSL_cleanse(&c, sizeof c); /* the coins say how y was rounded */
       return t;
+    }
   }
+  OPENSSL_cleanse(&c, sizeof c);
   /* Towards zero: |r_i| <= |y_i|, so ||r|| <= ||y||, which is at most the
    * bound up to the float error of the rotation; shrink y when that error
    * matters. */
@@ -366,6 +451,13 @@ unsigned ddp_round_conditional(const float *x, size_t n, double scale,
 
 static int rotation_seed(const ddp_params *p, uint8_t out[PRG_SEED_LEN]) {
   return prg_derive(p->seed, "ddp-rotate", out);
+}
+
+/* The scratch copy of an update (clipped, then rotated) is as secret as the
+ * update: wiped before it is freed. */
+static void free_update_copy(float *x, size_t n) {
+  OPENSSL_cleanse(x, n * sizeof *x);
+  free(x);
 }
 
 int ddp_encode(const ddp_params *p, const float *delta, prg *rng,
@@ -393,14 +485,14 @@ int ddp_encode(const ddp_params *p, const float *delta, prg *rng,
   if (rc == COHORT_OK)
     rc = rotate_forward(rs, x, pd);
   if (rc) {
-    free(x);
+    free_update_copy(x, pd);
     return errbuf_fail(err, errlen, rc, "ddp encode", "rotation failed");
   }
   /* int64_t and uint64_t may alias: the rounded integers are written in
    * place and reduced by the noise step. */
   ddp_round_conditional(x, pd, 1 / p->gamma, ddp_rounding_bound(p),
                         DDP_ROUND_TRIES, rng, (int64_t *)ring);
-  free(x);
+  free_update_copy(x, pd);
   rc = dp_add_discrete_gaussian_ring(rng, p->noise_stddev, p->bits, ring, pd);
   if (rc == COHORT_OK && p->count_slot) {
     int64_t half = (int64_t)(p->count_scale / 2);

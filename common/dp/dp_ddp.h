@@ -77,6 +77,19 @@ typedef struct ddp_goal {
                               noised fraction; 0 = (n_min + n_max) / 2 */
 } ddp_goal;
 
+/* What a coordinator publishes with a plan about the privacy it buys
+ * (DpPlan's claim fields): after `rounds` rounds like this one, each
+ * sampling clients with probability sampling_rate, the noised sums are
+ * (epsilon, delta)-DP, with noise multiplier noise_multiplier (z of the
+ * update and, with adaptive clipping, of the count together). */
+typedef struct ddp_privacy_claim {
+  double epsilon;
+  double delta;
+  uint64_t rounds;
+  double sampling_rate;
+  double noise_multiplier;
+} ddp_privacy_claim;
+
 /* Picks gamma (the finest granularity whose sum stays inside the ring with
  * the wrap bound, docs/privacy.md gives the tail bound) and the noise
  * stddevs. With adaptive clipping, noise_multiplier is the update's share
@@ -122,6 +135,32 @@ double ddp_sensitivity(const ddp_params *p);
  * noise in [0, 2^20] and a finite count_expected >= 0. COHORT_EINVAL with
  * the reason. */
 int ddp_params_check(const ddp_params *p, char *err, size_t errlen);
+
+/* The noise multiplier p's noise gives when n_min clients add it: the
+ * update's sqrt(n_min) noise_stddev gamma / ddp_sensitivity, composed with
+ * the count's 2 sqrt(n_min) count_noise_stddev / count_scale when the
+ * count slot is on (z^-2 = z_update^-2 + z_count^-2, Andrew et al.,
+ * theorem 1). 0 when either has no noise. p must pass ddp_params_check. */
+double ddp_noise_multiplier(const ddp_params *p, uint32_t n_min);
+
+/* A client's check of a plan it was sent (p, which passed
+ * ddp_params_check) against what the coordinator claims for it (c), with
+ * n_min the fewest clients whose noise any committed sum holds (the
+ * secure-aggregation threshold t, the one number the protocol enforces
+ * against any coordinator) and app_max_epsilon the most the app accepts
+ * (0: no demand). Recomputes with the accountant (dp_accountant.h) the
+ * noise multiplier z_needed that the claimed epsilon needs over the
+ * claimed rounds at the claimed rate and delta, and refuses, with
+ * COHORT_EINVAL and a one-line reason naming the numbers: a claim that is
+ * not a privacy target (epsilon not finite and > 0, delta outside (0, 1),
+ * 0 rounds, q outside (0, 1], z not finite and > 0); a plan with no noise;
+ * noise whose multiplier over n_min clients (ddp_noise_multiplier) is
+ * below z_needed (taken exactly: below it only within the planner's
+ * 1e-4 when the accountant's epsilon for it still meets the claim) or
+ * below the claimed z; and an epsilon above app_max_epsilon. Pure. */
+int ddp_check_privacy(const ddp_params *p, const ddp_privacy_claim *c,
+                      uint32_t n_min, double app_max_epsilon, char *err,
+                      size_t errlen);
 
 /* Ring elements per client: p (+1 with the count slot). */
 size_t ddp_ring_dim(const ddp_params *p);

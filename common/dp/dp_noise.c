@@ -1,18 +1,18 @@
-/* Noise samplers for differential privacy: the exact discrete Gaussian of
- * Canonne, Kamath and Steinke (2020), in integer arithmetic only, and the
- * continuous Gaussian of central mode. docs/privacy.md states the algorithm,
- * the rounding of sigma^2 and the truncation this implementation makes. */
+/* The noise sampler for differential privacy: the exact discrete Gaussian of
+ * Canonne, Kamath and Steinke (2020), in integer arithmetic only, for both
+ * modes (central mode puts its sum on a grid, dp_grid.h). docs/privacy.md
+ * states the algorithm, the rounding of sigma^2 and the truncation this
+ * implementation makes. */
 #include "dp_noise.h"
 
 #include <math.h>
+#include <openssl/crypto.h>
 
 #include "cohort_status.h"
 #include "wire.h"
 
 __extension__ typedef unsigned __int128 u128;
 
-/* Largest sigma the exact sampler takes (dp_noise.h). */
-#define DG_SIGMA_MAX 1048576.0 /* 2^20 */
 /* Proposals with |Y| >= 2^DG_TAIL_SHIFT t are redrawn (see dg_setup). */
 #define DG_TAIL_SHIFT 8
 
@@ -40,6 +40,10 @@ static void src_init(dg_src *s, prg *g, unsigned chunk) {
   s->bits = 0;
   s->nbits = 0;
 }
+
+/* The buffered words decided the noise, which hides an update: wiped
+ * when a batch is done. */
+static void src_wipe(dg_src *s) { OPENSSL_cleanse(s, sizeof *s); }
 
 static uint64_t src_word(dg_src *s) {
   if (s->pos == s->len) {
@@ -186,12 +190,16 @@ static unsigned bit_length(uint64_t x) {
  *   A = |Y| t 2^k - num.
  * With k = 55 - 2 * bitlen(t) we have t^2 2^k <= 2^55, so num (< t^2 2^k,
  * as sigma < t) < 2^55, the denominator < 2^111, and for |Y| < 2^8 t,
- * |A| < 2^63 and A^2 < 2^126: all fits in 128 bits. t <= 2^20 + 1 gives
- * k >= 13; sigma < 1 gives k = 53. Proposals with |Y| >= 2^8 t are redrawn,
- * so the output is the discrete Gaussian conditioned on |X| < 2^8 t, a
- * change in probability below exp(-2^15) (docs/privacy.md). */
+ * |A| < 2^63 and A^2 < 2^126: all fits in 128 bits. k must stay >= 0,
+ * or num and A would not be integers: t <= 2^26 + 1 (27 bits) gives
+ * k >= 1, which is why sigma <= 2^26; sigma < 1 gives k = 53. For sigma
+ * >= 1, num >= (t - 1)^2 2^k >= 2^51, so rounding sigma^2 to num / 2^k
+ * changes it by a relative 2^-52 at most. Proposals with |Y| >= 2^8 t are
+ * redrawn, so the output is the discrete Gaussian conditioned on
+ * |X| < 2^8 t, a change in probability below exp(-2^15)
+ * (docs/privacy.md). */
 static int dg_setup(double sigma, dg_params *p) {
-  if (!(sigma >= 0 && sigma <= DG_SIGMA_MAX))
+  if (!(sigma >= 0 && sigma <= DP_DG_SIGMA_MAX))
     return COHORT_EINVAL;
   p->t = (uint64_t)floor(sigma) + 1;
   p->k = 55 - 2 * bit_length(p->t);
@@ -279,6 +287,7 @@ int dp_discrete_gaussian_fill(prg *g, double sigma, int64_t *out, size_t n) {
   src_init(&s, g, SRC_WORDS);
   for (size_t i = 0; i < n; i++)
     out[i] = dg_sample(&s, &p);
+  src_wipe(&s);
   return COHORT_OK;
 }
 
@@ -297,11 +306,12 @@ int dp_add_discrete_gaussian_ring(prg *g, double sigma, unsigned bits,
   src_init(&s, g, SRC_WORDS);
   for (size_t i = 0; i < n; i++)
     v[i] = (v[i] + (uint64_t)dg_sample(&s, &p)) & mask;
+  src_wipe(&s);
   return COHORT_OK;
 }
 
 double dp_discrete_gaussian_variance(double sigma) {
-  if (!(sigma > 0 && sigma <= DG_SIGMA_MAX))
+  if (!(sigma > 0 && sigma <= DP_DG_SIGMA_MAX))
     return 0;
   /* Sum outwards from 0 until the terms no longer change the sums; for
    * large sigma the integral is exact to double precision anyway (the
@@ -315,38 +325,4 @@ double dp_discrete_gaussian_variance(double sigma) {
     m2 += 2 * w * (double)x * x;
   }
   return m2 / z;
-}
-
-/* ---- the continuous Gaussian ---- */
-
-/* Two independent N(0, 1) by Marsaglia's polar method. */
-static void polar_pair(prg *g, double *a, double *b) {
-  for (;;) {
-    double u = 2 * prg_uniform(g) - 1, v = 2 * prg_uniform(g) - 1;
-    double s = u * u + v * v;
-    if (s >= 1 || s == 0)
-      continue;
-    double f = sqrt(-2 * log(s) / s);
-    *a = u * f;
-    *b = v * f;
-    return;
-  }
-}
-
-double dp_gaussian(prg *g, double sigma) {
-  double a, b;
-  polar_pair(g, &a, &b);
-  return sigma * a;
-}
-
-void dp_add_gaussian(prg *g, double sigma, double *x, size_t n) {
-  size_t i = 0;
-  for (; i + 1 < n; i += 2) {
-    double a, b;
-    polar_pair(g, &a, &b);
-    x[i] += sigma * a;
-    x[i + 1] += sigma * b;
-  }
-  if (i < n)
-    x[i] += dp_gaussian(g, sigma);
 }

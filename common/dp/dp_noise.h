@@ -17,13 +17,18 @@
 
 #include "prg.h"
 
+/* The largest sigma the exact sampler takes: 2^26, so that t = floor(sigma)
+ * + 1 has at most 27 bits and the acceptance test fits 128-bit integers
+ * (dp_noise.c). */
+#define DP_DG_SIGMA_MAX 67108864.0
+
 /* One sample of the discrete Gaussian N_Z(0, sigma^2) on the integers:
  * P(x) proportional to exp(-x^2 / (2 sigma^2)). sigma: finite, 0 <= sigma
- * <= 2^20; 0 gives 0, and so does a sigma outside that range (a programmer
- * error: the functions below refuse it).
+ * <= DP_DG_SIGMA_MAX; 0 gives 0, and so does a sigma outside that range (a
+ * programmer error: the functions below refuse it).
  *
  * Exactness: sigma^2 is taken as num / 2^k with k = 55 - 2 bitlen(t), t =
- * floor(sigma) + 1 (so 13 <= k <= 53), num the nearest integer to
+ * floor(sigma) + 1 (so 1 <= k <= 53), num the nearest integer to
  * sigma^2 2^k: a relative change of sigma^2 below 2^-51 for sigma >= 1 and
  * below 2^-54 / sigma^2 under 1 (sigma^2 < 2^-54 becomes 0). Laplace
  * proposals of magnitude >= 2^8 t are redrawn, so the output is N_Z(0,
@@ -49,11 +54,5 @@ int dp_add_discrete_gaussian_ring(prg *g, double sigma, unsigned bits,
  * exp(-2 pi^2 sigma^2)). 0 for sigma <= 0 or out of range. */
 double dp_discrete_gaussian_variance(double sigma);
 
-/* One sample of the continuous N(0, sigma^2) (the polar method on 53-bit
- * uniforms), for central mode. */
-double dp_gaussian(prg *g, double sigma);
-
-/* x[i] += N(0, sigma^2) for n doubles. */
-void dp_add_gaussian(prg *g, double sigma, double *x, size_t n);
 
 #endif

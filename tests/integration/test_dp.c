@@ -104,7 +104,7 @@ static void test_distributed_under_secagg(void) {
   run_federation("distributed",
                  "--rounds 3 --secagg full --dp distributed "
                  "--dp-noise-multiplier 0.05 --dp-clip 2 --dp-bits 16 "
-                 "--dp-population 100",
+                 "--dp-population 4",
                  4, db, sizeof db);
   CU_ASSERT_EQUAL(
       db_peek_int(db, "SELECT COUNT(*) FROM rounds WHERE state = 'COMMITTED'"),

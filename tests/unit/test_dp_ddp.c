@@ -12,6 +12,7 @@
 #include "codec_internal.h"
 #include "cohort_status.h"
 #include "cunit_main.h"
+#include "dp_accountant.h"
 #include "dp_clip.h"
 #include "dp_ddp.h"
 #include "mask.h"
@@ -427,6 +428,27 @@ static void test_rounding_within_bound(void) {
   free(r);
 }
 
+/* A value just below an integer: y - floor(y) rounds to 1 in double
+ * (y = -1e-30: floor -1, difference 1 - 1e-30 = 1.0), the one place the
+ * probability of rounding up would be 2^32, which a uint32_t cannot hold
+ * (undefined behaviour; on x86-64 it came out 0, so every such coordinate
+ * rounded down to -1). It must round to the integer it is next to. */
+static void test_rounding_just_below_an_integer(void) {
+  float x[64];
+  int64_t r[64];
+  for (size_t i = 0; i < 64; i++)
+    x[i] = i % 2 ? -1e-30f : 1e-30f - 1.0f;
+  prg g = test_rng(47);
+  for (int trial = 0; trial < 8; trial++) {
+    CU_ASSERT_EQUAL(ddp_round_conditional(x, 64, 1, 1e9, 1, &g, r), 1);
+    int ok = 1;
+    for (size_t i = 0; i < 64; i++)
+      ok &= r[i] == (i % 2 ? 0 : -1);
+    CU_ASSERT(ok);
+  }
+  prg_free(&g);
+}
+
 /* ---- round trips ---- */
 
 static void test_noiseless_sum_round_trip(void) {
@@ -727,6 +749,104 @@ static void test_rotation_seeded(void) {
   CU_ASSERT(differ > 64);
 }
 
+/* ---- the client's check of a plan ---- */
+
+/* An honest coordinator's plan and claim: z planned for epsilon 2 at delta
+ * 1e-5 over 50 rounds at q = 0.1; 16 bits, threshold t = n_min = 10 of 20
+ * clients; with adaptive clipping the update gets z_delta and the count
+ * sigma_b = 2, which compose to z. The claim's epsilon is what z gives. */
+static void honest_plan(int adaptive, ddp_params *p, ddp_privacy_claim *c) {
+  const double q = 0.1, delta = 1e-5;
+  const uint64_t rounds = 50;
+  double z = 0;
+  char err[300] = "";
+  CU_ASSERT_FATAL(dp_noise_for_epsilon(2, q, rounds, delta, &z, err,
+                                       sizeof err) == COHORT_OK);
+  ddp_goal g = goal_of(10000, 16, 0.5, z, 10, 20);
+  if (adaptive) {
+    g.adaptive = 1;
+    g.count_stddev = 2;
+    g.expected_clients = 15;
+    g.noise_multiplier = dp_adaptive_update_noise(z, 2, 15);
+  }
+  *p = plan_ok(&g);
+  *c = (ddp_privacy_claim){.epsilon = dp_epsilon(q, z, rounds, delta),
+                           .delta = delta,
+                           .rounds = rounds,
+                           .sampling_rate = q,
+                           .noise_multiplier = z};
+}
+
+/* check p against c over 10 clients; expect refusal with `says` in the
+ * reason, or acceptance when says is NULL. */
+static void expect_check(const ddp_params *p, const ddp_privacy_claim *c,
+                         double app_max, const char *says) {
+  char err[400] = "";
+  int rc = ddp_check_privacy(p, c, 10, app_max, err, sizeof err);
+  if (says ? (rc != COHORT_EINVAL || !strstr(err, says)) : rc != COHORT_OK)
+    fprintf(stderr, "\n  want %s, got %d: %s\n", says ? says : "OK", rc, err);
+  if (says) {
+    CU_ASSERT_EQUAL(rc, COHORT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, says));
+  } else {
+    CU_ASSERT_EQUAL(rc, COHORT_OK);
+  }
+}
+
+/* An honest plan passes, with and without the count; each way of giving
+ * less privacy than claimed is refused with a reason naming it. */
+static void test_check_privacy(void) {
+  for (int adaptive = 0; adaptive <= 1; adaptive++) {
+    ddp_params p, bad;
+    ddp_privacy_claim c, lie;
+    honest_plan(adaptive, &p, &c);
+    CU_ASSERT(fabs(ddp_noise_multiplier(&p, 10) / c.noise_multiplier - 1) <
+              1e-12);
+    expect_check(&p, &c, 0, NULL);
+    expect_check(&p, &c, c.epsilon, NULL); /* exactly the app's demand */
+    /* No noise at all. */
+    bad = p;
+    bad.noise_stddev = 0;
+    expect_check(&bad, &c, 0, "adds no noise");
+    /* Half the noise. */
+    bad = p;
+    bad.noise_stddev /= 2;
+    expect_check(&bad, &c, 0, "below the");
+    /* Spread over more clients than the threshold guarantees: each adds
+     * too little when only t = 10 do. */
+    char err[400] = "";
+    CU_ASSERT_EQUAL(ddp_check_privacy(&p, &c, 5, 0, err, sizeof err),
+                    COHORT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "threshold of 5 clients"));
+    /* A lie about epsilon: half of what the noise gives. */
+    lie = c;
+    lie.epsilon /= 2;
+    expect_check(&p, &lie, 0, "epsilon 0.9");
+    /* A lie about q: sampling three times as many clients. */
+    lie = c;
+    lie.sampling_rate *= 3;
+    expect_check(&p, &lie, 0, "q = 0.3");
+    /* A lie about the rounds. */
+    lie = c;
+    lie.rounds *= 4;
+    expect_check(&p, &lie, 0, "over 200 rounds");
+    /* A lie about z. */
+    lie = c;
+    lie.noise_multiplier *= 1.5;
+    expect_check(&p, &lie, 0, "claims noise multiplier");
+    /* More epsilon than the app allows. */
+    expect_check(&p, &c, c.epsilon * 0.9, "this app allows");
+    /* No claim at all (a coordinator that does not publish one). */
+    lie = (ddp_privacy_claim){0};
+    expect_check(&p, &lie, 0, "no privacy target");
+    if (adaptive) {
+      bad = p;
+      bad.count_noise_stddev = 0;
+      expect_check(&bad, &c, 0, "none on the count");
+    }
+  }
+}
+
 int cohort_register_suites(void) {
   static const test_case plan[] = {
       {"dims, rounding bound, tau", test_dims_and_bounds},
@@ -736,6 +856,8 @@ int cohort_register_suites(void) {
   };
   static const test_case rounding[] = {
       {"conditional rounding within the bound", test_rounding_within_bound},
+      {"a value just below an integer rounds to it",
+       test_rounding_just_below_an_integer},
   };
   static const test_case coding[] = {
       {"noiseless sum round trip", test_noiseless_sum_round_trip},
@@ -745,6 +867,11 @@ int cohort_register_suites(void) {
       {"encode and decode refusals", test_encode_decode_refusals},
       {"rotation from the round seed", test_rotation_seeded},
   };
+  static const test_case check[] = {
+      {"an honest plan passes; no noise, half the noise, lies about "
+       "epsilon, q, rounds or z, and too much epsilon are refused",
+       test_check_privacy},
+  };
   int rc = test_add_suite("ddp_plan", NULL, NULL, plan,
                           sizeof plan / sizeof plan[0]);
   if (!rc)
@@ -753,5 +880,8 @@ int cohort_register_suites(void) {
   if (!rc)
     rc = test_add_suite("ddp_encoding", NULL, NULL, coding,
                         sizeof coding / sizeof coding[0]);
+  if (!rc)
+    rc = test_add_suite("ddp_check_privacy", NULL, NULL, check,
+                        sizeof check / sizeof check[0]);
   return rc;
 }

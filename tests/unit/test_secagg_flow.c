@@ -14,6 +14,8 @@
 #include "clock.h"
 #include "cohort_status.h"
 #include "cunit_main.h"
+#include "dp_accountant.h"
+#include "dp_ddp.h"
 #include "pb.h"
 #include "secagg.h"
 #include "secagg_flow.h"
@@ -34,6 +36,7 @@ typedef struct fake {
   secagg_flow_trust trust; /* client 0's */
   prg rng[N];
   uint32_t ring_bits_sent; /* what the plan says (p.ring_bits unless set) */
+  Cohort__V1__DpPlan *dp;  /* distributed DP's part of the plan, or NULL */
   int waits;               /* Waits answered */
   int wait_forever;        /* answer SETUP with Wait only */
   int calls[6];            /* SecAgg calls per step */
@@ -135,6 +138,7 @@ static int fake_call(void *ctx, const Cohort__V1__SecAggRequest *req,
     plan.round_seed.data = f->p.round_seed;
     plan.round_seed.len = sizeof f->p.round_seed;
     plan.max_examples = MAX_EXAMPLES;
+    plan.dp = f->dp;
     r.outcome_case = COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_PLAN;
     r.plan = &plan;
     break;
@@ -395,6 +399,76 @@ static void test_leaves_before_the_named_step(void) {
   fake_free(&f);
 }
 
+/* Distributed DP: the client checks the plan's noise, over the threshold's
+ * clients, against the epsilon the coordinator publishes, before it makes
+ * a secret or sends a message. An honest plan is taken (the flow goes on
+ * to ADVERTISE, where the test stops it); zero noise, half the claimed
+ * epsilon and a plan that publishes no epsilon are refused. (Before, any
+ * plan that ddp_params_check accepted was followed, zero noise included.) */
+static void test_dp_plan_checked(void) {
+  fake f;
+  fake_init(&f);
+  const double z = 1.0, q = 0.5, delta = 1e-5;
+  const uint64_t rounds = 10;
+  ddp_goal goal = {.dim = DIM,
+                   .bits = f.p.ring_bits,
+                   .clip = 1,
+                   .noise_multiplier = z,
+                   .min_clients = f.p.threshold,
+                   .max_clients = N,
+                   .wrap_probability = 1e-6};
+  ddp_params d;
+  char err[400] = "";
+  CU_ASSERT_FATAL(ddp_plan(&goal, &d, err, sizeof err) == COHORT_OK);
+  Cohort__V1__DpPlan honest = COHORT__V1__DP_PLAN__INIT;
+  honest.bits = d.bits;
+  honest.clip = d.clip;
+  honest.gamma = d.gamma;
+  honest.beta = d.beta;
+  honest.noise_stddev = d.noise_stddev;
+  honest.epsilon = dp_epsilon(q, z, rounds, delta);
+  honest.delta = delta;
+  honest.rounds = rounds;
+  honest.sampling_rate = q;
+  honest.noise_multiplier = z;
+  Cohort__V1__Task t = task_of("fp32");
+  t.dp = COHORT__V1__DP_MODE__DP_DISTRIBUTED;
+  secagg_flow_io io = io_of(&f);
+  secagg_flow flow;
+  static const struct {
+    const char *what;
+    int rc;
+    const char *says;
+  } cases[] = {{"honest", COHORT_ECANCELED, "advertise"},
+               {"no noise", COHORT_EABORTED, "adds no noise"},
+               {"epsilon halved", COHORT_EABORTED, "below the"},
+               {"no claim", COHORT_EABORTED, "no privacy target"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    Cohort__V1__DpPlan sent = honest;
+    if (i == 1)
+      sent.noise_stddev = 0;
+    if (i == 2)
+      sent.epsilon /= 2;
+    if (i == 3)
+      sent.epsilon = sent.delta = sent.sampling_rate = sent.noise_multiplier =
+          0, sent.rounds = 0;
+    f.dp = &sent;
+    memset(f.calls, 0, sizeof f.calls);
+    int rc = secagg_flow_begin(&flow, &io, &f.trust, &t, DIM,
+                               clock_mono_s() + 30, SECAGG_FLOW_ADVERTISE, err,
+                               sizeof err);
+    if (rc != cases[i].rc || !strstr(err, cases[i].says))
+      fprintf(stderr, "\n  %s: %d, %s\n", cases[i].what, rc, err);
+    CU_ASSERT_EQUAL(rc, cases[i].rc);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, cases[i].says));
+    CU_ASSERT_EQUAL(f.calls[COHORT__V1__SEC_AGG_STEP__SECAGG_ADVERTISE], 0);
+    if (cases[i].rc == COHORT_EABORTED)
+      CU_ASSERT_PTR_NULL(flow.sc); /* no secret was made */
+    secagg_flow_end(&flow);
+  }
+  fake_free(&f);
+}
+
 /* A coordinator that answers Wait for ever, announcing no deadline: the
  * flow gives up at its own. */
 static void test_step_that_never_closes_times_out(void) {
@@ -426,6 +500,9 @@ int cohort_register_suites(void) {
        test_threshold_below_the_policy_refused},
       {"the testing aid leaves before the step it names",
        test_leaves_before_the_named_step},
+      {"distributed DP: a plan whose noise does not buy the published "
+       "epsilon is refused before any message",
+       test_dp_plan_checked},
       {"a step that never closes times out",
        test_step_that_never_closes_times_out},
   };

@@ -249,9 +249,10 @@ static void test_client_identity(void) {
 }
 
 /* A database as schema 5 left it: migration 6 only adds the identity
- * columns and their index to clients, and migration 7 one column to
- * rounds, so taking them away again gives the old schema, with a client
- * that registered before identity keys. */
+ * columns and their index to clients, migration 7 one column to rounds
+ * and migration 8 two to rounds and one to the ledger, so taking them away
+ * again gives the old schema, with a client that registered before
+ * identity keys. */
 static void make_v5_database(const char *path) {
   store *s = NULL;
   char err[256] = "";
@@ -269,6 +270,11 @@ static void make_v5_database(const char *path) {
                                "enrollment_cert;"
                                "ALTER TABLE rounds DROP COLUMN "
                                "secagg_attested;"
+                               "ALTER TABLE rounds DROP COLUMN "
+                               "dp_sampling_rate;"
+                               "ALTER TABLE rounds DROP COLUMN dp_sampling;"
+                               "ALTER TABLE privacy_ledger DROP COLUMN "
+                               "sampling;"
                                "PRAGMA user_version = 5;",
                                NULL, NULL, NULL),
                   SQLITE_OK);
@@ -286,7 +292,7 @@ static void test_v5_database_migrates(void) {
                       COHORT_OK);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "schema version 5"));
   CU_ASSERT_EQUAL_FATAL(store_open(path, &s, err, sizeof err), COHORT_OK);
-  CU_ASSERT_EQUAL(db_peek_int(path, "PRAGMA user_version"), 7);
+  CU_ASSERT_EQUAL(db_peek_int(path, "PRAGMA user_version"), 8);
   CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(secagg_attested) FROM "
                                     "rounds"),
                   0);
