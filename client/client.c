@@ -112,6 +112,7 @@ static int policy_of(const cohort_client_options *o, secagg_policy *p) {
     return COHORT_EINVAL;
   p->corrupt = o->secagg_corrupt;
   p->security_bits = o->secagg_security_bits;
+  p->colluders = o->secagg_colluders;
   return COHORT_OK;
 }
 

@@ -324,7 +324,7 @@ static int privacy_noise(const char *prog, int argc, char **argv) {
 }
 
 typedef struct secagg_opts {
-  long clients, degree;
+  long clients, degree, colluders;
   double dropout, corrupt, over_select;
   const char *graph, *adversary;
   int json;
@@ -356,6 +356,10 @@ static int secagg_plan(const char *prog, int argc, char **argv) {
        "semi-malicious|curious", "the coordinator, as --secagg-adversary"},
       {"degree", FLAG_INT, &g_secagg.degree, "0", 0, SECAGG_MAX_CLIENTS - 1,
        "K", "neighbours per client, as --secagg-degree (0: chosen)"},
+      {"colluders", FLAG_INT, &g_secagg.colluders, "0", 0, SECAGG_MAX_CLIENTS,
+       "C",
+       "colluding clients the coordinator could place around one "
+       "client, as --secagg-colluders"},
       {"over-select", FLAG_DOUBLE, &g_secagg.over_select, "0", 0, 10, "F",
        "clients selected beyond those needed, as --over-select: those not "
        "waited for count as dropouts"},
@@ -366,7 +370,7 @@ static int secagg_plan(const char *prog, int argc, char **argv) {
   static const char usage[] =
       "usage: cohort secagg plan --clients N [--graph full|plus] "
       "[--dropout F] [--corrupt F] [--adversary A] [--degree K] "
-      "[--over-select F] [--json]\n\n"
+      "[--colluders C] [--over-select F] [--json]\n\n"
       "The degree k and threshold t a coordinator with these --secagg flags\n"
       "picks for a round of N clients, and the log2 of the three bounds\n"
       "docs/secagg.md derives: a round fails to complete, corrupt clients\n"
@@ -386,7 +390,8 @@ static int secagg_plan(const char *prog, int argc, char **argv) {
                                                           g_secagg.over_select),
                       .corrupt = g_secagg.corrupt,
                       .security_bits = SECAGG_SECURITY_BITS,
-                      .correctness_bits = SECAGG_CORRECTNESS_BITS};
+                      .correctness_bits = SECAGG_CORRECTNESS_BITS,
+                      .colluders = (uint32_t)g_secagg.colluders};
   if (secagg_adversary_parse(g_secagg.adversary, &goal.adversary)) {
     fprintf(stderr,
             "%s: --adversary must be semi-malicious or curious, not '%s'\n",
@@ -397,20 +402,32 @@ static int secagg_plan(const char *prog, int argc, char **argv) {
   char why[400] = "";
   int fell_back = secagg_choose_graph(&goal, plus, (uint32_t)g_secagg.degree,
                                       &k, &t, why, sizeof why) != COHORT_OK;
+  if (k == 0) { /* the goal itself was refused: nothing was chosen */
+    fprintf(stderr, "%s: %s\n", prog, why);
+    return 2;
+  }
   double fail = secagg_bound_correctness(goal.n, k, t, goal.dropout);
   double exposed =
       secagg_bound_exposed(goal.n, k, t, goal.corrupt, goal.adversary);
   double isolate = secagg_bound_isolate(goal.n, k, goal.dropout, goal.corrupt);
   /* The goal is met when every bound is, whoever chose k and t: a degree
    * given by --degree, or the complete graph, is not excused. */
-  double sec = -(double)SECAGG_SECURITY_BITS, cor = -(double)SECAGG_CORRECTNESS_BITS;
-  int meets = !fell_back && fail <= cor && exposed <= sec && isolate <= sec;
+  double sec = -(double)SECAGG_SECURITY_BITS,
+         cor = -(double)SECAGG_CORRECTNESS_BITS;
+  /* Placed colluders need more corrupt holders than there are of them. */
+  uint64_t holders_needed =
+      goal.adversary == SECAGG_CURIOUS
+          ? t
+          : (2 * (uint64_t)t > (uint64_t)k + 1 ? 2 * (uint64_t)t - k - 1 : 0);
+  int colluders_out = holders_needed > goal.colluders;
+  int meets = !fell_back && fail <= cor && exposed <= sec && isolate <= sec &&
+              colluders_out;
   if (!fell_back && !meets)
-    snprintf(why, sizeof why,
-             "k = %u, t = %u: %s", k, t,
+    snprintf(why, sizeof why, "k = %u, t = %u: %s", k, t,
              fail > cor      ? "a round fails to complete too often"
              : exposed > sec ? "corrupt clients rebuild secrets too often"
-                             : "the honest survivors fall apart too often");
+             : isolate > sec ? "the honest survivors fall apart too often"
+                             : "the colluders it places rebuild secrets");
   if (g_secagg.json) {
     printf("{\"command\":\"secagg plan\",\"adversary\":\"%s\",",
            secagg_adversary_name(goal.adversary));

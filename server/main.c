@@ -43,7 +43,7 @@ typedef struct server_opts {
   double server_lr, server_momentum, beta1, beta2, tau, mu, trim;
   double codec_clip;
   const char *secagg, *secagg_adversary;
-  long secagg_threshold, secagg_degree, secagg_max_examples;
+  long secagg_threshold, secagg_degree, secagg_max_examples, secagg_colluders;
   double secagg_dropout, secagg_corrupt, secagg_timeout;
   const char *dp, *dp_sampling;
   double dp_noise, dp_epsilon, dp_delta, dp_budget, dp_clip;
@@ -165,7 +165,13 @@ static const flag_def FLAGS[] = {
     {"secagg-corrupt", FLAG_DOUBLE, &g_opts.secagg_corrupt, "0.05", 0, 0.99,
      "F",
      "share of clients colluding with the coordinator that the "
-     "threshold (and plus's degree) withstands"},
+     "threshold (and plus's degree) withstands, each corrupt at random "
+     "whatever its place in the neighbour graph"},
+    {"secagg-colluders", FLAG_INT, &g_opts.secagg_colluders, "0", 0,
+     SECAGG_MAX_CLIENTS, "C",
+     "colluding clients a coordinator could place around one client (it "
+     "chooses the cohort, the indices and the round seed): t then needs "
+     "more than C corrupt holders (docs/security.md)"},
     {"secagg-adversary", FLAG_STRING, &g_opts.secagg_adversary,
      "semi-malicious", 0, 0, "semi-malicious|curious",
      "what the threshold withstands besides the corrupt clients: a "
@@ -215,8 +221,7 @@ static const flag_def FLAGS[] = {
      "while the round selects joins with probability q; fixed: K drawn "
      "uniformly from those that checked in during the selection window, "
      "charged K over them (docs/privacy.md)"},
-    {"dp-sampling-rate", FLAG_DOUBLE, &g_opts.dp_sampling_rate, "0", 0, 1,
-     "Q",
+    {"dp-sampling-rate", FLAG_DOUBLE, &g_opts.dp_sampling_rate, "0", 0, 1, "Q",
      "poisson: the rate q (0: --fraction, K / --dp-population, or K over "
      "the clients active within --active-window)"},
     {"dp-population", FLAG_INT, &g_opts.dp_population, "0", 0, NUM(1000000000),
@@ -525,6 +530,7 @@ int main(int argc, char **argv) {
   cfg.secagg_degree = g_opts.secagg_degree;
   cfg.secagg_dropout = g_opts.secagg_dropout;
   cfg.secagg_corrupt = g_opts.secagg_corrupt;
+  cfg.secagg_colluders = (uint32_t)g_opts.secagg_colluders;
   if (secagg_adversary_parse(g_opts.secagg_adversary, &cfg.secagg_adversary) !=
       COHORT_OK) {
     log_error("--secagg-adversary '%s': expected semi-malicious or curious",

@@ -87,33 +87,34 @@ typedef struct round_config {
   double codec_clip;      /* qB's common clip; 0 = per-payload scale */
   /* Secure aggregation of training rounds (docs/rounds.md). */
   round_secagg_mode secagg;
-  long secagg_threshold; /* t; 0 = chosen from the cohort size */
-  long secagg_degree;    /* k; 0 = chosen (n - 1 for full) */
-  double secagg_dropout; /* plus: the finder's expected dropout rate */
-  double secagg_corrupt; /* the share of corrupt clients t withstands */
+  long secagg_threshold;     /* t; 0 = chosen from the cohort size */
+  long secagg_degree;        /* k; 0 = chosen (n - 1 for full) */
+  double secagg_dropout;     /* plus: the finder's expected dropout rate */
+  double secagg_corrupt;     /* the share of corrupt clients t withstands */
+  uint32_t secagg_colluders; /* and colluders placed around one client */
   secagg_adversary secagg_adversary; /* what t must withstand */
-  double secagg_timeout_s; /* ADVERTISE, SHARE, CONSISTENCY and UNMASK,
-                              each */
-  uint64_t secagg_max_examples;      /* W: example weights are capped here */
+  double secagg_timeout_s;      /* ADVERTISE, SHARE, CONSISTENCY and UNMASK,
+                                   each */
+  uint64_t secagg_max_examples; /* W: example weights are capped here */
   /* Differential privacy of training rounds (docs/privacy.md). */
   round_dp_mode dp;
-  double dp_noise_multiplier; /* z; 0: planned from dp_epsilon */
-  double dp_epsilon;          /* the epsilon the planner aims at after
-                                 `rounds` rounds */
-  double dp_delta;            /* epsilon is reported at this delta */
-  double dp_budget;           /* no round may take epsilon past this; 0:
-                                 dp_epsilon, or no budget */
-  double dp_clip;             /* C (the first round's when adaptive) */
-  double dp_target_quantile;  /* > 0: adaptive clipping towards it */
-  double dp_clip_lr;          /* adaptive clipping's learning rate */
-  double dp_count_stddev;     /* its count noise; 0: K / 20 */
+  double dp_noise_multiplier;    /* z; 0: planned from dp_epsilon */
+  double dp_epsilon;             /* the epsilon the planner aims at after
+                                    `rounds` rounds */
+  double dp_delta;               /* epsilon is reported at this delta */
+  double dp_budget;              /* no round may take epsilon past this; 0:
+                                    dp_epsilon, or no budget */
+  double dp_clip;                /* C (the first round's when adaptive) */
+  double dp_target_quantile;     /* > 0: adaptive clipping towards it */
+  double dp_clip_lr;             /* adaptive clipping's learning rate */
+  double dp_count_stddev;        /* its count noise; 0: K / 20 */
   round_dp_sampling dp_sampling; /* Poisson (default) or fixed-size */
-  double dp_sampling_rate;    /* Poisson's q; 0: --fraction, K / N, or K
-                                 over the clients active at the open */
-  long dp_population;         /* N: Poisson's q = K / N; 0: the clients
-                                 active within active_window_s */
-  unsigned dp_bits;           /* distributed: the ring's bits */
-  uint64_t seed;              /* initial model */
+  double dp_sampling_rate;       /* Poisson's q; 0: --fraction, K / N, or K
+                                    over the clients active at the open */
+  long dp_population;            /* N: Poisson's q = K / N; 0: the clients
+                                    active within active_window_s */
+  unsigned dp_bits;              /* distributed: the ring's bits */
+  uint64_t seed;                 /* initial model */
   const char *model_spec;
   nn_shape input;         /* one example (28 x 28 x 1) */
   int classes;            /* labels (10) */
@@ -262,8 +263,8 @@ typedef struct round_secagg_plan {
   uint32_t clients, index, threshold, degree, ring_bits;
   uint8_t round_seed[32];
   uint64_t max_examples;
-  int dp;         /* distributed DP: ddp says how to encode */
-  ddp_params ddp; /* (its dim and seed are the client's to fill) */
+  int dp;                  /* distributed DP: ddp says how to encode */
+  ddp_params ddp;          /* (its dim and seed are the client's to fill) */
   ddp_privacy_claim claim; /* and what that noise buys */
 } round_secagg_plan;
 

@@ -191,7 +191,8 @@ static void choose_graph(round_engine *e, uint32_t n, uint32_t *k,
       .corrupt = c->secagg_corrupt,
       .security_bits = SECAGG_SECURITY_BITS,
       .correctness_bits = SECAGG_CORRECTNESS_BITS,
-      .adversary = c->secagg_adversary};
+      .adversary = c->secagg_adversary,
+      .colluders = c->secagg_colluders < n ? c->secagg_colluders : n};
   char why[400] = "";
   if (secagg_choose_graph(&goal, c->secagg == ROUND_SECAGG_PLUS,
                           (uint32_t)c->secagg_degree, k, t, why,
@@ -204,8 +205,11 @@ static void choose_graph(round_engine *e, uint32_t n, uint32_t *k,
   uint32_t floor = *t, want = (uint32_t)c->secagg_threshold;
   secagg_policy own = {.adversary = c->secagg_adversary,
                        .corrupt = c->secagg_corrupt,
-                       .security_bits = SECAGG_SECURITY_BITS};
+                       .security_bits = SECAGG_SECURITY_BITS,
+                       .colluders = goal.colluders};
   if (secagg_policy_min_threshold(&own, n, *k, &floor, NULL, 0) != COHORT_OK)
+    floor = *t;
+  if (floor > *k) /* no t meets the goal (warned above); t stays <= k */
     floor = *t;
   if (want > *k)
     want = *k;
@@ -214,8 +218,8 @@ static void choose_graph(round_engine *e, uint32_t n, uint32_t *k,
              "coordinator with --secagg-corrupt %g needs at k = %u, n = %u "
              "(clients holding that goal refuse it); using t = %u",
              (long long)e->round, c->secagg_threshold, floor,
-             secagg_adversary_name(c->secagg_adversary), c->secagg_corrupt,
-             *k, n, floor);
+             secagg_adversary_name(c->secagg_adversary), c->secagg_corrupt, *k,
+             n, floor);
   else if (want != *t)
     log_info("round %lld: --secagg-threshold sets t = %u (the goal needs "
              "%u); a round aborts when fewer survive",
@@ -425,7 +429,8 @@ round_verdict round_secagg_check_size(const round_engine *e, uint64_t total) {
 
 /* A refusal of the protocol library as a gRPC status, with its reason. */
 static round_verdict secagg_refusal(int rc, const char *what, const char *why) {
-  int code = rc == COHORT_EINVAL   ? GRPC_STATUS_INVALID_ARGUMENT
+  int code = rc == COHORT_EINVAL || rc == COHORT_EAUTH
+                 ? GRPC_STATUS_INVALID_ARGUMENT
              : rc == COHORT_ENOMEM ? GRPC_STATUS_RESOURCE_EXHAUSTED
                                    : GRPC_STATUS_FAILED_PRECONDITION;
   return round_fail_verdict(code, "%s refused: %s", what, why);

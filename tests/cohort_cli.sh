@@ -73,6 +73,20 @@ expect 1 'goals are not met: k = 40, t = 31: a round fails to complete' \
   secagg plan --clients 1000 --degree 40
 expect 1 '"degree":99,.*"meets_goal":false' secagg plan --clients 100 \
   --graph full --dropout 0.3 --json
+# Colluders the coordinator may place around a client (--colluders): t
+# then needs more than that many corrupt holders whatever the odds, so k
+# grows (docs/security.md); a degree they can nearly fill meets no goal.
+expect 0 '^k 16, t 16 for 10000 clients' secagg plan --clients 10000 \
+  --dropout 0
+expect 0 '^k 18, t 18 for 10000 clients \(SecAgg\+, semi-malicious' \
+  secagg plan --clients 10000 --dropout 0 --colluders 16
+expect 0 '"degree":18,"threshold":18,.*"meets_goal":true' secagg plan \
+  --clients 10000 --dropout 0 --colluders 16 --json
+expect 1 '"degree":16,.*"meets_goal":false' secagg plan --clients 10000 \
+  --dropout 0 --degree 16 --colluders 16 --json
+expect 0 '^k 124, t 88 for 1000 clients' secagg plan --clients 1000 \
+  --dropout 0.1 --colluders 50
+expect 0 '--colluders C' secagg plan --help
 # Over-selected clients that are not waited for count as dropouts.
 expect 0 '^k 548, t 313 for 1000 clients' secagg plan --clients 1000 \
   --over-select 0.3

@@ -17,7 +17,7 @@ static struct {
   const char *server, *token, *data, *shard, *partition, *log_level;
   const char *exit_at_secagg, *identity_key, *identity_cert, *authority;
   const char *secagg_adversary;
-  long limit, seed, threads, secagg_security_bits;
+  long limit, seed, threads, secagg_security_bits, secagg_colluders;
   double holdout, secagg_corrupt;
   int summary, hang;
   flag_list attributes;
@@ -73,8 +73,13 @@ static const flag_def FLAGS[] = {
      "refuses a round whose threshold is below what that adversary needs "
      "(curious only for a coordinator you trust to follow the protocol)"},
     {"secagg-corrupt", FLAG_DOUBLE, &g_opts.secagg_corrupt, "0.05", 0, 0.99,
-     "F", "fraction of clients this client assumes corrupt when it checks a "
-          "secure-aggregation round's threshold"},
+     "F",
+     "fraction of clients this client assumes corrupt when it checks a "
+     "secure-aggregation round's threshold"},
+    {"secagg-colluders", FLAG_INT, &g_opts.secagg_colluders, "0", 0, 65535, "C",
+     "colluding clients this client assumes a coordinator could place "
+     "around it; it refuses a threshold that C corrupt holders could "
+     "reach (docs/security.md)"},
     {"secagg-security-bits", FLAG_INT, &g_opts.secagg_security_bits, "40", 1,
      128, "S",
      "the security goal (2^-S) it checks a secure-aggregation round's "
@@ -257,6 +262,7 @@ int main(int argc, char **argv) {
   o.secagg_adversary = g_opts.secagg_adversary;
   o.secagg_corrupt = g_opts.secagg_corrupt;
   o.secagg_security_bits = (unsigned)g_opts.secagg_security_bits;
+  o.secagg_colluders = (unsigned)g_opts.secagg_colluders;
   rc = cohort_client_new(&o, &g_client);
   if (rc != COHORT_OK) {
     fprintf(stderr, "cohort-client: %s\n", cohort_strerror(rc));

@@ -128,11 +128,11 @@ typedef struct cohort_attribute {
  * cohort_client_options.leave_before_secagg. */
 typedef enum cohort_secagg_step {
   COHORT_SECAGG_NEVER = 0,
-  COHORT_SECAGG_SETUP = 1,     /* asking for the round's plan */
-  COHORT_SECAGG_ADVERTISE = 2, /* sending its public keys */
-  COHORT_SECAGG_SHARE = 3,     /* sending its sealed key shares */
-  COHORT_SECAGG_MASKED = 4,    /* uploading its masked input */
-  COHORT_SECAGG_UNMASK = 5,    /* revealing shares for the unmasking */
+  COHORT_SECAGG_SETUP = 1,       /* asking for the round's plan */
+  COHORT_SECAGG_ADVERTISE = 2,   /* sending its public keys */
+  COHORT_SECAGG_SHARE = 3,       /* sending its sealed key shares */
+  COHORT_SECAGG_MASKED = 4,      /* uploading its masked input */
+  COHORT_SECAGG_UNMASK = 5,      /* revealing shares for the unmasking */
   COHORT_SECAGG_CONSISTENCY = 6, /* attesting to the survivor list (comes
                                     before UNMASK) */
 } cohort_secagg_step;
@@ -172,10 +172,13 @@ typedef struct cohort_client_options {
    * "semi-malicious" (default, NULL) or "curious" (only for a coordinator
    * the app trusts to follow the protocol); the fraction of clients it
    * assumes corrupt, [0, 1) (default 0.05); the security goal in bits,
-   * 1..128 (default 40). Raise them to demand more than the defaults. */
+   * 1..128 (default 40); the colluding clients it assumes a coordinator
+   * could place around it, which t must exceed whatever the odds (default
+   * 0). Raise them to demand more than the defaults. */
   const char *secagg_adversary;
   double secagg_corrupt;
   unsigned secagg_security_bits;
+  unsigned secagg_colluders;
 } cohort_client_options;
 
 /* Fills o with the defaults; set server and enrollment_token after. */

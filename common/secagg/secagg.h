@@ -149,10 +149,15 @@ int secagg_adversary_parse(const char *s, secagg_adversary *out);
 typedef struct secagg_goal {
   uint32_t n;
   double dropout;            /* [0, 1) */
-  double corrupt;            /* [0, 1) */
+  double corrupt;            /* [0, 1): each client, independently of its
+                                place in the graph */
   unsigned security_bits;    /* e.g. 40 */
   unsigned correctness_bits; /* e.g. 20 */
   secagg_adversary adversary;
+  uint32_t colluders; /* clients colluding with the coordinator that it may
+                         place anywhere (it chooses the cohort, the indices
+                         and the round seed): t then needs more than this
+                         many corrupt holders, whatever the odds; 0: none */
 } secagg_goal;
 int secagg_find_params(const secagg_goal *goal, uint32_t *degree,
                        uint32_t *threshold, char *err, size_t errlen);
@@ -194,8 +199,9 @@ int secagg_choose_graph(const secagg_goal *goal, int sparse, uint32_t degree,
 
 /* The goal a client holds a plan to, whatever the coordinator says: the
  * coordinator it defends against, the fraction of corrupt clients it
- * assumes and the security goal. secagg_policy_default is
- * semi-malicious, 5% corrupt, SECAGG_SECURITY_BITS: the coordinator's
+ * assumes, the colluders it assumes the coordinator can place around it,
+ * and the security goal. secagg_policy_default is semi-malicious, 5%
+ * corrupt, no colluders, SECAGG_SECURITY_BITS: the coordinator's
  * defaults, so a default federation's plans pass. An app may demand more
  * (a higher fraction, more bits); a curious adversary is a weaker demand
  * that only an app which trusts its coordinator should make. */
@@ -203,6 +209,7 @@ typedef struct secagg_policy {
   secagg_adversary adversary;
   double corrupt;         /* [0, 1) */
   unsigned security_bits; /* 1 .. 128 */
+  uint32_t colluders;     /* as secagg_goal's; default 0 */
 } secagg_policy;
 
 secagg_policy secagg_policy_default(void);

@@ -3,6 +3,7 @@
  * bounds (secagg_params.h; derived in docs/secagg.md) on failing to
  * complete and on leaking more than the sum meet the goal. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cohort_status.h"
@@ -194,6 +195,10 @@ static int check_goal(const secagg_goal *goal, char *err, size_t errlen) {
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "secagg goal: correctness_bits %u must be in 1..128",
                        goal->correctness_bits);
+  if (goal->colluders > n)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg goal: %u colluders among n = %u clients",
+                       goal->colluders, n);
   if (goal->adversary != SECAGG_SEMI_MALICIOUS &&
       goal->adversary != SECAGG_CURIOUS)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
@@ -206,15 +211,18 @@ static int check_goal(const secagg_goal *goal, char *err, size_t errlen) {
 static int refuse_reconstruct(const secagg_goal *g, uint32_t k, uint32_t a,
                               char *err, size_t errlen) {
   double b = secagg_bound_reconstruct(g->n, k, k + 1, g->corrupt);
-  if (a) /* a meets bound (2), but its threshold is above k */
+  if (a) /* a meets the goal, but its threshold is above k */
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "secagg goal n = %u, dropout %g, corrupt %g: no "
                        "threshold up to k qualifies for degree k = %u%s; "
-                       "against a %s coordinator bound (2) needs t = %u, "
+                       "against a %s coordinator %s needs t = %u, "
                        "and a client masks with at most k neighbours",
                        g->n, g->dropout, g->corrupt, k,
                        k == g->n - 1 ? " (the complete graph)" : "",
                        secagg_adversary_name(g->adversary),
+                       g->colluders && a == g->colluders + 1
+                           ? "keeping out the colluders it places"
+                           : "bound (2)",
                        threshold_of(g->adversary, k, a));
   return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                      "secagg goal n = %u, dropout %g, corrupt %g: no "
@@ -227,11 +235,29 @@ static int refuse_reconstruct(const secagg_goal *g, uint32_t k, uint32_t a,
                      g->security_bits, b + g->security_bits);
 }
 
+/* The corrupt holders the adversary must not reach at degree k: bound
+ * (2)'s a(k) for clients corrupt at random, and more than the colluders
+ * a coordinator may place anywhere it likes; 0 when no count up to k + 1
+ * does. */
+static uint32_t needed_count(const secagg_goal *g, uint32_t k,
+                             count_hint *hint) {
+  uint32_t a = smallest_safe_count(g->n, k, g->corrupt, g->security_bits, hint);
+  if (a && g->colluders >= a)
+    a = g->colluders < k ? g->colluders + 1 : 0;
+  return a;
+}
+
 /* The goal's smallest t at degree k against bound (2), or the refusal
  * (also when it exceeds k: a client masks with at least t neighbours). */
 static int threshold_at(const secagg_goal *g, uint32_t k, count_hint *hint,
                         uint32_t *t, char *err, size_t errlen) {
-  uint32_t a = smallest_safe_count(g->n, k, g->corrupt, g->security_bits, hint);
+  uint32_t a = needed_count(g, k, hint);
+  if (!a && g->colluders >= k)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg goal n = %u: %u colluding clients placed "
+                       "around one client can fill its %u neighbours; no "
+                       "threshold keeps its secrets",
+                       g->n, g->colluders, k);
   if (!a || threshold_of(g->adversary, k, a) > k)
     return refuse_reconstruct(g, k, a, err, errlen);
   *t = threshold_of(g->adversary, k, a);
@@ -275,7 +301,7 @@ int secagg_find_params(const secagg_goal *goal, uint32_t *degree,
         secagg_bound_correctness(n, k, threshold_of(adv, k, 1), d) >
             -(double)cor)
       continue;
-    uint32_t a = smallest_safe_count(n, k, c, sec, &hint);
+    uint32_t a = needed_count(goal, k, &hint);
     uint32_t t = a ? threshold_of(adv, k, a) : 0;
     if (t && t <= k && secagg_bound_correctness(n, k, t, d) <= -(double)cor) {
       *degree = k;
@@ -334,6 +360,7 @@ double secagg_effective_dropout(double dropout, double over_select) {
 secagg_policy secagg_policy_default(void) {
   return (secagg_policy){.adversary = SECAGG_SEMI_MALICIOUS,
                          .corrupt = 0.05,
+                         .colluders = 0,
                          .security_bits = SECAGG_SECURITY_BITS};
 }
 
@@ -342,6 +369,8 @@ static secagg_goal policy_goal(const secagg_policy *policy, uint32_t n) {
   return (secagg_goal){.n = n,
                        .dropout = 0,
                        .corrupt = policy->corrupt,
+                       .colluders =
+                           policy->colluders < n ? policy->colluders : n,
                        .security_bits = policy->security_bits,
                        .correctness_bits = SECAGG_CORRECTNESS_BITS,
                        .adversary = policy->adversary};
@@ -359,7 +388,7 @@ int secagg_policy_min_threshold(const secagg_policy *policy, uint32_t n,
                        "secagg degree %u must be in 1..%u", k, n - 1);
   count_hint hint = {0, 0};
   if (threshold_at(&goal, k, &hint, t_min, NULL, 0) != COHORT_OK)
-    *t_min = threshold_of(policy->adversary, k, 1);
+    *t_min = threshold_of(policy->adversary, k, goal.colluders + 1);
   return COHORT_OK;
 }
 
@@ -369,18 +398,32 @@ int secagg_policy_check(const secagg_policy *policy, const secagg_params *p,
   if (rc)
     return rc;
   uint32_t t_min;
-  rc = secagg_policy_min_threshold(policy, p->n, p->degree, &t_min, err,
-                                   errlen);
+  rc =
+      secagg_policy_min_threshold(policy, p->n, p->degree, &t_min, err, errlen);
   if (rc)
     return rc;
-  if (p->threshold < t_min)
+  char placed[80] = "";
+  if (policy->colluders)
+    snprintf(placed, sizeof placed, " and %u colluding clients it places",
+             policy->colluders);
+  if (t_min > p->degree)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "no threshold up to the degree %u keeps this "
+                       "client's secrets among %u clients against a %s "
+                       "coordinator with %g%% corrupt clients%s (it would "
+                       "need %u)",
+                       p->degree, p->n,
+                       secagg_adversary_name(policy->adversary),
+                       100 * policy->corrupt, placed, t_min);
+  if (p->threshold < t_min) {
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "threshold %u is below the %u this client requires "
                        "of degree %u among %u clients against a %s "
-                       "coordinator with %g%% corrupt clients",
+                       "coordinator with %g%% corrupt clients%s",
                        p->threshold, t_min, p->degree, p->n,
                        secagg_adversary_name(policy->adversary),
-                       100 * policy->corrupt);
+                       100 * policy->corrupt, placed);
+  }
   double iso = secagg_bound_isolate(p->n, p->degree, 0, policy->corrupt);
   if (iso > -(double)policy->security_bits)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,

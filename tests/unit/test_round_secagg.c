@@ -21,6 +21,7 @@
 #include "dp_accountant.h"
 #include "dp_clip.h"
 #include "dp_ddp.h"
+#include "pb.h"
 #include "prg.h"
 #include "round_fixture.h"
 #include "secagg.h"
@@ -476,8 +477,8 @@ static int64_t round_int(fixture *f, int64_t r, const char *column) {
   return count(f, sql);
 }
 
-static void check_counts(sim *s, int64_t a, int64_t sh, int64_t m,
-                         int64_t c, int64_t u) {
+static void check_counts(sim *s, int64_t a, int64_t sh, int64_t m, int64_t c,
+                         int64_t u) {
   CU_ASSERT_EQUAL(round_int(&s->f, s->round, "secagg_advertised"), a);
   CU_ASSERT_EQUAL(round_int(&s->f, s->round, "secagg_shared"), sh);
   CU_ASSERT_EQUAL(round_int(&s->f, s->round, "secagg_masked"), m);
@@ -570,6 +571,27 @@ static void test_plus_round_commits_weighted_mean(void) {
   full_round(ROUND_SECAGG_PLUS, 0, SECAGG_SEMI_MALICIOUS, -1, N - 1, N / 2 + 1);
   /* A sparse graph by --secagg-degree: k = 2, t = 2 (2 t > k + 1). */
   full_round(ROUND_SECAGG_PLUS, 2, SECAGG_SEMI_MALICIOUS, -1, 2, 2);
+}
+
+/* --secagg-threshold raises t, and is raised itself to what the named
+ * adversary needs (clients would refuse less), never above k. */
+static void test_threshold_flag_kept_within_floor_and_degree(void) {
+  static const struct {
+    long flag;
+    uint32_t want;
+  } cases[] = {{2, 3}, {4, 4}, {9, 4}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    sim s;
+    sim_init(&s, ROUND_SECAGG_FULL, N);
+    s.f.cfg.secagg_threshold = cases[c].flag;
+    CU_ASSERT_EQUAL_FATAL(fx_start(&s.f, N), 0);
+    sim_start(&s, 1);
+    for (int i = 0; i < N; i++) {
+      CU_ASSERT_EQUAL(s.plan[i].degree, N - 1);
+      CU_ASSERT_EQUAL(s.plan[i].threshold, cases[c].want);
+    }
+    sim_close(&s);
+  }
 }
 
 static void test_dropout_after_share_commits_survivors(void) {
@@ -745,6 +767,21 @@ static void test_bad_calls_refused_nothing_changes(void) {
   /* Client 1's own keys under client 2's name: the index is wrong. */
   expect_refused(&s, 2, ROUND_SECAGG_ADVERTISE, other, other_len,
                  GRPC_STATUS_INVALID_ARGUMENT, NULL);
+  /* Client 1's keys relabelled as client 2's: the index is right now,
+   * but the signature is client 1's identity, not the one client 2
+   * registered. */
+  Cohort__V1__SecAggKeys *km =
+      cohort__v1__sec_agg_keys__unpack(NULL, other_len, other);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(km);
+  km->index = s.plan[2].index;
+  uint8_t *relabelled = NULL;
+  size_t relabelled_len = 0;
+  CU_ASSERT_EQUAL_FATAL(pb_pack(&km->base, &relabelled, &relabelled_len),
+                        COHORT_OK);
+  cohort__v1__sec_agg_keys__free_unpacked(km, NULL);
+  expect_refused(&s, 2, ROUND_SECAGG_ADVERTISE, relabelled, relabelled_len,
+                 GRPC_STATUS_INVALID_ARGUMENT, "registered identity key");
+  free(relabelled);
   free(m);
   free(other);
   /* The clients' state machines are spent: fresh ones run the round. */
@@ -957,6 +994,8 @@ static void test_distributed_dp_round(void) {
 
 int cohort_register_suites(void) {
   static const test_case tests[] = {
+      {"--secagg-threshold is kept between the adversary's floor and k",
+       test_threshold_flag_kept_within_floor_and_degree},
       {"full: 5 clients commit the capped-weight mean; plan, counts, line",
        test_full_round_commits_weighted_mean},
       {"plus: finder fallback and --secagg-degree 2 commit the mean",

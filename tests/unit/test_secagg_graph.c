@@ -435,16 +435,25 @@ static void test_exposed_per_adversary(void) {
 
 /* ---- the finder ---- */
 
+/* The corrupt holders an adversary needs at degree k and threshold t: a
+ * curious coordinator t; a semi-malicious one gets one kind of share from
+ * each honest holder and both from the A corrupt ones, so it needs
+ * k + 1 + A >= 2 t (0: none, 2 t <= k + 1). */
+static uint32_t holders_needed(secagg_adversary adv, uint32_t k, uint32_t t) {
+  if (adv == SECAGG_CURIOUS)
+    return t;
+  return 2 * t > k + 1 ? 2 * t - k - 1 : 0;
+}
+
 /* t withstands the goal's corrupt clients and adversary, as docs/secagg.md
- * states it: a curious coordinator needs t corrupt holders (and t >= 2);
- * a semi-malicious one gets one kind of share from each honest holder and
- * both from the A corrupt ones, so it needs k + 1 + A >= 2 t. */
+ * states it: the holders needed (and t >= 2) are reached by corrupt ones
+ * with probability bound (2) within the goal, and are more than the
+ * colluders a coordinator may place around a client, whatever the odds. */
 static int secure(const secagg_goal *g, uint32_t k, uint32_t t) {
   double sec = -(double)g->security_bits;
-  if (g->adversary == SECAGG_CURIOUS)
-    return t >= 2 && secagg_bound_reconstruct(g->n, k, t, g->corrupt) <= sec;
-  return 2 * t > k + 1 &&
-         secagg_bound_reconstruct(g->n, k, 2 * t - k - 1, g->corrupt) <= sec;
+  uint32_t a = holders_needed(g->adversary, k, t);
+  return t >= 2 && a > 0 && a > g->colluders &&
+         secagg_bound_reconstruct(g->n, k, a, g->corrupt) <= sec;
 }
 
 static int meets(const secagg_goal *g, uint32_t k, uint32_t t) {
@@ -488,10 +497,13 @@ static void test_finder_matches_reference(void) {
     for (size_t b = 0; b < sizeof ds / sizeof ds[0]; b++)
       for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
         for (size_t e = 0; e < 2 * sizeof bits / sizeof bits[0]; e++) {
-          secagg_goal g = {
-              ns[a],          ds[b],
-              cs[c],          bits[e / 2][0],
-              bits[e / 2][1], e % 2 ? SECAGG_CURIOUS : SECAGG_SEMI_MALICIOUS};
+          secagg_goal g = {ns[a],
+                           ds[b],
+                           cs[c],
+                           bits[e / 2][0],
+                           bits[e / 2][1],
+                           e % 2 ? SECAGG_CURIOUS : SECAGG_SEMI_MALICIOUS,
+                           0};
           uint32_t k = 0, t = 0, rk = 0, rt = 0;
           int rc = secagg_find_params(&g, &k, &t, NULL, 0);
           int rrc = reference_finder(&g, &rk, &rt);
@@ -510,7 +522,7 @@ static void test_finder_matches_reference(void) {
 }
 
 static void test_finder_n1000_logarithmic(void) {
-  secagg_goal goal = {1000, 0.1, 0.1, 40, 20, SECAGG_SEMI_MALICIOUS};
+  secagg_goal goal = {1000, 0.1, 0.1, 40, 20, SECAGG_SEMI_MALICIOUS, 0};
   uint32_t k = 0, t = 0;
   char err[512] = "";
   CU_ASSERT_EQUAL_FATAL(secagg_find_params(&goal, &k, &t, err, sizeof err),
@@ -546,7 +558,7 @@ static void test_finder_monotone(void) {
       uint32_t last = 0;
       int refused = 0;
       for (double d = 0; d < 0.5; d += 0.025) {
-        secagg_goal goal = {ns[a], d, cs[b], 40, 20, SECAGG_SEMI_MALICIOUS};
+        secagg_goal goal = {ns[a], d, cs[b], 40, 20, SECAGG_SEMI_MALICIOUS, 0};
         uint32_t k = 0, t = 0;
         int rc = secagg_find_params(&goal, &k, &t, NULL, 0);
         if (rc) {
@@ -562,7 +574,7 @@ static void test_finder_monotone(void) {
   /* More corruption likewise. */
   uint32_t last = 0;
   for (double c = 0; c < 0.3; c += 0.02) {
-    secagg_goal goal = {1000, 0.1, c, 40, 20, SECAGG_SEMI_MALICIOUS};
+    secagg_goal goal = {1000, 0.1, c, 40, 20, SECAGG_SEMI_MALICIOUS, 0};
     uint32_t k = 0, t = 0;
     CU_ASSERT_EQUAL_FATAL(secagg_find_params(&goal, &k, &t, NULL, 0),
                           COHORT_OK);
@@ -575,7 +587,7 @@ static void test_finder_complete_for_small_n(void) {
   /* Ten clients, 2% corrupt: the survivors of k = 8 may fall apart
    * (bound (3): 100 * 0.02^8 = 2^-38.5 > 2^-40), so the finder falls back
    * to full SecAgg, with t = 9 (bound (2) 2^-44.2; t = 8 gives 2^-36.4). */
-  secagg_goal goal = {10, 0, 0.02, 40, 20, SECAGG_CURIOUS};
+  secagg_goal goal = {10, 0, 0.02, 40, 20, SECAGG_CURIOUS, 0};
   uint32_t k = 0, t = 0;
   char err[512] = "";
   CU_ASSERT_EQUAL_FATAL(secagg_find_params(&goal, &k, &t, err, sizeof err),
@@ -606,7 +618,7 @@ static void test_finder_complete_for_small_n(void) {
    * the survivors connected, but a client of k = 8 fails to get t shares
    * with probability 10 P[Binomial(8, 0.004) >= 3] = 2^-14.8; k = 9 with
    * t = 6 meets both (10 P[Binomial(9, 0.004) >= 4] = 2^-21.6). */
-  goal = (secagg_goal){10, 0.004, 0.001, 40, 20, SECAGG_CURIOUS};
+  goal = (secagg_goal){10, 0.004, 0.001, 40, 20, SECAGG_CURIOUS, 0};
   CU_ASSERT_EQUAL_FATAL(secagg_find_params(&goal, &k, &t, err, sizeof err),
                         COHORT_OK);
   CU_ASSERT_EQUAL(k, 9);
@@ -639,11 +651,11 @@ static void test_finder_complete_for_small_n(void) {
    * threshold in 2..k under either adversary. Three: the triangle with
    * t = 2 (a semi-malicious coordinator: 2 t > k + 1). */
   for (int adv = 0; adv < 2; adv++) {
-    secagg_goal two = {2, 0, 0, 40, 20, (secagg_adversary)adv};
+    secagg_goal two = {2, 0, 0, 40, 20, (secagg_adversary)adv, 0};
     CU_ASSERT_EQUAL(secagg_find_params(&two, &k, &t, err, sizeof err),
                     COHORT_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "degree k = 1"));
-    secagg_goal three = {3, 0, 0, 40, 20, (secagg_adversary)adv};
+    secagg_goal three = {3, 0, 0, 40, 20, (secagg_adversary)adv, 0};
     CU_ASSERT_EQUAL(secagg_find_params(&three, &k, &t, err, sizeof err),
                     COHORT_OK);
     CU_ASSERT_EQUAL(k, 2);
@@ -656,7 +668,7 @@ static void test_finder_complete_for_small_n(void) {
  * and k with it; a semi-malicious one needs a majority beyond the
  * corrupt holders, which 70% survival reaches only at a large degree. */
 static void test_finder_adversaries(void) {
-  secagg_goal goal = {1000, 0.3, 0.05, 40, 20, SECAGG_CURIOUS};
+  secagg_goal goal = {1000, 0.3, 0.05, 40, 20, SECAGG_CURIOUS, 0};
   uint32_t kc = 0, tc = 0, ks = 0, ts = 0;
   char err[512] = "";
   CU_ASSERT_EQUAL_FATAL(secagg_find_params(&goal, &kc, &tc, err, sizeof err),
@@ -707,7 +719,7 @@ static void test_finder_adversaries(void) {
  * graph or the degree given, each with its threshold, and the fallback
  * (with the reason) when the bounds cannot be met. */
 static void test_choose_graph(void) {
-  secagg_goal goal = {1000, 0.1, 0.05, 40, 20, SECAGG_SEMI_MALICIOUS};
+  secagg_goal goal = {1000, 0.1, 0.05, 40, 20, SECAGG_SEMI_MALICIOUS, 0};
   uint32_t k = 0, t = 0, fk = 0, ft = 0;
   char err[512] = "";
   CU_ASSERT_EQUAL(secagg_find_params(&goal, &fk, &ft, NULL, 0), COHORT_OK);
@@ -743,7 +755,7 @@ static void test_choose_graph(void) {
 static void test_finder_refusals(void) {
   uint32_t k = 77, t = 77;
   char err[512] = "";
-  secagg_goal goal = {1000, 0.9, 0.5, 40, 20, SECAGG_SEMI_MALICIOUS};
+  secagg_goal goal = {1000, 0.9, 0.5, 40, 20, SECAGG_SEMI_MALICIOUS, 0};
   CU_ASSERT_EQUAL(secagg_find_params(&goal, &k, &t, err, sizeof err),
                   COHORT_EINVAL);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "complete graph (k = 999)"));
@@ -752,7 +764,7 @@ static void test_finder_refusals(void) {
   CU_ASSERT(k == 77 && t == 77);
   /* Ten clients cannot keep 40 bits against 5% corrupt: even all ten
    * holders colluding is 10 * 0.05^10 = 2^-39.9. */
-  goal = (secagg_goal){10, 0, 0.05, 40, 20, SECAGG_SEMI_MALICIOUS};
+  goal = (secagg_goal){10, 0, 0.05, 40, 20, SECAGG_SEMI_MALICIOUS, 0};
   CU_ASSERT_EQUAL(secagg_find_params(&goal, &k, &t, err, sizeof err),
                   COHORT_EINVAL);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "reconstruction by corrupt clients"));
@@ -762,18 +774,18 @@ static void test_finder_refusals(void) {
     secagg_goal g;
     const char *want;
   } bad[] = {
-      {{1, 0.1, 0.1, 40, 20, SECAGG_SEMI_MALICIOUS},
+      {{1, 0.1, 0.1, 40, 20, SECAGG_SEMI_MALICIOUS, 0},
        "n = 1 clients must be in 2..65535"},
-      {{65536, 0.1, 0.1, 40, 20, SECAGG_SEMI_MALICIOUS}, "n = 65536"},
-      {{100, 1.0, 0.1, 40, 20, SECAGG_SEMI_MALICIOUS},
+      {{65536, 0.1, 0.1, 40, 20, SECAGG_SEMI_MALICIOUS, 0}, "n = 65536"},
+      {{100, 1.0, 0.1, 40, 20, SECAGG_SEMI_MALICIOUS, 0},
        "dropout 1 must be in [0, 1)"},
-      {{100, -0.1, 0.1, 40, 20, SECAGG_SEMI_MALICIOUS}, "dropout -0.1"},
-      {{100, NAN, 0.1, 40, 20, SECAGG_SEMI_MALICIOUS}, "dropout nan"},
-      {{100, 0.1, 1.5, 40, 20, SECAGG_SEMI_MALICIOUS},
+      {{100, -0.1, 0.1, 40, 20, SECAGG_SEMI_MALICIOUS, 0}, "dropout -0.1"},
+      {{100, NAN, 0.1, 40, 20, SECAGG_SEMI_MALICIOUS, 0}, "dropout nan"},
+      {{100, 0.1, 1.5, 40, 20, SECAGG_SEMI_MALICIOUS, 0},
        "corrupt 1.5 must be in [0, 1)"},
-      {{100, 0.1, 0.1, 0, 20, SECAGG_SEMI_MALICIOUS},
+      {{100, 0.1, 0.1, 0, 20, SECAGG_SEMI_MALICIOUS, 0},
        "security_bits 0 must be in 1..128"},
-      {{100, 0.1, 0.1, 40, 129, SECAGG_SEMI_MALICIOUS},
+      {{100, 0.1, 0.1, 40, 129, SECAGG_SEMI_MALICIOUS, 0},
        "correctness_bits 129 must be in 1..128"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -807,7 +819,7 @@ static void test_effective_dropout(void) {
   CU_ASSERT(fabs(secagg_effective_dropout(0, 0.3) - 0.3 / 1.3) < 1e-15);
   CU_ASSERT(fabs(secagg_effective_dropout(0.3, 0.3) - (1 - 0.7 / 1.3)) < 1e-15);
   /* The finder then plans for the larger dropout: a degree no smaller. */
-  secagg_goal a = {1000, 0.1, 0.05, 40, 20, SECAGG_SEMI_MALICIOUS}, b = a;
+  secagg_goal a = {1000, 0.1, 0.05, 40, 20, SECAGG_SEMI_MALICIOUS, 0}, b = a;
   b.dropout = secagg_effective_dropout(0.1, 0.3);
   uint32_t ka = 0, ta = 0, kb = 0, tb = 0;
   CU_ASSERT_EQUAL_FATAL(secagg_find_params(&a, &ka, &ta, NULL, 0), COHORT_OK);
@@ -820,16 +832,21 @@ static void test_effective_dropout(void) {
 
 /* The fewest shares a plan of degree k may ask for under a policy, from
  * the definitions: the smallest t in 2..k that withstands the corrupt
- * clients and the adversary (secure()), or else the adversary's floor with
- * one corrupt holder: the majority 2 t > k + 1 against a semi-malicious
- * coordinator, 2 against a curious one. */
+ * clients, the colluders and the adversary (secure()), or else the
+ * adversary's floor with one holder more than the colluders (C = 0: the
+ * majority 2 t > k + 1 against a semi-malicious coordinator, 2 against a
+ * curious one), above k when C colluders could fill the neighbourhood. */
 static uint32_t reference_min_threshold(const secagg_policy *pol, uint32_t n,
                                         uint32_t k) {
-  secagg_goal g = {n, 0, pol->corrupt, pol->security_bits, 20, pol->adversary};
+  uint32_t c = pol->colluders < n ? pol->colluders : n;
+  secagg_goal g = {n, 0, pol->corrupt, pol->security_bits, 20, pol->adversary,
+                   c};
   for (uint32_t t = 2; t <= k; t++)
     if (secure(&g, k, t))
       return t;
-  return pol->adversary == SECAGG_CURIOUS ? 2 : (k + 3) / 2;
+  if (pol->adversary == SECAGG_CURIOUS)
+    return c + 1 > 2 ? c + 1 : 2;
+  return (c + k + 3) / 2; /* the least t with 2 t - k - 1 > c */
 }
 
 static void test_policy_min_threshold(void) {
@@ -840,10 +857,10 @@ static void test_policy_min_threshold(void) {
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
       for (int adv = 0; adv < 2; adv++)
         for (uint32_t k = 2; k < ns[a]; k += 1 + k / 4) {
-          secagg_policy pol = {(secagg_adversary)adv, cs[c], 40};
+          secagg_policy pol = {(secagg_adversary)adv, cs[c], 40, 0};
           uint32_t got = 0, want = reference_min_threshold(&pol, ns[a], k);
           int rc = secagg_policy_min_threshold(&pol, ns[a], k, &got, NULL, 0);
-          secagg_goal g = {ns[a], 0, cs[c], 40, 20, (secagg_adversary)adv};
+          secagg_goal g = {ns[a], 0, cs[c], 40, 20, (secagg_adversary)adv, 0};
           floors += !secure(&g, k, want);
           found += secure(&g, k, want);
           if (rc != COHORT_OK || got != want) {
@@ -857,7 +874,7 @@ static void test_policy_min_threshold(void) {
   CU_ASSERT(floors > 10 && found > 10); /* both branches are reached */
   /* No t meets the goal at n = 10, k = 6, 5% corrupt: the floors. */
   secagg_policy semi = secagg_policy_default();
-  secagg_policy cur = {SECAGG_CURIOUS, 0.05, 40};
+  secagg_policy cur = {SECAGG_CURIOUS, 0.05, 40, 0};
   uint32_t tm = 0;
   CU_ASSERT_EQUAL(secagg_policy_min_threshold(&semi, 10, 6, &tm, NULL, 0),
                   COHORT_OK);
@@ -872,16 +889,16 @@ static void test_policy_min_threshold(void) {
   CU_ASSERT_EQUAL(semi.security_bits, SECAGG_SECURITY_BITS);
   /* Refusals: an invalid policy, a degree outside 1..n - 1. */
   char err[512] = "";
-  secagg_policy bad_pol = {SECAGG_SEMI_MALICIOUS, 1.0, 40};
+  secagg_policy bad_pol = {SECAGG_SEMI_MALICIOUS, 1.0, 40, 0};
   CU_ASSERT_EQUAL(
       secagg_policy_min_threshold(&bad_pol, 100, 10, &tm, err, sizeof err),
       COHORT_EINVAL);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "corrupt 1 must be in [0, 1)"));
-  bad_pol = (secagg_policy){SECAGG_SEMI_MALICIOUS, 0.05, 0};
+  bad_pol = (secagg_policy){SECAGG_SEMI_MALICIOUS, 0.05, 0, 0};
   CU_ASSERT_EQUAL(
       secagg_policy_min_threshold(&bad_pol, 100, 10, &tm, err, sizeof err),
       COHORT_EINVAL);
-  bad_pol = (secagg_policy){(secagg_adversary)7, 0.05, 40};
+  bad_pol = (secagg_policy){(secagg_adversary)7, 0.05, 40, 0};
   CU_ASSERT_EQUAL(
       secagg_policy_min_threshold(&bad_pol, 100, 10, &tm, err, sizeof err),
       COHORT_EINVAL);
@@ -897,10 +914,10 @@ static void test_policy_min_threshold(void) {
 static void test_policy_check(void) {
   char err[512] = "", want[160];
   secagg_policy semi = secagg_policy_default();
-  secagg_policy cur = {SECAGG_CURIOUS, 0.05, 40};
+  secagg_policy cur = {SECAGG_CURIOUS, 0.05, 40, 0};
   /* A plan at the finder's t, for the policy's own goal, passes; t - 1 is
    * refused, naming both numbers. */
-  secagg_goal g = {1000, 0.1, 0.05, 40, 20, SECAGG_SEMI_MALICIOUS};
+  secagg_goal g = {1000, 0.1, 0.05, 40, 20, SECAGG_SEMI_MALICIOUS, 0};
   uint32_t k = 0, t = 0;
   CU_ASSERT_EQUAL_FATAL(secagg_find_params(&g, &k, &t, NULL, 0), COHORT_OK);
   secagg_params p = params(1000, k, t, 3);
@@ -915,7 +932,7 @@ static void test_policy_check(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "semi-malicious"));
   /* A curious policy accepts the curious finder's plan, which the default
    * (semi-malicious) one refuses. */
-  g = (secagg_goal){1000, 0.3, 0.05, 40, 20, SECAGG_CURIOUS};
+  g = (secagg_goal){1000, 0.3, 0.05, 40, 20, SECAGG_CURIOUS, 0};
   CU_ASSERT_EQUAL_FATAL(secagg_find_params(&g, &k, &t, NULL, 0), COHORT_OK);
   p = params(1000, k, t, 4);
   CU_ASSERT_EQUAL(secagg_policy_check(&cur, &p, err, sizeof err), COHORT_OK);
@@ -962,6 +979,303 @@ static void test_policy_check(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "threshold 27 must be in 2..26"));
 }
 
+/* ---- colluders a coordinator places ---- */
+
+/* secagg_find_threshold with C placed colluders: the smallest t that
+ * bound (2) allows and that more than C corrupt holders are needed to
+ * beat (t > C curious, 2 t - k - 1 > C semi-malicious), as secure()
+ * states it; a refusal exactly where no t up to k is both. */
+static void test_threshold_colluders(void) {
+  static const uint32_t ns[] = {20, 100, 1000, 10000};
+  static const double cs[] = {0, 0.05};
+  static const uint32_t ks[] = {2, 5, 14, 16, 18, 19, 40, 88};
+  unsigned bad = 0, refused = 0, raised = 0;
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+    for (size_t b = 0; b < sizeof cs / sizeof cs[0]; b++)
+      for (int adv = 0; adv < 2; adv++)
+        for (size_t e = 0; e < sizeof ks / sizeof ks[0]; e++) {
+          uint32_t k = ks[e];
+          if (k >= ns[a])
+            continue;
+          const uint32_t colluders[] = {0, 1, 2, 7, 16, k - 2, k - 1};
+          for (size_t f = 0; f < sizeof colluders / sizeof colluders[0]; f++) {
+            uint32_t c = colluders[f];
+            if (c > k) /* k - 2 of k = 1: not a case */
+              continue;
+            secagg_goal g = {ns[a], 0, cs[b], 40, 20, (secagg_adversary)adv, c};
+            secagg_goal g0 = g;
+            g0.colluders = 0;
+            uint32_t want = 0, t = 0, t0 = 0;
+            for (uint32_t u = 2; u <= k && !want; u++)
+              if (secure(&g, k, u))
+                want = u;
+            int rc = secagg_find_threshold(&g, k, &t, NULL, 0);
+            int ok = want ? rc == COHORT_OK && t == want : rc == COHORT_EINVAL;
+            if (!rc) {
+              /* More than C holders needed, and t - 1 falls short of that
+               * or of bound (2). */
+              ok &= holders_needed(g.adversary, k, t) > c;
+              ok &= t == 2 || !secure(&g, k, t - 1);
+              if (secagg_find_threshold(&g0, k, &t0, NULL, 0) == COHORT_OK) {
+                ok &= t >= t0;
+                raised += t > t0;
+              }
+            }
+            refused += rc != COHORT_OK;
+            if (!ok && bad++ < 5)
+              printf("\n  n %u corrupt %g %s k %u C %u: rc %d t %u, want %u",
+                     g.n, g.corrupt, secagg_adversary_name(g.adversary), k, c,
+                     rc, t, want);
+          }
+        }
+  CU_ASSERT_EQUAL(bad, 0);
+  CU_ASSERT(refused > 10 && raised > 10); /* both reached */
+  /* The cases docs/security.md names: at N = 10000, k = 16, 16 colluders
+   * fill a client's neighbourhood (refused); at k = 18 the
+   * semi-malicious t is 18 (2 t - k - 1 = 17 > 16), the curious 17. */
+  secagg_goal g = {10000, 0, 0.05, 40, 20, SECAGG_SEMI_MALICIOUS, 16};
+  uint32_t t = 0;
+  CU_ASSERT_EQUAL(secagg_find_threshold(&g, 18, &t, NULL, 0), COHORT_OK);
+  CU_ASSERT_EQUAL(t, 18);
+  CU_ASSERT_EQUAL(secagg_find_threshold(&g, 16, &t, NULL, 0), COHORT_EINVAL);
+  g.adversary = SECAGG_CURIOUS;
+  CU_ASSERT_EQUAL(secagg_find_threshold(&g, 18, &t, NULL, 0), COHORT_OK);
+  CU_ASSERT_EQUAL(t, 17);
+}
+
+/* The finder with C colluders equals the plain scan of its definition
+ * (reference_finder with secure() counting the colluders); its k never
+ * falls as C grows, and its t always needs more than C corrupt holders. */
+static void test_finder_colluders(void) {
+  static const uint32_t ns[] = {10, 31, 64, 200, 301};
+  static const double ds[] = {0, 0.1, 0.3};
+  static const double cs[] = {0, 0.05};
+  static const uint32_t colluders[] = {0, 1, 3, 8, 16, 40};
+  unsigned bad = 0, found = 0, refused = 0;
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+    for (size_t b = 0; b < sizeof ds / sizeof ds[0]; b++)
+      for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
+        for (int adv = 0; adv < 2; adv++)
+          for (size_t e = 0; e < sizeof colluders / sizeof colluders[0]; e++) {
+            secagg_goal g = {ns[a],       ds[b], cs[c],
+                             40,          20,    (secagg_adversary)adv,
+                             colluders[e]};
+            uint32_t k = 0, t = 0, rk = 0, rt = 0;
+            int rc = secagg_find_params(&g, &k, &t, NULL, 0);
+            int rrc = reference_finder(&g, &rk, &rt);
+            found += rc == COHORT_OK;
+            refused += rc != COHORT_OK;
+            int ok = rc == rrc && (rc || (k == rk && t == rt));
+            if (!rc)
+              ok &= holders_needed(g.adversary, k, t) > g.colluders &&
+                    meets(&g, k, t);
+            if (!ok && bad++ < 5)
+              printf("\n  n %u dropout %g corrupt %g %s C %u: %d (%u, %u), "
+                     "reference %d (%u, %u)",
+                     g.n, g.dropout, g.corrupt,
+                     secagg_adversary_name(g.adversary), g.colluders, rc, k, t,
+                     rrc, rk, rt);
+          }
+  CU_ASSERT_EQUAL(bad, 0);
+  CU_ASSERT(found > 50 && refused > 10);
+  /* k grows with C and t keeps up, for either adversary, until C fills
+   * the complete graph. */
+  static const struct {
+    uint32_t n;
+    double dropout;
+  } goals[] = {{10000, 0}, {1000, 0.1}, {200, 0.05}};
+  for (size_t i = 0; i < sizeof goals / sizeof goals[0]; i++)
+    for (int adv = 0; adv < 2; adv++) {
+      uint32_t last = 0, steps = 0;
+      for (uint32_t c = 0; c <= 60; c++) {
+        secagg_goal g = {goals[i].n, goals[i].dropout,      0.05, 40,
+                         20,         (secagg_adversary)adv, c};
+        uint32_t k = 0, t = 0;
+        CU_ASSERT_EQUAL_FATAL(secagg_find_params(&g, &k, &t, NULL, 0),
+                              COHORT_OK);
+        CU_ASSERT(k >= last);
+        CU_ASSERT(holders_needed(g.adversary, k, t) > c);
+        CU_ASSERT(t <= k);
+        steps += k > last && last;
+        last = k;
+      }
+      CU_ASSERT(steps > 5);
+    }
+  /* The plans `cohort secagg plan --colluders` prints (docs/secagg.md). */
+  static const struct {
+    uint32_t n;
+    double dropout;
+    uint32_t colluders, k, t;
+  } rows[] = {{10000, 0, 0, 16, 16},
+              {10000, 0, 16, 18, 18},
+              {1000, 0.1, 0, 88, 59},
+              {1000, 0.1, 50, 124, 88}};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    secagg_goal g = {
+        rows[i].n,        rows[i].dropout, 0.05, 40, 20, SECAGG_SEMI_MALICIOUS,
+        rows[i].colluders};
+    uint32_t k = 0, t = 0;
+    CU_ASSERT_EQUAL(secagg_find_params(&g, &k, &t, NULL, 0), COHORT_OK);
+    CU_ASSERT(k == rows[i].k && t == rows[i].t);
+    if (k != rows[i].k || t != rows[i].t)
+      printf("\n  n %u dropout %g C %u: k %u t %u, want k %u t %u", rows[i].n,
+             rows[i].dropout, rows[i].colluders, k, t, rows[i].k, rows[i].t);
+  }
+}
+
+/* Colluders that can fill a client's k places leave no threshold: refused
+ * at that degree with a message naming them, and by the finder when they
+ * fill the complete graph's; more colluders than clients is a bad goal. */
+static void test_colluders_refused(void) {
+  char err[512] = "", want[160];
+  uint32_t k = 77, t = 77;
+  for (int adv = 0; adv < 2; adv++)
+    for (uint32_t deg = 4; deg <= 40; deg += 12)
+      for (uint32_t c = deg; c <= deg + 2; c++) {
+        secagg_goal g = {1000, 0, 0.05, 40, 20, (secagg_adversary)adv, c};
+        err[0] = 0;
+        t = 77;
+        CU_ASSERT_EQUAL(secagg_find_threshold(&g, deg, &t, err, sizeof err),
+                        COHORT_EINVAL);
+        CU_ASSERT_EQUAL(t, 77);
+        snprintf(want, sizeof want, "%u colluding clients", c);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+        if (!strstr(err, want))
+          printf("\n  %s k %u, %u colluders: '%s' does not name them",
+                 secagg_adversary_name(g.adversary), deg, c, err);
+      }
+  /* The finder: n - 1 colluders and more fill the complete graph. */
+  for (uint32_t c = 9; c <= 10; c++) {
+    secagg_goal g = {10, 0, 0, 40, 20, SECAGG_CURIOUS, c};
+    err[0] = 0;
+    CU_ASSERT_EQUAL(secagg_find_params(&g, &k, &t, err, sizeof err),
+                    COHORT_EINVAL);
+    snprintf(want, sizeof want, "%u colluding clients", c);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+    if (!strstr(err, want))
+      printf("\n  finder n 10, %u colluders: '%s' does not name them", c, err);
+  }
+  CU_ASSERT(k == 77 && t == 77);
+  /* More colluders than clients: the goal itself is refused, by the finder,
+   * the threshold and the coordinator's choice alike. */
+  secagg_goal g = {100, 0, 0.05, 40, 20, SECAGG_SEMI_MALICIOUS, 101};
+  CU_ASSERT_EQUAL(secagg_find_params(&g, &k, &t, err, sizeof err),
+                  COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "101 colluders among n = 100 clients"));
+  err[0] = 0;
+  CU_ASSERT_EQUAL(secagg_find_threshold(&g, 50, &t, err, sizeof err),
+                  COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "101 colluders among n = 100 clients"));
+  err[0] = 0;
+  CU_ASSERT_EQUAL(secagg_choose_graph(&g, 1, 0, &k, &t, err, sizeof err),
+                  COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "101 colluders among n = 100 clients"));
+  CU_ASSERT(k == 77 && t == 77);
+  g.colluders = 100; /* as many as the clients: a goal, refused later */
+  err[0] = 0;
+  CU_ASSERT_EQUAL(secagg_find_params(&g, &k, &t, err, sizeof err),
+                  COHORT_EINVAL);
+  CU_ASSERT_PTR_NULL(strstr(err, "colluders among"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "100 colluding clients"));
+}
+
+/* A client's floor with C colluders: the definitions (secure() and the
+ * fallback one holder above C) over a grid, and the rows docs name. */
+static void test_policy_colluders(void) {
+  static const uint32_t ns[] = {10, 100, 1000, 10000};
+  static const double cs[] = {0, 0.05};
+  static const uint32_t colluders[] = {1, 5, 16, 30, 200};
+  unsigned bad = 0, above_k = 0, found = 0;
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
+      for (int adv = 0; adv < 2; adv++)
+        for (size_t e = 0; e < sizeof colluders / sizeof colluders[0]; e++)
+          for (uint32_t k = 2; k < ns[a] && k < 200; k += 1 + k / 4) {
+            secagg_policy pol = {(secagg_adversary)adv, cs[c], 40,
+                                 colluders[e]};
+            uint32_t got = 0, want = reference_min_threshold(&pol, ns[a], k);
+            int rc = secagg_policy_min_threshold(&pol, ns[a], k, &got, NULL, 0);
+            above_k += want > k;
+            found += want <= k;
+            uint32_t c0 = colluders[e] < ns[a] ? colluders[e] : ns[a];
+            if (rc != COHORT_OK || got != want ||
+                holders_needed(pol.adversary, k, got) <= c0) {
+              if (bad++ < 5)
+                printf("\n  n %u k %u corrupt %g %s C %u: %d %u, reference %u",
+                       ns[a], k, cs[c], secagg_adversary_name(pol.adversary),
+                       colluders[e], rc, got, want);
+            }
+          }
+  CU_ASSERT_EQUAL(bad, 0);
+  CU_ASSERT(above_k > 10 && found > 10);
+  secagg_policy semi = secagg_policy_default(), cur = semi;
+  semi.colluders = cur.colluders = 16;
+  cur.adversary = SECAGG_CURIOUS;
+  uint32_t tm = 0;
+  CU_ASSERT_EQUAL(secagg_policy_min_threshold(&semi, 10000, 18, &tm, NULL, 0),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(tm, 18);
+  CU_ASSERT_EQUAL(secagg_policy_min_threshold(&semi, 10000, 16, &tm, NULL, 0),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(tm, 17); /* above k: no plan of degree 16 passes */
+  CU_ASSERT_EQUAL(secagg_policy_min_threshold(&cur, 10000, 18, &tm, NULL, 0),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(tm, 17);
+  CU_ASSERT_EQUAL(secagg_policy_default().colluders, 0);
+}
+
+/* secagg_policy_check with C colluders: the finder's plan without them is
+ * refused, naming the floor and the colluders; the plan with them passes,
+ * its t - 1 does not; a policy naming none names none. */
+static void test_policy_check_colluders(void) {
+  char err[512] = "";
+  secagg_policy dflt = secagg_policy_default(), pol = dflt;
+  pol.colluders = 16;
+  secagg_params p = params(10000, 16, 16, 7); /* the finder's, C = 0 */
+  CU_ASSERT_EQUAL(secagg_policy_check(&dflt, &p, err, sizeof err), COHORT_OK);
+  CU_ASSERT_EQUAL(secagg_policy_check(&pol, &p, err, sizeof err),
+                  COHORT_EINVAL);
+  /* No t up to k = 16 keeps 16 placed colluders out: the floor is 17. */
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "no threshold up to the degree 16 "
+                                     "keeps this client's secrets among "
+                                     "10000 clients"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "(it would need 17)"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "and 16 colluding clients it places"));
+  p = params(10000, 18, 18, 7); /* the finder's, C = 16 */
+  CU_ASSERT_EQUAL(secagg_policy_check(&pol, &p, err, sizeof err), COHORT_OK);
+  p.threshold = 17;
+  CU_ASSERT_EQUAL(secagg_policy_check(&pol, &p, err, sizeof err),
+                  COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "threshold 17 is below the 18"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "and 16 colluding clients it places"));
+  /* Against a curious coordinator 17 is enough (t > 16). */
+  secagg_policy cur = pol;
+  cur.adversary = SECAGG_CURIOUS;
+  CU_ASSERT_EQUAL(secagg_policy_check(&cur, &p, err, sizeof err), COHORT_OK);
+  p.threshold = 16;
+  CU_ASSERT_EQUAL(secagg_policy_check(&cur, &p, err, sizeof err),
+                  COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "and 16 colluding clients it places"));
+  /* The default policy's refusal says nothing of colluders. */
+  p = params(10000, 18, 9, 7);
+  CU_ASSERT_EQUAL(secagg_policy_check(&dflt, &p, err, sizeof err),
+                  COHORT_EINVAL);
+  CU_ASSERT_PTR_NULL(strstr(err, "colluding"));
+  /* Every plan the finder makes for C passes a policy naming C. */
+  for (uint32_t c = 0; c <= 40; c += 4) {
+    secagg_goal g = {1000, 0.1, 0.05, 40, 20, SECAGG_SEMI_MALICIOUS, c};
+    uint32_t k = 0, t = 0;
+    CU_ASSERT_EQUAL_FATAL(secagg_find_params(&g, &k, &t, NULL, 0), COHORT_OK);
+    secagg_policy pc = dflt;
+    pc.colluders = c;
+    p = params(1000, k, t, 8);
+    CU_ASSERT_EQUAL(secagg_policy_check(&pc, &p, err, sizeof err), COHORT_OK);
+    p.threshold = t - 1;
+    CU_ASSERT_EQUAL(secagg_policy_check(&pc, &p, err, sizeof err),
+                    COHORT_EINVAL);
+  }
+}
+
 int cohort_register_suites(void) {
   static const test_case params_tests[] = {
       {"params: accepted and refused, with the value named",
@@ -1001,12 +1315,23 @@ int cohort_register_suites(void) {
        test_finder_complete_for_small_n},
       {"impossible goals and bad input are refused", test_finder_refusals},
       {"over-selection adds to the dropout", test_effective_dropout},
+      {"colluders: the threshold needs more than C corrupt holders, and is "
+       "the smallest such",
+       test_threshold_colluders},
+      {"colluders: the finder equals its definition; k grows with C",
+       test_finder_colluders},
+      {"colluders: C >= k refused naming them, C > n a bad goal",
+       test_colluders_refused},
   };
   static const test_case policy_tests[] = {
       {"the fewest shares a policy accepts, from the definitions",
        test_policy_min_threshold},
       {"plans a policy accepts and refuses, with the reason",
        test_policy_check},
+      {"colluders: the fewest shares a policy naming C accepts",
+       test_policy_colluders},
+      {"colluders: plans a policy naming C refuses, naming them",
+       test_policy_check_colluders},
   };
   int rc = test_add_suite("secagg params", NULL, NULL, params_tests,
                           sizeof params_tests / sizeof params_tests[0]);
