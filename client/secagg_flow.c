@@ -253,10 +253,9 @@ static int take_codec(secagg_flow *f, const Cohort__V1__Task *t,
 }
 
 int secagg_flow_begin(secagg_flow *f, const secagg_flow_io *io,
-                      const secagg_flow_trust *trust,
-                      const Cohort__V1__Task *t, size_t n_params,
-                      double give_up_at, secagg_flow_stop stop_before,
-                      char *err, size_t errlen) {
+                      const secagg_flow_trust *trust, const Cohort__V1__Task *t,
+                      size_t n_params, double give_up_at,
+                      secagg_flow_stop stop_before, char *err, size_t errlen) {
   memset(f, 0, sizeof *f);
   f->io = *io;
   f->trust = trust;
@@ -300,8 +299,8 @@ int secagg_flow_begin(secagg_flow *f, const secagg_flow_io *io,
     rc = fail(f, rc, SETUP, "cannot seed the random generator");
     goto out;
   }
-  rc = secagg_client_new(&f->params, index, &f->trust->id,
-                         &f->trust->policy, &f->rng, &f->sc, why, sizeof why);
+  rc = secagg_client_new(&f->params, index, &f->trust->id, &f->trust->policy,
+                         &f->rng, &f->sc, why, sizeof why);
   if (rc) {
     rc = fail(f, lost(rc), SETUP, "%s", why);
     goto out;
@@ -383,10 +382,10 @@ static int encode_input(const secagg_flow *f, const float *delta,
 }
 
 int secagg_flow_submit(secagg_flow *f, const float *delta, uint64_t examples) {
-  const Cohort__V1__SecAggStep
-      MASKED = COHORT__V1__SEC_AGG_STEP__SECAGG_MASKED,
-      CONSISTENCY = COHORT__V1__SEC_AGG_STEP__SECAGG_CONSISTENCY,
-      UNMASK = COHORT__V1__SEC_AGG_STEP__SECAGG_UNMASK;
+  const Cohort__V1__SecAggStep MASKED = COHORT__V1__SEC_AGG_STEP__SECAGG_MASKED,
+                               CONSISTENCY =
+                                   COHORT__V1__SEC_AGG_STEP__SECAGG_CONSISTENCY,
+                               UNMASK = COHORT__V1__SEC_AGG_STEP__SECAGG_UNMASK;
   if (!f->sc || !f->shares)
     return COHORT_ESTATE;
   uint64_t *ring = malloc(f->ring_dim * sizeof *ring);
@@ -424,8 +423,7 @@ int secagg_flow_submit(secagg_flow *f, const float *delta, uint64_t examples) {
   protobuf_c_message_free_unpacked(&r->base, NULL);
   r = NULL;
   if (rc) {
-    rc = fail(f, lost(rc), CONSISTENCY, "the coordinator's survivors: %s",
-              why);
+    rc = fail(f, lost(rc), CONSISTENCY, "the coordinator's survivors: %s", why);
     goto out;
   }
   rc = leave_here(f, CONSISTENCY);

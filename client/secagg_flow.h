@@ -2,8 +2,9 @@
  * (docs/secagg.md, "Secure aggregation on the client"): SETUP until the
  * plan arrives, ADVERTISE and SHARE before training; after it the delta,
  * weighted and encoded into the ring, goes up masked by Upload, then
- * MASKED, CONSISTENCY and UNMASK. Drives common/secagg's client state machine; the transport is
- * the caller's (secagg_flow_io), so this file holds no sockets. */
+ * MASKED, CONSISTENCY and UNMASK. Drives common/secagg's client state machine;
+ * the transport is the caller's (secagg_flow_io), so this file holds no
+ * sockets. */
 #ifndef COHORT_CLIENT_SECAGG_FLOW_H
 #define COHORT_CLIENT_SECAGG_FLOW_H
 
@@ -69,32 +70,31 @@ typedef struct secagg_flow {
   ddp_params ddp;        /* from the plan */
   secagg_params params;  /* from the plan */
   const secagg_flow_trust *trust; /* borrowed */
-  prg rng;               /* CSPRNG of the secagg client; lives with it */
-  int rng_live;          /* rng needs prg_free */
-  secagg_client *sc;     /* secrets: key pairs, self-mask seed */
-  uint8_t *shares;       /* SecAggShares addressed to us (from SHARE) */
+  prg rng;           /* CSPRNG of the secagg client; lives with it */
+  int rng_live;      /* rng needs prg_free */
+  secagg_client *sc; /* secrets: key pairs, self-mask seed */
+  uint8_t *shares;   /* SecAggShares addressed to us (from SHARE) */
   size_t shares_len;
 } secagg_flow;
 
 /* Joins the secure aggregation of task t (t->secagg set) for a model of
  * n_params floats: SETUP (polled until the plan comes, or give_up_at),
  * checks the plan against the task's codec and trust->policy, creates the
- * secagg client from the CSPRNG and trust->id, then ADVERTISE and SHARE. err (errlen bytes) receives the
- * reason of any failure. Returns COHORT_OK; COHORT_EREJECTED (refused or
- * aborted by the coordinator); COHORT_EABORTED (a plan or message this
- * client cannot follow); COHORT_ETIMEDOUT; COHORT_ECANCELED (stopped, or
- * stop_before reached); COHORT_ENOMEM. Call secagg_flow_end on every path,
- * successful or not. */
+ * secagg client from the CSPRNG and trust->id, then ADVERTISE and SHARE. err
+ * (errlen bytes) receives the reason of any failure. Returns COHORT_OK;
+ * COHORT_EREJECTED (refused or aborted by the coordinator); COHORT_EABORTED (a
+ * plan or message this client cannot follow); COHORT_ETIMEDOUT;
+ * COHORT_ECANCELED (stopped, or stop_before reached); COHORT_ENOMEM. Call
+ * secagg_flow_end on every path, successful or not. */
 int secagg_flow_begin(secagg_flow *f, const secagg_flow_io *io,
-                      const secagg_flow_trust *trust,
-                      const Cohort__V1__Task *t, size_t n_params,
-                      double give_up_at, secagg_flow_stop stop_before,
-                      char *err, size_t errlen);
+                      const secagg_flow_trust *trust, const Cohort__V1__Task *t,
+                      size_t n_params, double give_up_at,
+                      secagg_flow_stop stop_before, char *err, size_t errlen);
 
 /* After training: scales delta (n_params floats, finite) by
  * min(examples, W) / W, encodes it into the ring, masks it, uploads it with
- * the real example count, and completes MASKED, CONSISTENCY and UNMASK. Same returns as
- * secagg_flow_begin. */
+ * the real example count, and completes MASKED, CONSISTENCY and UNMASK. Same
+ * returns as secagg_flow_begin. */
 int secagg_flow_submit(secagg_flow *f, const float *delta, uint64_t examples);
 
 /* Wipes and frees the secagg client's secrets and everything else the flow

@@ -824,9 +824,8 @@ static int close_training(round_engine *e, double now) {
   e->state = ROUND_AGGREGATING;
   if (e->kind == KIND_EVALUATE)
     return finish_evaluation(e);
-  return aggregate_and_commit(e, e->cfg.dp == ROUND_DP_CENTRAL
-                                     ? round_dp_combine
-                                     : combine_plain);
+  return aggregate_and_commit(
+      e, e->cfg.dp == ROUND_DP_CENTRAL ? round_dp_combine : combine_plain);
 }
 
 /* A secure-aggregation round's TRAINING: its phases close one by one; the

@@ -215,8 +215,7 @@ static uint32_t retry_ms(round_engine *e, double now, double not_before_s) {
   pace_inputs in = {.population = (double)round_active_clients(e, now),
                     .wanted = (double)wanted,
                     .window_s = e->cfg.selection_timeout_s / 10,
-                    .until_open_s = fmax(until_next_open(e, now),
-                                         not_before_s),
+                    .until_open_s = fmax(until_next_open(e, now), not_before_s),
                     .min_ms = e->cfg.retry_ms,
                     .max_ms = e->cfg.retry_max_ms};
   return pace_retry_ms(&in, (double)r / 4294967296.0);

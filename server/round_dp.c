@@ -322,8 +322,8 @@ int round_dp_combine(round_engine *e, double *combined, char *why,
     return errbuf_fail(why, whylen, COHORT_EINVAL, NULL, "no updates summed");
   /* N_Z(0, (z C / gamma)^2) on the sum in grid units is N(0, (z C)^2) on
    * the sum in model units; the mean divides it by n. */
-  int rc = dp_grid_release(&dp->grid, &dp->noise, dp->grid_sum,
-                           e->cparams.dim, combined);
+  int rc = dp_grid_release(&dp->grid, &dp->noise, dp->grid_sum, e->cparams.dim,
+                           combined);
   if (rc)
     return errbuf_fail(why, whylen, rc, NULL, "the central noise failed");
   for (size_t i = 0; i < e->cparams.dim; i++)
@@ -410,8 +410,8 @@ int round_dp_finish(round_engine *e, char *why, size_t whylen) {
       /* The count is centred (sensitivity 1/2, Andrew et al.) and divided
        * by the public expected cohort, not by n. */
       double centred = 0;
-      int rc = dp_grid_noised_count(&dp->noise, dp->within, n,
-                                    dp->count_stddev, &centred);
+      int rc = dp_grid_noised_count(&dp->noise, dp->within, n, dp->count_stddev,
+                                    &centred);
       if (rc)
         return errbuf_fail(why, whylen, rc, NULL,
                            "the adaptive clip's count noise failed");

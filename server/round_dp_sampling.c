@@ -106,8 +106,8 @@ int round_dp_open(round_engine *e, double now, size_t *target,
 int round_dp_record_sampling(round_engine *e) {
   if (!round_dp_sampling_round(e) || !(e->dp.q > 0))
     return COHORT_OK;
-  return store_round_set_sampling(e->db, e->round, (int64_t)e->target,
-                                  e->dp.q, e->dp.sampling);
+  return store_round_set_sampling(e->db, e->round, (int64_t)e->target, e->dp.q,
+                                  e->dp.sampling);
 }
 
 int round_dp_check_in(round_engine *e, seen_client *seen, int *take) {

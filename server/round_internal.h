@@ -52,10 +52,10 @@ typedef struct round_secagg {
   /* n: the digest of each message it sent, by phase (MASKED's slot is
    * unused: the masked input comes by Upload). */
   uint8_t (*digest)[SECAGG_UNMASK + 1][CRYPTO_SHA256_LEN];
-  uint8_t *unmasked;  /* n flags: sent its UNMASK message */
-  double deadline;    /* the open phase's, monotonic seconds */
+  uint8_t *unmasked;                  /* n flags: sent its UNMASK message */
+  double deadline;                    /* the open phase's, monotonic seconds */
   uint32_t counts[SECAGG_UNMASK + 1]; /* senders of each closed phase */
-  int closed;         /* phases closed so far */
+  int closed;                         /* phases closed so far */
 } round_secagg;
 
 /* What is kept of the last secure-aggregation round after it ended (no
@@ -92,8 +92,8 @@ typedef struct round_dp {
   int64_t *grid_sum;   /* central: the round's updates on it, dim */
   ddp_params ddp;      /* distributed: this round's encoding */
   ddp_privacy_claim claim; /* distributed: what it buys, published */
-  store_privacy row;   /* what the commit writes */
-  prg noise;           /* the coordinator's CSPRNG noise stream */
+  store_privacy row;       /* what the commit writes */
+  prg noise;               /* the coordinator's CSPRNG noise stream */
   int noise_live;
 } round_dp;
 
@@ -120,7 +120,7 @@ struct round_engine {
   size_t blob_len;
   uint8_t sha[CRYPTO_SHA256_LEN];
 
-  double started_at;  /* monotonic: the engine's start */
+  double started_at; /* monotonic: the engine's start */
   int64_t committed; /* training rounds */
   int64_t next_round;
   int eval_due; /* an evaluation round of the current model is owed */
@@ -275,8 +275,7 @@ int round_dp_check_in(round_engine *e, seen_client *seen, int *take);
  * active client has its coin, failing a round that drew fewer than m;
  * fixed-size then draws K of at least m candidates (checking the budget
  * at the rate that gives). May fail the round (e->state IDLE after). */
-int round_dp_close_selection(round_engine *e, double now, size_t m,
-                             int *ready);
+int round_dp_close_selection(round_engine *e, double now, size_t m, int *ready);
 /* A round interrupted in TRAINING or AGGREGATING: its recorded rate and
  * how it sampled, checked against the budget again. 0 when it may go on,
  * 1 when it must fail (reason in why). */

@@ -177,8 +177,8 @@ int store_round_fail_unfinished(store *s, const char *reason, double now,
 int store_round_set_secagg(store *s, int64_t id, const char *secagg);
 /* How a DP training round sampled its clients: the results it now wants
  * (target), the sampling rate it is charged and how that came about. */
-int store_round_set_sampling(store *s, int64_t id, int64_t target,
-                             double rate, const char *sampling);
+int store_round_set_sampling(store *s, int64_t id, int64_t target, double rate,
+                             const char *sampling);
 /* Per-phase survivor counts of a secure-aggregation round: counts[i] of
  * ADVERTISE, SHARE, MASKED, CONSISTENCY and UNMASK (secagg_phase order) for
  * the first `closed` phases (the others stay NULL). */
@@ -189,11 +189,11 @@ int store_round_secagg_counts(store *s, int64_t id, const uint32_t counts[5],
  * (COHORT_ENOTFOUND otherwise). */
 typedef struct store_round_info {
   int64_t id, base_version, target;
-  char state[16];     /* OPEN, TRAINING or AGGREGATING */
-  char kind[16];      /* TRAIN or EVALUATE */
-  double deadline_at; /* wall clock; 0 before TRAINING */
-  store_codec codec;  /* TRAIN rounds */
-  char secagg[64];    /* "" unless a secure-aggregation round */
+  char state[16];          /* OPEN, TRAINING or AGGREGATING */
+  char kind[16];           /* TRAIN or EVALUATE */
+  double deadline_at;      /* wall clock; 0 before TRAINING */
+  store_codec codec;       /* TRAIN rounds */
+  char secagg[64];         /* "" unless a secure-aggregation round */
   double dp_sampling_rate; /* the DP rate it is charged; 0 until known */
   char dp_sampling[96];    /* and how it sampled ("" until known) */
 } store_round_info;

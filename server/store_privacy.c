@@ -61,8 +61,7 @@ int store_privacy_each(store *s, int (*fn)(void *ctx, const store_privacy *p),
                                ? NAN
                                : sqlite3_column_double(st, 9);
     const unsigned char *how = sqlite3_column_text(st, 10);
-    snprintf(p.sampling, sizeof p.sampling, "%s",
-             how ? (const char *)how : "");
+    snprintf(p.sampling, sizeof p.sampling, "%s", how ? (const char *)how : "");
     rc = fn(ctx, &p);
   }
   if (!rc && step != SQLITE_DONE)

@@ -236,8 +236,8 @@ int store_round_set_secagg(store *s, int64_t id, const char *secagg) {
   return store_run(s, st, "mark secure aggregation");
 }
 
-int store_round_set_sampling(store *s, int64_t id, int64_t target,
-                             double rate, const char *sampling) {
+int store_round_set_sampling(store *s, int64_t id, int64_t target, double rate,
+                             const char *sampling) {
   sqlite3_stmt *st;
   int rc = store_prepare(s,
                          "UPDATE rounds SET target = ?2, dp_sampling_rate = ?3,"

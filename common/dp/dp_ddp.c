@@ -97,12 +97,11 @@ int ddp_check_privacy(const ddp_params *p, const ddp_privacy_claim *c,
                        "comes with a threshold of 0 clients");
   double z = ddp_noise_multiplier(p, n_min);
   if (!(z > 0))
-    return errbuf_fail(err, errlen, COHORT_EINVAL, who,
-                       "adds no noise (each client's stddev %g units%s)",
-                       p->noise_stddev,
-                       p->count_slot && !(p->count_noise_stddev > 0)
-                           ? ", none on the count"
-                           : "");
+    return errbuf_fail(
+        err, errlen, COHORT_EINVAL, who,
+        "adds no noise (each client's stddev %g units%s)", p->noise_stddev,
+        p->count_slot && !(p->count_noise_stddev > 0) ? ", none on the count"
+                                                      : "");
   double z_needed = 0;
   char why[200];
   if (dp_noise_for_epsilon(c->epsilon, c->sampling_rate, c->rounds, c->delta,

@@ -16,8 +16,8 @@ __extension__ typedef unsigned __int128 u128;
 /* Noise samples drawn per call of the sampler in dp_grid_release. */
 #define RELEASE_CHUNK 1024
 
-int dp_grid_plan(double clip, double noise_multiplier, dp_grid *out,
-                 char *err, size_t errlen) {
+int dp_grid_plan(double clip, double noise_multiplier, dp_grid *out, char *err,
+                 size_t errlen) {
   const char *who = "central DP grid";
   if (!(isfinite(clip) && clip > 0))
     return errbuf_fail(err, errlen, COHORT_EINVAL, who,

@@ -37,8 +37,8 @@ typedef struct dp_grid {
  * gamma) of the noise's stddev or less. COHORT_EINVAL with the reason for
  * a bad argument or a z whose noise the sampler cannot reach even at
  * gamma = C (z > 2^26). */
-int dp_grid_plan(double clip, double noise_multiplier, dp_grid *out,
-                 char *err, size_t errlen);
+int dp_grid_plan(double clip, double noise_multiplier, dp_grid *out, char *err,
+                 size_t errlen);
 
 /* Adds x (n floats: an update clipped to norm C, as dp_clip_l2 leaves it)
  * rounded towards zero onto the grid, in grid units, to sum (n int64).

@@ -54,5 +54,4 @@ int dp_add_discrete_gaussian_ring(prg *g, double sigma, unsigned bits,
  * exp(-2 pi^2 sigma^2)). 0 for sigma <= 0 or out of range. */
 double dp_discrete_gaussian_variance(double sigma);
 
-
 #endif

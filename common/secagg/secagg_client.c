@@ -38,8 +38,8 @@
 
 #include "aead.h"
 #include "cohort_messages.pb-c.h"
-#include "crypto.h"
 #include "cohort_status.h"
+#include "crypto.h"
 #include "errbuf.h"
 #include "kex.h"
 #include "mask.h"
@@ -55,11 +55,11 @@
 struct secagg_client {
   secagg_params p;
   uint32_t index;
-  const sign_key *identity;  /* borrowed */
-  const uint8_t *authority;  /* borrowed, or NULL */
-  prg *rng;                  /* borrowed */
-  uint32_t *nbr;             /* the k neighbours, ascending */
-  secagg_phase phase; /* the phase whose message the client sends next */
+  const sign_key *identity; /* borrowed */
+  const uint8_t *authority; /* borrowed, or NULL */
+  prg *rng;                 /* borrowed */
+  uint32_t *nbr;            /* the k neighbours, ascending */
+  secagg_phase phase;       /* the phase whose message the client sends next */
   kex_keypair share_kp, mask_kp;
   uint8_t self_seed[PRG_SEED_LEN]; /* b_u */
   /* Per neighbour slot (k of them), set in SHARE: */
@@ -108,8 +108,7 @@ static void wipe_free(void *p, size_t len) {
 
 int secagg_client_new(const secagg_params *p, uint32_t index,
                       const secagg_identity *id, const secagg_policy *policy,
-                      prg *rng, secagg_client **out, char *err,
-                      size_t errlen) {
+                      prg *rng, secagg_client **out, char *err, size_t errlen) {
   *out = NULL;
   secagg_policy dflt = secagg_policy_default();
   int rc = secagg_policy_check(policy ? policy : &dflt, p, err, errlen);
@@ -621,8 +620,7 @@ int secagg_client_attest(secagg_client *c, const uint8_t *survivors,
                 "SecAggSurvivors does not parse");
   const uint8_t *bits = m->bitmap.data;
   size_t len = secagg_bitmap_len(c->p.n);
-  if (m->bitmap.len != len ||
-      (c->p.n % 8 && bits[len - 1] >> (c->p.n % 8))) {
+  if (m->bitmap.len != len || (c->p.n % 8 && bits[len - 1] >> (c->p.n % 8))) {
     rc = fail(c, err, errlen, COHORT_EINVAL,
               "SecAggSurvivors needs a bitmap of %zu bytes with no bit past "
               "client %u",
@@ -647,9 +645,9 @@ int secagg_client_attest(secagg_client *c, const uint8_t *survivors,
     if (!secagg_bitmap_get(bits, c->nbr[s]))
       continue;
     if (!c->has_share[s]) {
-      rc = fail(c, err, errlen, COHORT_EINVAL,
-                "survivor %u is not a neighbour that sent it shares",
-                c->nbr[s]);
+      rc =
+          fail(c, err, errlen, COHORT_EINVAL,
+               "survivor %u is not a neighbour that sent it shares", c->nbr[s]);
       goto out;
     }
     alive[s] = 1;
@@ -733,9 +731,9 @@ int secagg_client_unmask(secagg_client *c, const uint8_t *attestations,
     if (s < 0 || !c->alive[s] || seen[s]) {
       rc = fail(c, err, errlen, COHORT_EINVAL,
                 "an attestation from %u to %u: %s", e->from, e->to,
-                s < 0      ? "not from a neighbour to this client"
+                s < 0     ? "not from a neighbour to this client"
                 : seen[s] ? "a second one from that neighbour"
-                           : "that neighbour is not on its survivor list");
+                          : "that neighbour is not on its survivor list");
       goto out;
     }
     seen[s] = 1;
@@ -759,8 +757,8 @@ int secagg_client_unmask(secagg_client *c, const uint8_t *attestations,
     char list[NAMED_MAX * 12] = "";
     size_t at = 0;
     for (uint32_t i = 0; i < n_named && at < sizeof list; i++)
-      at += (size_t)snprintf(list + at, sizeof list - at, "%s%u",
-                             i ? ", " : "", named[i]);
+      at += (size_t)snprintf(list + at, sizeof list - at, "%s%u", i ? ", " : "",
+                             named[i]);
     rc = fail(c, err, errlen, COHORT_EINVAL,
               "%u attestations to its survivor list (itself included) is "
               "below the threshold %u; it reveals nothing%s%s%s",

@@ -149,8 +149,8 @@ int secagg_graph_row(const secagg_params *p, uint32_t i, uint32_t *row) {
   }
   uint32_t *perm = malloc((size_t)p->n * sizeof *perm);
   uint32_t *pos = malloc((size_t)p->n * sizeof *pos);
-  int rc = perm && pos ? draw_circle(p->n, p->round_seed, perm, pos)
-                       : COHORT_ENOMEM;
+  int rc =
+      perm && pos ? draw_circle(p->n, p->round_seed, perm, pos) : COHORT_ENOMEM;
   if (!rc)
     harary_row(p->n, p->degree, perm, pos, i, row);
   free(perm);

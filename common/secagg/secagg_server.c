@@ -78,9 +78,9 @@ struct secagg_server {
   uint8_t **sealed;
   /* Per sender: k * SECAGG_TAG_LEN, by the sender's neighbour slot. */
   uint8_t **tags;
-  reveal_set *rev;   /* n, allocated when the first share arrives */
-  uint8_t *bad;      /* n: holders whose shares were set aside */
-  uint64_t *sum;     /* dim elements mod 2^B */
+  reveal_set *rev; /* n, allocated when the first share arrives */
+  uint8_t *bad;    /* n: holders whose shares were set aside */
+  uint64_t *sum;   /* dim elements mod 2^B */
   char reason[256];
 };
 
@@ -172,8 +172,8 @@ int secagg_server_new(const secagg_params *p, const secagg_peer_identity *ids,
   s->rev = calloc(p->n, sizeof *s->rev);
   s->bad = calloc(p->n, 1);
   s->sum = calloc(p->dim, sizeof *s->sum);
-  if (rc || !s->ids || !s->share_pub || !s->mask_pub || !s->sig ||
-      !s->sealed || !s->tags || !s->rev || !s->bad || !s->sum) {
+  if (rc || !s->ids || !s->share_pub || !s->mask_pub || !s->sig || !s->sealed ||
+      !s->tags || !s->rev || !s->bad || !s->sum) {
     rc = COHORT_ENOMEM;
     goto out;
   }
@@ -617,9 +617,9 @@ static int check_shares(secagg_server *s, uint32_t i, shamir_basis *b,
     if (consistent(b, r, t))
       return COHORT_OK;
     uint8_t *off = calloc(r->count, 1);
-    int rc = off ? shamir_decode(r->xs, r->vals, r->count, SECAGG_CHUNKS, t,
-                                 off)
-                 : COHORT_ENOMEM;
+    int rc =
+        off ? shamir_decode(r->xs, r->vals, r->count, SECAGG_CHUNKS, t, off)
+            : COHORT_ENOMEM;
     uint32_t named = 0;
     for (uint32_t j = 0; !rc && j < r->count; j++)
       if (off[j]) {

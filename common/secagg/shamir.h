@@ -57,8 +57,8 @@ int shamir_basis_set(shamir_basis *b, const unsigned *xs, unsigned t);
 void shamir_basis_at_zero(const shamir_basis *b, const uint64_t *vals,
                           size_t chunks, uint64_t *out);
 /* out[c] = the same polynomial at x (1..65535). */
-void shamir_basis_eval(const shamir_basis *b, unsigned x,
-                       const uint64_t *vals, size_t chunks, uint64_t *out);
+void shamir_basis_eval(const shamir_basis *b, unsigned x, const uint64_t *vals,
+                       size_t chunks, uint64_t *out);
 
 /* Gao's decoding of r shares (distinct points xs, vals[j * chunks + c])
  * of a secret shared with polynomials of degree < t: flags in bad[j] (r

@@ -124,8 +124,8 @@ void shamir_basis_at_zero(const shamir_basis *b, const uint64_t *vals,
       out[c] = gf61_add(out[c], gf61_mul(b->lambda[i], vals[i * chunks + c]));
 }
 
-void shamir_basis_eval(const shamir_basis *b, unsigned x,
-                       const uint64_t *vals, size_t chunks, uint64_t *out) {
+void shamir_basis_eval(const shamir_basis *b, unsigned x, const uint64_t *vals,
+                       size_t chunks, uint64_t *out) {
   for (unsigned i = 0; i < b->t; i++)
     if (b->xs[i] == x) { /* a basis point: its own value */
       memcpy(out, vals + (size_t)i * chunks, chunks * sizeof *out);

@@ -53,8 +53,7 @@ static void test_plan(void) {
       CU_ASSERT(g.noise_stddev == zs[j] * g.units);
       CU_ASSERT(g.noise_stddev <= DP_DG_SIGMA_MAX);
       double finer = clips[i] / (g.gamma / 2);
-      CU_ASSERT(finer > DP_GRID_MAX_UNITS ||
-                zs[j] * finer > DP_DG_SIGMA_MAX);
+      CU_ASSERT(finer > DP_GRID_MAX_UNITS || zs[j] * finer > DP_DG_SIGMA_MAX);
     }
   dp_grid g;
   char err[200] = "";
@@ -154,8 +153,8 @@ static void test_release_on_grid_with_the_variance(void) {
     double want = cases[c].z * cases[c].clip;
     double mean = s1 / (double)n, var = s2 / (double)n - mean * mean;
     if (fabs(var / (want * want) - 1) > 5 * sqrt(2.0 / (double)n))
-      fprintf(stderr, "\n  clip %g z %g: variance %g, want %g\n",
-              cases[c].clip, cases[c].z, var, want * want);
+      fprintf(stderr, "\n  clip %g z %g: variance %g, want %g\n", cases[c].clip,
+              cases[c].z, var, want * want);
     CU_ASSERT(fabs(mean) < 5 * want / sqrt((double)n));
     CU_ASSERT(fabs(var / (want * want) - 1) < 5 * sqrt(2.0 / (double)n));
   }

@@ -46,8 +46,8 @@ static dg_moments dg_exact(double sigma) {
 static void test_dg_moments_match_exact(void) {
   /* Up to the top of the range, 2^26 (t = 2^26 + 1 has 27 bits, the most
    * that keep the acceptance test's integers within 128 bits). */
-  static const double sigmas[] = {0.5, 1, 3, 50, 1000, 0x1p20 + 0.5,
-                                  0x1p26 - 0.25, 0x1p26};
+  static const double sigmas[] = {
+      0.5, 1, 3, 50, 1000, 0x1p20 + 0.5, 0x1p26 - 0.25, 0x1p26};
   const size_t n = 200000;
   int64_t *x = test_xmalloc(n * sizeof *x);
   for (size_t s = 0; s < sizeof sigmas / sizeof sigmas[0]; s++) {

@@ -203,8 +203,9 @@ static void test_central_weights_uniform(void) {
   double live = heavy_client_round(0);
   double resumed = heavy_client_round(3);
   if (!(live < 0.05 && resumed < 0.05))
-    fprintf(stderr, "\n  step off the uniform mean by %.3f (live), %.3f "
-                    "(resumed)\n",
+    fprintf(stderr,
+            "\n  step off the uniform mean by %.3f (live), %.3f "
+            "(resumed)\n",
             live, resumed);
   CU_ASSERT(live < 0.05);
   CU_ASSERT(resumed < 0.05);
@@ -379,8 +380,7 @@ static int64_t poisson_rounds_until_commit(fixture *f, int n) {
     ASSERT_ROUND_STATE(*f, r, "TRAINING");
     for (int i = 0; i < n; i++)
       if (picked[i])
-        CU_ASSERT_EQUAL(send_all(f, f->id[i], r, u, 100).code,
-                        GRPC_STATUS_OK);
+        CU_ASSERT_EQUAL(send_all(f, f->id[i], r, u, 100).code, GRPC_STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(round_tick(f->e), COHORT_OK);
     ASSERT_ROUND_STATE(*f, r, "COMMITTED");
     committed = r;

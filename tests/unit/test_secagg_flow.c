@@ -32,7 +32,7 @@ typedef struct fake {
   secagg_params p;
   secagg_server *srv;
   secagg_client *other[N];
-  sign_key *id[N]; /* every client's identity, 0's too */
+  sign_key *id[N];         /* every client's identity, 0's too */
   secagg_flow_trust trust; /* client 0's */
   prg rng[N];
   uint32_t ring_bits_sent; /* what the plan says (p.ring_bits unless set) */
@@ -299,8 +299,9 @@ static void test_unusable_plan_or_codec_refused(void) {
   secagg_flow_io io = io_of(&f);
   secagg_flow flow;
   char err[256] = "";
-  CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &f.trust, &t, DIM, clock_mono_s() + 30,
-                                    SECAGG_FLOW_NEVER, err, sizeof err),
+  CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &f.trust, &t, DIM,
+                                    clock_mono_s() + 30, SECAGG_FLOW_NEVER, err,
+                                    sizeof err),
                   COHORT_EABORTED);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "9-bit ring"));
   CU_ASSERT_PTR_NULL(flow.sc);
@@ -311,8 +312,9 @@ static void test_unusable_plan_or_codec_refused(void) {
   for (size_t i = 0; i < 2; i++) {
     memset(f.calls, 0, sizeof f.calls);
     t = task_of(bad[i][0]);
-    CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &f.trust, &t, DIM, clock_mono_s() + 30,
-                                      SECAGG_FLOW_NEVER, err, sizeof err),
+    CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &f.trust, &t, DIM,
+                                      clock_mono_s() + 30, SECAGG_FLOW_NEVER,
+                                      err, sizeof err),
                     COHORT_EABORTED);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, bad[i][1]));
     CU_ASSERT_EQUAL(f.calls[COHORT__V1__SEC_AGG_STEP__SECAGG_SETUP], 0);
@@ -320,8 +322,9 @@ static void test_unusable_plan_or_codec_refused(void) {
   }
   t = task_of("q8");
   t.codec_clip = 0;
-  CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &f.trust, &t, DIM, clock_mono_s() + 30,
-                                    SECAGG_FLOW_NEVER, err, sizeof err),
+  CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &f.trust, &t, DIM,
+                                    clock_mono_s() + 30, SECAGG_FLOW_NEVER, err,
+                                    sizeof err),
                   COHORT_EABORTED);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "clip"));
   secagg_flow_end(&flow);
@@ -350,8 +353,8 @@ static void test_threshold_below_the_policy_refused(void) {
                         COHORT_OK);
   CU_ASSERT(floor > 5);
   CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &f.trust, &t, DIM,
-                                    clock_mono_s() + 30, SECAGG_FLOW_NEVER,
-                                    err, sizeof err),
+                                    clock_mono_s() + 30, SECAGG_FLOW_NEVER, err,
+                                    sizeof err),
                   COHORT_EABORTED);
   char want[64];
   snprintf(want, sizeof want, "threshold 5 is below the %u", floor);
@@ -371,8 +374,8 @@ static void test_threshold_below_the_policy_refused(void) {
   secagg_flow_end(&flow);
   memset(f.calls, 0, sizeof f.calls);
   CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &f.trust, &t, DIM,
-                                    clock_mono_s() + 30, SECAGG_FLOW_NEVER,
-                                    err, sizeof err),
+                                    clock_mono_s() + 30, SECAGG_FLOW_NEVER, err,
+                                    sizeof err),
                   COHORT_EABORTED);
   CU_ASSERT_PTR_NULL(flow.sc);
   CU_ASSERT_EQUAL(f.calls[COHORT__V1__SEC_AGG_STEP__SECAGG_ADVERTISE], 0);
@@ -388,8 +391,9 @@ static void test_leaves_before_the_named_step(void) {
   secagg_flow_io io = io_of(&f);
   secagg_flow flow;
   char err[256] = "";
-  CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &f.trust, &t, DIM, clock_mono_s() + 30,
-                                    SECAGG_FLOW_SHARE, err, sizeof err),
+  CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &f.trust, &t, DIM,
+                                    clock_mono_s() + 30, SECAGG_FLOW_SHARE, err,
+                                    sizeof err),
                   COHORT_ECANCELED);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "share"));
   CU_ASSERT(secagg_server_heard(f.srv, SECAGG_ADVERTISE, 0));
@@ -451,12 +455,13 @@ static void test_dp_plan_checked(void) {
       sent.epsilon /= 2;
     if (i == 3)
       sent.epsilon = sent.delta = sent.sampling_rate = sent.noise_multiplier =
-          0, sent.rounds = 0;
+          0,
+      sent.rounds = 0;
     f.dp = &sent;
     memset(f.calls, 0, sizeof f.calls);
-    int rc = secagg_flow_begin(&flow, &io, &f.trust, &t, DIM,
-                               clock_mono_s() + 30, SECAGG_FLOW_ADVERTISE, err,
-                               sizeof err);
+    int rc =
+        secagg_flow_begin(&flow, &io, &f.trust, &t, DIM, clock_mono_s() + 30,
+                          SECAGG_FLOW_ADVERTISE, err, sizeof err);
     if (rc != cases[i].rc || !strstr(err, cases[i].says))
       fprintf(stderr, "\n  %s: %d, %s\n", cases[i].what, rc, err);
     CU_ASSERT_EQUAL(rc, cases[i].rc);
