@@ -79,8 +79,11 @@ struct secagg_server {
   /* Per sender: k * SECAGG_TAG_LEN, by the sender's neighbour slot. */
   uint8_t **tags;
   reveal_set *rev; /* n, allocated when the first share arrives */
-  uint8_t *bad;    /* n: holders whose shares were set aside */
-  uint64_t *sum;   /* dim elements mod 2^B */
+  /* Of every SecAggUnmask taken: what the shares' random check draws its
+   * coefficients from, fixed only once every share is in. */
+  crypto_sha256_ctx *reveals_hash;
+  uint8_t *bad;  /* n: holders whose shares were set aside */
+  uint64_t *sum; /* dim elements mod 2^B */
   char reason[256];
 };
 
@@ -133,6 +136,10 @@ void secagg_server_free(secagg_server *s) {
   free_rows(&s->sealed, s->p.n);
   free_rows(&s->tags, s->p.n);
   free_reveals(s);
+  if (s->reveals_hash) {
+    uint8_t ignored[CRYPTO_SHA256_LEN];
+    crypto_sha256_end(s->reveals_hash, ignored);
+  }
   free(s->bad);
   if (s->sum) {
     OPENSSL_cleanse(s->sum, s->p.dim * sizeof *s->sum);
@@ -172,8 +179,9 @@ int secagg_server_new(const secagg_params *p, const secagg_peer_identity *ids,
   s->rev = calloc(p->n, sizeof *s->rev);
   s->bad = calloc(p->n, 1);
   s->sum = calloc(p->dim, sizeof *s->sum);
+  s->reveals_hash = crypto_sha256_begin();
   if (rc || !s->ids || !s->share_pub || !s->mask_pub || !s->sig || !s->sealed ||
-      !s->tags || !s->rev || !s->bad || !s->sum) {
+      !s->tags || !s->rev || !s->bad || !s->sum || !s->reveals_hash) {
     rc = COHORT_ENOMEM;
     goto out;
   }
@@ -492,6 +500,10 @@ static int recv_unmask(secagg_server *s, uint32_t from, const uint8_t *msg,
       }
     }
   }
+  if (crypto_sha256_update(s->reveals_hash, msg, len)) {
+    rc = COHORT_EIO;
+    goto out;
+  }
   /* Every share is kept: each is checked against the others at the end. */
   for (size_t i = 0; i < m->n_reveals; i++) {
     const Cohort__V1__SecAggReveal *e = m->reveals[i];
@@ -591,56 +603,79 @@ static void drop_bad(const secagg_server *s, reveal_set *r) {
 }
 
 /* Whether every share of r beyond the first t lies on the polynomial of
- * the first t (b is set to them). */
-static int consistent(shamir_basis *b, const reveal_set *r, uint32_t t) {
-  uint64_t at[SECAGG_CHUNKS];
+ * the first t (b is set to them). All chunks at once: each share's chunks
+ * combined with the random sigma into y (scratch, r->count entries), a
+ * combination of polynomials of degree < t being one too; a share off in
+ * any chunk stays off in y except with probability 1/p over sigma, which
+ * is drawn from every share revealed (no holder knows it before it sends
+ * its own). O(3 t) per share beyond t. */
+static int consistent(shamir_basis *b, const reveal_set *r, uint32_t t,
+                      const uint64_t sigma[SECAGG_CHUNKS], uint64_t *y) {
+  for (uint32_t j = 0; j < r->count; j++) {
+    uint64_t acc = 0;
+    for (size_t c = 0; c < SECAGG_CHUNKS; c++)
+      acc = shamir_add(
+          acc, shamir_mul(sigma[c], r->vals[(size_t)j * SECAGG_CHUNKS + c]));
+    y[j] = acc;
+  }
   for (uint32_t j = t; j < r->count; j++) {
-    shamir_basis_eval(b, r->xs[j], r->vals, SECAGG_CHUNKS, at);
-    if (memcmp(at, r->vals + (size_t)j * SECAGG_CHUNKS, sizeof at) != 0)
+    uint64_t at;
+    shamir_basis_eval(b, r->xs[j], y, 1, &at);
+    if (at != y[j])
       return 0;
   }
   return 1;
 }
 
-/* Checks owner i's shares; on a disagreement, decodes them, flags the
- * holders off the polynomial as bad and drops their shares. COHORT_OK
- * with the basis set to the first t consistent shares, or COHORT_EABORTED
- * (reason in err) when fewer than t consistent shares remain. */
-static int check_shares(secagg_server *s, uint32_t i, shamir_basis *b,
-                        const char *what, char *err, size_t errlen) {
+/* Sets owner i's shares aside where their holders are bad, then the basis
+ * to the first t of the rest; COHORT_EABORTED (reason in err) when fewer
+ * than t remain. */
+static int settle(secagg_server *s, uint32_t i, shamir_basis *b,
+                  const char *what, char *err, size_t errlen) {
   const uint32_t t = s->p.threshold;
   reveal_set *r = &s->rev[i];
   drop_bad(s, r);
-  for (int pass = 0; r->count >= t; pass++) {
-    if (shamir_basis_set(b, r->xs, t) != COHORT_OK)
-      return server_abort(s, err, errlen, "client %u: bad share points", i);
-    if (consistent(b, r, t))
-      return COHORT_OK;
-    uint8_t *off = calloc(r->count, 1);
-    int rc =
-        off ? shamir_decode(r->xs, r->vals, r->count, SECAGG_CHUNKS, t, off)
-            : COHORT_ENOMEM;
-    uint32_t named = 0;
-    for (uint32_t j = 0; !rc && j < r->count; j++)
-      if (off[j]) {
-        s->bad[r->xs[j] - 1] = 1;
-        named++;
-      }
-    free(off);
-    if (rc == COHORT_ENOMEM)
-      return server_abort(s, err, errlen, "out of memory");
-    if (rc || !named || pass > 0)
-      return server_abort(s, err, errlen,
-                          "client %u: the %u shares of its %s revealed do "
-                          "not lie on one polynomial, and too many disagree "
-                          "to tell which are wrong",
-                          i, r->count, what);
-    drop_bad(s, r);
-  }
-  return server_abort(s, err, errlen,
-                      "client %u: %u consistent shares of its %s were "
-                      "revealed, %u are needed",
-                      i, r->count, what, t);
+  if (r->count < t)
+    return server_abort(s, err, errlen,
+                        "client %u: %u consistent shares of its %s were "
+                        "revealed, %u are needed",
+                        i, r->count, what, t);
+  if (shamir_basis_set(b, r->xs, t) != COHORT_OK)
+    return server_abort(s, err, errlen, "client %u: bad share points", i);
+  return COHORT_OK;
+}
+
+/* Checks owner i's shares; on a disagreement, decodes them (exactly,
+ * chunk by chunk), flags the holders off the polynomial as bad and drops
+ * their shares. COHORT_OK with the basis set to the first t consistent
+ * shares, or COHORT_EABORTED (reason in err). */
+static int check_shares(secagg_server *s, uint32_t i, shamir_basis *b,
+                        const uint64_t sigma[SECAGG_CHUNKS], uint64_t *y,
+                        const char *what, char *err, size_t errlen) {
+  const uint32_t t = s->p.threshold;
+  reveal_set *r = &s->rev[i];
+  int rc = settle(s, i, b, what, err, errlen);
+  if (rc || consistent(b, r, t, sigma, y))
+    return rc;
+  uint8_t *off = calloc(r->count, 1);
+  rc = off ? shamir_decode(r->xs, r->vals, r->count, SECAGG_CHUNKS, t, off)
+           : COHORT_ENOMEM;
+  uint32_t named = 0;
+  for (uint32_t j = 0; !rc && j < r->count; j++)
+    if (off[j]) {
+      s->bad[r->xs[j] - 1] = 1;
+      named++;
+    }
+  free(off);
+  if (rc == COHORT_ENOMEM)
+    return server_abort(s, err, errlen, "out of memory");
+  if (rc || !named)
+    return server_abort(s, err, errlen,
+                        "client %u: the %u shares of its %s revealed do not "
+                        "lie on one polynomial, and too many disagree to "
+                        "tell which are wrong",
+                        i, r->count, what);
+  return settle(s, i, b, what, err, errlen);
 }
 
 /* The secret at 0 of the basis, as bytes. The field elements are turned
@@ -709,6 +744,22 @@ static int strip_masks(secagg_server *s, const uint8_t *need,
 /* After UNMASK: rebuild every secret needed, check the dropped clients'
  * keys, then strip the masks. Every reason to abort but a failing cipher
  * is found before the sum is touched. */
+/* The check's chunk coefficients: field elements from a generator keyed by
+ * the hash of every SecAggUnmask taken. */
+static int draw_sigma(secagg_server *s, uint64_t sigma[SECAGG_CHUNKS]) {
+  uint8_t digest[CRYPTO_SHA256_LEN];
+  int rc = crypto_sha256_end(s->reveals_hash, digest);
+  s->reveals_hash = NULL;
+  prg g;
+  memset(&g, 0, sizeof g);
+  if (!rc)
+    rc = prg_init(&g, digest);
+  for (size_t c = 0; c < SECAGG_CHUNKS && !rc; c++)
+    sigma[c] = prg_below(&g, SHAMIR_PRIME);
+  prg_free(&g);
+  return rc;
+}
+
 static int finish(secagg_server *s, char *err, size_t errlen) {
   const uint32_t n = s->p.n, k = s->p.degree, t = s->p.threshold;
   const uint8_t *shared = s->heard[SECAGG_SHARE];
@@ -717,10 +768,16 @@ static int finish(secagg_server *s, char *err, size_t errlen) {
   /* need[i]: 1 rebuild the seed, 2 rebuild the mask key, 0 nothing. */
   uint8_t *need = calloc(n, 1);
   uint8_t(*secret)[KEX_KEY_LEN] = calloc(n, sizeof *secret);
-  kex_private **key = calloc(n, sizeof *key); /* the rebuilt mask keys */
+  kex_private **key = calloc(n, sizeof *key);      /* the rebuilt mask keys */
+  uint64_t *y = calloc(holders_max(s), sizeof *y); /* check's scratch */
+  uint64_t sigma[SECAGG_CHUNKS];
   shamir_basis *b = NULL;
-  if (!need || !secret || !key || shamir_basis_new(t, &b) != COHORT_OK) {
+  if (!need || !secret || !key || !y || shamir_basis_new(t, &b) != COHORT_OK) {
     rc = COHORT_ENOMEM;
+    goto out;
+  }
+  if ((rc = draw_sigma(s, sigma))) {
+    rc = server_abort(s, err, errlen, "cannot hash the revealed shares");
     goto out;
   }
   for (uint32_t i = 0; i < n; i++) {
@@ -739,15 +796,16 @@ static int finish(secagg_server *s, char *err, size_t errlen) {
    * could not be seen). The second check below finds no more: shares that
    * were consistent stay so without some of them. */
   for (uint32_t i = 0; i < n; i++)
-    if (need[i] && (rc = check_shares(
-                        s, i, b, need[i] == 1 ? "self-mask seed" : "mask key",
-                        err, errlen)))
+    if (need[i] &&
+        (rc = check_shares(s, i, b, sigma, y,
+                           need[i] == 1 ? "self-mask seed" : "mask key", err,
+                           errlen)))
       goto out;
   for (uint32_t i = 0; i < n; i++) {
     if (!need[i])
       continue;
     const char *what = need[i] == 1 ? "self-mask seed" : "mask key";
-    if ((rc = check_shares(s, i, b, what, err, errlen)))
+    if ((rc = settle(s, i, b, what, err, errlen)))
       goto out;
     rc = rebuild(b, &s->rev[i], secret[i]);
     if (rc) {
@@ -784,6 +842,7 @@ static int finish(secagg_server *s, char *err, size_t errlen) {
   s->phase = SECAGG_DONE;
 out:
   free(need);
+  free(y);
   shamir_basis_free(b);
   if (key)
     for (uint32_t i = 0; i < n; i++)
