@@ -353,10 +353,28 @@ int round_secagg_tick(round_engine *e, double now, int *unmask) {
   return rc;
 }
 
+/* Clients whose revealed shares were off their secrets' polynomials: a
+ * corrupt client, or one whose memory is failing; the operator should
+ * know which. */
+static void log_bad_holders(const round_engine *e) {
+  const round_secagg *sa = &e->sa;
+  uint32_t bad[8];
+  uint32_t found = secagg_server_bad_holders(sa->srv, bad, 8);
+  for (uint32_t i = 0; i < found && i < 8; i++)
+    log_warn("round %lld: client %lld revealed shares that are not on its "
+             "neighbours' secrets' polynomials; all its shares were set "
+             "aside",
+             (long long)e->round, (long long)sa->ids[bad[i]]);
+  if (found > 8)
+    log_warn("round %lld: %u more clients revealed wrong shares",
+             (long long)e->round, found - 8);
+}
+
 int round_secagg_combine(round_engine *e, double *combined, char *why,
                          size_t whylen) {
   round_secagg *sa = &e->sa;
   int rc = secagg_server_close_phase(sa->srv, why, whylen);
+  log_bad_holders(e);
   if (rc == COHORT_EABORTED) {
     snprintf(why, whylen, "secure aggregation aborted: %s",
              secagg_server_abort_reason(sa->srv));
