@@ -279,63 +279,115 @@ out:
   return rc;
 }
 
-static int recv_shares(secagg_server *s, uint32_t from, const uint8_t *msg,
-                       size_t len, char *err, size_t errlen) {
+/* ---- relayed blobs: sealed shares (SHARE) and tags (CONSISTENCY) ---- */
+
+/* One blob from a sender to a neighbour, as either message carries it. */
+typedef struct addressed {
+  uint32_t from, to;
+  const uint8_t *data;
+  size_t len;
+} addressed;
+
+/* What is relayed in one phase: per sender, one blob of `len` bytes for
+ * each neighbour heard in phase `to_whom` (stored by neighbour slot). */
+typedef struct relay_kind {
+  const char *message, *item, *to_whom_text;
+  secagg_phase to_whom;
+  size_t len;
+} relay_kind;
+
+static const relay_kind SHARES = {"SecAggShares", "share", "advertised",
+                                  SECAGG_ADVERTISE, SECAGG_SEALED_LEN};
+static const relay_kind TAGS = {"SecAggAttestations", "tag",
+                                "sent a masked input", SECAGG_MASKED,
+                                SECAGG_TAG_LEN};
+
+/* Checks sender `from`'s n blobs (exactly one to each eligible neighbour,
+ * all from it, each of the kind's length) and on success keeps them in
+ * *row (k * len bytes, by neighbour slot). */
+static int take_relayed(const secagg_server *s, uint32_t from,
+                        const relay_kind *kind, const addressed *items,
+                        size_t n, uint8_t **row, char *err, size_t errlen) {
   const uint32_t k = s->p.degree;
   const uint32_t *nb = nbrs(s, from);
-  const uint8_t *adv = s->heard[SECAGG_ADVERTISE];
+  const uint8_t *ok = s->heard[kind->to_whom];
   uint32_t want = 0;
   for (uint32_t j = 0; j < k; j++)
-    want += adv[nb[j]];
-  uint8_t *blobs = NULL, *filled = NULL;
-  int rc = COHORT_OK;
+    want += ok[nb[j]];
+  if (n != want)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg: %s from %u holds %zu %ss, it has %u "
+                       "neighbours that %s",
+                       kind->message, from, n, kind->item, want,
+                       kind->to_whom_text);
+  uint8_t *blobs = calloc(k ? k : 1, kind->len), *filled = calloc(k ? k : 1, 1);
+  int rc = blobs && filled ? COHORT_OK : COHORT_ENOMEM;
+  for (size_t i = 0; i < n && !rc; i++) {
+    const addressed *e = &items[i];
+    long slot = secagg_slot(nb, k, e->to);
+    const char *why = NULL;
+    if (e->from != from)
+      why = "is from someone else";
+    else if (slot < 0 || !ok[e->to])
+      why = "is addressed to a client that is not a neighbour that ";
+    else if (filled[slot])
+      why = "repeats a recipient";
+    else if (e->len != kind->len)
+      why = "has the wrong length";
+    if (why) {
+      rc = errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg: %s from %u: the %s from %u to %u %s%s",
+                       kind->message, from, kind->item, e->from, e->to, why,
+                       slot < 0 || !ok[e->to] ? kind->to_whom_text : "");
+      break;
+    }
+    memcpy(blobs + (size_t)slot * kind->len, e->data, kind->len);
+    filled[slot] = 1;
+  }
+  free(filled);
+  if (rc) {
+    free(blobs);
+    return rc;
+  }
+  *row = blobs;
+  return COHORT_OK;
+}
+
+/* The blobs addressed to `to` from its neighbours heard in `phase`, each
+ * of which sent one to every eligible neighbour, `to` too; out has room
+ * for k. Returns how many. */
+static size_t relayed_to(const secagg_server *s, uint32_t to,
+                         secagg_phase phase, uint8_t *const *rows, size_t len,
+                         addressed *out) {
+  const uint32_t k = s->p.degree;
+  const uint32_t *nb = nbrs(s, to);
+  size_t c = 0;
+  for (uint32_t j = 0; j < k; j++) {
+    uint32_t d = nb[j];
+    if (!s->heard[phase][d])
+      continue;
+    long slot = secagg_slot(nbrs(s, d), k, to);
+    out[c++] = (addressed){d, to, rows[d] + (size_t)slot * len, len};
+  }
+  return c;
+}
+
+static int recv_shares(secagg_server *s, uint32_t from, const uint8_t *msg,
+                       size_t len, char *err, size_t errlen) {
   Cohort__V1__SecAggShares *m =
       cohort__v1__sec_agg_shares__unpack(NULL, len, msg);
   if (!m)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "secagg: SecAggShares from %u does not parse", from);
-  if (m->n_shares != want) {
-    rc = errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
-                     "secagg: SecAggShares from %u holds %zu shares, it has "
-                     "%u neighbours that advertised",
-                     from, m->n_shares, want);
-    goto out;
-  }
-  blobs = malloc((size_t)k * SECAGG_SEALED_LEN);
-  filled = calloc(k, 1);
-  if (!blobs || !filled) {
-    rc = COHORT_ENOMEM;
-    goto out;
-  }
-  for (size_t i = 0; i < m->n_shares; i++) {
-    const Cohort__V1__SecAggShare *e = m->shares[i];
-    long slot = secagg_slot(nb, k, e->to);
-    const char *why = NULL;
-    if (e->from != from)
-      why = "is from someone else";
-    else if (slot < 0 || !adv[e->to])
-      why = "is addressed to a client that is not a neighbour that "
-            "advertised";
-    else if (filled[slot])
-      why = "repeats a recipient";
-    else if (e->sealed.len != SECAGG_SEALED_LEN)
-      why = "has the wrong length";
-    if (why) {
-      rc = errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
-                       "secagg: SecAggShares from %u: the share from %u to "
-                       "%u %s",
-                       from, e->from, e->to, why);
-      goto out;
-    }
-    memcpy(blobs + (size_t)slot * SECAGG_SEALED_LEN, e->sealed.data,
-           SECAGG_SEALED_LEN);
-    filled[slot] = 1;
-  }
-  s->sealed[from] = blobs;
-  blobs = NULL;
-out:
-  free(blobs);
-  free(filled);
+  addressed *items = calloc(m->n_shares ? m->n_shares : 1, sizeof *items);
+  int rc = items ? COHORT_OK : COHORT_ENOMEM;
+  for (size_t i = 0; i < m->n_shares && !rc; i++)
+    items[i] = (addressed){m->shares[i]->from, m->shares[i]->to,
+                           m->shares[i]->sealed.data, m->shares[i]->sealed.len};
+  if (!rc)
+    rc = take_relayed(s, from, &SHARES, items, m->n_shares, &s->sealed[from],
+                      err, errlen);
+  free(items);
   cohort__v1__sec_agg_shares__free_unpacked(m, NULL);
   return rc;
 }
@@ -371,61 +423,21 @@ static int recv_masked(secagg_server *s, uint32_t from, const uint8_t *msg,
 
 static int recv_attest(secagg_server *s, uint32_t from, const uint8_t *msg,
                        size_t len, char *err, size_t errlen) {
-  const uint32_t k = s->p.degree;
-  const uint32_t *nb = nbrs(s, from);
-  const uint8_t *masked = s->heard[SECAGG_MASKED];
-  uint32_t want = 0;
-  for (uint32_t j = 0; j < k; j++)
-    want += masked[nb[j]];
-  uint8_t *tags = NULL, *filled = NULL;
-  int rc = COHORT_OK;
   Cohort__V1__SecAggAttestations *m =
       cohort__v1__sec_agg_attestations__unpack(NULL, len, msg);
   if (!m)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "secagg: SecAggAttestations from %u does not parse",
                        from);
-  if (m->n_tags != want) {
-    rc = errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
-                     "secagg: SecAggAttestations from %u holds %zu tags, it "
-                     "has %u neighbours that sent a masked input",
-                     from, m->n_tags, want);
-    goto out;
-  }
-  tags = calloc(k ? k : 1, SECAGG_TAG_LEN);
-  filled = calloc(k ? k : 1, 1);
-  if (!tags || !filled) {
-    rc = COHORT_ENOMEM;
-    goto out;
-  }
-  for (size_t i = 0; i < m->n_tags; i++) {
-    const Cohort__V1__SecAggTag *e = m->tags[i];
-    long slot = secagg_slot(nb, k, e->to);
-    const char *why = NULL;
-    if (e->from != from)
-      why = "is from someone else";
-    else if (slot < 0 || !masked[e->to])
-      why = "is addressed to a client that is not a neighbour that sent a "
-            "masked input";
-    else if (filled[slot])
-      why = "repeats a recipient";
-    else if (e->tag.len != SECAGG_TAG_LEN)
-      why = "has the wrong length";
-    if (why) {
-      rc = errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
-                       "secagg: SecAggAttestations from %u: the tag from %u "
-                       "to %u %s",
-                       from, e->from, e->to, why);
-      goto out;
-    }
-    memcpy(tags + (size_t)slot * SECAGG_TAG_LEN, e->tag.data, SECAGG_TAG_LEN);
-    filled[slot] = 1;
-  }
-  s->tags[from] = tags;
-  tags = NULL;
-out:
-  free(tags);
-  free(filled);
+  addressed *items = calloc(m->n_tags ? m->n_tags : 1, sizeof *items);
+  int rc = items ? COHORT_OK : COHORT_ENOMEM;
+  for (size_t i = 0; i < m->n_tags && !rc; i++)
+    items[i] = (addressed){m->tags[i]->from, m->tags[i]->to,
+                           m->tags[i]->tag.data, m->tags[i]->tag.len};
+  if (!rc)
+    rc = take_relayed(s, from, &TAGS, items, m->n_tags, &s->tags[from], err,
+                      errlen);
+  free(items);
   cohort__v1__sec_agg_attestations__free_unpacked(m, NULL);
   return rc;
 }
@@ -964,31 +976,26 @@ static int message_peers(const secagg_server *s, uint32_t to, uint8_t **out,
 static int message_shares(const secagg_server *s, uint32_t to, uint8_t **out,
                           size_t *out_len) {
   const uint32_t k = s->p.degree;
-  const uint32_t *nb = nbrs(s, to);
+  addressed *a = calloc(k ? k : 1, sizeof *a);
   Cohort__V1__SecAggShare *e = calloc(k ? k : 1, sizeof *e);
   Cohort__V1__SecAggShare **ep = calloc(k ? k : 1, sizeof *ep);
   int rc = COHORT_ENOMEM;
-  if (e && ep) {
-    size_t c = 0;
-    for (uint32_t j = 0; j < k; j++) {
-      uint32_t d = nb[j];
-      if (!s->heard[SECAGG_SHARE][d])
-        continue;
-      /* d sent one share to each neighbour that advertised, `to` too. */
-      long slot = secagg_slot(nbrs(s, d), k, to);
-      cohort__v1__sec_agg_share__init(&e[c]);
-      e[c].from = d;
-      e[c].to = to;
-      e[c].sealed.data = s->sealed[d] + (size_t)slot * SECAGG_SEALED_LEN;
-      e[c].sealed.len = SECAGG_SEALED_LEN;
-      ep[c] = &e[c];
-      c++;
+  if (a && e && ep) {
+    size_t c = relayed_to(s, to, SECAGG_SHARE, s->sealed, SECAGG_SEALED_LEN, a);
+    for (size_t i = 0; i < c; i++) {
+      cohort__v1__sec_agg_share__init(&e[i]);
+      e[i].from = a[i].from;
+      e[i].to = to;
+      e[i].sealed.data = (uint8_t *)a[i].data;
+      e[i].sealed.len = a[i].len;
+      ep[i] = &e[i];
     }
     Cohort__V1__SecAggShares m = COHORT__V1__SEC_AGG_SHARES__INIT;
     m.n_shares = c;
     m.shares = ep;
     rc = pb_pack(&m.base, out, out_len);
   }
+  free(a);
   free(e);
   free(ep);
   return rc;
@@ -1015,31 +1022,27 @@ static int message_survivors(const secagg_server *s, uint8_t **out,
 static int message_tags(const secagg_server *s, uint32_t to, uint8_t **out,
                         size_t *out_len) {
   const uint32_t k = s->p.degree;
-  const uint32_t *nb = nbrs(s, to);
+  addressed *a = calloc(k ? k : 1, sizeof *a);
   Cohort__V1__SecAggTag *e = calloc(k ? k : 1, sizeof *e);
   Cohort__V1__SecAggTag **ep = calloc(k ? k : 1, sizeof *ep);
   int rc = COHORT_ENOMEM;
-  if (e && ep) {
-    size_t c = 0;
-    for (uint32_t j = 0; j < k; j++) {
-      uint32_t d = nb[j];
-      if (!s->heard[SECAGG_CONSISTENCY][d])
-        continue;
-      /* d attested to each neighbour that sent a masked input, `to` too. */
-      long slot = secagg_slot(nbrs(s, d), k, to);
-      cohort__v1__sec_agg_tag__init(&e[c]);
-      e[c].from = d;
-      e[c].to = to;
-      e[c].tag.data = s->tags[d] + (size_t)slot * SECAGG_TAG_LEN;
-      e[c].tag.len = SECAGG_TAG_LEN;
-      ep[c] = &e[c];
-      c++;
+  if (a && e && ep) {
+    size_t c =
+        relayed_to(s, to, SECAGG_CONSISTENCY, s->tags, SECAGG_TAG_LEN, a);
+    for (size_t i = 0; i < c; i++) {
+      cohort__v1__sec_agg_tag__init(&e[i]);
+      e[i].from = a[i].from;
+      e[i].to = to;
+      e[i].tag.data = (uint8_t *)a[i].data;
+      e[i].tag.len = a[i].len;
+      ep[i] = &e[i];
     }
     Cohort__V1__SecAggAttestations m = COHORT__V1__SEC_AGG_ATTESTATIONS__INIT;
     m.n_tags = c;
     m.tags = ep;
     rc = pb_pack(&m.base, out, out_len);
   }
+  free(a);
   free(e);
   free(ep);
   return rc;
