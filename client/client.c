@@ -108,7 +108,8 @@ static int policy_of(const cohort_client_options *o, secagg_policy *p) {
       secagg_adversary_parse(o->secagg_adversary, &p->adversary))
     return COHORT_EINVAL;
   if (!(o->secagg_corrupt >= 0 && o->secagg_corrupt < 1) ||
-      o->secagg_security_bits < 1 || o->secagg_security_bits > 128)
+      !(o->dp_max_epsilon >= 0) || o->secagg_security_bits < 1 ||
+      o->secagg_security_bits > 128)
     return COHORT_EINVAL;
   p->corrupt = o->secagg_corrupt;
   p->security_bits = o->secagg_security_bits;
@@ -653,6 +654,7 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     c->trust.id.key = c->identity.key;
     c->trust.id.authority =
         c->identity.has_authority ? c->identity.authority : NULL;
+    c->trust.dp_max_epsilon = c->opt.dp_max_epsilon;
     rc = secagg_flow_begin(&flow, &io, &c->trust, t, n, give_up_at, leave,
                            c->last_error, sizeof c->last_error);
     if (rc)

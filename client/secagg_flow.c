@@ -174,7 +174,8 @@ static int take_dp_plan(secagg_flow *f, const Cohort__V1__SecAggPlan *p) {
                              .rounds = d->rounds,
                              .sampling_rate = d->sampling_rate,
                              .noise_multiplier = d->noise_multiplier};
-  if (ddp_check_privacy(&dp, &claim, p->threshold, 0, why, sizeof why))
+  if (ddp_check_privacy(&dp, &claim, p->threshold, f->trust->dp_max_epsilon,
+                        why, sizeof why))
     return fail(f, COHORT_EABORTED, S, "%s", why);
   if (p->ring_bits != dp.bits)
     return fail(f, COHORT_EABORTED, S,

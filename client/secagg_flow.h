@@ -52,6 +52,7 @@ typedef enum secagg_flow_stop {
 typedef struct secagg_flow_trust {
   secagg_identity id;
   secagg_policy policy;
+  double dp_max_epsilon; /* the most epsilon a DP plan may publish; 0: any */
 } secagg_flow_trust;
 
 typedef struct secagg_flow {

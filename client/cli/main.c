@@ -18,7 +18,7 @@ static struct {
   const char *exit_at_secagg, *identity_key, *identity_cert, *authority;
   const char *secagg_adversary;
   long limit, seed, threads, secagg_security_bits, secagg_colluders;
-  double holdout, secagg_corrupt;
+  double holdout, secagg_corrupt, dp_max_epsilon;
   int summary, hang;
   flag_list attributes;
 } g_opts;
@@ -80,6 +80,9 @@ static const flag_def FLAGS[] = {
      "colluding clients this client assumes a coordinator could place "
      "around it; it refuses a threshold that C corrupt holders could "
      "reach (docs/security.md)"},
+    {"dp-max-epsilon", FLAG_DOUBLE, &g_opts.dp_max_epsilon, "0", 0, 1e6, "E",
+     "distributed DP: refuse a round whose plan publishes an epsilon above "
+     "E (0: any whose noise buys what it publishes)"},
     {"secagg-security-bits", FLAG_INT, &g_opts.secagg_security_bits, "40", 1,
      128, "S",
      "the security goal (2^-S) it checks a secure-aggregation round's "
@@ -263,6 +266,7 @@ int main(int argc, char **argv) {
   o.secagg_corrupt = g_opts.secagg_corrupt;
   o.secagg_security_bits = (unsigned)g_opts.secagg_security_bits;
   o.secagg_colluders = (unsigned)g_opts.secagg_colluders;
+  o.dp_max_epsilon = g_opts.dp_max_epsilon;
   rc = cohort_client_new(&o, &g_client);
   if (rc != COHORT_OK) {
     fprintf(stderr, "cohort-client: %s\n", cohort_strerror(rc));

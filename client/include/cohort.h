@@ -179,6 +179,11 @@ typedef struct cohort_client_options {
   double secagg_corrupt;
   unsigned secagg_security_bits;
   unsigned secagg_colluders;
+  /* Distributed DP: the most epsilon this client lets a round's plan
+   * publish; a plan that spends more is refused before any message
+   * (docs/privacy.md). 0 (default): any, as long as the plan's noise buys
+   * the epsilon it publishes. */
+  double dp_max_epsilon;
 } cohort_client_options;
 
 /* Fills o with the defaults; set server and enrollment_token after. */

@@ -446,7 +446,8 @@ static void test_dp_plan_checked(void) {
   } cases[] = {{"honest", COHORT_ECANCELED, "advertise"},
                {"no noise", COHORT_EABORTED, "adds no noise"},
                {"epsilon halved", COHORT_EABORTED, "below the"},
-               {"no claim", COHORT_EABORTED, "no privacy target"}};
+               {"no claim", COHORT_EABORTED, "no privacy target"},
+               {"above the app's limit", COHORT_EABORTED, "above the"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     Cohort__V1__DpPlan sent = honest;
     if (i == 1)
@@ -458,6 +459,8 @@ static void test_dp_plan_checked(void) {
           0,
       sent.rounds = 0;
     f.dp = &sent;
+    /* The app demands at most half the epsilon the honest plan spends. */
+    f.trust.dp_max_epsilon = i == 4 ? honest.epsilon / 2 : 0;
     memset(f.calls, 0, sizeof f.calls);
     int rc =
         secagg_flow_begin(&flow, &io, &f.trust, &t, DIM, clock_mono_s() + 30,
