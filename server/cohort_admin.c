@@ -415,11 +415,8 @@ static int secagg_plan(const char *prog, int argc, char **argv) {
   double sec = -(double)SECAGG_SECURITY_BITS,
          cor = -(double)SECAGG_CORRECTNESS_BITS;
   /* Placed colluders need more corrupt holders than there are of them. */
-  uint64_t holders_needed =
-      goal.adversary == SECAGG_CURIOUS
-          ? t
-          : (2 * (uint64_t)t > (uint64_t)k + 1 ? 2 * (uint64_t)t - k - 1 : 0);
-  int colluders_out = holders_needed > goal.colluders;
+  int colluders_out =
+      secagg_holders_needed(k, t, goal.adversary) > goal.colluders;
   int meets = !fell_back && fail <= cor && exposed <= sec && isolate <= sec &&
               colluders_out;
   if (!fell_back && !meets)

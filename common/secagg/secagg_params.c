@@ -76,14 +76,20 @@ double secagg_bound_reconstruct(uint32_t n, uint32_t k, uint32_t t,
   return log2((double)n) + secagg_ln_binom_upper(k + 1, corrupt, t) / LN2;
 }
 
+uint32_t secagg_holders_needed(uint32_t k, uint32_t t,
+                               secagg_adversary adversary) {
+  if (adversary == SECAGG_CURIOUS)
+    return t;
+  return 2 * (uint64_t)t > (uint64_t)k + 1 ? (uint32_t)(2 * (uint64_t)t - k - 1)
+                                           : 0;
+}
+
 double secagg_bound_exposed(uint32_t n, uint32_t k, uint32_t t, double corrupt,
                             secagg_adversary adversary) {
-  uint64_t need = t;
-  if (adversary == SECAGG_SEMI_MALICIOUS)
-    need = 2 * (uint64_t)t > (uint64_t)k + 1 ? 2 * (uint64_t)t - k - 1 : 0;
+  uint32_t need = secagg_holders_needed(k, t, adversary);
   if (need == 0)
     return log2((double)n);
-  return secagg_bound_reconstruct(n, k, (uint32_t)need, corrupt);
+  return secagg_bound_reconstruct(n, k, need, corrupt);
 }
 
 double secagg_bound_isolate(uint32_t n, uint32_t k, double dropout,

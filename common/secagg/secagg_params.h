@@ -32,6 +32,13 @@ double secagg_bound_correctness(uint32_t n, uint32_t k, uint32_t t,
 double secagg_bound_reconstruct(uint32_t n, uint32_t k, uint32_t t,
                                 double corrupt);
 
+/* The corrupt holders of one client's shares that, with a coordinator of
+ * the given kind, rebuild both its secrets at degree k and threshold t: t
+ * (curious), 2 t - k - 1 (semi-malicious; 0 when the honest holders alone
+ * can be split). */
+uint32_t secagg_holders_needed(uint32_t k, uint32_t t,
+                               secagg_adversary adversary);
+
 /* (2) for a coordinator of the given kind: reconstruction needs t corrupt
  * holders from a curious one, 2 t - k - 1 from a semi-malicious one (each
  * honest holder reveals one kind of share, the corrupt ones both);
