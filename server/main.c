@@ -35,6 +35,7 @@ typedef struct server_opts {
   flag_list enroll_tokens;
   long rounds, clients_per_round, min_clients, seed, epochs, batch_size;
   long workers, retry_ms, retry_max_ms, threads, classes, eval_every;
+  long long_poll_max_ms, max_held;
   long eval_limit;
   const char *input, *strategy, *codec;
   flag_list eligible;
@@ -280,6 +281,14 @@ static const flag_def FLAGS[] = {
      "check-ins (docs/rounds.md)"},
     {"workers", FLAG_INT, &g_opts.workers, "2", 1, 64, "N",
      "gRPC worker threads, each with its own completion queue"},
+    {"long-poll-max-ms", FLAG_INT, &g_opts.long_poll_max_ms, "30000", 0,
+     3600000, "MS",
+     "hold a check-in that asks for it (a long poll) up to this long while "
+     "there is no task for its client, answering as soon as there is one "
+     "(0: never hold; clients poll with RetryLater)"},
+    {"max-held", FLAG_INT, &g_opts.max_held, "50000", 0, NUM(10000000), "N",
+     "check-ins held at once; beyond them, clients are told when to come "
+     "back (pace steering)"},
     {"linger", FLAG_DOUBLE, &g_opts.linger, "15", 0, 3600, "SECONDS",
      "after the last round, how long to wait for clients to learn that the "
      "federation is over"},
@@ -298,7 +307,7 @@ static const char USAGE[] =
     "in SQLite. --export writes a committed model as safetensors and exits.\n"
     "When a round commits it prints to standard output:\n"
     "  round R: accuracy A loss L clients C/K up U bytes/client down D "
-    "bytes/client time S s [secagg A/S/M/C/U] [dp epsilon E clip C]\n"
+    "bytes/client time S s train T s [secagg A/S/M/C/U] [dp epsilon E clip C]\n"
     "and after an evaluation round (--eval-every):\n"
     "  round R: evaluation accuracy A loss L clients C/K time S s";
 
@@ -311,12 +320,17 @@ typedef struct scheduler {
 static void *scheduler_main(void *arg) {
   scheduler *s = arg;
   while (!atomic_load(&s->stop)) {
+    uint64_t before = round_changes(s->engine);
     if (round_tick(s->engine) != COHORT_OK) {
       log_error("round engine failed; stopping the coordinator");
       atomic_store(&s->failed, 1);
       break;
     }
-    round_wait(s->engine, 50);
+    /* A step that moved the state (a commit) may have a next one (the next
+     * round's open): take it at once, not after a wait that every round
+     * would pay. */
+    if (round_changes(s->engine) == before)
+      round_wait(s->engine, 50);
   }
   return NULL;
 }
@@ -457,6 +471,7 @@ int main(int argc, char **argv) {
   store *db = NULL;
   round_engine *engine = NULL;
   rpc_server *srv = NULL;
+  service svc = {0};
   nn_dataset eval = {0};
   scheduler sched = {0};
   pthread_t sched_thread;
@@ -601,8 +616,17 @@ int main(int argc, char **argv) {
       .max_send_bytes = PB_MAX_MESSAGE_BYTES,
       .methods = methods,
       .n_methods = n_methods,
-      .ctx = engine,
+      .ctx = &svc,
   };
+  svc.engine = engine;
+  svc.max_hold_ms = (int)g_opts.long_poll_max_ms;
+  long_poll_config lpc = {.max_hold_ms = (int)g_opts.long_poll_max_ms,
+                          .max_held = (size_t)g_opts.max_held};
+  if (g_opts.long_poll_max_ms > 0 && g_opts.max_held > 0 &&
+      long_poll_start(engine, &lpc, service_checkin_reply, &svc.long_poll)) {
+    log_error("cannot start the long-poll thread");
+    goto out;
+  }
   int port = 0;
   rc = rpc_server_start(&scfg, &srv, &port);
   if (rc != COHORT_OK) {
@@ -660,6 +684,8 @@ out:
     atomic_store(&sched.stop, 1);
     pthread_join(sched_thread, NULL);
   }
+  /* Held check-ins are answered first: the server's stop waits for them. */
+  long_poll_stop(svc.long_poll);
   rpc_server_stop(srv, 2000);
   round_engine_free(engine);
   nn_dataset_close(&eval);

@@ -53,6 +53,16 @@ const char *round_state_name(round_state s) {
   return (unsigned)s < 4 ? names[s] : "?";
 }
 
+void round_set_state(round_engine *e, round_state s) {
+  e->state = s;
+  round_changed(e);
+}
+
+void round_changed(round_engine *e) {
+  e->changes++;
+  pthread_cond_broadcast(&e->changed);
+}
+
 round_verdict round_ok(void) {
   round_verdict v = {0};
   return v;
@@ -74,13 +84,17 @@ round_verdict round_store_failed(round_engine *e) {
 }
 
 participant *round_find_participant(round_engine *e, int64_t client) {
-  for (size_t i = 0; i < e->n_parts; i++)
-    if (e->parts[i].client == client)
-      return &e->parts[i];
-  return NULL;
+  const seen_client *c = seen_set_find(&e->seen, client);
+  if (!c || c->part_round != e->round || c->part_index >= e->n_parts ||
+      e->parts[c->part_index].client != client)
+    return NULL;
+  return &e->parts[c->part_index];
 }
 
 participant *round_add_participant(round_engine *e, int64_t client) {
+  seen_client *c = seen_set_get(&e->seen, client);
+  if (!c)
+    return NULL;
   if (e->n_parts == e->cap_parts) {
     size_t cap = e->cap_parts ? 2 * e->cap_parts : 16;
     participant *p = realloc(e->parts, cap * sizeof *p);
@@ -89,6 +103,8 @@ participant *round_add_participant(round_engine *e, int64_t client) {
     e->parts = p;
     e->cap_parts = cap;
   }
+  c->part_round = e->round;
+  c->part_index = e->n_parts;
   participant *p = &e->parts[e->n_parts++];
   memset(p, 0, sizeof *p);
   p->client = client;
@@ -96,10 +112,7 @@ participant *round_add_participant(round_engine *e, int64_t client) {
 }
 
 size_t round_active_clients(round_engine *e, double now) {
-  size_t n = 0;
-  for (size_t i = 0; i < e->n_seen; i++)
-    n += now - e->seen[i].checked_in_at <= e->cfg.active_window_s;
-  return n;
+  return seen_set_active(&e->seen, now, e->cfg.active_window_s);
 }
 
 /* Training is over: the rounds are committed, or the privacy budget
@@ -373,7 +386,7 @@ static int resume_round(round_engine *e, char *err, size_t errlen) {
   double now = clock_mono_s();
   e->opened_at = now;
   if (strcmp(info.state, "OPEN") == 0) {
-    e->state = ROUND_OPEN;
+    round_set_state(e, ROUND_OPEN);
   } else {
     /* TRAINING keeps what was left of its deadline; AGGREGATING had passed
      * it, so the next tick aggregates the kept updates again. */
@@ -383,7 +396,7 @@ static int resume_round(round_engine *e, char *err, size_t errlen) {
     if (strcmp(info.state, "TRAINING") != 0)
       rc = store_round_set_state(e->db, info.id, "TRAINING", NULL,
                                  clock_wall_s());
-    e->state = ROUND_TRAINING;
+    round_set_state(e, ROUND_TRAINING);
     e->deadline = now + left;
   }
   log_info("round %lld: resumed after a restart in %s with %zu of %zu "
@@ -416,6 +429,7 @@ int round_engine_new(const round_config *cfg, store *db, round_engine **out,
     return COHORT_ENOMEM;
   pthread_mutex_init(&e->mu, NULL);
   pthread_cond_init(&e->uploaded, NULL);
+  pthread_cond_init(&e->changed, NULL);
   e->cfg = *cfg;
   e->db = db;
   e->started_at = clock_mono_s();
@@ -504,9 +518,10 @@ void round_engine_free(round_engine *e) {
   round_dp_free(e);
   free(e->global);
   free(e->blob);
-  free(e->seen);
+  seen_set_free(&e->seen);
   pthread_mutex_destroy(&e->mu);
   pthread_cond_destroy(&e->uploaded);
+  pthread_cond_destroy(&e->changed);
   free(e);
 }
 
@@ -543,7 +558,7 @@ static int open_round(round_engine *e) {
   e->kind = kind;
   e->target = target;
   e->select_max = select_max;
-  e->state = ROUND_OPEN;
+  round_set_state(e, ROUND_OPEN);
   e->opened_at = now;
   reset_participants(e);
   aggregate_reset(e->agg);
@@ -573,7 +588,7 @@ int round_fail(round_engine *e, const char *reason) {
   if (e->kind == KIND_EVALUATE)
     e->eval_due = 0; /* not retried: training goes on */
   reset_participants(e);
-  e->state = ROUND_IDLE;
+  round_set_state(e, ROUND_IDLE);
   return rc;
 }
 
@@ -603,6 +618,12 @@ static void print_round_line(round_engine *e, const store_round_result *r) {
   if (!f)
     return;
   double secs = clock_mono_s() - e->opened_at;
+  /* The slowest training of the updates used: the round's time minus it is
+   * what the federation itself cost (bench/round_overhead). */
+  uint32_t train_ms = 0;
+  for (size_t i = 0; i < e->n_parts; i++)
+    if (e->parts[i].uploaded && e->parts[i].train_ms > train_ms)
+      train_ms = e->parts[i].train_ms;
   char secagg[64], dp[64];
   round_secagg_line(e, secagg, sizeof secagg);
   round_dp_line(e, dp, sizeof dp);
@@ -615,9 +636,11 @@ static void print_round_line(round_engine *e, const store_round_result *r) {
   else
     fprintf(f,
             "round %lld: accuracy %.4f loss %.4f clients %zu/%zu up %.0f "
-            "bytes/client down %.0f bytes/client time %.2f s%s%s\n",
+            "bytes/client down %.0f bytes/client time %.3f s train %.3f "
+            "s%s%s\n",
             (long long)e->round, r->accuracy, r->loss, e->n_done, e->n_parts,
-            r->bytes_up_mean, r->bytes_down_mean, secs, secagg, dp);
+            r->bytes_up_mean, r->bytes_down_mean, secs, train_ms / 1000.0,
+            secagg, dp);
   fflush(f);
 }
 
@@ -739,7 +762,7 @@ static int aggregate_and_commit(round_engine *e, combine_fn combine) {
   print_round_line(e, &r);
   round_secagg_end(e, 1, NULL);
   reset_participants(e);
-  e->state = ROUND_IDLE;
+  round_set_state(e, ROUND_IDLE);
   return COHORT_OK;
 }
 
@@ -761,7 +784,7 @@ static int finish_evaluation(round_engine *e) {
   e->eval_due = 0;
   print_round_line(e, &r);
   reset_participants(e);
-  e->state = ROUND_IDLE;
+  round_set_state(e, ROUND_IDLE);
   return COHORT_OK;
 }
 
@@ -792,7 +815,7 @@ static int close_selection(round_engine *e, double now) {
       store_round_set_training(e->db, e->round, deadline_at, clock_wall_s());
   if (rc)
     return rc;
-  e->state = ROUND_TRAINING;
+  round_set_state(e, ROUND_TRAINING);
   e->deadline = now + e->cfg.round_timeout_s;
   log_info("round %lld: %s with %zu client(s), deadline in %.0f s",
            (long long)e->round,
@@ -821,7 +844,7 @@ static int close_training(round_engine *e, double now) {
                                  clock_wall_s());
   if (rc)
     return rc;
-  e->state = ROUND_AGGREGATING;
+  round_set_state(e, ROUND_AGGREGATING);
   if (e->kind == KIND_EVALUATE)
     return finish_evaluation(e);
   return aggregate_and_commit(
@@ -839,28 +862,38 @@ static int secagg_training(round_engine *e, double now) {
                              clock_wall_s());
   if (rc)
     return rc;
-  e->state = ROUND_AGGREGATING;
+  round_set_state(e, ROUND_AGGREGATING);
   return aggregate_and_commit(e, round_secagg_combine);
+}
+
+/* One step of the state machine. */
+static int tick_once(round_engine *e) {
+  double now = clock_mono_s();
+  switch (e->state) {
+  case ROUND_IDLE:
+    if (!training_over(e) || e->eval_due)
+      return open_round(e);
+    return COHORT_OK;
+  case ROUND_OPEN:
+    return close_selection(e, now);
+  case ROUND_TRAINING:
+    return e->sa.active ? secagg_training(e, now) : close_training(e, now);
+  case ROUND_AGGREGATING:
+    return COHORT_OK; /* only reached through a failed commit; the caller
+                         stops */
+  }
+  return COHORT_OK;
 }
 
 int round_tick(round_engine *e) {
   int rc = COHORT_OK;
   pthread_mutex_lock(&e->mu);
-  double now = clock_mono_s();
-  switch (e->state) {
-  case ROUND_IDLE:
-    if (!training_over(e) || e->eval_due)
-      rc = open_round(e);
-    break;
-  case ROUND_OPEN:
-    rc = close_selection(e, now);
-    break;
-  case ROUND_TRAINING:
-    rc = e->sa.active ? secagg_training(e, now) : close_training(e, now);
-    break;
-  case ROUND_AGGREGATING:
-    break; /* only reached through a failed commit; the caller stops */
-  }
+  int was_done = round_done_locked(e);
+  rc = tick_once(e);
+  /* The end can come without a change of state: a privacy budget that
+   * admits no further round. */
+  if (round_done_locked(e) != was_done)
+    round_changed(e);
   pthread_mutex_unlock(&e->mu);
   return rc;
 }
@@ -879,6 +912,31 @@ void round_wait(round_engine *e, int ms) {
   pthread_mutex_unlock(&e->mu);
 }
 
+uint64_t round_changes(round_engine *e) {
+  pthread_mutex_lock(&e->mu);
+  uint64_t n = e->changes;
+  pthread_mutex_unlock(&e->mu);
+  return n;
+}
+
+uint64_t round_wait_changes(round_engine *e, uint64_t seen, int ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += ms / 1000;
+  ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&e->mu);
+  while (e->changes == seen &&
+         pthread_cond_timedwait(&e->changed, &e->mu, &ts) == 0) {
+  }
+  uint64_t n = e->changes;
+  pthread_mutex_unlock(&e->mu);
+  return n;
+}
+
 int round_federation_done(round_engine *e) {
   pthread_mutex_lock(&e->mu);
   int done = round_done_locked(e);
@@ -889,8 +947,10 @@ int round_federation_done(round_engine *e) {
 int round_all_clients_told(round_engine *e) {
   pthread_mutex_lock(&e->mu);
   int all = round_done_locked(e);
-  for (size_t i = 0; all && i < e->n_seen; i++)
-    all = e->seen[i].told_done;
+  /* Clients that only ever took part (in a round resumed after a restart)
+   * without checking in since are not waited for. */
+  for (size_t i = 0; all && i < e->seen.n; i++)
+    all = e->seen.items[i].told_done || !e->seen.items[i].checked_in_at;
   pthread_mutex_unlock(&e->mu);
   return all;
 }

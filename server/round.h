@@ -204,6 +204,7 @@ typedef struct checkin_result {
   uint32_t retry_after_ms;  /* CHECKIN_RETRY */
   char reason[160];         /* CHECKIN_RETRY: why not selected, or "" */
   int64_t rounds_committed; /* CHECKIN_DONE */
+  uint64_t changes;         /* round_changes() when this was answered */
 } checkin_result;
 /* n_attributes reported conditions (names of [a-z0-9_.]); the example
  * count is passed as "examples" too. */
@@ -232,6 +233,7 @@ typedef struct upload_chunk {
   size_t sha256_len;
   uint64_t num_examples;
   size_t wire_bytes; /* request size on the wire */
+  uint32_t train_ms; /* the client's training time, as it says */
 } upload_chunk;
 round_verdict round_upload(round_engine *e, int64_t client,
                            const upload_chunk *c, uint64_t *next_offset,
@@ -303,6 +305,13 @@ round_verdict round_report(round_engine *e, int64_t client, int64_t round,
 int round_tick(round_engine *e);
 /* Blocks up to ms milliseconds or until an upload completes. */
 void round_wait(round_engine *e, int ms);
+/* A counter that moves whenever a check-in answered RetryLater might now
+ * get another answer (a round opened, selection closed, the federation
+ * ended): long polls are re-evaluated when it moves. */
+uint64_t round_changes(round_engine *e);
+/* Blocks until the counter differs from seen, or ms milliseconds; returns
+ * it. */
+uint64_t round_wait_changes(round_engine *e, uint64_t seen, int ms);
 /* True once the configured number of rounds is committed. */
 int round_federation_done(round_engine *e);
 /* True when done and every client seen since start has been told so. */

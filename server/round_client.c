@@ -170,22 +170,6 @@ round_verdict round_authenticate(round_engine *e, const char *bearer,
 
 /* ---- helpers under the lock ---- */
 
-static seen_client *see_client(round_engine *e, int64_t client) {
-  for (size_t i = 0; i < e->n_seen; i++)
-    if (e->seen[i].id == client)
-      return &e->seen[i];
-  if (e->n_seen == e->cap_seen) {
-    size_t cap = e->cap_seen ? 2 * e->cap_seen : 16;
-    seen_client *s = realloc(e->seen, cap * sizeof *s);
-    if (!s)
-      return NULL;
-    e->seen = s;
-    e->cap_seen = cap;
-  }
-  e->seen[e->n_seen] = (seen_client){.id = client};
-  return &e->seen[e->n_seen++];
-}
-
 static int round_accepts_work(round_engine *e) {
   return e->state == ROUND_OPEN || e->state == ROUND_TRAINING;
 }
@@ -203,22 +187,41 @@ static double until_next_open(round_engine *e, double now) {
   return expected > now ? (expected - now) / 2 : 0.0;
 }
 
-/* RetryLater from pace steering (pace.h), with a CSPRNG draw for the
- * jitter so clients cannot predict or synchronise on it; not before
- * not_before_s from now. */
-static uint32_t retry_ms(round_engine *e, double now, double not_before_s) {
+/* A uniform draw in [0, 1) from the CSPRNG, so that clients can neither
+ * predict nor synchronise on the jitter of their waits. */
+static double jitter(void) {
   uint32_t r = 0;
   crypto_random(&r, sizeof r);
-  size_t wanted = e->select_max > e->n_parts ? e->select_max - e->n_parts : 0;
-  if (e->state != ROUND_OPEN || wanted == 0)
-    wanted = e->select_max ? e->select_max : 1;
+  return (double)r / 4294967296.0;
+}
+
+/* RetryLater from pace steering (pace.h) for a client the coordinator has
+ * no task for; not before not_before_s from now. The check-ins to spread
+ * are those of the next selection, all of its clients: not the slots the
+ * open one has left, which would stretch the waits as a round fills. */
+static uint32_t retry_ms(round_engine *e, double now, double not_before_s) {
+  size_t wanted = e->select_max ? e->select_max : 1;
   pace_inputs in = {.population = (double)round_active_clients(e, now),
                     .wanted = (double)wanted,
                     .window_s = e->cfg.selection_timeout_s / 10,
                     .until_open_s = fmax(until_next_open(e, now), not_before_s),
                     .min_ms = e->cfg.retry_ms,
                     .max_ms = e->cfg.retry_max_ms};
-  return pace_retry_ms(&in, (double)r / 4294967296.0);
+  return pace_retry_ms(&in, jitter());
+}
+
+/* RetryLater for a client that already took part in the round in
+ * progress: it is wanted again as soon as the next round opens, which is
+ * when this one is expected to end (pace_after_round_ms); no population
+ * term, since it is not one of many to spread out. */
+static uint32_t after_round_ms(round_engine *e, double now) {
+  double started =
+      e->state == ROUND_TRAINING ? e->deadline - e->cfg.round_timeout_s : now;
+  double end = started + e->training_s;
+  if (e->state == ROUND_TRAINING && end > e->deadline)
+    end = e->deadline;
+  return pace_after_round_ms(end - now, jitter(), e->cfg.retry_ms,
+                             e->cfg.retry_max_ms);
 }
 
 static void fill_task(round_engine *e, round_task *t) {
@@ -275,14 +278,14 @@ round_verdict round_checkin(round_engine *e, int64_t client,
   all_values[n_attributes] = (double)num_examples;
   round_verdict v = round_ok();
   pthread_mutex_lock(&e->mu);
-  seen_client *seen = see_client(e, client);
+  seen_client *seen = seen_set_get(&e->seen, client);
   if (!seen) {
     v = round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED,
                            "coordinator out of memory");
     goto out;
   }
   double now = clock_mono_s();
-  seen->checked_in_at = now;
+  seen_set_checked_in(&e->seen, seen, now);
   if (seen->touched_at == 0 || now - seen->touched_at >= LAST_SEEN_INTERVAL_S) {
     store_client_touch(e->db, client, clock_wall_s());
     seen->touched_at = now;
@@ -302,6 +305,8 @@ round_verdict round_checkin(round_engine *e, int64_t client,
     if (!p->uploaded && !p->reported) {
       out->kind = CHECKIN_TASK; /* a repeated check-in gets the same task */
       fill_task(e, &out->task);
+    } else {
+      out->retry_after_ms = after_round_ms(e, now);
     }
     goto out;
   }
@@ -340,6 +345,7 @@ round_verdict round_checkin(round_engine *e, int64_t client,
   log_info("round %lld: selected client %lld (%zu/%zu)", (long long)e->round,
            (long long)client, e->n_parts, e->select_max);
 out:
+  out->changes = e->changes;
   pthread_mutex_unlock(&e->mu);
   return v;
 }
@@ -601,9 +607,10 @@ round_verdict round_upload(round_engine *e, int64_t client,
   *next_offset = p->received;
   if (p->received == p->total) {
     v = finish_upload(e, p, c->num_examples);
-    if (v.code == 0)
+    if (v.code == 0) {
       *complete = 1;
-    else
+      p->train_ms = c->train_ms;
+    } else
       *next_offset = 0;
   }
 out:

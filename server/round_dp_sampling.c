@@ -140,8 +140,8 @@ int round_dp_check_in(round_engine *e, seen_client *seen, int *take) {
  * active when it opened. */
 static int all_active_checked_in(const round_engine *e, double now) {
   size_t active = 0;
-  for (size_t i = 0; i < e->n_seen; i++) {
-    const seen_client *s = &e->seen[i];
+  for (size_t i = 0; i < e->seen.n; i++) {
+    const seen_client *s = &e->seen.items[i];
     if (now - s->checked_in_at > e->cfg.active_window_s)
       continue;
     if (s->checked_in_at < e->opened_at)
@@ -173,10 +173,10 @@ static int close_poisson(round_engine *e, double now, size_t m, int *ready) {
 /* The candidates of this round (their ids into *ids, malloc'd). */
 static size_t candidates(const round_engine *e, int64_t **ids) {
   size_t n = 0;
-  *ids = malloc((e->n_seen ? e->n_seen : 1) * sizeof **ids);
-  for (size_t i = 0; *ids && i < e->n_seen; i++)
-    if (e->seen[i].sampled_round == e->round && e->seen[i].sampled)
-      (*ids)[n++] = e->seen[i].id;
+  *ids = malloc((e->seen.n ? e->seen.n : 1) * sizeof **ids);
+  for (size_t i = 0; *ids && i < e->seen.n; i++)
+    if (e->seen.items[i].sampled_round == e->round && e->seen.items[i].sampled)
+      (*ids)[n++] = e->seen.items[i].id;
   return n;
 }
 

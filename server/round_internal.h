@@ -15,6 +15,7 @@
 #include "prg.h"
 #include "round.h"
 #include "secagg.h"
+#include "seen.h"
 #include "strategy.h"
 
 #define MAX_ENROLL_TOKENS 16
@@ -29,17 +30,8 @@ typedef struct participant {
   uint8_t digest[CRYPTO_SHA256_LEN]; /* of the update being or last received */
   uint8_t *buf;                      /* assembly buffer while uploading */
   uint64_t total, received;
+  uint32_t train_ms; /* its training time, as it said with its update */
 } participant;
-
-typedef struct seen_client {
-  int64_t id;
-  int told_done;
-  double touched_at;     /* monotonic time clients.last_seen was written */
-  double checked_in_at;  /* monotonic time of its last check-in */
-  int64_t sampled_round; /* the DP round its sampling decision is for */
-  int sampled;           /* that decision: Poisson's coin, or 1 for a
-                            fixed-size round's candidate */
-} seen_client;
 
 /* A secure-aggregation round's coordinator side (round_secagg.c). The
  * protocol state lives only in memory: a restart fails the round. */
@@ -100,6 +92,10 @@ typedef struct round_dp {
 struct round_engine {
   pthread_mutex_t mu;
   pthread_cond_t uploaded; /* signalled when an upload or report arrives */
+  pthread_cond_t changed;  /* broadcast when `changes` moves */
+  uint64_t changes;        /* counts changes of state that can turn a
+                              check-in's RetryLater into a task or the end
+                              (round_changes) */
   round_config cfg;
   store *db;
   nn_model model;
@@ -135,8 +131,7 @@ struct round_engine {
   participant *parts;
   size_t n_parts, cap_parts, n_done; /* n_done: uploaded or reported */
 
-  seen_client *seen;
-  size_t n_seen, cap_seen;
+  seen_set seen; /* every client seen since the start, by id */
 
   /* The update codec (round_codec.c). */
   codec *codec;
@@ -149,6 +144,11 @@ struct round_engine {
   round_secagg_ended sa_ended;
   round_dp dp;
 };
+
+/* Every change of e->state goes through here: it counts as a change. */
+void round_set_state(round_engine *e, round_state s);
+/* Something a waiting check-in may get a different answer for changed. */
+void round_changed(round_engine *e);
 
 round_verdict round_ok(void);
 round_verdict round_fail_verdict(int code, const char *fmt, ...)

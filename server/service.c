@@ -46,7 +46,7 @@ static int authenticate(round_engine *e, const rpc_request *req, rpc_reply *rep,
 }
 
 static void handle_register(void *ctx, const rpc_request *req, rpc_reply *rep) {
-  round_engine *e = ctx;
+  round_engine *e = ((service *)ctx)->engine;
   Cohort__V1__RegisterRequest *m = (Cohort__V1__RegisterRequest *)unpack(
       &cohort__v1__register_request__descriptor, req, rep);
   if (!m)
@@ -71,8 +71,78 @@ static void handle_register(void *ctx, const rpc_request *req, rpc_reply *rep) {
   protobuf_c_message_free_unpacked(&m->base, NULL);
 }
 
+void service_checkin_reply(const checkin_result *res, rpc_reply *rep) {
+  Cohort__V1__CheckInResponse r = COHORT__V1__CHECK_IN_RESPONSE__INIT;
+  Cohort__V1__Task task = COHORT__V1__TASK__INIT;
+  Cohort__V1__TrainingPlan plan = COHORT__V1__TRAINING_PLAN__INIT;
+  Cohort__V1__RetryLater retry = COHORT__V1__RETRY_LATER__INIT;
+  Cohort__V1__FederationDone done = COHORT__V1__FEDERATION_DONE__INIT;
+  switch (res->kind) {
+  case CHECKIN_TASK:
+    task.round = (uint64_t)res->task.round;
+    task.model_version = (uint64_t)res->task.model_version;
+    task.model_sha256.data = (uint8_t *)res->task.model_sha256;
+    task.model_sha256.len = sizeof res->task.model_sha256;
+    task.model_size = res->task.model_size;
+    task.model_spec = (char *)res->task.model_spec;
+    plan.epochs = (uint32_t)res->task.epochs;
+    plan.batch_size = (uint32_t)res->task.batch_size;
+    plan.learning_rate = (float)res->task.learning_rate;
+    plan.optimizer = "sgd";
+    plan.fedprox_mu = res->task.fedprox_mu;
+    task.kind = res->task.evaluate ? COHORT__V1__TASK_KIND__TASK_EVALUATE
+                                   : COHORT__V1__TASK_KIND__TASK_TRAIN;
+    task.plan = &plan;
+    task.codec = (char *)res->task.codec;
+    task.codec_seed.data = (uint8_t *)res->task.codec_seed;
+    task.codec_seed.len = sizeof res->task.codec_seed;
+    task.codec_clip = res->task.codec_clip;
+    task.secagg = res->task.secagg;
+    task.dp = (Cohort__V1__DpMode)res->task.dp;
+    task.deadline_ms = res->task.deadline_ms;
+    task.max_chunk_bytes = PB_MAX_CHUNK_BYTES;
+    task.input_channels = (uint32_t)res->task.input.c;
+    task.input_height = (uint32_t)res->task.input.h;
+    task.input_width = (uint32_t)res->task.input.w;
+    task.classes = (uint32_t)res->task.classes;
+    r.outcome_case = COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_TASK;
+    r.task = &task;
+    break;
+  case CHECKIN_RETRY:
+    retry.after_ms = res->retry_after_ms;
+    retry.reason = (char *)res->reason;
+    r.outcome_case = COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_RETRY_LATER;
+    r.retry_later = &retry;
+    break;
+  case CHECKIN_DONE:
+    done.rounds_committed = (uint64_t)res->rounds_committed;
+    r.outcome_case = COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_DONE;
+    r.done = &done;
+    break;
+  }
+  reply_with(rep, &r.base);
+}
+
+/* The room a held call leaves its client: it answers this long before the
+ * client's deadline, so the answer is not lost to it. */
+#define HOLD_MARGIN_MS 1000
+
+/* How long to hold a check-in that got RetryLater: what the client asked
+ * for, within the coordinator's cap and the client's deadline; 0: answer
+ * now. */
+static int hold_ms(const service *svc, const rpc_request *req,
+                   uint32_t wait_ms) {
+  int64_t ms = wait_ms;
+  if (!svc->long_poll || ms > svc->max_hold_ms)
+    ms = svc->long_poll ? svc->max_hold_ms : 0;
+  if (req->deadline_ms != INT64_MAX && ms > req->deadline_ms - HOLD_MARGIN_MS)
+    ms = req->deadline_ms - HOLD_MARGIN_MS;
+  return ms > 0 ? (int)ms : 0;
+}
+
 static void handle_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
-  round_engine *e = ctx;
+  service *svc = ctx;
+  round_engine *e = svc->engine;
   int64_t client;
   if (!authenticate(e, req, rep, &client))
     return;
@@ -91,65 +161,36 @@ static void handle_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
   /* The engine refuses more than ROUND_MAX_ATTRIBUTES by the count. */
   round_verdict v =
       round_checkin(e, client, m->num_examples, n, names, values, &res);
-  protobuf_c_message_free_unpacked(&m->base, NULL);
   if (v.code) {
     apply_verdict(rep, &v);
-    return;
+    goto out;
   }
-  Cohort__V1__CheckInResponse r = COHORT__V1__CHECK_IN_RESPONSE__INIT;
-  Cohort__V1__Task task = COHORT__V1__TASK__INIT;
-  Cohort__V1__TrainingPlan plan = COHORT__V1__TRAINING_PLAN__INIT;
-  Cohort__V1__RetryLater retry = COHORT__V1__RETRY_LATER__INIT;
-  Cohort__V1__FederationDone done = COHORT__V1__FEDERATION_DONE__INIT;
-  switch (res.kind) {
-  case CHECKIN_TASK:
-    task.round = (uint64_t)res.task.round;
-    task.model_version = (uint64_t)res.task.model_version;
-    task.model_sha256.data = res.task.model_sha256;
-    task.model_sha256.len = sizeof res.task.model_sha256;
-    task.model_size = res.task.model_size;
-    task.model_spec = res.task.model_spec;
-    plan.epochs = (uint32_t)res.task.epochs;
-    plan.batch_size = (uint32_t)res.task.batch_size;
-    plan.learning_rate = (float)res.task.learning_rate;
-    plan.optimizer = "sgd";
-    plan.fedprox_mu = res.task.fedprox_mu;
-    task.kind = res.task.evaluate ? COHORT__V1__TASK_KIND__TASK_EVALUATE
-                                  : COHORT__V1__TASK_KIND__TASK_TRAIN;
-    task.plan = &plan;
-    task.codec = res.task.codec;
-    task.codec_seed.data = res.task.codec_seed;
-    task.codec_seed.len = sizeof res.task.codec_seed;
-    task.codec_clip = res.task.codec_clip;
-    task.secagg = res.task.secagg;
-    task.dp = (Cohort__V1__DpMode)res.task.dp;
-    task.deadline_ms = res.task.deadline_ms;
-    task.max_chunk_bytes = PB_MAX_CHUNK_BYTES;
-    task.input_channels = (uint32_t)res.task.input.c;
-    task.input_height = (uint32_t)res.task.input.h;
-    task.input_width = (uint32_t)res.task.input.w;
-    task.classes = (uint32_t)res.task.classes;
-    r.outcome_case = COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_TASK;
-    r.task = &task;
-    break;
-  case CHECKIN_RETRY:
-    retry.after_ms = res.retry_after_ms;
-    retry.reason = res.reason;
-    r.outcome_case = COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_RETRY_LATER;
-    r.retry_later = &retry;
-    break;
-  case CHECKIN_DONE:
-    done.rounds_committed = (uint64_t)res.rounds_committed;
-    r.outcome_case = COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_DONE;
-    r.done = &done;
-    break;
+  int ms = res.kind == CHECKIN_RETRY ? hold_ms(svc, req, m->wait_ms) : 0;
+  if (ms > 0) {
+    /* Nothing for the client yet: hold the call until there is, instead of
+     * telling it to come back (long_poll.h). Full, it is paced instead. */
+    long_poll_checkin c = {.client = client,
+                           .num_examples = m->num_examples,
+                           .n_attributes = n,
+                           .names = names,
+                           .values = values};
+    rpc_held *h = rpc_hold(req);
+    if (h && long_poll_hold(svc->long_poll, h, &c, res.changes, ms) == 0)
+      goto out;
+    if (h) {
+      service_checkin_reply(&res, rep);
+      rpc_held_reply(h, rep);
+      goto out;
+    }
   }
-  reply_with(rep, &r.base);
+  service_checkin_reply(&res, rep);
+out:
+  protobuf_c_message_free_unpacked(&m->base, NULL);
 }
 
 static void handle_get_model(void *ctx, const rpc_request *req,
                              rpc_reply *rep) {
-  round_engine *e = ctx;
+  round_engine *e = ((service *)ctx)->engine;
   int64_t client;
   if (!authenticate(e, req, rep, &client))
     return;
@@ -191,7 +232,7 @@ out:
 }
 
 static void handle_upload(void *ctx, const rpc_request *req, rpc_reply *rep) {
-  round_engine *e = ctx;
+  round_engine *e = ((service *)ctx)->engine;
   int64_t client;
   if (!authenticate(e, req, rep, &client))
     return;
@@ -207,7 +248,8 @@ static void handle_upload(void *ctx, const rpc_request *req, rpc_reply *rep) {
                     .sha256 = m->update_sha256.data,
                     .sha256_len = m->update_sha256.len,
                     .num_examples = m->num_examples,
-                    .wire_bytes = req->body_len};
+                    .wire_bytes = req->body_len,
+                    .train_ms = m->train_ms};
   uint64_t next = 0;
   int complete = 0;
   round_verdict v = round_upload(e, client, &c, &next, &complete);
@@ -225,7 +267,7 @@ static void handle_upload(void *ctx, const rpc_request *req, rpc_reply *rep) {
 }
 
 static void handle_report(void *ctx, const rpc_request *req, rpc_reply *rep) {
-  round_engine *e = ctx;
+  round_engine *e = ((service *)ctx)->engine;
   int64_t client;
   if (!authenticate(e, req, rep, &client))
     return;
@@ -258,7 +300,7 @@ static void handle_report(void *ctx, const rpc_request *req, rpc_reply *rep) {
 }
 
 static void handle_secagg(void *ctx, const rpc_request *req, rpc_reply *rep) {
-  round_engine *e = ctx;
+  round_engine *e = ((service *)ctx)->engine;
   int64_t client;
   if (!authenticate(e, req, rep, &client))
     return;

@@ -8,7 +8,19 @@
 #include "round.h"
 #include "rpc_server.h"
 
-/* The method table to pass to rpc_server_start with the engine as ctx. */
+#include "long_poll.h"
+
+/* What the handlers work with: the ctx to pass to rpc_server_start. */
+typedef struct service {
+  round_engine *engine;
+  long_poll *long_poll; /* NULL: every check-in is answered at once */
+  int max_hold_ms;      /* CheckInRequest.wait_ms is capped here */
+} service;
+
+/* The method table to pass to rpc_server_start with a service as ctx. */
 const rpc_method *service_methods(size_t *count);
+
+/* The CheckIn reply for an engine answer (long_poll_answer_fn). */
+void service_checkin_reply(const checkin_result *res, rpc_reply *rep);
 
 #endif

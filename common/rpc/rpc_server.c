@@ -10,6 +10,7 @@
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,13 +55,28 @@ struct rpc_worker {
   int running;
 };
 
-/* One posted request and, once it matched, the call it became: the same
- * struct is the tag of the request and then of the reply batch. */
-typedef struct rpc_slot {
+/* What a completion on a worker's CQ is about. Each slot holds one tag of
+ * each kind, so a held call can have its close batch and its reply batch
+ * outstanding at once (GRPC_C_CORE.md section 6: one send and one receive
+ * batch per call). */
+typedef enum tag_kind { TAG_REQUEST, TAG_REPLY, TAG_CLOSE } tag_kind;
+
+typedef struct rpc_tag {
+  struct rpc_slot *slot;
+  tag_kind kind;
+} rpc_tag;
+
+/* One posted request and, once it matched, the call it became. Freed when
+ * its last reference goes: the handler's (passed to the reply batch, or
+ * to whoever answers a held call) and, for a held call, its close batch's. */
+struct rpc_slot {
   rpc_worker *w;
-  int replying;  /* 0: request posted; 1: reply batch in flight */
-  int catch_all; /* posted with grpc_server_request_call */
-  size_t method; /* index into srv->methods when !catch_all */
+  rpc_tag on_request, on_reply, on_close;
+  atomic_int refs;
+  atomic_int gone; /* held: the close batch said the client cancelled */
+  int held;        /* rpc_hold was called during the handler */
+  int catch_all;   /* posted with grpc_server_request_call */
+  size_t method;   /* index into srv->methods when !catch_all */
   grpc_call *call;
   gpr_timespec deadline;
   grpc_metadata_array md;
@@ -68,7 +84,8 @@ typedef struct rpc_slot {
   grpc_byte_buffer *payload;
   grpc_byte_buffer *reply;
   int cancelled;
-} rpc_slot;
+};
+typedef struct rpc_slot rpc_slot;
 
 static void slot_free(rpc_slot *s) {
   if (!s)
@@ -85,6 +102,11 @@ static void slot_free(rpc_slot *s) {
   free(s);
 }
 
+static void slot_unref(rpc_slot *s) {
+  if (atomic_fetch_sub(&s->refs, 1) == 1)
+    slot_free(s);
+}
+
 /* Posts one request slot on the worker's CQ. catch_all selects
  * grpc_server_request_call, otherwise method names the registered method. */
 static int slot_post(rpc_worker *w, int catch_all, size_t method) {
@@ -93,6 +115,11 @@ static int slot_post(rpc_worker *w, int catch_all, size_t method) {
   if (!s)
     return COHORT_ENOMEM;
   s->w = w;
+  s->on_request = (rpc_tag){s, TAG_REQUEST};
+  s->on_reply = (rpc_tag){s, TAG_REPLY};
+  s->on_close = (rpc_tag){s, TAG_CLOSE};
+  atomic_init(&s->refs, 1);
+  atomic_init(&s->gone, 0);
   s->catch_all = catch_all;
   s->method = method;
   grpc_metadata_array_init(&s->md);
@@ -100,11 +127,11 @@ static int slot_post(rpc_worker *w, int catch_all, size_t method) {
   if (catch_all) {
     grpc_call_details_init(&s->details);
     e = grpc_server_request_call(srv->server, &s->call, &s->details, &s->md,
-                                 w->cq, w->cq, s);
+                                 w->cq, w->cq, &s->on_request);
   } else {
-    e = grpc_server_request_registered_call(srv->server, srv->handles[method],
-                                            &s->call, &s->deadline, &s->md,
-                                            &s->payload, w->cq, w->cq, s);
+    e = grpc_server_request_registered_call(
+        srv->server, srv->handles[method], &s->call, &s->deadline, &s->md,
+        &s->payload, w->cq, w->cq, &s->on_request);
   }
   if (e != GRPC_CALL_OK) {
     log_error("rpc server: posting a request slot failed (%d)", (int)e);
@@ -164,9 +191,113 @@ static int64_t deadline_left_ms(gpr_timespec d) {
   return (int64_t)left.tv_sec * 1000 + left.tv_nsec / 1000000;
 }
 
+/* Starts the one reply batch of a call: the handler's answer and, unless
+ * a held call's close batch is already out, RECV_CLOSE_ON_SERVER. The
+ * batch takes the caller's reference; on failure the call is cancelled and
+ * the reference dropped here. rep->body is taken over. */
+static void slot_reply(rpc_slot *s, rpc_reply *rep) {
+  rpc_server *srv = s->w->srv;
+  rep->detail[sizeof rep->detail - 1] = '\0';
+  if (rep->code < GRPC_STATUS_OK || rep->code > GRPC_STATUS_UNAUTHENTICATED) {
+    log_error("rpc server: handler returned invalid status %d", rep->code);
+    rep->code = GRPC_STATUS_UNKNOWN;
+  }
+  if (rep->code == GRPC_STATUS_OK) {
+    if (rep->body && rep->body_len) {
+      /* The slice takes the handler's buffer over and frees it: no copy. */
+      grpc_slice sl = grpc_slice_new(rep->body, rep->body_len, free);
+      s->reply = grpc_raw_byte_buffer_create(&sl, 1);
+      grpc_slice_unref(sl);
+    } else {
+      /* Unary clients expect a message even when it is empty. */
+      free(rep->body);
+      s->reply = grpc_raw_byte_buffer_create(NULL, 0);
+    }
+  } else {
+    free(rep->body);
+  }
+  rep->body = NULL;
+
+  grpc_op ops[4];
+  size_t n = 0;
+  memset(ops, 0, sizeof ops);
+  ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[n].data.send_initial_metadata.count = 0;
+  n++;
+  if (s->reply) {
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n].data.send_message.send_message = s->reply;
+    n++;
+  }
+  /* Read during start_batch only (GRPC_C_CORE.md section 5). */
+  grpc_slice detail = grpc_slice_from_copied_string(rep->detail);
+  ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+  ops[n].data.send_status_from_server.trailing_metadata_count = 0;
+  ops[n].data.send_status_from_server.status = (grpc_status_code)rep->code;
+  ops[n].data.send_status_from_server.status_details = &detail;
+  n++;
+  if (!s->held) {
+    ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    ops[n].data.recv_close_on_server.cancelled = &s->cancelled;
+    n++;
+  }
+
+  grpc_call_error e = GRPC_CALL_ERROR;
+  pthread_rwlock_rdlock(&srv->lock);
+  int closed = srv->cqs_closed;
+  if (!closed)
+    e = grpc_call_start_batch(s->call, ops, n, &s->on_reply, NULL);
+  pthread_rwlock_unlock(&srv->lock);
+  grpc_slice_unref(detail);
+  if (e != GRPC_CALL_OK) {
+    if (!closed)
+      log_error("rpc server: starting the reply batch failed (%d)", (int)e);
+    grpc_call_cancel(s->call, NULL);
+    slot_unref(s);
+  }
+}
+
+rpc_held *rpc_hold(const rpc_request *req) {
+  rpc_slot *s = req->call;
+  if (!s || s->held)
+    return NULL;
+  rpc_server *srv = s->w->srv;
+  grpc_op op;
+  memset(&op, 0, sizeof op);
+  op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+  op.data.recv_close_on_server.cancelled = &s->cancelled;
+  /* Started here, on the handler's thread and before anyone else can see
+   * the call, so the two batches of the call never start concurrently. */
+  atomic_fetch_add(&s->refs, 1);
+  grpc_call_error e = GRPC_CALL_ERROR;
+  pthread_rwlock_rdlock(&srv->lock);
+  if (!srv->stopping && !srv->cqs_closed)
+    e = grpc_call_start_batch(s->call, &op, 1, &s->on_close, NULL);
+  pthread_rwlock_unlock(&srv->lock);
+  if (e != GRPC_CALL_OK) {
+    atomic_fetch_sub(&s->refs, 1);
+    return NULL;
+  }
+  s->held = 1;
+  return s;
+}
+
+void rpc_held_reply(rpc_held *h, rpc_reply *rep) {
+  if (!h)
+    return;
+  if (atomic_load(&h->gone)) {
+    free(rep->body);
+    rep->body = NULL;
+    slot_unref(h);
+    return;
+  }
+  slot_reply(h, rep);
+}
+
+int rpc_held_gone(const rpc_held *h) { return h && atomic_load(&h->gone); }
+
 /* Runs the handler (or the UNIMPLEMENTED answer of the catch-all) and
- * starts the one reply batch. On any failure the call is cancelled and the
- * slot freed here. */
+ * answers, unless the handler held the call. */
 static void slot_serve(rpc_worker *w, rpc_slot *s) {
   rpc_server *srv = w->srv;
   static const uint8_t empty[1] = {0};
@@ -198,68 +329,20 @@ static void slot_serve(rpc_worker *w, rpc_slot *s) {
     req.body = req.body_len ? GRPC_SLICE_START_PTR(body) : empty;
     req.bearer = bearer;
     req.deadline_ms = deadline_left_ms(s->deadline);
+    req.call = s;
     srv->methods[s->method].handler(srv->ctx, &req, &rep);
     free(bearer);
     grpc_slice_unref(body);
-  }
-
-  rep.detail[sizeof rep.detail - 1] = '\0';
-  if (rep.code < GRPC_STATUS_OK || rep.code > GRPC_STATUS_UNAUTHENTICATED) {
-    log_error("rpc server: handler returned invalid status %d", rep.code);
-    rep.code = GRPC_STATUS_UNKNOWN;
-  }
-  if (rep.code == GRPC_STATUS_OK) {
-    if (rep.body && rep.body_len) {
-      /* The slice takes the handler's buffer over and frees it: no copy. */
-      grpc_slice sl = grpc_slice_new(rep.body, rep.body_len, free);
-      s->reply = grpc_raw_byte_buffer_create(&sl, 1);
-      grpc_slice_unref(sl);
-    } else {
-      /* Unary clients expect a message even when it is empty. */
+    if (s->held) {
+      /* The request's buffers are not needed while it waits. */
+      if (s->payload)
+        grpc_byte_buffer_destroy(s->payload);
+      s->payload = NULL;
       free(rep.body);
-      s->reply = grpc_raw_byte_buffer_create(NULL, 0);
+      return;
     }
-  } else {
-    free(rep.body);
   }
-  rep.body = NULL;
-
-  grpc_op ops[4];
-  size_t n = 0;
-  memset(ops, 0, sizeof ops);
-  ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
-  ops[n].data.send_initial_metadata.count = 0;
-  n++;
-  if (s->reply) {
-    ops[n].op = GRPC_OP_SEND_MESSAGE;
-    ops[n].data.send_message.send_message = s->reply;
-    n++;
-  }
-  /* Read during start_batch only (GRPC_C_CORE.md section 5). */
-  grpc_slice detail = grpc_slice_from_copied_string(rep.detail);
-  ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-  ops[n].data.send_status_from_server.trailing_metadata_count = 0;
-  ops[n].data.send_status_from_server.status = (grpc_status_code)rep.code;
-  ops[n].data.send_status_from_server.status_details = &detail;
-  n++;
-  ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-  ops[n].data.recv_close_on_server.cancelled = &s->cancelled;
-  n++;
-
-  s->replying = 1;
-  grpc_call_error e = GRPC_CALL_ERROR;
-  pthread_rwlock_rdlock(&srv->lock);
-  int closed = srv->cqs_closed;
-  if (!closed)
-    e = grpc_call_start_batch(s->call, ops, n, s, NULL);
-  pthread_rwlock_unlock(&srv->lock);
-  grpc_slice_unref(detail);
-  if (e != GRPC_CALL_OK) {
-    if (!closed)
-      log_error("rpc server: starting the reply batch failed (%d)", (int)e);
-    grpc_call_cancel(s->call, NULL);
-    slot_free(s);
-  }
+  slot_reply(s, &rep);
 }
 
 /* A worker's loop; it also drains the CQ of a worker whose thread never
@@ -272,14 +355,26 @@ static void worker_run(rpc_worker *w) {
       break;
     if (ev.type != GRPC_OP_COMPLETE)
       continue;
-    rpc_slot *s = ev.tag;
-    if (s->replying || !ev.success) {
-      /* A finished reply, or a request slot failed by shutdown. */
-      slot_free(s);
-      continue;
+    rpc_tag *t = ev.tag;
+    rpc_slot *s = t->slot;
+    switch (t->kind) {
+    case TAG_REQUEST:
+      if (!ev.success) {
+        slot_free(s); /* a request slot failed by shutdown */
+        break;
+      }
+      slot_repost(w, s);
+      slot_serve(w, s);
+      break;
+    case TAG_REPLY:
+      slot_unref(s);
+      break;
+    case TAG_CLOSE:
+      /* A held call's client went away, or the reply went out. */
+      atomic_store(&s->gone, 1);
+      slot_unref(s);
+      break;
     }
-    slot_repost(w, s);
-    slot_serve(w, s);
   }
 }
 

@@ -1,6 +1,9 @@
 /* A small unary-RPC server over gRPC's C core: one completion queue per
  * worker thread, registered methods plus a catch-all that answers
- * UNIMPLEMENTED. Handlers run synchronously on the worker that got the call. */
+ * UNIMPLEMENTED. Handlers run on the worker that got the call and usually
+ * answer before they return; a handler may instead hold the call
+ * (rpc_hold) and answer it later from any thread, which costs no thread
+ * while it waits: that is how long polls are served. */
 #ifndef COHORT_RPC_SERVER_H
 #define COHORT_RPC_SERVER_H
 
@@ -9,6 +12,9 @@
 
 typedef struct rpc_server rpc_server;
 
+/* A call a handler keeps open to answer later (see rpc_hold). */
+typedef struct rpc_slot rpc_held;
+
 typedef struct rpc_request {
   const char *method;  /* full path, "/cohort.v1.Coordinator/Upload" */
   const uint8_t *body; /* serialized request; borrowed for the call */
@@ -16,6 +22,7 @@ typedef struct rpc_request {
   const char *bearer;  /* token of "authorization: Bearer <t>", or NULL when
                           absent or malformed; borrowed for the call */
   int64_t deadline_ms; /* client deadline, ms from now (INT64_MAX: none) */
+  rpc_held *call;      /* the server's; only for rpc_hold */
 } rpc_request;
 
 typedef struct rpc_reply {
@@ -33,6 +40,22 @@ typedef struct rpc_method {
   const char *path;
   rpc_handler_fn handler;
 } rpc_method;
+
+/* From inside a handler: keeps the call open after the handler returns
+ * instead of answering it with *rep (which is then ignored). Returns NULL
+ * when the server is stopping or the call is already gone; the handler
+ * then answers as usual. Every held call must be answered exactly once
+ * with rpc_held_reply, and all of them before rpc_server_stop. */
+rpc_held *rpc_hold(const rpc_request *req);
+
+/* Answers a held call (from any thread) and releases it; rep->body is
+ * taken over as in a handler's reply. A call whose client went away meanwhile
+ * is only released. */
+void rpc_held_reply(rpc_held *h, rpc_reply *rep);
+
+/* 1 once the client has gone (cancelled, deadline passed, disconnected):
+ * answering is then pointless, though still required to release it. */
+int rpc_held_gone(const rpc_held *h);
 
 typedef struct rpc_server_config {
   const char *listen;    /* "HOST:PORT"; port 0 picks a free port */

@@ -237,7 +237,9 @@ round_verdict send_chunk(fixture *f, int64_t client, int64_t round,
                     .sha256 = u->sha,
                     .sha256_len = 32,
                     .num_examples = examples,
-                    .wire_bytes = len + 100};
+                    .wire_bytes = len + 100,
+                    /* A training time the round line can be checked by. */
+                    .train_ms = (uint32_t)(examples % 100000)};
   return round_upload(f->e, client, &c, next, complete);
 }
 

@@ -1,0 +1,272 @@
+/* See long_poll.h. Handlers append held check-ins to `items` under the
+ * poller's lock; the thread takes the whole list out, works on it without
+ * the lock (re-asking the engine takes the engine's), and puts back what
+ * is still held ahead of what arrived meanwhile, so the order of arrival
+ * is kept and selection stays first come, first served. */
+#include "long_poll.h"
+
+#include <grpc/status.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "cohort_status.h"
+#include "log.h"
+
+typedef struct held_checkin {
+  rpc_held *call;
+  int64_t client;
+  uint64_t num_examples;
+  uint64_t changes; /* round_changes() of the engine's last answer */
+  double until;     /* monotonic: answer with RetryLater then */
+  size_t n_attributes;
+  char *names; /* n_attributes NUL-terminated names, back to back */
+  double *values;
+  char reason[160]; /* the last RetryLater's reason */
+} held_checkin;
+
+struct long_poll {
+  round_engine *engine;
+  long_poll_config cfg;
+  long_poll_answer_fn answer;
+  pthread_t thread;
+  pthread_mutex_t mu;
+  held_checkin *items; /* under mu */
+  size_t n, cap;
+  size_t in_flight; /* taken out by the thread, still held */
+  int stopping;     /* under mu */
+};
+
+static void held_free(held_checkin *h) {
+  free(h->names);
+  free(h->values);
+}
+
+static int held_copy(held_checkin *h, const long_poll_checkin *c) {
+  memset(h, 0, sizeof *h);
+  h->client = c->client;
+  h->num_examples = c->num_examples;
+  h->n_attributes = c->n_attributes;
+  if (!c->n_attributes)
+    return COHORT_OK;
+  size_t len = 0;
+  for (size_t i = 0; i < c->n_attributes; i++)
+    len += strlen(c->names[i]) + 1;
+  h->names = malloc(len);
+  h->values = malloc(c->n_attributes * sizeof *h->values);
+  if (!h->names || !h->values) {
+    held_free(h);
+    return COHORT_ENOMEM;
+  }
+  char *p = h->names;
+  for (size_t i = 0; i < c->n_attributes; i++) {
+    size_t n = strlen(c->names[i]) + 1;
+    memcpy(p, c->names[i], n);
+    p += n;
+    h->values[i] = c->values[i];
+  }
+  return COHORT_OK;
+}
+
+/* The engine's answer to the held check-in now. */
+static round_verdict ask_engine(long_poll *lp, const held_checkin *h,
+                                checkin_result *res) {
+  const char *names[ROUND_MAX_ATTRIBUTES];
+  const char *p = h->names;
+  for (size_t i = 0; i < h->n_attributes; i++) {
+    names[i] = p;
+    p += strlen(p) + 1;
+  }
+  return round_checkin(lp->engine, h->client, h->num_examples, h->n_attributes,
+                       names, h->values, res);
+}
+
+static void answer(long_poll *lp, held_checkin *h, const round_verdict *v,
+                   const checkin_result *res) {
+  rpc_reply rep;
+  memset(&rep, 0, sizeof rep);
+  if (v->code) {
+    rep.code = v->code;
+    snprintf(rep.detail, sizeof rep.detail, "%s", v->detail);
+  } else {
+    lp->answer(res, &rep);
+  }
+  rpc_held_reply(h->call, &rep);
+  held_free(h);
+}
+
+/* RetryLater with no wait: the hold ran out, the client asks again. */
+static void answer_again(long_poll *lp, held_checkin *h) {
+  checkin_result res;
+  memset(&res, 0, sizeof res);
+  res.kind = CHECKIN_RETRY;
+  snprintf(res.reason, sizeof res.reason, "%s", h->reason);
+  round_verdict ok = {0};
+  answer(lp, h, &ok, &res);
+}
+
+/* One pass over the held calls: 1 when h stays held. */
+static int revisit(long_poll *lp, held_checkin *h, uint64_t changes,
+                   double now) {
+  if (rpc_held_gone(h->call)) {
+    rpc_reply none;
+    memset(&none, 0, sizeof none);
+    rpc_held_reply(h->call, &none); /* only releases it */
+    held_free(h);
+    return 0;
+  }
+  if (h->changes != changes) {
+    checkin_result res;
+    round_verdict v = ask_engine(lp, h, &res);
+    if (v.code || res.kind != CHECKIN_RETRY) {
+      answer(lp, h, &v, &res);
+      return 0;
+    }
+    h->changes = res.changes;
+    snprintf(h->reason, sizeof h->reason, "%s", res.reason);
+  }
+  if (now >= h->until) {
+    answer_again(lp, h);
+    return 0;
+  }
+  return 1;
+}
+
+static void *poller_main(void *arg) {
+  long_poll *lp = arg;
+  uint64_t changes = round_changes(lp->engine);
+  for (;;) {
+    changes = round_wait_changes(lp->engine, changes, lp->cfg.poll_ms);
+    pthread_mutex_lock(&lp->mu);
+    if (lp->stopping) {
+      pthread_mutex_unlock(&lp->mu);
+      break;
+    }
+    held_checkin *work = lp->items;
+    size_t n = lp->n;
+    lp->items = NULL;
+    lp->n = lp->cap = 0;
+    lp->in_flight = n;
+    pthread_mutex_unlock(&lp->mu);
+
+    double now = clock_mono_s();
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+      if (revisit(lp, &work[i], changes, now))
+        work[kept++] = work[i];
+
+    /* Put back what is still held, ahead of what came meanwhile. */
+    pthread_mutex_lock(&lp->mu);
+    if (kept && lp->n) {
+      held_checkin *all = realloc(work, (kept + lp->n) * sizeof *all);
+      if (all) {
+        memcpy(all + kept, lp->items, lp->n * sizeof *all);
+        free(lp->items);
+        work = all;
+        kept += lp->n;
+      } else {
+        /* Out of memory: answer the newer ones now rather than lose them. */
+        for (size_t i = 0; i < lp->n; i++)
+          answer_again(lp, &lp->items[i]);
+        free(lp->items);
+      }
+    } else if (!kept) {
+      free(work);
+      work = lp->items;
+      kept = lp->n;
+    } else {
+      free(lp->items);
+    }
+    lp->items = work;
+    lp->n = lp->cap = kept;
+    lp->in_flight = 0;
+    pthread_mutex_unlock(&lp->mu);
+  }
+  return NULL;
+}
+
+int long_poll_start(round_engine *e, const long_poll_config *cfg,
+                    long_poll_answer_fn answer_fn, long_poll **out) {
+  *out = NULL;
+  if (!e || !cfg || !answer_fn || cfg->max_hold_ms < 0)
+    return COHORT_EINVAL;
+  long_poll *lp = calloc(1, sizeof *lp);
+  if (!lp)
+    return COHORT_ENOMEM;
+  lp->engine = e;
+  lp->cfg = *cfg;
+  if (lp->cfg.poll_ms <= 0)
+    lp->cfg.poll_ms = 50;
+  lp->answer = answer_fn;
+  pthread_mutex_init(&lp->mu, NULL);
+  if (pthread_create(&lp->thread, NULL, poller_main, lp) != 0) {
+    pthread_mutex_destroy(&lp->mu);
+    free(lp);
+    return COHORT_ENOMEM;
+  }
+  *out = lp;
+  return COHORT_OK;
+}
+
+int long_poll_hold(long_poll *lp, rpc_held *h, const long_poll_checkin *c,
+                   uint64_t changes, int hold_ms) {
+  if (!lp || !h || hold_ms <= 0)
+    return COHORT_EINVAL;
+  held_checkin item;
+  if (held_copy(&item, c))
+    return COHORT_ENOMEM;
+  item.call = h;
+  item.changes = changes;
+  item.until = clock_mono_s() + hold_ms / 1000.0;
+  int rc = COHORT_OK;
+  pthread_mutex_lock(&lp->mu);
+  if (lp->stopping || lp->n + lp->in_flight >= lp->cfg.max_held) {
+    rc = COHORT_ESTATE;
+  } else if (lp->n == lp->cap) {
+    size_t cap = lp->cap ? 2 * lp->cap : 64;
+    held_checkin *items = realloc(lp->items, cap * sizeof *items);
+    if (items) {
+      lp->items = items;
+      lp->cap = cap;
+    } else {
+      rc = COHORT_ENOMEM;
+    }
+  }
+  if (!rc)
+    lp->items[lp->n++] = item;
+  pthread_mutex_unlock(&lp->mu);
+  if (rc)
+    held_free(&item);
+  return rc;
+}
+
+size_t long_poll_held(long_poll *lp) {
+  pthread_mutex_lock(&lp->mu);
+  size_t n = lp->n + lp->in_flight;
+  pthread_mutex_unlock(&lp->mu);
+  return n;
+}
+
+void long_poll_stop(long_poll *lp) {
+  if (!lp)
+    return;
+  pthread_mutex_lock(&lp->mu);
+  lp->stopping = 1;
+  pthread_mutex_unlock(&lp->mu);
+  pthread_join(lp->thread, NULL);
+  int done = round_federation_done(lp->engine);
+  for (size_t i = 0; i < lp->n; i++) {
+    held_checkin *h = &lp->items[i];
+    checkin_result res;
+    round_verdict v = {.code = GRPC_STATUS_UNAVAILABLE};
+    snprintf(v.detail, sizeof v.detail,
+             "the coordinator is stopping; check in again");
+    if (done)
+      v = ask_engine(lp, h, &res);
+    answer(lp, h, &v, &res);
+  }
+  free(lp->items);
+  pthread_mutex_destroy(&lp->mu);
+  free(lp);
+}
