@@ -1,0 +1,332 @@
+/* Long-poll check-ins against a real cohort-server process: a check-in
+ * that asks to wait (CheckInRequest.wait_ms) is held while there is no
+ * task for its client and answered the moment there is one (the next
+ * round opens) or the federation ends; a hold ends with RetryLater 0 at
+ * the time asked, within the client's deadline; a client that does not
+ * ask is answered at once as before; beyond --max-held, check-ins are
+ * paced; a stopping coordinator answers what it holds. The test speaks
+ * the protocol itself through the rpc layer. */
+#include <CUnit/CUnit.h>
+#include <grpc/status.h>
+#include <openssl/sha.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "cunit_main.h"
+#include "harness.h"
+#include "pb.h"
+#include "rpc_client.h"
+
+#define N_PARAMS 7850 /* logreg 784 -> 10 */
+#define TOKEN "long-poll-token"
+
+static rpc_channel *g_ch;
+
+static int connect_to(int port) {
+  char target[64];
+  snprintf(target, sizeof target, "127.0.0.1:%d", port);
+  rpc_channel_config cc = {.target = target,
+                           .max_receive_bytes = PB_MAX_MESSAGE_BYTES,
+                           .max_send_bytes = PB_MAX_MESSAGE_BYTES};
+  rpc_channel_free(g_ch);
+  g_ch = NULL;
+  return rpc_channel_new(&cc, &g_ch);
+}
+
+/* One call, unpacked with desc when OK; *code gets the status. */
+static ProtobufCMessage *call(const char *method, const char *bearer,
+                              const ProtobufCMessage *m,
+                              const ProtobufCMessageDescriptor *desc,
+                              int timeout_ms, int *code) {
+  uint8_t *buf;
+  size_t len;
+  *code = -1;
+  if (pb_pack(m, &buf, &len) != 0)
+    return NULL;
+  rpc_call_opts o;
+  rpc_call_opts_init(&o);
+  o.timeout_ms = timeout_ms;
+  o.max_attempts = 1;
+  rpc_result res = {0};
+  ProtobufCMessage *out = NULL;
+  if (rpc_call(g_ch, method, bearer, buf, len, &o, &res) == 0) {
+    *code = res.code;
+    if (res.code == GRPC_STATUS_OK)
+      out = protobuf_c_message_unpack(desc, NULL, res.body_len, res.body);
+  }
+  rpc_result_clear(&res);
+  free(buf);
+  return out;
+}
+
+static void register_client(char token[65]) {
+  uint8_t key[SIGN_PUBLIC_LEN];
+  CU_ASSERT_EQUAL_FATAL(harness_identity_key(key), 0);
+  Cohort__V1__RegisterRequest req = COHORT__V1__REGISTER_REQUEST__INIT;
+  req.enrollment_token = TOKEN;
+  req.identity_key.data = key;
+  req.identity_key.len = sizeof key;
+  int code;
+  Cohort__V1__RegisterResponse *r = (Cohort__V1__RegisterResponse *)call(
+      PB_METHOD_REGISTER, NULL, &req.base,
+      &cohort__v1__register_response__descriptor, 5000, &code);
+  CU_ASSERT_EQUAL_FATAL(code, GRPC_STATUS_OK);
+  snprintf(token, 65, "%s", r->session_token);
+  protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+/* A check-in and what came of it. */
+typedef struct checkin {
+  const char *token;
+  uint32_t wait_ms;
+  int timeout_ms;
+  int code;
+  int outcome; /* COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_* */
+  uint64_t round;
+  uint32_t after_ms;
+  double took_s;
+  pthread_t thread;
+} checkin;
+
+static void check_in(checkin *c) {
+  Cohort__V1__CheckInRequest req = COHORT__V1__CHECK_IN_REQUEST__INIT;
+  req.num_examples = 100;
+  req.wait_ms = c->wait_ms;
+  double t0 = clock_mono_s();
+  Cohort__V1__CheckInResponse *r = (Cohort__V1__CheckInResponse *)call(
+      PB_METHOD_CHECKIN, c->token, &req.base,
+      &cohort__v1__check_in_response__descriptor,
+      c->timeout_ms ? c->timeout_ms : 30000, &c->code);
+  c->took_s = clock_mono_s() - t0;
+  c->outcome = 0;
+  if (!r)
+    return;
+  c->outcome = (int)r->outcome_case;
+  if (r->outcome_case == COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_TASK)
+    c->round = r->task->round;
+  if (r->outcome_case == COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_RETRY_LATER)
+    c->after_ms = r->retry_later->after_ms;
+  protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+static checkin check_in_now(const char *token, uint32_t wait_ms,
+                            int timeout_ms) {
+  checkin c = {.token = token, .wait_ms = wait_ms, .timeout_ms = timeout_ms};
+  check_in(&c);
+  return c;
+}
+
+static void *check_in_main(void *arg) {
+  check_in(arg);
+  return NULL;
+}
+
+static void check_in_start(checkin *c) {
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&c->thread, NULL, check_in_main, c), 0);
+}
+
+static void check_in_join(checkin *c) { pthread_join(c->thread, NULL); }
+
+static void nap_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* A whole fp32 update of a constant, uploaded in one chunk. */
+static void upload(const char *token, uint64_t round) {
+  static float v[N_PARAMS];
+  for (size_t i = 0; i < N_PARAMS; i++)
+    v[i] = 0.01f;
+  uint8_t sha[32];
+  SHA256((const uint8_t *)v, sizeof v, sha);
+  Cohort__V1__UploadRequest req = COHORT__V1__UPLOAD_REQUEST__INIT;
+  req.round = round;
+  req.total_size = sizeof v;
+  req.data.data = (uint8_t *)v;
+  req.data.len = sizeof v;
+  req.update_sha256.data = sha;
+  req.update_sha256.len = 32;
+  req.num_examples = 100;
+  req.train_ms = 7;
+  int code;
+  ProtobufCMessage *r =
+      call(PB_METHOD_UPLOAD, token, &req.base,
+           &cohort__v1__upload_response__descriptor, 10000, &code);
+  CU_ASSERT_EQUAL(code, GRPC_STATUS_OK);
+  if (r)
+    protobuf_c_message_free_unpacked(r, NULL);
+}
+
+#define TASK COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_TASK
+#define RETRY COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_RETRY_LATER
+#define DONE COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_DONE
+
+static pid_t start(const char *tag, const char *extra, char *db, size_t dblen) {
+  char flags[512];
+  snprintf(flags, sizeof flags,
+           "--clients-per-round 2 --min-clients 2 --round-timeout 60 "
+           "--enroll-token " TOKEN " --linger 10 %s",
+           extra);
+  int port = 0;
+  pid_t pid = harness_start_server(tag, flags, &port, db, dblen);
+  if (pid > 0 && connect_to(port) != 0)
+    return -1;
+  return pid;
+}
+
+/* The round's task goes to a held check-in as soon as the round opens; a
+ * hold ends at the time asked, within the client's deadline; a client that
+ * asks for no wait is answered at once; the end of the federation reaches
+ * a held check-in at once. */
+static void test_held_until_task_and_end(void) {
+  char db[512] = "";
+  pid_t srv = start("held", "--rounds 2", db, sizeof db);
+  CU_ASSERT_FATAL(srv > 0);
+  char a[65], b[65], c[65];
+  register_client(a);
+  register_client(b);
+  register_client(c);
+
+  /* Round 1 is open: A and B fill it at once. */
+  checkin ca = check_in_now(a, 20000, 0), cb = check_in_now(b, 20000, 0);
+  CU_ASSERT_EQUAL_FATAL(ca.outcome, TASK);
+  CU_ASSERT_EQUAL_FATAL(cb.outcome, TASK);
+  CU_ASSERT_EQUAL(ca.round, 1);
+  CU_ASSERT(ca.took_s < 2);
+
+  /* C is held: nothing for it in round 1. */
+  checkin held = {.token = c, .wait_ms = 20000};
+  check_in_start(&held);
+  nap_ms(500);
+  CU_ASSERT_EQUAL(held.outcome, 0); /* still waiting */
+  double uploaded_at = clock_mono_s();
+  upload(a, 1);
+  upload(b, 1);
+  check_in_join(&held);
+  /* Round 1 commits, round 2 opens, and the held call gets its task. */
+  CU_ASSERT_EQUAL(held.code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(held.outcome, TASK);
+  CU_ASSERT_EQUAL(held.round, 2);
+  double waited = clock_mono_s() - uploaded_at;
+  printf("\n  held check-in got round 2's task %.3f s after the last upload "
+         "of round 1\n",
+         waited);
+  CU_ASSERT(waited < 5);
+  CU_ASSERT(held.took_s > 0.4); /* it was held, not answered at once */
+
+  /* A takes round 2's second slot; B, asking for no wait, hears RetryLater
+   * at once, as a client from before long polls would. */
+  ca = check_in_now(a, 0, 0);
+  CU_ASSERT_EQUAL_FATAL(ca.outcome, TASK);
+  cb = check_in_now(b, 0, 0);
+  CU_ASSERT_EQUAL(cb.outcome, RETRY);
+  CU_ASSERT(cb.after_ms > 0);
+  CU_ASSERT(cb.took_s < 2);
+  /* A hold ends when asked, with "check in again at once". */
+  cb = check_in_now(b, 1500, 0);
+  CU_ASSERT_EQUAL(cb.code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(cb.outcome, RETRY);
+  CU_ASSERT_EQUAL(cb.after_ms, 0);
+  CU_ASSERT(cb.took_s >= 1.3 && cb.took_s < 5);
+  /* And before the client's deadline, whatever it asked for. */
+  cb = check_in_now(b, 60000, 3000);
+  CU_ASSERT_EQUAL(cb.code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(cb.outcome, RETRY);
+  CU_ASSERT(cb.took_s >= 1.5 && cb.took_s < 2.9);
+
+  /* The last round commits while B waits: B hears the end at once. */
+  held = (checkin){.token = b, .wait_ms = 20000};
+  check_in_start(&held);
+  nap_ms(300);
+  uploaded_at = clock_mono_s();
+  upload(c, 2);
+  upload(a, 2);
+  check_in_join(&held);
+  CU_ASSERT_EQUAL(held.outcome, DONE);
+  CU_ASSERT(clock_mono_s() - uploaded_at < 5);
+  /* The others learn it at their next check-in; then the coordinator,
+   * having told everyone, stops by itself. */
+  CU_ASSERT_EQUAL(check_in_now(a, 20000, 0).outcome, DONE);
+  CU_ASSERT_EQUAL(check_in_now(c, 20000, 0).outcome, DONE);
+  CU_ASSERT_EQUAL(harness_wait(srv, 8), 0);
+  /* The round line carries the slowest training time the clients sent. */
+  char path[600];
+  snprintf(path, sizeof path, "%s/held.out", harness_dir());
+  char *out = harness_read_file(path);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "train 0.007 s"));
+  free(out);
+}
+
+/* Beyond --max-held, a check-in that asks to wait is paced instead. */
+static void test_max_held_paces_the_rest(void) {
+  char db[512] = "";
+  pid_t srv = start("max-held", "--rounds 1 --max-held 1", db, sizeof db);
+  CU_ASSERT_FATAL(srv > 0);
+  char a[65], b[65], c[65], d[65];
+  register_client(a);
+  register_client(b);
+  register_client(c);
+  register_client(d);
+  CU_ASSERT_EQUAL_FATAL(check_in_now(a, 20000, 0).outcome, TASK);
+  CU_ASSERT_EQUAL_FATAL(check_in_now(b, 20000, 0).outcome, TASK);
+  checkin held = {.token = c, .wait_ms = 20000};
+  check_in_start(&held);
+  nap_ms(500);
+  checkin paced = check_in_now(d, 20000, 0);
+  CU_ASSERT_EQUAL(paced.outcome, RETRY);
+  CU_ASSERT(paced.after_ms > 0);
+  CU_ASSERT(paced.took_s < 2);
+  CU_ASSERT_EQUAL(held.outcome, 0); /* the one held is still held */
+  upload(a, 1);
+  upload(b, 1);
+  check_in_join(&held);
+  CU_ASSERT_EQUAL(held.outcome, DONE);
+  harness_signal(srv, SIGTERM);
+  CU_ASSERT_EQUAL(harness_wait(srv, 15), 0);
+}
+
+/* A coordinator that stops answers the check-ins it holds (UNAVAILABLE:
+ * check in again), and stops promptly. */
+static void test_stop_answers_held(void) {
+  char db[512] = "";
+  pid_t srv = start("stop", "--rounds 1", db, sizeof db);
+  CU_ASSERT_FATAL(srv > 0);
+  char a[65], b[65], c[65];
+  register_client(a);
+  register_client(b);
+  register_client(c);
+  CU_ASSERT_EQUAL_FATAL(check_in_now(a, 20000, 0).outcome, TASK);
+  CU_ASSERT_EQUAL_FATAL(check_in_now(b, 20000, 0).outcome, TASK);
+  checkin held = {.token = c, .wait_ms = 20000};
+  check_in_start(&held);
+  nap_ms(500);
+  double t0 = clock_mono_s();
+  harness_signal(srv, SIGTERM);
+  check_in_join(&held);
+  CU_ASSERT_EQUAL(held.code, GRPC_STATUS_UNAVAILABLE);
+  CU_ASSERT(clock_mono_s() - t0 < 5);
+  CU_ASSERT_EQUAL(harness_wait(srv, 15), 0);
+}
+
+static int suite_clean(void) {
+  rpc_channel_free(g_ch);
+  g_ch = NULL;
+  return 0;
+}
+
+int cohort_register_suites(void) {
+  static const test_case tests[] = {
+      {"held check-in gets the next round's task and the end at once",
+       test_held_until_task_and_end},
+      {"beyond --max-held check-ins are paced", test_max_held_paces_the_rest},
+      {"a stopping coordinator answers held check-ins", test_stop_answers_held},
+  };
+  return test_add_suite("long poll", NULL, suite_clean, tests,
+                        sizeof tests / sizeof tests[0]);
+}
