@@ -108,7 +108,21 @@ timeout "$((DURATION_S + 60))" "$load_bin" --server "127.0.0.1:$port" \
   --enroll-token-file "$work/token" --clients "$CLIENTS" \
   --connections "$CONNECTIONS" --threads "$THREADS" --wait-ms "$WAIT_MS" \
   --train-ms "$TRAIN_MS" --duration-s "$DURATION_S" "${load_args[@]}" \
-  >"$work/load.txt" 2>"$work/load.log" || status=$?
+  >"$work/load.txt" 2>"$work/load.log" &
+load=$!
+pids+=("$load")
+# Clients still waiting when the coordinator has gone would retry until
+# --duration-s: once it has exited, give them 5 s, then stop bench_load,
+# which still prints its report (they count as unfinished).
+while kill -0 "$load" 2>/dev/null; do
+  if ! kill -0 "$coord" 2>/dev/null; then
+    for _ in $(seq 50); do kill -0 "$load" 2>/dev/null || break; sleep 0.1; done
+    kill -TERM "$load" 2>/dev/null || true
+    break
+  fi
+  sleep 0.5
+done
+wait "$load" || status=$?
 
 # The coordinator exits by itself once its --linger after the last round
 # has passed; give it that long, then stop it.
