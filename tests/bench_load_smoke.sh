@@ -2,12 +2,14 @@
 # Keeps bench/load.sh and bench_load working: 20 virtual clients, 2 rounds
 # of 10 against a real coordinator; every client must be told the
 # federation is done, both rounds must commit (the coordinator's round
-# lines), and no call may have failed.
+# lines), and no call may have failed. The coordinator's longest retry
+# wait is 2 s, well inside its 15 s linger after the last round, so every
+# client checks in again in time to be told.
 # usage: bench_load_smoke.sh SOURCE_DIR BUILD_DIR
 set -uo pipefail
 src=$1
 build=$2
-out=$(DURATION_S=25 WAIT_MS=2000 "$src/bench/load.sh" --build "$build" \
+out=$(DURATION_S=25 WAIT_MS=2000 SERVER_ARGS="--retry-max-ms 2000" "$src/bench/load.sh" --build "$build" \
   --clients 20 --selected 10 --rounds 2 2>&1)
 status=$?
 fails=0
