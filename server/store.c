@@ -229,6 +229,21 @@ int store_finish(store *s, int rc) {
   return store_exec(s, "COMMIT");
 }
 
+int store_begin_durable(store *s) {
+  int rc = store_exec(s, "PRAGMA synchronous=FULL");
+  if (!rc)
+    rc = store_exec(s, "BEGIN IMMEDIATE");
+  if (rc)
+    store_exec(s, "PRAGMA synchronous=NORMAL");
+  return rc;
+}
+
+int store_finish_durable(store *s, int rc) {
+  rc = store_finish(s, rc);
+  int back = store_exec(s, "PRAGMA synchronous=NORMAL");
+  return rc ? rc : back;
+}
+
 /* Runs sql (a schema step) in its own transaction. */
 static int migrate(store *s, const char *sql) {
   int rc = store_exec(s, "BEGIN IMMEDIATE");
@@ -280,9 +295,13 @@ int store_open(const char *path, store **out, char *err, size_t errlen) {
     goto out;
   }
   sqlite3_busy_timeout(s->db, 5000);
-  /* WAL keeps readers (the admin CLI, sqlite3) off the writer's back;
-   * synchronous=FULL makes a committed round survive power loss too. */
-  if (store_exec(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+  /* WAL keeps readers (the admin CLI, sqlite3) off the writer's back. With
+   * synchronous=NORMAL a transaction is in the WAL, safe from a crash of
+   * the process, when it commits, but fsynced only with a later durable
+   * one (store_begin_durable: a round's end) or a checkpoint; the per-client
+   * rows of a round (a selection, an update) cost no fsync each, which at
+   * 1 ms apiece would be most of a large round (docs/benchmarks.md). */
+  if (store_exec(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
                     "PRAGMA foreign_keys=ON;") ||
       store_get_int(s, "PRAGMA user_version", &version)) {
     snprintf(err, errlen, "database %s: %s", path, store_errmsg(s));

@@ -160,7 +160,7 @@ static int put_server_state(store *s, int64_t version,
 
 int store_round_commit(store *s, const store_round_result *r,
                        const store_model *m, const store_server_state *state) {
-  int rc = store_exec(s, "BEGIN IMMEDIATE");
+  int rc = store_begin_durable(s);
   if (rc)
     return rc;
   rc = store_insert_model(s, m, r->finished_at);
@@ -172,7 +172,7 @@ int store_round_commit(store *s, const store_round_result *r,
     rc = record_result(s, r, m->version);
   if (!rc)
     rc = drop_updates(s, r->round);
-  return store_finish(s, rc);
+  return store_finish_durable(s, rc);
 }
 
 int store_round_finish_eval(store *s, const store_round_result *r) {
@@ -188,11 +188,13 @@ int store_round_finish_eval(store *s, const store_round_result *r) {
   else
     rc = COHORT_ENOTFOUND;
   sqlite3_finalize(st);
-  return rc ? rc : record_result(s, r, base);
+  if (rc || (rc = store_begin_durable(s)))
+    return rc;
+  return store_finish_durable(s, record_result(s, r, base));
 }
 
 int store_round_fail(store *s, int64_t id, const char *reason, double now) {
-  int rc = store_exec(s, "BEGIN IMMEDIATE");
+  int rc = store_begin_durable(s);
   if (rc)
     return rc;
   rc = store_round_set_state(s, id, "FAILED", reason, now);
@@ -200,7 +202,7 @@ int store_round_fail(store *s, int64_t id, const char *reason, double now) {
     rc = drop_updates(s, id);
   if (!rc)
     rc = store_event(s, now, id, "round_failed", reason);
-  return store_finish(s, rc);
+  return store_finish_durable(s, rc);
 }
 
 int store_round_fail_unfinished(store *s, const char *reason, double now,

@@ -27,6 +27,12 @@ void store_bind_real_or_null(sqlite3_stmt *st, int i, double v);
 /* Ends a transaction begun with store_exec("BEGIN IMMEDIATE"): COMMIT when
  * rc is COHORT_OK, else ROLLBACK; returns rc or the COMMIT's failure. */
 int store_finish(store *s, int rc);
+/* The same for a transaction that must survive power loss, not only a
+ * crash of the process: a round's end. The connection otherwise runs with
+ * synchronous=NORMAL (see store_open), and this one fsyncs the WAL, and so
+ * every transaction before it too. */
+int store_begin_durable(store *s);
+int store_finish_durable(store *s, int rc);
 
 /* Inserts model m; part of a caller's transaction or on its own. */
 int store_insert_model(store *s, const store_model *m, double now);
