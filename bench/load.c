@@ -60,6 +60,7 @@ static struct {
   const char *server, *token_file;
   long clients, connections, threads, wait_ms, train_ms, register_rate;
   long duration_s, rpc_timeout_ms, examples, held_ms, progress_s;
+  long register_first;
 } g_opt;
 
 #define NUM(x) (double)(x)
@@ -90,6 +91,9 @@ static const flag_def FLAGS[] = {
      "num_examples each client reports"},
     {"held-ms", FLAG_INT, &g_opt.held_ms, "1000", 1, NUM(3600000), "MS",
      "a CheckIn answered after this long counts as a held long poll"},
+    {"register-first", FLAG_INT, &g_opt.register_first, "1", 0, 1, "0|1",
+     "1: no client checks in before every client has registered, so the "
+     "rounds run with the whole fleet connected"},
     {"progress-s", FLAG_INT, &g_opt.progress_s, "10", 0, 3600, "S",
      "a progress line on stderr this often (0: none)"},
 };
@@ -279,6 +283,9 @@ typedef struct worker {
   /* Clients waiting for a registration slot, in order. */
   vclient **reg_queue;
   size_t reg_head, reg_tail; /* ring of n_clients + 1 */
+  /* --register-first: registered clients waiting for the others. */
+  vclient **parked;
+  size_t n_parked;
   size_t inflight, finished;
   int stopping;
   timer *heap;
@@ -747,7 +754,10 @@ static void got_register(vclient *c, Cohort__V1__RegisterResponse *r,
   set_auth(c, r->session_token);
   atomic_fetch_add(&g_registered, 1);
   c->attempts = 0;
-  do_checkin(c);
+  if (g_opt.register_first)
+    c->w->parked[c->w->n_parked++] = c;
+  else
+    do_checkin(c);
 }
 
 static void refuse_task(const char *why, const char *what) {
@@ -963,6 +973,10 @@ static void begin_stop(worker *w) {
     if (c->phase == P_ACTIVE && !c->call)
       finish(c, P_STOPPED);
   }
+  for (size_t i = 0; i < w->n_parked; i++)
+    if (w->parked[i]->phase == P_ACTIVE && !w->parked[i]->call)
+      finish(w->parked[i], P_STOPPED);
+  w->n_parked = 0;
 }
 
 static void *worker_main(void *arg) {
@@ -984,6 +998,14 @@ static void *worker_main(void *arg) {
       vclient *c = w->reg_queue[w->reg_head];
       w->reg_head = (w->reg_head + 1) % (w->n_clients + 1);
       do_register(c);
+    }
+    /* --register-first: the fleet is in (or out for good): check in. */
+    if (w->n_parked && !w->stopping &&
+        atomic_load(&g_registered) + atomic_load(&g_failed) >=
+            (unsigned long long)g_opt.clients) {
+      for (size_t i = 0; i < w->n_parked; i++)
+        do_checkin(w->parked[i]);
+      w->n_parked = 0;
     }
     double wake = now + 0.1; /* stop requests and registration slots */
     if (w->heap_n && w->heap[0].at < wake)
@@ -1168,8 +1190,9 @@ int main(int argc, char **argv) {
     w->n_clients = (n_clients - t + n_threads - 1) / n_threads;
     w->clients = calloc(w->n_clients, sizeof *w->clients);
     w->reg_queue = calloc(w->n_clients + 1, sizeof *w->reg_queue);
+    w->parked = calloc(w->n_clients + 1, sizeof *w->parked);
     w->rng = 0x9E3779B97F4A7C15ull * (t + 1);
-    if (!w->cq || !w->clients || !w->reg_queue) {
+    if (!w->cq || !w->clients || !w->reg_queue || !w->parked) {
       fprintf(stderr, "bench_load: out of memory\n");
       return 1;
     }
@@ -1344,6 +1367,7 @@ int main(int argc, char **argv) {
     grpc_completion_queue_destroy(w->cq);
     free(w->clients);
     free(w->reg_queue);
+    free(w->parked);
     free(w->heap);
     free(w->update);
   }
