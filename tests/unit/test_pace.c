@@ -1,6 +1,7 @@
 /* Tests of the coordinator's pure selection helpers: pace steering
- * (pace_retry_ms against the formula in pace.h) and eligibility conditions
- * (elig_parse, elig_check) for every operator, good and bad input. */
+ * (pace_retry_ms and pace_after_round_ms against the formulas in pace.h)
+ * and eligibility conditions (elig_parse, elig_check) for every operator,
+ * good and bad input. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -87,6 +88,53 @@ static void test_pace_degenerate_inputs(void) {
   CU_ASSERT_EQUAL(pace_retry_ms(&in, 0.5), 10000);
   in = pace(30, 2, -1, 0); /* W <= 0 counts as 1 s */
   CU_ASSERT_EQUAL(pace_retry_ms(&in, 0.5), 5000);
+}
+
+/* ---- the wait of a client that already took part ---- */
+
+static void test_after_round_formula(void) {
+  /* t_end + u min_ms, in ms: 5 s to the round's expected end. */
+  CU_ASSERT_EQUAL(pace_after_round_ms(5, 0.0, 100, 60000), 5000);
+  CU_ASSERT_EQUAL(pace_after_round_ms(5, 0.25, 100, 60000), 5025);
+  CU_ASSERT_EQUAL(pace_after_round_ms(5, 0.5, 100, 60000), 5050);
+  CU_ASSERT_EQUAL(pace_after_round_ms(2.5, 0.75, 200, 60000), 2650);
+  /* The jitter is min_ms wide: [t_end, t_end + min_ms). */
+  uint32_t lo = UINT32_MAX, hi = 0;
+  for (int i = 0; i < 1000; i++) {
+    uint32_t ms = pace_after_round_ms(3, i / 1000.0, 400, 60000);
+    lo = ms < lo ? ms : lo;
+    hi = ms > hi ? ms : hi;
+  }
+  CU_ASSERT_EQUAL(lo, 3000);
+  CU_ASSERT(hi >= 3399 && hi < 3400);
+  /* An end nearer than min_ms: the sum, clamped up to min_ms. */
+  CU_ASSERT_EQUAL(pace_after_round_ms(0.05, 0.9, 100, 60000), 140);
+  CU_ASSERT_EQUAL(pace_after_round_ms(0.05, 0.2, 100, 60000), 100);
+}
+
+static void test_after_round_clamps(void) {
+  /* An end unknown (0) or past (negative) counts as now: the jitter alone,
+   * [0, min_ms), which the clamp makes min_ms. */
+  for (int i = 0; i < 10; i++) {
+    double u = i / 10.0;
+    CU_ASSERT_EQUAL(pace_after_round_ms(0, u, 100, 60000), 100);
+    CU_ASSERT_EQUAL(pace_after_round_ms(-7, u, 100, 60000), 100);
+    CU_ASSERT_EQUAL(pace_after_round_ms(-1e9, u, 250, 60000), 250);
+  }
+  /* Far ends are clamped to max_ms. */
+  CU_ASSERT_EQUAL(pace_after_round_ms(1e6, 0.5, 100, 60000), 60000);
+  CU_ASSERT_EQUAL(pace_after_round_ms(59.99, 0.5, 100, 60000), 60000);
+  CU_ASSERT_EQUAL(pace_after_round_ms(10, 0.0, 100, 1234), 1234);
+}
+
+/* The wait is the round's end plus jitter whatever the fleet's size: where
+ * pace_retry_ms spreads 100,000 clients over its longest wait, a client that
+ * took part is still told the round's end. */
+static void test_after_round_has_no_population_term(void) {
+  pace_inputs crowd = pace(100000, 1, 10, 2);
+  CU_ASSERT_EQUAL(pace_retry_ms(&crowd, 0.5), 60000);
+  CU_ASSERT_EQUAL(pace_after_round_ms(2, 0.5, 100, 60000), 2050);
+  CU_ASSERT_EQUAL(pace_after_round_ms(0, 0.5, 100, 60000), 100);
 }
 
 /* ---- eligibility: parsing ---- */
@@ -244,6 +292,11 @@ int cohort_register_suites(void) {
       {"pace: spread P W / (S m), exact ms", test_pace_spread_formula},
       {"pace: until_open adds; max_ms clamps", test_pace_until_open_and_max},
       {"pace: degenerate inputs count as 1", test_pace_degenerate_inputs},
+      {"after round: t_end + u min_ms, exact ms", test_after_round_formula},
+      {"after round: unknown or past end gives min_ms; max_ms clamps",
+       test_after_round_clamps},
+      {"after round: no population term",
+       test_after_round_has_no_population_term},
       {"elig_parse: every operator", test_elig_parse_good},
       {"elig_parse: bad conditions refused with a reason", test_elig_parse_bad},
       {"elig_check: each operator at its boundary", test_elig_check_operators},

@@ -25,6 +25,7 @@
 #include "log.h"
 #include "nn_train.h"
 #include "nn_zoo.h"
+#include "pace.h"
 #include "pb.h"
 #include "round.h"
 #include "round_fixture.h"
@@ -1830,6 +1831,179 @@ static void test_fraction_target(void) {
   fx_close(&f);
 }
 
+/* ---- RetryLater: after taking part, and pace over the next selection ---- */
+
+/* Registers test identity n (beyond the fixture's MAX_CLIENTS) and gives
+ * its client id. */
+static int64_t register_extra(fixture *f, int n) {
+  uint8_t pub[SIGN_PUBLIC_LEN];
+  fx_identity(n, NULL, pub);
+  round_registration reg = fx_registration(ENROLL, pub);
+  int64_t id = 0;
+  char token[65];
+  CU_ASSERT_EQUAL_FATAL(round_register(f->e, &reg, &id, token).code,
+                        GRPC_STATUS_OK);
+  return id;
+}
+
+/* A client that uploaded in the open round is told the round's expected
+ * end, unknown in the first round: [retry_ms, 2 retry_ms], however many
+ * clients are active. Pace steering would spread it over 200 * 10 s / 1.5
+ * (clamped to retry_max_ms), as it still does for a client that did not
+ * take part. */
+static void test_retry_after_upload_is_round_end(void) {
+  fixture f;
+  FX_INIT(f);
+  f.cfg.clients_per_round = 1;
+  f.cfg.selection_timeout_s = 100; /* W = 10 s */
+  f.cfg.retry_ms = 100;
+  f.cfg.retry_max_ms = 600000;
+  FX_START(f, 2);
+  checkin_result r;
+  /* 200 clients check in before the first round opens: all active. */
+  for (int64_t i = 0; i < 200; i++) {
+    CU_ASSERT_EQUAL(
+        round_checkin(f.e, 1000000 + i, 100, 0, NULL, NULL, &r).code,
+        GRPC_STATUS_OK);
+    CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
+  }
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "OPEN");
+  CU_ASSERT_EQUAL(checkin(&f, 0, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(r.kind, CHECKIN_TASK);
+  update *u = make_update(0);
+  CU_ASSERT_EQUAL_FATAL(send_all(&f, f.id[0], 1, u, 100).code, GRPC_STATUS_OK);
+  free(u);
+
+  /* Still OPEN (no tick yet), then TRAINING: the same rule. */
+  for (int phase = 0; phase < 2; phase++) {
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (int i = 0; i < 50; i++) {
+      CU_ASSERT_EQUAL(checkin(&f, 0, &r).code, GRPC_STATUS_OK);
+      CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
+      lo = r.retry_after_ms < lo ? r.retry_after_ms : lo;
+      hi = r.retry_after_ms > hi ? r.retry_after_ms : hi;
+    }
+    CU_ASSERT(lo >= 100);
+    CU_ASSERT(hi <= 200);
+    /* Client 1 did not take part: paced over the population. */
+    hi = 0;
+    for (int i = 0; i < 20; i++) {
+      CU_ASSERT_EQUAL(checkin(&f, 1, &r).code, GRPC_STATUS_OK);
+      CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
+      hi = r.retry_after_ms > hi ? r.retry_after_ms : hi;
+    }
+    CU_ASSERT(hi > 10000);
+    if (phase == 0) {
+      CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+      ASSERT_ROUND_STATE(f, 1, "TRAINING");
+    }
+  }
+  fx_close(&f);
+}
+
+/* The issue's measurement: P = 50 active clients, K = select_max = 50, 49
+ * selected, and a 50th that is not eligible. Its wait is spread over the
+ * next selection, all 50 of its check-ins: at most P W / (50 * 1.5) =
+ * 6.67 s with W = selection_timeout / 10 = 10 s. Spreading over the open
+ * selection's one free slot instead gave up to 333 s (33 s at W = 1 s). */
+static void test_pace_spreads_over_whole_selection(void) {
+  fixture f;
+  FX_INIT(f);
+  elig_rule rule;
+  char err[200];
+  CU_ASSERT_EQUAL_FATAL(elig_parse("charging=1", &rule, err, sizeof err), 0);
+  f.cfg.eligible = &rule;
+  f.cfg.n_eligible = 1;
+  f.cfg.clients_per_round = 50;
+  f.cfg.over_select = 0;
+  f.cfg.selection_timeout_s = 100;
+  f.cfg.retry_ms = 1;
+  f.cfg.retry_max_ms = 1e6;
+  FX_START(f, 0);
+  int64_t ids[50];
+  for (int i = 0; i < 50; i++)
+    ids[i] = register_extra(&f, 100 + i);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "OPEN");
+  checkin_result r;
+  const char *names[] = {"charging"};
+  const double yes[] = {1};
+  for (int i = 0; i < 49; i++) {
+    CU_ASSERT_EQUAL(round_checkin(f.e, ids[i], 100, 1, names, yes, &r).code,
+                    GRPC_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(r.kind, CHECKIN_TASK);
+  }
+  const double bound_ms = 50 * 10.0 / (50 * PACE_MARGIN) * 1000;
+  uint32_t hi = 0;
+  for (int i = 0; i < 500; i++) {
+    CU_ASSERT_EQUAL(round_checkin(f.e, ids[49], 100, 0, NULL, NULL, &r).code,
+                    GRPC_STATUS_OK);
+    CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
+    hi = r.retry_after_ms > hi ? r.retry_after_ms : hi;
+  }
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.reason, "charging"));
+  CU_ASSERT(hi <= bound_ms);
+  CU_ASSERT(hi > bound_ms / 2); /* spread, not all at the clamp */
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM participations"), 49);
+  fx_close(&f);
+}
+
+/* round_changes moves at every change of state a held check-in waits for
+ * (the round opening, selection closing, the commit) and not on a tick
+ * that changes nothing; each check-in's answer carries the count it was
+ * answered at. */
+static void test_round_changes_move(void) {
+  fixture f;
+  FX_OPEN(f, 2);
+  checkin_result r;
+  uint64_t c0 = round_changes(f.e);
+  CU_ASSERT_EQUAL(checkin(&f, 0, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
+  CU_ASSERT_EQUAL(r.changes, c0);
+  /* Nothing changes: the counter stays, and a wait for it times out. */
+  CU_ASSERT_EQUAL(round_wait_changes(f.e, c0, 30), c0);
+  /* A wait on an old count returns the new one at once. */
+  CU_ASSERT_EQUAL(round_wait_changes(f.e, c0 + 1000, 60000), c0);
+
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK); /* OPEN */
+  uint64_t c1 = round_changes(f.e);
+  CU_ASSERT(c1 > c0);
+  CU_ASSERT_EQUAL(checkin(&f, 0, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(r.kind, CHECKIN_TASK);
+  CU_ASSERT_EQUAL(r.changes, c1);
+  CU_ASSERT_EQUAL(r.changes, round_changes(f.e));
+  /* 1 of 2 and the selection window still open: a tick that does nothing. */
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "OPEN");
+  CU_ASSERT_EQUAL(round_changes(f.e), c1);
+  CU_ASSERT_EQUAL(checkin(&f, 1, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(r.kind, CHECKIN_TASK);
+  CU_ASSERT_EQUAL(r.changes, round_changes(f.e));
+
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK); /* TRAINING */
+  ASSERT_ROUND_STATE(f, 1, "TRAINING");
+  uint64_t c2 = round_changes(f.e);
+  CU_ASSERT(c2 > c1);
+  CU_ASSERT_EQUAL(checkin(&f, 0, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(r.changes, c2);
+
+  update *u = make_update(0);
+  for (int i = 0; i < 2; i++)
+    CU_ASSERT_EQUAL_FATAL(send_all(&f, f.id[i], 1, u, 100).code,
+                          GRPC_STATUS_OK);
+  free(u);
+  CU_ASSERT_EQUAL(round_changes(f.e), c2); /* uploads are no change of state */
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK); /* commit */
+  ASSERT_ROUND_STATE(f, 1, "COMMITTED");
+  uint64_t c3 = round_changes(f.e);
+  CU_ASSERT(c3 > c2);
+  CU_ASSERT_EQUAL(round_wait_changes(f.e, c2, 60000), c3);
+  CU_ASSERT_EQUAL(checkin(&f, 0, &r).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(r.changes, c3);
+  fx_close(&f);
+}
+
 /* ---- federated-evaluation rounds ---- */
 
 #define EVAL_N 4
@@ -2438,6 +2612,12 @@ int cohort_register_suites(void) {
        test_over_selection_and_late_uploads},
       {"eligibility conditions on check-in attributes", test_eligibility},
       {"fraction of active clients sets the target", test_fraction_target},
+      {"RetryLater after uploading is the round's end, not the population's",
+       test_retry_after_upload_is_round_end},
+      {"RetryLater paced over the whole next selection (P=50, S=50)",
+       test_pace_spreads_over_whole_selection},
+      {"round_changes moves on open, selection close and commit",
+       test_round_changes_move},
       {"evaluation rounds: reports, weighted figures, no model",
        test_evaluation_rounds},
       {"unanswered evaluation round fails, training goes on",

@@ -1,6 +1,7 @@
 /* Unit tests of rpc_server and rpc_client against each other over real
  * loopback sockets: payloads, bearer parsing, statuses, message limits,
- * port conflicts, retries, wait-for-ready, concurrency and shutdown. */
+ * port conflicts, retries, wait-for-ready, concurrency and shutdown, and
+ * held calls (rpc_hold) answered later from other threads. */
 #include <arpa/inet.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
@@ -575,6 +576,433 @@ static void test_stop_with_handler_in_flight(void) {
   rpc_channel_free(a.ch);
 }
 
+/* ---- held calls (rpc_hold): answered later, from another thread ---- */
+
+#define MAX_HELD 256
+
+/* The calls the Hold handlers kept, with the body each request carried. */
+typedef struct hold_box {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  rpc_held *held[MAX_HELD];
+  char body[MAX_HELD][32];
+  int answered[MAX_HELD];
+  size_t n;
+  int second_hold_null; /* HoldTwice: what the second rpc_hold gave */
+} hold_box;
+
+static void box_init(hold_box *b) {
+  memset(b, 0, sizeof *b);
+  pthread_mutex_init(&b->mu, NULL);
+  pthread_cond_init(&b->cv, NULL);
+}
+
+/* Keeps h with the request's body (a client's own tag). */
+static void box_put(hold_box *b, rpc_held *h, const rpc_request *req) {
+  pthread_mutex_lock(&b->mu);
+  if (b->n < MAX_HELD) {
+    size_t len = req->body_len < 31 ? req->body_len : 31;
+    memcpy(b->body[b->n], req->body, len);
+    b->body[b->n][len] = '\0';
+    b->held[b->n++] = h;
+  }
+  pthread_cond_broadcast(&b->cv);
+  pthread_mutex_unlock(&b->mu);
+}
+
+/* Waits until n calls are held or ms passed; the number held. */
+static size_t box_wait(hold_box *b, size_t n, long ms) {
+  int64_t until = now_ms() + ms;
+  pthread_mutex_lock(&b->mu);
+  while (b->n < n && now_ms() < until) {
+    pthread_mutex_unlock(&b->mu);
+    sleep_ms(5);
+    pthread_mutex_lock(&b->mu);
+  }
+  size_t got = b->n;
+  pthread_mutex_unlock(&b->mu);
+  return got;
+}
+
+/* Answers held call i with code and a body of text (copied). */
+static void box_answer(hold_box *b, size_t i, int code, const char *text) {
+  rpc_reply rep;
+  memset(&rep, 0, sizeof rep);
+  rep.code = code;
+  if (code != GRPC_STATUS_OK)
+    snprintf(rep.detail, sizeof rep.detail, "refused %s", b->body[i]);
+  rep.body_len = strlen(text);
+  rep.body = dup_bytes(text, rep.body_len);
+  b->answered[i] = 1;
+  rpc_held_reply(b->held[i], &rep);
+}
+
+/* Every held call must be answered before the server stops: those a
+ * failed test left are answered UNAVAILABLE here. */
+static void box_close(hold_box *b) {
+  for (size_t i = 0; i < b->n; i++)
+    if (!b->answered[i])
+      box_answer(b, i, GRPC_STATUS_UNAVAILABLE, "");
+  pthread_mutex_destroy(&b->mu);
+  pthread_cond_destroy(&b->cv);
+}
+
+static void h_hold(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  rpc_held *h = rpc_hold(req);
+  if (!h) {
+    rep->code = GRPC_STATUS_INTERNAL;
+    snprintf(rep->detail, sizeof rep->detail, "rpc_hold gave NULL");
+    return;
+  }
+  box_put(ctx, h, req);
+}
+
+static void h_hold_twice(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  hold_box *b = ctx;
+  rpc_held *h = rpc_hold(req);
+  rpc_held *again = rpc_hold(req);
+  b->second_hold_null = again == NULL;
+  if (!h) {
+    rep->code = GRPC_STATUS_INTERNAL;
+    return;
+  }
+  box_put(b, h, req);
+}
+
+/* Holds, then answers at once from the handler itself; what it leaves in
+ * *rep must be ignored (and freed). */
+static void h_hold_reply(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  (void)ctx;
+  rpc_held *h = rpc_hold(req);
+  if (!h) {
+    rep->code = GRPC_STATUS_INTERNAL;
+    return;
+  }
+  rpc_reply now;
+  memset(&now, 0, sizeof now);
+  now.body = dup_bytes("inline", 6);
+  now.body_len = 6;
+  rpc_held_reply(h, &now);
+  rep->body = dup_bytes("ignored", 7);
+  rep->body_len = 7;
+}
+
+static const rpc_method k_hold_methods[] = {
+    {"/test.Svc/Hold", h_hold},
+    {"/test.Svc/HoldTwice", h_hold_twice},
+    {"/test.Svc/HoldReply", h_hold_reply},
+    {"/test.Svc/Echo", h_echo},
+};
+
+/* One worker, so that a held call would block every other call if it
+ * kept the worker's thread. */
+static int start_hold_server(hold_box *b, rpc_server **srv, rpc_channel **ch) {
+  rpc_server_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.listen = "127.0.0.1:0";
+  cfg.workers = 1;
+  cfg.max_receive_bytes = SERVER_MAX_RECV;
+  cfg.max_send_bytes = SERVER_MAX_SEND;
+  cfg.methods = k_hold_methods;
+  cfg.n_methods = sizeof k_hold_methods / sizeof k_hold_methods[0];
+  cfg.ctx = b;
+  int port = 0;
+  int rc = rpc_server_start(&cfg, srv, &port);
+  if (rc)
+    return rc;
+  rc = open_channel(port, ch);
+  if (rc) {
+    rpc_server_stop(*srv, 0);
+    *srv = NULL;
+  }
+  return rc;
+}
+
+typedef struct held_call {
+  rpc_channel *ch;
+  const char *method;
+  char body[32];
+  int timeout_ms;
+  int rc;
+  rpc_result res;
+  int64_t done_at;
+  atomic_int done;
+} held_call;
+
+static void *held_call_thread(void *p) {
+  held_call *a = p;
+  rpc_call_opts o;
+  rpc_call_opts_init(&o);
+  o.timeout_ms = a->timeout_ms;
+  o.max_attempts = 1;
+  a->rc = rpc_call(a->ch, a->method, NULL, (const uint8_t *)a->body,
+                   strlen(a->body), &o, &a->res);
+  a->done_at = now_ms();
+  atomic_store(&a->done, 1);
+  return NULL;
+}
+
+typedef struct late_reply {
+  hold_box *box;
+  int64_t answered_at;
+} late_reply;
+
+static void *late_reply_thread(void *p) {
+  late_reply *l = p;
+  sleep_ms(300);
+  l->answered_at = now_ms();
+  box_answer(l->box, 0, GRPC_STATUS_OK, "answer to first");
+  return NULL;
+}
+
+static void test_held_call_answered_later(void) {
+  hold_box box;
+  box_init(&box);
+  rpc_server *srv = NULL;
+  rpc_channel *ch = NULL;
+  CU_ASSERT_EQUAL_FATAL(start_hold_server(&box, &srv, &ch), COHORT_OK);
+  held_call a;
+  memset(&a, 0, sizeof a);
+  a.ch = ch;
+  a.method = "/test.Svc/Hold";
+  snprintf(a.body, sizeof a.body, "first");
+  a.timeout_ms = 5000;
+  atomic_init(&a.done, 0);
+  int64_t t0 = now_ms();
+  pthread_t ta, tl;
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&ta, NULL, held_call_thread, &a), 0);
+  CU_ASSERT_EQUAL(box_wait(&box, 1, 3000), 1);
+  late_reply l = {&box, 0};
+  int replier =
+      box.n == 1 && pthread_create(&tl, NULL, late_reply_thread, &l) == 0;
+  CU_ASSERT(replier);
+
+  /* The only worker is free while the call is held: an ordinary call is
+   * served and done before the held one is answered. */
+  rpc_call_opts o = fast_opts();
+  rpc_result res;
+  CU_ASSERT_EQUAL(
+      rpc_call(ch, "/test.Svc/Echo", NULL, (const uint8_t *)"e", 1, &o, &res),
+      COHORT_OK);
+  int64_t echo_done = now_ms();
+  CU_ASSERT_EQUAL(res.code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(res.body_len, 1);
+  rpc_result_clear(&res);
+  CU_ASSERT_EQUAL(atomic_load(&a.done), 0);
+
+  if (replier)
+    pthread_join(tl, NULL);
+  pthread_join(ta, NULL);
+  CU_ASSERT(replier && echo_done < l.answered_at);
+  CU_ASSERT_EQUAL(a.rc, COHORT_OK);
+  CU_ASSERT_EQUAL(a.res.code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(a.res.body_len, strlen("answer to first"));
+  if (a.res.body && a.res.body_len == strlen("answer to first"))
+    CU_ASSERT(memcmp(a.res.body, "answer to first", a.res.body_len) == 0);
+  CU_ASSERT(a.done_at - t0 >= 300); /* it came from the late reply */
+  CU_ASSERT(a.done_at >= l.answered_at);
+  rpc_result_clear(&a.res);
+  box_close(&box);
+  rpc_channel_free(ch);
+  rpc_server_stop(srv, 1000);
+}
+
+#define N_HELD 200
+
+static void test_many_held_calls_each_answered(void) {
+  hold_box box;
+  box_init(&box);
+  rpc_server *srv = NULL;
+  rpc_channel *ch = NULL;
+  CU_ASSERT_EQUAL_FATAL(start_hold_server(&box, &srv, &ch), COHORT_OK);
+  held_call *calls = calloc(N_HELD, sizeof *calls);
+  pthread_t *t = calloc(N_HELD, sizeof *t);
+  int *started = calloc(N_HELD, sizeof *started);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(calls);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(started);
+  size_t n_started = 0;
+  for (int i = 0; i < N_HELD; i++) {
+    calls[i].ch = ch;
+    calls[i].method = "/test.Svc/Hold";
+    snprintf(calls[i].body, sizeof calls[i].body, "client %d", i);
+    calls[i].timeout_ms = 20000;
+    atomic_init(&calls[i].done, 0);
+    started[i] = pthread_create(&t[i], NULL, held_call_thread, &calls[i]) == 0;
+    n_started += (size_t)started[i];
+  }
+  CU_ASSERT_EQUAL(n_started, N_HELD);
+  /* All of them held at once by one worker with 4 request slots. */
+  CU_ASSERT_EQUAL(box_wait(&box, n_started, 20000), n_started);
+  size_t done_early = 0;
+  for (int i = 0; i < N_HELD; i++)
+    done_early += (size_t)atomic_load(&calls[i].done);
+  CU_ASSERT_EQUAL(done_early, 0);
+
+  /* Answered from this one thread, last held first, each with its own
+   * body; every 7th with an error instead. */
+  pthread_mutex_lock(&box.mu);
+  size_t n = box.n;
+  pthread_mutex_unlock(&box.mu);
+  for (size_t k = 0; k < n; k++) {
+    size_t i = n - 1 - k;
+    char text[64];
+    snprintf(text, sizeof text, "answer to %s", box.body[i]);
+    int client = atoi(box.body[i] + strlen("client "));
+    box_answer(&box, i,
+               client % 7 == 0 ? GRPC_STATUS_FAILED_PRECONDITION
+                               : GRPC_STATUS_OK,
+               text);
+  }
+  size_t ok = 0;
+  for (int i = 0; i < N_HELD; i++) {
+    if (!started[i])
+      continue;
+    pthread_join(t[i], NULL);
+    char want[64];
+    snprintf(want, sizeof want, "answer to client %d", i);
+    char detail[64];
+    snprintf(detail, sizeof detail, "refused client %d", i);
+    held_call *a = &calls[i];
+    if (a->rc != COHORT_OK)
+      continue;
+    if (i % 7 == 0)
+      ok += a->res.code == GRPC_STATUS_FAILED_PRECONDITION &&
+            strcmp(a->res.detail, detail) == 0 && a->res.body == NULL;
+    else
+      ok += a->res.code == GRPC_STATUS_OK && a->res.body_len == strlen(want) &&
+            memcmp(a->res.body, want, a->res.body_len) == 0;
+    rpc_result_clear(&a->res);
+  }
+  CU_ASSERT_EQUAL(ok, N_HELD);
+  box_close(&box);
+  rpc_channel_free(ch);
+  rpc_server_stop(srv, 1000);
+  free(calls);
+  free(t);
+  free(started);
+}
+
+/* A held call whose client gave up (its 300 ms deadline passed, no retry)
+ * is seen as gone soon after; answering it then only releases it. */
+static void test_held_call_client_gone(void) {
+  hold_box box;
+  box_init(&box);
+  rpc_server *srv = NULL;
+  rpc_channel *ch = NULL;
+  CU_ASSERT_EQUAL_FATAL(start_hold_server(&box, &srv, &ch), COHORT_OK);
+  held_call a;
+  memset(&a, 0, sizeof a);
+  a.ch = ch;
+  a.method = "/test.Svc/Hold";
+  snprintf(a.body, sizeof a.body, "gives up");
+  a.timeout_ms = 300;
+  atomic_init(&a.done, 0);
+  int64_t t0 = now_ms();
+  pthread_t ta;
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&ta, NULL, held_call_thread, &a), 0);
+  CU_ASSERT_EQUAL(box_wait(&box, 1, 3000), 1);
+  if (box.n == 1) {
+    CU_ASSERT_EQUAL(rpc_held_gone(box.held[0]), 0); /* still waiting */
+    int64_t gone_at = 0;
+    while (now_ms() - t0 < 2500) {
+      if (rpc_held_gone(box.held[0])) {
+        gone_at = now_ms();
+        break;
+      }
+      sleep_ms(10);
+    }
+    CU_ASSERT(gone_at != 0);
+    CU_ASSERT(gone_at - t0 >= 250);
+    CU_ASSERT(gone_at - t0 < 1500);
+    /* The answer is dropped, its body freed (ASan would see a leak or a
+     * double free), and the call released. */
+    box_answer(&box, 0, GRPC_STATUS_OK, "too late");
+  }
+  pthread_join(ta, NULL);
+  CU_ASSERT_EQUAL(a.rc, COHORT_OK);
+  CU_ASSERT_EQUAL(a.res.code, GRPC_STATUS_DEADLINE_EXCEEDED);
+  CU_ASSERT_PTR_NULL(a.res.body);
+  rpc_result_clear(&a.res);
+  /* The server still serves. */
+  rpc_call_opts o = fast_opts();
+  rpc_result res;
+  CU_ASSERT_EQUAL(
+      rpc_call(ch, "/test.Svc/Echo", NULL, (const uint8_t *)"e", 1, &o, &res),
+      COHORT_OK);
+  CU_ASSERT_EQUAL(res.code, GRPC_STATUS_OK);
+  rpc_result_clear(&res);
+  box_close(&box);
+  rpc_channel_free(ch);
+  rpc_server_stop(srv, 1000);
+}
+
+/* A call is held once: a second rpc_hold of it gives NULL, and the first
+ * hold still answers. Outside a server there is nothing to hold. */
+static void test_second_hold_is_null(void) {
+  rpc_request none;
+  memset(&none, 0, sizeof none);
+  CU_ASSERT_PTR_NULL(rpc_hold(&none));
+  CU_ASSERT_EQUAL(rpc_held_gone(NULL), 0);
+  rpc_reply nothing;
+  memset(&nothing, 0, sizeof nothing);
+  rpc_held_reply(NULL, &nothing); /* a no-op */
+
+  hold_box box;
+  box_init(&box);
+  box.second_hold_null = -1;
+  rpc_server *srv = NULL;
+  rpc_channel *ch = NULL;
+  CU_ASSERT_EQUAL_FATAL(start_hold_server(&box, &srv, &ch), COHORT_OK);
+  held_call a;
+  memset(&a, 0, sizeof a);
+  a.ch = ch;
+  a.method = "/test.Svc/HoldTwice";
+  snprintf(a.body, sizeof a.body, "twice");
+  a.timeout_ms = 5000;
+  atomic_init(&a.done, 0);
+  pthread_t ta;
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&ta, NULL, held_call_thread, &a), 0);
+  CU_ASSERT_EQUAL(box_wait(&box, 1, 3000), 1);
+  CU_ASSERT_EQUAL(box.second_hold_null, 1);
+  if (box.n == 1)
+    box_answer(&box, 0, GRPC_STATUS_OK, "once");
+  pthread_join(ta, NULL);
+  CU_ASSERT_EQUAL(a.res.code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(a.res.body_len, 4);
+  if (a.res.body && a.res.body_len == 4)
+    CU_ASSERT(memcmp(a.res.body, "once", 4) == 0);
+  rpc_result_clear(&a.res);
+  box_close(&box);
+  rpc_channel_free(ch);
+  rpc_server_stop(srv, 1000);
+}
+
+/* rpc_held_reply from the handler itself, right after rpc_hold: the client
+ * gets that answer, not what the handler left in *rep. */
+static void test_held_reply_inside_handler(void) {
+  hold_box box;
+  box_init(&box);
+  rpc_server *srv = NULL;
+  rpc_channel *ch = NULL;
+  CU_ASSERT_EQUAL_FATAL(start_hold_server(&box, &srv, &ch), COHORT_OK);
+  rpc_call_opts o = fast_opts();
+  for (int i = 0; i < 20; i++) {
+    rpc_result res;
+    CU_ASSERT_EQUAL(rpc_call(ch, "/test.Svc/HoldReply", NULL,
+                             (const uint8_t *)"x", 1, &o, &res),
+                    COHORT_OK);
+    CU_ASSERT_EQUAL(res.code, GRPC_STATUS_OK);
+    CU_ASSERT_EQUAL(res.body_len, 6);
+    if (res.body && res.body_len == 6)
+      CU_ASSERT(memcmp(res.body, "inline", 6) == 0);
+    rpc_result_clear(&res);
+  }
+  box_close(&box);
+  rpc_channel_free(ch);
+  rpc_server_stop(srv, 1000);
+}
+
 int cohort_register_suites(void) {
   static const test_case tests[] = {
       {"echo returns the same bytes", test_echo_returns_same_bytes},
@@ -600,6 +1028,17 @@ int cohort_register_suites(void) {
       {"4 threads x 50 calls on one channel",
        test_concurrent_calls_on_one_channel},
       {"stop with a handler in flight", test_stop_with_handler_in_flight},
+      {"held call answered 300 ms later from another thread; the worker "
+       "serves meanwhile",
+       test_held_call_answered_later},
+      {"200 calls held by one worker, each answered with its own reply",
+       test_many_held_calls_each_answered},
+      {"held call whose client's deadline passed is gone; the reply only "
+       "releases it",
+       test_held_call_client_gone},
+      {"a second rpc_hold of a call gives NULL", test_second_hold_is_null},
+      {"rpc_held_reply from inside the handler answers",
+       test_held_reply_inside_handler},
   };
   return test_add_suite("rpc", suite_init, suite_clean, tests,
                         sizeof tests / sizeof tests[0]);
