@@ -17,10 +17,10 @@ uint32_t pace_retry_ms(const pace_inputs *in, double u) {
 
 uint32_t pace_after_round_ms(double until_end_s, double u, double min_ms,
                              double max_ms) {
-  double until = until_end_s > 0.0 ? until_end_s : 0.0;
-  double ms = 1000.0 * until + u * min_ms;
+  double ms = 1000.0 * until_end_s;
   if (ms < min_ms)
     ms = min_ms;
+  ms += u * min_ms;
   if (ms > max_ms)
     ms = max_ms;
   return (uint32_t)ms;

@@ -39,10 +39,10 @@ uint32_t pace_retry_ms(const pace_inputs *in, double u);
  * it is wanted again when the next round opens, expected when this one
  * ends, until_end_s from now (from the mean length of the training phases
  * so far; 0 or less when unknown). Uniform in
- *   [t_end, t_end + min_ms],
- * clamped to [min_ms, max_ms]: no population term, since the client is not
- * one of many to spread out, and min_ms of jitter so that the round's
- * participants do not return in lockstep. */
+ *   [b, b + min_ms],  b = max(t_end, min_ms),
+ * at most max_ms: no population term, since the client is not one of many
+ * to spread out, and min_ms of jitter so that the round's participants do
+ * not return in lockstep, even while t_end is unknown. */
 uint32_t pace_after_round_ms(double until_end_s, double u, double min_ms,
                              double max_ms);
 

@@ -107,19 +107,19 @@ static void test_after_round_formula(void) {
   }
   CU_ASSERT_EQUAL(lo, 3000);
   CU_ASSERT(hi >= 3399 && hi < 3400);
-  /* An end nearer than min_ms: the sum, clamped up to min_ms. */
-  CU_ASSERT_EQUAL(pace_after_round_ms(0.05, 0.9, 100, 60000), 140);
-  CU_ASSERT_EQUAL(pace_after_round_ms(0.05, 0.2, 100, 60000), 100);
+  /* An end nearer than min_ms: min_ms, then the jitter. */
+  CU_ASSERT_EQUAL(pace_after_round_ms(0.05, 0.9, 100, 60000), 190);
+  CU_ASSERT_EQUAL(pace_after_round_ms(0.05, 0.2, 100, 60000), 120);
 }
 
 static void test_after_round_clamps(void) {
-  /* An end unknown (0) or past (negative) counts as now: the jitter alone,
-   * [0, min_ms), which the clamp makes min_ms. */
+  /* An end unknown (0) or past (negative) counts as min_ms away, and the
+   * jitter still spreads the returns over [min_ms, 2 min_ms). */
   for (int i = 0; i < 10; i++) {
     double u = i / 10.0;
-    CU_ASSERT_EQUAL(pace_after_round_ms(0, u, 100, 60000), 100);
-    CU_ASSERT_EQUAL(pace_after_round_ms(-7, u, 100, 60000), 100);
-    CU_ASSERT_EQUAL(pace_after_round_ms(-1e9, u, 250, 60000), 250);
+    CU_ASSERT_EQUAL(pace_after_round_ms(0, u, 100, 60000), 100 + 10 * i);
+    CU_ASSERT_EQUAL(pace_after_round_ms(-7, u, 100, 60000), 100 + 10 * i);
+    CU_ASSERT_EQUAL(pace_after_round_ms(-1e9, u, 250, 60000), 250 + 25 * i);
   }
   /* Far ends are clamped to max_ms. */
   CU_ASSERT_EQUAL(pace_after_round_ms(1e6, 0.5, 100, 60000), 60000);
@@ -134,7 +134,7 @@ static void test_after_round_has_no_population_term(void) {
   pace_inputs crowd = pace(100000, 1, 10, 2);
   CU_ASSERT_EQUAL(pace_retry_ms(&crowd, 0.5), 60000);
   CU_ASSERT_EQUAL(pace_after_round_ms(2, 0.5, 100, 60000), 2050);
-  CU_ASSERT_EQUAL(pace_after_round_ms(0, 0.5, 100, 60000), 100);
+  CU_ASSERT_EQUAL(pace_after_round_ms(0, 0.5, 100, 60000), 150);
 }
 
 /* ---- eligibility: parsing ---- */
