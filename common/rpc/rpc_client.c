@@ -197,7 +197,7 @@ static int call_once(rpc_channel *c, const char *method, const char *auth_value,
     if (grpc_completion_queue_pluck(cq, ops, until, NULL).type ==
         GRPC_OP_COMPLETE)
       break;
-    if (!cancelled && *o->cancel) {
+    if (o->cancel && *o->cancel && !cancelled) {
       grpc_call_cancel(call, NULL);
       cancelled = 1;
     }
