@@ -4,6 +4,7 @@
 #include "cohort.h"
 
 #include <grpc/status.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -31,6 +32,10 @@
 
 /* A coordinator may not make us allocate more than this for one model. */
 #define MAX_MODEL_BYTES (1024u * 1024u * 1024u)
+
+/* How long a check-in asks the coordinator to hold it when there is no task
+ * (cohort_client_options.long_poll_ms 0). */
+#define DEFAULT_LONG_POLL_MS 30000
 
 struct cohort_client {
   cohort_client_options opt;
@@ -244,11 +249,14 @@ static int call_status(cohort_client_t *c, const char *what,
   }
 }
 
-/* Packs m, calls method, unpacks the reply with desc into *reply. */
-static int call(cohort_client_t *c, const char *method, const char *what,
-                const ProtobufCMessage *m,
-                const ProtobufCMessageDescriptor *desc, int authed,
-                ProtobufCMessage **reply, size_t *sent, size_t *received) {
+/* Packs m, calls method with a deadline of timeout_ms per attempt, unpacks
+ * the reply with desc into *reply. Ends soon after cohort_client_stop, with
+ * COHORT_ECANCELED. */
+static int call_timed(cohort_client_t *c, int timeout_ms, const char *method,
+                      const char *what, const ProtobufCMessage *m,
+                      const ProtobufCMessageDescriptor *desc, int authed,
+                      ProtobufCMessage **reply, size_t *sent,
+                      size_t *received) {
   uint8_t *buf = NULL;
   size_t len = 0;
   int rc = pb_pack(m, &buf, &len);
@@ -256,7 +264,8 @@ static int call(cohort_client_t *c, const char *method, const char *what,
     return rc;
   rpc_call_opts o;
   rpc_call_opts_init(&o);
-  o.timeout_ms = c->opt.rpc_timeout_ms;
+  o.timeout_ms = timeout_ms;
+  o.cancel = &c->stop;
   /* Every call of this protocol is safe to repeat: check-ins return the
    * same task, downloads are by offset, uploads are idempotent by digest, a
    * report overwrites itself, and a repeated Register is refused for its
@@ -266,7 +275,8 @@ static int call(cohort_client_t *c, const char *method, const char *what,
   rc = rpc_call(c->ch, method, authed ? c->session : NULL, buf, len, &o, &r);
   free(buf);
   if (rc) {
-    set_error(c, "%s: %s", what, cohort_strerror(rc));
+    set_error(c, "%s: %s", what,
+              rc == COHORT_ECANCELED ? "stopped" : cohort_strerror(rc));
     return rc;
   }
   rc = call_status(c, what, &r);
@@ -283,6 +293,15 @@ static int call(cohort_client_t *c, const char *method, const char *what,
     *received += r.body_len;
   rpc_result_clear(&r);
   return rc;
+}
+
+/* call_timed with the options' deadline. */
+static int call(cohort_client_t *c, const char *method, const char *what,
+                const ProtobufCMessage *m,
+                const ProtobufCMessageDescriptor *desc, int authed,
+                ProtobufCMessage **reply, size_t *sent, size_t *received) {
+  return call_timed(c, c->opt.rpc_timeout_ms, method, what, m, desc, authed,
+                    reply, sent, received);
 }
 
 /* One Register with a fresh identity (or the persistent one). */
@@ -427,10 +446,14 @@ static int builtin_train(cohort_client_t *c, const cohort_train_request *req,
    * differently, yet a rerun of the same federation repeats itself. */
   o.seed = nn_rng_mix(nn_rng_mix(c->opt.seed, (uint64_t)d->client_index),
                       req->round);
+  o.stop = &c->stop;
   char err[200];
   int rc =
       nn_train(&m->net, params, &d->ds, &o, &res->train_loss, err, sizeof err);
-  if (rc)
+  if (rc == COHORT_ECANCELED)
+    set_error(c, "round %llu: stopped while training",
+              (unsigned long long)req->round);
+  else if (rc)
     set_error(c, "built-in training failed: %s", err);
   res->num_examples = d->ds.n;
   return rc;
@@ -470,9 +493,11 @@ static int report_evaluation(cohort_client_t *c, const Cohort__V1__Task *t,
   return rc;
 }
 
+/* Uploads the encoded update in the task's chunk size; train_ms, the time
+ * spent training it, goes with every chunk. */
 static int upload_update(cohort_client_t *c, const Cohort__V1__Task *t,
                          const uint8_t *bytes, size_t len, uint64_t examples,
-                         cohort_cycle_info *info) {
+                         uint32_t train_ms, cohort_cycle_info *info) {
   uint8_t digest[CRYPTO_SHA256_LEN];
   int rc = crypto_sha256(bytes, len, digest);
   if (rc)
@@ -496,6 +521,7 @@ static int upload_update(cohort_client_t *c, const Cohort__V1__Task *t,
     req.update_sha256.data = digest;
     req.update_sha256.len = sizeof digest;
     req.num_examples = examples;
+    req.train_ms = train_ms;
     Cohort__V1__UploadResponse *resp = NULL;
     rc = call(c, PB_METHOD_UPLOAD, "upload", &req.base,
               &cohort__v1__upload_response__descriptor, 1,
@@ -533,6 +559,7 @@ typedef struct task_io {
   cohort_client_t *c;
   const Cohort__V1__Task *t;
   cohort_cycle_info *info;
+  uint32_t train_ms; /* for the masked upload */
 } task_io;
 
 static int secagg_io_call(void *ctx, const Cohort__V1__SecAggRequest *req,
@@ -551,7 +578,7 @@ static int secagg_io_call(void *ctx, const Cohort__V1__SecAggRequest *req,
 static int secagg_io_upload(void *ctx, const uint8_t *bytes, size_t len,
                             uint64_t examples) {
   task_io *x = ctx;
-  return upload_update(x->c, x->t, bytes, len, examples, x->info);
+  return upload_update(x->c, x->t, bytes, len, examples, x->train_ms, x->info);
 }
 
 static int secagg_io_nap(void *ctx, long ms) {
@@ -660,6 +687,7 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     if (rc)
       goto out;
   }
+  double train_start = clock_mono_s();
   if (c->opt.train) {
     if (c->opt.train(c->opt.train_user, &req, params, n, &res) != 0) {
       set_error(c, "training callback failed in round %llu",
@@ -672,6 +700,8 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     if (rc)
       goto out;
   }
+  double train_ms = (clock_mono_s() - train_start) * 1000.0;
+  io_ctx.train_ms = train_ms < UINT32_MAX ? (uint32_t)train_ms : UINT32_MAX;
   if (res.num_examples == 0) {
     set_error(c, "training reported 0 examples; nothing to upload");
     rc = COHORT_ECALLBACK;
@@ -699,7 +729,8 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     set_error(c, "%s", err);
     goto out;
   }
-  rc = upload_update(c, t, wire, wire_len, res.num_examples, info);
+  rc = upload_update(c, t, wire, wire_len, res.num_examples, io_ctx.train_ms,
+                     info);
   if (!rc)
     update_codec_accepted(&c->codec);
   info->train_loss = res.train_loss;
@@ -734,19 +765,31 @@ int cohort_client_run_once(cohort_client_t *c, cohort_cycle_info *info) {
   }
   req.attributes = attr_ptrs;
   req.n_attributes = c->opt.n_attributes;
+  /* A long poll: the coordinator may hold the call up to wait_ms while it
+   * has no task for us; the deadline leaves the usual time for the answer
+   * after that. An old coordinator answers at once. */
+  int wait_ms = c->opt.long_poll_ms == 0  ? DEFAULT_LONG_POLL_MS
+                : c->opt.long_poll_ms < 0 ? 0
+                                          : c->opt.long_poll_ms;
+  req.wait_ms = (uint32_t)wait_ms;
+  int timeout_ms = wait_ms > INT_MAX - c->opt.rpc_timeout_ms
+                       ? INT_MAX
+                       : wait_ms + c->opt.rpc_timeout_ms;
   Cohort__V1__CheckInResponse *resp = NULL;
-  rc = call(c, PB_METHOD_CHECKIN, "check-in", &req.base,
-            &cohort__v1__check_in_response__descriptor, 1,
-            (ProtobufCMessage **)&resp, &info->bytes_up, &info->bytes_down);
+  rc = call_timed(c, timeout_ms, PB_METHOD_CHECKIN, "check-in", &req.base,
+                  &cohort__v1__check_in_response__descriptor, 1,
+                  (ProtobufCMessage **)&resp, &info->bytes_up,
+                  &info->bytes_down);
   if (rc == COHORT_EAUTH) {
     /* The coordinator no longer knows our session (a new database):
      * enroll again, once. */
     c->session[0] = '\0';
     rc = do_register(c);
     if (!rc)
-      rc = call(c, PB_METHOD_CHECKIN, "check-in", &req.base,
-                &cohort__v1__check_in_response__descriptor, 1,
-                (ProtobufCMessage **)&resp, &info->bytes_up, &info->bytes_down);
+      rc = call_timed(c, timeout_ms, PB_METHOD_CHECKIN, "check-in", &req.base,
+                      &cohort__v1__check_in_response__descriptor, 1,
+                      (ProtobufCMessage **)&resp, &info->bytes_up,
+                      &info->bytes_down);
   }
   if (rc)
     return rc;
@@ -794,6 +837,8 @@ int cohort_client_run(cohort_client_t *c) {
                  (unsigned long long)info.round, info.train_loss,
                  (unsigned long long)info.bytes_up,
                  (unsigned long long)info.bytes_down);
+      /* after_ms 0, what a long poll that ended with nothing answers:
+       * check in again at once. */
       if (info.outcome == COHORT_CYCLE_RETRY &&
           nap(c, info.retry_after_ms) != COHORT_OK)
         break;

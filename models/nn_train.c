@@ -135,6 +135,11 @@ int nn_train(const nn_net *net, float *params, const nn_dataset *ds,
     nn_rng_shuffle(&rng, order, ds->n);
     epoch_loss = 0.0;
     for (size_t first = 0; first < ds->n; first += (size_t)batch) {
+      if (opts->stop && *opts->stop) {
+        snprintf(err, errlen, "stopped");
+        rc = COHORT_ECANCELED;
+        goto out;
+      }
       int count =
           (int)(ds->n - first < (size_t)batch ? ds->n - first : (size_t)batch);
       gather(ds, order + first, count, xb, yb);

@@ -7,6 +7,7 @@
 #ifndef COHORT_NN_TRAIN_H
 #define COHORT_NN_TRAIN_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,16 +21,22 @@ typedef struct nn_train_opts {
   nn_optim_config optim;
   float fedprox_mu; /* proximal term mu/2 |w - w_start|^2; 0 = off */
   uint64_t seed;    /* shuffling order and dropout masks */
+  /* Non-NULL: looked at before every minibatch; once *stop is set (from
+   * another thread or a signal handler) training ends early with
+   * COHORT_ECANCELED. */
+  const volatile sig_atomic_t *stop;
 } nn_train_opts;
 
-/* 1 epoch, batch 32, nn_optim_config_init's SGD, no FedProx, seed 0. */
+/* 1 epoch, batch 32, nn_optim_config_init's SGD, no FedProx, seed 0, no stop
+ * flag. */
 void nn_train_opts_init(nn_train_opts *opts);
 
 /* Trains params (n_params of net) in place on ds. The data set must match
  * the net's input size and every label must be below its outputs.
  * *mean_loss (may be NULL) gets the mean training loss over the last epoch.
  * Returns COHORT_OK, COHORT_EINVAL with a reason in err (bad options, empty
- * or mismatched data), or COHORT_ENOMEM. */
+ * or mismatched data), COHORT_ECANCELED (opts->stop was set; params are
+ * left untouched) or COHORT_ENOMEM. */
 int nn_train(const nn_net *net, float *params, const nn_dataset *ds,
              const nn_train_opts *opts, double *mean_loss, char *err,
              size_t errlen);

@@ -1,8 +1,9 @@
 /* cohort-client: the reference client. Loads its share of a dataset,
  * then takes part in rounds through libcohort's public API until the
- * federation is over. Exit status 0 when it ended normally, 3 when it left
- * secure aggregation as --exit-at-secagg asked (with --hang, it waits to
- * be killed there instead). */
+ * federation is over. Exit status 0 when it ended normally or was stopped
+ * by SIGTERM or SIGINT (within about a second, whatever it was doing), 3
+ * when it left secure aggregation as --exit-at-secagg asked (with --hang, it
+ * waits to be killed there instead). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@ static struct {
   const char *exit_at_secagg, *identity_key, *identity_cert, *authority;
   const char *secagg_adversary;
   long limit, seed, threads, secagg_security_bits, secagg_colluders;
+  long long_poll_ms;
   double holdout, secagg_corrupt, dp_max_epsilon;
   int summary, hang;
   flag_list attributes;
@@ -63,6 +65,10 @@ static const flag_def FLAGS[] = {
      "aggregation must be certified by it (docs/security.md)"},
     {"threads", FLAG_INT, &g_opts.threads, "0", 0, 1024, "N",
      "training threads (0: all cores)"},
+    {"long-poll-ms", FLAG_INT, &g_opts.long_poll_ms, "0", -1e9, 1e9, "MS",
+     "the longest a check-in asks the coordinator to hold the call while "
+     "it has no task for this client (0: 30000; negative: no long poll, "
+     "the coordinator answers at once)"},
     {"partition-summary", FLAG_BOOL, &g_opts.summary, NULL, 0, 0, NULL,
      "print the examples and labels of each of the N clients, then exit"},
     {"log-level", FLAG_STRING, &g_opts.log_level, "info", 0, 0, "LEVEL",
@@ -103,7 +109,10 @@ static const char USAGE[] =
     "usage: cohort-client --server HOST:PORT --token T [options]\n\n"
     "Takes part in a Cohort federation: checks in, downloads the global\n"
     "model, trains it on its own shard of the data, uploads only the delta,\n"
-    "and exits with status 0 when the coordinator says the federation is over.";
+    "and exits with status 0 when the coordinator says the federation is\n"
+    "over. SIGTERM or SIGINT stops it within about a second, whatever it is\n"
+    "doing (connecting, waiting, downloading, training, uploading), also\n"
+    "with status 0. It exits with 1 on an error and 2 on a bad flag.";
 
 /* The exit status when the client left secure aggregation as asked. */
 #define EXIT_LEFT_SECAGG 3
@@ -115,6 +124,20 @@ static void on_signal(int sig) {
   (void)sig;
   g_signalled = 1;
   cohort_client_stop(g_client);
+}
+
+/* sigaction, not signal(): the handler stays installed for a second signal
+ * (signal() under strict C11 resets it after the first). */
+static int install_handlers(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGINT, &sa, NULL) != 0 || sigaction(SIGTERM, &sa, NULL) != 0) {
+    perror("cohort-client: sigaction");
+    return -1;
+  }
+  return 0;
 }
 
 static int parse_secagg_step(const char *s, cohort_secagg_step *out) {
@@ -267,6 +290,7 @@ int main(int argc, char **argv) {
   o.secagg_security_bits = (unsigned)g_opts.secagg_security_bits;
   o.secagg_colluders = (unsigned)g_opts.secagg_colluders;
   o.dp_max_epsilon = g_opts.dp_max_epsilon;
+  o.long_poll_ms = (int)g_opts.long_poll_ms;
   rc = cohort_client_new(&o, &g_client);
   if (rc != COHORT_OK) {
     fprintf(stderr, "cohort-client: %s\n", cohort_strerror(rc));
@@ -278,10 +302,17 @@ int main(int argc, char **argv) {
     cohort_dataset_free(ds);
     return 1;
   }
-  signal(SIGINT, on_signal);
-  signal(SIGTERM, on_signal);
+  if (install_handlers() != 0) {
+    cohort_client_free(g_client);
+    cohort_dataset_free(ds);
+    return 1;
+  }
   rc = cohort_client_run(g_client);
-  if (rc != COHORT_OK)
+  /* Stopped by a signal: a clean stop, asked for. */
+  int stopped = rc == COHORT_ECANCELED && g_signalled;
+  if (stopped)
+    fprintf(stderr, "cohort-client: stopped by a signal\n");
+  else if (rc != COHORT_OK)
     fprintf(stderr, "cohort-client: %s: %s\n", cohort_strerror(rc),
             cohort_client_last_error(g_client));
   /* Cancelled without a signal: only the testing aid does that. */
@@ -299,5 +330,5 @@ int main(int argc, char **argv) {
   cohort_dataset_free(ds);
   if (left)
     return EXIT_LEFT_SECAGG;
-  return rc == COHORT_OK ? 0 : 1;
+  return rc == COHORT_OK || stopped ? 0 : 1;
 }

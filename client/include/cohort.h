@@ -184,6 +184,12 @@ typedef struct cohort_client_options {
    * (docs/privacy.md). 0 (default): any, as long as the plan's noise buys
    * the epsilon it publishes. */
   double dp_max_epsilon;
+  /* Long-poll check-in (docs/protocol.md): the longest, in ms, a check-in
+   * asks the coordinator to hold the call while it has no task for this
+   * client, so a task reaches it as soon as there is one. The call's
+   * deadline is this plus rpc_timeout_ms. 0 (default): 30000; negative: no
+   * long poll (the coordinator answers at once). */
+  int long_poll_ms;
 } cohort_client_options;
 
 /* Fills o with the defaults; set server and enrollment_token after. */
@@ -246,7 +252,7 @@ typedef enum cohort_cycle_outcome {
 typedef struct cohort_cycle_info {
   cohort_cycle_outcome outcome;
   uint64_t round;          /* round of the task, when TRAINED */
-  uint32_t retry_after_ms; /* when RETRY */
+  uint32_t retry_after_ms; /* when RETRY; 0: check in again at once */
   uint64_t bytes_down;     /* bytes on the wire this cycle */
   uint64_t bytes_up;
   double train_loss;
@@ -277,8 +283,13 @@ COHORT_API int cohort_client_run_once(cohort_client_t *c,
  * again. */
 COHORT_API int cohort_client_run(cohort_client_t *c);
 
-/* Asks cohort_client_run to return soon; safe from any thread or a signal
- * handler. */
+/* Asks cohort_client_run (or cohort_client_run_once) to return
+ * COHORT_ECANCELED; safe from any thread or a signal handler. It returns
+ * within about a second in every state: connecting, backing off, waiting
+ * for or holding a check-in, downloading, built-in training (checked at
+ * every minibatch) and uploading. A train callback is the exception: it is
+ * not interrupted, so the run returns once the callback does. The client
+ * stays stopped: a later run returns COHORT_ECANCELED at once. */
 COHORT_API void cohort_client_stop(cohort_client_t *c);
 
 /* Client id the coordinator assigned (0 before registration). */

@@ -80,6 +80,7 @@ void rpc_call_opts_init(rpc_call_opts *o) {
   o->max_attempts = 6;
   o->backoff_initial_ms = 100;
   o->backoff_max_ms = 5000;
+  o->cancel = NULL;
 }
 
 void rpc_result_clear(rpc_result *res) {
@@ -182,10 +183,29 @@ static int call_once(rpc_channel *c, const char *method, const char *auth_value,
     rc = e == GRPC_CALL_ERROR_INVALID_METADATA ? COHORT_EINVAL : COHORT_EIO;
     goto out;
   }
-  /* An infinite wait is bounded by the call deadline: RECV_STATUS_ON_CLIENT
-   * always completes. */
-  grpc_completion_queue_pluck(cq, ops, gpr_inf_future(GPR_CLOCK_REALTIME),
-                              NULL);
+  /* The batch ends by the call deadline at the latest: RECV_STATUS_ON_CLIENT
+   * always completes. Without a cancel flag, wait for it in one go; with
+   * one, in slices, and once the flag is set cancel the call, which
+   * completes the batch at once. */
+  int cancelled = 0;
+  for (;;) {
+    gpr_timespec until =
+        o->cancel ? gpr_time_add(
+                        gpr_now(GPR_CLOCK_MONOTONIC),
+                        gpr_time_from_millis(RPC_CANCEL_POLL_MS, GPR_TIMESPAN))
+                  : gpr_inf_future(GPR_CLOCK_REALTIME);
+    if (grpc_completion_queue_pluck(cq, ops, until, NULL).type ==
+        GRPC_OP_COMPLETE)
+      break;
+    if (o->cancel && *o->cancel && !cancelled) {
+      grpc_call_cancel(call, NULL);
+      cancelled = 1;
+    }
+  }
+  if (cancelled) {
+    rc = COHORT_ECANCELED;
+    goto out;
+  }
 
   res->code = (int)status;
   detail_copy(res->detail, sizeof res->detail, details);
@@ -250,6 +270,15 @@ static int64_t backoff_ms(const rpc_call_opts *o, int retry) {
   return (int64_t)(r % (uint64_t)(bound + 1));
 }
 
+/* Sleeps ms, or less once *cancel (when not NULL) is set. */
+static void nap(const volatile sig_atomic_t *cancel, int64_t ms) {
+  while (ms > 0 && !(cancel && *cancel)) {
+    int64_t step = cancel && ms > RPC_CANCEL_POLL_MS ? RPC_CANCEL_POLL_MS : ms;
+    clock_sleep_ms(step);
+    ms -= step;
+  }
+}
+
 int rpc_call(rpc_channel *ch, const char *method, const char *bearer,
              const uint8_t *req, size_t req_len, const rpc_call_opts *opts,
              rpc_result *res) {
@@ -280,6 +309,10 @@ int rpc_call(rpc_channel *ch, const char *method, const char *bearer,
       opts->idempotent && opts->max_attempts > 1 ? opts->max_attempts : 1;
   int rc = COHORT_OK;
   for (int attempt = 0;; attempt++) {
+    if (opts->cancel && *opts->cancel) {
+      rc = COHORT_ECANCELED;
+      break;
+    }
     rc = call_once(ch, method, auth_value, req, req_len, opts, res);
     if (rc != COHORT_OK)
       break;
@@ -290,7 +323,7 @@ int rpc_call(rpc_channel *ch, const char *method, const char *bearer,
     int64_t wait = backoff_ms(opts, attempt);
     log_debug("rpc %s: attempt %d got status %d, retrying in %lld ms", method,
               attempt + 1, res->code, (long long)wait);
-    clock_sleep_ms(wait);
+    nap(opts->cancel, wait); /* a cancel is seen at the loop's top */
   }
   if (auth_value) {
     /* It holds the token; don't leave that in freed heap memory. Volatile

@@ -3,6 +3,7 @@
 #ifndef COHORT_RPC_CLIENT_H
 #define COHORT_RPC_CLIENT_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,10 +27,17 @@ typedef struct rpc_call_opts {
   int max_attempts;       /* tries in all for idempotent calls (>= 1) */
   int backoff_initial_ms; /* first retry waits up to this (full jitter) */
   int backoff_max_ms;     /* cap of the backoff */
+  /* Non-NULL: the call ends within about RPC_CANCEL_POLL_MS once *cancel is
+   * set (the attempt in flight is cancelled, no retry follows) and returns
+   * COHORT_ECANCELED. Set from another thread or a signal handler. */
+  const volatile sig_atomic_t *cancel;
 } rpc_call_opts;
 
+/* How often a call looks at its cancel flag. */
+#define RPC_CANCEL_POLL_MS 50
+
 /* Sensible defaults: 10 s, wait-for-ready, not idempotent, 6 attempts,
- * 100 ms initial backoff, 5 s cap. */
+ * 100 ms initial backoff, 5 s cap, no cancel flag. */
 void rpc_call_opts_init(rpc_call_opts *o);
 
 typedef struct rpc_result {
@@ -43,8 +51,9 @@ typedef struct rpc_result {
 /* One unary call. bearer, when not NULL, is sent as
  * "authorization: Bearer <bearer>". Idempotent calls are retried on
  * UNAVAILABLE and DEADLINE_EXCEEDED, up to max_attempts. Returns COHORT_OK when
- * a status came back (look at res->code), or a negative status for local
- * failures. Thread-safe: each call uses its own completion queue. */
+ * a status came back (look at res->code), COHORT_ECANCELED when opts->cancel
+ * was set, or a negative status for local failures. Thread-safe: each call uses
+ * its own completion queue. */
 int rpc_call(rpc_channel *ch, const char *method, const char *bearer,
              const uint8_t *req, size_t req_len, const rpc_call_opts *opts,
              rpc_result *res);

@@ -3,11 +3,14 @@
  * every zoo model, optimizer steps against values PyTorch 1.13 computed, and
  * training behaviour (learning, determinism, FedProx, bad arguments). */
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cohort_status.h"
 #include "cunit_main.h"
@@ -500,6 +503,61 @@ static void test_fedprox(void) {
   nn_dataset_close(&ds);
 }
 
+static volatile sig_atomic_t g_stop;
+
+static void *stop_soon(void *arg) {
+  (void)arg;
+  nanosleep(&(struct timespec){.tv_nsec = 100000000}, NULL);
+  g_stop = 1;
+  return NULL;
+}
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The stop flag ends training at the next minibatch: a set flag before the
+ * first, and one set from another thread 100 ms into what would be
+ * millions of steps, both give COHORT_ECANCELED and leave params as they
+ * were. */
+static void test_train_stops_when_asked(void) {
+  nn_dataset ds;
+  make_blobs(&ds, 400, 6);
+  nn_model m;
+  char err[200];
+  CU_ASSERT_FATAL(nn_zoo_resolve("mlp:16", (nn_shape){2, 1, 1}, 4, &m, err,
+                                 sizeof err) == 0);
+  size_t bytes = m.n_params * sizeof(float);
+  float *w = malloc(bytes), *before = malloc(bytes);
+  CU_ASSERT_FATAL(w && before);
+  nn_net_init(&m.net, w, 1);
+  memcpy(before, w, bytes);
+  nn_train_opts o;
+  nn_train_opts_init(&o);
+  o.stop = &g_stop;
+  g_stop = 1;
+  CU_ASSERT_EQUAL(nn_train(&m.net, w, &ds, &o, NULL, err, sizeof err),
+                  COHORT_ECANCELED);
+  g_stop = 0;
+  o.epochs = 10000;
+  o.batch_size = 1;
+  pthread_t t;
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, stop_soon, NULL), 0);
+  double t0 = mono_s();
+  CU_ASSERT_EQUAL(nn_train(&m.net, w, &ds, &o, NULL, err, sizeof err),
+                  COHORT_ECANCELED);
+  double took = mono_s() - t0;
+  pthread_join(t, NULL);
+  printf("\n  stopped after %.3f s (stop set at 0.1 s) ", took);
+  CU_ASSERT(took < 2.0);
+  CU_ASSERT(memcmp(w, before, bytes) == 0);
+  free(w);
+  free(before);
+  nn_dataset_close(&ds);
+}
+
 /* Bad arguments are refused before any work and leave params untouched. */
 static void test_train_rejects(void) {
   nn_dataset ds;
@@ -663,6 +721,8 @@ int cohort_register_suites(void) {
       {"SGD fused into a large layer's backward equals the plain step",
        test_train_step_fused},
       {"bad arguments leave the model untouched", test_train_rejects},
+      {"a stop flag ends training early with COHORT_ECANCELED",
+       test_train_stops_when_asked},
   };
   return test_add_suite("layers", NULL, NULL, layers,
                         sizeof layers / sizeof *layers) ||

@@ -10,6 +10,7 @@
 #include <grpc/support/time.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1003,6 +1004,52 @@ static void test_held_reply_inside_handler(void) {
   rpc_server_stop(srv, 1000);
 }
 
+static volatile sig_atomic_t g_cancel;
+
+static void *cancel_soon(void *arg) {
+  (void)arg;
+  sleep_ms(200);
+  g_cancel = 1;
+  return NULL;
+}
+
+/* A wait-for-ready call to a port with nothing behind it would wait out
+ * its 30 s deadline, six times over; cancelled after 200 ms it returns at
+ * once with COHORT_ECANCELED, and a call whose flag is already set never
+ * starts. */
+static void test_cancel_ends_a_waiting_call(void) {
+  int port = free_port();
+  CU_ASSERT_FATAL(port > 0);
+  rpc_channel *ch = NULL;
+  CU_ASSERT_EQUAL_FATAL(open_channel(port, &ch), COHORT_OK);
+  rpc_call_opts o;
+  rpc_call_opts_init(&o);
+  CU_ASSERT_PTR_NULL(o.cancel);
+  o.timeout_ms = 30000;
+  o.wait_for_ready = 1;
+  o.idempotent = 1;
+  o.cancel = &g_cancel;
+  g_cancel = 0;
+  pthread_t t;
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, cancel_soon, NULL), 0);
+  rpc_result res;
+  int64_t t0 = now_ms();
+  int rc =
+      rpc_call(ch, "/test.Svc/Echo", NULL, (const uint8_t *)"hi", 2, &o, &res);
+  int64_t took = now_ms() - t0;
+  pthread_join(t, NULL);
+  printf("\n  cancelled call returned after %lld ms ", (long long)took);
+  CU_ASSERT_EQUAL(rc, COHORT_ECANCELED);
+  CU_ASSERT_PTR_NULL(res.body);
+  CU_ASSERT(took >= 150 && took < 3000);
+  t0 = now_ms();
+  CU_ASSERT_EQUAL(
+      rpc_call(ch, "/test.Svc/Echo", NULL, (const uint8_t *)"hi", 2, &o, &res),
+      COHORT_ECANCELED);
+  CU_ASSERT(now_ms() - t0 < 1000);
+  rpc_channel_free(ch);
+}
+
 int cohort_register_suites(void) {
   static const test_case tests[] = {
       {"echo returns the same bytes", test_echo_returns_same_bytes},
@@ -1039,6 +1086,8 @@ int cohort_register_suites(void) {
       {"a second rpc_hold of a call gives NULL", test_second_hold_is_null},
       {"rpc_held_reply from inside the handler answers",
        test_held_reply_inside_handler},
+      {"a cancel flag ends a waiting call at once",
+       test_cancel_ends_a_waiting_call},
   };
   return test_add_suite("rpc", suite_init, suite_clean, tests,
                         sizeof tests / sizeof tests[0]);
