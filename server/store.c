@@ -163,6 +163,29 @@ static const char *MIGRATE_V8 =
     "ALTER TABLE privacy_ledger ADD COLUMN sampling TEXT;"
     "PRAGMA user_version = 8;";
 
+/* Version 9: the kept updates' bytes move to a file per round next to the
+ * database (store_updates.c); a row names their place in it (offset,
+ * length). delta, no longer NOT NULL, still holds the bytes of a row
+ * written before, so a round in progress across the upgrade resumes. SQLite
+ * cannot drop a NOT NULL, hence the table is rebuilt. */
+static const char *MIGRATE_V9 =
+    "CREATE TABLE updates_v9 ("
+    "  round INTEGER NOT NULL REFERENCES rounds(id),"
+    "  client_id INTEGER NOT NULL REFERENCES clients(id),"
+    "  examples INTEGER NOT NULL,"
+    "  sha256 TEXT NOT NULL,"
+    "  delta BLOB,"
+    "  offset INTEGER CHECK (offset >= 0),"
+    "  length INTEGER CHECK (length >= 0),"
+    "  CHECK (delta IS NOT NULL OR (offset IS NOT NULL AND length IS NOT"
+    "   NULL)),"
+    "  PRIMARY KEY (round, client_id));"
+    "INSERT INTO updates_v9 (round, client_id, examples, sha256, delta)"
+    "  SELECT round, client_id, examples, sha256, delta FROM updates;"
+    "DROP TABLE updates;"
+    "ALTER TABLE updates_v9 RENAME TO updates;"
+    "PRAGMA user_version = 9;";
+
 const char *store_errmsg(store *s) {
   if (!s || !s->db)
     return "no database";
@@ -174,6 +197,12 @@ int store_fail(store *s, const char *what) {
            sqlite3_errmsg(s->db));
   log_error("store: %s", s->last_error);
   return COHORT_EDB;
+}
+
+int store_fail_with(store *s, int rc, const char *what, const char *why) {
+  snprintf(s->last_error, sizeof s->last_error, "%s: %s", what, why);
+  log_error("store: %s", s->last_error);
+  return rc;
 }
 
 int store_exec(store *s, const char *sql) {
@@ -255,8 +284,10 @@ static int migrate(store *s, const char *sql) {
 int store_open_readonly(const char *path, store **out, char *err,
                         size_t errlen) {
   store *s = calloc(1, sizeof *s);
-  if (!s)
+  if (!s || store_updates_open(path, &s->updates)) {
+    free(s);
     return COHORT_ENOMEM;
+  }
   int64_t version = 0;
   int rc = COHORT_EDB;
   if (sqlite3_open_v2(path, &s->db,
@@ -281,10 +312,28 @@ int store_open_readonly(const char *path, store **out, char *err,
   return COHORT_OK;
 }
 
+/* Whether round is still in progress, so its update file is needed; an
+ * unknown round has ended (or never began). */
+static int round_unfinished(void *ctx, int64_t round) {
+  store *s = ctx;
+  sqlite3_stmt *st;
+  if (store_prepare(s,
+                    "SELECT COUNT(*) FROM rounds WHERE id = ?1"
+                    " AND state NOT IN ('COMMITTED', 'FAILED')",
+                    &st))
+    return 1; /* keep it rather than lose a resumable update */
+  sqlite3_bind_int64(st, 1, round);
+  int keep = sqlite3_step(st) != SQLITE_ROW || sqlite3_column_int64(st, 0) > 0;
+  sqlite3_finalize(st);
+  return keep;
+}
+
 int store_open(const char *path, store **out, char *err, size_t errlen) {
   store *s = calloc(1, sizeof *s);
-  if (!s)
+  if (!s || store_updates_open(path, &s->updates)) {
+    free(s);
     return COHORT_ENOMEM;
+  }
   int rc = COHORT_EDB;
   int64_t version = 0;
   if (sqlite3_open_v2(path, &s->db,
@@ -322,7 +371,8 @@ int store_open(const char *path, store **out, char *err, size_t errlen) {
       (version < 5 && migrate(s, MIGRATE_V5)) ||
       (version < 6 && migrate(s, MIGRATE_V6)) ||
       (version < 7 && migrate(s, MIGRATE_V7)) ||
-      (version < 8 && migrate(s, MIGRATE_V8))) {
+      (version < 8 && migrate(s, MIGRATE_V8)) ||
+      (version < 9 && migrate(s, MIGRATE_V9))) {
     snprintf(err, errlen,
              "database %s: cannot create or upgrade the schema: "
              "%s",
@@ -332,6 +382,8 @@ int store_open(const char *path, store **out, char *err, size_t errlen) {
   if (version > 0 && version < STORE_SCHEMA_VERSION)
     log_info("database %s upgraded from schema %lld to %d", path,
              (long long)version, STORE_SCHEMA_VERSION);
+  /* A crash between a round's end and the unlink of its file left it. */
+  store_updates_prune(s->updates, round_unfinished, s);
   rc = COHORT_OK;
 out:
   if (rc) {
@@ -346,6 +398,7 @@ void store_close(store *s) {
   if (!s)
     return;
   sqlite3_close(s->db);
+  store_updates_close(s->updates);
   free(s);
 }
 

@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "cohort_status.h"
+#include "crypto.h"
+#include "log.h"
 #include "store.h"
 #include "store_sql.h"
 
@@ -172,7 +174,12 @@ int store_round_commit(store *s, const store_round_result *r,
     rc = record_result(s, r, m->version);
   if (!rc)
     rc = drop_updates(s, r->round);
-  return store_finish_durable(s, rc);
+  rc = store_finish_durable(s, rc);
+  /* Only once the rows are gone: a crash before leaves a file that the
+   * next store_open removes. */
+  if (!rc)
+    store_updates_remove(s->updates, r->round);
+  return rc;
 }
 
 int store_round_finish_eval(store *s, const store_round_result *r) {
@@ -202,7 +209,10 @@ int store_round_fail(store *s, int64_t id, const char *reason, double now) {
     rc = drop_updates(s, id);
   if (!rc)
     rc = store_event(s, now, id, "round_failed", reason);
-  return store_finish_durable(s, rc);
+  rc = store_finish_durable(s, rc);
+  if (!rc)
+    store_updates_remove(s->updates, id);
+  return rc;
 }
 
 int store_round_fail_unfinished(store *s, const char *reason, double now,
@@ -225,7 +235,10 @@ int store_round_fail_unfinished(store *s, const char *reason, double now,
     *count = sqlite3_changes(s->db);
   if (!rc)
     rc = store_exec(s, "DELETE FROM updates"); /* no round is open now */
-  return store_finish(s, rc);
+  rc = store_finish(s, rc);
+  if (!rc)
+    store_updates_prune(s->updates, NULL, NULL);
+  return rc;
 }
 
 int store_round_set_secagg(store *s, int64_t id, const char *secagg) {
@@ -334,6 +347,32 @@ int store_round_eval_exists(store *s, int64_t base_version, int *exists) {
   return rc;
 }
 
+/* The bytes of a row kept in the round's file, checked against the row's
+ * SHA-256: *out is NULL when they are missing, cut short or not the ones
+ * recorded. Only running out of memory is an error. */
+static int read_kept(store *s, int64_t round, int64_t client, uint64_t offset,
+                     uint64_t len, const char *sha256_hex, uint8_t **out) {
+  int rc = store_updates_read(s->updates, round, offset, len, out);
+  if (rc == COHORT_ENOMEM)
+    return rc;
+  const char *why = "its bytes are missing from the round's file";
+  if (!rc) {
+    uint8_t digest[CRYPTO_SHA256_LEN];
+    char hex[2 * CRYPTO_SHA256_LEN + 1];
+    if (crypto_sha256(*out, (size_t)len, digest) == COHORT_OK) {
+      crypto_hex(digest, sizeof digest, hex);
+      if (strcmp(hex, sha256_hex) == 0)
+        return COHORT_OK;
+    }
+    why = "its bytes in the round's file are not the ones recorded";
+    free(*out);
+    *out = NULL;
+  }
+  log_warn("store: round %lld, client %lld: kept update unreadable: %s",
+           (long long)round, (long long)client, why);
+  return COHORT_OK;
+}
+
 int store_round_participants(store *s, int64_t round, store_participant_cb cb,
                              void *ctx) {
   sqlite3_stmt *st;
@@ -341,8 +380,8 @@ int store_round_participants(store *s, int64_t round, store_participant_cb cb,
       s,
       "SELECT p.client_id, p.state = 'UPLOADED', p.reported_at IS NOT NULL,"
       " p.examples, p.bytes_down, p.bytes_up, COALESCE(p.update_sha256, ''),"
-      " u.delta FROM participations p LEFT JOIN updates u"
-      " ON u.round = p.round AND u.client_id = p.client_id"
+      " u.delta, u.offset, u.length, u.sha256 FROM participations p"
+      " LEFT JOIN updates u ON u.round = p.round AND u.client_id = p.client_id"
       " WHERE p.round = ?1 ORDER BY p.client_id",
       &st);
   if (rc)
@@ -355,12 +394,27 @@ int store_round_participants(store *s, int64_t round, store_participant_cb cb,
                            .reported = sqlite3_column_int(st, 2),
                            .examples = (uint64_t)sqlite3_column_int64(st, 3),
                            .bytes_down = (uint64_t)sqlite3_column_int64(st, 4),
-                           .bytes_up = (uint64_t)sqlite3_column_int64(st, 5),
-                           .delta = sqlite3_column_blob(st, 7),
-                           .delta_len = (size_t)sqlite3_column_bytes(st, 7)};
+                           .bytes_up = (uint64_t)sqlite3_column_int64(st, 5)};
     snprintf(p.sha256_hex, sizeof p.sha256_hex, "%s",
              (const char *)sqlite3_column_text(st, 6));
+    uint8_t *kept = NULL;
+    if (sqlite3_column_type(st, 7) != SQLITE_NULL) {
+      /* A row from before schema 9 holds its bytes itself. */
+      p.delta = sqlite3_column_blob(st, 7);
+      p.delta_len = (size_t)sqlite3_column_bytes(st, 7);
+    } else if (sqlite3_column_type(st, 8) != SQLITE_NULL) {
+      uint64_t len = (uint64_t)sqlite3_column_int64(st, 9);
+      rc = read_kept(s, round, p.client, (uint64_t)sqlite3_column_int64(st, 8),
+                     len, (const char *)sqlite3_column_text(st, 10), &kept);
+      if (rc) {
+        store_fail_with(s, rc, "read kept update", "out of memory");
+        break;
+      }
+      p.delta = kept;
+      p.delta_len = kept ? (size_t)len : 0;
+    }
     rc = cb(ctx, &p);
+    free(kept);
   }
   if (!rc && step != SQLITE_DONE)
     rc = store_fail(s, "read participants");
@@ -385,12 +439,14 @@ int store_participation_select(store *s, int64_t round, int64_t client,
   return store_run(s, st, "select participant");
 }
 
-static int keep_update(store *s, const store_upload *u, const uint8_t *delta,
+/* The row naming where the update's len bytes are in the round's file. */
+static int keep_update(store *s, const store_upload *u, uint64_t offset,
                        size_t len) {
   sqlite3_stmt *st;
   int rc = store_prepare(s,
                          "INSERT INTO updates (round, client_id, examples,"
-                         " sha256, delta) VALUES (?1, ?2, ?3, ?4, ?5)",
+                         " sha256, offset, length)"
+                         " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                          &st);
   if (rc)
     return rc;
@@ -398,12 +454,20 @@ static int keep_update(store *s, const store_upload *u, const uint8_t *delta,
   sqlite3_bind_int64(st, 2, u->client);
   sqlite3_bind_int64(st, 3, (sqlite3_int64)u->examples);
   sqlite3_bind_text(st, 4, u->sha256_hex, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_blob64(st, 5, delta, len, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 5, (sqlite3_int64)offset);
+  sqlite3_bind_int64(st, 6, (sqlite3_int64)len);
   return store_run(s, st, "keep update");
 }
 
 int store_participation_uploaded(store *s, const store_upload *u,
                                  const uint8_t *delta, size_t len) {
+  /* The bytes first, then the rows that name them: a crash in between
+   * leaves bytes no row names, removed with the round's file. */
+  uint64_t offset = 0;
+  char why[256];
+  if (delta && store_updates_append(s->updates, u->round, delta, len, &offset,
+                                    why, sizeof why))
+    return store_fail_with(s, COHORT_EIO, "keep update", why);
   int rc = store_exec(s, "BEGIN IMMEDIATE");
   if (rc)
     return rc;
@@ -427,7 +491,7 @@ int store_participation_uploaded(store *s, const store_upload *u,
   if (!rc && sqlite3_changes(s->db) != 1)
     rc = COHORT_ENOTFOUND;
   if (!rc && delta)
-    rc = keep_update(s, u, delta, len);
+    rc = keep_update(s, u, offset, len);
   return store_finish(s, rc);
 }
 

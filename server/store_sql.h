@@ -7,13 +7,19 @@
 #include <stdint.h>
 
 #include "store.h"
+#include "store_updates.h"
 
 struct store {
   sqlite3 *db;
   /* The last failure's message: a ROLLBACK after it would reset SQLite's
    * own to "not an error" before the caller could report it. */
   char last_error[256];
+  /* The kept updates' bytes, in files next to the database. */
+  store_updates *updates;
 };
+
+/* Records that what failed is not SQLite's, with its reason; returns rc. */
+int store_fail_with(store *s, int rc, const char *what, const char *why);
 
 /* Logs what failed with SQLite's message and returns COHORT_EDB. */
 int store_fail(store *s, const char *what);

@@ -2,15 +2,18 @@
  * mkdtemp directory, with the rows checked through a second, plain sqlite3
  * connection: schema and WAL, version refusal, the upgrade from schema 5,
  * clients and their identity keys, models, the round commit transaction,
- * crash recovery, participations and metrics. */
+ * crash recovery, participations, the kept updates' files and metrics. */
 #include <math.h>
 #include <sqlite3.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cohort_status.h"
+#include "crypto.h"
 #include "cunit_main.h"
 #include "db_peek.h"
 #include "log.h"
@@ -248,11 +251,22 @@ static void test_client_identity(void) {
   store_close(s);
 }
 
+/* The updates table as schemas 2 to 8 had it, the bytes in the row. */
+#define UPDATES_V8                                                             \
+  "DROP TABLE updates;"                                                        \
+  "CREATE TABLE updates ("                                                     \
+  "  round INTEGER NOT NULL REFERENCES rounds(id),"                            \
+  "  client_id INTEGER NOT NULL REFERENCES clients(id),"                       \
+  "  examples INTEGER NOT NULL,"                                               \
+  "  sha256 TEXT NOT NULL,"                                                    \
+  "  delta BLOB NOT NULL,"                                                     \
+  "  PRIMARY KEY (round, client_id));"
+
 /* A database as schema 5 left it: migration 6 only adds the identity
- * columns and their index to clients, migration 7 one column to rounds
- * and migration 8 two to rounds and one to the ledger, so taking them away
- * again gives the old schema, with a client that registered before
- * identity keys. */
+ * columns and their index to clients, migration 7 one column to rounds,
+ * migration 8 two to rounds and one to the ledger and migration 9 two to
+ * updates (and lets its delta be NULL), so taking them away again gives the
+ * old schema, with a client that registered before identity keys. */
 static void make_v5_database(const char *path) {
   store *s = NULL;
   char err[256] = "";
@@ -274,7 +288,7 @@ static void make_v5_database(const char *path) {
                                "dp_sampling_rate;"
                                "ALTER TABLE rounds DROP COLUMN dp_sampling;"
                                "ALTER TABLE privacy_ledger DROP COLUMN "
-                               "sampling;"
+                               "sampling;" UPDATES_V8
                                "PRAGMA user_version = 5;",
                                NULL, NULL, NULL),
                   SQLITE_OK);
@@ -292,7 +306,8 @@ static void test_v5_database_migrates(void) {
                       COHORT_OK);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "schema version 5"));
   CU_ASSERT_EQUAL_FATAL(store_open(path, &s, err, sizeof err), COHORT_OK);
-  CU_ASSERT_EQUAL(db_peek_int(path, "PRAGMA user_version"), 8);
+  CU_ASSERT_EQUAL(db_peek_int(path, "PRAGMA user_version"),
+                  STORE_SCHEMA_VERSION);
   CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(secagg_attested) FROM "
                                     "rounds"),
                   0);
@@ -590,6 +605,274 @@ static void test_participations(void) {
   store_close(s);
 }
 
+/* ---- kept updates ---- */
+
+/* What store_round_participants passed, copied out of the callback. */
+typedef struct kept {
+  size_t n;
+  int64_t client[4];
+  int uploaded[4];
+  char sha[4][65];
+  uint8_t *delta[4]; /* NULL when none was passed */
+  size_t len[4];
+} kept;
+
+static int collect(void *ctx, const store_participant *p) {
+  kept *k = ctx;
+  if (k->n >= 4)
+    return COHORT_EINVAL;
+  size_t i = k->n++;
+  k->client[i] = p->client;
+  k->uploaded[i] = p->uploaded;
+  snprintf(k->sha[i], sizeof k->sha[i], "%s", p->sha256_hex);
+  k->len[i] = p->delta_len;
+  k->delta[i] = NULL;
+  if (p->delta) {
+    k->delta[i] = malloc(p->delta_len ? p->delta_len : 1);
+    memcpy(k->delta[i], p->delta, p->delta_len);
+  }
+  return COHORT_OK;
+}
+
+static void kept_clear(kept *k) {
+  for (size_t i = 0; i < k->n; i++)
+    free(k->delta[i]);
+  memset(k, 0, sizeof *k);
+}
+
+static kept participants(store *s, int64_t round) {
+  kept k = {0};
+  CU_ASSERT_EQUAL(store_round_participants(s, round, collect, &k), COHORT_OK);
+  return k;
+}
+
+/* len bytes from salt on, and their SHA-256 in hex. */
+static void make_update(uint8_t *buf, size_t len, uint8_t salt, char hex[65]) {
+  for (size_t i = 0; i < len; i++)
+    buf[i] = (uint8_t)(salt + 7 * i);
+  uint8_t digest[CRYPTO_SHA256_LEN];
+  CU_ASSERT_EQUAL_FATAL(crypto_sha256(buf, len, digest), COHORT_OK);
+  crypto_hex(digest, sizeof digest, hex);
+}
+
+static int file_exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+enum { UPD_LEN = 100 };
+
+/* A store with clients a and b selected in round `round` (opened TRAINING)
+ * and both uploads accepted: ua and ub get their bytes. */
+static store *two_uploads(char *path, size_t len, int64_t round,
+                          uint8_t ua[UPD_LEN], uint8_t ub[UPD_LEN], int64_t *a,
+                          int64_t *b) {
+  store *s = open_fresh(path, len);
+  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_A, "", KEY_A, NULL, 1.0, a),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_B, "", KEY_B, NULL, 1.0, b),
+                        COHORT_OK);
+  put_initial(s, 8);
+  for (int64_t r = 1; r <= round; r++)
+    CU_ASSERT_EQUAL_FATAL(store_round_open(s, r, 0, "TRAIN", 2, NULL, 1.0),
+                          COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_participation_select(s, round, *a, 2.0),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_participation_select(s, round, *b, 2.0),
+                        COHORT_OK);
+  store_upload u = {.round = round, .client = *a, .examples = 3};
+  make_update(ua, UPD_LEN, 1, u.sha256_hex);
+  CU_ASSERT_EQUAL_FATAL(store_participation_uploaded(s, &u, ua, UPD_LEN),
+                        COHORT_OK);
+  u.client = *b;
+  make_update(ub, UPD_LEN, 2, u.sha256_hex);
+  CU_ASSERT_EQUAL_FATAL(store_participation_uploaded(s, &u, ub, UPD_LEN),
+                        COHORT_OK);
+  return s;
+}
+
+static void round_file(const char *db, int64_t round, char *out, size_t len) {
+  snprintf(out, len, "%s.updates/round-%lld", db, (long long)round);
+}
+
+static void test_upload_bytes_in_round_file(void) {
+  char path[256], file[300], updir[300];
+  uint8_t ua[UPD_LEN], ub[UPD_LEN];
+  int64_t a = 0, b = 0;
+  store *s = two_uploads(path, sizeof path, 1, ua, ub, &a, &b);
+  /* The bytes are in the round's file, private to the coordinator; the
+   * rows only say where. */
+  round_file(path, 1, file, sizeof file);
+  snprintf(updir, sizeof updir, "%s.updates", path);
+  struct stat st;
+  CU_ASSERT_EQUAL_FATAL(stat(file, &st), 0);
+  CU_ASSERT_EQUAL(st.st_mode & 0777, 0600);
+  CU_ASSERT_EQUAL(st.st_size, 2 * UPD_LEN);
+  CU_ASSERT_EQUAL_FATAL(stat(updir, &st), 0);
+  CU_ASSERT_EQUAL(st.st_mode & 0777, 0700);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM updates WHERE"
+                                    " delta IS NULL AND length = 100"),
+                  2);
+  char sql[128];
+  snprintf(sql, sizeof sql, "SELECT offset FROM updates WHERE client_id = %lld",
+           (long long)b);
+  CU_ASSERT_EQUAL(db_peek_int(path, sql), UPD_LEN);
+  kept k = participants(s, 1);
+  CU_ASSERT_EQUAL_FATAL(k.n, 2);
+  CU_ASSERT_EQUAL(k.client[0], a);
+  CU_ASSERT(k.uploaded[0] && k.uploaded[1]);
+  CU_ASSERT_EQUAL_FATAL(k.len[0], UPD_LEN);
+  CU_ASSERT_EQUAL_FATAL(k.len[1], UPD_LEN);
+  CU_ASSERT(k.delta[0] && memcmp(k.delta[0], ua, UPD_LEN) == 0);
+  CU_ASSERT(k.delta[1] && memcmp(k.delta[1], ub, UPD_LEN) == 0);
+  kept_clear(&k);
+  /* A restarted coordinator reads them back, and appends after them. */
+  store_close(s);
+  char err[256] = "";
+  CU_ASSERT_EQUAL_FATAL(store_open(path, &s, err, sizeof err), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_participation_unupload(s, 1, a), COHORT_OK);
+  store_upload u = {.round = 1, .client = a, .examples = 3};
+  make_update(ua, UPD_LEN, 9, u.sha256_hex);
+  CU_ASSERT_EQUAL_FATAL(store_participation_uploaded(s, &u, ua, UPD_LEN),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL(stat(file, &st), 0);
+  CU_ASSERT_EQUAL(st.st_size, 3 * UPD_LEN);
+  k = participants(s, 1);
+  CU_ASSERT_EQUAL_FATAL(k.n, 2);
+  CU_ASSERT(k.delta[0] && memcmp(k.delta[0], ua, UPD_LEN) == 0);
+  CU_ASSERT(k.delta[1] && memcmp(k.delta[1], ub, UPD_LEN) == 0);
+  kept_clear(&k);
+  /* The round's end removes the file with the rows. */
+  store_model m1 = make_model(1, 1, 0, 8, 1);
+  store_round_result r = {.round = 1, .finished_at = 3.0};
+  CU_ASSERT_EQUAL_FATAL(store_round_commit(s, &r, &m1, NULL), COHORT_OK);
+  CU_ASSERT_FALSE(file_exists(file));
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM updates"), 0);
+  store_model_clear(&m1);
+  store_close(s);
+}
+
+static void test_round_file_cut_or_gone(void) {
+  char path[256], file[300];
+  uint8_t ua[UPD_LEN], ub[UPD_LEN];
+  int64_t a = 0, b = 0;
+  store *s = two_uploads(path, sizeof path, 1, ua, ub, &a, &b);
+  round_file(path, 1, file, sizeof file);
+  store_close(s); /* as after a crash */
+  char err[256] = "";
+  CU_ASSERT_EQUAL_FATAL(store_open(path, &s, err, sizeof err), COHORT_OK);
+  /* Cut in b's update: a's is whole, b's is not passed. */
+  CU_ASSERT_EQUAL_FATAL(truncate(file, UPD_LEN + UPD_LEN / 2), 0);
+  kept k = participants(s, 1);
+  CU_ASSERT_EQUAL_FATAL(k.n, 2);
+  CU_ASSERT(k.delta[0] && memcmp(k.delta[0], ua, UPD_LEN) == 0);
+  CU_ASSERT_PTR_NULL(k.delta[1]);
+  CU_ASSERT_EQUAL(k.len[1], 0);
+  CU_ASSERT(k.uploaded[1]); /* the engine reselects it */
+  kept_clear(&k);
+  /* Other bytes than the recorded ones are not passed either. */
+  FILE *f = fopen(file, "r+b");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputc(ua[0] ^ 0xff, f);
+  fclose(f);
+  k = participants(s, 1);
+  CU_ASSERT_EQUAL_FATAL(k.n, 2);
+  CU_ASSERT_PTR_NULL(k.delta[0]);
+  CU_ASSERT_PTR_NULL(k.delta[1]);
+  kept_clear(&k);
+  /* Nor anything when the file is gone. */
+  CU_ASSERT_EQUAL_FATAL(unlink(file), 0);
+  k = participants(s, 1);
+  CU_ASSERT_EQUAL_FATAL(k.n, 2);
+  CU_ASSERT(k.uploaded[0] && k.uploaded[1]);
+  CU_ASSERT_PTR_NULL(k.delta[0]);
+  CU_ASSERT_PTR_NULL(k.delta[1]);
+  CU_ASSERT_STRING_NOT_EQUAL(k.sha[0], "");
+  kept_clear(&k);
+  store_close(s);
+}
+
+static void test_round_end_removes_files(void) {
+  char path[256], file1[300], file2[300], err[256] = "";
+  uint8_t ua[UPD_LEN], ub[UPD_LEN];
+  int64_t a = 0, b = 0;
+  /* A failed round's file goes with it. */
+  store *s = two_uploads(path, sizeof path, 1, ua, ub, &a, &b);
+  round_file(path, 1, file1, sizeof file1);
+  round_file(path, 2, file2, sizeof file2);
+  CU_ASSERT_TRUE(file_exists(file1));
+  CU_ASSERT_EQUAL(store_round_fail(s, 1, "deadline", 3.0), COHORT_OK);
+  CU_ASSERT_FALSE(file_exists(file1));
+  /* A crash between a round's end and the unlink left a file: the next
+   * open removes it, and keeps the file of the round still in progress. */
+  CU_ASSERT_EQUAL_FATAL(store_round_open(s, 2, 0, "TRAIN", 2, NULL, 4.0),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_participation_select(s, 2, a, 4.0), COHORT_OK);
+  store_upload u = {.round = 2, .client = a, .examples = 3};
+  make_update(ua, UPD_LEN, 5, u.sha256_hex);
+  CU_ASSERT_EQUAL_FATAL(store_participation_uploaded(s, &u, ua, UPD_LEN),
+                        COHORT_OK);
+  store_close(s);
+  FILE *f = fopen(file1, "wb");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fclose(f);
+  CU_ASSERT_EQUAL_FATAL(store_open(path, &s, err, sizeof err), COHORT_OK);
+  CU_ASSERT_FALSE(file_exists(file1));
+  CU_ASSERT_TRUE(file_exists(file2));
+  kept k = participants(s, 2);
+  CU_ASSERT_EQUAL_FATAL(k.n, 1);
+  CU_ASSERT(k.delta[0] && memcmp(k.delta[0], ua, UPD_LEN) == 0);
+  kept_clear(&k);
+  /* Failing every unfinished round removes every file. */
+  CU_ASSERT_EQUAL(store_round_fail_unfinished(s, "crash", 5.0, NULL),
+                  COHORT_OK);
+  CU_ASSERT_FALSE(file_exists(file2));
+  store_close(s);
+}
+
+/* A round in progress when a schema 8 coordinator stopped, its update in
+ * the row: the upgraded store still passes it. */
+static void test_v8_blob_updates_resume(void) {
+  char path[256], err[256] = "";
+  store *s = open_fresh(path, sizeof path);
+  int64_t a = 0;
+  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_A, "", KEY_A, NULL, 1.0, &a),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, "TRAIN", 1, NULL, 1.0),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_participation_select(s, 1, a, 2.0), COHORT_OK);
+  store_close(s);
+  sqlite3 *db = NULL;
+  CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &db), SQLITE_OK);
+  char sql[1024];
+  snprintf(sql, sizeof sql,
+           UPDATES_V8 "INSERT INTO updates VALUES (1, %lld, 3, '%s',"
+                      " X'0102030405');"
+                      "UPDATE participations SET state = 'UPLOADED',"
+                      " update_sha256 = '%s', uploaded_at = 3;"
+                      "PRAGMA user_version = 8;",
+           (long long)a, HASH_B, HASH_B);
+  CU_ASSERT_EQUAL(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(db);
+  CU_ASSERT_EQUAL_FATAL(store_open(path, &s, err, sizeof err), COHORT_OK);
+  CU_ASSERT_EQUAL(db_peek_int(path, "PRAGMA user_version"),
+                  STORE_SCHEMA_VERSION);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM updates WHERE"
+                                    " offset IS NULL AND length(delta) = 5"),
+                  1);
+  kept k = participants(s, 1);
+  CU_ASSERT_EQUAL_FATAL(k.n, 1);
+  CU_ASSERT(k.uploaded[0]);
+  CU_ASSERT_STRING_EQUAL(k.sha[0], HASH_B);
+  CU_ASSERT_EQUAL_FATAL(k.len[0], 5);
+  CU_ASSERT(k.delta[0] && memcmp(k.delta[0], "\x01\x02\x03\x04\x05", 5) == 0);
+  kept_clear(&k);
+  /* The round ends as any other. */
+  CU_ASSERT_EQUAL(store_round_fail(s, 1, "restart", 4.0), COHORT_OK);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM updates"), 0);
+  store_close(s);
+}
+
 static int put_metric(store *s, int64_t round, int64_t client, const char *name,
                       double value) {
   return store_metrics_put(s, round, client, 1, &name, &value);
@@ -663,6 +946,15 @@ int cohort_register_suites(void) {
        test_nan_accuracy_stored_as_null},
       {"fail_unfinished fails only unfinished rounds", test_fail_unfinished},
       {"participations select/uploaded", test_participations},
+      {"an update's bytes are in its round's 0600 file, until the commit",
+       test_upload_bytes_in_round_file},
+      {"a cut, changed or deleted round file passes no update",
+       test_round_file_cut_or_gone},
+      {"failing a round, and reopening after a crash, remove ended rounds' "
+       "files",
+       test_round_end_removes_files},
+      {"a schema 8 database's kept updates (in rows) still resume",
+       test_v8_blob_updates_resume},
       {"metrics put and replace", test_metrics_put_replace},
       {"events recorded", test_events},
   };

@@ -1,0 +1,228 @@
+/* The kept updates' bytes, one append-only file per round next to the
+ * database; see store_updates.h. SQLite holds (round, client, offset,
+ * length); writing the blobs there cost two thirds of a round (the WAL, the
+ * checkpoint's second copy, the DELETE at commit reading them back). */
+#include "store_updates.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cohort_status.h"
+
+struct store_updates {
+  pthread_mutex_t mu; /* the open file and its end */
+  char *dir;          /* NULL until made, for a temporary one */
+  int temporary;      /* dir is ours: removed at close */
+  int fd;             /* round's file, -1 when none is open */
+  int64_t round;
+  uint64_t end; /* where the next append goes */
+};
+
+int store_updates_open(const char *db_path, store_updates **out) {
+  store_updates *u = calloc(1, sizeof *u);
+  if (!u)
+    return COHORT_ENOMEM;
+  u->fd = -1;
+  u->temporary = !db_path || !db_path[0] || strcmp(db_path, ":memory:") == 0;
+  if (!u->temporary) {
+    size_t n = strlen(db_path) + sizeof ".updates";
+    u->dir = malloc(n);
+    if (!u->dir) {
+      free(u);
+      return COHORT_ENOMEM;
+    }
+    snprintf(u->dir, n, "%s.updates", db_path);
+  }
+  pthread_mutex_init(&u->mu, NULL);
+  *out = u;
+  return COHORT_OK;
+}
+
+static void round_path(const store_updates *u, int64_t round, char *out,
+                       size_t len) {
+  snprintf(out, len, "%s/round-%" PRId64, u->dir, round);
+}
+
+/* Parses "round-<R>"; 0 when name is something else. */
+static int64_t round_of(const char *name) {
+  if (strncmp(name, "round-", 6) != 0)
+    return 0;
+  char *end = NULL;
+  errno = 0;
+  long long r = strtoll(name + 6, &end, 10);
+  return errno || end == name + 6 || *end || r <= 0 ? 0 : (int64_t)r;
+}
+
+static void close_file(store_updates *u) {
+  if (u->fd >= 0)
+    close(u->fd);
+  u->fd = -1;
+  u->round = 0;
+  u->end = 0;
+}
+
+/* Unlinks the round files keep() refuses, all of them with keep NULL;
+ * u->mu held. */
+static void prune_locked(store_updates *u, int (*keep)(void *, int64_t),
+                         void *ctx) {
+  DIR *d = u->dir ? opendir(u->dir) : NULL;
+  if (!d)
+    return;
+  struct dirent *de;
+  char path[4096];
+  while ((de = readdir(d))) {
+    int64_t r = round_of(de->d_name);
+    if (r <= 0 || (keep && keep(ctx, r)))
+      continue;
+    if (r == u->round)
+      close_file(u);
+    snprintf(path, sizeof path, "%s/%s", u->dir, de->d_name);
+    unlink(path);
+  }
+  closedir(d);
+}
+
+void store_updates_close(store_updates *u) {
+  if (!u)
+    return;
+  close_file(u);
+  if (u->temporary && u->dir) {
+    prune_locked(u, NULL, NULL);
+    rmdir(u->dir);
+  }
+  pthread_mutex_destroy(&u->mu);
+  free(u->dir);
+  free(u);
+}
+
+/* Opens round's file for appending, making the directory first; u->mu
+ * held. */
+static int open_file(store_updates *u, int64_t round, char *why,
+                     size_t whylen) {
+  close_file(u);
+  if (!u->dir) {
+    const char *tmp = getenv("TMPDIR");
+    char templ[4096];
+    snprintf(templ, sizeof templ, "%s/cohort-updates-XXXXXX",
+             tmp && tmp[0] ? tmp : "/tmp");
+    if (!mkdtemp(templ) || !(u->dir = strdup(templ))) {
+      snprintf(why, whylen, "temporary directory for updates: %s",
+               strerror(errno));
+      return COHORT_EIO;
+    }
+  } else if (mkdir(u->dir, 0700) != 0 && errno != EEXIST) {
+    snprintf(why, whylen, "directory %s: %s", u->dir, strerror(errno));
+    return COHORT_EIO;
+  }
+  char path[4096];
+  round_path(u, round, path, sizeof path);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    snprintf(why, whylen, "update file %s: %s", path, strerror(errno));
+    if (fd >= 0)
+      close(fd);
+    return COHORT_EIO;
+  }
+  /* A resumed round appends after what its first run wrote. */
+  u->fd = fd;
+  u->round = round;
+  u->end = (uint64_t)st.st_size;
+  return COHORT_OK;
+}
+
+int store_updates_append(store_updates *u, int64_t round, const uint8_t *data,
+                         size_t len, uint64_t *offset, char *why,
+                         size_t whylen) {
+  pthread_mutex_lock(&u->mu);
+  int rc = COHORT_OK;
+  if (u->fd < 0 || u->round != round)
+    rc = open_file(u, round, why, whylen);
+  /* A failed or short write leaves bytes no row names; the next append
+   * writes over them. */
+  for (size_t done = 0; !rc && done < len;) {
+    ssize_t n = pwrite(u->fd, data + done, len - done, (off_t)(u->end + done));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      snprintf(why, whylen, "update file of round %" PRId64 ": %s", round,
+               n < 0 ? strerror(errno) : "nothing written");
+      rc = COHORT_EIO;
+    } else {
+      done += (size_t)n;
+    }
+  }
+  if (!rc) {
+    *offset = u->end;
+    u->end += len;
+  }
+  pthread_mutex_unlock(&u->mu);
+  return rc;
+}
+
+int store_updates_read(store_updates *u, int64_t round, uint64_t offset,
+                       uint64_t len, uint8_t **out) {
+  *out = NULL;
+  if (len > SIZE_MAX - 1 || len > (uint64_t)INT64_MAX ||
+      offset > (uint64_t)INT64_MAX - len)
+    return COHORT_ENOTFOUND;
+  pthread_mutex_lock(&u->mu);
+  int fd = u->fd >= 0 && u->round == round ? u->fd : -1, own = -1;
+  if (fd < 0 && u->dir) {
+    char path[4096];
+    round_path(u, round, path, sizeof path);
+    fd = own = open(path, O_RDONLY | O_CLOEXEC);
+  }
+  uint8_t *buf = NULL;
+  int rc = fd < 0 ? COHORT_ENOTFOUND : COHORT_OK;
+  if (!rc && !(buf = malloc(len ? (size_t)len : 1)))
+    rc = COHORT_ENOMEM;
+  for (uint64_t done = 0; !rc && done < len;) {
+    ssize_t n =
+        pread(fd, buf + done, (size_t)(len - done), (off_t)(offset + done));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      rc = COHORT_EIO;
+    else if (n == 0)
+      rc = COHORT_ENOTFOUND; /* short: cut by a crash or by hand */
+    else
+      done += (uint64_t)n;
+  }
+  if (own >= 0)
+    close(own);
+  pthread_mutex_unlock(&u->mu);
+  if (rc) {
+    free(buf);
+    return rc;
+  }
+  *out = buf;
+  return COHORT_OK;
+}
+
+void store_updates_remove(store_updates *u, int64_t round) {
+  pthread_mutex_lock(&u->mu);
+  if (u->round == round)
+    close_file(u);
+  if (u->dir) {
+    char path[4096];
+    round_path(u, round, path, sizeof path);
+    unlink(path);
+  }
+  pthread_mutex_unlock(&u->mu);
+}
+
+void store_updates_prune(store_updates *u,
+                         int (*keep)(void *ctx, int64_t round), void *ctx) {
+  pthread_mutex_lock(&u->mu);
+  prune_locked(u, keep, ctx);
+  pthread_mutex_unlock(&u->mu);
+}

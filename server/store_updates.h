@@ -1,0 +1,42 @@
+/* Internal to the store: the bytes of the updates kept for the round in
+ * progress, in one append-only file per round next to the database
+ * (<db>.updates/round-<R>, 0600 in a 0700 directory), so that SQLite holds
+ * only their place. A file lives until its round ends. */
+#ifndef COHORT_STORE_UPDATES_H
+#define COHORT_STORE_UPDATES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct store_updates store_updates;
+
+/* The files of the database at db_path (borrowed). A path without a
+ * directory of its own (":memory:", "") gets a private temporary directory
+ * instead, made on the first append and removed by store_updates_close.
+ * Nothing is created here. Returns COHORT_OK or COHORT_ENOMEM. */
+int store_updates_open(const char *db_path, store_updates **out);
+/* Closes the open file; removes a temporary directory. Accepts NULL. */
+void store_updates_close(store_updates *u);
+
+/* Appends len bytes of data to round's file (creating the directory and
+ * the file on the round's first update) and sets *offset to where they
+ * start. Not fsynced: once written they survive a crash of the process, not
+ * a loss of power. One file is kept open, the last round appended to.
+ * Returns COHORT_OK or COHORT_EIO, with the reason in why. Thread-safe. */
+int store_updates_append(store_updates *u, int64_t round, const uint8_t *data,
+                         size_t len, uint64_t *offset, char *why,
+                         size_t whylen);
+/* Reads len bytes at offset of round's file into *out (malloc'd, the
+ * caller frees it). COHORT_ENOTFOUND when the file is missing or shorter,
+ * COHORT_EIO when it cannot be read, COHORT_ENOMEM. Thread-safe. */
+int store_updates_read(store_updates *u, int64_t round, uint64_t offset,
+                       uint64_t len, uint8_t **out);
+/* Closes and unlinks round's file, if any: call it only once the
+ * transaction that ended the round has committed. */
+void store_updates_remove(store_updates *u, int64_t round);
+/* Unlinks every round file for which keep(ctx, round) returns 0, or every
+ * one when keep is NULL (closing the open one among them). */
+void store_updates_prune(store_updates *u,
+                         int (*keep)(void *ctx, int64_t round), void *ctx);
+
+#endif
