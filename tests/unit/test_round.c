@@ -804,10 +804,11 @@ static void test_chunked_upload_idempotent_and_commit(void) {
   snprintf(want, sizeof want, "UPLOADED:%llu:%s:%d:5000",
            (unsigned long long)na, hex, MODEL_BYTES + 200);
   CU_ASSERT_STRING_EQUAL(db_peek_text(f.path, sql, text, sizeof text), want);
-  /* The update itself is kept, byte for byte, until the round ends. */
+  /* The update itself is kept, byte for byte, until the round ends: in the
+   * round's file, the row saying where. */
   snprintf(sql, sizeof sql,
-           "SELECT examples || ':' || sha256 || ':' || length(delta) FROM "
-           "updates WHERE round = 1 AND client_id = %lld",
+           "SELECT examples || ':' || sha256 || ':' || length FROM "
+           "updates WHERE round = 1 AND client_id = %lld AND delta IS NULL",
            (long long)a);
   snprintf(want, sizeof want, "%llu:%s:%d", (unsigned long long)na, hex,
            MODEL_BYTES);
@@ -2463,20 +2464,42 @@ static void capture_end(capture *c, char *out, size_t len) {
   }
 }
 
-static void test_resume_drops_invalid_kept_update(void) {
+/* Damages client 0's kept update: in its row (a schema 8 database kept
+ * the bytes there) cut to 8 bytes, or one byte flipped in the round's file
+ * (then the store finds the SHA-256 wrong and passes no update). */
+static void damage_kept_update(fixture *f, update *u0, int in_file) {
+  char sql[160];
+  if (!in_file) {
+    snprintf(sql, sizeof sql,
+             "UPDATE updates SET delta = ?1 WHERE round = 1 AND client_id = "
+             "%lld",
+             (long long)f->id[0]);
+    CU_ASSERT_EQUAL(db_exec(f->path, sql, u0->blob, 8), SQLITE_OK);
+    return;
+  }
+  snprintf(sql, sizeof sql,
+           "SELECT offset FROM updates WHERE round = 1 AND client_id = %lld",
+           (long long)f->id[0]);
+  long at = (long)count(f, sql) + 10;
+  char file[300];
+  snprintf(file, sizeof file, "%s.updates/round-1", f->path);
+  FILE *fp = fopen(file, "r+b");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  CU_ASSERT_EQUAL(fseek(fp, at, SEEK_SET), 0);
+  int c = fgetc(fp);
+  CU_ASSERT_EQUAL(fseek(fp, at, SEEK_SET), 0);
+  fputc(c ^ 0x40, fp);
+  fclose(fp);
+}
+
+static void resume_drops_damaged_kept_update(int in_file) {
   update *u[3] = {make_awkward(0), make_awkward(1), make_awkward(2)};
   fixture f;
   three_selected(&f, 30, u, 2);
   round_config cfg = f.cfg;
   round_engine_free(f.e);
   f.e = NULL;
-  /* Client 0's kept update is cut short on disk. */
-  char sql[160];
-  snprintf(sql, sizeof sql,
-           "UPDATE updates SET delta = ?1 WHERE round = 1 AND client_id = "
-           "%lld",
-           (long long)f.id[0]);
-  CU_ASSERT_EQUAL(db_exec(f.path, sql, u[0]->blob, 8), SQLITE_OK);
+  damage_kept_update(&f, u[0], in_file);
   capture cap;
   char logged[4096];
   log_set_level(LOG_WARN);
@@ -2489,7 +2512,8 @@ static void test_resume_drops_invalid_kept_update(void) {
   snprintf(who, sizeof who, "update of client %lld not resumed",
            (long long)f.id[0]);
   CU_ASSERT_PTR_NOT_NULL(strstr(logged, who));
-  CU_ASSERT_PTR_NOT_NULL(strstr(logged, "wrong size"));
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr(logged, in_file ? "not the ones recorded" : "wrong size"));
   ASSERT_ROUND_STATE(f, 1, "TRAINING");
   /* Client 1's update is kept; client 0 has to send its own again. */
   checkin_result r;
@@ -2508,6 +2532,14 @@ static void test_resume_drops_invalid_kept_update(void) {
   ASSERT_ROUND_STATE(f, 1, "COMMITTED");
   CU_ASSERT_EQUAL(count(&f, "SELECT clients_aggregated FROM rounds"), 3);
   assert_reference_model(&f, &cfg, u, 3);
+}
+
+static void test_resume_drops_invalid_kept_update(void) {
+  resume_drops_damaged_kept_update(0);
+}
+
+static void test_resume_drops_damaged_update_file(void) {
+  resume_drops_damaged_kept_update(1);
 }
 
 /* When nothing valid is left, the round fails properly at its deadline:
@@ -2632,6 +2664,8 @@ int cohort_register_suites(void) {
        test_resume_deadline_passed_while_down},
       {"invalid kept update dropped with a warning; round continues",
        test_resume_drops_invalid_kept_update},
+      {"kept update changed in the round's file dropped; round continues",
+       test_resume_drops_damaged_update_file},
       {"invalid kept update: round fails properly at its deadline",
        test_resume_invalid_kept_update_fails_round},
       {"round interrupted in AGGREGATING is aggregated again",
