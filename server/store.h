@@ -15,9 +15,11 @@
 
 typedef struct store store;
 
-/* Opens or creates the database, sets WAL and synchronous=FULL, creates or
- * checks the schema (PRAGMA user_version). A database with a newer schema
- * than this build knows is refused. err gets a one-line reason. */
+/* Opens or creates the database, sets WAL and synchronous=NORMAL (a round's
+ * end is fsynced: store_begin_durable), creates or checks the schema (PRAGMA
+ * user_version). A database with a newer schema than this build knows is
+ * refused. The round's update bytes live next to it, in <path>.updates/.
+ * err gets a one-line reason. */
 int store_open(const char *path, store **out, char *err, size_t errlen);
 /* For readers such as --export: never creates, migrates or writes; a
  * database of another schema version is refused. */
