@@ -12,6 +12,7 @@
  * is a function of the multiset of updates alone. */
 #include "aggregate.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,7 +22,29 @@
 #include "cohort_status.h"
 #include "errbuf.h"
 
-__extension__ typedef __int128 agg_i128;
+/* round(x * 2^58) for a finite x with |x| < 2^68, bit for bit, read off
+ * x's significand and exponent: the same integer as round() (halves away
+ * from zero) gives, at a fraction of the cost of its double-to-__int128
+ * conversion, which is done in software and was a fifth of a 50-client
+ * round's coordinator time. */
+agg_i128 aggregate_fixed(double x) {
+  uint64_t bits;
+  memcpy(&bits, &x, sizeof bits);
+  int biased = (int)((bits >> 52) & 0x7ff);
+  if (biased == 0)
+    return 0; /* zero or subnormal: below 2^-1022, times 2^58 rounds to 0 */
+  uint64_t m = (bits & ((1ULL << 52) - 1)) | (1ULL << 52);
+  /* x = m * 2^(biased - 1075), so x * 2^58 = m * 2^k. */
+  int k = biased - 1017;
+  agg_i128 t;
+  if (k >= 0)
+    t = (agg_i128)m << k;
+  else if (k >= -53)
+    t = (agg_i128)((m + (1ULL << (-k - 1))) >> -k);
+  else
+    t = 0; /* m < 2^53 <= 2^(-k-1): below one half */
+  return bits >> 63 ? -t : t;
+}
 
 /* Coordinates transposed together in aggregate_result: m x BLOCK scratch. */
 #define BLOCK 256
@@ -138,7 +161,13 @@ int aggregate_check(const aggregate *a, const float *delta, uint64_t weight,
                   aggregate_kind_name(a->kind), a->capacity);
     return COHORT_EINVAL;
   }
-  for (size_t i = 0; i < a->n; i++) {
+  /* One comparison per value finds the first that is not finite or beyond
+   * the limit (NaN compares false); only then is it told apart. */
+  const float limit = a->kind == AGG_MEAN ? AGG_MEAN_MAX_ABS : FLT_MAX;
+  size_t bad = 0;
+  while (bad < a->n && fabsf(delta[bad]) <= limit)
+    bad++;
+  for (size_t i = bad; i < a->n; i++) {
     float d = delta[i];
     if (isnan(d)) {
       errbuf_printf(err, errlen, "delta[%zu] is NaN", i);
@@ -168,7 +197,7 @@ int aggregate_add(aggregate *a, const float *delta, uint64_t weight, char *err,
   if (a->kind == AGG_MEAN) {
     const double w = (double)weight;
     for (size_t i = 0; i < a->n; i++)
-      a->sum[i] += (agg_i128)round(w * (double)delta[i] * 0x1p58);
+      a->sum[i] += aggregate_fixed(w * (double)delta[i]);
   } else {
     if (a->count == a->n_alloc) {
       float *row = malloc(a->n * sizeof *row);

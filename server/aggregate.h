@@ -28,6 +28,12 @@ typedef enum agg_kind {
 
 typedef struct aggregate aggregate;
 
+/* round(x * 2^AGG_MEAN_FRAC_BITS) exactly, for a finite x with |x| < 2^68
+ * (weight times delta): what AGG_MEAN adds per value. Exposed for its
+ * test against round(). */
+__extension__ typedef __int128 agg_i128;
+agg_i128 aggregate_fixed(double x);
+
 /* Creates an empty aggregate of n-parameter updates (n > 0).
  * capacity: the most updates it accepts; 0 means no limit, allowed for
  * AGG_MEAN only (it keeps one 128-bit sum per parameter, whatever the count).

@@ -56,6 +56,54 @@ static int aggregate_in_order(agg_kind kind, double trim, size_t dim,
 
 /* ---- weighted mean ---- */
 
+/* aggregate_fixed against round(x * 2^58) in double and the compiler's
+ * conversion: halves (both signs), values around every exponent the
+ * weighted mean can meet, subnormals, zeros and random products. */
+static void test_fixed_point_matches_round(void) {
+  size_t checked = 0, wrong = 0;
+  uint64_t s = 0x243f6a8885a308d3ULL;
+  for (int e = -80; e <= 67; e++) {
+    for (int k = 0; k < 200; k++) {
+      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+      double frac = (double)(s >> 11) / 9007199254740992.0; /* [0, 1) */
+      double x = ldexp(1.0 + frac, e);
+      double cases[] = {
+          x, -x, ldexp(0.5, e), -ldexp(0.5, e), ldexp(1.5, e), -ldexp(2.5, e)};
+      for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        double v = cases[c];
+        if (fabs(v) >= 0x1p68)
+          continue;
+        agg_i128 want = (agg_i128)round(v * 0x1p58);
+        wrong += aggregate_fixed(v) != want;
+        checked++;
+      }
+    }
+  }
+  /* Exactly half a unit, and just either side, at the rounding point. */
+  const double edges[] = {0x1p-59,
+                          -0x1p-59,
+                          0x1.8p-59,
+                          -0x1.8p-59,
+                          0x1p-60,
+                          3 * 0x1p-59,
+                          -5 * 0x1p-59,
+                          nextafter(0x1p-59, 0),
+                          nextafter(0x1p-59, 1),
+                          0.0,
+                          -0.0,
+                          4.9406564584124654e-324,
+                          -2.2250738585072014e-308,
+                          1048576.0 * 536870911.0,
+                          -1048576.0 * 536870911.0};
+  for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+    agg_i128 want = (agg_i128)round(edges[i] * 0x1p58);
+    wrong += aggregate_fixed(edges[i]) != want;
+    checked++;
+  }
+  CU_ASSERT(checked > 100000);
+  CU_ASSERT_EQUAL(wrong, 0);
+}
+
 static void test_mean_by_hand(void) {
   aggregate *a;
   CU_ASSERT_EQUAL_FATAL(aggregate_new(AGG_MEAN, 3, 0, 0, &a), COHORT_OK);
@@ -778,6 +826,8 @@ static void test_config_defaults_and_bad_values(void) {
 
 int cohort_register_suites(void) {
   static const test_case agg[] = {
+      {"fixed point: aggregate_fixed is round(x * 2^58) exactly",
+       test_fixed_point_matches_round},
       {"weighted mean matches hand computation", test_mean_by_hand},
       {"weighted mean bit-identical in all 120 orders, near naive sum",
        test_mean_bit_identical_in_all_120_orders},
