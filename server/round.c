@@ -898,7 +898,8 @@ int round_tick(round_engine *e) {
   return rc;
 }
 
-void round_wait(round_engine *e, int ms) {
+/* The absolute time ms from now on the clock pthread_cond_timedwait uses. */
+static struct timespec deadline_in(int ms) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   ts.tv_sec += ms / 1000;
@@ -907,6 +908,11 @@ void round_wait(round_engine *e, int ms) {
     ts.tv_sec++;
     ts.tv_nsec -= 1000000000L;
   }
+  return ts;
+}
+
+void round_wait(round_engine *e, int ms) {
+  struct timespec ts = deadline_in(ms);
   pthread_mutex_lock(&e->mu);
   pthread_cond_timedwait(&e->uploaded, &e->mu, &ts);
   pthread_mutex_unlock(&e->mu);
@@ -920,14 +926,7 @@ uint64_t round_changes(round_engine *e) {
 }
 
 uint64_t round_wait_changes(round_engine *e, uint64_t seen, int ms) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += ms / 1000;
-  ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-  if (ts.tv_nsec >= 1000000000L) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000L;
-  }
+  struct timespec ts = deadline_in(ms);
   pthread_mutex_lock(&e->mu);
   while (e->changes == seen &&
          pthread_cond_timedwait(&e->changed, &e->mu, &ts) == 0) {
