@@ -255,6 +255,8 @@ void long_poll_stop(long_poll *lp) {
   lp->stopping = 1;
   pthread_mutex_unlock(&lp->mu);
   pthread_join(lp->thread, NULL);
+  /* No check-in is held from now on (long_poll_hold refuses), so the list
+   * is this thread's alone. */
   int done = round_federation_done(lp->engine);
   for (size_t i = 0; i < lp->n; i++) {
     held_checkin *h = &lp->items[i];
@@ -267,6 +269,13 @@ void long_poll_stop(long_poll *lp) {
     answer(lp, h, &v, &res);
   }
   free(lp->items);
+  lp->items = NULL;
+  lp->n = lp->cap = 0;
+}
+
+void long_poll_free(long_poll *lp) {
+  if (!lp)
+    return;
   pthread_mutex_destroy(&lp->mu);
   free(lp);
 }

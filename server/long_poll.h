@@ -54,8 +54,11 @@ size_t long_poll_held(long_poll *lp);
 
 /* Answers every held call (FederationDone when the federation is over,
  * else UNAVAILABLE: the client checks in again, with a coordinator that
- * restarts), stops the thread and frees everything. Must come before
- * rpc_server_stop. Accepts NULL. */
+ * restarts) and stops the thread; handlers may still call long_poll_hold,
+ * which refuses from now on. Must come before rpc_server_stop, since the
+ * server waits for held calls. Accepts NULL. */
 void long_poll_stop(long_poll *lp);
+/* Frees it, once no handler can call it: after rpc_server_stop. */
+void long_poll_free(long_poll *lp);
 
 #endif

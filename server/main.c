@@ -687,6 +687,7 @@ out:
   /* Held check-ins are answered first: the server's stop waits for them. */
   long_poll_stop(svc.long_poll);
   rpc_server_stop(srv, 2000);
+  long_poll_free(svc.long_poll);
   round_engine_free(engine);
   nn_dataset_close(&eval);
   store_close(db);
