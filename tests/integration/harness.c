@@ -3,7 +3,6 @@
  * assertion never leaves a server behind. */
 #include "harness.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -19,6 +18,7 @@
 #include "clock.h"
 #include "cohort_status.h"
 #include "crypto.h"
+#include "cunit_main.h"
 
 #define MAX_PROCS 64
 
@@ -43,19 +43,8 @@ static void remove_dir(void) {
     fprintf(stderr, "test files kept in %s\n", g_dir);
     return;
   }
-  DIR *d = opendir(g_dir);
-  if (d) {
-    struct dirent *ent;
-    char path[768];
-    while ((ent = readdir(d))) {
-      if (strcmp(ent->d_name, ".") && strcmp(ent->d_name, "..")) {
-        snprintf(path, sizeof path, "%s/%s", g_dir, ent->d_name);
-        unlink(path);
-      }
-    }
-    closedir(d);
-  }
-  rmdir(g_dir);
+  /* Recursive: a coordinator keeps its round files in <db>.updates/. */
+  test_tmpdir_remove(g_dir);
 }
 
 static void at_exit(void) {
