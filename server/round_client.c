@@ -297,7 +297,6 @@ round_verdict round_checkin(round_engine *e, int64_t client,
     goto out;
   }
   out->kind = CHECKIN_RETRY;
-  out->retry_after_ms = retry_ms(e, now, 0);
   if (!round_accepts_work(e))
     goto out;
   participant *p = round_find_participant(e, client);
@@ -345,6 +344,10 @@ round_verdict round_checkin(round_engine *e, int64_t client,
   log_info("round %lld: selected client %lld (%zu/%zu)", (long long)e->round,
            (long long)client, e->n_parts, e->select_max);
 out:
+  /* Pace steering's wait for a RetryLater that has no wait of its own:
+   * drawn only when it is the answer, not for every task handed out. */
+  if (!v.code && out->kind == CHECKIN_RETRY && !out->retry_after_ms)
+    out->retry_after_ms = retry_ms(e, clock_mono_s(), 0);
   out->changes = e->changes;
   pthread_mutex_unlock(&e->mu);
   return v;
