@@ -158,28 +158,22 @@ static void *poller_main(void *arg) {
 
     /* Put back what is still held, ahead of what came meanwhile. */
     pthread_mutex_lock(&lp->mu);
-    if (kept && lp->n) {
-      held_checkin *all = realloc(work, (kept + lp->n) * sizeof *all);
-      if (all) {
-        memcpy(all + kept, lp->items, lp->n * sizeof *all);
-        free(lp->items);
-        work = all;
-        kept += lp->n;
-      } else {
-        /* Out of memory: answer the newer ones now rather than lose them. */
-        for (size_t i = 0; i < lp->n; i++)
-          answer_again(lp, &lp->items[i]);
-        free(lp->items);
-      }
-    } else if (!kept) {
+    size_t total = kept + lp->n;
+    held_checkin *all = total ? realloc(work, total * sizeof *all) : NULL;
+    if (!total) {
       free(work);
-      work = lp->items;
-      kept = lp->n;
-    } else {
-      free(lp->items);
+    } else if (!all) {
+      /* Out of memory: answer the newer ones now rather than lose them. */
+      for (size_t i = 0; i < lp->n; i++)
+        answer_again(lp, &lp->items[i]);
+      all = work;
+      total = kept;
+    } else if (lp->n) { /* memcpy from NULL, even of 0 bytes, is UB */
+      memcpy(all + kept, lp->items, lp->n * sizeof *all);
     }
-    lp->items = work;
-    lp->n = lp->cap = kept;
+    free(lp->items);
+    lp->items = all;
+    lp->n = lp->cap = total;
     lp->in_flight = 0;
     pthread_mutex_unlock(&lp->mu);
   }

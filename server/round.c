@@ -886,10 +886,9 @@ static int tick_once(round_engine *e) {
 }
 
 int round_tick(round_engine *e) {
-  int rc = COHORT_OK;
   pthread_mutex_lock(&e->mu);
   int was_done = round_done_locked(e);
-  rc = tick_once(e);
+  int rc = tick_once(e);
   /* The end can come without a change of state: a privacy budget that
    * admits no further round. */
   if (round_done_locked(e) != was_done)
