@@ -743,6 +743,18 @@ static void *held_call_thread(void *p) {
   return NULL;
 }
 
+/* Starts a call of method with body from its own thread. 0 or an error. */
+static int held_call_start(held_call *a, rpc_channel *ch, const char *method,
+                           const char *body, int timeout_ms, pthread_t *t) {
+  memset(a, 0, sizeof *a);
+  a->ch = ch;
+  a->method = method;
+  snprintf(a->body, sizeof a->body, "%s", body);
+  a->timeout_ms = timeout_ms;
+  atomic_init(&a->done, 0);
+  return pthread_create(t, NULL, held_call_thread, a);
+}
+
 typedef struct late_reply {
   hold_box *box;
   int64_t answered_at;
@@ -763,15 +775,10 @@ static void test_held_call_answered_later(void) {
   rpc_channel *ch = NULL;
   CU_ASSERT_EQUAL_FATAL(start_hold_server(&box, &srv, &ch), COHORT_OK);
   held_call a;
-  memset(&a, 0, sizeof a);
-  a.ch = ch;
-  a.method = "/test.Svc/Hold";
-  snprintf(a.body, sizeof a.body, "first");
-  a.timeout_ms = 5000;
-  atomic_init(&a.done, 0);
   int64_t t0 = now_ms();
   pthread_t ta, tl;
-  CU_ASSERT_EQUAL_FATAL(pthread_create(&ta, NULL, held_call_thread, &a), 0);
+  CU_ASSERT_EQUAL_FATAL(
+      held_call_start(&a, ch, "/test.Svc/Hold", "first", 5000, &ta), 0);
   CU_ASSERT_EQUAL(box_wait(&box, 1, 3000), 1);
   late_reply l = {&box, 0};
   int replier =
@@ -824,12 +831,10 @@ static void test_many_held_calls_each_answered(void) {
   CU_ASSERT_PTR_NOT_NULL_FATAL(started);
   size_t n_started = 0;
   for (int i = 0; i < N_HELD; i++) {
-    calls[i].ch = ch;
-    calls[i].method = "/test.Svc/Hold";
-    snprintf(calls[i].body, sizeof calls[i].body, "client %d", i);
-    calls[i].timeout_ms = 20000;
-    atomic_init(&calls[i].done, 0);
-    started[i] = pthread_create(&t[i], NULL, held_call_thread, &calls[i]) == 0;
+    char body[32];
+    snprintf(body, sizeof body, "client %d", i);
+    started[i] = held_call_start(&calls[i], ch, "/test.Svc/Hold", body, 20000,
+                                 &t[i]) == 0;
     n_started += (size_t)started[i];
   }
   CU_ASSERT_EQUAL(n_started, N_HELD);
@@ -893,15 +898,10 @@ static void test_held_call_client_gone(void) {
   rpc_channel *ch = NULL;
   CU_ASSERT_EQUAL_FATAL(start_hold_server(&box, &srv, &ch), COHORT_OK);
   held_call a;
-  memset(&a, 0, sizeof a);
-  a.ch = ch;
-  a.method = "/test.Svc/Hold";
-  snprintf(a.body, sizeof a.body, "gives up");
-  a.timeout_ms = 300;
-  atomic_init(&a.done, 0);
   int64_t t0 = now_ms();
   pthread_t ta;
-  CU_ASSERT_EQUAL_FATAL(pthread_create(&ta, NULL, held_call_thread, &a), 0);
+  CU_ASSERT_EQUAL_FATAL(
+      held_call_start(&a, ch, "/test.Svc/Hold", "gives up", 300, &ta), 0);
   CU_ASSERT_EQUAL(box_wait(&box, 1, 3000), 1);
   if (box.n == 1) {
     CU_ASSERT_EQUAL(rpc_held_gone(box.held[0]), 0); /* still waiting */
@@ -956,14 +956,9 @@ static void test_second_hold_is_null(void) {
   rpc_channel *ch = NULL;
   CU_ASSERT_EQUAL_FATAL(start_hold_server(&box, &srv, &ch), COHORT_OK);
   held_call a;
-  memset(&a, 0, sizeof a);
-  a.ch = ch;
-  a.method = "/test.Svc/HoldTwice";
-  snprintf(a.body, sizeof a.body, "twice");
-  a.timeout_ms = 5000;
-  atomic_init(&a.done, 0);
   pthread_t ta;
-  CU_ASSERT_EQUAL_FATAL(pthread_create(&ta, NULL, held_call_thread, &a), 0);
+  CU_ASSERT_EQUAL_FATAL(
+      held_call_start(&a, ch, "/test.Svc/HoldTwice", "twice", 5000, &ta), 0);
   CU_ASSERT_EQUAL(box_wait(&box, 1, 3000), 1);
   CU_ASSERT_EQUAL(box.second_hold_null, 1);
   if (box.n == 1)
