@@ -430,14 +430,16 @@ static void drop_assembly(participant *p) {
   p->total = p->received = 0;
 }
 
-/* Validates the assembled update and folds it in. On failure the assembly
- * is dropped and nothing is stored. */
+/* Validates the whole update (bytes, len; p->digest is its claimed digest)
+ * and folds it in. On failure nothing is stored. The caller drops any
+ * assembly afterwards. */
 static round_verdict finish_upload(round_engine *e, participant *p,
+                                   const uint8_t *bytes, size_t len,
                                    uint64_t examples) {
   uint8_t digest[CRYPTO_SHA256_LEN];
   round_verdict v = round_ok();
   float *delta = NULL;
-  if (crypto_sha256(p->buf, p->total, digest) ||
+  if (crypto_sha256(bytes, len, digest) ||
       !crypto_equal(digest, p->digest, sizeof digest)) {
     v = round_fail_verdict(
         GRPC_STATUS_INVALID_ARGUMENT,
@@ -446,7 +448,7 @@ static round_verdict finish_upload(round_engine *e, participant *p,
   }
   if (e->sa.active) {
     /* A masked input: it goes into the secure sum, not the aggregate. */
-    v = round_secagg_masked(e, p, examples);
+    v = round_secagg_masked(e, p, bytes, len, examples);
     goto out;
   }
   delta = malloc(e->agg_dim * sizeof *delta);
@@ -461,8 +463,8 @@ static round_verdict finish_upload(round_engine *e, participant *p,
   char why[200];
   uint64_t weight = 0;
   int within = 0;
-  if (round_update_prepare(e, p->buf, p->total, examples, delta, &weight,
-                           &within, why, sizeof why)) {
+  if (round_update_prepare(e, bytes, len, examples, delta, &weight, &within,
+                           why, sizeof why)) {
     v = round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT, "update refused: %s",
                            why);
     goto out;
@@ -483,7 +485,7 @@ static round_verdict finish_upload(round_engine *e, participant *p,
   crypto_hex(p->digest, sizeof p->digest, u.sha256_hex);
   /* The rows first (with the update itself, so a restarted coordinator can
    * resume the round): if the store fails, the aggregate is untouched. */
-  if (store_participation_uploaded(e->db, &u, p->buf, p->total)) {
+  if (store_participation_uploaded(e->db, &u, bytes, len)) {
     v = round_store_failed(e);
     goto out;
   }
@@ -503,7 +505,6 @@ static round_verdict finish_upload(round_engine *e, participant *p,
            e->n_done, e->n_parts);
 out:
   free(delta);
-  drop_assembly(p);
   return v;
 }
 
@@ -584,6 +585,18 @@ round_verdict round_upload(round_engine *e, int64_t client,
   }
   if (p->buf && !crypto_equal(p->digest, c->sha256, CRYPTO_SHA256_LEN))
     drop_assembly(p); /* the client restarted with a different update */
+  if (!p->buf && c->offset == 0 && c->len == c->total_size) {
+    /* The whole update in one chunk, as most are: used in place, no copy. */
+    memcpy(p->digest, c->sha256, CRYPTO_SHA256_LEN);
+    p->bytes_up += c->wire_bytes;
+    v = finish_upload(e, p, c->data, c->len, c->num_examples);
+    if (v.code == 0) {
+      *next_offset = c->total_size;
+      *complete = 1;
+      p->train_ms = c->train_ms;
+    }
+    goto out;
+  }
   if (!p->buf) {
     if (c->offset != 0) {
       *next_offset = 0; /* start over from the beginning */
@@ -609,7 +622,8 @@ round_verdict round_upload(round_engine *e, int64_t client,
   p->bytes_up += c->wire_bytes;
   *next_offset = p->received;
   if (p->received == p->total) {
-    v = finish_upload(e, p, c->num_examples);
+    v = finish_upload(e, p, p->buf, p->total, c->num_examples);
+    drop_assembly(p);
     if (v.code == 0) {
       *complete = 1;
       p->train_ms = c->train_ms;

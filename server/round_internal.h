@@ -224,9 +224,11 @@ int round_secagg_combine(round_engine *e, double *combined, char *why,
                          size_t whylen);
 /* The round ended: drops the keys, keeps what late polls need. */
 void round_secagg_end(round_engine *e, int committed, const char *reason);
-/* Upload path: the size of a masked input, and the assembled one. */
+/* Upload path: the size of a masked input, and the whole one (bytes,
+ * len). */
 round_verdict round_secagg_check_size(const round_engine *e, uint64_t total);
 round_verdict round_secagg_masked(round_engine *e, participant *p,
+                                  const uint8_t *bytes, size_t len,
                                   uint64_t examples);
 /* " secagg A/S/M/C/U" for the round line: the senders of ADVERTISE, SHARE,
  * MASKED, CONSISTENCY and UNMASK (or "" when off). */

@@ -455,6 +455,7 @@ static round_verdict secagg_refusal(int rc, const char *what, const char *why) {
 }
 
 round_verdict round_secagg_masked(round_engine *e, participant *p,
+                                  const uint8_t *bytes, size_t len,
                                   uint64_t examples) {
   round_secagg *sa = &e->sa;
   long i = sa->srv ? find_index(sa->ids, sa->params.n, p->client) : -1;
@@ -464,8 +465,8 @@ round_verdict round_secagg_masked(round_engine *e, participant *p,
                               "aggregation",
                               (long long)p->client, (long long)e->round);
   char why[300] = "";
-  int rc = secagg_server_receive(sa->srv, (uint32_t)i, SECAGG_MASKED, p->buf,
-                                 (size_t)p->total, why, sizeof why);
+  int rc = secagg_server_receive(sa->srv, (uint32_t)i, SECAGG_MASKED, bytes,
+                                 len, why, sizeof why);
   if (rc)
     return secagg_refusal(rc, "masked input", why);
   uint64_t w = examples < e->cfg.secagg_max_examples
