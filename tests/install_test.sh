@@ -26,6 +26,8 @@ libdir=$(cached CMAKE_INSTALL_LIBDIR)
 includedir=$(cached CMAKE_INSTALL_INCLUDEDIR)
 [[ -n $libdir && -e $prefix/$libdir/libcohort.so ]] ||
   fail "libcohort.so is not in the configured libdir '$libdir'"
+[[ ! -e $prefix/$(cached COHORT_SYSTEMD_UNIT_DIR) ]] ||
+  fail "a plain install put in the optional Service component (packaging/)"
 export PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig"
 [[ $(realpath "$(pkg-config --variable=libdir cohort)") == "$prefix/$libdir" ]] ||
   fail "cohort.pc's libdir is not $prefix/$libdir"
