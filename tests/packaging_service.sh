@@ -48,7 +48,8 @@ done
 # The user, made by systemd-sysusers in a scratch root (it needs root).
 if [[ $(id -u) -eq 0 ]] && command -v systemd-sysusers >/dev/null; then
   mkdir -p "$tmp/root/etc"
-  systemd-sysusers --root="$tmp/root" "$sysusers" 2>/dev/null
+  systemd-sysusers --root="$tmp/root" "$sysusers" >/dev/null 2>&1 ||
+    fail "systemd-sysusers refuses $sysusers"
   grep -q '^cohort:x:[0-9]*:[0-9]*:[^:]*:/var/lib/cohort:/usr/sbin/nologin$' \
     "$tmp/root/etc/passwd" ||
     fail "sysusers made no cohort user: $(cat "$tmp/root/etc/passwd")"
@@ -58,6 +59,7 @@ help=$("$server" --help 2>&1)
 grep -q -- '--config' <<<"$help" ||
   { echo "SKIP: cohort-server has no --config yet; the unit needs it"; exit 77; }
 for flag in $(grep -o -- '--[a-z][a-z-]*' <<<"$exec_start"); do
-  grep -q -- "$flag" <<<"$help" || fail "the unit passes $flag, unknown to cohort-server"
+  grep -qE -- "(^|[^a-z-])$flag([^a-z-]|$)" <<<"$help" ||
+    fail "the unit passes $flag, unknown to cohort-server"
 done
 echo "packaging service test: 1 passed, 0 failed"
