@@ -8,25 +8,17 @@
 set -euo pipefail
 build=$1
 src=$2
-tmp=$(mktemp -d)
-server_pid=
-cleanup() {
-  [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid"
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$src/tests/support/script_helpers.sh"
 
 prefix=$tmp/prefix
 cmake --install "$build" --prefix "$prefix" >/dev/null
 # GNUInstallDirs' libdir, as the build was configured (lib/<multiarch> for
 # a /usr prefix on Debian, else lib).
-cached() { sed -n "s/^$1:[A-Z]*=//p" "$build/CMakeCache.txt"; }
-libdir=$(cached CMAKE_INSTALL_LIBDIR)
-includedir=$(cached CMAKE_INSTALL_INCLUDEDIR)
+libdir=$(cached "$build" CMAKE_INSTALL_LIBDIR)
+includedir=$(cached "$build" CMAKE_INSTALL_INCLUDEDIR)
 [[ -n $libdir && -e $prefix/$libdir/libcohort.so ]] ||
   fail "libcohort.so is not in the configured libdir '$libdir'"
-[[ ! -e $prefix/$(cached COHORT_SYSTEMD_UNIT_DIR) ]] ||
+[[ ! -e $prefix/$(cached "$build" COHORT_SYSTEMD_UNIT_DIR) ]] ||
   fail "a plain install put in the optional Service component (packaging/)"
 export PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig"
 [[ $(realpath "$(pkg-config --variable=libdir cohort)") == "$prefix/$libdir" ]] ||
@@ -73,8 +65,7 @@ done
   --db "$tmp/fed.db" --rounds 1 --clients-per-round 1 --min-clients 1 \
   --enroll-token-file "$tmp/token" --log-level warn >"$tmp/server.log" 2>&1 &
 server_pid=$!
-for _ in $(seq 100); do [[ -s $tmp/port ]] && break; sleep 0.1; done
-[[ -s $tmp/port ]] || { cat "$tmp/server.log"; fail "cohort-server did not start"; }
+wait_port "$tmp/port" || { cat "$tmp/server.log"; fail "cohort-server did not start"; }
 timeout 60 "$tmp/app/build/embed-cmake" "127.0.0.1:$(cat "$tmp/port")" \
   install-test-token 2>"$tmp/app-run.log" ||
   { cat "$tmp/app-run.log" "$tmp/server.log"; fail "the app's federation failed"; }

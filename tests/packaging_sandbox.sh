@@ -11,15 +11,8 @@
 # systemd-analyze or the kernel's PR_SET_MDWE.
 set -euo pipefail
 src=$1 sandbox=$2 server=$3 client=$4
-tmp=$(mktemp -d)
-chmod 755 "$tmp"
-server_pid=
-cleanup() {
-  [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid"
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$src/tests/support/script_helpers.sh"
+chmod 755 "$tmp" # the unprivileged user reaches its state folder
 command -v systemd-analyze >/dev/null ||
   { echo "SKIP: no systemd-analyze (Debian package systemd)"; exit 77; }
 data=/usr/share/datasets/fashion-mnist
@@ -68,12 +61,7 @@ chmod 700 "$state"
   --rounds 1 --clients-per-round 1 --min-clients 1 --enroll-token-file token \
   --eval-data "$data" --eval-limit 200 >"$tmp/server.out" 2>"$tmp/server.log") &
 server_pid=$!
-for _ in $(seq 100); do
-  [[ -s $state/port ]] && break
-  kill -0 "$server_pid" 2>/dev/null || break
-  sleep 0.1
-done
-if [[ ! -s $state/port ]]; then
+if ! wait_port "$state/port"; then
   rc=0
   wait "$server_pid" || rc=$?
   server_pid=

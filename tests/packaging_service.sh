@@ -7,20 +7,17 @@
 # cohort-server has no --config (issue 19's configuration file).
 set -euo pipefail
 build=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/support/script_helpers.sh"
 command -v systemd-analyze >/dev/null ||
   { echo "SKIP: no systemd-analyze (Debian package systemd)"; exit 77; }
 
-cached() { sed -n "s/^$1:[A-Z]*=//p" "$build/CMakeCache.txt"; }
 prefix=$tmp/prefix
 for component in Runtime Service; do
   cmake --install "$build" --prefix "$prefix" --component $component >/dev/null
 done
-unit=$prefix/$(cached COHORT_SYSTEMD_UNIT_DIR)/cohort-server.service
-sysusers=$prefix/$(cached COHORT_SYSUSERS_DIR)/cohort.conf
-server=$prefix/$(cached CMAKE_INSTALL_BINDIR)/cohort-server
+unit=$prefix/$(cached "$build" COHORT_SYSTEMD_UNIT_DIR)/cohort-server.service
+sysusers=$prefix/$(cached "$build" COHORT_SYSUSERS_DIR)/cohort.conf
+server=$prefix/$(cached "$build" CMAKE_INSTALL_BINDIR)/cohort-server
 [[ -f $unit && -f $sysusers ]] || fail "the Service component lacks $unit or $sysusers"
 
 exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
