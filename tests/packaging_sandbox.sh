@@ -45,6 +45,7 @@ comm -23 "$tmp/allow" "$tmp/deny" |
   { echo '#include <sys/syscall.h>'; cat; } | ${CC:-cc} -E -P -x c - |
   grep -E '^[0-9]+$' >"$tmp/numbers"
 [[ $(wc -l <"$tmp/numbers") -gt 100 ]] || fail "too few calls allowed: $tmp/numbers"
+chmod 644 "$tmp/numbers"
 
 # An unprivileged user, as the unit's User=cohort; root drops to nobody.
 state=$tmp/state
