@@ -1,37 +1,82 @@
 #!/usr/bin/env bash
 # Installs the build into a scratch prefix and builds the embedding example
-# against it the way an app would: through pkg-config, once with the shared
-# and once with the static libcohort. Also checks that the shared library
-# exports exactly the functions of the public headers.
+# against it the way an app would: through pkg-config (shared and static
+# libcohort) and through CMake's find_package(Cohort). The find_package build
+# then takes part in a one-round federation of the installed cohort-server.
+# Also checks that the shared library exports exactly the functions of the
+# public headers.
 set -euo pipefail
 build=$1
 src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source "$src/tests/support/script_helpers.sh"
 
-cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
-export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
+prefix=$tmp/prefix
+cmake --install "$build" --prefix "$prefix" >/dev/null
+# GNUInstallDirs' libdir, as the build was configured (lib/<multiarch> for
+# a /usr prefix on Debian, else lib).
+libdir=$(cached "$build" CMAKE_INSTALL_LIBDIR)
+includedir=$(cached "$build" CMAKE_INSTALL_INCLUDEDIR)
+[[ -n $libdir && -e $prefix/$libdir/libcohort.so ]] ||
+  fail "libcohort.so is not in the configured libdir '$libdir'"
+[[ ! -e $prefix/$(cached "$build" COHORT_SYSTEMD_UNIT_DIR) ]] ||
+  fail "a plain install put in the optional Service component (packaging/)"
+export PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig"
+[[ $(realpath "$(pkg-config --variable=libdir cohort)") == "$prefix/$libdir" ]] ||
+  fail "cohort.pc's libdir is not $prefix/$libdir"
 cc=${CC:-cc}
 
 $cc -std=c11 -Wall -Wextra -Werror "$src/examples/embed.c" \
-  $(pkg-config --cflags --libs cohort) -Wl,-rpath,"$tmp/prefix/lib" \
+  $(pkg-config --cflags --libs cohort) -Wl,-rpath,"$prefix/$libdir" \
   -o "$tmp/embed-shared"
 $cc -std=c11 -Wall -Wextra -Werror "$src/examples/embed.c" \
-  $(pkg-config --cflags cohort) "$tmp/prefix/lib/libcohort.a" \
+  $(pkg-config --cflags cohort) "$prefix/$libdir/libcohort.a" \
   $(pkg-config --libs --static cohort | sed 's/-lcohort//') \
   -o "$tmp/embed-static"
 
-for exe in "$tmp/embed-shared" "$tmp/embed-static"; do
+# An app's own CMake project: find_package with a version, one target name.
+mkdir "$tmp/app"
+cp "$src/examples/embed.c" "$tmp/app/"
+cat >"$tmp/app/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.20)
+project(embed_app LANGUAGES C)
+find_package(Cohort 0.1 REQUIRED)
+add_executable(embed-cmake embed.c)
+target_link_libraries(embed-cmake PRIVATE cohort::cohort)
+CMAKE
+cmake -S "$tmp/app" -B "$tmp/app/build" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_C_FLAGS="-Wall -Wextra -Werror" >"$tmp/app.log" 2>&1 ||
+  { cat "$tmp/app.log"; fail "find_package(Cohort) did not configure"; }
+cmake --build "$tmp/app/build" >>"$tmp/app.log" 2>&1 ||
+  { cat "$tmp/app.log"; fail "the find_package(Cohort) app did not build"; }
+
+for exe in "$tmp/embed-shared" "$tmp/embed-static" \
+  "$tmp/app/build/embed-cmake"; do
   rc=0
   "$exe" >/dev/null 2>&1 || rc=$?
-  [[ $rc -eq 2 ]] || { echo "FAIL: $exe without arguments exited $rc, not 2"; exit 1; }
+  [[ $rc -eq 2 ]] || fail "$exe without arguments exited $rc, not 2"
 done
-"$tmp/prefix/bin/cohort-client" --help >/dev/null ||
-  { echo "FAIL: installed cohort-client does not find libcohort"; exit 1; }
+"$prefix/bin/cohort-client" --help >/dev/null ||
+  fail "installed cohort-client does not find libcohort"
 
-exported=$(nm -D --defined-only "$tmp/prefix/lib/libcohort.so" |
+# The installed coordinator and the find_package app: one round, start to
+# end, the app exiting 0 when told the federation is over.
+(umask 077 && echo install-test-token >"$tmp/token")
+"$prefix/bin/cohort-server" --listen 127.0.0.1:0 --port-file "$tmp/port" \
+  --db "$tmp/fed.db" --rounds 1 --clients-per-round 1 --min-clients 1 \
+  --enroll-token-file "$tmp/token" --log-level warn >"$tmp/server.log" 2>&1 &
+server_pid=$!
+wait_port "$tmp/port" || { cat "$tmp/server.log"; fail "cohort-server did not start"; }
+timeout 60 "$tmp/app/build/embed-cmake" "127.0.0.1:$(cat "$tmp/port")" \
+  install-test-token 2>"$tmp/app-run.log" ||
+  { cat "$tmp/app-run.log" "$tmp/server.log"; fail "the app's federation failed"; }
+grep -q "federation over after 1 round" "$tmp/app-run.log" ||
+  { cat "$tmp/app-run.log"; fail "the app did not train the round"; }
+wait "$server_pid" || fail "cohort-server exited $?"
+server_pid=
+
+exported=$(nm -D --defined-only "$prefix/$libdir/libcohort.so" |
   awk '$2 == "T" {print $3}' | sort)
-declared=$(grep -h '^COHORT_API' "$tmp/prefix/include/"*.h | grep -o '^[^(]*(' |
+declared=$(grep -h '^COHORT_API' "$prefix/$includedir/"*.h | grep -o '^[^(]*(' |
   sed -E 's/.*[ *]([a-z_0-9]+)\($/\1/' | sort)
 if [[ "$exported" != "$declared" ]]; then
   echo "FAIL: exported symbols differ from the public headers:"
