@@ -31,6 +31,7 @@
 
 typedef struct server_opts {
   const char *listen, *db, *model, *eval_data, *port_file, *log_level;
+  const char *log_format, *log_file;
   const char *enroll_token_file, *enroll_authority;
   flag_list enroll_tokens;
   long rounds, clients_per_round, min_clients, seed, epochs, batch_size;
@@ -254,8 +255,10 @@ static const flag_def FLAGS[] = {
      "number of labels (0: 10, or more if the evaluation data has more)"},
     {"threads", FLAG_INT, &g_opts.threads, "0", 0, 1024, "N",
      "threads for evaluating models (0: all cores)"},
-    {"enroll-token", FLAG_STRING_LIST, &g_opts.enroll_tokens, NULL, 0, 0, "T",
-     "enrollment token clients must present to register"},
+    {"enroll-token", FLAG_STRING_LIST | FLAG_SECRET, &g_opts.enroll_tokens,
+     NULL, 0, 0, "T",
+     "enrollment token clients must present to register (visible in the "
+     "process list: prefer --enroll-token-file)"},
     {"enroll-token-file", FLAG_STRING, &g_opts.enroll_token_file, NULL, 0, 0,
      "PATH",
      "file with one enrollment token per line (keeps tokens out of the "
@@ -296,6 +299,12 @@ static const flag_def FLAGS[] = {
      "write the bound port here once serving (for scripts and tests)"},
     {"log-level", FLAG_STRING, &g_opts.log_level, "info", 0, 0, "LEVEL",
      "debug, info, warn, error or off"},
+    {"log-format", FLAG_STRING, &g_opts.log_format, "text", 0, 0, "text|json",
+     "log lines as text, or as one JSON object per line (ts, level, tag, "
+     "pid, msg)"},
+    {"log-file", FLAG_STRING, &g_opts.log_file, NULL, 0, 0, "PATH",
+     "append the log (all of standard error) to PATH, created 0600, "
+     "instead of standard error; SIGHUP reopens it (logrotate)"},
 };
 #define N_FLAGS (sizeof FLAGS / sizeof FLAGS[0])
 
@@ -438,13 +447,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "cohort-server: wrote %s\n", export_file);
     return 0;
   }
-  log_level level;
-  if (log_parse_level(g_opts.log_level, &level) != 0) {
-    fprintf(stderr, "cohort-server: --log-level: unknown level '%s'\n",
-            g_opts.log_level);
+  char err[512];
+  if (log_configure(g_opts.log_level, g_opts.log_format, g_opts.log_file, err,
+                    sizeof err) != 0) {
+    fprintf(stderr, "cohort-server: %s\n", err);
     return 2;
   }
-  log_set_level(level);
   log_set_tag("server");
   if (g_opts.enroll_tokens.count == 0 && !g_opts.enroll_token_file) {
     fprintf(stderr, "cohort-server: give at least one --enroll-token or an "
@@ -459,14 +467,16 @@ int main(int argc, char **argv) {
     return 2;
   }
 
-  /* gRPC's threads inherit this mask, so the signals reach sigtimedwait. */
+  /* gRPC's threads inherit this mask, so the signals reach sigtimedwait;
+   * SIGHUP too, so the log file is reopened in normal context, not in a
+   * handler. */
   sigset_t sigs;
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGINT);
   sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
-  char err[512];
   int exit_code = 1;
   store *db = NULL;
   round_engine *engine = NULL;
@@ -657,6 +667,12 @@ int main(int argc, char **argv) {
     if (sig == SIGINT || sig == SIGTERM) {
       log_info("signal %d: shutting down", sig);
       break;
+    }
+    if (sig == SIGHUP) {
+      if (log_reopen(err, sizeof err) != 0)
+        log_error("SIGHUP: %s; still writing to the old file", err);
+      else
+        log_info("SIGHUP: log file reopened");
     }
     if (atomic_load(&sched.failed)) {
       exit_code = 1;

@@ -4,6 +4,8 @@
  * by SIGTERM or SIGINT (within about a second, whatever it was doing), 3
  * when it left secure aggregation as --exit-at-secagg asked (with --hang, it
  * waits to be killed there instead). */
+#include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +19,7 @@
 static struct {
   const char *server, *token, *data, *shard, *partition, *log_level;
   const char *exit_at_secagg, *identity_key, *identity_cert, *authority;
-  const char *secagg_adversary;
+  const char *secagg_adversary, *token_file, *log_format, *log_file;
   long limit, seed, threads, secagg_security_bits, secagg_colluders;
   long long_poll_ms;
   double holdout, secagg_corrupt, dp_max_epsilon;
@@ -28,9 +30,11 @@ static struct {
 static const flag_def FLAGS[] = {
     {"server", FLAG_STRING, &g_opts.server, "127.0.0.1:50051", 0, 0,
      "HOST:PORT", "coordinator address"},
-    {"token", FLAG_STRING, &g_opts.token, NULL, 0, 0, "T",
-     "enrollment token (or set COHORT_ENROLL_TOKEN, which keeps it out of "
-     "the process list)"},
+    {"token", FLAG_STRING | FLAG_SECRET, &g_opts.token, NULL, 0, 0, "T",
+     "enrollment token (or set COHORT_ENROLL_TOKEN, or give --token-file, "
+     "which keep it out of the process list)"},
+    {"token-file", FLAG_STRING, &g_opts.token_file, NULL, 0, 0, "PATH",
+     "file whose first line is the enrollment token (keep it 0600)"},
     {"data", FLAG_STRING, &g_opts.data, "/usr/share/datasets/fashion-mnist", 0,
      0, "PATH",
      "training data: a folder with train-images-idx3-ubyte[.gz] and "
@@ -73,6 +77,12 @@ static const flag_def FLAGS[] = {
      "print the examples and labels of each of the N clients, then exit"},
     {"log-level", FLAG_STRING, &g_opts.log_level, "info", 0, 0, "LEVEL",
      "debug, info, warn, error or off"},
+    {"log-format", FLAG_STRING, &g_opts.log_format, "text", 0, 0, "text|json",
+     "log lines as text, or as one JSON object per line (ts, level, tag, "
+     "pid, msg)"},
+    {"log-file", FLAG_STRING, &g_opts.log_file, NULL, 0, 0, "PATH",
+     "append the log (all of standard error) to PATH, created 0600, "
+     "instead of standard error; SIGHUP reopens it (logrotate)"},
     {"secagg-adversary", FLAG_STRING, &g_opts.secagg_adversary,
      "semi-malicious", 0, 0, "semi-malicious|curious",
      "the coordinator this client defends against in secure aggregation: it "
@@ -182,6 +192,56 @@ static int parse_attributes(cohort_attribute *attrs, char (*names)[40]) {
   return 0;
 }
 
+/* The first line of --token-file into buf. 0, or -1 with a message. */
+static int read_token_file(const char *path, char *buf, size_t size) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    log_error("--token-file %s: %s", path, strerror(errno));
+    return -1;
+  }
+  int rc = fgets(buf, (int)size, f) ? 0 : -1;
+  fclose(f);
+  buf[rc ? 0 : strcspn(buf, "\r\n")] = '\0';
+  if (!buf[0]) {
+    log_error("--token-file %s: no token on its first line", path);
+    return -1;
+  }
+  return 0;
+}
+
+/* Reopens the log file on SIGHUP, which every other thread blocks: the
+ * reopen opens a file, so it runs here, not in a signal handler. */
+static void *sighup_main(void *arg) {
+  sigset_t *hup = arg;
+  for (;;) {
+    int sig;
+    char err[512];
+    if (sigwait(hup, &sig) != 0)
+      continue;
+    if (log_reopen(err, sizeof err) != 0)
+      log_error("SIGHUP: %s; still writing to the old file", err);
+    else
+      log_info("SIGHUP: log file reopened");
+  }
+  return NULL;
+}
+
+/* Blocks SIGHUP in this thread, and so in every thread created after it
+ * (gRPC's), and starts the thread that waits for it. 0 or -1. */
+static int start_sighup_thread(void) {
+  static sigset_t hup;
+  sigemptyset(&hup);
+  sigaddset(&hup, SIGHUP);
+  pthread_t t;
+  if (pthread_sigmask(SIG_BLOCK, &hup, NULL) != 0 ||
+      pthread_create(&t, NULL, sighup_main, &hup) != 0) {
+    log_error("cannot start the SIGHUP thread");
+    return -1;
+  }
+  pthread_detach(t);
+  return 0;
+}
+
 /* The enrollment authority first, so that a certificate that does not
  * verify under it is refused here, before the coordinator refuses it. */
 static int set_identity(cohort_client_t *c) {
@@ -200,15 +260,24 @@ int main(int argc, char **argv) {
   int rc = flags_main("cohort-client", USAGE, FLAGS, N_FLAGS, argc, argv);
   if (rc >= 0)
     return rc;
-  /* The level is set through the public API: the shared library keeps its
-   * own copy of the logger. */
-  log_level level;
-  if (log_parse_level(g_opts.log_level, &level) != 0) {
-    fprintf(stderr, "cohort-client: --log-level: unknown level '%s'\n",
-            g_opts.log_level);
+  /* This program's logger is set here, the shared library's (a copy of
+   * its own) through the public API; both write to standard error, where
+   * --log-file puts the file. */
+  char err[512];
+  if (log_configure(g_opts.log_level, g_opts.log_format, g_opts.log_file, err,
+                    sizeof err) != 0) {
+    fprintf(stderr, "cohort-client: %s\n", err);
     return 2;
   }
+  log_level level;
+  log_format format;
+  log_parse_level(g_opts.log_level, &level);
+  log_parse_format(g_opts.log_format, &format);
+  log_set_tag("cohort-client");
   cohort_set_log_level((int)level);
+  cohort_set_log_format((int)format);
+  if (start_sighup_thread() != 0)
+    return 1;
   int index, count;
   if (parse_shard(g_opts.shard, &index, &count) != 0) {
     fprintf(stderr,
@@ -240,7 +309,6 @@ int main(int argc, char **argv) {
     return 2;
   }
 
-  char err[512];
   cohort_dataset_options dopt;
   cohort_dataset_options_init(&dopt);
   dopt.path = g_opts.data;
@@ -260,10 +328,16 @@ int main(int argc, char **argv) {
       fprintf(stderr, "cohort-client: %s\n", err);
     return rc == COHORT_OK ? 0 : 1;
   }
-  const char *token =
-      g_opts.token ? g_opts.token : getenv("COHORT_ENROLL_TOKEN");
+  char token_buf[512];
+  if (g_opts.token_file &&
+      read_token_file(g_opts.token_file, token_buf, sizeof token_buf) != 0)
+    return 2;
+  const char *token = g_opts.token_file ? token_buf
+                      : g_opts.token    ? g_opts.token
+                                        : getenv("COHORT_ENROLL_TOKEN");
   if (!token || !*token) {
-    fprintf(stderr, "cohort-client: give --token or COHORT_ENROLL_TOKEN\n");
+    fprintf(stderr, "cohort-client: give --token-file, --token or "
+                    "COHORT_ENROLL_TOKEN\n");
     return 2;
   }
   cohort_dataset_t *ds = NULL;
@@ -272,8 +346,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "cohort-client: %s\n", err);
     return 1;
   }
-  fprintf(stderr, "cohort-client: client %d/%d of %s (%s): %zu examples\n",
-          index, count, g_opts.data, g_opts.partition, cohort_dataset_size(ds));
+  log_info("client %d/%d of %s (%s): %zu examples", index, count, g_opts.data,
+           g_opts.partition, cohort_dataset_size(ds));
 
   cohort_client_options o;
   cohort_client_options_init(&o);
@@ -292,6 +366,7 @@ int main(int argc, char **argv) {
   o.dp_max_epsilon = g_opts.dp_max_epsilon;
   o.long_poll_ms = (int)g_opts.long_poll_ms;
   rc = cohort_client_new(&o, &g_client);
+  memset(token_buf, 0, sizeof token_buf); /* the client keeps its copy */
   if (rc != COHORT_OK) {
     fprintf(stderr, "cohort-client: %s\n", cohort_strerror(rc));
     cohort_dataset_free(ds);
@@ -311,10 +386,10 @@ int main(int argc, char **argv) {
   /* Stopped by a signal: a clean stop, asked for. */
   int stopped = rc == COHORT_ECANCELED && g_signalled;
   if (stopped)
-    fprintf(stderr, "cohort-client: stopped by a signal\n");
+    log_info("stopped by a signal");
   else if (rc != COHORT_OK)
-    fprintf(stderr, "cohort-client: %s: %s\n", cohort_strerror(rc),
-            cohort_client_last_error(g_client));
+    log_error("%s: %s", cohort_strerror(rc),
+              cohort_client_last_error(g_client));
   /* Cancelled without a signal: only the testing aid does that. */
   int left =
       rc == COHORT_ECANCELED && !g_signalled && leave != COHORT_SECAGG_NEVER;
