@@ -320,6 +320,14 @@ static const char USAGE[] =
     "and after an evaluation round (--eval-every):\n"
     "  round R: evaluation accuracy A loss L clients C/K time S s";
 
+/* Set by SIGHUP: the log file is to be reopened (logrotate). */
+static atomic_int g_reopen_log;
+
+static void on_sighup(int sig) {
+  (void)sig;
+  atomic_store(&g_reopen_log, 1);
+}
+
 typedef struct scheduler {
   round_engine *engine;
   atomic_int stop;
@@ -467,15 +475,21 @@ int main(int argc, char **argv) {
     return 2;
   }
 
-  /* gRPC's threads inherit this mask, so the signals reach sigtimedwait;
-   * SIGHUP too, so the log file is reopened in normal context, not in a
-   * handler. */
+  /* gRPC's threads inherit this mask, so the signals reach sigtimedwait. */
   sigset_t sigs;
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGINT);
   sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+  /* SIGHUP only raises a flag, whichever thread takes it (OpenBLAS starts
+   * threads before main, so no mask covers them all); the loop below
+   * reopens the log file in normal context. */
+  struct sigaction hup;
+  memset(&hup, 0, sizeof hup);
+  hup.sa_handler = on_sighup;
+  hup.sa_flags = SA_RESTART;
+  sigemptyset(&hup.sa_mask);
+  sigaction(SIGHUP, &hup, NULL);
 
   int exit_code = 1;
   store *db = NULL;
@@ -668,7 +682,7 @@ int main(int argc, char **argv) {
       log_info("signal %d: shutting down", sig);
       break;
     }
-    if (sig == SIGHUP) {
+    if (atomic_exchange(&g_reopen_log, 0)) {
       if (log_reopen(err, sizeof err) != 0)
         log_error("SIGHUP: %s; still writing to the old file", err);
       else

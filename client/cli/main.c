@@ -5,12 +5,14 @@
  * when it left secure aggregation as --exit-at-secagg asked (with --hang, it
  * waits to be killed there instead). */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cohort.h"
 #include "flags.h"
@@ -209,36 +211,56 @@ static int read_token_file(const char *path, char *buf, size_t size) {
   return 0;
 }
 
-/* Reopens the log file on SIGHUP, which every other thread blocks: the
- * reopen opens a file, so it runs here, not in a signal handler. */
-static void *sighup_main(void *arg) {
-  sigset_t *hup = arg;
+/* SIGHUP asks for the log file to be reopened. The handler only writes a
+ * byte to this pipe (async-signal-safe); a thread reads it and reopens the
+ * file in normal context. A mask that every thread blocks would not do:
+ * OpenBLAS starts its threads before main. */
+static int g_hup_pipe[2] = {-1, -1};
+
+static void on_hup(int sig) {
+  (void)sig;
+  int saved = errno;
+  ssize_t unused = write(g_hup_pipe[1], "h", 1); /* full: one is pending */
+  (void)unused;
+  errno = saved;
+}
+
+static void *reopen_main(void *arg) {
+  (void)arg;
   for (;;) {
-    int sig;
-    char err[512];
-    if (sigwait(hup, &sig) != 0)
+    char byte, err[512];
+    ssize_t n = read(g_hup_pipe[0], &byte, 1);
+    if (n < 0 && errno == EINTR)
       continue;
+    if (n != 1)
+      return NULL;
     if (log_reopen(err, sizeof err) != 0)
       log_error("SIGHUP: %s; still writing to the old file", err);
     else
       log_info("SIGHUP: log file reopened");
   }
-  return NULL;
 }
 
-/* Blocks SIGHUP in this thread, and so in every thread created after it
- * (gRPC's), and starts the thread that waits for it. 0 or -1. */
-static int start_sighup_thread(void) {
-  static sigset_t hup;
-  sigemptyset(&hup);
-  sigaddset(&hup, SIGHUP);
+/* The pipe, the thread that reads it and the SIGHUP handler. 0 or -1. */
+static int start_reopen_thread(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_hup;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
   pthread_t t;
-  if (pthread_sigmask(SIG_BLOCK, &hup, NULL) != 0 ||
-      pthread_create(&t, NULL, sighup_main, &hup) != 0) {
-    log_error("cannot start the SIGHUP thread");
+  if (pipe(g_hup_pipe) != 0 || fcntl(g_hup_pipe[1], F_SETFL, O_NONBLOCK) != 0 ||
+      fcntl(g_hup_pipe[0], F_SETFD, FD_CLOEXEC) != 0 ||
+      fcntl(g_hup_pipe[1], F_SETFD, FD_CLOEXEC) != 0 ||
+      pthread_create(&t, NULL, reopen_main, NULL) != 0) {
+    log_error("cannot start the log reopening thread: %s", strerror(errno));
     return -1;
   }
   pthread_detach(t);
+  if (sigaction(SIGHUP, &sa, NULL) != 0) {
+    log_error("sigaction SIGHUP: %s", strerror(errno));
+    return -1;
+  }
   return 0;
 }
 
@@ -276,7 +298,7 @@ int main(int argc, char **argv) {
   log_set_tag("cohort-client");
   cohort_set_log_level((int)level);
   cohort_set_log_format((int)format);
-  if (start_sighup_thread() != 0)
+  if (start_reopen_thread() != 0)
     return 1;
   int index, count;
   if (parse_shard(g_opts.shard, &index, &count) != 0) {
