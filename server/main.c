@@ -297,14 +297,7 @@ static const flag_def FLAGS[] = {
      "federation is over"},
     {"port-file", FLAG_STRING, &g_opts.port_file, NULL, 0, 0, "PATH",
      "write the bound port here once serving (for scripts and tests)"},
-    {"log-level", FLAG_STRING, &g_opts.log_level, "info", 0, 0, "LEVEL",
-     "debug, info, warn, error or off"},
-    {"log-format", FLAG_STRING, &g_opts.log_format, "text", 0, 0, "text|json",
-     "log lines as text, or as one JSON object per line (ts, level, tag, "
-     "pid, msg)"},
-    {"log-file", FLAG_STRING, &g_opts.log_file, NULL, 0, 0, "PATH",
-     "append the log (all of standard error) to PATH, created 0600, "
-     "instead of standard error; SIGHUP reopens it (logrotate)"},
+    LOG_FLAG_ROWS(&g_opts.log_level, &g_opts.log_format, &g_opts.log_file),
 };
 #define N_FLAGS (sizeof FLAGS / sizeof FLAGS[0])
 
@@ -682,12 +675,8 @@ int main(int argc, char **argv) {
       log_info("signal %d: shutting down", sig);
       break;
     }
-    if (atomic_exchange(&g_reopen_log, 0)) {
-      if (log_reopen(err, sizeof err) != 0)
-        log_error("SIGHUP: %s; still writing to the old file", err);
-      else
-        log_info("SIGHUP: log file reopened");
-    }
+    if (atomic_exchange(&g_reopen_log, 0))
+      log_reopen_on_sighup();
     if (atomic_load(&sched.failed)) {
       exit_code = 1;
       break;

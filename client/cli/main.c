@@ -77,14 +77,7 @@ static const flag_def FLAGS[] = {
      "the coordinator answers at once)"},
     {"partition-summary", FLAG_BOOL, &g_opts.summary, NULL, 0, 0, NULL,
      "print the examples and labels of each of the N clients, then exit"},
-    {"log-level", FLAG_STRING, &g_opts.log_level, "info", 0, 0, "LEVEL",
-     "debug, info, warn, error or off"},
-    {"log-format", FLAG_STRING, &g_opts.log_format, "text", 0, 0, "text|json",
-     "log lines as text, or as one JSON object per line (ts, level, tag, "
-     "pid, msg)"},
-    {"log-file", FLAG_STRING, &g_opts.log_file, NULL, 0, 0, "PATH",
-     "append the log (all of standard error) to PATH, created 0600, "
-     "instead of standard error; SIGHUP reopens it (logrotate)"},
+    LOG_FLAG_ROWS(&g_opts.log_level, &g_opts.log_format, &g_opts.log_file),
     {"secagg-adversary", FLAG_STRING, &g_opts.secagg_adversary,
      "semi-malicious", 0, 0, "semi-malicious|curious",
      "the coordinator this client defends against in secure aggregation: it "
@@ -228,16 +221,13 @@ static void on_hup(int sig) {
 static void *reopen_main(void *arg) {
   (void)arg;
   for (;;) {
-    char byte, err[512];
+    char byte;
     ssize_t n = read(g_hup_pipe[0], &byte, 1);
     if (n < 0 && errno == EINTR)
       continue;
     if (n != 1)
       return NULL;
-    if (log_reopen(err, sizeof err) != 0)
-      log_error("SIGHUP: %s; still writing to the old file", err);
-    else
-      log_info("SIGHUP: log file reopened");
+    log_reopen_on_sighup();
   }
 }
 

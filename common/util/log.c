@@ -96,6 +96,14 @@ int log_reopen(char *err, size_t errlen) {
   return path[0] ? attach(path, err, errlen) : 0;
 }
 
+void log_reopen_on_sighup(void) {
+  char err[512];
+  if (log_reopen(err, sizeof err) != 0)
+    log_error("SIGHUP: %s; still writing to the old file", err);
+  else
+    log_info("SIGHUP: log file reopened");
+}
+
 int log_configure(const char *level, const char *format, const char *file,
                   char *err, size_t errlen) {
   log_level lv;
@@ -117,7 +125,7 @@ int log_configure(const char *level, const char *format, const char *file,
   return 0;
 }
 
-/* Appends s to out (of cap bytes) at *len if it fits. */
+/* Appends the n bytes of s to out (of cap bytes) at *len if they fit. */
 static void put(char *out, size_t cap, size_t *len, const char *s, size_t n) {
   if (*len + n < cap) {
     memcpy(out + *len, s, n);

@@ -51,6 +51,24 @@ int log_open_file(const char *path, char *err, size_t errlen);
  * then stays in use. */
 int log_reopen(char *err, size_t errlen);
 
+/* log_reopen for SIGHUP, with the outcome logged (to the new file, or to
+ * the old one with the reason). */
+void log_reopen_on_sighup(void);
+
+/* The --log-level, --log-format and --log-file rows of a program's flag
+ * table (flags.h), writing to the given const char * targets. */
+// clang-format off
+#define LOG_FLAG_ROWS(level, format, file)                                   \
+  {"log-level", FLAG_STRING, (level), "info", 0, 0, "LEVEL",                 \
+   "debug, info, warn, error or off"},                                       \
+  {"log-format", FLAG_STRING, (format), "text", 0, 0, "text|json",           \
+   "log lines as text, or as one JSON object per line (ts, level, tag, "     \
+   "pid, msg)"},                                                             \
+  {"log-file", FLAG_STRING, (file), NULL, 0, 0, "PATH",                      \
+   "append the log (all of standard error) to PATH, created 0600, instead "  \
+   "of standard error; SIGHUP reopens it (logrotate)"}
+// clang-format on
+
 /* A program's --log-level, --log-format and --log-file flags (file may be
  * NULL) applied in that order. 0, or -1 with a reason naming the flag in
  * err. */
