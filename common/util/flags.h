@@ -61,7 +61,7 @@ int flags_parse(const flag_def *defs, size_t n, int argc, char **argv,
 /* Sets the values of a configuration file, "key = value" lines parsed by
  * libinih ('#' or ';' starts a comment line, no sections, a list key
  * repeats, a scalar key appears once). Unknown keys, bad or out-of-range
- * values, secrets and lines over 199 characters are refused with
+ * values, secrets, NUL bytes and lines over 199 characters are refused with
  * "FILE:LINE: key: reason" in err. Returns 0 or -1. Called by flags_parse;
  * exposed for tests. */
 int flags_load_file(const flag_def *defs, size_t n, const char *path, char *err,

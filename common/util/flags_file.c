@@ -52,19 +52,42 @@ typedef struct file_ctx {
   size_t errlen;
 } file_ctx;
 
+/* Records the first error of the file, at the current line. */
+static void fail_line(file_ctx *c, const char *reason) {
+  snprintf(c->err, c->errlen, "%s:%d: %s", c->path, c->line, reason);
+  c->failed_at = c->line;
+}
+
 /* libinih's reader: counts lines (its handler has no line number in
- * Debian's build) and refuses a line that does not fit its buffer, which
- * libinih would otherwise split into two lines. */
+ * Debian's build) and refuses a NUL byte, which would hide the rest of a
+ * line, and a line that does not fit its buffer, which libinih would
+ * otherwise split into two lines. */
 static char *read_line(char *buf, int size, void *stream) {
   file_ctx *c = stream;
-  if (c->failed_at || !fgets(buf, size, c->f))
+  size_t len = 0;
+  int ch = EOF;
+  if (c->failed_at)
     return NULL;
+  while (len + 1 < (size_t)size && (ch = getc(c->f)) != EOF) {
+    buf[len++] = (char)ch;
+    if (ch == '\n')
+      break;
+  }
+  if (len == 0)
+    return NULL;
+  buf[len] = '\0';
   c->line++;
-  size_t len = strlen(buf);
-  if (len == (size_t)size - 1 && buf[len - 1] != '\n' && !feof(c->f)) {
-    snprintf(c->err, c->errlen, "%s:%d: line longer than %d characters",
-             c->path, c->line, size - 2);
-    c->failed_at = c->line;
+  if (strlen(buf) != len) {
+    fail_line(c, "NUL byte in the line");
+    return NULL;
+  }
+  /* A full buffer without the newline: the line fits only if the newline
+   * or the end of the file comes next. */
+  if (len + 1 == (size_t)size && buf[len - 1] != '\n' &&
+      (ch = getc(c->f)) != EOF && ch != '\n') {
+    char reason[64];
+    snprintf(reason, sizeof reason, "line longer than %d characters", size - 1);
+    fail_line(c, reason);
     return NULL;
   }
   return buf;

@@ -369,6 +369,19 @@ static void test_config_errors_name_file_line_and_key(void) {
   longline[sizeof longline - 2] = '\n';
   longline[sizeof longline - 1] = '\0';
   expect_refused(longline, 1, "line longer than");
+  /* Exactly 199 characters fit; a NUL byte would hide the rest of a line. */
+  longline[199] = '\n';
+  longline[200] = '\0';
+  write_conf(longline);
+  CU_ASSERT_EQUAL(parse_args("--config", conf, NULL), FLAGS_OK);
+  CU_ASSERT_EQUAL(strlen(nodefault), 192);
+  write_conf("port = 5\n");
+  FILE *f = fopen(conf, "a");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fwrite("name = a\0b\n", 1, 11, f);
+  fclose(f);
+  CU_ASSERT_EQUAL(parse_args("--config", conf, NULL), FLAGS_ERROR);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, ":2: NUL byte"));
   /* The earlier of a syntax error and a bad value is the one reported. */
   expect_refused("port 1\nbogus = 2\n", 1, "expected 'key = value'");
   /* "config" is no key: a file cannot include another. */
