@@ -5,14 +5,18 @@
  * the enrollment token nor the session token the coordinator issued. The
  * adversary is whoever can read the logs (an operator, a log pipeline, a
  * backup): the session token is found by hashing every 64-hex-digit run in
- * the logs and comparing with the database's SHA-256 of it. */
+ * the logs and comparing with the database's SHA-256 of it. Also: gRPC's
+ * own messages come out in the chosen format. */
 #include <CUnit/CUnit.h>
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <json-c/json.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -119,6 +123,38 @@ static void test_client_log_file_and_sighup(void) {
   harness_wait(client, 20);
 }
 
+/* A port already taken makes gRPC itself log an error: it too comes out as
+ * a JSON line (common/rpc/rpc_log.c), not in gRPC's own format. */
+static void test_grpc_messages_take_the_format(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in addr = {.sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof addr;
+  CU_ASSERT_FATAL(fd >= 0 && bind(fd, (struct sockaddr *)&addr, len) == 0 &&
+                  listen(fd, 1) == 0 &&
+                  getsockname(fd, (struct sockaddr *)&addr, &len) == 0);
+  char listen_on[64];
+  snprintf(listen_on, sizeof listen_on, "127.0.0.1:%d", ntohs(addr.sin_port));
+  char *argv[] = {COHORT_SERVER_BIN,
+                  "--listen",
+                  listen_on,
+                  "--db",
+                  (char *)harness_path("taken.db"),
+                  "--enroll-token",
+                  "x",
+                  "--log-format",
+                  "json",
+                  NULL};
+  pid_t server = harness_spawn(argv, NULL, harness_path("taken.err"));
+  CU_ASSERT_FATAL(server > 0);
+  CU_ASSERT_EQUAL(harness_wait(server, 20), 1);
+  close(fd);
+  char *text = harness_read_file(harness_path("taken.err"));
+  CU_ASSERT(text && strstr(text, "\"msg\":\"grpc "));
+  free(text);
+  assert_json_lines(harness_path("taken.err"));
+}
+
 /* 1 when text holds a run of 64 hex digits whose SHA-256 (of the digits as
  * text, as the coordinator hashes session tokens) is hash_hex. */
 static int holds_token_of_hash(const char *text, const char *hash_hex) {
@@ -212,6 +248,8 @@ int cohort_register_suites(void) {
        test_server_log_file_and_sighup},
       {"client: --log-file 0600, SIGHUP reopens after a rename",
        test_client_log_file_and_sighup},
+      {"json: gRPC's own error lines are JSON too",
+       test_grpc_messages_take_the_format},
       {"the session-token search finds a logged token",
        test_search_finds_a_logged_token},
       {"debug text logs hold no enrollment or session token",
