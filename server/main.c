@@ -313,12 +313,16 @@ static const char USAGE[] =
     "and after an evaluation round (--eval-every):\n"
     "  round R: evaluation accuracy A loss L clients C/K time S s";
 
-/* Set by SIGHUP: the log file is to be reopened (logrotate). */
-static atomic_int g_reopen_log;
+/* Set by the handler of a signal that a thread other than main took:
+ * SIGHUP asks for the log file to be reopened (logrotate), SIGINT or
+ * SIGTERM (its number here) for a stop. */
+static atomic_int g_reopen_log, g_stop_signal;
 
-static void on_sighup(int sig) {
-  (void)sig;
-  atomic_store(&g_reopen_log, 1);
+static void on_signal(int sig) {
+  if (sig == SIGHUP)
+    atomic_store(&g_reopen_log, 1);
+  else
+    atomic_store(&g_stop_signal, sig);
 }
 
 typedef struct scheduler {
@@ -474,15 +478,18 @@ int main(int argc, char **argv) {
   sigaddset(&sigs, SIGINT);
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-  /* SIGHUP only raises a flag, whichever thread takes it (OpenBLAS starts
-   * threads before main, so no mask covers them all); the loop below
-   * reopens the log file in normal context. */
-  struct sigaction hup;
-  memset(&hup, 0, sizeof hup);
-  hup.sa_handler = on_sighup;
-  hup.sa_flags = SA_RESTART;
-  sigemptyset(&hup.sa_mask);
-  sigaction(SIGHUP, &hup, NULL);
+  /* OpenBLAS starts its threads before main, so no mask covers them all:
+   * a signal one of them takes would kill the process with the default
+   * action. The handler only raises a flag that the loop below looks at;
+   * the loop also reopens the log file on SIGHUP, in normal context. */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGHUP, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
 
   int exit_code = 1;
   store *db = NULL;
@@ -671,6 +678,8 @@ int main(int argc, char **argv) {
   for (;;) {
     struct timespec wait = {0, 100 * 1000000L};
     int sig = sigtimedwait(&sigs, NULL, &wait);
+    if (sig <= 0)
+      sig = atomic_exchange(&g_stop_signal, 0);
     if (sig == SIGINT || sig == SIGTERM) {
       log_info("signal %d: shutting down", sig);
       break;

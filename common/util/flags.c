@@ -162,7 +162,6 @@ int flags_parse(const flag_def *defs, size_t n, int argc, char **argv,
   unsigned char *listed = NULL; /* a list flag met on the command line */
   const char *config = NULL;
   int rc = FLAGS_ERROR, result = FLAGS_OK;
-  flags_keep_reset();
   for (size_t i = 0; i < n; i++) {
     if (flags_base_type(&defs[i]) == FLAG_STRING_LIST)
       ((flag_list *)defs[i].target)->count = 0;

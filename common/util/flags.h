@@ -54,7 +54,7 @@ enum {
  * --config FILE, --print-config, --version and --help (-h). Returns
  * FLAGS_OK, FLAGS_HELP, FLAGS_VERSION, FLAGS_PRINT_CONFIG or FLAGS_ERROR
  * with a one-line reason naming the flag (or FILE:LINE and the key) in err.
- * String values read from a file stay valid until the next flags_parse. */
+ * String values read from a file stay valid as long as the process. */
 int flags_parse(const flag_def *defs, size_t n, int argc, char **argv,
                 char *err, size_t errlen);
 

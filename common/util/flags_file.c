@@ -12,6 +12,8 @@
 
 /* ---- strings that outlive libinih's line buffer ---- */
 
+/* Kept for the life of the process: a target set from a file may still
+ * point at one after a later parse, whose defaults leave it alone. */
 static char **g_kept;
 static size_t g_n_kept, g_cap_kept;
 
@@ -28,14 +30,6 @@ const char *flags_keep(const char *s) {
   if (copy)
     g_kept[g_n_kept++] = copy;
   return copy;
-}
-
-void flags_keep_reset(void) {
-  for (size_t i = 0; i < g_n_kept; i++)
-    free(g_kept[i]);
-  free(g_kept);
-  g_kept = NULL;
-  g_n_kept = g_cap_kept = 0;
 }
 
 /* ---- reading a file ---- */

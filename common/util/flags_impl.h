@@ -24,9 +24,8 @@ int flags_set_value(const flag_def *d, const char *label, const char *text,
 const flag_def *flags_find(const flag_def *defs, size_t n, const char *name,
                            size_t len);
 
-/* A copy of s that lives until flags_keep_reset (NULL when out of memory):
+/* A copy of s that lives as long as the process (NULL when out of memory):
  * config-file strings outlive libinih's line buffer this way. */
 const char *flags_keep(const char *s);
-void flags_keep_reset(void);
 
 #endif
