@@ -130,6 +130,13 @@ void cohort_set_log_level(int level) {
   log_set_level((log_level)level);
 }
 
+int cohort_set_log_format(int format) {
+  if (format != LOG_FORMAT_TEXT && format != LOG_FORMAT_JSON)
+    return COHORT_EINVAL;
+  log_set_format((log_format)format);
+  return COHORT_OK;
+}
+
 int cohort_client_new(const cohort_client_options *o, cohort_client_t **out) {
   if (!o || !out || !o->server || !*o->server || !o->enrollment_token ||
       !*o->enrollment_token || (!o->train && !o->dataset) ||

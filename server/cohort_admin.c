@@ -89,6 +89,10 @@ int main(int argc, char **argv) {
     print_usage(argc < 2 ? stderr : stdout, NULL);
     return argc < 2 ? 2 : 0;
   }
+  if (strcmp(argv[1], "--version") == 0) {
+    flags_print_version(stdout, "cohort");
+    return 0;
+  }
   const char *command = argv[1];
   int known = 0;
   for (size_t i = 0; i < N_SUBCOMMANDS; i++)

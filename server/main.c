@@ -31,6 +31,7 @@
 
 typedef struct server_opts {
   const char *listen, *db, *model, *eval_data, *port_file, *log_level;
+  const char *log_format, *log_file;
   const char *enroll_token_file, *enroll_authority;
   flag_list enroll_tokens;
   long rounds, clients_per_round, min_clients, seed, epochs, batch_size;
@@ -254,8 +255,10 @@ static const flag_def FLAGS[] = {
      "number of labels (0: 10, or more if the evaluation data has more)"},
     {"threads", FLAG_INT, &g_opts.threads, "0", 0, 1024, "N",
      "threads for evaluating models (0: all cores)"},
-    {"enroll-token", FLAG_STRING_LIST, &g_opts.enroll_tokens, NULL, 0, 0, "T",
-     "enrollment token clients must present to register"},
+    {"enroll-token", FLAG_STRING_LIST | FLAG_SECRET, &g_opts.enroll_tokens,
+     NULL, 0, 0, "T",
+     "enrollment token clients must present to register (visible in the "
+     "process list: prefer --enroll-token-file)"},
     {"enroll-token-file", FLAG_STRING, &g_opts.enroll_token_file, NULL, 0, 0,
      "PATH",
      "file with one enrollment token per line (keeps tokens out of the "
@@ -294,8 +297,7 @@ static const flag_def FLAGS[] = {
      "federation is over"},
     {"port-file", FLAG_STRING, &g_opts.port_file, NULL, 0, 0, "PATH",
      "write the bound port here once serving (for scripts and tests)"},
-    {"log-level", FLAG_STRING, &g_opts.log_level, "info", 0, 0, "LEVEL",
-     "debug, info, warn, error or off"},
+    LOG_FLAG_ROWS(&g_opts.log_level, &g_opts.log_format, &g_opts.log_file),
 };
 #define N_FLAGS (sizeof FLAGS / sizeof FLAGS[0])
 
@@ -310,6 +312,18 @@ static const char USAGE[] =
     "bytes/client time S s train T s [secagg A/S/M/C/U] [dp epsilon E clip C]\n"
     "and after an evaluation round (--eval-every):\n"
     "  round R: evaluation accuracy A loss L clients C/K time S s";
+
+/* Set by the handler of a signal that a thread other than main took:
+ * SIGHUP asks for the log file to be reopened (logrotate), SIGINT or
+ * SIGTERM (its number here) for a stop. */
+static atomic_int g_reopen_log, g_stop_signal;
+
+static void on_signal(int sig) {
+  if (sig == SIGHUP)
+    atomic_store(&g_reopen_log, 1);
+  else
+    atomic_store(&g_stop_signal, sig);
+}
 
 typedef struct scheduler {
   round_engine *engine;
@@ -438,13 +452,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "cohort-server: wrote %s\n", export_file);
     return 0;
   }
-  log_level level;
-  if (log_parse_level(g_opts.log_level, &level) != 0) {
-    fprintf(stderr, "cohort-server: --log-level: unknown level '%s'\n",
-            g_opts.log_level);
+  char err[512];
+  if (log_configure(g_opts.log_level, g_opts.log_format, g_opts.log_file, err,
+                    sizeof err) != 0) {
+    fprintf(stderr, "cohort-server: %s\n", err);
     return 2;
   }
-  log_set_level(level);
   log_set_tag("server");
   if (g_opts.enroll_tokens.count == 0 && !g_opts.enroll_token_file) {
     fprintf(stderr, "cohort-server: give at least one --enroll-token or an "
@@ -465,8 +478,19 @@ int main(int argc, char **argv) {
   sigaddset(&sigs, SIGINT);
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+  /* OpenBLAS starts its threads before main, so no mask covers them all:
+   * a signal one of them takes would kill the process with the default
+   * action. The handler only raises a flag that the loop below looks at;
+   * the loop also reopens the log file on SIGHUP, in normal context. */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGHUP, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
 
-  char err[512];
   int exit_code = 1;
   store *db = NULL;
   round_engine *engine = NULL;
@@ -654,10 +678,14 @@ int main(int argc, char **argv) {
   for (;;) {
     struct timespec wait = {0, 100 * 1000000L};
     int sig = sigtimedwait(&sigs, NULL, &wait);
+    if (sig <= 0)
+      sig = atomic_exchange(&g_stop_signal, 0);
     if (sig == SIGINT || sig == SIGTERM) {
       log_info("signal %d: shutting down", sig);
       break;
     }
+    if (atomic_exchange(&g_reopen_log, 0))
+      log_reopen_on_sighup();
     if (atomic_load(&sched.failed)) {
       exit_code = 1;
       break;

@@ -4,11 +4,15 @@
  * by SIGTERM or SIGINT (within about a second, whatever it was doing), 3
  * when it left secure aggregation as --exit-at-secagg asked (with --hang, it
  * waits to be killed there instead). */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cohort.h"
 #include "flags.h"
@@ -17,7 +21,7 @@
 static struct {
   const char *server, *token, *data, *shard, *partition, *log_level;
   const char *exit_at_secagg, *identity_key, *identity_cert, *authority;
-  const char *secagg_adversary;
+  const char *secagg_adversary, *token_file, *log_format, *log_file;
   long limit, seed, threads, secagg_security_bits, secagg_colluders;
   long long_poll_ms;
   double holdout, secagg_corrupt, dp_max_epsilon;
@@ -28,9 +32,11 @@ static struct {
 static const flag_def FLAGS[] = {
     {"server", FLAG_STRING, &g_opts.server, "127.0.0.1:50051", 0, 0,
      "HOST:PORT", "coordinator address"},
-    {"token", FLAG_STRING, &g_opts.token, NULL, 0, 0, "T",
-     "enrollment token (or set COHORT_ENROLL_TOKEN, which keeps it out of "
-     "the process list)"},
+    {"token", FLAG_STRING | FLAG_SECRET, &g_opts.token, NULL, 0, 0, "T",
+     "enrollment token (or set COHORT_ENROLL_TOKEN, or give --token-file, "
+     "which keep it out of the process list)"},
+    {"token-file", FLAG_STRING, &g_opts.token_file, NULL, 0, 0, "PATH",
+     "file whose first line is the enrollment token (keep it 0600)"},
     {"data", FLAG_STRING, &g_opts.data, "/usr/share/datasets/fashion-mnist", 0,
      0, "PATH",
      "training data: a folder with train-images-idx3-ubyte[.gz] and "
@@ -71,8 +77,7 @@ static const flag_def FLAGS[] = {
      "the coordinator answers at once)"},
     {"partition-summary", FLAG_BOOL, &g_opts.summary, NULL, 0, 0, NULL,
      "print the examples and labels of each of the N clients, then exit"},
-    {"log-level", FLAG_STRING, &g_opts.log_level, "info", 0, 0, "LEVEL",
-     "debug, info, warn, error or off"},
+    LOG_FLAG_ROWS(&g_opts.log_level, &g_opts.log_format, &g_opts.log_file),
     {"secagg-adversary", FLAG_STRING, &g_opts.secagg_adversary,
      "semi-malicious", 0, 0, "semi-malicious|curious",
      "the coordinator this client defends against in secure aggregation: it "
@@ -182,6 +187,73 @@ static int parse_attributes(cohort_attribute *attrs, char (*names)[40]) {
   return 0;
 }
 
+/* The first line of --token-file into buf. 0, or -1 with a message. */
+static int read_token_file(const char *path, char *buf, size_t size) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    log_error("--token-file %s: %s", path, strerror(errno));
+    return -1;
+  }
+  int rc = fgets(buf, (int)size, f) ? 0 : -1;
+  fclose(f);
+  buf[rc ? 0 : strcspn(buf, "\r\n")] = '\0';
+  if (!buf[0]) {
+    log_error("--token-file %s: no token on its first line", path);
+    return -1;
+  }
+  return 0;
+}
+
+/* SIGHUP asks for the log file to be reopened. The handler only writes a
+ * byte to this pipe (async-signal-safe); a thread reads it and reopens the
+ * file in normal context. A mask that every thread blocks would not do:
+ * OpenBLAS starts its threads before main. */
+static int g_hup_pipe[2] = {-1, -1};
+
+static void on_hup(int sig) {
+  (void)sig;
+  int saved = errno;
+  ssize_t unused = write(g_hup_pipe[1], "h", 1); /* full: one is pending */
+  (void)unused;
+  errno = saved;
+}
+
+static void *reopen_main(void *arg) {
+  (void)arg;
+  for (;;) {
+    char byte;
+    ssize_t n = read(g_hup_pipe[0], &byte, 1);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n != 1)
+      return NULL;
+    log_reopen_on_sighup();
+  }
+}
+
+/* The pipe, the thread that reads it and the SIGHUP handler. 0 or -1. */
+static int start_reopen_thread(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_hup;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  pthread_t t;
+  if (pipe(g_hup_pipe) != 0 || fcntl(g_hup_pipe[1], F_SETFL, O_NONBLOCK) != 0 ||
+      fcntl(g_hup_pipe[0], F_SETFD, FD_CLOEXEC) != 0 ||
+      fcntl(g_hup_pipe[1], F_SETFD, FD_CLOEXEC) != 0 ||
+      pthread_create(&t, NULL, reopen_main, NULL) != 0) {
+    log_error("cannot start the log reopening thread: %s", strerror(errno));
+    return -1;
+  }
+  pthread_detach(t);
+  if (sigaction(SIGHUP, &sa, NULL) != 0) {
+    log_error("sigaction SIGHUP: %s", strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
 /* The enrollment authority first, so that a certificate that does not
  * verify under it is refused here, before the coordinator refuses it. */
 static int set_identity(cohort_client_t *c) {
@@ -200,15 +272,24 @@ int main(int argc, char **argv) {
   int rc = flags_main("cohort-client", USAGE, FLAGS, N_FLAGS, argc, argv);
   if (rc >= 0)
     return rc;
-  /* The level is set through the public API: the shared library keeps its
-   * own copy of the logger. */
-  log_level level;
-  if (log_parse_level(g_opts.log_level, &level) != 0) {
-    fprintf(stderr, "cohort-client: --log-level: unknown level '%s'\n",
-            g_opts.log_level);
+  /* This program's logger is set here, the shared library's (a copy of
+   * its own) through the public API; both write to standard error, where
+   * --log-file puts the file. */
+  char err[512];
+  if (log_configure(g_opts.log_level, g_opts.log_format, g_opts.log_file, err,
+                    sizeof err) != 0) {
+    fprintf(stderr, "cohort-client: %s\n", err);
     return 2;
   }
+  log_level level;
+  log_format format;
+  log_parse_level(g_opts.log_level, &level);
+  log_parse_format(g_opts.log_format, &format);
+  log_set_tag("cohort-client");
   cohort_set_log_level((int)level);
+  cohort_set_log_format((int)format);
+  if (start_reopen_thread() != 0)
+    return 1;
   int index, count;
   if (parse_shard(g_opts.shard, &index, &count) != 0) {
     fprintf(stderr,
@@ -240,7 +321,6 @@ int main(int argc, char **argv) {
     return 2;
   }
 
-  char err[512];
   cohort_dataset_options dopt;
   cohort_dataset_options_init(&dopt);
   dopt.path = g_opts.data;
@@ -260,10 +340,16 @@ int main(int argc, char **argv) {
       fprintf(stderr, "cohort-client: %s\n", err);
     return rc == COHORT_OK ? 0 : 1;
   }
-  const char *token =
-      g_opts.token ? g_opts.token : getenv("COHORT_ENROLL_TOKEN");
+  char token_buf[512];
+  if (g_opts.token_file &&
+      read_token_file(g_opts.token_file, token_buf, sizeof token_buf) != 0)
+    return 2;
+  const char *token = g_opts.token_file ? token_buf
+                      : g_opts.token    ? g_opts.token
+                                        : getenv("COHORT_ENROLL_TOKEN");
   if (!token || !*token) {
-    fprintf(stderr, "cohort-client: give --token or COHORT_ENROLL_TOKEN\n");
+    fprintf(stderr, "cohort-client: give --token-file, --token or "
+                    "COHORT_ENROLL_TOKEN\n");
     return 2;
   }
   cohort_dataset_t *ds = NULL;
@@ -272,8 +358,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "cohort-client: %s\n", err);
     return 1;
   }
-  fprintf(stderr, "cohort-client: client %d/%d of %s (%s): %zu examples\n",
-          index, count, g_opts.data, g_opts.partition, cohort_dataset_size(ds));
+  log_info("client %d/%d of %s (%s): %zu examples", index, count, g_opts.data,
+           g_opts.partition, cohort_dataset_size(ds));
 
   cohort_client_options o;
   cohort_client_options_init(&o);
@@ -292,6 +378,7 @@ int main(int argc, char **argv) {
   o.dp_max_epsilon = g_opts.dp_max_epsilon;
   o.long_poll_ms = (int)g_opts.long_poll_ms;
   rc = cohort_client_new(&o, &g_client);
+  memset(token_buf, 0, sizeof token_buf); /* the client keeps its copy */
   if (rc != COHORT_OK) {
     fprintf(stderr, "cohort-client: %s\n", cohort_strerror(rc));
     cohort_dataset_free(ds);
@@ -311,10 +398,10 @@ int main(int argc, char **argv) {
   /* Stopped by a signal: a clean stop, asked for. */
   int stopped = rc == COHORT_ECANCELED && g_signalled;
   if (stopped)
-    fprintf(stderr, "cohort-client: stopped by a signal\n");
+    log_info("stopped by a signal");
   else if (rc != COHORT_OK)
-    fprintf(stderr, "cohort-client: %s: %s\n", cohort_strerror(rc),
-            cohort_client_last_error(g_client));
+    log_error("%s: %s", cohort_strerror(rc),
+              cohort_client_last_error(g_client));
   /* Cancelled without a signal: only the testing aid does that. */
   int left =
       rc == COHORT_ECANCELED && !g_signalled && leave != COHORT_SECAGG_NEVER;

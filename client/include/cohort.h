@@ -303,6 +303,12 @@ COHORT_API const char *cohort_client_last_error(const cohort_client_t *c);
  * Logs go to standard error and never contain tokens. */
 COHORT_API void cohort_set_log_level(int level);
 
+/* Library log format: 0 text (default), 1 JSON (one object a line with ts,
+ * level, tag, pid and msg; control bytes escaped, invalid UTF-8 replaced).
+ * Returns COHORT_OK, or COHORT_EINVAL for another value. To log to a file,
+ * put the file on standard error (dup2). */
+COHORT_API int cohort_set_log_format(int format);
+
 #ifdef __cplusplus
 }
 #endif

@@ -21,6 +21,7 @@
 #include "crypto.h"
 #include "log.h"
 #include "rpc_args.h"
+#include "rpc_log.h"
 
 /* Reconnect backoff: gRPC's default first wait of 1 s would leave a
  * wait-for-ready call idle long after the server came up; 200 ms growing
@@ -44,6 +45,7 @@ int rpc_channel_new(const rpc_channel_config *cfg, rpc_channel **out) {
   if (!c)
     return COHORT_ENOMEM;
 
+  rpc_log_init();
   grpc_init();
   grpc_arg args[] = {
       rpc_int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, cfg->max_receive_bytes),

@@ -18,6 +18,7 @@
 #include "cohort_status.h"
 #include "log.h"
 #include "rpc_args.h"
+#include "rpc_log.h"
 
 /* Outstanding request slots per registered method per worker. They bound how
  * many calls of one method a worker holds at once; later calls wait inside
@@ -491,6 +492,7 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
   }
   srv->lock_ready = 1;
 
+  rpc_log_init();
   grpc_init();
   srv->grpc_ready = 1;
 

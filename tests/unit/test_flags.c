@@ -1,6 +1,8 @@
 /* Tests of the declarative flag table: defaults, both value spellings,
  * range and type validation with errors naming the flag, booleans,
- * repeatable lists, --help and the generated help text. */
+ * repeatable lists, --help and the generated help text; the config file
+ * (--config: precedence, FILE:LINE errors, secrets refused, lists as
+ * repeated keys), --print-config read back, and --version. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@ static double lr;
 static int verbose;
 static flag_list peers;
 static const char *nodefault;
+static const char *secret;
 
 static const flag_def DEFS[] = {
     {"host", FLAG_STRING, &host, "127.0.0.1", 0, 0, "ADDR", "address to bind"},
@@ -26,6 +29,7 @@ static const flag_def DEFS[] = {
     {"peer", FLAG_STRING_LIST, &peers, NULL, 0, 0, "HOST:PORT",
      "a peer to contact"},
     {"name", FLAG_STRING, &nodefault, NULL, 0, 0, "NAME", "a name"},
+    {"secret", FLAG_STRING | FLAG_SECRET, &secret, NULL, 0, 0, "S", "a token"},
 };
 #define NDEFS (sizeof DEFS / sizeof DEFS[0])
 
@@ -49,6 +53,7 @@ static int parse_args(const char *first, ...) {
   verbose = -1;
   peers.count = 99;
   nodefault = "untouched";
+  secret = NULL;
   err[0] = '\0';
   return flags_parse(DEFS, NDEFS, argc, argv, err, sizeof err);
 }
@@ -269,6 +274,208 @@ static void test_flags_main_help_error_and_go_on(void) {
   CU_ASSERT_PTR_NOT_NULL(strchr(errout, '\n'));
 }
 
+/* ---- the config file ---- */
+
+static char dir[512];
+static char conf[600];
+
+static int make_dir(void) { return test_tmpdir_make(dir, sizeof dir, "flags"); }
+static int remove_dir(void) {
+  test_tmpdir_remove(dir);
+  return 0;
+}
+
+/* Writes text as the config file at conf. */
+static void write_conf(const char *text) {
+  snprintf(conf, sizeof conf, "%s/test.conf", dir);
+  FILE *f = fopen(conf, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static void test_config_values_between_defaults_and_flags(void) {
+  write_conf("# a comment\n"
+             "; another\n"
+             "\n"
+             "port = 8000\n"
+             "host = 10.0.0.1\n"
+             "lr: 0.25\n"
+             "verbose = true\n"
+             "peer = a:1\n"
+             "peer = b:2\n");
+  /* The file over the defaults. */
+  CU_ASSERT_EQUAL_FATAL(parse_args("--config", conf, NULL), FLAGS_OK);
+  CU_ASSERT_EQUAL(port, 8000);
+  CU_ASSERT_STRING_EQUAL(host, "10.0.0.1");
+  CU_ASSERT_DOUBLE_EQUAL(lr, 0.25, 1e-12);
+  CU_ASSERT_EQUAL(verbose, 1);
+  CU_ASSERT_EQUAL_FATAL(peers.count, 2);
+  CU_ASSERT_STRING_EQUAL(peers.items[0], "a:1");
+  CU_ASSERT_STRING_EQUAL(peers.items[1], "b:2");
+  /* The command line over the file, wherever --config stands; a list on
+   * the command line replaces the file's. */
+  CU_ASSERT_EQUAL_FATAL(parse_args("--port", "9000", "--peer", "c:3",
+                                   "--config", conf, "--verbose=false", NULL),
+                        FLAGS_OK);
+  CU_ASSERT_EQUAL(port, 9000);
+  CU_ASSERT_EQUAL(verbose, 0);
+  CU_ASSERT_STRING_EQUAL(host, "10.0.0.1");
+  CU_ASSERT_EQUAL_FATAL(peers.count, 1);
+  CU_ASSERT_STRING_EQUAL(peers.items[0], "c:3");
+  /* --config=FILE works too. */
+  char eq[700];
+  snprintf(eq, sizeof eq, "--config=%s", conf);
+  CU_ASSERT_EQUAL_FATAL(parse_args(eq, NULL), FLAGS_OK);
+  CU_ASSERT_EQUAL(port, 8000);
+}
+
+/* The file's text gives FLAGS_ERROR with "<conf>:<line>: " and want in the
+ * message. */
+static void expect_refused(const char *text, int line, const char *want) {
+  write_conf(text);
+  CU_ASSERT_EQUAL(parse_args("--config", conf, NULL), FLAGS_ERROR);
+  char where[700];
+  snprintf(where, sizeof where, "%s:%d: ", conf, line);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, where));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+  if (!strstr(err, where) || !strstr(err, want))
+    fprintf(stderr, "\n  got '%s', wanted '%s' and '%s'\n", err, where, want);
+}
+
+static void test_config_errors_name_file_line_and_key(void) {
+  expect_refused("port = 1\nbogus = 3\n", 2, "bogus: unknown key");
+  expect_refused("\n\nport = 70000\n", 3, "port: 70000 is outside");
+  expect_refused("port = 0\n", 1, "port: 0 is outside");
+  expect_refused("lr = fast\n", 1, "lr: 'fast' is not a number");
+  expect_refused("port = 12x\n", 1, "port: '12x' is not an integer");
+  expect_refused("verbose = maybe\n", 1, "verbose: expected true or false");
+  expect_refused("port = 1\nport = 2\n", 2, "port: given twice");
+  expect_refused("host =\n", 1, "host: empty value");
+  expect_refused("# ok\nport 80\n", 2, "expected 'key = value'");
+  expect_refused("[server]\nport = 80\n", 2, "port: key under section");
+  /* A secret is refused inline, and the message says what to do. */
+  expect_refused("secret = hunter2\n", 1, "secret: secrets are not accepted");
+  CU_ASSERT_PTR_NULL(strstr(err, "hunter2"));
+  /* A list keeps its bound in the file too. */
+  char many[2048] = "";
+  for (int i = 0; i <= FLAG_LIST_MAX; i++)
+    strcat(many, "peer = x:1\n");
+  expect_refused(many, FLAG_LIST_MAX + 1, "peer: at most");
+  /* A line libinih's buffer cannot hold is refused, not split in two. */
+  char longline[400];
+  memset(longline, 'a', sizeof longline);
+  memcpy(longline, "name = ", 7);
+  longline[sizeof longline - 2] = '\n';
+  longline[sizeof longline - 1] = '\0';
+  expect_refused(longline, 1, "line longer than");
+  /* Exactly 199 characters fit; a NUL byte would hide the rest of a line. */
+  longline[199] = '\n';
+  longline[200] = '\0';
+  write_conf(longline);
+  CU_ASSERT_EQUAL(parse_args("--config", conf, NULL), FLAGS_OK);
+  CU_ASSERT_EQUAL(strlen(nodefault), 192);
+  write_conf("port = 5\n");
+  FILE *f = fopen(conf, "a");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fwrite("name = a\0b\n", 1, 11, f);
+  fclose(f);
+  CU_ASSERT_EQUAL(parse_args("--config", conf, NULL), FLAGS_ERROR);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, ":2: NUL byte"));
+  /* The earlier of a syntax error and a bad value is the one reported. */
+  expect_refused("port 1\nbogus = 2\n", 1, "expected 'key = value'");
+  /* "config" is no key: a file cannot include another. */
+  expect_refused("config = other.conf\n", 1, "config: unknown key");
+}
+
+static void test_config_file_problems(void) {
+  char missing[700];
+  snprintf(missing, sizeof missing, "%s/absent.conf", dir);
+  CU_ASSERT_EQUAL(parse_args("--config", missing, NULL), FLAGS_ERROR);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "absent.conf"));
+  CU_ASSERT_EQUAL(parse_args("--config", dir, NULL), FLAGS_ERROR);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "not a file"));
+  write_conf("port = 5\n");
+  CU_ASSERT_EQUAL(parse_args("--config", conf, "--config", conf, NULL),
+                  FLAGS_ERROR);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "--config given twice"));
+  CU_ASSERT_EQUAL(parse_args("--config", NULL), FLAGS_ERROR);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "--config needs a value"));
+  /* The file's strings outlive the parse (libinih's buffer does not). */
+  write_conf("name = from-file\n");
+  CU_ASSERT_EQUAL_FATAL(parse_args("--config", conf, NULL), FLAGS_OK);
+  CU_ASSERT_STRING_EQUAL(nodefault, "from-file");
+}
+
+/* flags_print_config's text for the values now set. */
+static void print_config_to(const char *path) {
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  flags_print_config(f, "prog", DEFS, NDEFS);
+  fclose(f);
+}
+
+static void test_print_config_reads_back(void) {
+  /* Defaults printed and read back give the defaults. */
+  CU_ASSERT_EQUAL_FATAL(parse_args(NULL), FLAGS_OK);
+  char printed[700];
+  snprintf(printed, sizeof printed, "%s/printed.conf", dir);
+  print_config_to(printed);
+  CU_ASSERT_EQUAL_FATAL(parse_args("--config", printed, NULL), FLAGS_OK);
+  CU_ASSERT_STRING_EQUAL(host, "127.0.0.1");
+  CU_ASSERT_EQUAL(port, 7070);
+  CU_ASSERT_DOUBLE_EQUAL(lr, 0.05, 0);
+  CU_ASSERT_EQUAL(verbose, 0);
+  CU_ASSERT_EQUAL(peers.count, 0);
+  /* Values set on the command line, printed and read back, are the same
+   * values, exactly (the shortest decimal that reads back). */
+  CU_ASSERT_EQUAL_FATAL(parse_args("--lr", "0.1234567890123", "--peer", "p:1",
+                                   "--peer", "q:2", "--name", "n", "--secret",
+                                   "hunter2", "--verbose", NULL),
+                        FLAGS_OK);
+  print_config_to(printed);
+  char *text = NULL;
+  FILE *f = fopen(printed, "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  char buf[8192];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  text = buf;
+  /* Help and default are comments; a secret is never printed. */
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr(text, "# learning rate\n# RATE, default 0.05\n"));
+  CU_ASSERT_PTR_NULL(strstr(text, "hunter2"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(
+      text, "# a token\n# secret, not accepted here: S\n# secret = S\n"));
+  CU_ASSERT_EQUAL_FATAL(parse_args("--config", printed, NULL), FLAGS_OK);
+  CU_ASSERT_DOUBLE_EQUAL(lr, 0.1234567890123, 0);
+  CU_ASSERT_EQUAL(verbose, 1);
+  CU_ASSERT_STRING_EQUAL(nodefault, "n");
+  CU_ASSERT_PTR_NULL(secret);
+  CU_ASSERT_EQUAL_FATAL(peers.count, 2);
+  CU_ASSERT_STRING_EQUAL(peers.items[1], "q:2");
+}
+
+static void test_version_and_print_config_in_flags_main(void) {
+  char out[8192], errout[8192];
+  char *version[] = {"prog", "--version", NULL};
+  CU_ASSERT_EQUAL(run_flags_main(2, version, out, errout, sizeof out), 0);
+  CU_ASSERT_EQUAL(strncmp(out, "prog ", 5), 0);
+  CU_ASSERT_PTR_NOT_NULL(strchr(out, '\n'));
+  CU_ASSERT_STRING_EQUAL(errout, "");
+  char *print[] = {"prog", "--port", "81", "--print-config", NULL};
+  CU_ASSERT_EQUAL(run_flags_main(4, print, out, errout, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\nport = 81\n"));
+  CU_ASSERT_STRING_EQUAL(errout, "");
+  /* The built-in flags are in --help. */
+  char *help[] = {"prog", "--help", NULL};
+  CU_ASSERT_EQUAL(run_flags_main(2, help, out, errout, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--config FILE"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--print-config"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--version"));
+}
+
 int cohort_register_suites(void) {
   static const test_case tests[] = {
       {"defaults are applied", test_defaults_applied},
@@ -287,6 +494,21 @@ int cohort_register_suites(void) {
       {"flags_main: help on stdout, errors on stderr, else go on",
        test_flags_main_help_error_and_go_on},
   };
-  return test_add_suite("flags", NULL, NULL, tests,
-                        sizeof tests / sizeof tests[0]);
+  static const test_case file_tests[] = {
+      {"config file: defaults < file < command line",
+       test_config_values_between_defaults_and_flags},
+      {"config file: bad lines refused with FILE:LINE and the key",
+       test_config_errors_name_file_line_and_key},
+      {"config file: missing, a folder, given twice",
+       test_config_file_problems},
+      {"--print-config reads back to the same values, secrets left out",
+       test_print_config_reads_back},
+      {"flags_main: --version, --print-config, built-ins in --help",
+       test_version_and_print_config_in_flags_main},
+  };
+  int rc = test_add_suite("flags", NULL, NULL, tests,
+                          sizeof tests / sizeof tests[0]);
+  return rc ? rc
+            : test_add_suite("config file", make_dir, remove_dir, file_tests,
+                             sizeof file_tests / sizeof file_tests[0]);
 }
