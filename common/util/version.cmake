@@ -2,6 +2,7 @@
 # when the sources are a git checkout, `git describe`. Run at every build;
 # file(CONFIGURE) rewrites the header only when its text changes, so nothing
 # recompiles needlessly. Inputs: SRC (source dir), DST (header), VERSION.
+cmake_minimum_required(VERSION 3.25) # script mode (-P) sets no policies otherwise
 set(DESCRIBE "")
 find_program(GIT git)
 if(GIT)
