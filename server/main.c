@@ -501,6 +501,12 @@ int main(int argc, char **argv) {
     exit_code = 2;
     goto out;
   }
+  if (g_opts.http && http_check_listen(g_opts.http, admin_token != NULL, err,
+                                       sizeof err) != COHORT_OK) {
+    log_error("%s", err);
+    exit_code = 2;
+    goto out;
+  }
 
   if (store_open(g_opts.db, &db, err, sizeof err) != COHORT_OK) {
     log_error("%s", err);

@@ -284,23 +284,41 @@ static int is_loopback(const struct sockaddr_storage *sa) {
   return 0;
 }
 
+/* parse_listen with the loopback rule; see http_check_listen. */
+static int check_listen(const char *listen, int has_token,
+                        struct sockaddr_storage *sa, socklen_t *sa_len,
+                        char *err, size_t errlen) {
+  if (!listen || parse_listen(listen, sa, sa_len) != 0) {
+    snprintf(err, errlen, "--http %s: expected HOST:PORT, e.g. 127.0.0.1:8080",
+             listen ? listen : "");
+    return COHORT_EINVAL;
+  }
+  if (!has_token && !is_loopback(sa)) {
+    snprintf(err, errlen,
+             "--http %s is not a loopback address: give --admin-token-file, "
+             "so that the API and /metrics are not open to the network",
+             listen);
+    return COHORT_EINVAL;
+  }
+  return COHORT_OK;
+}
+
+int http_check_listen(const char *listen, int has_token, char *err,
+                      size_t errlen) {
+  struct sockaddr_storage sa;
+  socklen_t sa_len;
+  return check_listen(listen, has_token, &sa, &sa_len, err, errlen);
+}
+
 int http_server_start(const http_config *cfg, http_server **out,
                       int *bound_port, char *err, size_t errlen) {
   *out = NULL;
   struct sockaddr_storage sa;
   socklen_t sa_len;
-  if (!cfg->listen || parse_listen(cfg->listen, &sa, &sa_len) != 0) {
-    snprintf(err, errlen, "--http %s: expected HOST:PORT, e.g. 127.0.0.1:8080",
-             cfg->listen ? cfg->listen : "");
-    return COHORT_EINVAL;
-  }
-  if (!cfg->admin_token && !is_loopback(&sa)) {
-    snprintf(err, errlen,
-             "--http %s is not a loopback address: give --admin-token-file, "
-             "so that the API and /metrics are not open to the network",
-             cfg->listen);
-    return COHORT_EINVAL;
-  }
+  int checked = check_listen(cfg->listen, cfg->admin_token != NULL, &sa,
+                             &sa_len, err, errlen);
+  if (checked != COHORT_OK)
+    return checked;
   http_server *srv = calloc(1, sizeof *srv);
   if (!srv)
     return COHORT_ENOMEM;

@@ -31,6 +31,13 @@ typedef struct http_config {
 int http_server_start(const http_config *cfg, http_server **out,
                       int *bound_port, char *err, size_t errlen);
 
+/* The checks of http_server_start that need no socket, so that main can
+ * refuse bad flags before it creates anything: listen must parse, and an
+ * address beyond loopback needs an admin token. COHORT_OK or COHORT_EINVAL
+ * with a reason in err. */
+int http_check_listen(const char *listen, int has_token, char *err,
+                      size_t errlen);
+
 /* Stops serving and frees everything. Accepts NULL. */
 void http_server_stop(http_server *h);
 
