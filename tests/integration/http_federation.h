@@ -16,8 +16,11 @@ typedef struct http_federation {
 } http_federation;
 
 /* Starts it (tag names its files) and waits until min_rounds training
- * rounds are committed. 0, or -1 (whatever started is stopped). */
-int http_federation_start(http_federation *f, const char *tag, int min_rounds);
+ * rounds are committed; with_token: the port requires HTTP_FED_TOKEN
+ * (otherwise it is open, as loopback allows). 0, or -1 (whatever started
+ * is stopped). */
+int http_federation_start(http_federation *f, const char *tag, int min_rounds,
+                          int with_token);
 
 /* Training rounds committed so far, from /api/federation (-1: no answer). */
 int http_federation_committed(const http_federation *f);

@@ -22,7 +22,7 @@
 static http_federation g_fed;
 
 static int suite_init(void) {
-  return http_federation_start(&g_fed, "metrics", ROUNDS) == 0 ? 0 : -1;
+  return http_federation_start(&g_fed, "metrics", ROUNDS, 1) == 0 ? 0 : -1;
 }
 
 static int suite_clean(void) {
