@@ -14,6 +14,18 @@
 /* Largest response body built in memory (a page of rounds, a scrape). */
 #define HTTP_MAX_BODY (8u << 20)
 
+/* Sums over rounds and their participations for /metrics. Finished rounds
+ * do not change, so their sums are kept (upto: every round up to this id
+ * is finished and counted) and a scrape reads only the rounds after it:
+ * its cost does not grow with the federation's age. */
+typedef struct http_totals {
+  int64_t upto;
+  double by_state[5];      /* OPEN, TRAINING, AGGREGATING, COMMITTED, FAILED */
+  double round_n, round_s; /* finished rounds and their seconds */
+  double participants, uploads, bytes_up, bytes_down, dropouts;
+  double task_n, task_s; /* uploads and their seconds since selection */
+} http_totals;
+
 struct http_server {
   struct MHD_Daemon *daemon;
   sqlite3 *db; /* read-only; used only by the daemon's one thread */
@@ -21,6 +33,7 @@ struct http_server {
   uint8_t token_sha256[32];
   const service *svc;
   const http_rpc_stats *rpc;
+  http_totals finished; /* the daemon thread's only */
 };
 
 typedef struct http_request {
