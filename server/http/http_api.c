@@ -1,13 +1,21 @@
-/* The JSON API's read endpoints: /api/federation, /api/rounds and
- * /api/clients (paged by id: ?after=ID&limit=N, the reply's next_after
- * continues), /api/models/N (metadata). Rows become objects column by
+/* The JSON API: /api/federation, /api/rounds and /api/clients (paged by
+ * id: ?after=ID&limit=N, the reply's next_after continues), /api/models/N
+ * (metadata; /api/models/N/safetensors the model itself), and the admin
+ * action POST /api/rounds/current/abort. Rows become objects column by
  * column, so a column added to a SELECT appears in the API unchanged. */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "clock.h"
+#include "cohort_status.h"
+#include "export.h"
 #include "http_internal.h"
+#include "log.h"
 
 #define PAGE_DEFAULT 100
 #define PAGE_MAX 1000
@@ -118,13 +126,50 @@ void http_api_clients(const http_request *req, http_response *res) {
        "clients");
 }
 
+/* The model as safetensors (export.c) through a file in a private
+ * temporary folder, unlinked once open: the response streams from it. */
+static void model_file(const http_request *req, http_response *res,
+                       int64_t version) {
+  const char *tmp = getenv("TMPDIR");
+  char dir[512], path[600], ver[24], err[256];
+  snprintf(dir, sizeof dir, "%s/cohort-export-XXXXXX",
+           tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(dir)) {
+    http_json_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                    "cannot make a temporary folder: %s", strerror(errno));
+    return;
+  }
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  snprintf(ver, sizeof ver, "%lld", (long long)version);
+  int fd = -1;
+  struct stat st;
+  if (export_model(req->srv->db_path, ver, path, err, sizeof err) != COHORT_OK)
+    http_json_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR, "%s", err);
+  else if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &st) != 0)
+    http_json_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                    "cannot read the exported model: %s", strerror(errno));
+  else {
+    res->fd = fd;
+    fd = -1;
+    res->len = (size_t)st.st_size;
+    res->status = MHD_HTTP_OK;
+    res->type = "application/octet-stream";
+  }
+  if (fd >= 0)
+    close(fd);
+  unlink(path);
+  rmdir(dir);
+}
+
 void http_api_model(const http_request *req, http_response *res) {
   char *end;
   errno = 0;
   long long v = strtoll(req->rest, &end, 10);
-  if (req->rest[0] < '0' || req->rest[0] > '9' || *end || errno) {
+  int as_file = strcmp(end, "/safetensors") == 0;
+  if (req->rest[0] < '0' || req->rest[0] > '9' || (*end && !as_file) || errno) {
     http_json_error(res, MHD_HTTP_BAD_REQUEST,
-                    "/api/models/N: N must be a model version number");
+                    "/api/models/N[/safetensors]: N must be a model version "
+                    "number");
     return;
   }
   json_object *m;
@@ -137,7 +182,31 @@ void http_api_model(const http_request *req, http_response *res) {
     http_json_error(res, MHD_HTTP_NOT_FOUND, "no model version %lld", v);
     return;
   }
+  if (as_file) {
+    json_object_put(m);
+    model_file(req, res, v);
+    return;
+  }
   http_json_reply(res, m);
+}
+
+void http_api_abort(const http_request *req, http_response *res) {
+  const service *svc = req->srv->svc;
+  int64_t round = 0;
+  if (!svc || !svc->engine) {
+    http_json_error(res, MHD_HTTP_SERVICE_UNAVAILABLE, "no round engine");
+    return;
+  }
+  if (round_abort(svc->engine, "aborted by an operator", &round) != COHORT_OK) {
+    http_json_error(res, MHD_HTTP_CONFLICT,
+                    "no round to abort: none is open or training (one that "
+                    "is aggregating can no longer be aborted)");
+    return;
+  }
+  log_warn("http: round %lld aborted by an operator", (long long)round);
+  json_object *o = json_object_new_object();
+  json_object_object_add(o, "aborted", json_object_new_int64(round));
+  http_json_reply(res, o);
 }
 
 void http_api_federation(const http_request *req, http_response *res) {

@@ -29,6 +29,7 @@ typedef struct http_totals {
 struct http_server {
   struct MHD_Daemon *daemon;
   sqlite3 *db; /* read-only; used only by the daemon's one thread */
+  char *db_path;
   int need_token;
   uint8_t token_sha256[32];
   const service *svc;
@@ -48,6 +49,7 @@ typedef struct http_response {
   char *body;       /* malloc'd, or static when body_static */
   size_t len;
   int body_static;
+  int fd; /* >= 0: the body is this file's len bytes instead (closed after) */
 } http_response;
 
 typedef void (*http_handler_fn)(const http_request *req, http_response *res);
@@ -59,6 +61,7 @@ void http_api_federation(const http_request *req, http_response *res);
 void http_api_rounds(const http_request *req, http_response *res);
 void http_api_clients(const http_request *req, http_response *res);
 void http_api_model(const http_request *req, http_response *res);
+void http_api_abort(const http_request *req, http_response *res);
 /* / */
 void http_dashboard(const http_request *req, http_response *res);
 

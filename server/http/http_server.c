@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cohort_status.h"
 #include "http_internal.h"
@@ -30,6 +31,7 @@
 #define MIN_TOKEN_LEN 16
 
 typedef struct http_route {
+  const char *method; /* GET (which HEAD also takes) or POST */
   const char *path;
   int prefix; /* path is a prefix; the rest goes to the handler */
   int open;   /* served without the admin token (holds no data) */
@@ -39,12 +41,13 @@ typedef struct http_route {
 /* One row per endpoint: the token and revocation endpoints of the tokens
  * store are a row each. */
 static const http_route ROUTES[] = {
-    {"/", 0, 1, http_dashboard},
-    {"/metrics", 0, 0, http_metrics},
-    {"/api/federation", 0, 0, http_api_federation},
-    {"/api/rounds", 0, 0, http_api_rounds},
-    {"/api/clients", 0, 0, http_api_clients},
-    {"/api/models/", 1, 0, http_api_model},
+    {"GET", "/", 0, 1, http_dashboard},
+    {"GET", "/metrics", 0, 0, http_metrics},
+    {"GET", "/api/federation", 0, 0, http_api_federation},
+    {"GET", "/api/rounds", 0, 0, http_api_rounds},
+    {"GET", "/api/clients", 0, 0, http_api_clients},
+    {"GET", "/api/models/", 1, 0, http_api_model},
+    {"POST", "/api/rounds/current/abort", 0, 0, http_api_abort},
 };
 #define N_ROUTES (sizeof ROUTES / sizeof ROUTES[0])
 
@@ -140,26 +143,63 @@ static int authorized(const http_server *srv, struct MHD_Connection *conn) {
   return CRYPTO_memcmp(got, srv->token_sha256, sizeof got) == 0;
 }
 
-static const http_route *route_for(const char *url) {
+/* The route of url and method; *path_known says whether some route has
+ * that path (so a wrong method is told 405, not 404). */
+static const http_route *route_for(const char *url, const char *method,
+                                   int *path_known) {
+  if (strcmp(method, "HEAD") == 0)
+    method = "GET";
+  *path_known = 0;
   for (size_t i = 0; i < N_ROUTES; i++) {
     size_t n = strlen(ROUTES[i].path);
-    if (ROUTES[i].prefix ? strncmp(url, ROUTES[i].path, n) == 0
-                         : strcmp(url, ROUTES[i].path) == 0)
+    if (ROUTES[i].prefix ? strncmp(url, ROUTES[i].path, n) != 0
+                         : strcmp(url, ROUTES[i].path) != 0)
+      continue;
+    *path_known = 1;
+    if (strcmp(method, ROUTES[i].method) == 0)
       return &ROUTES[i];
   }
   return NULL;
 }
 
+/* Requests a browser sends on behalf of another site's page: an Origin
+ * other than this port's own (cross-site forms and scripts), or, when the
+ * port is open on loopback without a token, a Host that is not a loopback
+ * name (DNS rebinding: evil.example resolving to 127.0.0.1). Returns the
+ * reason to refuse, or NULL. */
+static const char *foreign_request(const http_server *srv,
+                                   struct MHD_Connection *conn) {
+  const char *host =
+      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+  const char *origin =
+      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+  if (origin && (!host || strncmp(origin, "http://", 7) != 0 ||
+                 strcmp(origin + 7, host) != 0))
+    return "a request from another site's page (its Origin is not this "
+           "port's)";
+  if (!srv->need_token && host && strncmp(host, "127.", 4) != 0 &&
+      strncmp(host, "localhost", 9) != 0 && strncmp(host, "[::1]", 5) != 0)
+    return "Host is not a loopback name, and this port has no admin token";
+  return NULL;
+}
+
 static enum MHD_Result send_response(struct MHD_Connection *conn,
                                      http_response *res) {
-  struct MHD_Response *r = MHD_create_response_from_buffer(
-      res->len, res->body,
-      res->body_static ? MHD_RESPMEM_PERSISTENT : MHD_RESPMEM_MUST_FREE);
-  if (!r) {
-    if (!res->body_static)
+  struct MHD_Response *r;
+  if (res->fd >= 0) {
+    free(res->body);
+    r = MHD_create_response_from_fd(res->len, res->fd); /* closes it */
+    if (!r)
+      close(res->fd);
+  } else {
+    r = MHD_create_response_from_buffer(
+        res->len, res->body,
+        res->body_static ? MHD_RESPMEM_PERSISTENT : MHD_RESPMEM_MUST_FREE);
+    if (!r && !res->body_static)
       free(res->body);
-    return MHD_NO;
   }
+  if (!r)
+    return MHD_NO;
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, res->type);
   MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
   MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
@@ -199,19 +239,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     return MHD_YES;
   }
 
-  http_response res = {.status = MHD_HTTP_OK, .type = "application/json"};
-  const http_route *route = route_for(url);
+  http_response res = {
+      .status = MHD_HTTP_OK, .type = "application/json", .fd = -1};
+  int path_known;
+  const http_route *route = route_for(url, method, &path_known);
+  const char *foreign = foreign_request(srv, conn);
   if (rs->body_bytes > MAX_REQUEST_BODY)
     http_json_error(&res, MHD_HTTP_CONTENT_TOO_LARGE,
                     "request body of %zu bytes; at most %d", rs->body_bytes,
                     MAX_REQUEST_BODY);
+  else if (foreign)
+    http_json_error(&res, MHD_HTTP_FORBIDDEN, "refused: %s", foreign);
+  else if (!route && path_known)
+    http_json_error(&res, MHD_HTTP_METHOD_NOT_ALLOWED, "%s does not take %.16s",
+                    url, method);
   else if (!route)
     http_json_error(&res, MHD_HTTP_NOT_FOUND,
-                    "no such path (try /metrics, "
-                    "/api/federation or /)");
-  else if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-    http_json_error(&res, MHD_HTTP_METHOD_NOT_ALLOWED,
-                    "%s takes GET, not %.16s", route->path, method);
+                    "no such path (try /metrics, /api/federation or /)");
   else if (!route->open && !authorized(srv, conn))
     http_json_error(&res, MHD_HTTP_UNAUTHORIZED,
                     "admin token required: send Authorization: Bearer "
@@ -325,6 +369,11 @@ int http_server_start(const http_config *cfg, http_server **out,
   int rc = COHORT_OK;
   srv->svc = cfg->svc;
   srv->rpc = cfg->rpc;
+  srv->db_path = strdup(cfg->db_path);
+  if (!srv->db_path) {
+    rc = COHORT_ENOMEM;
+    goto out;
+  }
   if (cfg->admin_token) {
     srv->need_token = 1;
     SHA256((const unsigned char *)cfg->admin_token, strlen(cfg->admin_token),
@@ -386,6 +435,7 @@ void http_server_stop(http_server *h) {
   if (h->daemon)
     MHD_stop_daemon(h->daemon);
   sqlite3_close(h->db);
+  free(h->db_path);
   OPENSSL_cleanse(h->token_sha256, sizeof h->token_sha256);
   free(h);
 }

@@ -64,7 +64,10 @@ int http_raw(int port, const char *request, size_t len, http_reply *out) {
     *split = '\0';
     out->status = status;
     out->head = strdup(buf);
-    out->body = strdup(split + 4);
+    out->body_len = got - (size_t)(split + 4 - buf);
+    out->body = malloc(out->body_len + 1);
+    if (out->body)
+      memcpy(out->body, split + 4, out->body_len + 1);
   } else {
     out->head = strdup("");
     out->body = strdup("");

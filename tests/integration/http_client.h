@@ -9,7 +9,8 @@
 typedef struct http_reply {
   int status; /* 0: no parsable answer (refused, closed, timed out) */
   char *head; /* status line and headers, NUL-terminated */
-  char *body; /* NUL-terminated */
+  char *body; /* NUL-terminated (and may hold NULs: see body_len) */
+  size_t body_len;
 } http_reply;
 
 /* Sends request (the whole text) to 127.0.0.1:port and reads the answer

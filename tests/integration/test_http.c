@@ -7,10 +7,12 @@
 #include <CUnit/CUnit.h>
 #include <json-c/json.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "cunit_main.h"
 #include "harness.h"
@@ -211,7 +213,7 @@ static void test_api_errors(void) {
       "\r\nContent-Length: 2\r\n\r\n{}";
   http_reply r;
   CU_ASSERT_EQUAL_FATAL(http_raw(g_fed.http_port, post, strlen(post), &r), 0);
-  assert_json_error(&r, 405, "takes GET");
+  assert_json_error(&r, 405, "does not take POST");
   http_reply_clear(&r);
 }
 
@@ -259,6 +261,104 @@ static void test_dashboard_is_self_contained(void) {
   for (size_t i = 0; i < sizeof external / sizeof external[0]; i++)
     CU_ASSERT_PTR_NULL(strstr(r.body, external[i]));
   http_reply_clear(&r);
+}
+
+/* The model itself, as safetensors: an 8-byte little-endian header size,
+ * the JSON header with the digest /api/models/N gives, then 7850 float32
+ * of logreg. */
+static void test_model_download(void) {
+  json_object *m = get_json("/api/models/1");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  char sha[65];
+  snprintf(sha, sizeof sha, "%s",
+           json_object_get_string(json_object_object_get(m, "sha256")));
+  json_object_put(m);
+  http_reply r;
+  CU_ASSERT_EQUAL_FATAL(http_get(g_fed.http_port, "/api/models/1/safetensors",
+                                 HTTP_FED_TOKEN, &r),
+                        0);
+  CU_ASSERT_EQUAL(r.status, 200);
+  CU_ASSERT_FATAL(r.body_len > 8);
+  uint64_t header = 0;
+  for (int i = 7; i >= 0; i--)
+    header = header << 8 | (uint8_t)r.body[i];
+  CU_ASSERT_EQUAL(r.body_len, 8 + header + 7850 * 4);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.body + 8, sha));
+  http_reply_clear(&r);
+  CU_ASSERT_EQUAL(
+      http_get(g_fed.http_port, "/api/models/1/safetensors", NULL, &r), 0);
+  CU_ASSERT_EQUAL(r.status, 401);
+  http_reply_clear(&r);
+}
+
+/* The adversary is a web page the operator visits: its script or form
+ * sends the operator's browser to the port, with the page's Origin. Even
+ * holding the token (a leaked one in a page's script), it is refused. */
+static void test_cross_site_requests_refused(void) {
+  static const char *reqs[] = {
+      "POST /api/rounds/current/abort HTTP/1.0\r\nHost: 127.0.0.1\r\n"
+      "Origin: http://evil.example\r\nAuthorization: Bearer " HTTP_FED_TOKEN
+      "\r\n\r\n",
+      "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n"
+      "Origin: http://evil.example\r\nAuthorization: Bearer " HTTP_FED_TOKEN
+      "\r\n\r\n",
+  };
+  int before = http_federation_current(&g_fed);
+  for (size_t i = 0; i < sizeof reqs / sizeof reqs[0]; i++) {
+    http_reply r;
+    CU_ASSERT_EQUAL_FATAL(
+        http_raw(g_fed.http_port, reqs[i], strlen(reqs[i]), &r), 0);
+    assert_json_error(&r, 403, "another site");
+    http_reply_clear(&r);
+  }
+  json_object *p = get_json("/api/rounds?after=0&limit=1000");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  CU_ASSERT_PTR_NULL(strstr(json_object_to_json_string(p), "by an operator"));
+  json_object_put(p);
+  CU_ASSERT(http_federation_current(&g_fed) >= before);
+}
+
+/* POST /api/rounds/current/abort fails the running round, and the
+ * federation goes on with the next. Last: it leaves dropouts behind. */
+static void test_abort_current_round(void) {
+  static const char req[] = "POST /api/rounds/current/abort HTTP/1.0\r\n"
+                            "Authorization: Bearer " HTTP_FED_TOKEN "\r\n\r\n";
+  http_reply r = {0};
+  /* A round that is aggregating (409) is a moment from the next one. */
+  for (int i = 0; i < 100; i++) {
+    http_reply_clear(&r);
+    CU_ASSERT_EQUAL_FATAL(http_raw(g_fed.http_port, req, strlen(req), &r), 0);
+    if (r.status != 409)
+      break;
+  }
+  CU_ASSERT_EQUAL_FATAL(r.status, 200);
+  json_object *o = json_tokener_parse(r.body);
+  int64_t aborted = field(o, "aborted");
+  json_object_put(o);
+  http_reply_clear(&r);
+  CU_ASSERT_FATAL(aborted > ROUNDS);
+  char path[64];
+  snprintf(path, sizeof path, "/api/rounds?after=%lld&limit=1",
+           (long long)aborted - 1);
+  json_object *p = get_json(path);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  json_object *round =
+      json_object_array_get_idx(json_object_object_get(p, "rounds"), 0);
+  CU_ASSERT_EQUAL(field(round, "id"), aborted);
+  CU_ASSERT_STRING_EQUAL(
+      json_object_get_string(json_object_object_get(round, "state")), "FAILED");
+  CU_ASSERT_STRING_EQUAL(
+      json_object_get_string(json_object_object_get(round, "reason")),
+      "aborted by an operator");
+  json_object_put(p);
+  int committed = http_federation_committed(&g_fed);
+  int later = committed;
+  for (int i = 0; i < 200 && later <= committed; i++) {
+    struct timespec nap = {0, 50 * 1000000L};
+    nanosleep(&nap, NULL);
+    later = http_federation_committed(&g_fed);
+  }
+  CU_ASSERT(later > committed);
 }
 
 /* Starts a coordinator with flags that must be refused; returns its
@@ -313,6 +413,11 @@ int cohort_register_suites(void) {
        test_oversized_requests_are_refused},
       {"the dashboard loads nothing from elsewhere",
        test_dashboard_is_self_contained},
+      {"a model downloads as safetensors", test_model_download},
+      {"requests from another site's page are refused",
+       test_cross_site_requests_refused},
+      {"aborting the current round fails it; the next one commits",
+       test_abort_current_round},
   };
   static const test_case refusals[] = {
       {"no admin token beyond loopback: refused",

@@ -1,7 +1,8 @@
 /* The dashboard in a real browser: Debian's headless Chromium renders the
  * page of a running federation's side port, runs its script against the
  * JSON API and must show the current round and drawn curves (SVG paths
- * with points). Skipped (exit 77) only when Chromium cannot run at all. */
+ * with points). The open loopback port refuses DNS-rebound requests.
+ * Skipped (exit 77) only when Chromium cannot run at all. */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 
 #include "cunit_main.h"
 #include "harness.h"
+#include "http_client.h"
 #include "http_federation.h"
 
 #define ROUNDS 2
@@ -100,6 +102,18 @@ static void test_dashboard_shows_the_running_federation(void) {
   snprintf(url, sizeof url, "http://127.0.0.1:%d/", fed.http_port);
   char *dom = render(url, "dashboard.html");
   int after = http_federation_current(&fed);
+  /* Open on loopback: no token needed, but a page on another name that
+   * resolves to 127.0.0.1 (DNS rebinding) is refused. */
+  http_reply r;
+  CU_ASSERT_EQUAL(http_get(fed.http_port, "/api/federation", NULL, &r), 0);
+  CU_ASSERT_EQUAL(r.status, 200);
+  http_reply_clear(&r);
+  static const char rebound[] = "GET /api/federation HTTP/1.0\r\n"
+                                "Host: evil.example:80\r\n\r\n";
+  CU_ASSERT_EQUAL(http_raw(fed.http_port, rebound, strlen(rebound), &r), 0);
+  CU_ASSERT_EQUAL(r.status, 403);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "not a loopback name"));
+  http_reply_clear(&r);
   CU_ASSERT(http_federation_committed(&fed) >= ROUNDS);
   http_federation_stop(&fed);
   if (!dom)
