@@ -361,6 +361,86 @@ static void test_abort_current_round(void) {
   CU_ASSERT(later > committed);
 }
 
+/* Runs `cohort ARGS... --server URL` (argv without the program); returns
+ * the exit status and *text its output, then its errors. */
+static int run_cohort(const char *const *args, char **text) {
+  char server[64], *argv[24];
+  int n = 0;
+  snprintf(server, sizeof server, "http://127.0.0.1:%d", g_fed.http_port);
+  argv[n++] = COHORT_ADMIN_BIN;
+  for (; *args && n < 20; args++)
+    argv[n++] = (char *)*args;
+  argv[n++] = "--server";
+  argv[n++] = server;
+  argv[n] = NULL;
+  pid_t pid = harness_spawn(argv, harness_path("cohort.out"),
+                            harness_path("cohort.err"));
+  int rc = pid > 0 ? harness_wait(pid, 30) : -1;
+  char *out = harness_read_file(harness_path("cohort.out"));
+  char *err = harness_read_file(harness_path("cohort.err"));
+  *text = NULL;
+  if (out && err && (*text = malloc(strlen(out) + strlen(err) + 1)))
+    strcat(strcpy(*text, out), err);
+  free(out);
+  free(err);
+  return rc;
+}
+
+/* `cohort` against the running coordinator: the token from a file or the
+ * environment (never a flag value), each command's lines and --json. */
+static void test_cohort_live_commands(void) {
+  const char *token_file = harness_path("metrics.token");
+  char *text;
+  const char *status[] = {"status", "--json", "--token-file", token_file, NULL};
+  CU_ASSERT_EQUAL(run_cohort(status, &text), 0);
+  json_object *o = text ? json_tokener_parse(text) : NULL;
+  CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+  CU_ASSERT(field(json_object_object_get(o, "committed"), "training_rounds") >=
+            ROUNDS);
+  json_object_put(o);
+  free(text);
+
+  setenv("COHORT_ADMIN_TOKEN", HTTP_FED_TOKEN, 1);
+  const char *human[] = {"status", NULL};
+  CU_ASSERT_EQUAL(run_cohort(human, &text), 0);
+  CU_ASSERT(text && strstr(text, "clients: 2 registered"));
+  free(text);
+  const char *rounds[] = {"rounds", "list", "--limit", "2", NULL};
+  CU_ASSERT_EQUAL(run_cohort(rounds, &text), 0);
+  CU_ASSERT(text && strstr(text, "\n1      TRAIN    COMMITTED   "
+                                 "2/2"));
+  CU_ASSERT(text && strstr(text, "--after 2"));
+  free(text);
+  const char *clients[] = {"clients", "list", "--json", NULL};
+  CU_ASSERT_EQUAL(run_cohort(clients, &text), 0);
+  o = text ? json_tokener_parse(text) : NULL;
+  CU_ASSERT_EQUAL(
+      json_object_array_length(json_object_object_get(o, "clients")),
+      HTTP_FED_CLIENTS);
+  json_object_put(o);
+  free(text);
+  const char *model = harness_path("exported.safetensors");
+  const char *export[] = {"models", "export", "--version", "1",
+                          "--out",  model,    NULL};
+  CU_ASSERT_EQUAL(run_cohort(export, &text), 0);
+  CU_ASSERT(text && strstr(text, "model version 1"));
+  free(text);
+  struct stat st;
+  CU_ASSERT_EQUAL(stat(model, &st), 0);
+  CU_ASSERT(st.st_size > 7850 * 4);
+  const char *privacy[] = {"privacy", "report", NULL};
+  CU_ASSERT_EQUAL(run_cohort(privacy, &text), 0);
+  CU_ASSERT(text && strstr(text, "no differentially private"));
+  free(text);
+  unsetenv("COHORT_ADMIN_TOKEN");
+
+  /* Without the token: a clear refusal, status 1. */
+  CU_ASSERT_EQUAL(run_cohort(human, &text), 1);
+  CU_ASSERT(text && strstr(text, "HTTP 401: admin token "
+                                 "required"));
+  free(text);
+}
+
 /* Starts a coordinator with flags that must be refused; returns its
  * standard error. */
 static char *refused_start(const char *tag, const char *flags) {
@@ -416,6 +496,8 @@ int cohort_register_suites(void) {
       {"a model downloads as safetensors", test_model_download},
       {"requests from another site's page are refused",
        test_cross_site_requests_refused},
+      {"cohort status, rounds, clients, models export, privacy report",
+       test_cohort_live_commands},
       {"aborting the current round fails it; the next one commits",
        test_abort_current_round},
   };
