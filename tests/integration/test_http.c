@@ -318,49 +318,6 @@ static void test_cross_site_requests_refused(void) {
   CU_ASSERT(http_federation_current(&g_fed) >= before);
 }
 
-/* POST /api/rounds/current/abort fails the running round, and the
- * federation goes on with the next. Last: it leaves dropouts behind. */
-static void test_abort_current_round(void) {
-  static const char req[] = "POST /api/rounds/current/abort HTTP/1.0\r\n"
-                            "Authorization: Bearer " HTTP_FED_TOKEN "\r\n\r\n";
-  http_reply r = {0};
-  /* A round that is aggregating (409) is a moment from the next one. */
-  for (int i = 0; i < 100; i++) {
-    http_reply_clear(&r);
-    CU_ASSERT_EQUAL_FATAL(http_raw(g_fed.http_port, req, strlen(req), &r), 0);
-    if (r.status != 409)
-      break;
-  }
-  CU_ASSERT_EQUAL_FATAL(r.status, 200);
-  json_object *o = json_tokener_parse(r.body);
-  int64_t aborted = field(o, "aborted");
-  json_object_put(o);
-  http_reply_clear(&r);
-  CU_ASSERT_FATAL(aborted > ROUNDS);
-  char path[64];
-  snprintf(path, sizeof path, "/api/rounds?after=%lld&limit=1",
-           (long long)aborted - 1);
-  json_object *p = get_json(path);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-  json_object *round =
-      json_object_array_get_idx(json_object_object_get(p, "rounds"), 0);
-  CU_ASSERT_EQUAL(field(round, "id"), aborted);
-  CU_ASSERT_STRING_EQUAL(
-      json_object_get_string(json_object_object_get(round, "state")), "FAILED");
-  CU_ASSERT_STRING_EQUAL(
-      json_object_get_string(json_object_object_get(round, "reason")),
-      "aborted by an operator");
-  json_object_put(p);
-  int committed = http_federation_committed(&g_fed);
-  int later = committed;
-  for (int i = 0; i < 200 && later <= committed; i++) {
-    struct timespec nap = {0, 50 * 1000000L};
-    nanosleep(&nap, NULL);
-    later = http_federation_committed(&g_fed);
-  }
-  CU_ASSERT(later > committed);
-}
-
 /* Runs `cohort ARGS... --server URL` (argv without the program); returns
  * the exit status and *text its output, then its errors. */
 static int run_cohort(const char *const *args, char **text) {
@@ -438,6 +395,65 @@ static void test_cohort_live_commands(void) {
   CU_ASSERT_EQUAL(run_cohort(human, &text), 1);
   CU_ASSERT(text && strstr(text, "HTTP 401: admin token "
                                  "required"));
+  free(text);
+}
+
+/* POST /api/rounds/current/abort fails the running round, and the
+ * federation goes on with the next. Last: it leaves dropouts behind. */
+static void test_abort_current_round(void) {
+  static const char req[] = "POST /api/rounds/current/abort HTTP/1.0\r\n"
+                            "Authorization: Bearer " HTTP_FED_TOKEN "\r\n\r\n";
+  http_reply r = {0};
+  /* A round that is aggregating (409) is a moment from the next one. */
+  for (int i = 0; i < 100; i++) {
+    http_reply_clear(&r);
+    CU_ASSERT_EQUAL_FATAL(http_raw(g_fed.http_port, req, strlen(req), &r), 0);
+    if (r.status != 409)
+      break;
+  }
+  CU_ASSERT_EQUAL_FATAL(r.status, 200);
+  json_object *o = json_tokener_parse(r.body);
+  int64_t aborted = field(o, "aborted");
+  json_object_put(o);
+  http_reply_clear(&r);
+  CU_ASSERT_FATAL(aborted > ROUNDS);
+  char path[64];
+  snprintf(path, sizeof path, "/api/rounds?after=%lld&limit=1",
+           (long long)aborted - 1);
+  json_object *p = get_json(path);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  json_object *round =
+      json_object_array_get_idx(json_object_object_get(p, "rounds"), 0);
+  CU_ASSERT_EQUAL(field(round, "id"), aborted);
+  CU_ASSERT_STRING_EQUAL(
+      json_object_get_string(json_object_object_get(round, "state")), "FAILED");
+  CU_ASSERT_STRING_EQUAL(
+      json_object_get_string(json_object_object_get(round, "reason")),
+      "aborted by an operator");
+  json_object_put(p);
+  int committed = http_federation_committed(&g_fed);
+  int later = committed;
+  for (int i = 0; i < 200 && later <= committed; i++) {
+    struct timespec nap = {0, 50 * 1000000L};
+    nanosleep(&nap, NULL);
+    later = http_federation_committed(&g_fed);
+  }
+  CU_ASSERT(later > committed);
+
+  /* The same through `cohort rounds abort`. */
+  setenv("COHORT_ADMIN_TOKEN", HTTP_FED_TOKEN, 1);
+  const char *abort_cmd[] = {"rounds", "abort", "--json", NULL};
+  char *text = NULL;
+  int rc = -1;
+  for (int i = 0; i < 50 && rc != 0; i++) {
+    free(text);
+    rc = run_cohort(abort_cmd, &text);
+  }
+  unsetenv("COHORT_ADMIN_TOKEN");
+  CU_ASSERT_EQUAL(rc, 0);
+  json_object *again = text ? json_tokener_parse(text) : NULL;
+  CU_ASSERT(field(again, "aborted") > aborted);
+  json_object_put(again);
   free(text);
 }
 
