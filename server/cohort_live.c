@@ -257,46 +257,88 @@ static void next_hint(const char *prog, json_object *page) {
             (long long)json_object_get_int64(next));
 }
 
-int live_rounds_list(const char *prog, int argc, char **argv) {
+/* A paged list command: one page of path's key array, as lines (header,
+ * then print_row per row) or the page's JSON. */
+static int list_command(const char *prog, const char *usage, const char *path,
+                        const char *key, const char *header,
+                        void (*print_row)(json_object *row), int argc,
+                        char **argv) {
   static const flag_def defs[] = {LIVE_FLAGS, PAGE_FLAGS};
   int rc =
-      flags_main(prog,
-                 "usage: cohort rounds list [--after ID] [--limit N] "
-                 "[--server URL] [--token-file PATH] [--json]\n\nRounds of a "
-                 "running coordinator, oldest first.",
-                 defs, sizeof defs / sizeof defs[0], argc, argv);
+      flags_main(prog, usage, defs, sizeof defs / sizeof defs[0], argc, argv);
   if (rc >= 0)
     return rc;
   json_object *page;
-  if (get_page(prog, "/api/rounds", &page) != 0)
+  if (get_page(prog, path, &page) != 0)
     return 1;
   if (g_live.json) {
     print_json(page);
   } else {
-    json_object *rounds = get(page, "rounds");
-    printf("%-6s %-8s %-11s %-9s %-8s %-8s %-12s %-12s %s\n", "round", "kind",
-           "state", "clients", "accuracy", "loss", "up B/client",
-           "down B/client", "epsilon");
-    for (size_t i = 0; i < json_object_array_length(rounds); i++) {
-      json_object *r = json_object_array_get_idx(rounds, i);
-      char id[24], cl[32], acc[24], loss[24], up[24], down[24], eps[24];
-      snprintf(cl, sizeof cl, "%lld/%lld",
-               (long long)json_object_get_int64(get(r, "clients_aggregated")),
-               (long long)json_object_get_int64(get(r, "target")));
-      printf("%-6s %-8s %-11s %-9s %-8s %-8s %-12s %-12s %s\n",
-             num(r, "id", "%.0f", id, sizeof id),
-             json_object_get_string(get(r, "kind")),
-             json_object_get_string(get(r, "state")), cl,
-             num(r, "accuracy", "%.4f", acc, sizeof acc),
-             num(r, "loss", "%.4f", loss, sizeof loss),
-             num(r, "bytes_up_mean", "%.0f", up, sizeof up),
-             num(r, "bytes_down_mean", "%.0f", down, sizeof down),
-             num(r, "epsilon", "%.4g", eps, sizeof eps));
-    }
+    json_object *list = get(page, key);
+    fputs(header, stdout);
+    for (size_t i = 0; i < json_object_array_length(list); i++)
+      print_row(json_object_array_get_idx(list, i));
   }
   next_hint(prog, page);
   json_object_put(page);
   return 0;
+}
+
+#define ROUND_LINE "%-6s %-8s %-11s %-9s %-8s %-8s %-12s %-12s %s\n"
+
+static void print_round(json_object *r) {
+  char id[24], cl[32], acc[24], loss[24], up[24], down[24], eps[24];
+  snprintf(cl, sizeof cl, "%lld/%lld",
+           (long long)json_object_get_int64(get(r, "clients_aggregated")),
+           (long long)json_object_get_int64(get(r, "target")));
+  printf(ROUND_LINE, num(r, "id", "%.0f", id, sizeof id),
+         json_object_get_string(get(r, "kind")),
+         json_object_get_string(get(r, "state")), cl,
+         num(r, "accuracy", "%.4f", acc, sizeof acc),
+         num(r, "loss", "%.4f", loss, sizeof loss),
+         num(r, "bytes_up_mean", "%.0f", up, sizeof up),
+         num(r, "bytes_down_mean", "%.0f", down, sizeof down),
+         num(r, "epsilon", "%.4g", eps, sizeof eps));
+}
+
+int live_rounds_list(const char *prog, int argc, char **argv) {
+  char header[160];
+  snprintf(header, sizeof header, ROUND_LINE, "round", "kind", "state",
+           "clients", "accuracy", "loss", "up B/client", "down B/client",
+           "epsilon");
+  return list_command(prog,
+                      "usage: cohort rounds list [--after ID] [--limit N] "
+                      "[--server URL] [--token-file PATH] [--json]\n\n"
+                      "Rounds of a running coordinator, oldest first.",
+                      "/api/rounds", "rounds", header, print_round, argc, argv);
+}
+
+static void print_client(json_object *c) {
+  char ago[32];
+  snprintf(ago, sizeof ago, "%.0f s ago",
+           (double)time(NULL) - json_object_get_double(get(c, "last_seen")));
+  /* At most 16 characters, control bytes shown as '?': the platform is
+   * the client's own text. */
+  char platform[17];
+  snprintf(platform, sizeof platform, "%s",
+           json_object_get_string(get(c, "platform")));
+  for (char *p = platform; *p; p++)
+    if ((unsigned char)*p < 0x20 || *p == 0x7f)
+      *p = '?';
+  printf("%-8lld %-16s %-14s %s\n",
+         (long long)json_object_get_int64(get(c, "id")),
+         platform[0] ? platform : "-", ago,
+         json_object_get_boolean(get(c, "certified")) ? "yes" : "no");
+}
+
+int live_clients_list(const char *prog, int argc, char **argv) {
+  return list_command(prog,
+                      "usage: cohort clients list [--after ID] [--limit N] "
+                      "[--server URL] [--token-file PATH] [--json]\n\n"
+                      "Registered clients of a running coordinator.",
+                      "/api/clients", "clients",
+                      "client   platform         last seen      certified\n",
+                      print_client, argc, argv);
 }
 
 int live_rounds_abort(const char *prog, int argc, char **argv) {
@@ -319,49 +361,6 @@ int live_rounds_abort(const char *prog, int argc, char **argv) {
     printf("aborted round %lld\n",
            (long long)json_object_get_int64(get(o, "aborted")));
   json_object_put(o);
-  return 0;
-}
-
-int live_clients_list(const char *prog, int argc, char **argv) {
-  static const flag_def defs[] = {LIVE_FLAGS, PAGE_FLAGS};
-  int rc =
-      flags_main(prog,
-                 "usage: cohort clients list [--after ID] [--limit N] "
-                 "[--server URL] [--token-file PATH] [--json]\n\nRegistered "
-                 "clients of a running coordinator.",
-                 defs, sizeof defs / sizeof defs[0], argc, argv);
-  if (rc >= 0)
-    return rc;
-  json_object *page;
-  if (get_page(prog, "/api/clients", &page) != 0)
-    return 1;
-  if (g_live.json) {
-    print_json(page);
-  } else {
-    json_object *list = get(page, "clients");
-    double now = (double)time(NULL);
-    printf("%-8s %-16s %-14s %s\n", "client", "platform", "last seen",
-           "certified");
-    for (size_t i = 0; i < json_object_array_length(list); i++) {
-      json_object *c = json_object_array_get_idx(list, i);
-      char ago[32];
-      snprintf(ago, sizeof ago, "%.0f s ago",
-               now - json_object_get_double(get(c, "last_seen")));
-      /* %.16s and a printable check: the platform is the client's text. */
-      char platform[17];
-      snprintf(platform, sizeof platform, "%s",
-               json_object_get_string(get(c, "platform")));
-      for (char *p = platform; *p; p++)
-        if (*p < 0x20 || *p == 0x7f)
-          *p = '?';
-      printf("%-8lld %-16s %-14s %s\n",
-             (long long)json_object_get_int64(get(c, "id")),
-             platform[0] ? platform : "-", ago,
-             json_object_get_boolean(get(c, "certified")) ? "yes" : "no");
-    }
-  }
-  next_hint(prog, page);
-  json_object_put(page);
   return 0;
 }
 
