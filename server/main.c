@@ -745,9 +745,9 @@ out:
     atomic_store(&sched.stop, 1);
     pthread_join(sched_thread, NULL);
   }
-  /* Held check-ins are answered first: the server's stop waits for them. */
-  /* Before what it reads: the long-poll queue and the rpc counters. */
+  /* The side port first: it reads the long-poll queue and the counters. */
   http_server_stop(http);
+  /* Held check-ins are answered first: the server's stop waits for them. */
   long_poll_stop(svc.long_poll);
   rpc_server_stop(srv, 2000);
   http_rpc_stats_free(rpc_stats);

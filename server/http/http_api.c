@@ -197,10 +197,17 @@ void http_api_abort(const http_request *req, http_response *res) {
     http_json_error(res, MHD_HTTP_SERVICE_UNAVAILABLE, "no round engine");
     return;
   }
-  if (round_abort(svc->engine, "aborted by an operator", &round) != COHORT_OK) {
+  int rc = round_abort(svc->engine, "aborted by an operator", &round);
+  if (rc == COHORT_EINVAL) {
     http_json_error(res, MHD_HTTP_CONFLICT,
                     "no round to abort: none is open or training (one that "
                     "is aggregating can no longer be aborted)");
+    return;
+  }
+  if (rc != COHORT_OK) {
+    http_json_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                    "round %lld ended, but its failure was not recorded: %s",
+                    (long long)round, cohort_strerror(rc));
     return;
   }
   log_warn("http: round %lld aborted by an operator", (long long)round);
