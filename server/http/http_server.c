@@ -162,23 +162,43 @@ static const http_route *route_for(const char *url, const char *method,
   return NULL;
 }
 
+/* Whether a Host header names this machine's loopback: "localhost",
+ * "[::1]" or an IPv4 literal in 127.0.0.0/8, with or without a port. A
+ * name such as 127.evil.example is not one, whatever it resolves to. */
+static int loopback_host(const char *host) {
+  char name[64];
+  size_t n = host[0] == '[' ? strcspn(host, "]") + 1 : strcspn(host, ":");
+  if (n >= sizeof name || (host[n] && host[n] != ':'))
+    return 0;
+  memcpy(name, host, n);
+  name[n] = '\0';
+  struct in_addr a;
+  return strcmp(name, "localhost") == 0 || strcmp(name, "[::1]") == 0 ||
+         (inet_pton(AF_INET, name, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127);
+}
+
 /* Requests a browser sends on behalf of another site's page: an Origin
- * other than this port's own (cross-site forms and scripts), or, when the
- * port is open on loopback without a token, a Host that is not a loopback
- * name (DNS rebinding: evil.example resolving to 127.0.0.1). Returns the
- * reason to refuse, or NULL. */
+ * other than this port's own (cross-site forms and scripts; browsers send
+ * none on a same-origin GET), or, when the port is open on loopback
+ * without a token, a Host that is not a loopback name (DNS rebinding:
+ * evil.example resolving to 127.0.0.1). Returns the reason to refuse, or
+ * NULL. */
 static const char *foreign_request(const http_server *srv,
                                    struct MHD_Connection *conn) {
   const char *host =
       MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
   const char *origin =
       MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
-  if (origin && (!host || strncmp(origin, "http://", 7) != 0 ||
-                 strcmp(origin + 7, host) != 0))
-    return "a request from another site's page (its Origin is not this "
-           "port's)";
-  if (!srv->need_token && host && strncmp(host, "127.", 4) != 0 &&
-      strncmp(host, "localhost", 9) != 0 && strncmp(host, "[::1]", 5) != 0)
+  if (origin) {
+    /* https too: the port may sit behind a TLS-terminating proxy. */
+    const char *rest = strncmp(origin, "http://", 7) == 0    ? origin + 7
+                       : strncmp(origin, "https://", 8) == 0 ? origin + 8
+                                                             : NULL;
+    if (!host || !rest || strcmp(rest, host) != 0)
+      return "a request from another site's page (its Origin is not this "
+             "port's)";
+  }
+  if (!srv->need_token && host && !loopback_host(host))
     return "Host is not a loopback name, and this port has no admin token";
   return NULL;
 }

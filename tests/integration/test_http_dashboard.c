@@ -108,12 +108,17 @@ static void test_dashboard_shows_the_running_federation(void) {
   CU_ASSERT_EQUAL(http_get(fed.http_port, "/api/federation", NULL, &r), 0);
   CU_ASSERT_EQUAL(r.status, 200);
   http_reply_clear(&r);
-  static const char rebound[] = "GET /api/federation HTTP/1.0\r\n"
-                                "Host: evil.example:80\r\n\r\n";
-  CU_ASSERT_EQUAL(http_raw(fed.http_port, rebound, strlen(rebound), &r), 0);
-  CU_ASSERT_EQUAL(r.status, 403);
-  CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "not a loopback name"));
-  http_reply_clear(&r);
+  static const char *rebound[] = {"evil.example:80", "127.evil.example",
+                                  "localhost.evil.example", "[::1].evil"};
+  for (size_t i = 0; i < sizeof rebound / sizeof rebound[0]; i++) {
+    char req[256];
+    snprintf(req, sizeof req,
+             "GET /api/federation HTTP/1.0\r\nHost: %s\r\n\r\n", rebound[i]);
+    CU_ASSERT_EQUAL(http_raw(fed.http_port, req, strlen(req), &r), 0);
+    CU_ASSERT_EQUAL(r.status, 403);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "not a loopback name"));
+    http_reply_clear(&r);
+  }
   CU_ASSERT(http_federation_committed(&fed) >= ROUNDS);
   http_federation_stop(&fed);
   if (!dom)
