@@ -59,14 +59,17 @@ static live_opts g_live;
 typedef struct body {
   char *data;
   size_t len;
-  FILE *file;
+  FILE *file; /* for a 200 answer; an error's JSON goes to data */
+  CURL *curl;
   int too_big;
 } body;
 
 static size_t on_data(char *p, size_t size, size_t n, void *ctx) {
   body *b = ctx;
   size_t len = size * n;
-  if (b->file)
+  long status = 0;
+  curl_easy_getinfo(b->curl, CURLINFO_RESPONSE_CODE, &status);
+  if (b->file && status == 200)
     return fwrite(p, 1, len, b->file);
   if (b->len + len > MAX_JSON_BYTES) {
     b->too_big = 1;
@@ -121,6 +124,7 @@ static int call(const char *prog, const char *method, const char *path,
   if (out)
     *out = NULL;
   CURL *c = curl_easy_init();
+  b.curl = c;
   if (!c || read_token(prog, tok) != 0)
     goto out;
   size_t n = strlen(g_live.server);
@@ -145,7 +149,7 @@ static int call(const char *prog, const char *method, const char *path,
   }
   CURLcode e = curl_easy_perform(c);
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-  if (e != CURLE_OK && !(file && status >= 400)) {
+  if (e != CURLE_OK) {
     fprintf(stderr, "%s: %s %s: %s\n", prog, method, url,
             b.too_big ? "answer too large" : curl_easy_strerror(e));
     goto out;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cunit_main.h"
 #include "harness.h"
@@ -346,7 +347,8 @@ static int run_cohort(const char *const *args, char **text) {
 /* `cohort` against the running coordinator: the token from a file or the
  * environment (never a flag value), each command's lines and --json. */
 static void test_cohort_live_commands(void) {
-  const char *token_file = harness_path("metrics.token");
+  char token_file[512];
+  snprintf(token_file, sizeof token_file, "%s", harness_path("metrics.token"));
   char *text;
   const char *status[] = {"status", "--json", "--token-file", token_file, NULL};
   CU_ASSERT_EQUAL(run_cohort(status, &text), 0);
@@ -376,7 +378,8 @@ static void test_cohort_live_commands(void) {
       HTTP_FED_CLIENTS);
   json_object_put(o);
   free(text);
-  const char *model = harness_path("exported.safetensors");
+  char model[512]; /* harness_path's buffers are reused */
+  snprintf(model, sizeof model, "%s", harness_path("exported.safetensors"));
   const char *export[] = {"models", "export", "--version", "1",
                           "--out",  model,    NULL};
   CU_ASSERT_EQUAL(run_cohort(export, &text), 0);
@@ -385,6 +388,16 @@ static void test_cohort_live_commands(void) {
   struct stat st;
   CU_ASSERT_EQUAL(stat(model, &st), 0);
   CU_ASSERT(st.st_size > 7850 * 4);
+  /* An unknown version: the API's reason, and no file left behind. */
+  const char *missing[] = {"models", "export", "--version", "999999",
+                           "--out",  model,    NULL};
+  unlink(model);
+  CU_ASSERT_EQUAL(run_cohort(missing, &text), 1);
+  CU_ASSERT(text && strstr(text, "HTTP 404: no model version 999999"));
+  free(text);
+  CU_ASSERT_NOT_EQUAL(access(model, F_OK), 0);
+  CU_ASSERT_NOT_EQUAL(access(harness_path("exported.safetensors.part"), F_OK),
+                      0);
   const char *privacy[] = {"privacy", "report", NULL};
   CU_ASSERT_EQUAL(run_cohort(privacy, &text), 0);
   CU_ASSERT(text && strstr(text, "no differentially private"));
