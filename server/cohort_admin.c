@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cohort_live.h"
 #include "cohort_status.h"
 #include "crypto.h"
 #include "dp_accountant.h"
@@ -59,6 +60,17 @@ static const subcommand SUBCOMMANDS[] = {
     {"enroll", "verify",
      "whether a certificate certifies a key under an authority's public key",
      enroll_verify},
+    /* Against a running coordinator's HTTP side port (cohort_live.c). */
+    {"status", NULL, "the federation at a glance, from a running coordinator",
+     live_status},
+    {"rounds", "list", "a running coordinator's rounds", live_rounds_list},
+    {"rounds", "abort", "end the running round as FAILED", live_rounds_abort},
+    {"clients", "list", "a running coordinator's registered clients",
+     live_clients_list},
+    {"models", "export", "a running coordinator's model as safetensors",
+     live_models_export},
+    {"privacy", "report", "the privacy budget a running coordinator spent",
+     live_privacy_report},
 };
 #define N_SUBCOMMANDS (sizeof SUBCOMMANDS / sizeof SUBCOMMANDS[0])
 
@@ -71,7 +83,7 @@ static void print_usage(FILE *out, const char *command) {
     if (!command || strcmp(command, SUBCOMMANDS[i].command) == 0) {
       char name[64];
       snprintf(name, sizeof name, "%s %s", SUBCOMMANDS[i].command,
-               SUBCOMMANDS[i].name);
+               SUBCOMMANDS[i].name ? SUBCOMMANDS[i].name : "");
       fprintf(out, "  %-20s %s\n", name, SUBCOMMANDS[i].summary);
     }
   fprintf(out, "\n'cohort COMMAND SUBCOMMAND --help' lists a subcommand's "
@@ -102,12 +114,20 @@ int main(int argc, char **argv) {
             command);
     return 2;
   }
+  /* A command without subcommands (`cohort status`) takes its flags at
+   * once. */
+  for (size_t i = 0; i < N_SUBCOMMANDS; i++)
+    if (strcmp(command, SUBCOMMANDS[i].command) == 0 && !SUBCOMMANDS[i].name) {
+      char prog[128];
+      snprintf(prog, sizeof prog, "cohort %s", command);
+      return SUBCOMMANDS[i].run(prog, argc - 1, argv + 1);
+    }
   if (argc < 3 || is_help(argv[2])) {
     print_usage(argc < 3 ? stderr : stdout, command);
     return argc < 3 ? 2 : 0;
   }
   for (size_t i = 0; i < N_SUBCOMMANDS; i++)
-    if (strcmp(command, SUBCOMMANDS[i].command) == 0 &&
+    if (strcmp(command, SUBCOMMANDS[i].command) == 0 && SUBCOMMANDS[i].name &&
         strcmp(argv[2], SUBCOMMANDS[i].name) == 0) {
       char prog[128];
       snprintf(prog, sizeof prog, "cohort %s %s", command, argv[2]);

@@ -3,6 +3,7 @@
  * federation is over or SIGINT/SIGTERM arrives. Round lines go to standard
  * output; logs go to standard error. */
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -17,6 +18,8 @@
 #include "dp_ddp.h"
 #include "export.h"
 #include "flags.h"
+#include "http_rpc_stats.h"
+#include "http_server.h"
 #include "log.h"
 #include "nn_dataset.h"
 #include "nn_pool.h"
@@ -51,6 +54,7 @@ typedef struct server_opts {
   double dp_noise, dp_epsilon, dp_delta, dp_budget, dp_clip;
   double dp_target_quantile, dp_clip_lr, dp_count_stddev, dp_sampling_rate;
   long dp_population, dp_bits;
+  const char *http, *http_port_file, *admin_token_file;
 } server_opts;
 
 static server_opts g_opts;
@@ -297,6 +301,16 @@ static const flag_def FLAGS[] = {
      "federation is over"},
     {"port-file", FLAG_STRING, &g_opts.port_file, NULL, 0, 0, "PATH",
      "write the bound port here once serving (for scripts and tests)"},
+    {"http", FLAG_STRING, &g_opts.http, NULL, 0, 0, "HOST:PORT",
+     "serve /metrics, the JSON API and the dashboard over HTTP here (off by "
+     "default; port 0 picks a free port; beyond loopback it needs "
+     "--admin-token-file; docs/operations.md)"},
+    {"http-port-file", FLAG_STRING, &g_opts.http_port_file, NULL, 0, 0, "PATH",
+     "write the bound HTTP port here once serving"},
+    {"admin-token-file", FLAG_STRING, &g_opts.admin_token_file, NULL, 0, 0,
+     "PATH",
+     "file (mode 0600) whose first line is the admin token that /metrics and "
+     "the API require as Authorization: Bearer (then also on loopback)"},
     LOG_FLAG_ROWS(&g_opts.log_level, &g_opts.log_format, &g_opts.log_file),
 };
 #define N_FLAGS (sizeof FLAGS / sizeof FLAGS[0])
@@ -500,6 +514,23 @@ int main(int argc, char **argv) {
   scheduler sched = {0};
   pthread_t sched_thread;
   int sched_started = 0;
+  char *admin_token = NULL;
+  http_rpc_stats *rpc_stats = NULL;
+  http_server *http = NULL;
+
+  if (g_opts.admin_token_file &&
+      http_read_token_file(g_opts.admin_token_file, &admin_token, err,
+                           sizeof err) != COHORT_OK) {
+    log_error("%s", err);
+    exit_code = 2;
+    goto out;
+  }
+  if (g_opts.http && http_check_listen(g_opts.http, admin_token != NULL, err,
+                                       sizeof err) != COHORT_OK) {
+    log_error("%s", err);
+    exit_code = 2;
+    goto out;
+  }
 
   if (store_open(g_opts.db, &db, err, sizeof err) != COHORT_OK) {
     log_error("%s", err);
@@ -642,6 +673,13 @@ int main(int argc, char **argv) {
       .n_methods = n_methods,
       .ctx = &svc,
   };
+  if (g_opts.http) {
+    rpc_stats = http_rpc_stats_new(methods, n_methods);
+    if (!rpc_stats)
+      goto out;
+    scfg.observe = http_rpc_stats_observe;
+    scfg.observe_ctx = rpc_stats;
+  }
   svc.engine = engine;
   svc.max_hold_ms = (int)g_opts.long_poll_max_ms;
   long_poll_config lpc = {.max_hold_ms = (int)g_opts.long_poll_max_ms,
@@ -664,6 +702,29 @@ int main(int argc, char **argv) {
     log_error("cannot write --port-file %s: %s", g_opts.port_file,
               strerror(errno));
     goto out;
+  }
+
+  if (g_opts.http) {
+    http_config hc = {.listen = g_opts.http,
+                      .db_path = g_opts.db,
+                      .admin_token = admin_token,
+                      .svc = &svc,
+                      .rpc = rpc_stats};
+    int http_port = 0;
+    if (http_server_start(&hc, &http, &http_port, err, sizeof err) !=
+        COHORT_OK) {
+      log_error("%s", err);
+      goto out;
+    }
+    log_info("serving HTTP (metrics, API, dashboard) on %s (port %d)%s",
+             g_opts.http, http_port,
+             admin_token ? ", admin token required" : "");
+    if (g_opts.http_port_file &&
+        write_port_file(g_opts.http_port_file, http_port) != 0) {
+      log_error("cannot write --http-port-file %s: %s", g_opts.http_port_file,
+                strerror(errno));
+      goto out;
+    }
   }
 
   sched.engine = engine;
@@ -712,13 +773,20 @@ out:
     atomic_store(&sched.stop, 1);
     pthread_join(sched_thread, NULL);
   }
+  /* The side port first: it reads the long-poll queue and the counters. */
+  http_server_stop(http);
   /* Held check-ins are answered first: the server's stop waits for them. */
   long_poll_stop(svc.long_poll);
   rpc_server_stop(srv, 2000);
+  http_rpc_stats_free(rpc_stats);
   long_poll_free(svc.long_poll);
   round_engine_free(engine);
   nn_dataset_close(&eval);
   store_close(db);
+  if (admin_token) {
+    OPENSSL_cleanse(admin_token, strlen(admin_token));
+    free(admin_token);
+  }
   if (exit_code == 0)
     log_info("stopped");
   return exit_code;

@@ -592,6 +592,16 @@ int round_fail(round_engine *e, const char *reason) {
   return rc;
 }
 
+int round_abort(round_engine *e, const char *reason, int64_t *round) {
+  pthread_mutex_lock(&e->mu);
+  int rc = COHORT_EINVAL;
+  *round = e->round;
+  if (e->state == ROUND_OPEN || e->state == ROUND_TRAINING)
+    rc = round_fail(e, reason);
+  pthread_mutex_unlock(&e->mu);
+  return rc;
+}
+
 /* The round's figures so far: participants, results and mean bytes of those
  * that answered; the evaluation is filled in later (NaN until then). */
 static store_round_result round_result(round_engine *e) {

@@ -314,6 +314,12 @@ uint64_t round_changes(round_engine *e);
 uint64_t round_wait_changes(round_engine *e, uint64_t seen, int ms);
 /* True once the configured number of rounds is committed. */
 int round_federation_done(round_engine *e);
+/* An operator's abort: the running round (OPEN or TRAINING) ends FAILED
+ * with reason, and the next opens as after any failure. *round gets its
+ * id. COHORT_OK; COHORT_EINVAL when no round runs or it is already
+ * aggregating (too late to abort); the store's status when the failure
+ * could not be recorded (the round has ended all the same). Thread-safe. */
+int round_abort(round_engine *e, const char *reason, int64_t *round);
 /* True when done and every client seen since start has been told so. */
 int round_all_clients_told(round_engine *e);
 int64_t round_committed(round_engine *e);

@@ -15,6 +15,9 @@ typedef struct service {
   round_engine *engine;
   long_poll *long_poll; /* NULL: every check-in is answered at once */
   int max_hold_ms;      /* CheckInRequest.wait_ms is capped here */
+  /* 1 when the gRPC port serves plaintext beyond loopback; read by
+   * /metrics (cohort_transport_insecure). */
+  int transport_insecure;
 } service;
 
 /* The method table to pass to rpc_server_start with a service as ctx. */

@@ -49,7 +49,7 @@ expect 2 "unknown flag '--epsilon'" privacy epsilon --epsilon 1 \
 expect 1 'out of reach' privacy noise --epsilon 0.001 --sampling-rate 1 \
   --rounds 1000000 --delta 1e-10
 expect 2 "unknown subcommand 'budget'" privacy budget
-expect 2 "unknown command 'status'" status
+expect 2 "unknown command 'frobnicate'" frobnicate
 expect 2 '^usage: cohort COMMAND' # no arguments at all
 expect 0 'privacy noise' --help
 expect 0 'privacy epsilon' privacy --help

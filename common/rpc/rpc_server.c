@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "cohort_status.h"
 #include "log.h"
 #include "rpc_args.h"
@@ -35,6 +36,8 @@ struct rpc_server {
   const rpc_method *methods;
   size_t n_methods;
   void *ctx;
+  rpc_observe_fn observe;
+  void *observe_ctx;
   rpc_worker *workers;
   int n_workers;
   /* Workers hold it for reading while posting a slot or starting a batch;
@@ -85,6 +88,7 @@ struct rpc_slot {
   grpc_byte_buffer *payload;
   grpc_byte_buffer *reply;
   int cancelled;
+  double arrived; /* clock_mono_s() when served, for the observer */
 };
 typedef struct rpc_slot rpc_slot;
 
@@ -203,6 +207,9 @@ static void slot_reply(rpc_slot *s, rpc_reply *rep) {
     log_error("rpc server: handler returned invalid status %d", rep->code);
     rep->code = GRPC_STATUS_UNKNOWN;
   }
+  if (srv->observe)
+    srv->observe(srv->observe_ctx, s->catch_all ? srv->n_methods : s->method,
+                 rep->code, clock_mono_s() - s->arrived);
   if (rep->code == GRPC_STATUS_OK) {
     if (rep->body && rep->body_len) {
       /* The slice takes the handler's buffer over and frees it: no copy. */
@@ -305,6 +312,7 @@ static void slot_serve(rpc_worker *w, rpc_slot *s) {
   rpc_reply rep;
   memset(&rep, 0, sizeof rep);
   rep.code = GRPC_STATUS_OK;
+  s->arrived = clock_mono_s();
 
   if (s->catch_all) {
     char *path = grpc_slice_to_c_string(s->details.method);
@@ -478,6 +486,8 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
   srv->methods = cfg->methods;
   srv->n_methods = cfg->n_methods;
   srv->ctx = cfg->ctx;
+  srv->observe = cfg->observe;
+  srv->observe_ctx = cfg->observe_ctx;
   srv->workers = calloc((size_t)cfg->workers, sizeof *srv->workers);
   srv->handles =
       calloc(cfg->n_methods ? cfg->n_methods : 1, sizeof *srv->handles);

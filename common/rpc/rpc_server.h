@@ -57,6 +57,14 @@ void rpc_held_reply(rpc_held *h, rpc_reply *rep);
  * answering is then pointless, though still required to release it. */
 int rpc_held_gone(const rpc_held *h);
 
+/* Told of every answered call, on the thread that answers it, so it must be
+ * short and take no lock a handler holds: method is the index into
+ * rpc_server_config.methods (n_methods for an unknown method), code the
+ * grpc_status_code sent, seconds the time from the call's arrival to its
+ * answer (a held call's hold included). */
+typedef void (*rpc_observe_fn)(void *ctx, size_t method, int code,
+                               double seconds);
+
 typedef struct rpc_server_config {
   const char *listen;    /* "HOST:PORT"; port 0 picks a free port */
   int workers;           /* worker threads (>= 1) */
@@ -65,6 +73,9 @@ typedef struct rpc_server_config {
   const rpc_method *methods; /* borrowed; must outlive the server */
   size_t n_methods;
   void *ctx; /* passed to every handler */
+  /* Optional (NULL: none): told of every answered call. */
+  rpc_observe_fn observe;
+  void *observe_ctx;
 } rpc_server_config;
 
 /* Calls grpc_init(), binds, starts the workers. *bound_port receives the

@@ -1,0 +1,545 @@
+/* The HTTP side port against a real coordinator: /metrics and the JSON API
+ * answer only with the admin token, and what they report matches the
+ * federation that is running; bad requests get JSON errors with the right
+ * status and cost bounded memory; the dashboard page loads nothing from
+ * elsewhere; and the coordinator refuses to open the port beyond loopback
+ * without a token, or with a token file others can read. */
+#include <CUnit/CUnit.h>
+#include <json-c/json.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cunit_main.h"
+#include "harness.h"
+#include "http_client.h"
+#include "http_federation.h"
+
+#define ROUNDS 2
+
+static http_federation g_fed;
+
+static int suite_init(void) {
+  return http_federation_start(&g_fed, "metrics", ROUNDS, 1) == 0 ? 0 : -1;
+}
+
+static int suite_clean(void) {
+  http_federation_stop(&g_fed);
+  return 0;
+}
+
+/* The value of the sample line that starts with series (then a space). */
+static double sample(const char *text, const char *series) {
+  size_t n = strlen(series);
+  for (const char *p = text; p && *p;
+       p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+    if (strncmp(p, series, n) == 0 && p[n] == ' ')
+      return atof(p + n + 1);
+  return -1;
+}
+
+static void assert_json_error(const http_reply *r, int status,
+                              const char *mentions) {
+  CU_ASSERT_EQUAL(r->status, status);
+  json_object *o = json_tokener_parse(r->body), *e;
+  CU_ASSERT_FATAL(o && json_object_object_get_ex(o, "error", &e));
+  CU_ASSERT_PTR_NOT_NULL(strstr(json_object_get_string(e), mentions));
+  json_object_put(o);
+}
+
+/* The adversary has the port but not the token: every data path says 401,
+ * whatever it sends in Authorization. */
+static void test_data_needs_the_token(void) {
+  static const char *paths[] = {"/metrics", "/api/federation", "/api/rounds",
+                                "/api/clients", "/api/models/1"};
+  static const char *guesses[] = {NULL, "", "test-admin-token-0123456789abcdeF",
+                                  "test-admin-token", HTTP_FED_TOKEN "x"};
+  for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++)
+    for (size_t g = 0; g < sizeof guesses / sizeof guesses[0]; g++) {
+      http_reply r;
+      CU_ASSERT_EQUAL_FATAL(http_get(g_fed.http_port, paths[p], guesses[g], &r),
+                            0);
+      assert_json_error(&r, 401, "admin token required");
+      CU_ASSERT_PTR_NOT_NULL(strstr(r.head, "WWW-Authenticate: Bearer"));
+      http_reply_clear(&r);
+    }
+}
+
+static void test_metrics_describe_the_federation(void) {
+  http_reply r;
+  CU_ASSERT_EQUAL_FATAL(
+      http_get(g_fed.http_port, "/metrics", HTTP_FED_TOKEN, &r), 0);
+  CU_ASSERT_EQUAL_FATAL(r.status, 200);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.head, "Content-Type: text/plain; "
+                                        "version=0.0.4"));
+  const char *m = r.body;
+  CU_ASSERT(sample(m, "cohort_rounds{state=\"COMMITTED\"}") >= ROUNDS);
+  CU_ASSERT_EQUAL(sample(m, "cohort_rounds{state=\"FAILED\"}"), 0);
+  CU_ASSERT(sample(m, "cohort_round_current") > ROUNDS);
+  CU_ASSERT_EQUAL(sample(m, "cohort_clients_registered"), HTTP_FED_CLIENTS);
+  CU_ASSERT_EQUAL(sample(m, "cohort_clients_active"), HTTP_FED_CLIENTS);
+  CU_ASSERT(sample(m, "cohort_participants_total") >=
+            ROUNDS * HTTP_FED_CLIENTS);
+  CU_ASSERT(sample(m, "cohort_uploads_total") >= ROUNDS * HTTP_FED_CLIENTS);
+  /* logreg: 7850 float32 each way per client and round, at least. */
+  CU_ASSERT(sample(m, "cohort_bytes_up_total") >=
+            ROUNDS * HTTP_FED_CLIENTS * 7850 * 4);
+  CU_ASSERT(sample(m, "cohort_bytes_down_total") >=
+            ROUNDS * HTTP_FED_CLIENTS * 7850 * 4);
+  CU_ASSERT(sample(m, "cohort_round_seconds_count") >= ROUNDS);
+  CU_ASSERT(sample(m, "cohort_client_task_seconds_count") >=
+            ROUNDS * HTTP_FED_CLIENTS);
+  CU_ASSERT_EQUAL(sample(m, "cohort_dropouts_total"), 0);
+  CU_ASSERT_EQUAL(sample(m, "cohort_transport_insecure"), 0);
+  CU_ASSERT_EQUAL(sample(m, "cohort_dp_epsilon_spent"), 0);
+  /* Every client registered once; uploads were answered and timed. */
+  CU_ASSERT_EQUAL(
+      sample(m, "cohort_rpc_requests_total{method=\"Register\",code=\"OK\"}"),
+      HTTP_FED_CLIENTS);
+  double uploads = sample(
+      m, "cohort_rpc_duration_seconds_count{method=\"Upload\",code=\"OK\"}");
+  CU_ASSERT(uploads >= ROUNDS * HTTP_FED_CLIENTS);
+  CU_ASSERT_EQUAL(sample(m, "cohort_rpc_duration_seconds_bucket{method="
+                            "\"Upload\",code=\"OK\",le=\"+Inf\"}"),
+                  uploads);
+  CU_ASSERT(sample(m, "cohort_rpc_requests_total{method=\"CheckIn\","
+                      "code=\"OK\"}") >= ROUNDS * HTTP_FED_CLIENTS);
+  http_reply_clear(&r);
+}
+
+/* GETs path with the token and parses the 200 JSON body. */
+static json_object *get_json(const char *path) {
+  http_reply r;
+  if (http_get(g_fed.http_port, path, HTTP_FED_TOKEN, &r) != 0)
+    return NULL;
+  CU_ASSERT_EQUAL(r.status, 200);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.head, "Content-Type: application/json"));
+  json_object *o = r.status == 200 ? json_tokener_parse(r.body) : NULL;
+  http_reply_clear(&r);
+  return o;
+}
+
+static int64_t field(json_object *o, const char *key) {
+  json_object *v;
+  return json_object_object_get_ex(o, key, &v) ? json_object_get_int64(v) : -1;
+}
+
+static void test_api_pages_and_models(void) {
+  /* Page by page, one round each: ids 1, 2 with next_after continuing. */
+  json_object *p1 = get_json("/api/rounds?limit=1");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p1);
+  json_object *list;
+  CU_ASSERT_FATAL(json_object_object_get_ex(p1, "rounds", &list));
+  CU_ASSERT_EQUAL_FATAL(json_object_array_length(list), 1);
+  json_object *r1 = json_object_array_get_idx(list, 0);
+  CU_ASSERT_EQUAL(field(r1, "id"), 1);
+  CU_ASSERT_STRING_EQUAL(
+      json_object_get_string(json_object_object_get(r1, "state")), "COMMITTED");
+  CU_ASSERT_EQUAL(field(r1, "clients_aggregated"), HTTP_FED_CLIENTS);
+  CU_ASSERT(json_object_get_double(json_object_object_get(r1, "accuracy")) >
+            0.3);
+  CU_ASSERT_EQUAL(field(p1, "next_after"), 1);
+  json_object *p2 = get_json("/api/rounds?after=1&limit=1");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p2);
+  CU_ASSERT_EQUAL(
+      field(json_object_array_get_idx(json_object_object_get(p2, "rounds"), 0),
+            "id"),
+      2);
+  int64_t model = field(r1, "model_version");
+  json_object_put(p1);
+  json_object_put(p2);
+
+  char path[64];
+  snprintf(path, sizeof path, "/api/models/%lld", (long long)model);
+  json_object *m = get_json(path);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  CU_ASSERT_EQUAL(field(m, "version"), model);
+  CU_ASSERT_EQUAL(field(m, "round"), 1);
+  CU_ASSERT_EQUAL(
+      strlen(json_object_get_string(json_object_object_get(m, "sha256"))), 64);
+  json_object_put(m);
+
+  /* Clients: both, and nothing of their session tokens. */
+  http_reply r;
+  CU_ASSERT_EQUAL_FATAL(
+      http_get(g_fed.http_port, "/api/clients", HTTP_FED_TOKEN, &r), 0);
+  CU_ASSERT_EQUAL(r.status, 200);
+  CU_ASSERT_PTR_NULL(strstr(r.body, "token"));
+  json_object *c = json_tokener_parse(r.body);
+  CU_ASSERT_EQUAL(
+      json_object_array_length(json_object_object_get(c, "clients")),
+      HTTP_FED_CLIENTS);
+  CU_ASSERT_PTR_NULL(json_object_object_get(c, "next_after"));
+  json_object_put(c);
+  http_reply_clear(&r);
+
+  json_object *f = get_json("/api/federation");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  CU_ASSERT(field(json_object_object_get(f, "committed"), "training_rounds") >=
+            ROUNDS);
+  CU_ASSERT_EQUAL(field(json_object_object_get(f, "clients"), "registered"),
+                  HTTP_FED_CLIENTS);
+  json_object_put(f);
+}
+
+static void test_api_errors(void) {
+  static const struct {
+    const char *path;
+    int status;
+    const char *mentions;
+  } cases[] = {
+      {"/api/rounds?limit=0", 400, "limit"},
+      {"/api/rounds?limit=1001", 400, "limit"},
+      {"/api/rounds?after=-1", 400, "after"},
+      {"/api/clients?after=x", 400, "after"},
+      {"/api/models/abc", 400, "model version"},
+      {"/api/models/", 400, "model version"},
+      {"/api/models/999999", 404, "no model version 999999"},
+      {"/api/nothing", 404, "no such path"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    http_reply r;
+    CU_ASSERT_EQUAL_FATAL(
+        http_get(g_fed.http_port, cases[i].path, HTTP_FED_TOKEN, &r), 0);
+    assert_json_error(&r, cases[i].status, cases[i].mentions);
+    http_reply_clear(&r);
+  }
+  const char post[] =
+      "POST /metrics HTTP/1.0\r\nAuthorization: Bearer " HTTP_FED_TOKEN
+      "\r\nContent-Length: 2\r\n\r\n{}";
+  http_reply r;
+  CU_ASSERT_EQUAL_FATAL(http_raw(g_fed.http_port, post, strlen(post), &r), 0);
+  assert_json_error(&r, 405, "does not take POST");
+  http_reply_clear(&r);
+}
+
+/* The adversary sends 1 MiB of headers, then a 1 MiB body: neither is
+ * kept, both are refused, and the port still answers afterwards. */
+static void test_oversized_requests_are_refused(void) {
+  size_t big = 1 << 20;
+  char *req = malloc(big + 256);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(req);
+  int n = snprintf(req, 256, "GET /metrics HTTP/1.0\r\nX-Pad: ");
+  memset(req + n, 'a', big);
+  memcpy(req + n + big, "\r\n\r\n", 4);
+  http_reply r;
+  CU_ASSERT_EQUAL(http_raw(g_fed.http_port, req, (size_t)n + big + 4, &r), 0);
+  CU_ASSERT(r.status == 431 || r.status == 413 || r.status == 0);
+  CU_ASSERT_NOT_EQUAL(r.status, 200);
+  http_reply_clear(&r);
+
+  n = snprintf(req, 256,
+               "GET /metrics HTTP/1.0\r\nAuthorization: Bearer " HTTP_FED_TOKEN
+               "\r\nContent-Length: %zu\r\n\r\n",
+               big);
+  memset(req + n, 'b', big);
+  CU_ASSERT_EQUAL(http_raw(g_fed.http_port, req, (size_t)n + big, &r), 0);
+  assert_json_error(&r, 413, "request body");
+  http_reply_clear(&r);
+  free(req);
+
+  CU_ASSERT_EQUAL(http_get(g_fed.http_port, "/metrics", HTTP_FED_TOKEN, &r), 0);
+  CU_ASSERT_EQUAL(r.status, 200);
+  http_reply_clear(&r);
+}
+
+/* The page is served without the token (it holds no data) and refers to
+ * nothing outside itself; its policy forbids loading anything else. */
+static void test_dashboard_is_self_contained(void) {
+  http_reply r;
+  CU_ASSERT_EQUAL_FATAL(http_get(g_fed.http_port, "/", NULL, &r), 0);
+  CU_ASSERT_EQUAL(r.status, 200);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.head, "Content-Type: text/html"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.head, "default-src 'none'"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "id=\"round-current\""));
+  static const char *external[] = {"src=", "href=",    "@import",
+                                   "url(", "https://", "//cdn"};
+  for (size_t i = 0; i < sizeof external / sizeof external[0]; i++)
+    CU_ASSERT_PTR_NULL(strstr(r.body, external[i]));
+  http_reply_clear(&r);
+}
+
+/* The model itself, as safetensors: an 8-byte little-endian header size,
+ * the JSON header with the digest /api/models/N gives, then 7850 float32
+ * of logreg. */
+static void test_model_download(void) {
+  json_object *m = get_json("/api/models/1");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  char sha[65];
+  snprintf(sha, sizeof sha, "%s",
+           json_object_get_string(json_object_object_get(m, "sha256")));
+  json_object_put(m);
+  http_reply r;
+  CU_ASSERT_EQUAL_FATAL(http_get(g_fed.http_port, "/api/models/1/safetensors",
+                                 HTTP_FED_TOKEN, &r),
+                        0);
+  CU_ASSERT_EQUAL(r.status, 200);
+  CU_ASSERT_FATAL(r.body_len > 8);
+  uint64_t header = 0;
+  for (int i = 7; i >= 0; i--)
+    header = header << 8 | (uint8_t)r.body[i];
+  CU_ASSERT_EQUAL(r.body_len, 8 + header + 7850 * 4);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.body + 8, sha));
+  http_reply_clear(&r);
+  CU_ASSERT_EQUAL(
+      http_get(g_fed.http_port, "/api/models/1/safetensors", NULL, &r), 0);
+  CU_ASSERT_EQUAL(r.status, 401);
+  http_reply_clear(&r);
+}
+
+/* The adversary is a web page the operator visits: its script or form
+ * sends the operator's browser to the port, with the page's Origin. Even
+ * holding the token (a leaked one in a page's script), it is refused. */
+static void test_cross_site_requests_refused(void) {
+  static const char *reqs[] = {
+      "POST /api/rounds/current/abort HTTP/1.0\r\nHost: 127.0.0.1\r\n"
+      "Origin: http://evil.example\r\nAuthorization: Bearer " HTTP_FED_TOKEN
+      "\r\n\r\n",
+      "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n"
+      "Origin: http://evil.example\r\nAuthorization: Bearer " HTTP_FED_TOKEN
+      "\r\n\r\n",
+  };
+  int before = http_federation_current(&g_fed);
+  for (size_t i = 0; i < sizeof reqs / sizeof reqs[0]; i++) {
+    http_reply r;
+    CU_ASSERT_EQUAL_FATAL(
+        http_raw(g_fed.http_port, reqs[i], strlen(reqs[i]), &r), 0);
+    assert_json_error(&r, 403, "another site");
+    http_reply_clear(&r);
+  }
+  json_object *p = get_json("/api/rounds?after=0&limit=1000");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  CU_ASSERT_PTR_NULL(strstr(json_object_to_json_string(p), "by an operator"));
+  json_object_put(p);
+  CU_ASSERT(http_federation_current(&g_fed) >= before);
+}
+
+/* Runs `cohort ARGS... --server URL` (argv without the program); returns
+ * the exit status and *text its output, then its errors. */
+static int run_cohort(const char *const *args, char **text) {
+  char server[64], *argv[24];
+  int n = 0;
+  snprintf(server, sizeof server, "http://127.0.0.1:%d", g_fed.http_port);
+  argv[n++] = COHORT_ADMIN_BIN;
+  for (; *args && n < 20; args++)
+    argv[n++] = (char *)*args;
+  argv[n++] = "--server";
+  argv[n++] = server;
+  argv[n] = NULL;
+  pid_t pid = harness_spawn(argv, harness_path("cohort.out"),
+                            harness_path("cohort.err"));
+  int rc = pid > 0 ? harness_wait(pid, 30) : -1;
+  char *out = harness_read_file(harness_path("cohort.out"));
+  char *err = harness_read_file(harness_path("cohort.err"));
+  *text = NULL;
+  if (out && err && (*text = malloc(strlen(out) + strlen(err) + 1)))
+    strcat(strcpy(*text, out), err);
+  free(out);
+  free(err);
+  return rc;
+}
+
+/* `cohort` against the running coordinator: the token from a file or the
+ * environment (never a flag value), each command's lines and --json. */
+static void test_cohort_live_commands(void) {
+  char token_file[512];
+  snprintf(token_file, sizeof token_file, "%s", harness_path("metrics.token"));
+  char *text;
+  const char *status[] = {"status", "--json", "--token-file", token_file, NULL};
+  CU_ASSERT_EQUAL(run_cohort(status, &text), 0);
+  json_object *o = text ? json_tokener_parse(text) : NULL;
+  CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+  CU_ASSERT(field(json_object_object_get(o, "committed"), "training_rounds") >=
+            ROUNDS);
+  json_object_put(o);
+  free(text);
+
+  setenv("COHORT_ADMIN_TOKEN", HTTP_FED_TOKEN, 1);
+  const char *human[] = {"status", NULL};
+  CU_ASSERT_EQUAL(run_cohort(human, &text), 0);
+  CU_ASSERT(text && strstr(text, "clients: 2 registered"));
+  free(text);
+  const char *rounds[] = {"rounds", "list", "--limit", "2", NULL};
+  CU_ASSERT_EQUAL(run_cohort(rounds, &text), 0);
+  CU_ASSERT(text && strstr(text, "\n1      TRAIN    COMMITTED   "
+                                 "2/2"));
+  CU_ASSERT(text && strstr(text, "--after 2"));
+  free(text);
+  const char *clients[] = {"clients", "list", "--json", NULL};
+  CU_ASSERT_EQUAL(run_cohort(clients, &text), 0);
+  o = text ? json_tokener_parse(text) : NULL;
+  CU_ASSERT_EQUAL(
+      json_object_array_length(json_object_object_get(o, "clients")),
+      HTTP_FED_CLIENTS);
+  json_object_put(o);
+  free(text);
+  char model[512]; /* harness_path's buffers are reused */
+  snprintf(model, sizeof model, "%s", harness_path("exported.safetensors"));
+  const char *export[] = {"models", "export", "--version", "1",
+                          "--out",  model,    NULL};
+  CU_ASSERT_EQUAL(run_cohort(export, &text), 0);
+  CU_ASSERT(text && strstr(text, "model version 1"));
+  free(text);
+  struct stat st;
+  CU_ASSERT_EQUAL(stat(model, &st), 0);
+  CU_ASSERT(st.st_size > 7850 * 4);
+  /* An unknown version: the API's reason, and no file left behind. */
+  const char *missing[] = {"models", "export", "--version", "999999",
+                           "--out",  model,    NULL};
+  unlink(model);
+  CU_ASSERT_EQUAL(run_cohort(missing, &text), 1);
+  CU_ASSERT(text && strstr(text, "HTTP 404: no model version 999999"));
+  free(text);
+  CU_ASSERT_NOT_EQUAL(access(model, F_OK), 0);
+  CU_ASSERT_NOT_EQUAL(access(harness_path("exported.safetensors.part"), F_OK),
+                      0);
+  const char *privacy[] = {"privacy", "report", NULL};
+  CU_ASSERT_EQUAL(run_cohort(privacy, &text), 0);
+  CU_ASSERT(text && strstr(text, "no differentially private"));
+  free(text);
+  unsetenv("COHORT_ADMIN_TOKEN");
+
+  /* Without the token: a clear refusal, status 1. */
+  CU_ASSERT_EQUAL(run_cohort(human, &text), 1);
+  CU_ASSERT(text && strstr(text, "HTTP 401: admin token "
+                                 "required"));
+  free(text);
+}
+
+/* POST /api/rounds/current/abort fails the running round, and the
+ * federation goes on with the next. Last: it leaves dropouts behind. */
+static void test_abort_current_round(void) {
+  static const char req[] = "POST /api/rounds/current/abort HTTP/1.0\r\n"
+                            "Authorization: Bearer " HTTP_FED_TOKEN "\r\n\r\n";
+  http_reply r = {0};
+  /* A round that is aggregating (409) is a moment from the next one. */
+  for (int i = 0; i < 100; i++) {
+    http_reply_clear(&r);
+    CU_ASSERT_EQUAL_FATAL(http_raw(g_fed.http_port, req, strlen(req), &r), 0);
+    if (r.status != 409)
+      break;
+  }
+  CU_ASSERT_EQUAL_FATAL(r.status, 200);
+  json_object *o = json_tokener_parse(r.body);
+  int64_t aborted = field(o, "aborted");
+  json_object_put(o);
+  http_reply_clear(&r);
+  CU_ASSERT_FATAL(aborted > ROUNDS);
+  char path[64];
+  snprintf(path, sizeof path, "/api/rounds?after=%lld&limit=1",
+           (long long)aborted - 1);
+  json_object *p = get_json(path);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  json_object *round =
+      json_object_array_get_idx(json_object_object_get(p, "rounds"), 0);
+  CU_ASSERT_EQUAL(field(round, "id"), aborted);
+  CU_ASSERT_STRING_EQUAL(
+      json_object_get_string(json_object_object_get(round, "state")), "FAILED");
+  CU_ASSERT_STRING_EQUAL(
+      json_object_get_string(json_object_object_get(round, "reason")),
+      "aborted by an operator");
+  json_object_put(p);
+  int committed = http_federation_committed(&g_fed);
+  int later = committed;
+  for (int i = 0; i < 200 && later <= committed; i++) {
+    struct timespec nap = {0, 50 * 1000000L};
+    nanosleep(&nap, NULL);
+    later = http_federation_committed(&g_fed);
+  }
+  CU_ASSERT(later > committed);
+
+  /* The same through `cohort rounds abort`. */
+  setenv("COHORT_ADMIN_TOKEN", HTTP_FED_TOKEN, 1);
+  const char *abort_cmd[] = {"rounds", "abort", "--json", NULL};
+  char *text = NULL;
+  int rc = -1;
+  for (int i = 0; i < 50 && rc != 0; i++) {
+    free(text);
+    rc = run_cohort(abort_cmd, &text);
+  }
+  unsetenv("COHORT_ADMIN_TOKEN");
+  CU_ASSERT_EQUAL(rc, 0);
+  json_object *again = text ? json_tokener_parse(text) : NULL;
+  CU_ASSERT(field(again, "aborted") > aborted);
+  json_object_put(again);
+  free(text);
+}
+
+/* Starts a coordinator with flags that must be refused; returns its
+ * standard error. */
+static char *refused_start(const char *tag, const char *flags) {
+  int port = 0;
+  char db[512] = "";
+  pid_t pid = harness_start_server(tag, flags, &port, db, sizeof db);
+  CU_ASSERT_EQUAL(pid, -1);
+  if (pid > 0)
+    harness_signal(pid, SIGKILL);
+  char name[64];
+  snprintf(name, sizeof name, "%s.err", tag);
+  return harness_read_file(harness_path(name));
+}
+
+static void test_refuses_open_port_beyond_loopback(void) {
+  char *err = refused_start("open", "--enroll-token t --http 0.0.0.0:0");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(err);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "not a loopback address: give "
+                                     "--admin-token-file"));
+  free(err);
+}
+
+static void test_refuses_token_file_others_read(void) {
+  const char *path = harness_path("readable.token");
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("readable-secret-0123456789\n", f);
+  fclose(f);
+  chmod(path, 0644);
+  char flags[1024];
+  snprintf(flags, sizeof flags,
+           "--enroll-token t --http 0.0.0.0:0 --admin-token-file %s", path);
+  char *err = refused_start("readable", flags);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(err);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "readable by others"));
+  CU_ASSERT_PTR_NULL(strstr(err, "readable-secret"));
+  free(err);
+}
+
+int cohort_register_suites(void) {
+  static const test_case running[] = {
+      {"data paths refuse a missing or wrong admin token",
+       test_data_needs_the_token},
+      {"/metrics reports the running federation",
+       test_metrics_describe_the_federation},
+      {"the JSON API pages rounds and clients and describes models",
+       test_api_pages_and_models},
+      {"bad requests get JSON errors with the right status", test_api_errors},
+      {"oversized headers and bodies are refused, the port still serves",
+       test_oversized_requests_are_refused},
+      {"the dashboard loads nothing from elsewhere",
+       test_dashboard_is_self_contained},
+      {"a model downloads as safetensors", test_model_download},
+      {"requests from another site's page are refused",
+       test_cross_site_requests_refused},
+      {"cohort status, rounds, clients, models export, privacy report",
+       test_cohort_live_commands},
+      {"aborting the current round fails it; the next one commits",
+       test_abort_current_round},
+  };
+  static const test_case refusals[] = {
+      {"no admin token beyond loopback: refused",
+       test_refuses_open_port_beyond_loopback},
+      {"an admin token file others can read: refused",
+       test_refuses_token_file_others_read},
+  };
+  int rc = test_add_suite("http side port", suite_init, suite_clean, running,
+                          sizeof running / sizeof running[0]);
+  if (rc)
+    return rc;
+  return test_add_suite("http refusals", NULL, NULL, refusals,
+                        sizeof refusals / sizeof refusals[0]);
+}
