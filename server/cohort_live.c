@@ -371,13 +371,14 @@ int live_rounds_abort(const char *prog, int argc, char **argv) {
 int live_models_export(const char *prog, int argc, char **argv) {
   static const flag_def defs[] = {
       LIVE_FLAGS,
-      {"version", FLAG_STRING, &g_live.version, "latest", 0, 0, "N|latest",
+      /* Not --version: every program's flag for its own version. */
+      {"model", FLAG_STRING, &g_live.version, "latest", 0, 0, "N|latest",
        "the model version"},
       {"out", FLAG_STRING, &g_live.out, NULL, 0, 0, "FILE",
        "where to write the safetensors file (required)"}};
   int rc =
       flags_main(prog,
-                 "usage: cohort models export --out FILE [--version "
+                 "usage: cohort models export --out FILE [--model "
                  "N|latest] [--server URL] [--token-file PATH] [--json]\n\n"
                  "A committed model of a running coordinator as safetensors.",
                  defs, sizeof defs / sizeof defs[0], argc, argv);
@@ -399,7 +400,7 @@ int live_models_export(const char *prog, int argc, char **argv) {
     char *end;
     version = strtoll(g_live.version, &end, 10);
     if (*end || !*g_live.version || version < 0) {
-      fprintf(stderr, "%s: --version '%s': expected a number or latest\n", prog,
+      fprintf(stderr, "%s: --model '%s': expected a number or latest\n", prog,
               g_live.version);
       return 2;
     }

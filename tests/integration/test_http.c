@@ -380,7 +380,7 @@ static void test_cohort_live_commands(void) {
   free(text);
   char model[512]; /* harness_path's buffers are reused */
   snprintf(model, sizeof model, "%s", harness_path("exported.safetensors"));
-  const char *export[] = {"models", "export", "--version", "1",
+  const char *export[] = {"models", "export", "--model", "1",
                           "--out",  model,    NULL};
   CU_ASSERT_EQUAL(run_cohort(export, &text), 0);
   CU_ASSERT(text && strstr(text, "model version 1"));
@@ -389,7 +389,7 @@ static void test_cohort_live_commands(void) {
   CU_ASSERT_EQUAL(stat(model, &st), 0);
   CU_ASSERT(st.st_size > 7850 * 4);
   /* An unknown version: the API's reason, and no file left behind. */
-  const char *missing[] = {"models", "export", "--version", "999999",
+  const char *missing[] = {"models", "export", "--model", "999999",
                            "--out",  model,    NULL};
   unlink(model);
   CU_ASSERT_EQUAL(run_cohort(missing, &text), 1);
