@@ -360,8 +360,7 @@ static int round_unfinished(void *ctx, int64_t round) {
 }
 
 int store_open(const char *path, store **out, char *err, size_t errlen) {
-  int created;
-  int rc = store_files_prepare(path, &created, err, errlen);
+  int rc = store_files_prepare(path, err, errlen);
   if (rc)
     return rc;
   store *s = calloc(1, sizeof *s);
@@ -589,13 +588,12 @@ static int read_model(store *s, sqlite3_stmt *st, store_model *out) {
     memset(out, 0, sizeof *out);
     return store_fail_with(s, COHORT_ENOTFOUND, "read model", why);
   }
-  out->blob = malloc(n ? n : 1);
+  out->blob = malloc(n);
   if (!out->blob) {
     sqlite3_finalize(st);
     return COHORT_ENOMEM;
   }
-  if (n)
-    memcpy(out->blob, blob, n);
+  memcpy(out->blob, blob, n);
   out->blob_len = n;
   sqlite3_finalize(st);
   return COHORT_OK;

@@ -89,9 +89,7 @@ static int check_writable(const char *db_path, char *err, size_t errlen) {
   return COHORT_OK;
 }
 
-int store_files_prepare(const char *db_path, int *created, char *err,
-                        size_t errlen) {
-  *created = 0;
+int store_files_prepare(const char *db_path, char *err, size_t errlen) {
   if (!store_files_on_disk(db_path))
     return COHORT_OK;
   if (access(db_path, F_OK) != 0) {
@@ -102,7 +100,6 @@ int store_files_prepare(const char *db_path, int *created, char *err,
     int rc = create_private(db_path, err, errlen);
     if (rc)
       return rc;
-    *created = 1;
   }
   char path[4096];
   const char *suffixes[] = {"", "-wal", "-shm"};

@@ -16,10 +16,8 @@ int store_files_on_disk(const char *db_path);
  * an existing one's files that are open to the group or others, with a
  * warning naming each, and checks that the database, its folder (where
  * SQLite makes -wal and -shm) and the updates folder can be written.
- * *created says whether this call made the file. COHORT_OK, or COHORT_EIO
- * with the file and the reason in err. */
-int store_files_prepare(const char *db_path, int *created, char *err,
-                        size_t errlen);
+ * COHORT_OK, or COHORT_EIO with the file and the reason in err. */
+int store_files_prepare(const char *db_path, char *err, size_t errlen);
 
 /* Removes the database, its -wal and -shm and its updates folder with the
  * round files in it: what a start that failed had just created. */
