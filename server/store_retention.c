@@ -4,6 +4,7 @@
  * record; only the bytes go. Clients download only the current version,
  * which is never pruned. */
 #include "cohort_status.h"
+#include "log.h"
 #include "store_sql.h"
 
 int store_models_prune(store *s) {
@@ -22,6 +23,11 @@ int store_models_prune(store *s) {
     return rc;
   sqlite3_bind_int64(st, 1, s->keep_models);
   rc = store_run(s, st, "prune models");
+  int pruned = rc ? 0 : sqlite3_changes(s->db);
+  if (pruned)
+    log_info("pruned the parameters of %d model version(s), keeping the %lld "
+             "newest (--keep-models)",
+             pruned, (long long)s->keep_models);
   /* The server optimizer resumes from the newest model's state only. */
   if (!rc)
     rc =

@@ -83,6 +83,16 @@ static store *open_store(const char *path) {
   return s;
 }
 
+/* A store on a fresh path holding the initial model, version 0. */
+static store *open_with_initial(char *path, size_t len) {
+  fresh_path(path, len);
+  store *s = open_store(path);
+  store_model m0 = model(0, -1);
+  CU_ASSERT_EQUAL_FATAL(store_model_put_initial(s, &m0, 1.0), COHORT_OK);
+  store_model_clear(&m0);
+  return s;
+}
+
 static void test_created_private_under_open_umask(void) {
   char path[256];
   fresh_path(path, sizeof path);
@@ -187,11 +197,7 @@ static void test_full_database_is_fatal(void) {
 
 static void test_keep_models_spares_latest_and_running_base(void) {
   char path[256];
-  fresh_path(path, sizeof path);
-  store *s = open_store(path);
-  store_model m0 = model(0, -1);
-  CU_ASSERT_EQUAL_FATAL(store_model_put_initial(s, &m0, 1.0), COHORT_OK);
-  store_model_clear(&m0);
+  store *s = open_with_initial(path, sizeof path);
   store_set_keep_models(s, 1);
   /* Round 1 stays unfinished on model 0 while rounds 2-4 commit 1-3. */
   CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, "TRAIN", 1, NULL, 1.0),
@@ -221,11 +227,7 @@ static void test_keep_models_spares_latest_and_running_base(void) {
 
 static void test_keep_models_zero_keeps_all(void) {
   char path[256];
-  fresh_path(path, sizeof path);
-  store *s = open_store(path);
-  store_model m0 = model(0, -1);
-  CU_ASSERT_EQUAL_FATAL(store_model_put_initial(s, &m0, 1.0), COHORT_OK);
-  store_model_clear(&m0);
+  store *s = open_with_initial(path, sizeof path);
   for (int64_t v = 1; v <= 3; v++)
     commit_round(s, v, v - 1, v);
   CU_ASSERT_EQUAL(db_peek_int(path,
@@ -237,12 +239,8 @@ static void test_keep_models_zero_keeps_all(void) {
 
 static void test_backup_is_private_consistent_copy(void) {
   char path[256], copy[300], err[512] = "";
-  fresh_path(path, sizeof path);
+  store *s = open_with_initial(path, sizeof path);
   snprintf(copy, sizeof copy, "%s.backup", path);
-  store *s = open_store(path);
-  store_model m0 = model(0, -1);
-  CU_ASSERT_EQUAL_FATAL(store_model_put_initial(s, &m0, 1.0), COHORT_OK);
-  store_model_clear(&m0);
   commit_round(s, 1, 0, 1);
   commit_round(s, 2, 1, 2);
   mode_t old = umask(0);
