@@ -621,8 +621,10 @@ int main(int argc, char **argv) {
     log_error("%s", err);
     goto out;
   }
-  fresh_db = store_files_on_disk(g_opts.db) && access(g_opts.db, F_OK) != 0;
-  if (store_lock_take(g_opts.db, g_opts.listen, &lock, err, sizeof err) ||
+  int on_disk = store_files_on_disk(g_opts.db); /* not ":memory:" */
+  fresh_db = on_disk && access(g_opts.db, F_OK) != 0;
+  if ((on_disk &&
+       store_lock_take(g_opts.db, g_opts.listen, &lock, err, sizeof err)) ||
       store_open(g_opts.db, &db, err, sizeof err)) {
     log_error("%s", err);
     goto out;
