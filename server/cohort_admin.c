@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "admin_backup.h"
 #include "cohort_live.h"
 #include "cohort_status.h"
 #include "crypto.h"
@@ -86,6 +87,9 @@ static void print_usage(FILE *out, const char *command) {
                SUBCOMMANDS[i].name ? SUBCOMMANDS[i].name : "");
       fprintf(out, "  %-20s %s\n", name, SUBCOMMANDS[i].summary);
     }
+  if (!command)
+    fprintf(out, "  %-20s %s\n", "backup DB FILE",
+            "a consistent copy of a coordinator's database, even a live one");
   fprintf(out, "\n'cohort COMMAND SUBCOMMAND --help' lists a subcommand's "
                "flags; docs/privacy.md explains the privacy accountant, "
                "docs/secagg.md the secure aggregation plan, "
@@ -106,6 +110,8 @@ int main(int argc, char **argv) {
     return 0;
   }
   const char *command = argv[1];
+  if (strcmp(command, "backup") == 0) /* no subcommand: DB FILE */
+    return admin_backup(argc - 1, argv + 1);
   int known = 0;
   for (size_t i = 0; i < N_SUBCOMMANDS; i++)
     known |= strcmp(command, SUBCOMMANDS[i].command) == 0;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "cohort_status.h"
@@ -20,6 +21,7 @@
 #include "flags.h"
 #include "http_rpc_stats.h"
 #include "http_server.h"
+#include "listen_probe.h"
 #include "log.h"
 #include "nn_dataset.h"
 #include "nn_pool.h"
@@ -30,6 +32,8 @@
 #include "secagg.h"
 #include "service.h"
 #include "store.h"
+#include "store_files.h"
+#include "store_lock.h"
 #include "strategy.h"
 
 typedef struct server_opts {
@@ -40,6 +44,7 @@ typedef struct server_opts {
   long rounds, clients_per_round, min_clients, seed, epochs, batch_size;
   long workers, retry_ms, retry_max_ms, threads, classes, eval_every;
   long long_poll_max_ms, max_held;
+  long keep_models;
   long eval_limit;
   const char *input, *strategy, *codec;
   flag_list eligible;
@@ -106,7 +111,12 @@ static const flag_def FLAGS[] = {
     {"listen", FLAG_STRING, &g_opts.listen, "127.0.0.1:50051", 0, 0,
      "HOST:PORT", "address to serve gRPC on; port 0 picks a free port"},
     {"db", FLAG_STRING, &g_opts.db, "cohort.db", 0, 0, "PATH",
-     "SQLite database holding every durable fact (created if missing)"},
+     "SQLite database holding every durable fact (created 0600 if missing; "
+     "one coordinator at a time, locked by PATH.lock)"},
+    {"keep-models", FLAG_INT, &g_opts.keep_models, "0", 0, NUM(1000000000), "N",
+     "keep the parameters of only the N newest model versions, pruning "
+     "older ones after each commit (never the latest nor a running "
+     "round's base; 0: keep all)"},
     {"rounds", FLAG_INT, &g_opts.rounds, "5", 0, NUM(1000000), "N",
      "rounds to commit; a restarted coordinator counts those already "
      "committed"},
@@ -341,6 +351,7 @@ static void on_signal(int sig) {
 
 typedef struct scheduler {
   round_engine *engine;
+  store *db;
   atomic_int stop;
   atomic_int failed;
 } scheduler;
@@ -349,7 +360,19 @@ static void *scheduler_main(void *arg) {
   scheduler *s = arg;
   while (!atomic_load(&s->stop)) {
     uint64_t before = round_changes(s->engine);
-    if (round_tick(s->engine) != COHORT_OK) {
+    int rc = round_tick(s->engine);
+    /* A disk that is full or read-only fails every write that follows:
+     * stop once, clearly, rather than fail each client's call. */
+    const char *why = store_fatal(s->db);
+    if (why) {
+      log_error("database %s can no longer be written (%s); stopping the "
+                "coordinator: free space or make it writable, then start it "
+                "again to resume from the last committed round",
+                g_opts.db, why);
+      atomic_store(&s->failed, 1);
+      break;
+    }
+    if (rc != COHORT_OK) {
       log_error("round engine failed; stopping the coordinator");
       atomic_store(&s->failed, 1);
       break;
@@ -517,6 +540,8 @@ int main(int argc, char **argv) {
   char *admin_token = NULL;
   http_rpc_stats *rpc_stats = NULL;
   http_server *http = NULL;
+  store_lock *lock = NULL;
+  int fresh_db = 0, serving = 0;
 
   if (g_opts.admin_token_file &&
       http_read_token_file(g_opts.admin_token_file, &admin_token, err,
@@ -532,10 +557,6 @@ int main(int argc, char **argv) {
     goto out;
   }
 
-  if (store_open(g_opts.db, &db, err, sizeof err) != COHORT_OK) {
-    log_error("%s", err);
-    goto out;
-  }
   nn_shape input = {.c = 1, .h = 28, .w = 28};
   int classes = 10;
   if (g_opts.input && nn_shape_parse(g_opts.input, &input) != 0) {
@@ -642,6 +663,28 @@ int main(int argc, char **argv) {
   cfg.n_eligible = g_opts.eligible.count;
   if (parse_rules(rules) != 0 || strategy_from_flags(&cfg.strategy) != 0)
     goto out;
+  /* Nothing is written to disk before the model and the port are known
+   * good; what a later failure of this start created is removed at out. */
+  nn_model probe_model;
+  if (nn_zoo_resolve(cfg.model_spec, input, classes, &probe_model, err,
+                     sizeof err) != COHORT_OK) {
+    log_error("--model: %s", err);
+    exit_code = 2;
+    goto out;
+  }
+  if (listen_probe(g_opts.listen, err, sizeof err) != COHORT_OK) {
+    log_error("%s", err);
+    goto out;
+  }
+  int on_disk = store_files_on_disk(g_opts.db); /* not ":memory:" */
+  fresh_db = on_disk && access(g_opts.db, F_OK) != 0;
+  if ((on_disk &&
+       store_lock_take(g_opts.db, g_opts.listen, &lock, err, sizeof err)) ||
+      store_open(g_opts.db, &db, err, sizeof err)) {
+    log_error("%s", err);
+    goto out;
+  }
+  store_set_keep_models(db, g_opts.keep_models);
   rc = round_engine_new(&cfg, db, &engine, err, sizeof err);
   if (rc != COHORT_OK) {
     log_error("%s", err);
@@ -696,8 +739,14 @@ int main(int argc, char **argv) {
               cohort_strerror(rc));
     goto out;
   }
+  serving = 1;
   log_info("serving cohort.v1 on %s (port %d), database %s", g_opts.listen,
            port, g_opts.db);
+  char served[300];
+  snprintf(served, sizeof served, "%.*s:%d",
+           (int)(strrchr(g_opts.listen, ':') - g_opts.listen), g_opts.listen,
+           port);
+  store_lock_set_listen(lock, served);
   if (g_opts.port_file && write_port_file(g_opts.port_file, port) != 0) {
     log_error("cannot write --port-file %s: %s", g_opts.port_file,
               strerror(errno));
@@ -728,6 +777,7 @@ int main(int argc, char **argv) {
   }
 
   sched.engine = engine;
+  sched.db = db;
   if (pthread_create(&sched_thread, NULL, scheduler_main, &sched) != 0) {
     log_error("cannot start the scheduler thread");
     goto out;
@@ -787,6 +837,9 @@ out:
     OPENSSL_cleanse(admin_token, strlen(admin_token));
     free(admin_token);
   }
+  if (fresh_db && !serving && lock)
+    store_files_remove(g_opts.db);
+  store_lock_release(lock);
   if (exit_code == 0)
     log_info("stopped");
   return exit_code;

@@ -78,9 +78,13 @@ round_verdict round_fail_verdict(int code, const char *fmt, ...) {
 }
 
 round_verdict round_store_failed(round_engine *e) {
-  return round_fail_verdict(GRPC_STATUS_INTERNAL,
-                            "coordinator database error: %s",
-                            store_errmsg(e->db));
+  /* SQLite's words and file names stay in the log (store_fail wrote
+   * them); a client learns only to come back later, and a store that
+   * cannot write any more stops the coordinator (store_fatal). */
+  (void)e;
+  return round_fail_verdict(GRPC_STATUS_UNAVAILABLE,
+                            "the coordinator cannot store this now; retry "
+                            "later");
 }
 
 participant *round_find_participant(round_engine *e, int64_t client) {

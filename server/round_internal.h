@@ -153,6 +153,8 @@ void round_changed(round_engine *e);
 round_verdict round_ok(void);
 round_verdict round_fail_verdict(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The answer to a call the store failed: UNAVAILABLE with a generic
+ * detail, never SQLite's text. */
 round_verdict round_store_failed(round_engine *e);
 /* FAILED(reason): stored, logged, the participants forgotten. */
 int round_fail(round_engine *e, const char *reason);

@@ -9,6 +9,7 @@
 
 #include "cohort_status.h"
 #include "log.h"
+#include "store_files.h"
 #include "store_sql.h"
 
 static const char *SCHEMA_V1 =
@@ -192,10 +193,39 @@ const char *store_errmsg(store *s) {
   return s->last_error[0] ? s->last_error : sqlite3_errmsg(s->db);
 }
 
+void store_set_fatal(store *s, const char *why) {
+  if (atomic_load(&s->fatal))
+    return;
+  snprintf(s->fatal_why, sizeof s->fatal_why, "%s", why);
+  atomic_store(&s->fatal, 1);
+}
+
+const char *store_fatal(store *s) {
+  return s && atomic_load(&s->fatal) ? s->fatal_why : NULL;
+}
+
+/* Failures that the next call would meet again: the coordinator stops on
+ * them rather than fail every client's call in a loop. */
+static void note_fatal(store *s, int code) {
+  switch (code & 0xff) {
+  case SQLITE_FULL:
+  case SQLITE_READONLY:
+  case SQLITE_IOERR:
+  case SQLITE_CANTOPEN:
+  case SQLITE_CORRUPT:
+  case SQLITE_NOTADB:
+    store_set_fatal(s, s->last_error);
+    break;
+  default:
+    break;
+  }
+}
+
 int store_fail(store *s, const char *what) {
   snprintf(s->last_error, sizeof s->last_error, "%s: %s", what,
            sqlite3_errmsg(s->db));
   log_error("store: %s", s->last_error);
+  note_fatal(s, sqlite3_extended_errcode(s->db));
   return COHORT_EDB;
 }
 
@@ -212,6 +242,7 @@ int store_exec(store *s, const char *sql) {
              msg ? msg : sqlite3_errmsg(s->db));
     log_error("store: %s", s->last_error);
     sqlite3_free(msg);
+    note_fatal(s, sqlite3_extended_errcode(s->db));
     return COHORT_EDB;
   }
   return COHORT_OK;
@@ -329,18 +360,30 @@ static int round_unfinished(void *ctx, int64_t round) {
 }
 
 int store_open(const char *path, store **out, char *err, size_t errlen) {
+  int rc = store_files_prepare(path, err, errlen);
+  if (rc)
+    return rc;
   store *s = calloc(1, sizeof *s);
   if (!s || store_updates_open(path, &s->updates)) {
     free(s);
     return COHORT_ENOMEM;
   }
-  int rc = COHORT_EDB;
+  rc = COHORT_EDB;
   int64_t version = 0;
   if (sqlite3_open_v2(path, &s->db,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
                           SQLITE_OPEN_FULLMUTEX,
                       NULL) != SQLITE_OK) {
     snprintf(err, errlen, "database %s: %s", path, store_errmsg(s));
+    goto out;
+  }
+  /* SQLite falls back to read-only when it cannot write the file; every
+   * registration would then fail. */
+  if (sqlite3_db_readonly(s->db, "main") == 1) {
+    snprintf(err, errlen,
+             "database %s is read-only: the coordinator writes to it; give "
+             "a writable --db",
+             path);
     goto out;
   }
   sqlite3_busy_timeout(s->db, 5000);
@@ -392,6 +435,10 @@ out:
   }
   *out = s;
   return COHORT_OK;
+}
+
+void store_set_keep_models(store *s, int64_t keep) {
+  s->keep_models = keep > 0 ? keep : 0;
 }
 
 void store_close(store *s) {
@@ -533,13 +580,20 @@ static int read_model(store *s, sqlite3_stmt *st, store_model *out) {
            (const char *)sqlite3_column_text(st, 4));
   const void *blob = sqlite3_column_blob(st, 5);
   size_t n = (size_t)sqlite3_column_bytes(st, 5);
-  out->blob = malloc(n ? n : 1);
+  if (n == 0) { /* its parameters were pruned (store_set_keep_models) */
+    char why[64];
+    snprintf(why, sizeof why, "version %lld was pruned (--keep-models)",
+             (long long)out->version);
+    sqlite3_finalize(st);
+    memset(out, 0, sizeof *out);
+    return store_fail_with(s, COHORT_ENOTFOUND, "read model", why);
+  }
+  out->blob = malloc(n);
   if (!out->blob) {
     sqlite3_finalize(st);
     return COHORT_ENOMEM;
   }
-  if (n)
-    memcpy(out->blob, blob, n);
+  memcpy(out->blob, blob, n);
   out->blob_len = n;
   sqlite3_finalize(st);
   return COHORT_OK;

@@ -30,6 +30,31 @@ void store_close(store *s); /* accepts NULL */
 /* Last SQLite error message of this connection, for logs. */
 const char *store_errmsg(store *s);
 
+/* NULL while the store can write; once a write failed in a way that
+ * retrying cannot mend (SQLITE_FULL, SQLITE_READONLY, SQLITE_IOERR,
+ * SQLITE_CANTOPEN, SQLITE_CORRUPT, or an update file that cannot be
+ * written: no space, read-only), the reason, for the coordinator to stop
+ * on. Safe to call from any thread. */
+const char *store_fatal(store *s);
+
+/* Keep the parameters of only the `keep` newest model versions (0: all),
+ * pruned by every store_round_commit after it inserts the new model. The
+ * latest and the base of any unfinished round are never pruned; a pruned
+ * version keeps its row (round, parent, SHA-256, size) with empty
+ * parameters, and store_model_get says COHORT_ENOTFOUND for it. */
+void store_set_keep_models(store *s, int64_t keep);
+
+/* A consistent copy of the database at src_path, made with SQLite's online
+ * backup API while a coordinator may be writing it (in WAL mode readers do
+ * not stop the writer), written to dst_path: a temporary file created 0600
+ * beside it, fsynced and renamed. The copy is one file (rollback journal
+ * mode; the coordinator turns WAL back on when it opens it) and passes
+ * PRAGMA quick_check. The update files of an unfinished round are not
+ * copied: a coordinator started on the copy resumes from the last
+ * committed round. An existing dst_path is refused. err gets a reason. */
+int store_backup(const char *src_path, const char *dst_path, char *err,
+                 size_t errlen);
+
 /* ---- clients ---- */
 /* A new client: the hash of its session token, its platform (NULL: ""),
  * its identity key and the enrollment authority's certificate of it (NULL:

@@ -174,6 +174,8 @@ int store_round_commit(store *s, const store_round_result *r,
     rc = record_result(s, r, m->version);
   if (!rc)
     rc = drop_updates(s, r->round);
+  if (!rc)
+    rc = store_models_prune(s);
   rc = store_finish_durable(s, rc);
   /* Only once the rows are gone: a crash before leaves a file that the
    * next store_open removes. */
@@ -466,8 +468,12 @@ int store_participation_uploaded(store *s, const store_upload *u,
   uint64_t offset = 0;
   char why[256];
   if (delta && store_updates_append(s->updates, u->round, delta, len, &offset,
-                                    why, sizeof why))
-    return store_fail_with(s, COHORT_EIO, "keep update", why);
+                                    why, sizeof why)) {
+    /* No space, a read-only or failing disk: every upload would fail. */
+    int failed = store_fail_with(s, COHORT_EIO, "keep update", why);
+    store_set_fatal(s, s->last_error);
+    return failed;
+  }
   int rc = store_exec(s, "BEGIN IMMEDIATE");
   if (rc)
     return rc;

@@ -4,6 +4,7 @@
 #define COHORT_STORE_SQL_H
 
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "store.h"
@@ -16,7 +17,20 @@ struct store {
   char last_error[256];
   /* The kept updates' bytes, in files next to the database. */
   store_updates *updates;
+  /* Models kept with their parameters (store_set_keep_models); 0: all. */
+  int64_t keep_models;
+  /* Set once a write failed in a way retrying cannot mend (disk full, a
+   * read-only or failing disk); fatal_why is written before it. */
+  atomic_int fatal;
+  char fatal_why[320];
 };
+
+/* Records that the store can no longer write, with the reason (the first
+ * one is kept); store_fatal reports it. */
+void store_set_fatal(store *s, const char *why);
+/* Clears the parameters of the models that --keep-models no longer keeps;
+ * part of store_round_commit's transaction. */
+int store_models_prune(store *s);
 
 /* Records that what failed is not SQLite's, with its reason; returns rc. */
 int store_fail_with(store *s, int rc, const char *what, const char *why);

@@ -1,0 +1,131 @@
+/* `cohort backup`: a consistent copy of a live coordinator database with
+ * SQLite's online backup API; see store_backup in store.h. The source is
+ * opened read-only and copied in one step, inside one read transaction: in
+ * WAL mode that sees one committed state and does not block the
+ * coordinator's writes (a copy in several steps would restart whenever the
+ * coordinator commits). */
+#include <errno.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cohort_status.h"
+#include "store.h"
+
+/* Runs sql on db and checks that its first column reads want (NULL: any
+ * result). */
+static int exec_expect(sqlite3 *db, const char *sql, const char *want,
+                       char *got, size_t gotlen) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+    return -1;
+  int step = sqlite3_step(st);
+  snprintf(got, gotlen, "%s",
+           step == SQLITE_ROW && sqlite3_column_text(st, 0)
+               ? (const char *)sqlite3_column_text(st, 0)
+               : sqlite3_errmsg(db));
+  sqlite3_finalize(st);
+  if (step != SQLITE_ROW && step != SQLITE_DONE)
+    return -1;
+  return want && strcmp(got, want) != 0 ? -1 : 0;
+}
+
+/* The copy itself, from src to the empty file tmp. */
+static int copy_into(sqlite3 *src, const char *tmp, char *err, size_t errlen) {
+  sqlite3 *dst = NULL;
+  char got[256];
+  int rc = COHORT_EDB;
+  if (sqlite3_open_v2(tmp, &dst, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+    snprintf(err, errlen, "cannot open %s: %s", tmp, sqlite3_errmsg(dst));
+    goto out;
+  }
+  sqlite3_backup *b = sqlite3_backup_init(dst, "main", src, "main");
+  if (!b) {
+    snprintf(err, errlen, "cannot start the backup: %s", sqlite3_errmsg(dst));
+    goto out;
+  }
+  int step;
+  /* The coordinator holds the write lock for a few milliseconds at a time;
+   * a busy source is waited for, not failed. */
+  for (int tries = 0; tries < 500; tries++) {
+    step = sqlite3_backup_step(b, -1);
+    if (step != SQLITE_BUSY && step != SQLITE_LOCKED)
+      break;
+    sqlite3_sleep(20);
+  }
+  if (sqlite3_backup_finish(b) != SQLITE_OK || step != SQLITE_DONE) {
+    snprintf(err, errlen, "backup failed: %s", sqlite3_errstr(step));
+    goto out;
+  }
+  /* One self-contained file: no -wal beside it to lose when it is moved. */
+  if (exec_expect(dst, "PRAGMA journal_mode=DELETE", "delete", got,
+                  sizeof got) ||
+      exec_expect(dst, "PRAGMA quick_check", "ok", got, sizeof got)) {
+    snprintf(err, errlen, "the copy does not check out: %s", got);
+    goto out;
+  }
+  rc = COHORT_OK;
+out:
+  if (sqlite3_close(dst) != SQLITE_OK && !rc) {
+    snprintf(err, errlen, "cannot close %s", tmp);
+    rc = COHORT_EDB;
+  }
+  return rc;
+}
+
+int store_backup(const char *src_path, const char *dst_path, char *err,
+                 size_t errlen) {
+  char tmp[4096];
+  if (access(dst_path, F_OK) == 0) {
+    snprintf(err, errlen, "%s exists; give a new file name", dst_path);
+    return COHORT_EINVAL;
+  }
+  if (access(src_path, R_OK) != 0) {
+    snprintf(err, errlen, "database %s: %s", src_path, strerror(errno));
+    return COHORT_EIO;
+  }
+  snprintf(tmp, sizeof tmp, "%s.tmp", dst_path);
+  /* Created 0600 before SQLite writes a byte: the copy holds what the
+   * database holds. */
+  int fd =
+      open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0 || fchmod(fd, 0600) != 0) {
+    snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+    if (fd >= 0) {
+      close(fd);
+      unlink(tmp);
+    }
+    return COHORT_EIO;
+  }
+  close(fd);
+  sqlite3 *src = NULL;
+  int rc = COHORT_EDB;
+  if (sqlite3_open_v2(src_path, &src, SQLITE_OPEN_READONLY, NULL) !=
+      SQLITE_OK) {
+    snprintf(err, errlen, "database %s: %s", src_path, sqlite3_errmsg(src));
+    goto out;
+  }
+  sqlite3_busy_timeout(src, 10000);
+  rc = copy_into(src, tmp, err, errlen);
+  if (!rc) {
+    fd = open(tmp, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0 || rename(tmp, dst_path) != 0) {
+      snprintf(err, errlen, "cannot write %s: %s", dst_path, strerror(errno));
+      rc = COHORT_EIO;
+    }
+    if (fd >= 0)
+      close(fd);
+  }
+out:
+  sqlite3_close(src);
+  if (rc) {
+    unlink(tmp);
+    char journal[4200];
+    snprintf(journal, sizeof journal, "%s-journal", tmp);
+    unlink(journal);
+  }
+  return rc;
+}

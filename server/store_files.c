@@ -1,0 +1,139 @@
+/* Modes and writability of a database's files; see store_files.h. */
+#include "store_files.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cohort_status.h"
+#include "log.h"
+
+int store_files_on_disk(const char *db_path) {
+  return db_path && db_path[0] && strcmp(db_path, ":memory:") != 0 &&
+         strncmp(db_path, "file:", 5) != 0;
+}
+
+/* Sets path to mode when it exists with bits for the group or others: an
+ * operator's copy or an older build may have left it readable. */
+static void tighten(const char *path, mode_t mode) {
+  struct stat st;
+  if (lstat(path, &st) != 0 || S_ISLNK(st.st_mode) || (st.st_mode & 077) == 0)
+    return;
+  if (chmod(path, mode) == 0)
+    log_warn("%s had mode %04o, open to other users; set to %04o", path,
+             (unsigned)(st.st_mode & 07777), (unsigned)mode);
+  else
+    log_warn("%s has mode %04o, open to other users, and cannot be "
+             "tightened: %s",
+             path, (unsigned)(st.st_mode & 07777), strerror(errno));
+}
+
+static void folder_of(const char *path, char *out, size_t len) {
+  const char *slash = strrchr(path, '/');
+  if (!slash)
+    snprintf(out, len, ".");
+  else if (slash == path)
+    snprintf(out, len, "/");
+  else
+    snprintf(out, len, "%.*s", (int)(slash - path), path);
+}
+
+/* Creates the database file 0600 (fchmod: the umask may have taken bits
+ * away, never added them, but say it exactly). */
+static int create_private(const char *path, char *err, size_t errlen) {
+  int fd =
+      open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0 || fchmod(fd, 0600) != 0) {
+    snprintf(err, errlen, "cannot create database %s: %s", path,
+             strerror(errno));
+    if (fd >= 0) {
+      close(fd);
+      unlink(path);
+    }
+    return COHORT_EIO;
+  }
+  close(fd);
+  return COHORT_OK;
+}
+
+static int check_writable(const char *db_path, char *err, size_t errlen) {
+  char dir[4096], updates[4096];
+  int fd = open(db_path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    snprintf(err, errlen,
+             "database %s cannot be opened for writing (%s): the "
+             "coordinator writes to it; give a writable --db (`cohort` and "
+             "--export only read)",
+             db_path, strerror(errno));
+    return COHORT_EIO;
+  }
+  close(fd);
+  folder_of(db_path, dir, sizeof dir);
+  if (access(dir, W_OK | X_OK) != 0) {
+    snprintf(err, errlen,
+             "folder %s of database %s is not writable (%s): SQLite keeps "
+             "the write-ahead log %s-wal there",
+             dir, db_path, strerror(errno), db_path);
+    return COHORT_EIO;
+  }
+  snprintf(updates, sizeof updates, "%s.updates", db_path);
+  if (access(updates, F_OK) == 0 && access(updates, W_OK | X_OK) != 0) {
+    snprintf(err, errlen, "updates folder %s is not writable (%s)", updates,
+             strerror(errno));
+    return COHORT_EIO;
+  }
+  return COHORT_OK;
+}
+
+int store_files_prepare(const char *db_path, char *err, size_t errlen) {
+  if (!store_files_on_disk(db_path))
+    return COHORT_OK;
+  if (access(db_path, F_OK) != 0) {
+    if (errno != ENOENT) {
+      snprintf(err, errlen, "database %s: %s", db_path, strerror(errno));
+      return COHORT_EIO;
+    }
+    int rc = create_private(db_path, err, errlen);
+    if (rc)
+      return rc;
+  }
+  char path[4096];
+  const char *suffixes[] = {"", "-wal", "-shm"};
+  for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+    snprintf(path, sizeof path, "%s%s", db_path, suffixes[i]);
+    tighten(path, 0600);
+  }
+  snprintf(path, sizeof path, "%s.updates", db_path);
+  tighten(path, 0700);
+  return check_writable(db_path, err, errlen);
+}
+
+void store_files_remove(const char *db_path) {
+  if (!store_files_on_disk(db_path))
+    return;
+  char path[4096];
+  const char *suffixes[] = {"-wal", "-shm", ""};
+  for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+    snprintf(path, sizeof path, "%s%s", db_path, suffixes[i]);
+    unlink(path);
+  }
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s.updates", db_path);
+  DIR *d = opendir(dir);
+  if (!d)
+    return;
+  struct dirent *de;
+  char file[4096 + 256 + 2];
+  while ((de = readdir(d))) {
+    if (strncmp(de->d_name, "round-", 6) != 0)
+      continue;
+    snprintf(file, sizeof file, "%s/%s", dir, de->d_name);
+    unlink(file);
+  }
+  closedir(d);
+  rmdir(dir);
+}

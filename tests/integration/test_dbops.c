@@ -1,0 +1,433 @@
+/* The coordinator's database under an operator's mistakes and accidents,
+ * with real processes: a second coordinator on the same database is
+ * refused and names the first, and a SIGKILLed one does not block a
+ * restart; a bad --model, a busy port or a flag the engine refuses leave no
+ * file behind; a read-only database or folder is refused at start by name;
+ * a disk that fills during a round stops the coordinator once, clearly,
+ * and tells clients nothing of SQLite; `cohort backup` copies a database
+ * while rounds run, and a coordinator started on the copy resumes from its
+ * committed rounds. The read-only and full-disk cases mount a read-only
+ * bind or a small tmpfs in a private mount namespace (`unshare -m`) when
+ * run as root; a non-root run makes the file read-only with chmod and
+ * skips the full disk (test_store_files covers SQLITE_FULL). */
+#include <CUnit/CUnit.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "cunit_main.h"
+#include "db_peek.h"
+#include "harness.h"
+
+#define TOKEN "dbops-token"
+/* util-linux; harness_spawn runs a path, not a name on PATH. */
+#define UNSHARE "/usr/bin/unshare"
+
+/* Whether this run can make private mounts (root, and unshare allowed). */
+static int can_mount(void) {
+  static int known = -1;
+  if (known < 0)
+    known = geteuid() == 0 && system(UNSHARE " -m true >/dev/null 2>&1") == 0;
+  return known;
+}
+
+static int exists(const char *path) { return access(path, F_OK) == 0; }
+
+static int file_has(const char *path, const char *needle) {
+  char *text = harness_read_file(path);
+  int has = text && strstr(text, needle);
+  free(text);
+  return has;
+}
+
+static int count_in(const char *path, const char *needle) {
+  char *text = harness_read_file(path);
+  int n = 0;
+  for (const char *p = text; p && (p = strstr(p, needle)); p++)
+    n++;
+  free(text);
+  return n;
+}
+
+/* 60 examples of 784 features as CSV, made once: the clients load them in
+ * milliseconds, where Fashion-MNIST's files take seconds to read. */
+static const char *tiny_data(void) {
+  static char path[600];
+  if (path[0])
+    return path;
+  snprintf(path, sizeof path, "%s/tiny.csv", harness_dir());
+  FILE *f = fopen(path, "w");
+  for (int i = 0; f && i < 60; i++) {
+    fprintf(f, "%d", i % 10);
+    for (int j = 0; j < 784; j++)
+      fprintf(f, ",%d", (i * 31 + j * 17) % 256);
+    fputc('\n', f);
+  }
+  if (f)
+    fclose(f);
+  return path;
+}
+
+static pid_t start_client(int port, const char *log) {
+  char target[64];
+  snprintf(target, sizeof target, "127.0.0.1:%d", port);
+  char *argv[] = {COHORT_CLIENT_BIN,   "--server", target,
+                  "--token",           TOKEN,      "--data",
+                  (char *)tiny_data(), NULL};
+  return harness_spawn(argv, NULL, harness_path(log));
+}
+
+/* Runs the coordinator with argv (NULL-terminated after the binary) on db,
+ * stderr to err_name; returns its exit status. */
+static int run_server(const char *db, const char *err_name,
+                      const char *const *extra) {
+  char *argv[32];
+  int n = 0;
+  argv[n++] = COHORT_SERVER_BIN;
+  argv[n++] = "--db";
+  argv[n++] = (char *)db;
+  argv[n++] = "--enroll-token";
+  argv[n++] = TOKEN;
+  for (; *extra && n < 31; extra++)
+    argv[n++] = (char *)*extra;
+  argv[n] = NULL;
+  pid_t pid = harness_spawn(argv, NULL, harness_path(err_name));
+  return pid < 0 ? -1 : harness_wait(pid, 30);
+}
+
+static void assert_nothing_left(const char *db) {
+  const char *suffixes[] = {"", "-wal", "-shm", ".lock", ".updates"};
+  char path[600];
+  for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+    snprintf(path, sizeof path, "%s%s", db, suffixes[i]);
+    if (exists(path))
+      fprintf(stderr, "left behind: %s\n", path);
+    CU_ASSERT_FALSE(exists(path));
+  }
+}
+
+static void test_second_coordinator_refused_until_first_killed(void) {
+  const char *flags = "--rounds 1 --enroll-token " TOKEN;
+  int port = 0, port_b = 0, port_c = 0;
+  char db[512] = "", want[96], lock[600];
+  pid_t first = harness_start_server("lock-a", flags, &port, db, sizeof db);
+  CU_ASSERT_FATAL(first > 0);
+  snprintf(lock, sizeof lock, "%s.lock", db);
+  CU_ASSERT_EQUAL(harness_start_server("lock-b", flags, &port_b, db, sizeof db),
+                  -1);
+  const char *err = harness_path("lock-b.err");
+  CU_ASSERT(file_has(err, "in use by another coordinator"));
+  snprintf(want, sizeof want, "pid %ld on ", (long)first);
+  CU_ASSERT(file_has(err, want));
+  snprintf(want, sizeof want, "listening on 127.0.0.1:%d", port);
+  CU_ASSERT(file_has(err, want));
+
+  /* SIGKILL leaves the lock file, not the lock. */
+  harness_signal(first, SIGKILL);
+  CU_ASSERT_EQUAL(harness_wait(first, 10), 128 + SIGKILL);
+  CU_ASSERT(exists(lock));
+  pid_t again = harness_start_server("lock-c", flags, &port_c, db, sizeof db);
+  CU_ASSERT_FATAL(again > 0);
+  snprintf(want, sizeof want, "pid %ld on ", (long)again);
+  CU_ASSERT(file_has(lock, want));
+  harness_signal(again, SIGKILL);
+  CU_ASSERT_EQUAL(harness_wait(again, 10), 128 + SIGKILL);
+}
+
+static void test_failed_start_leaves_no_file(void) {
+  char db[512];
+  snprintf(db, sizeof db, "%s/never.db", harness_dir());
+  const char *bad_model[] = {"--model", "nosuch", NULL};
+  CU_ASSERT_EQUAL(run_server(db, "never-model.err", bad_model), 2);
+  CU_ASSERT(file_has(harness_path("never-model.err"), "nosuch"));
+  assert_nothing_left(db);
+
+  /* A port some other program listens on. */
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET,
+                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof sa;
+  CU_ASSERT_FATAL(fd >= 0 && bind(fd, (struct sockaddr *)&sa, len) == 0 &&
+                  listen(fd, 1) == 0 &&
+                  getsockname(fd, (struct sockaddr *)&sa, &len) == 0);
+  char listen_at[64];
+  snprintf(listen_at, sizeof listen_at, "127.0.0.1:%d", ntohs(sa.sin_port));
+  const char *busy[] = {"--listen", listen_at, NULL};
+  CU_ASSERT_EQUAL(run_server(db, "never-port.err", busy), 1);
+  CU_ASSERT(file_has(harness_path("never-port.err"), "already in use"));
+  close(fd);
+  assert_nothing_left(db);
+
+  /* Refused only by the round engine, once the database was open. */
+  const char *bad_codec[] = {"--codec", "nosuch", NULL};
+  CU_ASSERT_EQUAL(run_server(db, "never-codec.err", bad_codec), 2);
+  assert_nothing_left(db);
+}
+
+/* Runs the coordinator on db under a private mount of path made by
+ * mount_cmd ("$1" is path), or directly when mount_cmd is NULL. */
+static int run_mounted(const char *mount_cmd, const char *path, const char *db,
+                       const char *err_name, const char *const *extra) {
+  if (!mount_cmd)
+    return run_server(db, err_name, extra);
+  char script[512];
+  snprintf(script, sizeof script, "set -e; %s; shift; exec \"$@\"", mount_cmd);
+  char *argv[40];
+  int n = 0;
+  const char *head[] = {UNSHARE,
+                        "-m",
+                        "sh",
+                        "-c",
+                        script,
+                        "sh",
+                        path,
+                        COHORT_SERVER_BIN,
+                        "--db",
+                        db,
+                        "--enroll-token",
+                        TOKEN};
+  for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
+    argv[n++] = (char *)head[i];
+  for (; *extra && n < 39; extra++)
+    argv[n++] = (char *)*extra;
+  argv[n] = NULL;
+  pid_t pid = harness_spawn(argv, NULL, harness_path(err_name));
+  return pid < 0 ? -1 : harness_wait(pid, 30);
+}
+
+#define RO_BIND "mount --bind \"$1\" \"$1\"; mount -o remount,bind,ro \"$1\""
+
+static void test_read_only_database_refused_at_start(void) {
+  char sub[512], db[600];
+  snprintf(sub, sizeof sub, "%s/ro", harness_dir());
+  CU_ASSERT_EQUAL_FATAL(mkdir(sub, 0700), 0);
+  snprintf(db, sizeof db, "%s/ro.db", sub);
+  int port = 0;
+  /* A coordinator with nothing to do ends by itself, through the same
+   * clean stop as SIGTERM, which removes its lock file. (Not SIGTERM
+   * itself: a thread OpenBLAS starts before main() blocks the signals
+   * takes it, and dies of it, when the main thread is not in
+   * sigtimedwait.) */
+  pid_t made = harness_start_server(
+      "ro-make", "--rounds 0 --linger 0 --enroll-token " TOKEN, &port, db,
+      sizeof db);
+  CU_ASSERT_FATAL(made > 0);
+  CU_ASSERT_EQUAL_FATAL(harness_wait(made, 10), 0);
+  char lock[640];
+  snprintf(lock, sizeof lock, "%s.lock", db);
+  CU_ASSERT_FALSE(exists(lock));
+
+  const char *none[] = {NULL};
+  int root = geteuid() == 0;
+  if (root && !can_mount()) {
+    printf("(skipped: root without unshare -m) ");
+    return;
+  }
+  /* The file: root writes through modes, so it gets a read-only mount. */
+  if (!root)
+    CU_ASSERT_EQUAL_FATAL(chmod(db, 0400), 0);
+  CU_ASSERT_EQUAL(
+      run_mounted(root ? RO_BIND : NULL, db, db, "ro-file.err", none), 1);
+  CU_ASSERT(file_has(harness_path("ro-file.err"), db));
+  CU_ASSERT(
+      file_has(harness_path("ro-file.err"), "cannot be opened for writing"));
+  if (!root)
+    CU_ASSERT_EQUAL_FATAL(chmod(db, 0600), 0);
+
+  /* The folder: no -wal, -shm or lock can be made there. */
+  if (!root)
+    CU_ASSERT_EQUAL_FATAL(chmod(sub, 0500), 0);
+  CU_ASSERT_EQUAL(
+      run_mounted(root ? RO_BIND : NULL, sub, db, "ro-dir.err", none), 1);
+  CU_ASSERT(file_has(harness_path("ro-dir.err"), db));
+  CU_ASSERT(file_has(harness_path("ro-dir.err"),
+                     root ? "Read-only file system" : "Permission denied"));
+  if (!root)
+    chmod(sub, 0700);
+}
+
+static void test_full_disk_stops_once_and_tells_clients_nothing(void) {
+  if (!can_mount()) {
+    printf("(skipped: needs root and unshare -m; test_store_files covers "
+           "SQLITE_FULL) ");
+    return;
+  }
+  char sub[512], db[600], port_file[600];
+  snprintf(sub, sizeof sub, "%s/full", harness_dir());
+  CU_ASSERT_EQUAL_FATAL(mkdir(sub, 0700), 0);
+  snprintf(db, sizeof db, "%s/full.db", sub);
+  snprintf(port_file, sizeof port_file, "%s/full.port", harness_dir());
+  /* A 2 MiB disk: the initial 636 kB model fits, a few updates do not. */
+  char script[512];
+  snprintf(script, sizeof script,
+           "set -e; mount -t tmpfs -o size=2m,mode=0700 tmpfs \"$1\"; "
+           "shift; exec \"$@\"");
+  char *argv[] = {UNSHARE,
+                  "-m",
+                  "sh",
+                  "-c",
+                  script,
+                  "sh",
+                  sub,
+                  COHORT_SERVER_BIN,
+                  "--db",
+                  db,
+                  "--enroll-token",
+                  TOKEN,
+                  "--listen",
+                  "127.0.0.1:0",
+                  "--port-file",
+                  port_file,
+                  "--model",
+                  "mlp:200",
+                  "--rounds",
+                  "20",
+                  "--clients-per-round",
+                  "2",
+                  "--min-clients",
+                  "2",
+                  "--retry-ms",
+                  "100",
+                  "--linger",
+                  "1",
+                  NULL};
+  const char *err = harness_path("full.err");
+  pid_t server = harness_spawn(argv, NULL, err);
+  CU_ASSERT_FATAL(server > 0);
+  char *text = NULL;
+  for (int i = 0; i < 500 && !text; i++) {
+    clock_sleep_ms(20);
+    text = harness_read_file(port_file);
+  }
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  int port = atoi(text);
+  free(text);
+  pid_t clients[2];
+  clients[0] = start_client(port, "full-client0.err");
+  clients[1] = start_client(port, "full-client1.err");
+  /* The disk fills within the first rounds; the coordinator stops once. */
+  CU_ASSERT_EQUAL(harness_wait(server, 120), 1);
+  CU_ASSERT_EQUAL(count_in(err, "can no longer be written"), 1);
+  CU_ASSERT(file_has(err, "No space left on device") ||
+            file_has(err, "database or disk is full"));
+  for (int i = 0; i < 2; i++) {
+    harness_signal(clients[i], SIGTERM);
+    harness_wait(clients[i], 10);
+    char log[32];
+    snprintf(log, sizeof log, "full-client%d.err", i);
+    const char *path = harness_path(log);
+    CU_ASSERT_FALSE(file_has(path, "disk"));
+    CU_ASSERT_FALSE(file_has(path, "SQLite") || file_has(path, "sqlite"));
+    CU_ASSERT_FALSE(file_has(path, "No space"));
+  }
+}
+
+/* The disaster an operator backs up for: the coordinator's disk is lost
+ * in the middle of a round. A copy made by `cohort backup` while that round
+ * was running is put in the database's place and a coordinator started on
+ * it; the clients, whose sessions the copy holds, carry on, and the
+ * federation ends with every round committed once. */
+static void test_backup_while_running_then_restore_and_resume(void) {
+  const char *flags = "--rounds 6 --clients-per-round 2 --min-clients 2 "
+                      "--round-timeout 30 --retry-ms 100 --linger 5 "
+                      "--keep-models 2 --enroll-token " TOKEN;
+  int port = 0;
+  char db[512] = "", copy[600], wal[600];
+  pid_t server = harness_start_server("live", flags, &port, db, sizeof db);
+  CU_ASSERT_FATAL(server > 0);
+  pid_t clients[2] = {start_client(port, "live-client0.err"),
+                      start_client(port, "live-client1.err")};
+  int64_t committed = 0;
+  for (int i = 0; i < 3000 && committed < 2; i++) {
+    clock_sleep_ms(10);
+    committed = db_peek_int(db, "SELECT COUNT(*) FROM rounds"
+                                " WHERE state = 'COMMITTED'");
+  }
+  CU_ASSERT_FATAL(committed >= 2);
+  /* A paused client holds the next round open while the copy is made. */
+  harness_signal(clients[1], SIGSTOP);
+  clock_sleep_ms(300);
+  snprintf(copy, sizeof copy, "%s/backup.db", harness_dir());
+  char *argv[] = {COHORT_ADMIN_BIN, "backup", db, copy, NULL};
+  pid_t backup = harness_spawn(argv, harness_path("backup.out"),
+                               harness_path("backup.err"));
+  CU_ASSERT_EQUAL(harness_wait(backup, 30), 0);
+  harness_signal(server, SIGKILL);
+  CU_ASSERT_EQUAL(harness_wait(server, 10), 128 + SIGKILL);
+  harness_signal(clients[1], SIGCONT);
+
+  CU_ASSERT(file_has(harness_path("backup.out"), "committed training rounds"));
+  struct stat st;
+  CU_ASSERT_EQUAL_FATAL(stat(copy, &st), 0);
+  CU_ASSERT_EQUAL(st.st_mode & 0777, 0600);
+  char check[16];
+  CU_ASSERT_STRING_EQUAL(
+      db_peek_text(copy, "PRAGMA integrity_check", check, sizeof check), "ok");
+  int64_t in_copy = db_peek_int(copy, "SELECT COUNT(*) FROM rounds"
+                                      " WHERE state = 'COMMITTED'");
+  int64_t latest = db_peek_int(copy, "SELECT MAX(version) FROM models");
+  CU_ASSERT(in_copy >= 2 && in_copy < 6);
+  CU_ASSERT_EQUAL(latest, in_copy);
+  CU_ASSERT_EQUAL(db_peek_int(copy, "SELECT COUNT(*) FROM rounds WHERE state"
+                                    " NOT IN ('COMMITTED', 'FAILED')"),
+                  1);
+
+  /* Restore: the copy in the database's place, the WAL of the lost one
+   * gone with it. */
+  snprintf(wal, sizeof wal, "%s-wal", db);
+  unlink(wal);
+  snprintf(wal, sizeof wal, "%s-shm", db);
+  unlink(wal);
+  CU_ASSERT_EQUAL_FATAL(rename(copy, db), 0);
+  int again = port;
+  server = harness_start_server("restored", flags, &again, db, sizeof db);
+  CU_ASSERT_FATAL(server > 0);
+  CU_ASSERT_EQUAL(again, port);
+  for (int i = 0; i < 2; i++)
+    CU_ASSERT_EQUAL(harness_wait(clients[i], 120), 0);
+  CU_ASSERT_EQUAL(harness_wait(server, 30), 0);
+
+  /* It went on from the copy's newest model, each round committed once. */
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM rounds"
+                                  " WHERE state = 'COMMITTED'"),
+                  6);
+  char sql[160];
+  snprintf(sql, sizeof sql,
+           "SELECT COUNT(*) FROM models WHERE version = %lld AND parent = %lld",
+           (long long)latest + 1, (long long)latest);
+  CU_ASSERT_EQUAL(db_peek_int(db, sql), 1);
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM clients"), 2);
+  /* --keep-models 2: seven versions recorded, the two newest with bytes. */
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM models"), 7);
+  char kept[32];
+  CU_ASSERT_STRING_EQUAL(db_peek_text(db,
+                                      "SELECT group_concat(version) FROM"
+                                      " (SELECT version FROM models WHERE"
+                                      " length(params) > 0 ORDER BY version)",
+                                      kept, sizeof kept),
+                         "5,6");
+}
+
+int cohort_register_suites(void) {
+  static const test_case tests[] = {
+      {"a second coordinator is refused and names the first; SIGKILL frees "
+       "the lock",
+       test_second_coordinator_refused_until_first_killed},
+      {"a bad --model, a busy port or a refused flag leave no file",
+       test_failed_start_leaves_no_file},
+      {"a read-only database or folder is refused at start by name",
+       test_read_only_database_refused_at_start},
+      {"a full disk stops the coordinator once; clients see no SQLite text",
+       test_full_disk_stops_once_and_tells_clients_nothing},
+      {"cohort backup of a live database restores and resumes",
+       test_backup_while_running_then_restore_and_resume},
+  };
+  return test_add_suite("dbops", NULL, NULL, tests,
+                        sizeof tests / sizeof tests[0]);
+}

@@ -1,0 +1,289 @@
+/* The database's files as an operator meets them: created private whatever
+ * the umask, loose modes tightened, a read-only file refused by name, one
+ * coordinator per database (the lock names its holder), a full database
+ * marked fatal, old model versions pruned (never the latest nor a running
+ * round's base), and a backup that is a private, consistent copy. */
+#include <CUnit/CUnit.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cohort_status.h"
+#include "cunit_main.h"
+#include "db_peek.h"
+#include "log.h"
+#include "store.h"
+#include "store_lock.h"
+#include "store_sql.h"
+
+static char dir[128];
+static int db_counter;
+
+static int suite_init(void) {
+  log_set_level(LOG_OFF); /* expected failures would log */
+  return test_tmpdir_make(dir, sizeof dir, "store-files");
+}
+
+static int suite_cleanup(void) {
+  test_tmpdir_remove(dir);
+  return 0;
+}
+
+static void fresh_path(char *out, size_t len) {
+  snprintf(out, len, "%s/db%d.sqlite", dir, ++db_counter);
+}
+
+static unsigned mode_of(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? (unsigned)(st.st_mode & 07777) : 0xffffu;
+}
+
+static unsigned mode_of_suffix(const char *db, const char *suffix) {
+  char path[512];
+  snprintf(path, sizeof path, "%s%s", db, suffix);
+  return mode_of(path);
+}
+
+/* A model of 64 bytes, distinct per version. */
+static store_model model(int64_t version, int64_t parent) {
+  store_model m = {.version = version, .round = version, .parent = parent};
+  snprintf(m.spec, sizeof m.spec, "logreg");
+  snprintf(m.sha256_hex, sizeof m.sha256_hex, "%064llx",
+           (unsigned long long)version);
+  m.blob = malloc(64);
+  for (size_t i = 0; i < 64; i++)
+    m.blob[i] = (uint8_t)(i + (size_t)version);
+  m.blob_len = 64;
+  return m;
+}
+
+/* Opens round `round` on base and commits it with model `version`. */
+static void commit_round(store *s, int64_t round, int64_t base,
+                         int64_t version) {
+  CU_ASSERT_EQUAL_FATAL(
+      store_round_open(s, round, base, "TRAIN", 1, NULL, (double)round),
+      COHORT_OK);
+  store_model m = model(version, base);
+  store_round_result r = {.round = round, .finished_at = (double)round + 0.5};
+  uint8_t state[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  store_server_state ss = {.strategy = state, .strategy_len = sizeof state};
+  CU_ASSERT_EQUAL_FATAL(store_round_commit(s, &r, &m, &ss), COHORT_OK);
+  store_model_clear(&m);
+}
+
+static store *open_store(const char *path) {
+  store *s = NULL;
+  char err[512] = "";
+  int rc = store_open(path, &s, err, sizeof err);
+  if (rc)
+    fprintf(stderr, "store_open: %s\n", err);
+  CU_ASSERT_EQUAL_FATAL(rc, COHORT_OK);
+  return s;
+}
+
+/* A store on a fresh path holding the initial model, version 0. */
+static store *open_with_initial(char *path, size_t len) {
+  fresh_path(path, len);
+  store *s = open_store(path);
+  store_model m0 = model(0, -1);
+  CU_ASSERT_EQUAL_FATAL(store_model_put_initial(s, &m0, 1.0), COHORT_OK);
+  store_model_clear(&m0);
+  return s;
+}
+
+static void test_created_private_under_open_umask(void) {
+  char path[256];
+  fresh_path(path, sizeof path);
+  mode_t old = umask(0);
+  store *s = open_store(path);
+  store_model m0 = model(0, -1);
+  CU_ASSERT_EQUAL(store_model_put_initial(s, &m0, 1.0), COHORT_OK);
+  store_model_clear(&m0);
+  CU_ASSERT_EQUAL(mode_of(path), 0600);
+  CU_ASSERT_EQUAL(mode_of_suffix(path, "-wal"), 0600);
+  CU_ASSERT_EQUAL(mode_of_suffix(path, "-shm"), 0600);
+  store_close(s);
+  umask(old);
+}
+
+static void test_loose_modes_tightened(void) {
+  char path[256], updates[300];
+  fresh_path(path, sizeof path);
+  store_close(open_store(path));
+  snprintf(updates, sizeof updates, "%s.updates", path);
+  CU_ASSERT_EQUAL_FATAL(mkdir(updates, 0700), 0);
+  CU_ASSERT_EQUAL_FATAL(chmod(path, 0644), 0);
+  CU_ASSERT_EQUAL_FATAL(chmod(updates, 0755), 0);
+  store *s = open_store(path);
+  CU_ASSERT_EQUAL(mode_of(path), 0600);
+  CU_ASSERT_EQUAL(mode_of(updates), 0700);
+  store_close(s);
+}
+
+static void test_read_only_file_refused_by_name(void) {
+  if (geteuid() == 0) {
+    /* root writes through any mode; test_dbops mounts the file read-only
+     * instead */
+    printf("(root: covered by test_dbops) ");
+    return;
+  }
+  char path[256], err[512] = "";
+  fresh_path(path, sizeof path);
+  store_close(open_store(path));
+  CU_ASSERT_EQUAL_FATAL(chmod(path, 0400), 0);
+  store *s = NULL;
+  CU_ASSERT_NOT_EQUAL(store_open(path, &s, err, sizeof err), COHORT_OK);
+  CU_ASSERT_PTR_NULL(s);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, path));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "writing"));
+}
+
+static void test_lock_refuses_second_holder_and_names_first(void) {
+  char path[256], lock_path[300], err[512] = "", want[64];
+  fresh_path(path, sizeof path);
+  snprintf(lock_path, sizeof lock_path, "%s.lock", path);
+  store_lock *first = NULL, *second = NULL;
+  CU_ASSERT_EQUAL_FATAL(
+      store_lock_take(path, "127.0.0.1:5555", &first, err, sizeof err),
+      COHORT_OK);
+  CU_ASSERT_EQUAL(mode_of(lock_path), 0600);
+  store_lock_set_listen(first, "127.0.0.1:6666");
+  /* flock belongs to the open file: a second open conflicts even here. */
+  CU_ASSERT_EQUAL(
+      store_lock_take(path, "127.0.0.1:7777", &second, err, sizeof err),
+      COHORT_ESTATE);
+  CU_ASSERT_PTR_NULL(second);
+  snprintf(want, sizeof want, "pid %ld ", (long)getpid());
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "listening on 127.0.0.1:6666"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, path));
+  store_lock_release(first);
+  CU_ASSERT_NOT_EQUAL(access(lock_path, F_OK), 0);
+  CU_ASSERT_EQUAL(
+      store_lock_take(path, "127.0.0.1:7777", &second, err, sizeof err),
+      COHORT_OK);
+  store_lock_release(second);
+  store_lock_release(NULL);
+}
+
+static void test_full_database_is_fatal(void) {
+  char path[256];
+  fresh_path(path, sizeof path);
+  store *s = open_store(path);
+  CU_ASSERT_PTR_NULL(store_fatal(s));
+  /* SQLite's own SQLITE_FULL, as on a full disk: the file may not grow. */
+  int64_t pages = 0;
+  CU_ASSERT_EQUAL_FATAL(store_get_int(s, "PRAGMA page_count", &pages),
+                        COHORT_OK);
+  char sql[64];
+  snprintf(sql, sizeof sql, "PRAGMA max_page_count=%lld", (long long)pages + 2);
+  CU_ASSERT_EQUAL_FATAL(store_exec(s, sql), COHORT_OK);
+  int rc = COHORT_OK;
+  for (int64_t v = 0; v < 64 && rc == COHORT_OK; v++) {
+    store_model m = model(v, v - 1);
+    m.blob = realloc(m.blob, 8192);
+    m.blob_len = 8192;
+    rc = store_model_put_initial(s, &m, 1.0);
+    store_model_clear(&m);
+  }
+  CU_ASSERT_EQUAL(rc, COHORT_EDB);
+  const char *why = store_fatal(s);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(why);
+  CU_ASSERT_PTR_NOT_NULL(strstr(why, "full"));
+  store_close(s);
+}
+
+static void test_keep_models_spares_latest_and_running_base(void) {
+  char path[256];
+  store *s = open_with_initial(path, sizeof path);
+  store_set_keep_models(s, 1);
+  /* Round 1 stays unfinished on model 0 while rounds 2-4 commit 1-3. */
+  CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, "TRAIN", 1, NULL, 1.0),
+                        COHORT_OK);
+  for (int64_t v = 1; v <= 3; v++)
+    commit_round(s, v + 1, v - 1, v);
+  store_model got = {0};
+  CU_ASSERT_EQUAL(store_model_get(s, 0, &got), COHORT_OK); /* round 1's */
+  CU_ASSERT_EQUAL(got.blob_len, 64);
+  store_model_clear(&got);
+  CU_ASSERT_EQUAL(store_model_get(s, 1, &got), COHORT_ENOTFOUND);
+  CU_ASSERT_EQUAL(store_model_get(s, 2, &got), COHORT_ENOTFOUND);
+  CU_ASSERT_PTR_NOT_NULL(strstr(store_errmsg(s), "pruned"));
+  CU_ASSERT_EQUAL(store_model_latest(s, &got), COHORT_OK);
+  CU_ASSERT_EQUAL(got.version, 3);
+  CU_ASSERT_EQUAL(got.blob_len, 64);
+  store_model_clear(&got);
+  /* The rows stay for the record; the optimizer state only for the newest
+   * kept. */
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM models"), 4);
+  CU_ASSERT_EQUAL(
+      db_peek_int(path, "SELECT COUNT(*) FROM models WHERE size = 64"), 4);
+  CU_ASSERT_EQUAL(
+      db_peek_int(path, "SELECT group_concat(version) FROM strategy_state"), 3);
+  store_close(s);
+}
+
+static void test_keep_models_zero_keeps_all(void) {
+  char path[256];
+  store *s = open_with_initial(path, sizeof path);
+  for (int64_t v = 1; v <= 3; v++)
+    commit_round(s, v, v - 1, v);
+  CU_ASSERT_EQUAL(db_peek_int(path,
+                              "SELECT COUNT(*) FROM models WHERE length(params)"
+                              " = 64"),
+                  4);
+  store_close(s);
+}
+
+static void test_backup_is_private_consistent_copy(void) {
+  char path[256], copy[300], err[512] = "";
+  store *s = open_with_initial(path, sizeof path);
+  snprintf(copy, sizeof copy, "%s.backup", path);
+  commit_round(s, 1, 0, 1);
+  commit_round(s, 2, 1, 2);
+  mode_t old = umask(0);
+  /* The store stays open: a live database, its last rows still in the WAL. */
+  CU_ASSERT_EQUAL_FATAL(store_backup(path, copy, err, sizeof err), COHORT_OK);
+  umask(old);
+  CU_ASSERT_EQUAL(mode_of(copy), 0600);
+  CU_ASSERT_EQUAL(mode_of_suffix(copy, "-wal"), 0xffffu); /* one file */
+  CU_ASSERT_EQUAL(mode_of_suffix(copy, ".tmp"), 0xffffu);
+  store *back = NULL;
+  CU_ASSERT_EQUAL_FATAL(store_open_readonly(copy, &back, err, sizeof err),
+                        COHORT_OK);
+  int64_t n = 0;
+  CU_ASSERT_EQUAL(store_round_count_committed(back, &n), COHORT_OK);
+  CU_ASSERT_EQUAL(n, 2);
+  store_model got = {0};
+  CU_ASSERT_EQUAL(store_model_latest(back, &got), COHORT_OK);
+  CU_ASSERT_EQUAL(got.version, 2);
+  store_model_clear(&got);
+  store_close(back);
+  /* An existing file is never overwritten. */
+  CU_ASSERT_EQUAL(store_backup(path, copy, err, sizeof err), COHORT_EINVAL);
+  store_close(s);
+}
+
+int cohort_register_suites(void) {
+  static const test_case tests[] = {
+      {"database, -wal and -shm are 0600 under umask 0",
+       test_created_private_under_open_umask},
+      {"an existing database and updates folder with loose modes are "
+       "tightened",
+       test_loose_modes_tightened},
+      {"a read-only database is refused, naming the file",
+       test_read_only_file_refused_by_name},
+      {"the lock refuses a second holder and names the first",
+       test_lock_refuses_second_holder_and_names_first},
+      {"SQLITE_FULL marks the store fatal", test_full_database_is_fatal},
+      {"--keep-models prunes, sparing the latest and a running round's base",
+       test_keep_models_spares_latest_and_running_base},
+      {"--keep-models 0 keeps every version", test_keep_models_zero_keeps_all},
+      {"a backup of a live store is a 0600, self-contained, consistent copy",
+       test_backup_is_private_consistent_copy},
+  };
+  return test_add_suite("store files", suite_init, suite_cleanup, tests,
+                        sizeof tests / sizeof tests[0]);
+}
