@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cohort_admin.h"
 #include "cohort_status.h"
 #include "crypto.h"
 #include "dp_accountant.h"
@@ -59,6 +60,16 @@ static const subcommand SUBCOMMANDS[] = {
     {"enroll", "verify",
      "whether a certificate certifies a key under an authority's public key",
      enroll_verify},
+    {"tokens", "create",
+     "a new enrollment token (shown once; the database keeps its hash)",
+     admin_tokens_create},
+    {"tokens", "list", "the enrollment tokens, their uses and state",
+     admin_tokens_list},
+    {"tokens", "revoke", "revoke an enrollment token", admin_tokens_revoke},
+    {"clients", "list", "the registered clients and their sessions",
+     admin_clients_list},
+    {"clients", "revoke", "revoke a client's session for good",
+     admin_clients_revoke},
 };
 #define N_SUBCOMMANDS (sizeof SUBCOMMANDS / sizeof SUBCOMMANDS[0])
 
@@ -77,7 +88,7 @@ static void print_usage(FILE *out, const char *command) {
   fprintf(out, "\n'cohort COMMAND SUBCOMMAND --help' lists a subcommand's "
                "flags; docs/privacy.md explains the privacy accountant, "
                "docs/secagg.md the secure aggregation plan, "
-               "docs/security.md the enrollment authority.\n");
+               "docs/security.md the enrollment authority and tokens.\n");
 }
 
 static int is_help(const char *arg) {

@@ -9,12 +9,18 @@
 #include "rpc_server.h"
 
 #include "long_poll.h"
+#include "ratelimit.h"
 
 /* What the handlers work with: the ctx to pass to rpc_server_start. */
 typedef struct service {
   round_engine *engine;
   long_poll *long_poll; /* NULL: every check-in is answered at once */
   int max_hold_ms;      /* CheckInRequest.wait_ms is capped here */
+  /* Rate limits (docs/security.md); NULL: none. A call over its limit gets
+   * RESOURCE_EXHAUSTED with the time to wait. Borrowed. */
+  ratelimit *register_per_address;
+  ratelimit *checkin_per_address;
+  ratelimit *checkin_per_client;
 } service;
 
 /* The method table to pass to rpc_server_start with a service as ctx. */
