@@ -43,9 +43,10 @@ static int unsafe_code_point(uint32_t cp) {
 const char *sanitize_text(const char *text, char *out, size_t outlen) {
   static const char ellipsis[] = "...";
   const unsigned char *s = (const unsigned char *)(text ? text : "");
-  size_t o = 0;
-  /* Room kept for "..." and the NUL, so a cut is always shown. */
-  size_t room = outlen - sizeof ellipsis;
+  /* Whole pieces go in while they fit; the last place where "..." and the
+   * NUL would still fit after one is where a cut goes, so that a cut is
+   * always shown and never splits an escape. */
+  size_t o = 0, cut = 0, room = outlen - sizeof ellipsis;
   while (*s) {
     char piece[16];
     size_t len, used = 1;
@@ -63,14 +64,14 @@ const char *sanitize_text(const char *text, char *out, size_t outlen) {
       used = 1;
       len = (size_t)snprintf(piece, sizeof piece, "\\x%02x", *s);
     }
-    /* The last piece may take the ellipsis's room when nothing follows. */
-    size_t limit = s[used] ? room : outlen - 1;
-    if (o + len > limit) {
-      memcpy(out + o, ellipsis, sizeof ellipsis);
+    if (o + len > outlen - 1) {
+      memcpy(out + cut, ellipsis, sizeof ellipsis);
       return out;
     }
     memcpy(out + o, piece, len);
     o += len;
+    if (o <= room)
+      cut = o;
     s += used;
   }
   out[o] = '\0';
