@@ -373,8 +373,9 @@ static int write_port_file(const char *path, int port) {
   return rename(tmp, path);
 }
 
-/* A --rate-* flag's value: calls per second and calls at once; rate 0
- * for "off", *fallback for "auto". 0, or -1 with the reason logged. */
+/* A --rate-* flag's value, "RATE/BURST" or "RATE" (a second's worth at
+ * once): calls per second and calls at once; rate 0 for "off", *fallback
+ * for "auto". 0, or -1 with the reason logged. */
 typedef struct rate_spec {
   double rate, burst;
 } rate_spec;
@@ -391,6 +392,7 @@ static int parse_rate(const char *flag, const char *text,
     return 0;
   }
   out->rate = strtod(text, &end);
+  out->burst = out->rate >= 1 ? out->rate : 1; /* "RATE" alone */
   if (end != text && *end == '/')
     out->burst = strtod(end + 1, &end);
   if (end == text || *end != '\0' || !(out->rate > 0) || out->rate > 1e6 ||
