@@ -221,72 +221,145 @@ out:
   return rc;
 }
 
-/* A token's state at now, for people: "active", "revoked", ... */
-static const char *token_state(const store_enroll_token *t, double now) {
-  const char *why = store_token_refusal(t, now);
-  return why ? why : "active";
-}
+/* A listing subcommand: its usage, how it loads its rows (a malloc'd
+ * array of `size`-byte items) and how it prints one, as a table row or as
+ * a JSON object. */
+typedef struct lister {
+  const char *usage, *json_key, *table_head;
+  size_t size;
+  int (*load)(store *s, void **rows, size_t *n);
+  void (*print)(const void *row, int json, double now);
+} lister;
 
-int admin_tokens_list(const char *prog, int argc, char **argv) {
+static int list_command(const char *prog, const lister *l, int argc,
+                        char **argv) {
   const flag_def flags[] = {DB_FLAG, JSON_FLAG};
-  static const char usage[] =
-      "usage: cohort tokens list --db PATH [--json]\n\n"
-      "The enrollment tokens made with `cohort tokens create` (never the "
-      "tokens themselves: the database has only their hashes).";
   int64_t unused;
-  int rc = parse(prog, usage, flags, sizeof flags / sizeof flags[0], 0, &unused,
-                 argc, argv);
+  int rc = parse(prog, l->usage, flags, sizeof flags / sizeof flags[0], 0,
+                 &unused, argc, argv);
   if (rc >= 0)
     return rc;
   store *s = NULL;
-  store_enroll_token *t = NULL;
+  char *rows = NULL;
   size_t n = 0;
   double now = clock_wall_s();
   if ((rc = open_db(prog, &s)))
     goto out;
-  if (store_token_list(s, &t, &n) != COHORT_OK) {
+  if (l->load(s, (void **)&rows, &n) != COHORT_OK) {
     fprintf(stderr, "%s: %s\n", prog, store_errmsg(s));
     rc = 1;
     goto out;
   }
   if (g_tok.json)
-    printf("{\"command\":\"tokens list\",\"tokens\":[");
+    printf("{\"command\":\"%s\",\"%s\":[", prog + strlen("cohort "),
+           l->json_key);
   else
-    printf("%-4s %-8s %-12s %-20s %-20s %s\n", "ID", "STATE", "USES", "EXPIRES",
-           "CREATED", "LABEL");
+    printf("%s\n", l->table_head);
   for (size_t i = 0; i < n; i++) {
-    char a[32], b[32], uses[32], label[SANITIZE_NAME_LEN];
-    if (g_tok.json) {
-      printf("%s{\"id\":%lld,", i ? "," : "", (long long)t[i].id);
-      json_string("label", t[i].label);
-      printf(",\"state\":\"%s\",\"uses\":%lld", token_state(&t[i], now),
-             (long long)t[i].uses);
-      if (t[i].max_uses)
-        printf(",\"max_uses\":%lld", (long long)t[i].max_uses);
-      else
-        printf(",\"max_uses\":null");
-      json_time("expires_at", t[i].expires_at);
-      json_time("revoked_at", t[i].revoked_at);
-      json_time("created_at", t[i].created_at);
-      printf("}");
-      continue;
-    }
-    if (t[i].max_uses)
-      snprintf(uses, sizeof uses, "%lld/%lld", (long long)t[i].uses,
-               (long long)t[i].max_uses);
-    else
-      snprintf(uses, sizeof uses, "%lld", (long long)t[i].uses);
-    printf("%-4lld %-8s %-12s %-20s %-20s %s\n", (long long)t[i].id,
-           token_state(&t[i], now), uses, when(t[i].expires_at, a),
-           when(t[i].created_at, b),
-           sanitize_text(t[i].label, label, sizeof label));
+    if (g_tok.json && i)
+      printf(",");
+    l->print(rows + i * l->size, g_tok.json, now);
   }
   if (g_tok.json)
     printf("]}\n");
 out:
-  free(t);
+  free(rows);
   store_close(s);
   return rc;
+}
+
+static int load_tokens(store *s, void **rows, size_t *n) {
+  return store_token_list(s, (store_enroll_token **)rows, n);
+}
+
+static void print_token(const void *row, int json, double now) {
+  const store_enroll_token *t = row;
+  const char *why = store_token_refusal(t, now);
+  const char *state = why ? why : "active";
+  char a[32], b[32], uses[32], label[SANITIZE_NAME_LEN];
+  if (json) {
+    printf("{\"id\":%lld,", (long long)t->id);
+    json_string("label", t->label);
+    printf(",\"state\":\"%s\",\"uses\":%lld", state, (long long)t->uses);
+    if (t->max_uses)
+      printf(",\"max_uses\":%lld", (long long)t->max_uses);
+    else
+      printf(",\"max_uses\":null");
+    json_time("expires_at", t->expires_at);
+    json_time("revoked_at", t->revoked_at);
+    json_time("created_at", t->created_at);
+    printf("}");
+    return;
+  }
+  if (t->max_uses)
+    snprintf(uses, sizeof uses, "%lld/%lld", (long long)t->uses,
+             (long long)t->max_uses);
+  else
+    snprintf(uses, sizeof uses, "%lld", (long long)t->uses);
+  printf("%-4lld %-8s %-12s %-20s %-20s %s\n", (long long)t->id, state, uses,
+         when(t->expires_at, a), when(t->created_at, b),
+         sanitize_text(t->label, label, sizeof label));
+}
+
+int admin_tokens_list(const char *prog, int argc, char **argv) {
+  static const lister l = {
+      .usage = "usage: cohort tokens list --db PATH [--json]\n\n"
+               "The enrollment tokens made with `cohort tokens create` "
+               "(never the tokens themselves: the database has only their "
+               "hashes).",
+      .json_key = "tokens",
+      .table_head = "ID   STATE    USES         EXPIRES              CREATED"
+                    "              LABEL",
+      .size = sizeof(store_enroll_token),
+      .load = load_tokens,
+      .print = print_token};
+  return list_command(prog, &l, argc, argv);
+}
+
+static int load_clients(store *s, void **rows, size_t *n) {
+  return store_client_list(s, (store_client_info **)rows, n);
+}
+
+static void print_client(const void *row, int json, double now) {
+  const store_client_info *c = row;
+  const char *state =
+      c->revoked_at > 0                                           ? "revoked"
+      : c->session_expires_at > 0 && now >= c->session_expires_at ? "expired"
+                                                                  : "active";
+  if (json) {
+    printf("{\"id\":%lld,\"session\":\"%s\"", (long long)c->id, state);
+    if (c->token_id)
+      printf(",\"enrollment_token\":%lld,", (long long)c->token_id);
+    else
+      printf(",\"enrollment_token\":null,");
+    json_string("platform", c->platform);
+    json_time("session_expires_at", c->session_expires_at);
+    json_time("revoked_at", c->revoked_at);
+    json_time("registered_at", c->registered_at);
+    json_time("last_seen", c->last_seen);
+    printf(",\"certified\":%s}", c->has_cert ? "true" : "false");
+    return;
+  }
+  char a[32], b[32], d[32], tok[24], platform[SANITIZE_NAME_LEN];
+  snprintf(tok, sizeof tok, "%lld", (long long)c->token_id);
+  printf("%-6lld %-8s %-6s %-20s %-20s %-20s %s\n", (long long)c->id, state,
+         c->token_id ? tok : "flag", when(c->session_expires_at, a),
+         when(c->registered_at, b), when(c->last_seen, d),
+         sanitize_text(c->platform, platform, sizeof platform));
+}
+
+int admin_clients_list(const char *prog, int argc, char **argv) {
+  static const lister l = {
+      .usage = "usage: cohort clients list --db PATH [--json]\n\n"
+               "The registered clients and their sessions (a platform "
+               "string as the client sent it, escaped).",
+      .json_key = "clients",
+      .table_head = "ID     SESSION  TOKEN  EXPIRES              REGISTERED"
+                    "           LAST SEEN            PLATFORM",
+      .size = sizeof(store_client_info),
+      .load = load_clients,
+      .print = print_client};
+  return list_command(prog, &l, argc, argv);
 }
 
 /* `revoke ID` of either kind: what says which, and revoke does it. */
@@ -328,72 +401,4 @@ int admin_tokens_revoke(const char *prog, int argc, char **argv) {
 
 int admin_clients_revoke(const char *prog, int argc, char **argv) {
   return revoke_command(prog, "client", store_client_revoke, argc, argv);
-}
-
-/* A client's session at now, for people. */
-static const char *session_state(const store_client_info *c, double now) {
-  if (c->revoked_at > 0)
-    return "revoked";
-  if (c->session_expires_at > 0 && now >= c->session_expires_at)
-    return "expired";
-  return "active";
-}
-
-int admin_clients_list(const char *prog, int argc, char **argv) {
-  const flag_def flags[] = {DB_FLAG, JSON_FLAG};
-  static const char usage[] =
-      "usage: cohort clients list --db PATH [--json]\n\n"
-      "The registered clients and their sessions.";
-  int64_t unused;
-  int rc = parse(prog, usage, flags, sizeof flags / sizeof flags[0], 0, &unused,
-                 argc, argv);
-  if (rc >= 0)
-    return rc;
-  store *s = NULL;
-  store_client_info *c = NULL;
-  size_t n = 0;
-  double now = clock_wall_s();
-  if ((rc = open_db(prog, &s)))
-    goto out;
-  if (store_client_list(s, &c, &n) != COHORT_OK) {
-    fprintf(stderr, "%s: %s\n", prog, store_errmsg(s));
-    rc = 1;
-    goto out;
-  }
-  if (g_tok.json)
-    printf("{\"command\":\"clients list\",\"clients\":[");
-  else
-    printf("%-6s %-8s %-6s %-20s %-20s %-20s %s\n", "ID", "SESSION", "TOKEN",
-           "EXPIRES", "REGISTERED", "LAST SEEN", "PLATFORM");
-  for (size_t i = 0; i < n; i++) {
-    char a[32], b[32], d[32], tok[24], platform[SANITIZE_NAME_LEN];
-    if (g_tok.json) {
-      printf("%s{\"id\":%lld,\"session\":\"%s\"", i ? "," : "",
-             (long long)c[i].id, session_state(&c[i], now));
-      if (c[i].token_id)
-        printf(",\"enrollment_token\":%lld", (long long)c[i].token_id);
-      else
-        printf(",\"enrollment_token\":null");
-      printf(",");
-      json_string("platform", c[i].platform);
-      json_time("session_expires_at", c[i].session_expires_at);
-      json_time("revoked_at", c[i].revoked_at);
-      json_time("registered_at", c[i].registered_at);
-      json_time("last_seen", c[i].last_seen);
-      printf(",\"certified\":%s}", c[i].has_cert ? "true" : "false");
-      continue;
-    }
-    snprintf(tok, sizeof tok, "%lld", (long long)c[i].token_id);
-    printf("%-6lld %-8s %-6s %-20s %-20s %-20s %s\n", (long long)c[i].id,
-           session_state(&c[i], now), c[i].token_id ? tok : "flag",
-           when(c[i].session_expires_at, a), when(c[i].registered_at, b),
-           when(c[i].last_seen, d),
-           sanitize_text(c[i].platform, platform, sizeof platform));
-  }
-  if (g_tok.json)
-    printf("]}\n");
-out:
-  free(c);
-  store_close(s);
-  return rc;
 }

@@ -284,6 +284,11 @@ static int migrate(store *s, const char *sql) {
 
 int store_open_readonly(const char *path, store **out, char *err,
                         size_t errlen) {
+  return store_open_existing(path, SQLITE_OPEN_READONLY, out, err, errlen);
+}
+
+int store_open_existing(const char *path, int mode, store **out, char *err,
+                        size_t errlen) {
   store *s = calloc(1, sizeof *s);
   if (!s || store_updates_open(path, &s->updates)) {
     free(s);
@@ -291,9 +296,8 @@ int store_open_readonly(const char *path, store **out, char *err,
   }
   int64_t version = 0;
   int rc = COHORT_EDB;
-  if (sqlite3_open_v2(path, &s->db,
-                      SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX,
-                      NULL) != SQLITE_OK ||
+  if (sqlite3_open_v2(path, &s->db, mode | SQLITE_OPEN_FULLMUTEX, NULL) !=
+          SQLITE_OK ||
       store_get_int(s, "PRAGMA user_version", &version)) {
     snprintf(err, errlen, "database %s: %s", path, store_errmsg(s));
   } else if (version != STORE_SCHEMA_VERSION) {

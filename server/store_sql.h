@@ -18,6 +18,12 @@ struct store {
   store_updates *updates;
 };
 
+/* Opens an existing database of this build's schema, never creating or
+ * upgrading it; mode is SQLITE_OPEN_READONLY or SQLITE_OPEN_READWRITE
+ * (store_open_readonly, store_open_admin). */
+int store_open_existing(const char *path, int mode, store **out, char *err,
+                        size_t errlen);
+
 /* Records that what failed is not SQLite's, with its reason; returns rc. */
 int store_fail_with(store *s, int rc, const char *what, const char *why);
 

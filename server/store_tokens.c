@@ -34,31 +34,7 @@ const char *const STORE_MIGRATE_V10 =
     "PRAGMA user_version = 10;";
 
 int store_open_admin(const char *path, store **out, char *err, size_t errlen) {
-  store *s = calloc(1, sizeof *s);
-  if (!s)
-    return COHORT_ENOMEM;
-  int64_t version = 0;
-  int rc = COHORT_EDB;
-  if (sqlite3_open_v2(path, &s->db,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX,
-                      NULL) != SQLITE_OK ||
-      store_get_int(s, "PRAGMA user_version", &version)) {
-    snprintf(err, errlen, "database %s: %s", path, store_errmsg(s));
-  } else if (version != STORE_SCHEMA_VERSION) {
-    snprintf(err, errlen,
-             "database %s has schema version %lld, not %d (start the "
-             "coordinator on it once to create or upgrade it)",
-             path, (long long)version, STORE_SCHEMA_VERSION);
-  } else {
-    sqlite3_busy_timeout(s->db, 5000);
-    rc = COHORT_OK;
-  }
-  if (rc) {
-    store_close(s);
-    return rc;
-  }
-  *out = s;
-  return COHORT_OK;
+  return store_open_existing(path, SQLITE_OPEN_READWRITE, out, err, errlen);
 }
 
 static double real_or_zero(sqlite3_stmt *st, int i) {
