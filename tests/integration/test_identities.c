@@ -102,6 +102,12 @@ static int run_cohort(const char *out_name, const char *const *args) {
   return pid > 0 ? harness_wait(pid, 30) : -1;
 }
 
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static int rate_limited(const reply *r) {
   return r->code == GRPC_STATUS_RESOURCE_EXHAUSTED &&
          strncmp(r->detail, PB_DETAIL_RATE_LIMITED,
@@ -238,6 +244,7 @@ static void test_flood(void) {
   rpc_channel *ch = connect_to(port);
   int admitted = 0, limited = 0;
   char session[65] = "";
+  double t0 = now_s();
   for (int i = 0; i < 40; i++) {
     reply r = register_with(ch, TOKEN, "flood");
     admitted += r.code == GRPC_STATUS_OK;
@@ -245,18 +252,21 @@ static void test_flood(void) {
     if (r.code == GRPC_STATUS_OK)
       snprintf(session, sizeof session, "%s", r.session);
   }
-  /* 8 at once, minus the honest two, plus what 1/s refills meanwhile. */
-  CU_ASSERT(admitted >= 4 && admitted <= 10);
+  /* 8 at once (less the honest two, if they came just before), and what
+   * 1/s refills meanwhile: the bound holds on a slow machine too. */
+  CU_ASSERT(admitted >= 6 && admitted <= 8 + 1 + (int)(now_s() - t0));
   CU_ASSERT_EQUAL(admitted + limited, 40);
   int answered = 0;
   limited = 0;
+  t0 = now_s();
   for (int i = 0; i < 400; i++) {
     reply r = checkin(ch, session);
     answered += r.code == GRPC_STATUS_OK;
     limited += rate_limited(&r);
   }
   /* auto at --retry-ms 100: 40 a second, 90 at once. */
-  CU_ASSERT(answered >= 90 && answered < 250);
+  CU_ASSERT(answered >= 90 && answered <= 90 + 1 + (int)(40 * (now_s() - t0)));
+  CU_ASSERT(limited > 0);
   CU_ASSERT_EQUAL(answered + limited, 400);
   rpc_channel_free(ch);
   for (int i = 0; i < 2; i++)
@@ -280,12 +290,14 @@ static void test_address_flood(void) {
   /* Made-up session tokens: refused as unknown until the address's bucket
    * is empty, then refused before any lookup. */
   int unknown = 0, limited = 0;
+  double t0 = now_s();
   for (int i = 0; i < 30; i++) {
     reply r = checkin(ch, "not-a-session");
     unknown += r.code == GRPC_STATUS_UNAUTHENTICATED;
     limited += rate_limited(&r);
   }
-  CU_ASSERT(unknown >= 5 && unknown <= 7);
+  CU_ASSERT(unknown >= 5 && unknown <= 5 + 1 + (int)(now_s() - t0));
+  CU_ASSERT(limited > 0);
   CU_ASSERT_EQUAL(unknown + limited, 30);
   rpc_channel_free(ch);
   harness_signal(server, SIGTERM);
