@@ -124,11 +124,14 @@ static round_verdict check_identity_locked(round_engine *e,
 }
 
 /* Under the lock: whether the enrollment token admits a registration now;
- * *token_id is its row in the store, or 0 for one given by flag. */
+ * *token_id is its row in the store, or 0 for one given by flag. A token
+ * that is only used up passes with *used_up set: it still renews the
+ * session of a client whose own registration used it up. */
 static round_verdict check_enrollment_locked(round_engine *e,
                                              const uint8_t *digest, double now,
-                                             int64_t *token_id) {
+                                             int64_t *token_id, int *used_up) {
   *token_id = 0;
+  *used_up = 0;
   int known = 0;
   for (size_t i = 0; i < e->n_enroll; i++)
     known |= crypto_equal(digest, e->enroll[i], CRYPTO_SHA256_LEN);
@@ -144,7 +147,8 @@ static round_verdict check_enrollment_locked(round_engine *e,
   if (rc)
     return round_store_failed(e);
   const char *why = store_token_refusal(&t, now);
-  if (why) {
+  *used_up = why && strcmp(why, "used up") == 0;
+  if (why && !*used_up) {
     log_info("registration refused: enrollment token %lld is %s",
              (long long)t.id, why);
     return round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
@@ -211,11 +215,21 @@ round_verdict round_register(round_engine *e, const round_registration *r,
    * token: an unknown one hears nothing else. */
   round_verdict request = check_registration(r);
   int64_t token_id = 0, renew = 0;
+  int used_up = 0;
   pthread_mutex_lock(&e->mu);
   double now = clock_wall_s();
-  round_verdict v = check_enrollment_locked(e, digest, now, &token_id);
+  round_verdict v =
+      check_enrollment_locked(e, digest, now, &token_id, &used_up);
   if (!v.code)
     v = request.code ? request : check_identity_locked(e, r, now, &renew);
+  if (!v.code && used_up && !renew) {
+    log_info("registration refused: enrollment token %lld is used up",
+             (long long)token_id);
+    v = round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
+                           "enrollment token %lld is used up; ask the "
+                           "operator for a new one",
+                           (long long)token_id);
+  }
   if (!v.code)
     v = enroll_locked(e, r, token_id, renew, now, client_id, token_out);
   pthread_mutex_unlock(&e->mu);

@@ -170,6 +170,33 @@ static void test_sessions(void) {
   fx_close(&f);
 }
 
+static void test_renew_with_used_token(void) {
+  /* A persistent key enrolled with a one-use token: the use is its own, so
+   * the token still renews its expired session, and takes no second use;
+   * another key is refused. */
+  fixture f;
+  FX_INIT(f);
+  f.cfg.session_ttl_s = 0.3;
+  FX_START(f, 0);
+  add_token(&f, "tok-device", 1, 0);
+  int64_t id = 0, again = 0, who = 0;
+  char session[65];
+  CU_ASSERT_EQUAL_FATAL(register_as(&f, "tok-device", 70, &id, session).code,
+                        0);
+  CU_ASSERT_EQUAL(register_as(&f, "tok-device", 70, &again, session).code,
+                  GRPC_STATUS_INVALID_ARGUMENT); /* still active: bound */
+  sleep_s(0.4);
+  CU_ASSERT_EQUAL(register_as(&f, "tok-device", 70, &again, session).code, 0);
+  CU_ASSERT_EQUAL(again, id);
+  CU_ASSERT_EQUAL(round_authenticate(f.e, session, &who).code, 0);
+  round_verdict v = register_as(&f, "tok-device", 71, &again, session);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "used up"));
+  CU_ASSERT_EQUAL(count(&f, "SELECT uses FROM enrollment_tokens"), 1);
+  CU_ASSERT_EQUAL(clients(&f), 1);
+  fx_close(&f);
+}
+
 /* Whether needle occurs in the file at path (missing file: no). */
 static int file_contains(const char *path, const char *needle) {
   FILE *fp = fopen(path, "rb");
@@ -256,6 +283,9 @@ int cohort_register_suites(void) {
       {"expired and revoked sessions are refused, named; an expired key "
        "renews, a revoked one cannot",
        test_sessions},
+      {"a used-up token renews the expired session of the client it "
+       "admitted, and admits no other",
+       test_renew_with_used_token},
       {"no enrollment or session token is in the database in clear",
        test_no_token_in_clear},
       {"a schema 9 database's sessions get a day at the upgrade",
