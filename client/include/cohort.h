@@ -267,10 +267,10 @@ typedef struct cohort_cycle_info {
  * COHORT_EAUTH (enrollment refused, or the operator revoked this client:
  * it stays refused), COHORT_EREJECTED (the coordinator refused a request,
  * aborted the round's secure aggregation, or the session expired: the next
- * cycle registers again; cohort_client_last_error says why), COHORT_EABORTED (this
- * client could not follow the round's secure aggregation plan or messages),
- * COHORT_ETIMEDOUT (a secure-aggregation step did not close in time),
- * COHORT_ECANCELED (stopped, or leave_before_secagg reached),
+ * cycle registers again; cohort_client_last_error says why), COHORT_EABORTED
+ * (this client could not follow the round's secure aggregation plan or
+ * messages), COHORT_ETIMEDOUT (a secure-aggregation step did not close in
+ * time), COHORT_ECANCELED (stopped, or leave_before_secagg reached),
  * COHORT_ECALLBACK, COHORT_EDIGEST or another negative status. Under
  * secure aggregation the cycle holds the round's secrets in memory only
  * while it runs, and wipes them before returning. */
