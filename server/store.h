@@ -33,8 +33,10 @@ const char *store_errmsg(store *s);
 /* ---- clients ---- */
 /* A new client: the hash of its session token, its platform (NULL: ""),
  * its identity key and the enrollment authority's certificate of it (NULL:
- * none). A token hash or key that is already a client's is refused
- * (COHORT_EDB): check with store_client_by_identity first for a reason. */
+ * none), with a session that never expires; Register goes through
+ * store_client_enroll (store_tokens.h) instead. A token hash or key that is
+ * already a client's is refused (COHORT_EDB): check with
+ * store_client_by_identity first for a reason. */
 int store_client_add(store *s, const char *token_sha256_hex,
                      const char *platform,
                      const uint8_t identity[SIGN_PUBLIC_LEN],
