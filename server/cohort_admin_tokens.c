@@ -208,11 +208,12 @@ int admin_tokens_create(const char *prog, int argc, char **argv) {
   }
   if (!g_tok.out)
     printf("%s\n", token);
-  char at[32];
+  char at[32], uses[32] = "no use limit";
+  if (g_tok.uses)
+    snprintf(uses, sizeof uses, "%ld use(s)", g_tok.uses);
   fprintf(g_tok.out ? stdout : stderr,
-          "enrollment token %lld (%s): %ld use(s)%s, expires %s%s%s\n",
-          (long long)id, g_tok.label, g_tok.uses,
-          g_tok.uses ? "" : " (no limit)", when(ttl ? now + ttl : 0, at),
+          "enrollment token %lld (%s): %s, expires %s%s%s\n", (long long)id,
+          g_tok.label, uses, ttl ? when(now + ttl, at) : "never",
           g_tok.out ? ", written to " : "", g_tok.out ? g_tok.out : "");
   rc = 0;
 out:
