@@ -488,20 +488,15 @@ static void print_hex(const uint8_t *bytes, size_t len) {
   printf("%s\n", hex);
 }
 
-/* A public key or certificate as hex and a newline, in a new file (an
- * existing one is never replaced); they are not secret, so 0644. */
-static int write_hex_file(const char *prog, const char *path,
-                          const uint8_t *bytes, size_t len) {
-  char hex[2 * SIGN_LEN + 2];
-  crypto_hex(bytes, len, hex);
-  strcat(hex, "\n");
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+int admin_write_new_file(const char *prog, const char *path, const char *text,
+                         int mode) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, mode);
   if (fd < 0) {
     fprintf(stderr, "%s: %s: %s\n", prog, path, strerror(errno));
     return 1;
   }
-  size_t n = strlen(hex);
-  int ok = write(fd, hex, n) == (ssize_t)n;
+  size_t n = strlen(text);
+  int ok = write(fd, text, n) == (ssize_t)n && write(fd, "\n", 1) == 1;
   ok = fsync(fd) == 0 && ok;
   ok = close(fd) == 0 && ok;
   if (!ok) {
@@ -509,6 +504,15 @@ static int write_hex_file(const char *prog, const char *path,
     unlink(path);
   }
   return ok ? 0 : 1;
+}
+
+/* A public key or certificate as hex, in a new file; they are not
+ * secret, so 0644. */
+static int write_hex_file(const char *prog, const char *path,
+                          const uint8_t *bytes, size_t len) {
+  char hex[2 * SIGN_LEN + 1];
+  crypto_hex(bytes, len, hex);
+  return admin_write_new_file(prog, path, hex, 0644);
 }
 
 /* A new key from the CSPRNG, saved at path (PEM, 0600; an existing file is

@@ -6,8 +6,6 @@
  * from the command line. docs/tokens.md is the manual. */
 #include "cohort_admin.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,25 +127,6 @@ static int open_db(const char *prog, store **s) {
   return 0;
 }
 
-/* The token and a newline in a new file, 0600 (it is a secret); an
- * existing file is never replaced. */
-static int write_secret(const char *prog, const char *path, const char *token) {
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) {
-    fprintf(stderr, "%s: %s: %s\n", prog, path, strerror(errno));
-    return 1;
-  }
-  size_t n = strlen(token);
-  int ok = write(fd, token, n) == (ssize_t)n && write(fd, "\n", 1) == 1;
-  ok = fsync(fd) == 0 && ok;
-  ok = close(fd) == 0 && ok;
-  if (!ok) {
-    fprintf(stderr, "%s: %s: cannot write it\n", prog, path);
-    unlink(path);
-  }
-  return ok ? 0 : 1;
-}
-
 int admin_tokens_create(const char *prog, int argc, char **argv) {
   const flag_def flags[] = {
       DB_FLAG,
@@ -197,7 +176,8 @@ int admin_tokens_create(const char *prog, int argc, char **argv) {
   }
   /* The file first: a row whose token nobody received would be a token
    * that admits clients and that no one can hand out or account for. */
-  if (g_tok.out && write_secret(prog, g_tok.out, token))
+  /* 0600: it is a secret. */
+  if (g_tok.out && admin_write_new_file(prog, g_tok.out, token, 0600))
     goto out;
   if (store_token_add(s, hash, g_tok.label, g_tok.uses, ttl ? now + ttl : 0,
                       now, &id) != COHORT_OK) {
