@@ -46,6 +46,8 @@ struct cohort_client {
   rpc_channel *ch;
   uint64_t id;
   char session[65]; /* empty until registered */
+  int revoked;      /* the operator revoked this client: it stops */
+  long wait_ms;     /* a rate limit's "retry in N ms", until the next try */
   char last_error[256];
   volatile sig_atomic_t stop;
 
@@ -244,9 +246,30 @@ static int call_status(cohort_client_t *c, const char *what,
   if (r->code == GRPC_STATUS_OK)
     return COHORT_OK;
   set_error(c, "%s: %s", what, r->detail[0] ? r->detail : "no detail");
+  static const char expired[] = PB_DETAIL_SESSION_EXPIRED;
+  static const char revoked[] = PB_DETAIL_SESSION_REVOKED;
+  static const char limited[] = PB_DETAIL_RATE_LIMITED;
   switch (r->code) {
   case GRPC_STATUS_UNAUTHENTICATED:
+    if (strncmp(r->detail, expired, sizeof expired - 1) == 0) {
+      /* This round is lost; the next cycle registers again, with the
+       * enrollment token this client still holds. */
+      c->session[0] = '\0';
+      return COHORT_EREJECTED;
+    }
+    c->revoked |= strncmp(r->detail, revoked, sizeof revoked - 1) == 0;
     return COHORT_EAUTH;
+  case GRPC_STATUS_RESOURCE_EXHAUSTED:
+    if (strncmp(r->detail, limited, sizeof limited - 1) == 0) {
+      /* Come back when the coordinator says; as if it were unreachable
+       * meanwhile. */
+      const char *in = strstr(r->detail, "retry in ");
+      c->wait_ms = in ? strtol(in + 9, NULL, 10) : 1000;
+      if (c->wait_ms < 1 || c->wait_ms > 600000)
+        c->wait_ms = 1000;
+      return COHORT_EUNAVAIL;
+    }
+    return COHORT_EREJECTED;
   case GRPC_STATUS_UNAVAILABLE:
   case GRPC_STATUS_DEADLINE_EXCEEDED:
   case GRPC_STATUS_CANCELLED:
@@ -787,7 +810,7 @@ int cohort_client_run_once(cohort_client_t *c, cohort_cycle_info *info) {
                   &cohort__v1__check_in_response__descriptor, 1,
                   (ProtobufCMessage **)&resp, &info->bytes_up,
                   &info->bytes_down);
-  if (rc == COHORT_EAUTH) {
+  if (rc == COHORT_EAUTH && !c->revoked) {
     /* The coordinator no longer knows our session (a new database):
      * enroll again, once. */
     c->session[0] = '\0';
@@ -859,8 +882,10 @@ int cohort_client_run(cohort_client_t *c) {
         log_error("%s; giving up", c->last_error);
         return rc;
       }
-      log_warn("%s; retrying in %ld ms", c->last_error, backoff_ms);
-      if (nap(c, backoff_ms) != COHORT_OK)
+      long wait_ms = c->wait_ms > backoff_ms ? c->wait_ms : backoff_ms;
+      c->wait_ms = 0;
+      log_warn("%s; retrying in %ld ms", c->last_error, wait_ms);
+      if (nap(c, wait_ms) != COHORT_OK)
         break;
       backoff_ms = backoff_ms * 2 > 5000 ? 5000 : backoff_ms * 2;
       continue;
@@ -880,8 +905,13 @@ int cohort_client_run(cohort_client_t *c) {
         break;
       continue;
     }
-    log_error("%s (%s)", c->last_error[0] ? c->last_error : "client failed",
-              cohort_strerror(rc));
+    if (c->revoked)
+      log_error("%s: the operator revoked this client; it stops (an "
+                "operator can enroll it again with a new identity key)",
+                c->last_error);
+    else
+      log_error("%s (%s)", c->last_error[0] ? c->last_error : "client failed",
+                cohort_strerror(rc));
     return rc;
   }
   return COHORT_ECANCELED;

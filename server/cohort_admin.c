@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "admin_backup.h"
+#include "cohort_admin.h"
 #include "cohort_live.h"
 #include "cohort_status.h"
 #include "crypto.h"
@@ -37,6 +38,15 @@ static int enroll_authority(const char *prog, int argc, char **argv);
 static int enroll_keygen(const char *prog, int argc, char **argv);
 static int enroll_certify(const char *prog, int argc, char **argv);
 static int enroll_verify(const char *prog, int argc, char **argv);
+
+/* `cohort clients list` reads a database file with --db (cohort_admin_tokens.c)
+ * and a running coordinator's HTTP port otherwise (cohort_live.c). */
+static int clients_list(const char *prog, int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--db") == 0 || strncmp(argv[i], "--db=", 5) == 0)
+      return admin_clients_list(prog, argc, argv);
+  return live_clients_list(prog, argc, argv);
+}
 
 static const subcommand SUBCOMMANDS[] = {
     {"privacy", "epsilon",
@@ -66,12 +76,22 @@ static const subcommand SUBCOMMANDS[] = {
      live_status},
     {"rounds", "list", "a running coordinator's rounds", live_rounds_list},
     {"rounds", "abort", "end the running round as FAILED", live_rounds_abort},
-    {"clients", "list", "a running coordinator's registered clients",
-     live_clients_list},
     {"models", "export", "a running coordinator's model as safetensors",
      live_models_export},
     {"privacy", "report", "the privacy budget a running coordinator spent",
      live_privacy_report},
+    {"tokens", "create",
+     "a new enrollment token (shown once; the database keeps its hash)",
+     admin_tokens_create},
+    {"tokens", "list", "the enrollment tokens, their uses and state",
+     admin_tokens_list},
+    {"tokens", "revoke", "revoke an enrollment token", admin_tokens_revoke},
+    {"clients", "list",
+     "the registered clients and their sessions: of a running coordinator "
+     "(--server) or of its database (--db)",
+     clients_list},
+    {"clients", "revoke", "revoke a client's session for good",
+     admin_clients_revoke},
 };
 #define N_SUBCOMMANDS (sizeof SUBCOMMANDS / sizeof SUBCOMMANDS[0])
 
@@ -93,7 +113,7 @@ static void print_usage(FILE *out, const char *command) {
   fprintf(out, "\n'cohort COMMAND SUBCOMMAND --help' lists a subcommand's "
                "flags; docs/privacy.md explains the privacy accountant, "
                "docs/secagg.md the secure aggregation plan, "
-               "docs/security.md the enrollment authority.\n");
+               "docs/security.md the enrollment authority and tokens.\n");
 }
 
 static int is_help(const char *arg) {
@@ -507,20 +527,15 @@ static void print_hex(const uint8_t *bytes, size_t len) {
   printf("%s\n", hex);
 }
 
-/* A public key or certificate as hex and a newline, in a new file (an
- * existing one is never replaced); they are not secret, so 0644. */
-static int write_hex_file(const char *prog, const char *path,
-                          const uint8_t *bytes, size_t len) {
-  char hex[2 * SIGN_LEN + 2];
-  crypto_hex(bytes, len, hex);
-  strcat(hex, "\n");
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+int admin_write_new_file(const char *prog, const char *path, const char *text,
+                         int mode) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, mode);
   if (fd < 0) {
     fprintf(stderr, "%s: %s: %s\n", prog, path, strerror(errno));
     return 1;
   }
-  size_t n = strlen(hex);
-  int ok = write(fd, hex, n) == (ssize_t)n;
+  size_t n = strlen(text);
+  int ok = write(fd, text, n) == (ssize_t)n && write(fd, "\n", 1) == 1;
   ok = fsync(fd) == 0 && ok;
   ok = close(fd) == 0 && ok;
   if (!ok) {
@@ -528,6 +543,15 @@ static int write_hex_file(const char *prog, const char *path,
     unlink(path);
   }
   return ok ? 0 : 1;
+}
+
+/* A public key or certificate as hex, in a new file; they are not
+ * secret, so 0644. */
+static int write_hex_file(const char *prog, const char *path,
+                          const uint8_t *bytes, size_t len) {
+  char hex[2 * SIGN_LEN + 1];
+  crypto_hex(bytes, len, hex);
+  return admin_write_new_file(prog, path, hex, 0644);
 }
 
 /* A new key from the CSPRNG, saved at path (PEM, 0600; an existing file is

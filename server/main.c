@@ -17,6 +17,7 @@
 #include "cohort_status.h"
 #include "crypto.h"
 #include "dp_ddp.h"
+#include "duration.h"
 #include "export.h"
 #include "flags.h"
 #include "http_rpc_stats.h"
@@ -40,6 +41,9 @@ typedef struct server_opts {
   const char *listen, *db, *model, *eval_data, *port_file, *log_level;
   const char *log_format, *log_file;
   const char *enroll_token_file, *enroll_authority;
+  const char *session_ttl, *rate_register_address, *rate_checkin_address;
+  const char *rate_checkin_client;
+  long rate_table;
   flag_list enroll_tokens;
   long rounds, clients_per_round, min_clients, seed, epochs, batch_size;
   long workers, retry_ms, retry_max_ms, threads, classes, eval_every;
@@ -282,6 +286,26 @@ static const flag_def FLAGS[] = {
      "the enrollment authority's public key, as hex (the FILE.pub of "
      "`cohort enroll authority`): register only clients whose identity key "
      "it certified (docs/security.md)"},
+    {"session-ttl", FLAG_STRING, &g_opts.session_ttl, "24h", 0, 0, "DURATION",
+     "a session token expires this long after its client registered (e.g. "
+     "90m, 12h, 7d); the client then registers again with its enrollment "
+     "token"},
+    {"rate-register-per-address", FLAG_STRING, &g_opts.rate_register_address,
+     "20/200", 0, 0, "RATE/BURST|off",
+     "Register calls one source address may make: RATE per second, BURST "
+     "at once (docs/security.md)"},
+    {"rate-checkin-per-client", FLAG_STRING, &g_opts.rate_checkin_client,
+     "auto", 0, 0, "RATE/BURST|auto|off",
+     "CheckIn calls one client may make (auto: four times what --retry-ms "
+     "asks of it, at least 10/30)"},
+    {"rate-checkin-per-address", FLAG_STRING, &g_opts.rate_checkin_address,
+     "auto", 0, 0, "RATE/BURST|auto|off",
+     "CheckIn calls one source address may make (auto: 100 clients' worth "
+     "of --rate-checkin-per-client; raise it for fleets behind one NAT)"},
+    {"rate-table-size", FLAG_INT, &g_opts.rate_table, "16384", 64, NUM(1 << 24),
+     "N",
+     "clients and addresses each rate limit tracks at once; beyond them it "
+     "forgets the one idle longest (memory is fixed)"},
     {"seed", FLAG_INT, &g_opts.seed, "0", 0, NUM(9007199254740991LL), "S",
      "seed of the initial model"},
     {"epochs", FLAG_INT, &g_opts.epochs, "1", 1, 1000, "E",
@@ -400,6 +424,79 @@ static int write_port_file(const char *path, int port) {
   return rename(tmp, path);
 }
 
+/* A --rate-* flag's value, "RATE/BURST" or "RATE" (a second's worth at
+ * once): calls per second and calls at once; rate 0 for "off", *fallback
+ * for "auto". 0, or -1 with the reason logged. */
+typedef struct rate_spec {
+  double rate, burst;
+} rate_spec;
+
+static int parse_rate(const char *flag, const char *text,
+                      const rate_spec *fallback, rate_spec *out) {
+  char *end = NULL;
+  if (strcmp(text, "off") == 0) {
+    *out = (rate_spec){0, 0};
+    return 0;
+  }
+  if (fallback && strcmp(text, "auto") == 0) {
+    *out = *fallback;
+    return 0;
+  }
+  out->rate = strtod(text, &end);
+  out->burst = out->rate >= 1 ? out->rate : 1; /* "RATE" alone */
+  if (end != text && *end == '/')
+    out->burst = strtod(end + 1, &end);
+  if (end == text || *end != '\0' || !(out->rate > 0) || out->rate > 1e6 ||
+      !(out->burst >= 1) || out->burst > 1e7) {
+    log_error("--%s '%s': expected RATE/BURST (e.g. 10/30: 10 calls a second, "
+              "30 at once)%s or off",
+              flag, text, fallback ? ", auto" : "");
+    return -1;
+  }
+  return 0;
+}
+
+/* The three rate limits from their flags (each NULL when off). */
+static int rate_limits_from_flags(service *svc) {
+  /* An honest client checks in at most once per --retry-ms. */
+  double honest = 1000.0 / (double)g_opts.retry_ms;
+  rate_spec client_auto = {4 * honest > 10 ? 4 * honest : 10, 0};
+  client_auto.burst = 2 * client_auto.rate + 10;
+  rate_spec reg, client, addr;
+  if (parse_rate("rate-register-per-address", g_opts.rate_register_address,
+                 NULL, &reg) ||
+      parse_rate("rate-checkin-per-client", g_opts.rate_checkin_client,
+                 &client_auto, &client))
+    return -1;
+  rate_spec addr_auto = {100 * client.rate, 100 * client.burst};
+  if (addr_auto.rate == 0)
+    addr_auto = (rate_spec){100 * client_auto.rate, 100 * client_auto.burst};
+  if (parse_rate("rate-checkin-per-address", g_opts.rate_checkin_address,
+                 &addr_auto, &addr))
+    return -1;
+  const struct {
+    rate_spec spec;
+    ratelimit **out;
+  } limits[] = {{reg, &svc->register_per_address},
+                {client, &svc->checkin_per_client},
+                {addr, &svc->checkin_per_address}};
+  for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+    ratelimit_config rc = {.rate = limits[i].spec.rate,
+                           .burst = limits[i].spec.burst,
+                           .slots = (size_t)g_opts.rate_table};
+    if (rc.rate > 0 && ratelimit_new(&rc, limits[i].out) != COHORT_OK) {
+      log_error("cannot make the rate limits' tables");
+      return -1;
+    }
+  }
+  log_info("rate limits: Register %.4g/s (burst %.4g) per address; CheckIn "
+           "%.4g/s (burst %.4g) per client, %.4g/s (burst %.4g) per address "
+           "(0: off)",
+           reg.rate, reg.burst, client.rate, client.burst, addr.rate,
+           addr.burst);
+  return 0;
+}
+
 /* Adds every non-empty line of path as an enrollment token. */
 static int add_token_file(round_engine *engine, const char *path) {
   FILE *f = fopen(path, "r");
@@ -496,9 +593,12 @@ int main(int argc, char **argv) {
     return 2;
   }
   log_set_tag("server");
-  if (g_opts.enroll_tokens.count == 0 && !g_opts.enroll_token_file) {
-    fprintf(stderr, "cohort-server: give at least one --enroll-token or an "
-                    "--enroll-token-file\n");
+  double session_ttl = 0;
+  if (duration_parse(g_opts.session_ttl, &session_ttl) != 0) {
+    fprintf(stderr,
+            "cohort-server: --session-ttl '%s': expected a duration such as "
+            "90m, 12h or 7d\n",
+            g_opts.session_ttl);
     return 2;
   }
   if (g_opts.fraction == 0 && g_opts.min_clients > g_opts.clients_per_round) {
@@ -543,6 +643,10 @@ int main(int argc, char **argv) {
   store_lock *lock = NULL;
   int fresh_db = 0, serving = 0;
 
+  if (rate_limits_from_flags(&svc) != 0) {
+    exit_code = 2;
+    goto out;
+  }
   if (g_opts.admin_token_file &&
       http_read_token_file(g_opts.admin_token_file, &admin_token, err,
                            sizeof err) != COHORT_OK) {
@@ -594,6 +698,7 @@ int main(int argc, char **argv) {
   nn_threads_set((int)g_opts.threads);
   round_config cfg;
   round_config_init(&cfg);
+  cfg.session_ttl_s = session_ttl;
   cfg.rounds = g_opts.rounds;
   cfg.clients_per_round = g_opts.clients_per_round;
   cfg.fraction = g_opts.fraction;
@@ -701,6 +806,10 @@ int main(int argc, char **argv) {
   if (g_opts.enroll_token_file &&
       add_token_file(engine, g_opts.enroll_token_file) != 0)
     goto out;
+  if (g_opts.enroll_tokens.count == 0 && !g_opts.enroll_token_file)
+    log_info("no --enroll-token: clients register with tokens made by "
+             "`cohort tokens create --db %s`",
+             g_opts.db);
   if (g_opts.enroll_authority &&
       set_authority(engine, g_opts.enroll_authority) != 0)
     goto out;
@@ -830,6 +939,9 @@ out:
   rpc_server_stop(srv, 2000);
   http_rpc_stats_free(rpc_stats);
   long_poll_free(svc.long_poll);
+  ratelimit_free(svc.register_per_address);
+  ratelimit_free(svc.checkin_per_client);
+  ratelimit_free(svc.checkin_per_address);
   round_engine_free(engine);
   nn_dataset_close(&eval);
   store_close(db);

@@ -30,6 +30,7 @@ void round_config_init(round_config *cfg) {
   cfg->selection_timeout_s = 10;
   cfg->retry_ms = 500;
   cfg->retry_max_ms = 60000;
+  cfg->session_ttl_s = 86400;
   cfg->active_window_s = 300;
   cfg->epochs = 1;
   cfg->batch_size = 32;

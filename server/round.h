@@ -114,6 +114,8 @@ typedef struct round_config {
   long dp_population;            /* N: Poisson's q = K / N; 0: the clients
                                     active within active_window_s */
   unsigned dp_bits;              /* distributed: the ring's bits */
+  double session_ttl_s;          /* a session token expires this long after
+                                    its registration */
   uint64_t seed;                 /* initial model */
   const char *model_spec;
   nn_shape input;         /* one example (28 x 28 x 1) */
@@ -144,7 +146,10 @@ typedef struct round_verdict {
 
 /* ---- enrollment and authentication ---- */
 
-/* Adds the SHA-256 of an enrollment token the coordinator accepts. */
+/* Adds the SHA-256 of an enrollment token the coordinator accepts (a
+ * --enroll-token: kept in memory, no use limit, no expiry). Tokens made
+ * with `cohort tokens create` live in the store instead and are looked up
+ * there at each Register. */
 int round_add_enrollment_token(round_engine *e, const char *token);
 /* From now on, a Register must carry this enrollment authority's
  * certificate of its identity key (docs/security.md). COHORT_EFORMAT when
@@ -162,14 +167,19 @@ typedef struct round_registration {
   const uint8_t *enrollment_cert;
   size_t enrollment_cert_len; /* 0 (none) or SIGN_CERT_LEN */
 } round_registration;
-/* Register: checks the enrollment token, the identity key (a valid point,
- * bound to no other client) and, with an enrollment authority, the key's
- * certificate; creates a client bound to the key and a session token
- * (written to token_out; only its hash is stored). */
+/* Register: checks the enrollment token (one given by flag, or a stored
+ * one that is not revoked, expired or used up), the identity key (a valid
+ * point, bound to no other client) and, with an enrollment authority, the
+ * key's certificate; creates a client bound to the key, taking one use of
+ * a stored token in the same transaction, and a session token that expires
+ * after cfg.session_ttl_s (written to token_out; only its hash is stored).
+ * A key whose client's session expired gets that client a new session
+ * (without taking a use); a revoked client's key is refused. */
 round_verdict round_register(round_engine *e, const round_registration *r,
                              int64_t *client_id, char token_out[65]);
-/* Maps a bearer token to its client id; UNAUTHENTICATED when missing or
- * unknown. */
+/* Maps a bearer token to its client id; UNAUTHENTICATED when missing,
+ * unknown, expired or revoked (the detail then begins with
+ * PB_DETAIL_SESSION_EXPIRED or PB_DETAIL_SESSION_REVOKED). */
 round_verdict round_authenticate(round_engine *e, const char *bearer,
                                  int64_t *client_id);
 

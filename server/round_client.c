@@ -15,7 +15,9 @@
 #include "pace.h"
 #include "pb.h"
 #include "round_internal.h"
+#include "sanitize.h"
 #include "sign.h"
+#include "store_tokens.h"
 
 #define MAX_METRIC_NAME 64
 #define MAX_PLATFORM 64
@@ -81,9 +83,13 @@ static round_verdict check_registration(const round_registration *r) {
 }
 
 /* Under the lock: the key's certificate from the enrollment authority,
- * when there is one, and no other client bound to the key. */
+ * when there is one, and no other client bound to the key, unless that
+ * client's session expired: *renew is then its id, to give it a new
+ * session. */
 static round_verdict check_identity_locked(round_engine *e,
-                                           const round_registration *r) {
+                                           const round_registration *r,
+                                           double now, int64_t *renew) {
+  *renew = 0;
   if (e->has_authority && !r->enrollment_cert_len)
     return round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
                               "this coordinator registers only identity keys "
@@ -96,12 +102,105 @@ static round_verdict check_identity_locked(round_engine *e,
         "enrollment certificate refused: it is not the enrollment "
         "authority's certificate of this identity key");
   int64_t other = 0;
+  store_session ses;
   int rc = store_client_by_identity(e->db, r->identity_key, &other);
-  if (rc == COHORT_OK)
-    return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
-                              "identity key is already bound to another "
-                              "client; each client needs its own key");
-  return rc == COHORT_ENOTFOUND ? round_ok() : round_store_failed(e);
+  if (rc == COHORT_ENOTFOUND)
+    return round_ok();
+  if (rc || store_session_of(e->db, other, &ses))
+    return round_store_failed(e);
+  if (ses.revoked_at > 0)
+    return round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
+                              "client %lld, bound to this identity key, was "
+                              "revoked by the operator; it cannot register "
+                              "again",
+                              (long long)other);
+  if (ses.expires_at > 0 && now >= ses.expires_at) {
+    *renew = other;
+    return round_ok();
+  }
+  return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
+                            "identity key is already bound to another "
+                            "client; each client needs its own key");
+}
+
+/* Under the lock: whether the enrollment token admits a registration now;
+ * *token_id is its row in the store, or 0 for one given by flag. A token
+ * that is only used up passes with *used_up set: it still renews the
+ * session of a client whose own registration used it up. */
+static round_verdict check_enrollment_locked(round_engine *e,
+                                             const uint8_t *digest, double now,
+                                             int64_t *token_id, int *used_up) {
+  *token_id = 0;
+  *used_up = 0;
+  int known = 0;
+  for (size_t i = 0; i < e->n_enroll; i++)
+    known |= crypto_equal(digest, e->enroll[i], CRYPTO_SHA256_LEN);
+  if (known)
+    return round_ok();
+  char hex[CRYPTO_SHA256_HEX_LEN];
+  crypto_hex(digest, CRYPTO_SHA256_LEN, hex);
+  store_enroll_token t;
+  int rc = store_token_find(e->db, hex, &t);
+  if (rc == COHORT_ENOTFOUND)
+    return round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
+                              "unknown enrollment token");
+  if (rc)
+    return round_store_failed(e);
+  const char *why = store_token_refusal(&t, now);
+  *used_up = why && strcmp(why, "used up") == 0;
+  if (why && !*used_up) {
+    log_info("registration refused: enrollment token %lld is %s",
+             (long long)t.id, why);
+    return round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
+                              "enrollment token %lld is %s; ask the operator "
+                              "for a new one",
+                              (long long)t.id, why);
+  }
+  *token_id = t.id;
+  return round_ok();
+}
+
+/* Under the lock, once every check passed: the new client, or the new
+ * session of the client renew (its session expired). */
+static round_verdict enroll_locked(round_engine *e, const round_registration *r,
+                                   int64_t token_id, int64_t renew, double now,
+                                   int64_t *client_id, char token_out[65]) {
+  char hash_hex[CRYPTO_SHA256_HEX_LEN];
+  if (crypto_new_token(token_out) || crypto_sha256_hex(token_out, hash_hex))
+    return round_fail_verdict(GRPC_STATUS_INTERNAL,
+                              "cannot make a session token");
+  double expires = now + e->cfg.session_ttl_s;
+  int rc;
+  if (renew) {
+    *client_id = renew;
+    rc = store_session_renew(e->db, renew, hash_hex, expires, now);
+  } else {
+    store_enrollment en = {.session_sha256_hex = hash_hex,
+                           .platform = r->platform,
+                           .identity = r->identity_key,
+                           .cert = r->enrollment_cert_len ? r->enrollment_cert
+                                                          : NULL,
+                           .token_id = token_id,
+                           .session_expires_at = expires,
+                           .now = now};
+    rc = store_client_enroll(e->db, &en, client_id);
+  }
+  if (rc == COHORT_EAUTH)
+    return round_fail_verdict(
+        GRPC_STATUS_UNAUTHENTICATED,
+        renew ? "client %lld was revoked by the operator meanwhile"
+              : "enrollment token %lld was revoked, expired or used up "
+                "meanwhile",
+        (long long)(renew ? renew : token_id));
+  if (rc)
+    return round_store_failed(e);
+  char platform[SANITIZE_NAME_LEN];
+  sanitize_text(r->platform && *r->platform ? r->platform : "unknown platform",
+                platform, sizeof platform);
+  log_info("client %lld %s (%s%s)", (long long)*client_id,
+           renew ? "has a new session" : "registered", platform,
+           r->enrollment_cert_len ? ", with an enrollment certificate" : "");
+  return round_ok();
 }
 
 round_verdict round_register(round_engine *e, const round_registration *r,
@@ -112,37 +211,27 @@ round_verdict round_register(round_engine *e, const round_registration *r,
   uint8_t digest[CRYPTO_SHA256_LEN];
   if (crypto_sha256(r->enrollment_token, strlen(r->enrollment_token), digest))
     return round_fail_verdict(GRPC_STATUS_INTERNAL, "cannot hash the token");
-  /* Checked before the lock, but told only to a caller with a known
+  /* Checked before the lock, but told only to a caller with a valid
    * token: an unknown one hears nothing else. */
   round_verdict request = check_registration(r);
-  char hash_hex[CRYPTO_SHA256_HEX_LEN];
-  round_verdict v;
+  int64_t token_id = 0, renew = 0;
+  int used_up = 0;
   pthread_mutex_lock(&e->mu);
-  int known = 0;
-  for (size_t i = 0; i < e->n_enroll; i++)
-    known |= crypto_equal(digest, e->enroll[i], sizeof digest);
-  if (!known) {
+  double now = clock_wall_s();
+  round_verdict v =
+      check_enrollment_locked(e, digest, now, &token_id, &used_up);
+  if (!v.code)
+    v = request.code ? request : check_identity_locked(e, r, now, &renew);
+  if (!v.code && used_up && !renew) {
+    log_info("registration refused: enrollment token %lld is used up",
+             (long long)token_id);
     v = round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
-                           "unknown enrollment token");
-    goto out;
+                           "enrollment token %lld is used up; ask the "
+                           "operator for a new one",
+                           (long long)token_id);
   }
-  v = request.code ? request : check_identity_locked(e, r);
-  if (v.code)
-    goto out;
-  if (crypto_new_token(token_out) || crypto_sha256_hex(token_out, hash_hex)) {
-    v = round_fail_verdict(GRPC_STATUS_INTERNAL, "cannot make a session token");
-    goto out;
-  }
-  const char *platform = r->platform;
-  if (store_client_add(e->db, hash_hex, platform, r->identity_key,
-                       r->enrollment_cert_len ? r->enrollment_cert : NULL,
-                       clock_wall_s(), client_id))
-    v = round_store_failed(e);
-  else
-    log_info("client %lld registered (%s%s)", (long long)*client_id,
-             platform && *platform ? platform : "unknown platform",
-             r->enrollment_cert_len ? ", with an enrollment certificate" : "");
-out:
+  if (!v.code)
+    v = enroll_locked(e, r, token_id, renew, now, client_id, token_out);
   pthread_mutex_unlock(&e->mu);
   return v;
 }
@@ -157,13 +246,27 @@ round_verdict round_authenticate(round_engine *e, const char *bearer,
   if (crypto_sha256_hex(bearer, hash_hex))
     return round_fail_verdict(GRPC_STATUS_INTERNAL, "cannot hash the token");
   pthread_mutex_lock(&e->mu);
-  int rc = store_client_by_token(e->db, hash_hex, client_id);
+  store_session ses;
+  int rc = store_session_find(e->db, hash_hex, &ses);
   round_verdict v = round_ok();
   if (rc == COHORT_ENOTFOUND)
     v = round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
                            "unknown session token; register again");
   else if (rc)
     v = round_store_failed(e);
+  else if (ses.revoked_at > 0)
+    v = round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
+                           PB_DETAIL_SESSION_REVOKED
+                           ": client %lld was revoked by the operator",
+                           (long long)ses.client);
+  else if (ses.expires_at > 0 && clock_wall_s() >= ses.expires_at)
+    v = round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
+                           PB_DETAIL_SESSION_EXPIRED
+                           ": the session of client %lld expired; register "
+                           "again",
+                           (long long)ses.client);
+  else
+    *client_id = ses.client;
   pthread_mutex_unlock(&e->mu);
   return v;
 }

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
+#include "log.h"
 #include "pb.h"
 
 static void refuse(rpc_reply *rep, int code, const char *detail) {
@@ -45,8 +47,39 @@ static int authenticate(round_engine *e, const rpc_request *req, rpc_reply *rep,
   return v.code == 0;
 }
 
+/* The address of a gRPC peer name without its port ("ipv4:10.0.0.7:4031"
+ * -> "ipv4:10.0.0.7"), so that each new connection of one host counts as
+ * that host. */
+static void peer_address(const char *peer, char *out, size_t len) {
+  snprintf(out, len, "%s", peer);
+  char *colon = strrchr(out, ':');
+  if (colon && colon[1] && strspn(colon + 1, "0123456789") == strlen(colon + 1))
+    *colon = '\0';
+}
+
+/* Takes a token from key's bucket of r; when there is none, refuses the
+ * call with RESOURCE_EXHAUSTED and the wait, and returns 1. */
+static int rate_limited(ratelimit *r, const char *key, const char *what,
+                        rpc_reply *rep) {
+  int64_t ms = ratelimit_take(r, key, clock_mono_s());
+  if (!ms)
+    return 0;
+  rep->code = GRPC_STATUS_RESOURCE_EXHAUSTED;
+  snprintf(rep->detail, sizeof rep->detail,
+           PB_DETAIL_RATE_LIMITED ": too many %s; retry in %lld ms", what,
+           (long long)ms);
+  log_debug("%s: %s", key, rep->detail);
+  return 1;
+}
+
 static void handle_register(void *ctx, const rpc_request *req, rpc_reply *rep) {
-  round_engine *e = ((service *)ctx)->engine;
+  service *svc = ctx;
+  round_engine *e = svc->engine;
+  char addr[RATELIMIT_KEY_MAX + 1];
+  peer_address(req->peer, addr, sizeof addr);
+  if (rate_limited(svc->register_per_address, addr,
+                   "registrations from this address", rep))
+    return;
   Cohort__V1__RegisterRequest *m = (Cohort__V1__RegisterRequest *)unpack(
       &cohort__v1__register_request__descriptor, req, rep);
   if (!m)
@@ -144,7 +177,16 @@ static void handle_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
   service *svc = ctx;
   round_engine *e = svc->engine;
   int64_t client;
-  if (!authenticate(e, req, rep, &client))
+  char key[RATELIMIT_KEY_MAX + 1];
+  peer_address(req->peer, key, sizeof key);
+  /* The address first: a flood with made-up tokens costs no lookup. */
+  if (rate_limited(svc->checkin_per_address, key, "check-ins from this address",
+                   rep) ||
+      !authenticate(e, req, rep, &client))
+    return;
+  snprintf(key, sizeof key, "%lld", (long long)client);
+  if (rate_limited(svc->checkin_per_client, key, "check-ins from this client",
+                   rep))
     return;
   Cohort__V1__CheckInRequest *m = (Cohort__V1__CheckInRequest *)unpack(
       &cohort__v1__check_in_request__descriptor, req, rep);

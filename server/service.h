@@ -9,6 +9,7 @@
 #include "rpc_server.h"
 
 #include "long_poll.h"
+#include "ratelimit.h"
 
 /* What the handlers work with: the ctx to pass to rpc_server_start. */
 typedef struct service {
@@ -18,6 +19,11 @@ typedef struct service {
   /* 1 when the gRPC port serves plaintext beyond loopback; read by
    * /metrics (cohort_transport_insecure). */
   int transport_insecure;
+  /* Rate limits (docs/security.md); NULL: none. A call over its limit gets
+   * RESOURCE_EXHAUSTED with the time to wait. Borrowed. */
+  ratelimit *register_per_address;
+  ratelimit *checkin_per_address;
+  ratelimit *checkin_per_client;
 } service;
 
 /* The method table to pass to rpc_server_start with a service as ctx. */

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "store_files.h"
 #include "store_sql.h"
+#include "store_tokens.h"
 
 static const char *SCHEMA_V1 =
     "CREATE TABLE clients ("
@@ -314,6 +315,11 @@ static int migrate(store *s, const char *sql) {
 
 int store_open_readonly(const char *path, store **out, char *err,
                         size_t errlen) {
+  return store_open_existing(path, SQLITE_OPEN_READONLY, out, err, errlen);
+}
+
+int store_open_existing(const char *path, int mode, store **out, char *err,
+                        size_t errlen) {
   store *s = calloc(1, sizeof *s);
   if (!s || store_updates_open(path, &s->updates)) {
     free(s);
@@ -321,9 +327,8 @@ int store_open_readonly(const char *path, store **out, char *err,
   }
   int64_t version = 0;
   int rc = COHORT_EDB;
-  if (sqlite3_open_v2(path, &s->db,
-                      SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX,
-                      NULL) != SQLITE_OK ||
+  if (sqlite3_open_v2(path, &s->db, mode | SQLITE_OPEN_FULLMUTEX, NULL) !=
+          SQLITE_OK ||
       store_get_int(s, "PRAGMA user_version", &version)) {
     snprintf(err, errlen, "database %s: %s", path, store_errmsg(s));
   } else if (version != STORE_SCHEMA_VERSION) {
@@ -415,7 +420,8 @@ int store_open(const char *path, store **out, char *err, size_t errlen) {
       (version < 6 && migrate(s, MIGRATE_V6)) ||
       (version < 7 && migrate(s, MIGRATE_V7)) ||
       (version < 8 && migrate(s, MIGRATE_V8)) ||
-      (version < 9 && migrate(s, MIGRATE_V9))) {
+      (version < 9 && migrate(s, MIGRATE_V9)) ||
+      (version < 10 && migrate(s, STORE_MIGRATE_V10))) {
     snprintf(err, errlen,
              "database %s: cannot create or upgrade the schema: "
              "%s",

@@ -11,7 +11,7 @@
 
 #include "sign.h"
 
-#define STORE_SCHEMA_VERSION 9
+#define STORE_SCHEMA_VERSION 10
 
 typedef struct store store;
 
@@ -58,8 +58,10 @@ int store_backup(const char *src_path, const char *dst_path, char *err,
 /* ---- clients ---- */
 /* A new client: the hash of its session token, its platform (NULL: ""),
  * its identity key and the enrollment authority's certificate of it (NULL:
- * none). A token hash or key that is already a client's is refused
- * (COHORT_EDB): check with store_client_by_identity first for a reason. */
+ * none), with a session that never expires; Register goes through
+ * store_client_enroll (store_tokens.h) instead. A token hash or key that is
+ * already a client's is refused (COHORT_EDB): check with
+ * store_client_by_identity first for a reason. */
 int store_client_add(store *s, const char *token_sha256_hex,
                      const char *platform,
                      const uint8_t identity[SIGN_PUBLIC_LEN],

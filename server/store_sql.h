@@ -31,6 +31,11 @@ void store_set_fatal(store *s, const char *why);
 /* Clears the parameters of the models that --keep-models no longer keeps;
  * part of store_round_commit's transaction. */
 int store_models_prune(store *s);
+/* Opens an existing database of this build's schema, never creating or
+ * upgrading it; mode is SQLITE_OPEN_READONLY or SQLITE_OPEN_READWRITE
+ * (store_open_readonly, store_open_admin). */
+int store_open_existing(const char *path, int mode, store **out, char *err,
+                        size_t errlen);
 
 /* Records that what failed is not SQLite's, with its reason; returns rc. */
 int store_fail_with(store *s, int rc, const char *what, const char *why);

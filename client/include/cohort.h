@@ -263,12 +263,14 @@ typedef struct cohort_cycle_info {
  * download the model (resumable, digest verified), evaluate it on the local
  * dataset and report that, train, and upload the delta. info may be NULL.
  * Returns COHORT_OK (see info->outcome), COHORT_EUNAVAIL (coordinator not
- * reachable), COHORT_EAUTH (enrollment refused), COHORT_EREJECTED (the
- * coordinator refused a request, or aborted the round's secure
- * aggregation; cohort_client_last_error says why), COHORT_EABORTED (this
- * client could not follow the round's secure aggregation plan or messages),
- * COHORT_ETIMEDOUT (a secure-aggregation step did not close in time),
- * COHORT_ECANCELED (stopped, or leave_before_secagg reached),
+ * reachable, or a rate limit: the wait is in cohort_client_last_error),
+ * COHORT_EAUTH (enrollment refused, or the operator revoked this client:
+ * it stays refused), COHORT_EREJECTED (the coordinator refused a request,
+ * aborted the round's secure aggregation, or the session expired: the next
+ * cycle registers again; cohort_client_last_error says why), COHORT_EABORTED
+ * (this client could not follow the round's secure aggregation plan or
+ * messages), COHORT_ETIMEDOUT (a secure-aggregation step did not close in
+ * time), COHORT_ECANCELED (stopped, or leave_before_secagg reached),
  * COHORT_ECALLBACK, COHORT_EDIGEST or another negative status. Under
  * secure aggregation the cycle holds the round's secrets in memory only
  * while it runs, and wipes them before returning. */
@@ -277,8 +279,10 @@ COHORT_API int cohort_client_run_once(cohort_client_t *c,
 
 /* Runs cycles until the federation is over (COHORT_OK), cohort_client_stop
  * is called or leave_before_secagg is reached (COHORT_ECANCELED), or a
- * permanent error. Waits as the coordinator says between check-ins, rides
- * out coordinator restarts for up to give_up_after_s, and after a round
+ * permanent error (COHORT_EAUTH when revoked). Waits as the coordinator
+ * says between check-ins and after a rate limit, rides out coordinator
+ * restarts for up to give_up_after_s, registers again when its session
+ * expires, and after a round
  * that failed for this client (refused, aborted, timed out) checks in
  * again. */
 COHORT_API int cohort_client_run(cohort_client_t *c);

@@ -21,6 +21,15 @@
 /* Message limit set on both sides: a chunk plus generous protobuf room. */
 #define PB_MAX_MESSAGE_BYTES (4 * 1024 * 1024)
 
+/* How some refusals' status details begin, so that a client can tell them
+ * apart from others of the same status code: an UNAUTHENTICATED session
+ * that the operator revoked (stop) or that expired (register again), and a
+ * RESOURCE_EXHAUSTED rate limit (retry after the time the detail names,
+ * "retry in N ms"). */
+#define PB_DETAIL_SESSION_REVOKED "session revoked"
+#define PB_DETAIL_SESSION_EXPIRED "session expired"
+#define PB_DETAIL_RATE_LIMITED "rate limited"
+
 /* Serializes m into a malloc'd buffer (*out, *len); a message packing to
  * zero bytes gives a 1-byte allocation and *len == 0. */
 int pb_pack(const ProtobufCMessage *m, uint8_t **out, size_t *len);

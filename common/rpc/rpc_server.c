@@ -20,6 +20,7 @@
 #include "log.h"
 #include "rpc_args.h"
 #include "rpc_log.h"
+#include "sanitize.h"
 
 /* Outstanding request slots per registered method per worker. They bound how
  * many calls of one method a worker holds at once; later calls wait inside
@@ -316,10 +317,11 @@ static void slot_serve(rpc_worker *w, rpc_slot *s) {
 
   if (s->catch_all) {
     char *path = grpc_slice_to_c_string(s->details.method);
+    char shown[SANITIZE_NAME_LEN]; /* the client chose the path */
+    sanitize_text(path ? path : "?", shown, sizeof shown);
     rep.code = GRPC_STATUS_UNIMPLEMENTED;
-    snprintf(rep.detail, sizeof rep.detail, "unknown method %s",
-             path ? path : "?");
-    log_debug("rpc server: unknown method %s", path ? path : "?");
+    snprintf(rep.detail, sizeof rep.detail, "unknown method %s", shown);
+    log_debug("rpc server: unknown method %s", shown);
     gpr_free(path);
   } else {
     grpc_slice body = grpc_empty_slice();
@@ -338,8 +340,11 @@ static void slot_serve(rpc_worker *w, rpc_slot *s) {
     req.body = req.body_len ? GRPC_SLICE_START_PTR(body) : empty;
     req.bearer = bearer;
     req.deadline_ms = deadline_left_ms(s->deadline);
+    char *peer = grpc_call_get_peer(s->call);
+    req.peer = peer ? peer : "";
     req.call = s;
     srv->methods[s->method].handler(srv->ctx, &req, &rep);
+    gpr_free(peer);
     free(bearer);
     grpc_slice_unref(body);
     if (s->held) {

@@ -22,6 +22,9 @@ typedef struct rpc_request {
   const char *bearer;  /* token of "authorization: Bearer <t>", or NULL when
                           absent or malformed; borrowed for the call */
   int64_t deadline_ms; /* client deadline, ms from now (INT64_MAX: none) */
+  const char *peer;    /* the caller's address as gRPC names it,
+                          "ipv4:127.0.0.1:40312" or "ipv6:[::1]:40312" ("":
+                          unknown); borrowed for the call */
   rpc_held *call;      /* the server's; only for rpc_hold */
 } rpc_request;
 

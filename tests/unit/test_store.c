@@ -251,6 +251,13 @@ static void test_client_identity(void) {
   store_close(s);
 }
 
+/* Schema 10's tables and columns removed, as schemas 1 to 9 were. */
+#define TOKENS_V9                                                              \
+  "DROP TABLE enrollment_tokens;"                                              \
+  "ALTER TABLE clients DROP COLUMN enrollment_token;"                          \
+  "ALTER TABLE clients DROP COLUMN session_expires_at;"                        \
+  "ALTER TABLE clients DROP COLUMN revoked_at;"
+
 /* The updates table as schemas 2 to 8 had it, the bytes in the row. */
 #define UPDATES_V8                                                             \
   "DROP TABLE updates;"                                                        \
@@ -288,7 +295,7 @@ static void make_v5_database(const char *path) {
                                "dp_sampling_rate;"
                                "ALTER TABLE rounds DROP COLUMN dp_sampling;"
                                "ALTER TABLE privacy_ledger DROP COLUMN "
-                               "sampling;" UPDATES_V8
+                               "sampling;" UPDATES_V8 TOKENS_V9
                                "PRAGMA user_version = 5;",
                                NULL, NULL, NULL),
                   SQLITE_OK);
@@ -846,11 +853,11 @@ static void test_v8_blob_updates_resume(void) {
   CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &db), SQLITE_OK);
   char sql[1024];
   snprintf(sql, sizeof sql,
-           UPDATES_V8 "INSERT INTO updates VALUES (1, %lld, 3, '%s',"
-                      " X'0102030405');"
-                      "UPDATE participations SET state = 'UPLOADED',"
-                      " update_sha256 = '%s', uploaded_at = 3;"
-                      "PRAGMA user_version = 8;",
+           UPDATES_V8 TOKENS_V9 "INSERT INTO updates VALUES (1, %lld, 3, '%s',"
+                                " X'0102030405');"
+                                "UPDATE participations SET state = 'UPLOADED',"
+                                " update_sha256 = '%s', uploaded_at = 3;"
+                                "PRAGMA user_version = 8;",
            (long long)a, HASH_B, HASH_B);
   CU_ASSERT_EQUAL(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
   sqlite3_close(db);

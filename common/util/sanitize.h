@@ -1,0 +1,23 @@
+/* Client-supplied text made safe to put in a log line: what a client sends
+ * (its platform, attribute and metric names, a method path) may carry
+ * newlines that forge log lines, terminal escapes that rewrite an
+ * operator's screen, invalid UTF-8 that breaks log tooling, or megabytes.
+ * Every log line that shows such text passes it through sanitize_text. */
+#ifndef COHORT_SANITIZE_H
+#define COHORT_SANITIZE_H
+
+#include <stddef.h>
+
+/* Room for a sanitized name of up to about 64 characters of plain text;
+ * longer text is cut, and shown cut. */
+#define SANITIZE_NAME_LEN 96
+
+/* Writes text (NUL-terminated; NULL reads as "") into out, outlen > 4
+ * bytes, NUL-terminated: printable ASCII and valid UTF-8 characters as
+ * they are; a backslash as \\; control bytes (C0, DEL), C1 controls and
+ * the Unicode bidirectional overrides as \xNN or \u{NNNN}; every byte of
+ * an invalid UTF-8 sequence as \xNN. What does not fit ends in "...",
+ * never in half an escape. Returns out. Thread-safe. */
+const char *sanitize_text(const char *text, char *out, size_t outlen);
+
+#endif

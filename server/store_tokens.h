@@ -1,0 +1,107 @@
+/* The store's enrollment tokens and client sessions (schema 10): tokens
+ * that the operator creates, lists and revokes with `cohort tokens`, kept
+ * as SHA-256 hashes with a label, an optional use limit and expiry; and
+ * each client's session expiry and revocation (`cohort clients`). Like the
+ * rest of the store, not thread-safe; the admin CLI writes the same file
+ * from another process, which SQLite's locking (WAL) makes safe, and the
+ * coordinator reads these rows on every Register and call, so a change is
+ * seen at once. */
+#ifndef COHORT_STORE_TOKENS_H
+#define COHORT_STORE_TOKENS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sign.h"
+#include "store.h"
+
+#define STORE_LABEL_MAX 64 /* bytes of a token's label */
+
+typedef struct store_enroll_token {
+  int64_t id;
+  char label[STORE_LABEL_MAX + 1];
+  int64_t max_uses;  /* 0: no limit */
+  int64_t uses;      /* registrations it admitted */
+  double expires_at; /* wall-clock seconds; 0: never */
+  double revoked_at; /* 0: not revoked */
+  double created_at;
+} store_enroll_token;
+
+/* A new token with the hash of its secret (64 hex digits); label is
+ * required (at most STORE_LABEL_MAX bytes, else COHORT_EINVAL). */
+int store_token_add(store *s, const char *token_sha256_hex, const char *label,
+                    int64_t max_uses, double expires_at, double now,
+                    int64_t *id);
+/* The token with that hash; COHORT_ENOTFOUND when none. */
+int store_token_find(store *s, const char *token_sha256_hex,
+                     store_enroll_token *out);
+/* Why the token admits no registration at wall time now ("revoked",
+ * "expired", "used up"), or NULL when it does. */
+const char *store_token_refusal(const store_enroll_token *t, double now);
+/* Every token, oldest first, in a malloc'd array (free it). */
+int store_token_list(store *s, store_enroll_token **out, size_t *n);
+/* Marks a token revoked: COHORT_ENOTFOUND for an unknown id, COHORT_ESTATE
+ * when it already is. */
+int store_token_revoke(store *s, int64_t id, double now);
+
+/* A registration's new client (store_client_enroll). */
+typedef struct store_enrollment {
+  const char *session_sha256_hex; /* hash of its session token */
+  const char *platform;           /* NULL: "" */
+  const uint8_t *identity;        /* SIGN_PUBLIC_LEN bytes */
+  const uint8_t *cert;            /* SIGN_CERT_LEN bytes, or NULL */
+  int64_t token_id; /* the stored token it enrolls with; 0: a token the
+                       coordinator was given by flag, which has no row */
+  double session_expires_at;
+  double now;
+} store_enrollment;
+
+/* In one transaction: takes one use of the token (when token_id is not 0)
+ * and adds the client. COHORT_EAUTH, with nothing written, when the token
+ * is revoked, expired or used up by then (a concurrent registration or
+ * `cohort tokens revoke` won the race). */
+int store_client_enroll(store *s, const store_enrollment *e, int64_t *id);
+
+/* A client's session: its id, expiry and revocation (0: none). */
+typedef struct store_session {
+  int64_t client;
+  double expires_at; /* 0: never (a client made before sessions expired) */
+  double revoked_at;
+} store_session;
+
+/* The session with that token hash; COHORT_ENOTFOUND when none. */
+int store_session_find(store *s, const char *session_sha256_hex,
+                       store_session *out);
+/* The session of client id; COHORT_ENOTFOUND when there is no such client. */
+int store_session_of(store *s, int64_t id, store_session *out);
+/* A new session token (its hash) and expiry for client id, which replaces
+ * the old one. */
+int store_session_renew(store *s, int64_t id, const char *session_sha256_hex,
+                        double expires_at, double now);
+
+typedef struct store_client_info {
+  int64_t id;
+  char platform[65]; /* as the client sent it: sanitize before showing */
+  double registered_at, last_seen;
+  double session_expires_at, revoked_at; /* 0: none */
+  int64_t token_id;                      /* 0: a --enroll-token */
+  int has_identity, has_cert;
+} store_client_info;
+
+/* Every client, by id, in a malloc'd array (free it). */
+int store_client_list(store *s, store_client_info **out, size_t *n);
+/* Revokes client id's session for good: its calls are refused and its
+ * identity key cannot register again. COHORT_ENOTFOUND, COHORT_ESTATE
+ * (already revoked). */
+int store_client_revoke(store *s, int64_t id, double now);
+
+/* For `cohort tokens` and `cohort clients` beside a running coordinator:
+ * opens an existing database of this build's schema for reading and
+ * writing, waiting up to 5 s for the coordinator's write lock; never
+ * creates or upgrades one (err says to start the coordinator on it). */
+int store_open_admin(const char *path, store **out, char *err, size_t errlen);
+
+/* The schema step from 9 to 10 (store.c runs it). */
+extern const char *const STORE_MIGRATE_V10;
+
+#endif

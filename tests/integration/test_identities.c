@@ -1,0 +1,379 @@
+/* Identities and tokens against a real cohort-server, played by an
+ * adversary: enrollment tokens made and revoked with `cohort tokens` while
+ * the coordinator serves (a revoked one admits nobody, at once); a
+ * platform string that forges a log line and clears the screen comes out
+ * escaped in the coordinator's log; a revoked session is refused; a flood
+ * of registrations from one address and of check-ins from one client or
+ * one address is limited while honest clients in the same rounds commit;
+ * and a running cohort-client registers again when its session expires and
+ * stops when the operator revokes it. */
+#include <CUnit/CUnit.h>
+#include <grpc/status.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cunit_main.h"
+#include "db_peek.h"
+#include "harness.h"
+#include "pb.h"
+#include "rpc_client.h"
+
+#define TOKEN "identities-token"
+
+typedef struct reply {
+  int code;
+  char detail[256];
+  char session[65]; /* a Register's */
+} reply;
+
+static rpc_channel *connect_to(int port) {
+  char target[64];
+  snprintf(target, sizeof target, "127.0.0.1:%d", port);
+  rpc_channel_config cc = {.target = target,
+                           .max_receive_bytes = PB_MAX_MESSAGE_BYTES,
+                           .max_send_bytes = PB_MAX_MESSAGE_BYTES};
+  rpc_channel *ch = NULL;
+  CU_ASSERT_EQUAL_FATAL(rpc_channel_new(&cc, &ch), 0);
+  return ch;
+}
+
+static reply call(rpc_channel *ch, const char *method, const char *bearer,
+                  const ProtobufCMessage *m) {
+  reply r = {.code = -1};
+  uint8_t *buf;
+  size_t len;
+  if (pb_pack(m, &buf, &len) != 0)
+    return r;
+  rpc_call_opts o;
+  rpc_call_opts_init(&o);
+  o.timeout_ms = 2000;
+  rpc_result res = {0};
+  if (rpc_call(ch, method, bearer, buf, len, &o, &res) == 0) {
+    r.code = res.code;
+    snprintf(r.detail, sizeof r.detail, "%s", res.detail);
+    Cohort__V1__RegisterResponse *resp = NULL;
+    if (res.code == GRPC_STATUS_OK && strcmp(method, PB_METHOD_REGISTER) == 0)
+      resp =
+          cohort__v1__register_response__unpack(NULL, res.body_len, res.body);
+    if (resp) {
+      snprintf(r.session, sizeof r.session, "%s", resp->session_token);
+      protobuf_c_message_free_unpacked(&resp->base, NULL);
+    }
+  }
+  rpc_result_clear(&res);
+  free(buf);
+  return r;
+}
+
+/* A Register with a fresh identity key. */
+static reply register_with(rpc_channel *ch, const char *token,
+                           const char *platform) {
+  uint8_t key[SIGN_PUBLIC_LEN];
+  CU_ASSERT_EQUAL_FATAL(harness_identity_key(key), 0);
+  Cohort__V1__ClientFacts facts = COHORT__V1__CLIENT_FACTS__INIT;
+  facts.platform = (char *)platform;
+  Cohort__V1__RegisterRequest req = COHORT__V1__REGISTER_REQUEST__INIT;
+  req.enrollment_token = (char *)token;
+  req.facts = &facts;
+  req.identity_key.data = key;
+  req.identity_key.len = sizeof key;
+  return call(ch, PB_METHOD_REGISTER, NULL, &req.base);
+}
+
+static reply checkin(rpc_channel *ch, const char *session) {
+  Cohort__V1__CheckInRequest req = COHORT__V1__CHECK_IN_REQUEST__INIT;
+  return call(ch, PB_METHOD_CHECKIN, session, &req.base);
+}
+
+/* Runs `cohort ARGS...` (NULL-terminated), its output to out_name in the
+ * test folder; its exit status. */
+static int run_cohort(const char *out_name, const char *const *args) {
+  char *argv[16];
+  size_t n = 0;
+  argv[n++] = COHORT_ADMIN_BIN;
+  for (; *args && n < 15; args++)
+    argv[n++] = (char *)*args;
+  argv[n] = NULL;
+  char out[600];
+  snprintf(out, sizeof out, "%s", harness_path(out_name));
+  pid_t pid = harness_spawn(argv, out, harness_path("cohort.err"));
+  return pid > 0 ? harness_wait(pid, 30) : -1;
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int rate_limited(const reply *r) {
+  return r->code == GRPC_STATUS_RESOURCE_EXHAUSTED &&
+         strncmp(r->detail, PB_DETAIL_RATE_LIMITED,
+                 strlen(PB_DETAIL_RATE_LIMITED)) == 0 &&
+         strstr(r->detail, "retry in ") != NULL;
+}
+
+static void test_tokens_live(void) {
+  char db[512] = "";
+  int port = 0;
+  pid_t server = harness_start_server(
+      "live", "--rounds 1 --clients-per-round 5 --linger 1", &port, db,
+      sizeof db);
+  CU_ASSERT_FATAL(server > 0);
+  rpc_channel *ch = connect_to(port);
+  const char *tok_file = harness_path("live.token");
+  const char *create[] = {"tokens",    "create", "--db",   db,       "--label",
+                          "live",      "--out",  tok_file, "--uses", "5",
+                          "--expires", "1h",     NULL};
+  CU_ASSERT_EQUAL_FATAL(run_cohort("create.out", create), 0);
+  char *token = harness_read_file(tok_file);
+  CU_ASSERT_FATAL(token != NULL);
+  token[strcspn(token, "\n")] = '\0';
+  CU_ASSERT_EQUAL(strlen(token), 64);
+
+  /* A platform that forges a log line and clears the screen. */
+  reply ok = register_with(ch, token, "evil\nERROR server: forged\x1b[2J");
+  CU_ASSERT_EQUAL(ok.code, GRPC_STATUS_OK);
+  const char *revoke[] = {"tokens", "revoke", "--db", db, "1", NULL};
+  CU_ASSERT_EQUAL(run_cohort("revoke.out", revoke), 0);
+  reply refused = register_with(ch, token, "linux");
+  CU_ASSERT_EQUAL(refused.code, GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(refused.detail, "revoked"));
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM clients"), 1);
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT uses FROM enrollment_tokens"), 1);
+
+  /* The operator revokes the client: its session is refused, named. */
+  CU_ASSERT_EQUAL(checkin(ch, ok.session).code, GRPC_STATUS_OK);
+  const char *revoke_client[] = {"clients", "revoke", "--db", db, "1", NULL};
+  CU_ASSERT_EQUAL(run_cohort("revoke-client.out", revoke_client), 0);
+  reply gone = checkin(ch, ok.session);
+  CU_ASSERT_EQUAL(gone.code, GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(gone.detail, PB_DETAIL_SESSION_REVOKED));
+
+  const char *list[] = {"clients", "list", "--db", db, "--json", NULL};
+  CU_ASSERT_EQUAL(run_cohort("clients.json", list), 0);
+  char *json = harness_read_file(harness_path("clients.json"));
+  CU_ASSERT_PTR_NOT_NULL(json);
+  CU_ASSERT_PTR_NOT_NULL(json ? strstr(json, "\"session\":\"revoked\"") : 0);
+  CU_ASSERT_PTR_NULL(json ? strchr(json, '\x1b') : 0);
+  free(json);
+
+  rpc_channel_free(ch);
+  harness_signal(server, SIGTERM);
+  CU_ASSERT_EQUAL(harness_wait(server, 20), 0);
+  char *log = harness_read_file(harness_path("live.err"));
+  CU_ASSERT_FATAL(log != NULL);
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr(log, "(evil\\x0aERROR server: forged\\x1b[2J)"));
+  CU_ASSERT_PTR_NULL(strchr(log, '\x1b'));
+  CU_ASSERT_PTR_NULL(strstr(log, "\nERROR server: forged"));
+  /* Nor did the token reach the log. */
+  CU_ASSERT_PTR_NULL(strstr(log, token));
+  free(log);
+  free(token);
+}
+
+/* A small CSV data set (label, then 784 values) in the test folder, so
+ * that clients start in no time; its path. */
+static const char *tiny_data(void) {
+  static char path[600];
+  if (path[0])
+    return path;
+  snprintf(path, sizeof path, "%s", harness_path("tiny.csv"));
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_FATAL(f != NULL);
+  for (int row = 0; row < 60; row++) {
+    fprintf(f, "%d", row % 10);
+    for (int i = 0; i < 784; i++)
+      fprintf(f, ",%d", (row * 7 + i * 13) % 256);
+    fprintf(f, "\n");
+  }
+  CU_ASSERT_FATAL(fclose(f) == 0);
+  return path;
+}
+
+/* Waits up to 30 s for the database at db to hold n clients. */
+static void wait_for_clients(const char *db, int n) {
+  for (int i = 0;
+       i < 600 && db_peek_int(db, "SELECT COUNT(*) FROM clients") < n; i++)
+    nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+  CU_ASSERT_FATAL(db_peek_int(db, "SELECT COUNT(*) FROM clients") >= n);
+}
+
+/* Starts an honest cohort-client that reports charging=1 (the attacker's
+ * raw check-ins report nothing, so they are never selected). */
+static pid_t honest_client(int port, int i, const char *tag) {
+  char target[64], shard[16], err[64];
+  snprintf(target, sizeof target, "127.0.0.1:%d", port);
+  snprintf(shard, sizeof shard, "%d/4", i);
+  snprintf(err, sizeof err, "%s-client%d.err", tag, i);
+  char *argv[] = {COHORT_CLIENT_BIN,
+                  "--server",
+                  target,
+                  "--token",
+                  TOKEN,
+                  "--data",
+                  (char *)tiny_data(),
+                  "--shard",
+                  shard,
+                  "--attribute",
+                  "charging=1",
+                  "--threads",
+                  "1",
+                  NULL};
+  return harness_spawn(argv, NULL, harness_path(err));
+}
+
+static void test_flood(void) {
+  char db[512] = "";
+  int port = 0;
+  pid_t server = harness_start_server(
+      "flood",
+      "--rounds 2 --clients-per-round 3 --min-clients 3 --retry-ms 100 "
+      "--eligible charging=1 --enroll-token " TOKEN
+      " --rate-register-per-address 1/8 --linger 2",
+      &port, db, sizeof db);
+  CU_ASSERT_FATAL(server > 0);
+  /* Two honest clients are in before the attacker starts; the rounds
+   * need a third, which comes after the flood (and waits out the limit
+   * the flood left on the address's registrations). */
+  pid_t honest[3];
+  for (int i = 0; i < 2; i++)
+    CU_ASSERT_FATAL((honest[i] = honest_client(port, i, "flood")) > 0);
+  wait_for_clients(db, 2);
+  rpc_channel *ch = connect_to(port);
+  int admitted = 0, limited = 0;
+  char session[65] = "";
+  double t0 = now_s();
+  for (int i = 0; i < 40; i++) {
+    reply r = register_with(ch, TOKEN, "flood");
+    admitted += r.code == GRPC_STATUS_OK;
+    limited += rate_limited(&r);
+    if (r.code == GRPC_STATUS_OK)
+      snprintf(session, sizeof session, "%s", r.session);
+  }
+  /* 8 at once (less the honest two, if they came just before), and what
+   * 1/s refills meanwhile: the bound holds on a slow machine too. */
+  CU_ASSERT(admitted >= 6 && admitted <= 8 + 1 + (int)(now_s() - t0));
+  CU_ASSERT_EQUAL(admitted + limited, 40);
+  int answered = 0;
+  limited = 0;
+  t0 = now_s();
+  for (int i = 0; i < 400; i++) {
+    reply r = checkin(ch, session);
+    answered += r.code == GRPC_STATUS_OK;
+    limited += rate_limited(&r);
+  }
+  /* auto at --retry-ms 100: 40 a second, 90 at once. */
+  CU_ASSERT(answered >= 90 && answered <= 90 + 1 + (int)(40 * (now_s() - t0)));
+  CU_ASSERT(limited > 0);
+  CU_ASSERT_EQUAL(answered + limited, 400);
+  rpc_channel_free(ch);
+  CU_ASSERT_FATAL((honest[2] = honest_client(port, 2, "flood")) > 0);
+  for (int i = 0; i < 3; i++)
+    CU_ASSERT_EQUAL(harness_wait(honest[i], 120), 0);
+  CU_ASSERT_EQUAL(harness_wait(server, 30), 0);
+  CU_ASSERT_EQUAL(
+      db_peek_int(db, "SELECT COUNT(*) FROM rounds WHERE state='COMMITTED'"),
+      2);
+}
+
+static void test_address_flood(void) {
+  char db[512] = "";
+  int port = 0;
+  pid_t server =
+      harness_start_server("addr",
+                           "--rounds 1 --enroll-token " TOKEN
+                           " --rate-checkin-per-address 1/5 --linger 1",
+                           &port, db, sizeof db);
+  CU_ASSERT_FATAL(server > 0);
+  rpc_channel *ch = connect_to(port);
+  /* Made-up session tokens: refused as unknown until the address's bucket
+   * is empty, then refused before any lookup. */
+  int unknown = 0, limited = 0;
+  double t0 = now_s();
+  for (int i = 0; i < 30; i++) {
+    reply r = checkin(ch, "not-a-session");
+    unknown += r.code == GRPC_STATUS_UNAUTHENTICATED;
+    limited += rate_limited(&r);
+  }
+  CU_ASSERT(unknown >= 5 && unknown <= 5 + 1 + (int)(now_s() - t0));
+  CU_ASSERT(limited > 0);
+  CU_ASSERT_EQUAL(unknown + limited, 30);
+  rpc_channel_free(ch);
+  harness_signal(server, SIGTERM);
+  CU_ASSERT_EQUAL(harness_wait(server, 20), 0);
+}
+
+static void test_client_sessions(void) {
+  /* A session of 2 s and a client that polls without a long poll: its
+   * session expires while it waits for a second client; it registers
+   * again (a fresh key: a new client) and takes part in the round. */
+  char db[512] = "";
+  int port = 0;
+  pid_t server = harness_start_server(
+      "expire",
+      "--rounds 1 --clients-per-round 2 --min-clients 2 --retry-ms 100 "
+      "--long-poll-max-ms 0 --session-ttl 2s --enroll-token " TOKEN
+      " --linger 2",
+      &port, db, sizeof db);
+  CU_ASSERT_FATAL(server > 0);
+  pid_t first = honest_client(port, 0, "expire");
+  CU_ASSERT_FATAL(first > 0);
+  wait_for_clients(db, 1);
+  nanosleep(&(struct timespec){2, 500 * 1000000L}, NULL);
+  pid_t second = honest_client(port, 1, "expire");
+  CU_ASSERT_EQUAL(harness_wait(first, 120), 0);
+  CU_ASSERT_EQUAL(harness_wait(second, 120), 0);
+  CU_ASSERT_EQUAL(harness_wait(server, 30), 0);
+  CU_ASSERT_EQUAL(
+      db_peek_int(db, "SELECT COUNT(*) FROM rounds WHERE state='COMMITTED'"),
+      1);
+  CU_ASSERT(db_peek_int(db, "SELECT COUNT(*) FROM clients") >= 3);
+  char *log = harness_read_file(harness_path("expire-client0.err"));
+  CU_ASSERT_PTR_NOT_NULL(log ? strstr(log, PB_DETAIL_SESSION_EXPIRED) : 0);
+  free(log);
+
+  /* Revoked while it runs: it stops, saying so. */
+  db[0] = '\0';
+  server = harness_start_server("revoke",
+                                "--rounds 1 --clients-per-round 2 "
+                                "--min-clients 2 --retry-ms 100 "
+                                "--long-poll-max-ms 0 --enroll-token " TOKEN
+                                " --linger 1",
+                                &port, db, sizeof db);
+  CU_ASSERT_FATAL(server > 0);
+  pid_t client = honest_client(port, 0, "revoke");
+  wait_for_clients(db, 1);
+  const char *revoke[] = {"clients", "revoke", "--db", db, "1", NULL};
+  CU_ASSERT_EQUAL(run_cohort("revoke-running.out", revoke), 0);
+  int status = harness_wait(client, 30);
+  CU_ASSERT(status > 0 && status < 128);
+  log = harness_read_file(harness_path("revoke-client0.err"));
+  CU_ASSERT_PTR_NOT_NULL(log ? strstr(log, "the operator revoked this client")
+                             : 0);
+  free(log);
+  harness_signal(server, SIGTERM);
+  CU_ASSERT_EQUAL(harness_wait(server, 20), 0);
+}
+
+int cohort_register_suites(void) {
+  static const test_case tests[] = {
+      {"cohort tokens and clients on a live coordinator: a revoked token "
+       "and session are refused at once; a forged platform is escaped in "
+       "the log",
+       test_tokens_live},
+      {"a Register flood from one address and a CheckIn flood from one "
+       "client are limited; honest clients still commit",
+       test_flood},
+      {"a CheckIn flood with made-up tokens from one address is limited",
+       test_address_flood},
+      {"a client registers again when its session expires and stops when "
+       "revoked",
+       test_client_sessions},
+  };
+  return test_add_suite("identities", NULL, NULL, tests,
+                        sizeof tests / sizeof tests[0]);
+}

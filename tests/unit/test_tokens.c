@@ -1,0 +1,296 @@
+/* Enrollment tokens and sessions in the round engine and the store, played
+ * by an adversary: a revoked, an expired and a used-up token admit nobody
+ * and leave no client row; an expired and a revoked session are refused
+ * with a detail that says which; a token revoked by another connection
+ * (the admin CLI) counts at once; no token is ever in the database file in
+ * clear. Driven through the engine directly (round_fixture), no network. */
+#include <CUnit/CUnit.h>
+#include <grpc/status.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "cohort_status.h"
+#include "crypto.h"
+#include "pb.h"
+#include "round_fixture.h"
+#include "store_tokens.h"
+
+/* A stored enrollment token whose secret is `secret`; its id. */
+static int64_t add_token(fixture *f, const char *secret, int64_t max_uses,
+                         double expires_at) {
+  char hash[CRYPTO_SHA256_HEX_LEN];
+  int64_t id = 0;
+  CU_ASSERT_EQUAL_FATAL(crypto_sha256_hex(secret, hash), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_token_add(f->db, hash, "test", max_uses,
+                                        expires_at, clock_wall_s(), &id),
+                        COHORT_OK);
+  return id;
+}
+
+/* A Register with token and identity n (a key no client has yet). */
+static round_verdict register_as(fixture *f, const char *token, int n,
+                                 int64_t *id, char session[65]) {
+  uint8_t pub[SIGN_PUBLIC_LEN];
+  fx_identity(n, NULL, pub);
+  round_registration r = fx_registration(token, pub);
+  return round_register(f->e, &r, id, session);
+}
+
+static int64_t clients(fixture *f) {
+  return count(f, "SELECT COUNT(*) FROM clients");
+}
+
+static void test_refused_tokens(void) {
+  fixture f;
+  FX_OPEN(f, 0);
+  double now = clock_wall_s();
+  int64_t revoked = add_token(&f, "tok-revoked", 0, 0);
+  add_token(&f, "tok-expired", 0, now - 1);
+  add_token(&f, "tok-once", 1, 0);
+  CU_ASSERT_EQUAL(store_token_revoke(f.db, revoked, now), COHORT_OK);
+  int64_t id = 0;
+  char session[65];
+  const struct {
+    const char *token, *why;
+  } bad[] = {{"tok-revoked", "is revoked"},
+             {"tok-expired", "is expired"},
+             {"tok-unknown", "unknown enrollment token"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    round_verdict v = register_as(&f, bad[i].token, 10 + (int)i, &id, session);
+    CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, bad[i].why));
+  }
+  CU_ASSERT_EQUAL(clients(&f), 0);
+  /* One use: the first registration takes it, the second is refused. */
+  CU_ASSERT_EQUAL(register_as(&f, "tok-once", 20, &id, session).code, 0);
+  round_verdict v = register_as(&f, "tok-once", 21, &id, session);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "is used up"));
+  CU_ASSERT_EQUAL(clients(&f), 1);
+  CU_ASSERT_EQUAL(count(&f, "SELECT uses FROM enrollment_tokens"
+                            " WHERE max_uses = 1"),
+                  1);
+  fx_close(&f);
+}
+
+static void test_use_limit_counts(void) {
+  fixture f;
+  FX_OPEN(f, 0);
+  int64_t tok = add_token(&f, "tok-three", 3, 0);
+  int64_t id = 0;
+  char session[65];
+  int admitted = 0;
+  for (int i = 0; i < 5; i++)
+    admitted += register_as(&f, "tok-three", 30 + i, &id, session).code == 0;
+  CU_ASSERT_EQUAL(admitted, 3);
+  CU_ASSERT_EQUAL(count(&f, "SELECT uses FROM enrollment_tokens"), 3);
+  char sql[128];
+  snprintf(sql, sizeof sql,
+           "SELECT COUNT(*) FROM clients WHERE enrollment_token = %lld",
+           (long long)tok);
+  CU_ASSERT_EQUAL(count(&f, sql), 3);
+  /* A --enroll-token (the fixture's ENROLL) has no row and no limit. */
+  for (int i = 0; i < 3; i++)
+    CU_ASSERT_EQUAL(register_as(&f, ENROLL, 40 + i, &id, session).code, 0);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM clients"
+                            " WHERE enrollment_token IS NULL"),
+                  3);
+  fx_close(&f);
+}
+
+static void test_revoked_elsewhere(void) {
+  fixture f;
+  FX_OPEN(f, 0);
+  int64_t tok = add_token(&f, "tok-cli", 0, 0);
+  int64_t id = 0;
+  char session[65], err[256];
+  CU_ASSERT_EQUAL(register_as(&f, "tok-cli", 50, &id, session).code, 0);
+  /* `cohort tokens revoke` and `cohort clients revoke`: their own
+   * connection to the file, while the engine keeps its own. */
+  store *admin = NULL;
+  CU_ASSERT_EQUAL_FATAL(store_open_admin(f.path, &admin, err, sizeof err),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL(store_token_revoke(admin, tok, clock_wall_s()), COHORT_OK);
+  CU_ASSERT_EQUAL(store_token_revoke(admin, tok, clock_wall_s()),
+                  COHORT_ESTATE);
+  CU_ASSERT_EQUAL(store_token_revoke(admin, tok + 100, clock_wall_s()),
+                  COHORT_ENOTFOUND);
+  round_verdict v = register_as(&f, "tok-cli", 51, &id, session);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "revoked"));
+  CU_ASSERT_EQUAL(clients(&f), 1);
+  store_close(admin);
+  fx_close(&f);
+}
+
+static void test_sessions(void) {
+  fixture f;
+  FX_INIT(f);
+  f.cfg.session_ttl_s = 0.5;
+  FX_START(f, 2);
+  int64_t who = 0;
+  CU_ASSERT_EQUAL(round_authenticate(f.e, f.token[0], &who).code, 0);
+  CU_ASSERT_EQUAL(who, f.id[0]);
+  char err[256];
+  store *admin = NULL;
+  CU_ASSERT_EQUAL_FATAL(store_open_admin(f.path, &admin, err, sizeof err),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL(store_client_revoke(admin, f.id[1], clock_wall_s()),
+                  COHORT_OK);
+  store_close(admin);
+  round_verdict v = round_authenticate(f.e, f.token[1], &who);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_EQUAL(strncmp(v.detail, PB_DETAIL_SESSION_REVOKED,
+                          strlen(PB_DETAIL_SESSION_REVOKED)),
+                  0);
+  /* The revoked client's key cannot come back under a new session. */
+  int64_t id = 0;
+  char session[65];
+  round_registration r = fx_registration(ENROLL, f.key[1]);
+  v = round_register(f.e, &r, &id, session);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "revoked"));
+  sleep_s(0.6);
+  v = round_authenticate(f.e, f.token[0], &who);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_EQUAL(strncmp(v.detail, PB_DETAIL_SESSION_EXPIRED,
+                          strlen(PB_DETAIL_SESSION_EXPIRED)),
+                  0);
+  /* The expired client registers again with its key: the same client, a
+   * new session; the old token stays dead. */
+  r = fx_registration(ENROLL, f.key[0]);
+  CU_ASSERT_EQUAL(round_register(f.e, &r, &id, session).code, 0);
+  CU_ASSERT_EQUAL(id, f.id[0]);
+  CU_ASSERT_EQUAL(round_authenticate(f.e, session, &who).code, 0);
+  CU_ASSERT_EQUAL(who, f.id[0]);
+  CU_ASSERT_NOT_EQUAL(round_authenticate(f.e, f.token[0], &who).code, 0);
+  CU_ASSERT_EQUAL(clients(&f), 2);
+  fx_close(&f);
+}
+
+static void test_renew_with_used_token(void) {
+  /* A persistent key enrolled with a one-use token: the use is its own, so
+   * the token still renews its expired session, and takes no second use;
+   * another key is refused. */
+  fixture f;
+  FX_INIT(f);
+  f.cfg.session_ttl_s = 0.3;
+  FX_START(f, 0);
+  add_token(&f, "tok-device", 1, 0);
+  int64_t id = 0, again = 0, who = 0;
+  char session[65];
+  CU_ASSERT_EQUAL_FATAL(register_as(&f, "tok-device", 70, &id, session).code,
+                        0);
+  CU_ASSERT_EQUAL(register_as(&f, "tok-device", 70, &again, session).code,
+                  GRPC_STATUS_INVALID_ARGUMENT); /* still active: bound */
+  sleep_s(0.4);
+  CU_ASSERT_EQUAL(register_as(&f, "tok-device", 70, &again, session).code, 0);
+  CU_ASSERT_EQUAL(again, id);
+  CU_ASSERT_EQUAL(round_authenticate(f.e, session, &who).code, 0);
+  round_verdict v = register_as(&f, "tok-device", 71, &again, session);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "used up"));
+  CU_ASSERT_EQUAL(count(&f, "SELECT uses FROM enrollment_tokens"), 1);
+  CU_ASSERT_EQUAL(clients(&f), 1);
+  fx_close(&f);
+}
+
+/* Whether needle occurs in the file at path (missing file: no). */
+static int file_contains(const char *path, const char *needle) {
+  FILE *fp = fopen(path, "rb");
+  if (!fp)
+    return 0;
+  size_t n = strlen(needle), len = 0, cap = 1 << 20;
+  char *buf = malloc(cap);
+  int found = 0;
+  size_t got;
+  while (buf && (got = fread(buf + len, 1, cap - len, fp)) > 0) {
+    len += got;
+    if (len == cap) {
+      char *grown = realloc(buf, cap *= 2);
+      if (!grown)
+        break;
+      buf = grown;
+    }
+  }
+  for (size_t i = 0; buf && i + n <= len && !found; i++)
+    found = memcmp(buf + i, needle, n) == 0;
+  free(buf);
+  fclose(fp);
+  return found;
+}
+
+static void test_no_token_in_clear(void) {
+  fixture f;
+  FX_OPEN(f, 2);
+  char secret[CRYPTO_TOKEN_HEX_LEN], session[65];
+  CU_ASSERT_EQUAL_FATAL(crypto_new_token(secret), COHORT_OK);
+  add_token(&f, secret, 0, 0);
+  int64_t id = 0;
+  CU_ASSERT_EQUAL_FATAL(register_as(&f, secret, 60, &id, session).code, 0);
+  char wal[300];
+  snprintf(wal, sizeof wal, "%s-wal", f.path);
+  const char *tokens[] = {secret, session, f.token[0], f.token[1], ENROLL};
+  for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++) {
+    CU_ASSERT_FALSE(file_contains(f.path, tokens[i]));
+    CU_ASSERT_FALSE(file_contains(wal, tokens[i]));
+  }
+  /* What is there is the hash, which the control finds. */
+  char hash[CRYPTO_SHA256_HEX_LEN];
+  crypto_sha256_hex(secret, hash);
+  CU_ASSERT_TRUE(file_contains(f.path, hash) || file_contains(wal, hash));
+  fx_close(&f);
+}
+
+static void test_v9_sessions_expire(void) {
+  fixture f;
+  FX_OPEN(f, 1);
+  round_engine_free(f.e);
+  f.e = NULL;
+  store_close(f.db);
+  f.db = NULL;
+  /* Schema 9: no token table, no session columns. */
+  const char *downgrade[] = {"DROP TABLE enrollment_tokens",
+                             "ALTER TABLE clients DROP COLUMN enrollment_token",
+                             "ALTER TABLE clients DROP COLUMN "
+                             "session_expires_at",
+                             "ALTER TABLE clients DROP COLUMN revoked_at",
+                             "PRAGMA user_version = 9"};
+  for (size_t i = 0; i < sizeof downgrade / sizeof downgrade[0]; i++)
+    CU_ASSERT_EQUAL_FATAL(db_exec(f.path, downgrade[i], NULL, 0), 0);
+  char err[256];
+  CU_ASSERT_EQUAL_FATAL(store_open(f.path, &f.db, err, sizeof err), COHORT_OK);
+  /* Upgraded: a session that never expired now has a day. */
+  double left = (double)count(&f, "SELECT CAST(session_expires_at AS INTEGER)"
+                                  " FROM clients") -
+                clock_wall_s();
+  CU_ASSERT(left > 86400 - 120 && left <= 86400 + 1);
+  CU_ASSERT_EQUAL(count(&f, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+  fx_close(&f);
+}
+
+int cohort_register_suites(void) {
+  static const test_case tests[] = {
+      {"a revoked, an expired, an unknown and a used-up token are refused "
+       "and create no client row",
+       test_refused_tokens},
+      {"a token admits registrations up to its limit; a flag token has none",
+       test_use_limit_counts},
+      {"a token revoked through another connection is refused at once",
+       test_revoked_elsewhere},
+      {"expired and revoked sessions are refused, named; an expired key "
+       "renews, a revoked one cannot",
+       test_sessions},
+      {"a used-up token renews the expired session of the client it "
+       "admitted, and admits no other",
+       test_renew_with_used_token},
+      {"no enrollment or session token is in the database in clear",
+       test_no_token_in_clear},
+      {"a schema 9 database's sessions get a day at the upgrade",
+       test_v9_sessions_expire},
+  };
+  return test_add_suite("tokens", suite_init, suite_cleanup, tests,
+                        sizeof tests / sizeof tests[0]);
+}
