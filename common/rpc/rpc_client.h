@@ -7,15 +7,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rpc_tls.h"
+
 typedef struct rpc_channel rpc_channel;
 
 typedef struct rpc_channel_config {
   const char *target;    /* "HOST:PORT" */
   int max_receive_bytes; /* explicit message limits */
   int max_send_bytes;
+  /* Borrowed; NULL or !enabled: plaintext. Otherwise TLS verifying the
+   * server against ca_file (NULL: the system store), with cert_file and
+   * key_file as this client's certificate for mTLS. Nothing is pinned. */
+  const rpc_tls_config *tls;
 } rpc_channel_config;
 
-/* Calls grpc_init(); the channel is thread-safe. COHORT_OK or an error. */
+/* Calls grpc_init(); the channel is thread-safe. COHORT_OK or an error
+ * (COHORT_EINVAL also for a missing or wrong TLS file, logged with the
+ * file's name). */
 int rpc_channel_new(const rpc_channel_config *cfg, rpc_channel **out);
 /* Destroys the channel and calls grpc_shutdown(). Accepts NULL. */
 void rpc_channel_free(rpc_channel *ch);
@@ -57,6 +65,11 @@ typedef struct rpc_result {
 int rpc_call(rpc_channel *ch, const char *method, const char *bearer,
              const uint8_t *req, size_t req_len, const rpc_call_opts *opts,
              rpc_result *res);
+
+/* For a failed call's result: a sentence explaining a TLS or plaintext
+ * mismatch behind an UNAVAILABLE (rpc_tls_failure_hint), or NULL. */
+const char *rpc_channel_failure_hint(const rpc_channel *ch,
+                                     const rpc_result *res);
 
 /* Frees res->body; accepts a zeroed result. */
 void rpc_result_clear(rpc_result *res);
