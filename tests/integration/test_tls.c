@@ -2,7 +2,8 @@
  * made at test time by scripts/make-certs: federations over TLS and mTLS
  * commit their rounds; an attacker's client with the wrong CA, no client
  * certificate, a certificate of another CA, or plaintext against a TLS
- * port is refused with an error that says why and never registers; a
+ * port is refused with an error that says why and never registers; our
+ * client refuses an impostor coordinator certified by another CA; a
  * plaintext coordinator refuses a network address unless --insecure. */
 #include <CUnit/CUnit.h>
 #include <signal.h>
@@ -216,6 +217,29 @@ static void test_attackers_are_refused(void) {
   CU_ASSERT_EQUAL(db_peek_int(db_path, "SELECT COUNT(*) FROM clients"), 0);
 }
 
+/* The attacker runs a coordinator of its own, certified by its own CA: our
+ * client refuses it before sending anything. */
+static void test_impostor_coordinator_is_refused(void) {
+  char transport[1200];
+  snprintf(transport, sizeof transport, "--tls-cert %s --tls-key %s",
+           cert(g_other, "server.crt"), cert(g_other, "server.key"));
+  int port = 0;
+  char db_path[512] = "";
+  pid_t impostor = harness_start_server("impostor", server_flags(transport),
+                                        &port, db_path, sizeof db_path);
+  CU_ASSERT_FATAL(impostor > 0);
+  const char *tls[] = {"--tls-ca", cert(g_ours, "ca.crt"), NULL};
+  pid_t c = spawn_client("to-impostor", port, 0, tls);
+  CU_ASSERT_FATAL(c > 0);
+  CU_ASSERT_EQUAL(harness_wait(c, 60), 1);
+  CU_ASSERT(
+      file_has("to-impostor.err", "not signed by the CA this client trusts"));
+  harness_signal(impostor, SIGTERM);
+  CU_ASSERT_EQUAL(harness_wait(impostor, 30), 0);
+  /* The token never reached it: no client registered. */
+  CU_ASSERT_EQUAL(db_peek_int(db_path, "SELECT COUNT(*) FROM clients"), 0);
+}
+
 /* Our client, TLS with our CA, against a coordinator serving plaintext. */
 static void test_tls_client_against_plaintext(void) {
   int port = 0;
@@ -310,6 +334,8 @@ int cohort_register_suites(void) {
       {"a federation over mTLS commits its rounds", test_federation_over_mtls},
       {"wrong CA, no or a foreign client certificate, plaintext: refused",
        test_attackers_are_refused},
+      {"an impostor coordinator with another CA's certificate: refused",
+       test_impostor_coordinator_is_refused},
       {"a TLS client against a plaintext port is told so",
        test_tls_client_against_plaintext},
       {"plaintext on a network address needs --insecure, which warns",
