@@ -156,24 +156,33 @@ static int call_once(rpc_channel *c, const char *method, const char *auth_value,
 
 /* A path no server registers: the catch-all answers it UNIMPLEMENTED, so a
  * probe that does reach a server changes nothing there. */
-#define PROBE_METHOD "/cohort.v1.Coordinator/_TransportProbe"
-#define PROBE_EVERY_MS 1000
+#define PROBE_METHOD "/cohort.rpc.Probe/Transport"
+#define PROBE_EVERY_MS 500
+/* Consecutive probes that must see a handshake failure: one could be a
+ * server that closed a connection while restarting. */
+#define PROBES_TO_REFUSE 2
+
+/* What handshake_failed remembers between its calls during one call. */
+typedef struct probe_state {
+  int64_t last_ms; /* 0: no probe yet */
+  int failures;    /* consecutive probes that saw a handshake failure */
+} probe_state;
 
 /* A wait-for-ready call waits through failed connections until its
  * deadline, and only a fail-fast call learns why they failed. While the
- * channel is in TRANSIENT_FAILURE, a fail-fast probe (at most once a
- * second) asks why; a handshake failure (rpc_tls_failure_hint), which no
- * wait will cure, is returned in *res as the call's own result. Returns 1
- * then, else 0 (the server is merely down: keep waiting). */
-static int handshake_failed(rpc_channel *c, int64_t *last_probe_ms,
-                            rpc_result *res) {
+ * channel is in TRANSIENT_FAILURE, a fail-fast probe (at most every
+ * PROBE_EVERY_MS) asks why; a handshake failure (rpc_tls_failure_hint)
+ * seen PROBES_TO_REFUSE times in a row, which no wait will cure, is
+ * returned in *res as the call's own result. Returns 1 then, else 0 (the
+ * server is merely down, or the failure is new: keep waiting). */
+static int handshake_failed(rpc_channel *c, probe_state *ps, rpc_result *res) {
   if (grpc_channel_check_connectivity_state(c->ch, 0) !=
       GRPC_CHANNEL_TRANSIENT_FAILURE)
     return 0;
   int64_t now = (int64_t)(clock_mono_s() * 1000);
-  if (*last_probe_ms && now - *last_probe_ms < PROBE_EVERY_MS)
+  if (ps->last_ms && now - ps->last_ms < PROBE_EVERY_MS)
     return 0;
-  *last_probe_ms = now;
+  ps->last_ms = now;
   rpc_call_opts po;
   rpc_call_opts_init(&po);
   po.timeout_ms = 2000;
@@ -183,7 +192,11 @@ static int handshake_failed(rpc_channel *c, int64_t *last_probe_ms,
     return 0;
   rpc_result_clear(&probe);
   if (probe.code != GRPC_STATUS_UNAVAILABLE ||
-      !rpc_tls_failure_hint(c->tls, probe.detail))
+      !rpc_tls_failure_hint(c->tls, probe.detail)) {
+    ps->failures = 0;
+    return 0;
+  }
+  if (++ps->failures < PROBES_TO_REFUSE)
     return 0;
   res->code = probe.code;
   memcpy(res->detail, probe.detail, sizeof res->detail);
@@ -262,11 +275,12 @@ static int call_once(rpc_channel *c, const char *method, const char *auth_value,
     goto out;
   }
   /* The batch ends by the call deadline at the latest: RECV_STATUS_ON_CLIENT
-   * always completes. Without a cancel flag, wait for it in one go; with
-   * one, in slices, and once the flag is set cancel the call, which
-   * completes the batch at once. */
+   * always completes. Without a cancel flag or wait-for-ready, wait for it
+   * in one go; otherwise in slices, between which a set flag cancels the
+   * call (which completes the batch at once), and so does a failed
+   * handshake behind a wait-for-ready (handshake_failed). */
   int cancelled = 0, refused = 0;
-  int64_t last_probe_ms = 0;
+  probe_state probes = {0};
   rpc_result why = {0};
   for (;;) {
     gpr_timespec until =
@@ -283,7 +297,7 @@ static int call_once(rpc_channel *c, const char *method, const char *auth_value,
       cancelled = 1;
     }
     if (o->wait_for_ready && !cancelled && !refused &&
-        handshake_failed(c, &last_probe_ms, &why)) {
+        handshake_failed(c, &probes, &why)) {
       grpc_call_cancel(call, NULL);
       refused = 1;
     }
