@@ -104,7 +104,8 @@ static const flag_def FLAGS[] = {
     {"listen", FLAG_STRING, &g_opts.listen, "127.0.0.1:50051", 0, 0,
      "HOST:PORT",
      "address to serve gRPC on; port 0 picks a free port. Without TLS only "
-     "a loopback address (127.0.0.0/8, ::1, localhost) is accepted"},
+     "a loopback address (127.0.0.0/8, ::1, localhost) is accepted, unless "
+     "--insecure"},
     {"tls-cert", FLAG_STRING, &g_opts.tls_cert, NULL, 0, 0, "PATH",
      "serve TLS with this certificate chain (PEM; with --tls-key)"},
     {"tls-key", FLAG_STRING, &g_opts.tls_key, NULL, 0, 0, "PATH",
