@@ -116,7 +116,7 @@ void rpc_call_opts_init(rpc_call_opts *o) {
 
 const char *rpc_channel_failure_hint(const rpc_channel *ch,
                                      const rpc_result *res) {
-  if (!ch || !res || res->code != GRPC_STATUS_UNAVAILABLE)
+  if (!ch || !res || !res->handshake_failed)
     return NULL;
   return rpc_tls_failure_hint(ch->tls, res->detail);
 }
@@ -307,6 +307,7 @@ static int call_once(rpc_channel *c, const char *method, const char *auth_value,
     goto out;
   }
   if (refused) {
+    res->handshake_failed = 1;
     res->code = why.code;
     memcpy(res->detail, why.detail, sizeof res->detail);
     log_debug("rpc %s: handshake failed: %s", method, res->detail);
@@ -425,7 +426,7 @@ int rpc_call(rpc_channel *ch, const char *method, const char *bearer,
     /* A failed handshake fails again: no retry. */
     int retryable = (res->code == GRPC_STATUS_UNAVAILABLE ||
                      res->code == GRPC_STATUS_DEADLINE_EXCEEDED) &&
-                    !rpc_channel_failure_hint(ch, res);
+                    !res->handshake_failed;
     if (!retryable || attempt + 1 >= attempts)
       break;
     int64_t wait = backoff_ms(opts, attempt);

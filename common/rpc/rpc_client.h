@@ -54,6 +54,11 @@ typedef struct rpc_result {
   uint8_t *body;    /* malloc'd reply when code == OK, else NULL; the
                        caller frees it */
   size_t body_len;
+  /* 1: a wait-for-ready call that ended because the handshake kept failing
+   * (TLS or plaintext mismatch); code is UNAVAILABLE and there was no
+   * retry. Only such a result gets a rpc_channel_failure_hint: a broken
+   * connection of a call in flight may read alike and is retried. */
+  int handshake_failed;
 } rpc_result;
 
 /* One unary call. bearer, when not NULL, is sent as
@@ -66,8 +71,8 @@ int rpc_call(rpc_channel *ch, const char *method, const char *bearer,
              const uint8_t *req, size_t req_len, const rpc_call_opts *opts,
              rpc_result *res);
 
-/* For a failed call's result: a sentence explaining a TLS or plaintext
- * mismatch behind an UNAVAILABLE (rpc_tls_failure_hint), or NULL. */
+/* For a result with handshake_failed set: a sentence explaining the TLS
+ * or plaintext mismatch (rpc_tls_failure_hint); otherwise NULL. */
 const char *rpc_channel_failure_hint(const rpc_channel *ch,
                                      const rpc_result *res);
 
