@@ -683,10 +683,7 @@ int main(int argc, char **argv) {
       .methods = methods,
       .n_methods = n_methods,
       .ctx = &svc,
-      .tls = svc.transport == SERVICE_TRANSPORT_TLS ||
-                     svc.transport == SERVICE_TRANSPORT_MTLS
-                 ? &tls
-                 : NULL,
+      .tls = tls.enabled ? &tls : NULL,
   };
   svc.engine = engine;
   svc.max_hold_ms = (int)g_opts.long_poll_max_ms;
