@@ -203,35 +203,38 @@ void rpc_tls_pem_clear(rpc_tls_pem *pem) {
 }
 
 const char *rpc_tls_failure_hint(int tls, const char *detail) {
+  static const char wrong_ca[] =
+      "the coordinator's certificate is not signed by the CA this client "
+      "trusts (--tls-ca, or the system store with --tls)";
+  static const char not_tls[] = "the coordinator does not speak TLS on this "
+                                "port (plaintext coordinator?)";
+  static const char needs_cert[] =
+      "the coordinator ended the TLS handshake: it requires a client "
+      "certificate signed by its client CA (--tls-cert and --tls-key)";
+  static const char serves_tls[] =
+      "the coordinator closed the plaintext connection: it probably serves "
+      "TLS (give --tls-ca FILE, or --tls for the system store)";
   static const struct {
     int tls;
     const char *needle, *hint;
   } known[] = {
-      {1, "CERTIFICATE_VERIFY_FAILED",
-       "the coordinator's certificate is not signed by the CA this client "
-       "trusts (--tls-ca, or the system store with --tls)"},
-      {1, "certificate verify failed",
-       "the coordinator's certificate is not signed by the CA this client "
-       "trusts (--tls-ca, or the system store with --tls)"},
+      {1, "CERTIFICATE_VERIFY_FAILED", wrong_ca},
+      {1, "certificate verify failed", wrong_ca},
       {1, "is not in peer certificate",
        "the coordinator's certificate does not name the host given in "
        "--server"},
-      {1, "WRONG_VERSION_NUMBER",
-       "the coordinator does not speak TLS on this port (plaintext "
-       "coordinator?)"},
-      {1, "wrong version number",
-       "the coordinator does not speak TLS on this port (plaintext "
-       "coordinator?)"},
-      {1, "Socket closed",
-       "the coordinator ended the TLS handshake: it requires a client "
-       "certificate signed by its client CA (--tls-cert and --tls-key)"},
-      {1, "Handshake",
+      {1, "WRONG_VERSION_NUMBER", not_tls},
+      {1, "wrong version number", not_tls},
+      {1, "Socket closed", needs_cert},
+      {1, "Connection reset by peer", needs_cert},
+      /* Any other failed handshake, such as an alert about the client's
+       * certificate ("Ssl handshake failed: ... alert ..."). */
+      {1, "andshake failed",
        "the TLS handshake with the coordinator failed: it may require a "
        "client certificate signed by its client CA (--tls-cert and "
        "--tls-key)"},
-      {0, "Socket closed",
-       "the coordinator closed the plaintext connection: it probably "
-       "serves TLS (give --tls-ca FILE, or --tls for the system store)"},
+      {0, "Socket closed", serves_tls},
+      {0, "Connection reset by peer", serves_tls},
   };
   if (!detail)
     return NULL;

@@ -164,6 +164,11 @@ static void test_failure_hints(void) {
   CU_ASSERT(
       hint_says(1, "ipv4:127.0.0.1:5: Socket closed", "client certificate"));
   CU_ASSERT(hint_says(0, "ipv4:127.0.0.1:5: Socket closed", "serves TLS"));
+  CU_ASSERT(hint_says(0, "recvmsg:Connection reset by peer", "serves TLS"));
+  CU_ASSERT(hint_says(1,
+                      "Ssl handshake failed: SSL_ERROR_SSL: error:0A00045C:"
+                      "SSL routines::tlsv13 alert certificate required",
+                      "client certificate"));
   CU_ASSERT_PTR_NULL(rpc_tls_failure_hint(0, "Connection refused"));
   CU_ASSERT_PTR_NULL(rpc_tls_failure_hint(1, "Connection refused"));
   CU_ASSERT_PTR_NULL(rpc_tls_failure_hint(1, NULL));
