@@ -176,9 +176,16 @@ int cohort_client_new(const cohort_client_options *o, cohort_client_t **out) {
   c->server = dup_or_null(o->server);
   c->enrollment_token = dup_or_null(o->enrollment_token);
   c->platform = dup_or_null(o->platform ? o->platform : "linux");
+  rpc_tls_config tls = {.enabled = o->tls,
+                        .ca_file = o->tls_ca_file,
+                        .cert_file = o->tls_cert_file,
+                        .key_file = o->tls_key_file};
+  /* Read once, by rpc_channel_new: the handle keeps no file name. */
+  c->opt.tls_ca_file = c->opt.tls_cert_file = c->opt.tls_key_file = NULL;
   rpc_channel_config cc = {.target = c->server,
                            .max_receive_bytes = PB_MAX_MESSAGE_BYTES,
-                           .max_send_bytes = PB_MAX_MESSAGE_BYTES};
+                           .max_send_bytes = PB_MAX_MESSAGE_BYTES,
+                           .tls = &tls};
   int rc = COHORT_ENOMEM;
   if (c->server && c->enrollment_token && c->platform)
     rc = rpc_channel_new(&cc, &c->ch);
@@ -245,6 +252,13 @@ static int call_status(cohort_client_t *c, const char *what,
                        const rpc_result *r) {
   if (r->code == GRPC_STATUS_OK)
     return COHORT_OK;
+  const char *hint = rpc_channel_failure_hint(c->ch, r);
+  if (hint) {
+    /* A handshake that failed fails again on every retry: say why, and
+     * stop rather than wait for a coordinator that will never answer. */
+    set_error(c, "%s: %s (%s)", what, hint, r->detail);
+    return COHORT_EAUTH;
+  }
   set_error(c, "%s: %s", what, r->detail[0] ? r->detail : "no detail");
   static const char expired[] = PB_DETAIL_SESSION_EXPIRED;
   static const char revoked[] = PB_DETAIL_SESSION_REVOKED;

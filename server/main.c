@@ -29,6 +29,7 @@
 #include "nn_zoo.h"
 #include "pb.h"
 #include "round.h"
+#include "rpc_addr.h"
 #include "rpc_server.h"
 #include "secagg.h"
 #include "service.h"
@@ -44,6 +45,8 @@ typedef struct server_opts {
   const char *session_ttl, *rate_register_address, *rate_checkin_address;
   const char *rate_checkin_client;
   long rate_table;
+  const char *tls_cert, *tls_key, *tls_client_ca;
+  int insecure;
   flag_list enroll_tokens;
   long rounds, clients_per_round, min_clients, seed, epochs, batch_size;
   long workers, retry_ms, retry_max_ms, threads, classes, eval_every;
@@ -113,7 +116,21 @@ static int strategy_from_flags(strategy_config *cfg) {
 #define NUM(x) (double)(x)
 static const flag_def FLAGS[] = {
     {"listen", FLAG_STRING, &g_opts.listen, "127.0.0.1:50051", 0, 0,
-     "HOST:PORT", "address to serve gRPC on; port 0 picks a free port"},
+     "HOST:PORT",
+     "address to serve gRPC on; port 0 picks a free port. Without TLS only "
+     "a loopback address (127.0.0.0/8, ::1, localhost) is accepted, unless "
+     "--insecure"},
+    {"tls-cert", FLAG_STRING, &g_opts.tls_cert, NULL, 0, 0, "PATH",
+     "serve TLS with this certificate chain (PEM; with --tls-key)"},
+    {"tls-key", FLAG_STRING, &g_opts.tls_key, NULL, 0, 0, "PATH",
+     "the private key of --tls-cert (PEM, mode 0600)"},
+    {"tls-client-ca", FLAG_STRING, &g_opts.tls_client_ca, NULL, 0, 0, "PATH",
+     "mTLS: admit only clients presenting a certificate signed by this CA "
+     "(PEM; needs --tls-cert)"},
+    {"insecure", FLAG_BOOL, &g_opts.insecure, NULL, 0, 0, NULL,
+     "serve plaintext on a non-loopback --listen address: anyone on the "
+     "network path can read and alter every update and token "
+     "(docs/security.md)"},
     {"db", FLAG_STRING, &g_opts.db, "cohort.db", 0, 0, "PATH",
      "SQLite database holding every durable fact (created 0600 if missing; "
      "one coordinator at a time, locked by PATH.lock)"},
@@ -545,6 +562,51 @@ static int set_authority(round_engine *engine, const char *path) {
   return 0;
 }
 
+/* The gRPC port's transport from the flags: TLS when --tls-cert is given,
+ * else plaintext, which only a loopback address gets without --insecure.
+ * Returns 0, or 2 (a usage error, printed) when the flags do not fit. */
+static int transport_from_flags(rpc_tls_config *tls, service *svc) {
+  if (!g_opts.tls_cert != !g_opts.tls_key) {
+    fprintf(stderr, "cohort-server: --tls-cert and --tls-key go together\n");
+    return 2;
+  }
+  if (g_opts.tls_client_ca && !g_opts.tls_cert) {
+    fprintf(stderr, "cohort-server: --tls-client-ca needs --tls-cert and "
+                    "--tls-key\n");
+    return 2;
+  }
+  if (g_opts.tls_cert) {
+    *tls = (rpc_tls_config){.enabled = 1,
+                            .ca_file = g_opts.tls_client_ca,
+                            .cert_file = g_opts.tls_cert,
+                            .key_file = g_opts.tls_key};
+    svc->transport =
+        g_opts.tls_client_ca ? SERVICE_TRANSPORT_MTLS : SERVICE_TRANSPORT_TLS;
+    if (g_opts.insecure)
+      log_warn("--insecure has no effect: TLS is on");
+    return 0;
+  }
+  if (rpc_listen_is_loopback(g_opts.listen)) {
+    svc->transport = SERVICE_TRANSPORT_LOOPBACK;
+    return 0;
+  }
+  if (!g_opts.insecure) {
+    fprintf(stderr,
+            "cohort-server: --listen %s is not a loopback address, and "
+            "without TLS anyone on the network path could read and alter "
+            "updates and tokens. Give --tls-cert and --tls-key (see "
+            "docs/security.md), listen on 127.0.0.1, or accept the risk "
+            "with --insecure\n",
+            g_opts.listen);
+    return 2;
+  }
+  svc->transport = SERVICE_TRANSPORT_INSECURE;
+  log_warn("INSECURE: serving plaintext gRPC on %s (--insecure): anyone on "
+           "the network path can read and alter every update and token",
+           g_opts.listen);
+  return 0;
+}
+
 /* "--export VERSION FILE" takes two values, which the flag table cannot
  * say; it is cut out of argv here and the rest parsed as usual. Returns 1
  * when found (and *version, *file set), 0 when absent, -1 when incomplete. */
@@ -601,6 +663,11 @@ int main(int argc, char **argv) {
             g_opts.session_ttl);
     return 2;
   }
+  rpc_tls_config tls = {0};
+  service svc = {0};
+  rc = transport_from_flags(&tls, &svc);
+  if (rc)
+    return rc;
   if (g_opts.fraction == 0 && g_opts.min_clients > g_opts.clients_per_round) {
     fprintf(stderr,
             "cohort-server: --min-clients %ld exceeds --clients-per-round "
@@ -632,7 +699,6 @@ int main(int argc, char **argv) {
   store *db = NULL;
   round_engine *engine = NULL;
   rpc_server *srv = NULL;
-  service svc = {0};
   nn_dataset eval = {0};
   scheduler sched = {0};
   pthread_t sched_thread;
@@ -824,6 +890,7 @@ int main(int argc, char **argv) {
       .methods = methods,
       .n_methods = n_methods,
       .ctx = &svc,
+      .tls = tls.enabled ? &tls : NULL,
   };
   if (g_opts.http) {
     rpc_stats = http_rpc_stats_new(methods, n_methods);
@@ -849,8 +916,8 @@ int main(int argc, char **argv) {
     goto out;
   }
   serving = 1;
-  log_info("serving cohort.v1 on %s (port %d), database %s", g_opts.listen,
-           port, g_opts.db);
+  log_info("serving cohort.v1 on %s (port %d, %s), database %s", g_opts.listen,
+           port, service_transport_name(svc.transport), g_opts.db);
   char served[300];
   snprintf(served, sizeof served, "%.*s:%d",
            (int)(strrchr(g_opts.listen, ':') - g_opts.listen), g_opts.listen,

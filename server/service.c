@@ -427,3 +427,17 @@ const rpc_method *service_methods(size_t *count) {
   *count = sizeof METHODS / sizeof METHODS[0];
   return METHODS;
 }
+
+const char *service_transport_name(service_transport t) {
+  switch (t) {
+  case SERVICE_TRANSPORT_TLS:
+    return "tls";
+  case SERVICE_TRANSPORT_MTLS:
+    return "mtls";
+  case SERVICE_TRANSPORT_INSECURE:
+    return "insecure-plaintext";
+  case SERVICE_TRANSPORT_LOOPBACK:
+    break;
+  }
+  return "loopback-plaintext";
+}

@@ -11,14 +11,26 @@
 #include "long_poll.h"
 #include "ratelimit.h"
 
+/* How the gRPC port is served (docs/security.md, "Transport"). */
+typedef enum service_transport {
+  SERVICE_TRANSPORT_LOOPBACK = 0, /* plaintext on a loopback address */
+  SERVICE_TRANSPORT_TLS = 1,      /* TLS; clients verify the coordinator */
+  SERVICE_TRANSPORT_MTLS = 2,     /* TLS and a client certificate */
+  SERVICE_TRANSPORT_INSECURE = 3, /* plaintext on a network address
+                                     (--insecure): /metrics and the
+                                     dashboard must warn about it */
+} service_transport;
+
+/* "loopback-plaintext", "tls", "mtls" or "insecure-plaintext": a stable
+ * label for logs and metrics. */
+const char *service_transport_name(service_transport t);
+
 /* What the handlers work with: the ctx to pass to rpc_server_start. */
 typedef struct service {
   round_engine *engine;
-  long_poll *long_poll; /* NULL: every check-in is answered at once */
-  int max_hold_ms;      /* CheckInRequest.wait_ms is capped here */
-  /* 1 when the gRPC port serves plaintext beyond loopback; read by
-   * /metrics (cohort_transport_insecure). */
-  int transport_insecure;
+  long_poll *long_poll;        /* NULL: every check-in is answered at once */
+  int max_hold_ms;             /* CheckInRequest.wait_ms is capped here */
+  service_transport transport; /* set before serving; read-only after */
   /* Rate limits (docs/security.md); NULL: none. A call over its limit gets
    * RESOURCE_EXHAUSTED with the time to wait. Borrowed. */
   ratelimit *register_per_address;

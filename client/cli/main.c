@@ -22,6 +22,8 @@ static struct {
   const char *server, *token, *data, *shard, *partition, *log_level;
   const char *exit_at_secagg, *identity_key, *identity_cert, *authority;
   const char *secagg_adversary, *token_file, *log_format, *log_file;
+  const char *tls_ca, *tls_cert, *tls_key;
+  int tls;
   long limit, seed, threads, secagg_security_bits, secagg_colluders;
   long long_poll_ms;
   double holdout, secagg_corrupt, dp_max_epsilon;
@@ -32,6 +34,17 @@ static struct {
 static const flag_def FLAGS[] = {
     {"server", FLAG_STRING, &g_opts.server, "127.0.0.1:50051", 0, 0,
      "HOST:PORT", "coordinator address"},
+    {"tls", FLAG_BOOL, &g_opts.tls, NULL, 0, 0, NULL,
+     "connect with TLS and verify the coordinator against the system trust "
+     "store (/etc/ssl/certs/ca-certificates.crt)"},
+    {"tls-ca", FLAG_STRING, &g_opts.tls_ca, NULL, 0, 0, "PATH",
+     "connect with TLS and verify the coordinator against this CA "
+     "certificate (PEM) instead of the system store"},
+    {"tls-cert", FLAG_STRING, &g_opts.tls_cert, NULL, 0, 0, "PATH",
+     "this client's certificate (PEM), for a coordinator that requires one "
+     "(mTLS; with --tls-key and --tls or --tls-ca)"},
+    {"tls-key", FLAG_STRING, &g_opts.tls_key, NULL, 0, 0, "PATH",
+     "the private key of --tls-cert (PEM, mode 0600)"},
     {"token", FLAG_STRING | FLAG_SECRET, &g_opts.token, NULL, 0, 0, "T",
      "enrollment token (or set COHORT_ENROLL_TOKEN, or give --token-file, "
      "which keep it out of the process list)"},
@@ -298,6 +311,15 @@ int main(int argc, char **argv) {
     return 2;
   }
 
+  if (!g_opts.tls_cert != !g_opts.tls_key) {
+    fprintf(stderr, "cohort-client: --tls-cert and --tls-key go together\n");
+    return 2;
+  }
+  if (g_opts.tls_cert && !g_opts.tls && !g_opts.tls_ca) {
+    fprintf(stderr, "cohort-client: --tls-cert needs TLS: add --tls-ca FILE "
+                    "(or --tls for the system trust store)\n");
+    return 2;
+  }
   if (g_opts.identity_cert && !g_opts.identity_key) {
     fprintf(stderr, "cohort-client: --identity-cert needs the --identity-key "
                     "it certifies\n");
@@ -377,6 +399,10 @@ int main(int argc, char **argv) {
   o.secagg_colluders = (unsigned)g_opts.secagg_colluders;
   o.dp_max_epsilon = g_opts.dp_max_epsilon;
   o.long_poll_ms = (int)g_opts.long_poll_ms;
+  o.tls = g_opts.tls;
+  o.tls_ca_file = g_opts.tls_ca;
+  o.tls_cert_file = g_opts.tls_cert;
+  o.tls_key_file = g_opts.tls_key;
   rc = cohort_client_new(&o, &g_client);
   memset(token_buf, 0, sizeof token_buf); /* the client keeps its copy */
   if (rc != COHORT_OK) {

@@ -190,6 +190,24 @@ typedef struct cohort_client_options {
    * deadline is this plus rpc_timeout_ms. 0 (default): 30000; negative: no
    * long poll (the coordinator answers at once). */
   int long_poll_ms;
+  /* TLS to the coordinator (docs/security.md, "Transport"). With tls set
+   * or tls_ca_file given, the coordinator's certificate must chain to the
+   * CA in tls_ca_file (PEM), or without one to the system trust store
+   * ($GRPC_DEFAULT_SSL_ROOTS_FILE_PATH, else Debian's
+   * /etc/ssl/certs/ca-certificates.crt), and name the host of server;
+   * nothing is pinned. tls_cert_file and tls_key_file (PEM, both or
+   * neither; the key mode 0600): this client's certificate, for a
+   * coordinator that requires one (mTLS). The files are read by
+   * cohort_client_new; a missing or wrong one makes it fail with
+   * COHORT_EINVAL and a logged reason naming the file. Default (all unset):
+   * plaintext, which a coordinator serves only on loopback or with
+   * --insecure. A handshake that fails (wrong CA, no or a refused client
+   * certificate, TLS against plaintext) ends the cycle with COHORT_EAUTH
+   * and a last_error that says which. */
+  int tls;
+  const char *tls_ca_file;
+  const char *tls_cert_file;
+  const char *tls_key_file;
 } cohort_client_options;
 
 /* Fills o with the defaults; set server and enrollment_token after. */

@@ -31,7 +31,31 @@
 
 struct rpc_channel {
   grpc_channel *ch;
+  int tls;
 };
+
+/* Plaintext, or TLS from the files of tls, read and checked first so that
+ * a wrong one is named here rather than failing every handshake. */
+static int channel_credentials(const rpc_tls_config *tls,
+                               grpc_channel_credentials **out) {
+  if (!tls || (!tls->enabled && !tls->ca_file)) {
+    *out = grpc_insecure_credentials_create();
+    return *out ? COHORT_OK : COHORT_ENOMEM;
+  }
+  char err[512];
+  rpc_tls_pem pem;
+  int rc = rpc_tls_load(tls, 0, &pem, err, sizeof err);
+  if (rc) {
+    log_error("%s", err);
+    return rc;
+  }
+  grpc_ssl_pem_key_cert_pair pair = {pem.key, pem.cert};
+  /* gRPC copies the PEM strings (GRPC_C_CORE.md section 8). */
+  *out =
+      grpc_ssl_credentials_create(pem.ca, pem.cert ? &pair : NULL, NULL, NULL);
+  rpc_tls_pem_clear(&pem);
+  return *out ? COHORT_OK : COHORT_ENOMEM;
+}
 
 int rpc_channel_new(const rpc_channel_config *cfg, rpc_channel **out) {
   if (!out)
@@ -45,8 +69,16 @@ int rpc_channel_new(const rpc_channel_config *cfg, rpc_channel **out) {
   if (!c)
     return COHORT_ENOMEM;
 
+  grpc_channel_credentials *creds = NULL;
   rpc_log_init();
   grpc_init();
+  int rc = channel_credentials(cfg->tls, &creds);
+  if (rc) {
+    free(c);
+    grpc_shutdown();
+    return rc;
+  }
+  c->tls = cfg->tls && (cfg->tls->enabled || cfg->tls->ca_file);
   grpc_arg args[] = {
       rpc_int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, cfg->max_receive_bytes),
       rpc_int_arg(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, cfg->max_send_bytes),
@@ -55,7 +87,6 @@ int rpc_channel_new(const rpc_channel_config *cfg, rpc_channel **out) {
   };
   grpc_channel_args chargs = {sizeof args / sizeof args[0], args};
 
-  grpc_channel_credentials *creds = grpc_insecure_credentials_create();
   c->ch = grpc_channel_create(cfg->target, creds, &chargs);
   grpc_channel_credentials_release(creds);
   if (!c->ch) {
@@ -85,6 +116,13 @@ void rpc_call_opts_init(rpc_call_opts *o) {
   o->cancel = NULL;
 }
 
+const char *rpc_channel_failure_hint(const rpc_channel *ch,
+                                     const rpc_result *res) {
+  if (!ch || !res || !res->handshake_failed)
+    return NULL;
+  return rpc_tls_failure_hint(ch->tls, res->detail);
+}
+
 void rpc_result_clear(rpc_result *res) {
   if (!res)
     return;
@@ -112,6 +150,59 @@ static void cq_close(grpc_completion_queue *cq) {
              .type != GRPC_QUEUE_SHUTDOWN) {
   }
   grpc_completion_queue_destroy(cq);
+}
+
+static int call_once(rpc_channel *c, const char *method, const char *auth_value,
+                     const uint8_t *req, size_t req_len, const rpc_call_opts *o,
+                     rpc_result *res);
+
+/* A path no server registers: the catch-all answers it UNIMPLEMENTED, so a
+ * probe that does reach a server changes nothing there. */
+#define PROBE_METHOD "/cohort.rpc.Probe/Transport"
+#define PROBE_EVERY_MS 500
+/* Consecutive probes that must see a handshake failure: one could be a
+ * server that closed a connection while restarting. */
+#define PROBES_TO_REFUSE 2
+
+/* What handshake_failed remembers between its calls during one call. */
+typedef struct probe_state {
+  int64_t last_ms; /* 0: no probe yet */
+  int failures;    /* consecutive probes that saw a handshake failure */
+} probe_state;
+
+/* A wait-for-ready call waits through failed connections until its
+ * deadline, and only a fail-fast call learns why they failed. While the
+ * channel is in TRANSIENT_FAILURE, a fail-fast probe (at most every
+ * PROBE_EVERY_MS) asks why; a handshake failure (rpc_tls_failure_hint)
+ * seen PROBES_TO_REFUSE times in a row, which no wait will cure, is
+ * returned in *res as the call's own result. Returns 1 then, else 0 (the
+ * server is merely down, or the failure is new: keep waiting). */
+static int handshake_failed(rpc_channel *c, probe_state *ps, rpc_result *res) {
+  if (grpc_channel_check_connectivity_state(c->ch, 0) !=
+      GRPC_CHANNEL_TRANSIENT_FAILURE)
+    return 0;
+  int64_t now = (int64_t)(clock_mono_s() * 1000);
+  if (ps->last_ms && now - ps->last_ms < PROBE_EVERY_MS)
+    return 0;
+  ps->last_ms = now;
+  rpc_call_opts po;
+  rpc_call_opts_init(&po);
+  po.timeout_ms = 2000;
+  po.wait_for_ready = 0;
+  rpc_result probe = {0};
+  if (call_once(c, PROBE_METHOD, NULL, NULL, 0, &po, &probe) != COHORT_OK)
+    return 0;
+  rpc_result_clear(&probe);
+  if (probe.code != GRPC_STATUS_UNAVAILABLE ||
+      !rpc_tls_failure_hint(c->tls, probe.detail)) {
+    ps->failures = 0;
+    return 0;
+  }
+  if (++ps->failures < PROBES_TO_REFUSE)
+    return 0;
+  res->code = probe.code;
+  memcpy(res->detail, probe.detail, sizeof res->detail);
+  return 1;
 }
 
 /* One attempt. Returns COHORT_OK with res->code set when a status came back,
@@ -186,16 +277,20 @@ static int call_once(rpc_channel *c, const char *method, const char *auth_value,
     goto out;
   }
   /* The batch ends by the call deadline at the latest: RECV_STATUS_ON_CLIENT
-   * always completes. Without a cancel flag, wait for it in one go; with
-   * one, in slices, and once the flag is set cancel the call, which
-   * completes the batch at once. */
-  int cancelled = 0;
+   * always completes. Without a cancel flag or wait-for-ready, wait for it
+   * in one go; otherwise in slices, between which a set flag cancels the
+   * call (which completes the batch at once), and so does a failed
+   * handshake behind a wait-for-ready (handshake_failed). */
+  int cancelled = 0, refused = 0;
+  probe_state probes = {0};
+  rpc_result why = {0};
   for (;;) {
     gpr_timespec until =
-        o->cancel ? gpr_time_add(
-                        gpr_now(GPR_CLOCK_MONOTONIC),
-                        gpr_time_from_millis(RPC_CANCEL_POLL_MS, GPR_TIMESPAN))
-                  : gpr_inf_future(GPR_CLOCK_REALTIME);
+        o->cancel || o->wait_for_ready
+            ? gpr_time_add(
+                  gpr_now(GPR_CLOCK_MONOTONIC),
+                  gpr_time_from_millis(RPC_CANCEL_POLL_MS, GPR_TIMESPAN))
+            : gpr_inf_future(GPR_CLOCK_REALTIME);
     if (grpc_completion_queue_pluck(cq, ops, until, NULL).type ==
         GRPC_OP_COMPLETE)
       break;
@@ -203,9 +298,21 @@ static int call_once(rpc_channel *c, const char *method, const char *auth_value,
       grpc_call_cancel(call, NULL);
       cancelled = 1;
     }
+    if (o->wait_for_ready && !cancelled && !refused &&
+        handshake_failed(c, &probes, &why)) {
+      grpc_call_cancel(call, NULL);
+      refused = 1;
+    }
   }
   if (cancelled) {
     rc = COHORT_ECANCELED;
+    goto out;
+  }
+  if (refused) {
+    res->handshake_failed = 1;
+    res->code = why.code;
+    memcpy(res->detail, why.detail, sizeof res->detail);
+    log_debug("rpc %s: handshake failed: %s", method, res->detail);
     goto out;
   }
 
@@ -318,8 +425,10 @@ int rpc_call(rpc_channel *ch, const char *method, const char *bearer,
     rc = call_once(ch, method, auth_value, req, req_len, opts, res);
     if (rc != COHORT_OK)
       break;
-    int retryable = res->code == GRPC_STATUS_UNAVAILABLE ||
-                    res->code == GRPC_STATUS_DEADLINE_EXCEEDED;
+    /* A failed handshake fails again: no retry. */
+    int retryable = (res->code == GRPC_STATUS_UNAVAILABLE ||
+                     res->code == GRPC_STATUS_DEADLINE_EXCEEDED) &&
+                    !res->handshake_failed;
     if (!retryable || attempt + 1 >= attempts)
       break;
     int64_t wait = backoff_ms(opts, attempt);

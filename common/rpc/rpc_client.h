@@ -7,15 +7,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rpc_tls.h"
+
 typedef struct rpc_channel rpc_channel;
 
 typedef struct rpc_channel_config {
   const char *target;    /* "HOST:PORT" */
   int max_receive_bytes; /* explicit message limits */
   int max_send_bytes;
+  /* Borrowed; NULL or !enabled: plaintext. Otherwise TLS verifying the
+   * server against ca_file (NULL: the system store), with cert_file and
+   * key_file as this client's certificate for mTLS. Nothing is pinned. */
+  const rpc_tls_config *tls;
 } rpc_channel_config;
 
-/* Calls grpc_init(); the channel is thread-safe. COHORT_OK or an error. */
+/* Calls grpc_init(); the channel is thread-safe. COHORT_OK or an error
+ * (COHORT_EINVAL also for a missing or wrong TLS file, logged with the
+ * file's name). */
 int rpc_channel_new(const rpc_channel_config *cfg, rpc_channel **out);
 /* Destroys the channel and calls grpc_shutdown(). Accepts NULL. */
 void rpc_channel_free(rpc_channel *ch);
@@ -46,6 +54,11 @@ typedef struct rpc_result {
   uint8_t *body;    /* malloc'd reply when code == OK, else NULL; the
                        caller frees it */
   size_t body_len;
+  /* 1: a wait-for-ready call that ended because the handshake kept failing
+   * (TLS or plaintext mismatch); code is UNAVAILABLE and there was no
+   * retry. Only such a result gets a rpc_channel_failure_hint: a broken
+   * connection of a call in flight may read alike and is retried. */
+  int handshake_failed;
 } rpc_result;
 
 /* One unary call. bearer, when not NULL, is sent as
@@ -57,6 +70,11 @@ typedef struct rpc_result {
 int rpc_call(rpc_channel *ch, const char *method, const char *bearer,
              const uint8_t *req, size_t req_len, const rpc_call_opts *opts,
              rpc_result *res);
+
+/* For a result with handshake_failed set: a sentence explaining the TLS
+ * or plaintext mismatch (rpc_tls_failure_hint); otherwise NULL. */
+const char *rpc_channel_failure_hint(const rpc_channel *ch,
+                                     const rpc_result *res);
 
 /* Frees res->body; accepts a zeroed result. */
 void rpc_result_clear(rpc_result *res);

@@ -476,6 +476,32 @@ static int config_ok(const rpc_server_config *cfg) {
   return 1;
 }
 
+/* Plaintext without tls, else TLS from its files (mTLS with a client CA):
+ * the files are read and checked first, so a wrong one is named here. */
+static int server_credentials(const rpc_tls_config *tls,
+                              grpc_server_credentials **out) {
+  if (!tls) {
+    *out = grpc_insecure_server_credentials_create();
+    return *out ? COHORT_OK : COHORT_ENOMEM;
+  }
+  char err[512];
+  rpc_tls_pem pem;
+  int rc = rpc_tls_load(tls, 1, &pem, err, sizeof err);
+  if (rc) {
+    log_error("rpc server: %s", err);
+    return rc;
+  }
+  grpc_ssl_pem_key_cert_pair pair = {pem.key, pem.cert};
+  /* The PEM strings are copied by gRPC (GRPC_C_CORE.md section 8). */
+  *out = grpc_ssl_server_credentials_create_ex(
+      pem.ca, &pair, 1,
+      pem.ca ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+             : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE,
+      NULL);
+  rpc_tls_pem_clear(&pem);
+  return *out ? COHORT_OK : COHORT_ENOMEM;
+}
+
 int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
                      int *bound_port) {
   if (!out)
@@ -557,7 +583,10 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
   }
   grpc_server_register_completion_queue(srv->server, srv->shutdown_cq, NULL);
 
-  grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+  grpc_server_credentials *creds = NULL;
+  rc = server_credentials(cfg->tls, &creds);
+  if (rc)
+    goto out;
   int port = grpc_server_add_http2_port(srv->server, cfg->listen, creds);
   grpc_server_credentials_release(creds);
   if (port == 0) {
@@ -591,8 +620,11 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
     srv->workers[i].running = 1;
   }
 
-  log_info("rpc server: listening on %s (port %d, %d workers)", cfg->listen,
-           port, srv->n_workers);
+  log_info("rpc server: listening on %s (port %d, %d workers, %s)", cfg->listen,
+           port, srv->n_workers,
+           !cfg->tls           ? "plaintext"
+           : cfg->tls->ca_file ? "TLS, client certificates required"
+                               : "TLS");
   if (bound_port)
     *bound_port = port;
   *out = srv;

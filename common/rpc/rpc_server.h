@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rpc_tls.h"
+
 typedef struct rpc_server rpc_server;
 
 /* A call a handler keeps open to answer later (see rpc_hold). */
@@ -79,10 +81,15 @@ typedef struct rpc_server_config {
   /* Optional (NULL: none): told of every answered call. */
   rpc_observe_fn observe;
   void *observe_ctx;
+  /* Borrowed; NULL: plaintext. Otherwise TLS with cert_file and key_file,
+   * and with ca_file every client must present a certificate that CA
+   * signed (mTLS). */
+  const rpc_tls_config *tls;
 } rpc_server_config;
 
 /* Calls grpc_init(), binds, starts the workers. *bound_port receives the
- * port actually bound. Returns COHORT_OK, COHORT_EINVAL, COHORT_EIO (bind
+ * port actually bound. Returns COHORT_OK, COHORT_EINVAL (also a TLS file
+ * that is missing or wrong: logged, naming the file), COHORT_EIO (bind
  * failed: the address is in use or invalid) or COHORT_ENOMEM. The caller
  * should block SIGINT/SIGTERM in every thread before calling it. */
 int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,

@@ -264,6 +264,7 @@ void http_api_federation(const http_request *req, http_response *res) {
   json_object_object_add(o, "clients", clients);
   json_object_object_add(
       o, "transport_insecure",
-      json_object_new_boolean(svc && svc->transport_insecure));
+      json_object_new_boolean(svc &&
+                              svc->transport == SERVICE_TRANSPORT_INSECURE));
   http_json_reply(res, o);
 }

@@ -234,7 +234,7 @@ void http_metrics(const http_request *req, http_response *res) {
          svc && svc->long_poll ? (double)long_poll_held(svc->long_poll) : 0);
   metric(&b, "cohort_transport_insecure", "gauge",
          "1 when the gRPC port serves without TLS on a non-loopback address.",
-         svc ? svc->transport_insecure : 0);
+         svc ? svc->transport == SERVICE_TRANSPORT_INSECURE : 0);
   if (srv->rpc)
     http_rpc_stats_write(srv->rpc, &b);
   if (b.failed) {

@@ -163,6 +163,7 @@ static int open_channel(int port, rpc_channel **out) {
   char target[64];
   snprintf(target, sizeof target, "127.0.0.1:%d", port);
   rpc_channel_config cc;
+  memset(&cc, 0, sizeof cc); /* plaintext: no tls */
   cc.target = target;
   cc.max_receive_bytes = 8 << 20;
   cc.max_send_bytes = 8 << 20; /* above the server's receive limit */
