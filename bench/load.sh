@@ -7,6 +7,8 @@
 #   bench/load.sh [--clients N] [--selected K] [--rounds R] [--model SPEC]
 #                 [--build DIR] [-- BENCH_LOAD_ARGS...]
 #
+# Every virtual client calls from 127.0.0.1, so the per-address rate limits
+# (docs/tokens.md), meant for one host among many, are off.
 # The same settings from the environment: CLIENTS (10000), SELECTED (1000),
 # ROUNDS (5), MODEL (logreg), BUILD (build), THREADS (2), CONNECTIONS
 # (0: one per client), WAIT_MS (30000), TRAIN_MS (0), DURATION_S (1800),
@@ -65,7 +67,9 @@ timeout "$((DURATION_S + 120))" "$server_bin" \
   --listen 127.0.0.1:0 --port-file "$work/port" --db "$work/cohort.db" \
   --enroll-token-file "$work/token" --rounds "$ROUNDS" \
   --clients-per-round "$SELECTED" --min-clients "$SELECTED" \
-  --model "$MODEL" $SERVER_ARGS >"$work/rounds.txt" 2>"$work/server.log" &
+  --model "$MODEL" \
+  --rate-register-per-address off --rate-checkin-per-address off \
+  $SERVER_ARGS >"$work/rounds.txt" 2>"$work/server.log" &
 server=$!
 pids+=("$server")
 for _ in $(seq 300); do
