@@ -27,6 +27,34 @@ int admin_write_new_file(const char *prog, const char *path, const char *text,
 int64_t admin_split_id(const flag_def *flags, size_t n_flags, int argc,
                        char **argv, char **rest, int *n_rest);
 
+/* The flags of `cohort tokens create` in both forms, into o's label, uses,
+ * expires and out. */
+#define TOKEN_CREATE_FLAGS(o)                                                  \
+  {"label",                                                                    \
+   FLAG_STRING,                                                                \
+   &(o).label,                                                                 \
+   NULL,                                                                       \
+   0,                                                                          \
+   0,                                                                          \
+   "TEXT",                                                                     \
+   "what the token is for, e.g. 'lab phones' (required; at most 64 bytes)"},   \
+      {"uses", FLAG_INT, &(o).uses, "0",                                       \
+       0,      1e9,      "N",       "registrations it admits (0: no limit)"},  \
+      {"expires",                                                              \
+       FLAG_STRING,                                                            \
+       &(o).expires,                                                           \
+       NULL,                                                                   \
+       0,                                                                      \
+       0,                                                                      \
+       "DURATION",                                                             \
+       "it admits none after this long, e.g. 90m, 12h, 30d (default: "         \
+       "never)"},                                                              \
+  {                                                                            \
+    "out", FLAG_STRING, &(o).out, NULL, 0, 0, "FILE",                          \
+        "write the token to this new file (mode 0600) instead of standard "    \
+        "output"                                                               \
+  }
+
 /* cohort_admin_tokens.c: enrollment tokens and client sessions, on the
  * database file (--db). */
 int admin_tokens_create(const char *prog, int argc, char **argv);

@@ -114,16 +114,7 @@ static int open_db(const char *prog, store **s) {
 int admin_tokens_create(const char *prog, int argc, char **argv) {
   const flag_def flags[] = {
       DB_FLAG,
-      {"label", FLAG_STRING, &g_tok.label, NULL, 0, 0, "TEXT",
-       "what the token is for, e.g. 'lab phones' (required; at most 64 "
-       "bytes)"},
-      {"uses", FLAG_INT, &g_tok.uses, "0", 0, 1e9, "N",
-       "registrations it admits (0: no limit)"},
-      {"expires", FLAG_STRING, &g_tok.expires, NULL, 0, 0, "DURATION",
-       "it admits none after this long, e.g. 90m, 12h, 30d (default: never)"},
-      {"out", FLAG_STRING, &g_tok.out, NULL, 0, 0, "FILE",
-       "write the token to this new file (mode 0600) instead of standard "
-       "output"},
+      TOKEN_CREATE_FLAGS(g_tok),
   };
   static const char usage[] =
       "usage: cohort tokens create --db PATH --label TEXT [--uses N] "

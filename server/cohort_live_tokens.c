@@ -72,16 +72,7 @@ static void revoke_undelivered(const char *prog, int64_t id) {
 int live_tokens_create(const char *prog, int argc, char **argv) {
   static const flag_def defs[] = {
       LIVE_FLAGS,
-      {"label", FLAG_STRING, &g_live.label, NULL, 0, 0, "TEXT",
-       "what the token is for, e.g. 'lab phones' (required; at most 64 "
-       "bytes)"},
-      {"uses", FLAG_INT, &g_live.uses, "0", 0, 1e9, "N",
-       "registrations it admits (0: no limit)"},
-      {"expires", FLAG_STRING, &g_live.expires, NULL, 0, 0, "DURATION",
-       "it admits none after this long, e.g. 90m, 12h, 30d (default: never)"},
-      {"out", FLAG_STRING, &g_live.out, NULL, 0, 0, "FILE",
-       "write the token to this new file (mode 0600) instead of standard "
-       "output"},
+      TOKEN_CREATE_FLAGS(g_live),
   };
   int rc = flags_main(
       prog,
