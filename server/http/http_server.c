@@ -421,9 +421,9 @@ int http_server_start(const http_config *cfg, http_server **out,
   }
   sqlite3_busy_timeout(srv->db, 250);
   /* The admin actions write through a connection of their own, not the
-   * coordinator's: that one is the round engine's, whose transactions
-   * (BEGIN IMMEDIATE ... COMMIT) another thread's statements would land
-   * inside, and whose lock is held through a whole aggregation. SQLite
+   * coordinator's: that one is the round engine's, used under its lock,
+   * and another thread's statements on it would land inside the engine's
+   * transactions (BEGIN IMMEDIATE ... COMMIT). SQLite
    * (WAL) takes one writer at a time across connections: every write of
    * the store begins with the write lock (BEGIN IMMEDIATE, or a single
    * statement) and waits up to 5 s for it, so this connection's one-row
