@@ -39,15 +39,6 @@ static int enroll_keygen(const char *prog, int argc, char **argv);
 static int enroll_certify(const char *prog, int argc, char **argv);
 static int enroll_verify(const char *prog, int argc, char **argv);
 
-/* `cohort clients list` reads a database file with --db (cohort_admin_tokens.c)
- * and a running coordinator's HTTP port otherwise (cohort_live.c). */
-static int clients_list(const char *prog, int argc, char **argv) {
-  for (int i = 1; i < argc; i++)
-    if (strcmp(argv[i], "--db") == 0 || strncmp(argv[i], "--db=", 5) == 0)
-      return admin_clients_list(prog, argc, argv);
-  return live_clients_list(prog, argc, argv);
-}
-
 static const subcommand SUBCOMMANDS[] = {
     {"privacy", "epsilon",
      "epsilon spent by T rounds at sampling rate Q and noise multiplier Z",
@@ -80,20 +71,42 @@ static const subcommand SUBCOMMANDS[] = {
      live_models_export},
     {"privacy", "report", "the privacy budget a running coordinator spent",
      live_privacy_report},
+    /* These take --server (a running coordinator) or --db (its file). */
     {"tokens", "create",
      "a new enrollment token (shown once; the database keeps its hash)",
-     admin_tokens_create},
+     live_tokens_create},
     {"tokens", "list", "the enrollment tokens, their uses and state",
-     admin_tokens_list},
-    {"tokens", "revoke", "revoke an enrollment token", admin_tokens_revoke},
-    {"clients", "list",
-     "the registered clients and their sessions: of a running coordinator "
-     "(--server) or of its database (--db)",
-     clients_list},
+     live_tokens_list},
+    {"tokens", "revoke", "revoke an enrollment token", live_tokens_revoke},
+    {"clients", "list", "the registered clients and their sessions",
+     live_clients_list},
     {"clients", "revoke", "revoke a client's session for good",
-     admin_clients_revoke},
+     live_clients_revoke},
 };
 #define N_SUBCOMMANDS (sizeof SUBCOMMANDS / sizeof SUBCOMMANDS[0])
+
+/* The forms that run instead when --db is given: on the database file
+ * (cohort_admin_tokens.c) rather than on a running coordinator. */
+static const subcommand DB_FORMS[] = {
+    {"tokens", "create", NULL, admin_tokens_create},
+    {"tokens", "list", NULL, admin_tokens_list},
+    {"tokens", "revoke", NULL, admin_tokens_revoke},
+    {"clients", "list", NULL, admin_clients_list},
+    {"clients", "revoke", NULL, admin_clients_revoke},
+};
+
+/* The --db form of command name when argv holds --db, else NULL. */
+static const subcommand *db_form(const char *command, const char *name,
+                                 int argc, char **argv) {
+  int db = 0;
+  for (int i = 1; i < argc; i++)
+    db |= strcmp(argv[i], "--db") == 0 || strncmp(argv[i], "--db=", 5) == 0;
+  for (size_t i = 0; db && i < sizeof DB_FORMS / sizeof DB_FORMS[0]; i++)
+    if (strcmp(command, DB_FORMS[i].command) == 0 &&
+        strcmp(name, DB_FORMS[i].name) == 0)
+      return &DB_FORMS[i];
+  return NULL;
+}
 
 /* The subcommands of `command` (all of them when NULL), one per line. */
 static void print_usage(FILE *out, const char *command) {
@@ -157,7 +170,8 @@ int main(int argc, char **argv) {
         strcmp(argv[2], SUBCOMMANDS[i].name) == 0) {
       char prog[128];
       snprintf(prog, sizeof prog, "cohort %s %s", command, argv[2]);
-      return SUBCOMMANDS[i].run(prog, argc - 2, argv + 2);
+      const subcommand *db = db_form(command, argv[2], argc - 2, argv + 2);
+      return (db ? db : &SUBCOMMANDS[i])->run(prog, argc - 2, argv + 2);
     }
   fprintf(stderr, "cohort %s: unknown subcommand '%s' (see cohort %s --help)\n",
           command, argv[2], command);
@@ -543,6 +557,30 @@ int admin_write_new_file(const char *prog, const char *path, const char *text,
     unlink(path);
   }
   return ok ? 0 : 1;
+}
+
+int64_t admin_split_id(const flag_def *flags, size_t n_flags, int argc,
+                       char **argv, char **rest, int *n_rest) {
+  const char *id = NULL;
+  int n = 0;
+  for (int i = 0; i < argc && i < ADMIN_MAX_ARGS; i++) {
+    int value_follows = 0;
+    for (size_t f = 0; f < n_flags; f++)
+      value_follows |= flags[f].type != FLAG_BOOL && i > 0 &&
+                       strncmp(argv[i], "--", 2) == 0 &&
+                       strcmp(argv[i] + 2, flags[f].name) == 0;
+    if (i > 0 && !id && strncmp(argv[i], "--", 2) != 0) {
+      id = argv[i];
+      continue;
+    }
+    rest[n++] = argv[i];
+    if (value_follows && i + 1 < argc && n < ADMIN_MAX_ARGS)
+      rest[n++] = argv[++i];
+  }
+  *n_rest = n;
+  char *end = NULL;
+  long long v = id ? strtoll(id, &end, 10) : 0;
+  return id && *id && !*end && v > 0 ? v : 0;
 }
 
 /* A public key or certificate as hex, in a new file; they are not

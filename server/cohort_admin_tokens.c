@@ -41,8 +41,7 @@ static tokens_opts g_tok;
         "one JSON object instead of a table"                                   \
   }
 
-/* Wall-clock seconds as "2026-12-02T02:20:00Z", or "-" for 0 (never). */
-static const char *when(double t, char out[32]) {
+const char *admin_when(double t, char out[32]) {
   if (t <= 0)
     return "-";
   time_t s = (time_t)t;
@@ -67,7 +66,7 @@ static void json_string(const char *key, const char *text) {
 static void json_time(const char *key, double t) {
   char buf[32];
   if (t > 0)
-    printf(",\"%s\":\"%s\"", key, when(t, buf));
+    printf(",\"%s\":\"%s\"", key, admin_when(t, buf));
   else
     printf(",\"%s\":null", key);
 }
@@ -78,26 +77,16 @@ static void json_time(const char *key, double t) {
 static int parse(const char *prog, const char *usage, const flag_def *flags,
                  size_t n_flags, int want_id, int64_t *id, int argc,
                  char **argv) {
-  char *args[64];
-  int n = 0, id_at = -1;
-  if (argc > (int)(sizeof args / sizeof args[0])) {
+  char *args[ADMIN_MAX_ARGS];
+  int n = argc;
+  if (argc > ADMIN_MAX_ARGS) {
     fprintf(stderr, "%s: too many arguments\n", prog);
     return 2;
   }
-  for (int i = 0; i < argc; i++) {
-    int value_follows = 0;
-    for (size_t f = 0; f < n_flags; f++)
-      value_follows |= flags[f].type != FLAG_BOOL && i > 0 &&
-                       strncmp(argv[i], "--", 2) == 0 &&
-                       strcmp(argv[i] + 2, flags[f].name) == 0;
-    if (i > 0 && want_id && id_at < 0 && strncmp(argv[i], "--", 2) != 0) {
-      id_at = i;
-      continue;
-    }
-    args[n++] = argv[i];
-    if (value_follows && i + 1 < argc)
-      args[n++] = argv[++i];
-  }
+  if (want_id)
+    *id = admin_split_id(flags, n_flags, argc, argv, args, &n);
+  else
+    memcpy(args, argv, (size_t)argc * sizeof *argv);
   int rc = flags_main(prog, usage, flags, n_flags, n, args);
   if (rc >= 0)
     return rc;
@@ -105,15 +94,10 @@ static int parse(const char *prog, const char *usage, const flag_def *flags,
     fprintf(stderr, "%s: --db is required (see --help)\n", prog);
     return 2;
   }
-  if (want_id) {
-    char *end = NULL;
-    long long v = id_at < 0 ? 0 : strtoll(argv[id_at], &end, 10);
-    if (id_at < 0 || *end || v <= 0) {
-      fprintf(stderr, "%s: expected one ID, a positive number (see --help)\n",
-              prog);
-      return 2;
-    }
-    *id = v;
+  if (want_id && !*id) {
+    fprintf(stderr, "%s: expected one ID, a positive number (see --help)\n",
+            prog);
+    return 2;
   }
   return -1;
 }
@@ -130,16 +114,7 @@ static int open_db(const char *prog, store **s) {
 int admin_tokens_create(const char *prog, int argc, char **argv) {
   const flag_def flags[] = {
       DB_FLAG,
-      {"label", FLAG_STRING, &g_tok.label, NULL, 0, 0, "TEXT",
-       "what the token is for, e.g. 'lab phones' (required; at most 64 "
-       "bytes)"},
-      {"uses", FLAG_INT, &g_tok.uses, "0", 0, 1e9, "N",
-       "registrations it admits (0: no limit)"},
-      {"expires", FLAG_STRING, &g_tok.expires, NULL, 0, 0, "DURATION",
-       "it admits none after this long, e.g. 90m, 12h, 30d (default: never)"},
-      {"out", FLAG_STRING, &g_tok.out, NULL, 0, 0, "FILE",
-       "write the token to this new file (mode 0600) instead of standard "
-       "output"},
+      TOKEN_CREATE_FLAGS(g_tok),
   };
   static const char usage[] =
       "usage: cohort tokens create --db PATH --label TEXT [--uses N] "
@@ -188,18 +163,26 @@ int admin_tokens_create(const char *prog, int argc, char **argv) {
   }
   if (!g_tok.out)
     printf("%s\n", token);
-  char at[32], uses[32] = "no use limit";
-  if (g_tok.uses)
-    snprintf(uses, sizeof uses, "%ld use(s)", g_tok.uses);
-  fprintf(g_tok.out ? stdout : stderr,
-          "enrollment token %lld (%s): %s, expires %s%s%s\n", (long long)id,
-          g_tok.label, uses, ttl ? when(now + ttl, at) : "never",
-          g_tok.out ? ", written to " : "", g_tok.out ? g_tok.out : "");
+  store_enroll_token made = {
+      .id = id, .max_uses = g_tok.uses, .expires_at = ttl ? now + ttl : 0};
+  snprintf(made.label, sizeof made.label, "%s", g_tok.label);
+  admin_token_made(&made, g_tok.out);
   rc = 0;
 out:
   OPENSSL_cleanse(token, sizeof token);
   store_close(s);
   return rc;
+}
+
+void admin_token_made(const store_enroll_token *t, const char *out) {
+  char at[32], uses[32] = "no use limit", label[SANITIZE_NAME_LEN];
+  if (t->max_uses)
+    snprintf(uses, sizeof uses, "%lld use(s)", (long long)t->max_uses);
+  fprintf(out ? stdout : stderr,
+          "enrollment token %lld (%s): %s, expires %s%s%s\n", (long long)t->id,
+          sanitize_text(t->label, label, sizeof label), uses,
+          t->expires_at > 0 ? admin_when(t->expires_at, at) : "never",
+          out ? ", written to " : "", out ? out : "");
 }
 
 /* A listing subcommand: its usage, how it loads its rows (a malloc'd
@@ -249,12 +232,15 @@ out:
   return rc;
 }
 
+static void print_token(const void *row, int json, double now) {
+  admin_print_token(row, json, now);
+}
+
 static int load_tokens(store *s, void **rows, size_t *n) {
   return store_token_list(s, (store_enroll_token **)rows, n);
 }
 
-static void print_token(const void *row, int json, double now) {
-  const store_enroll_token *t = row;
+void admin_print_token(const store_enroll_token *t, int json, double now) {
   const char *why = store_token_refusal(t, now);
   const char *state = why ? why : "active";
   char a[32], b[32], uses[32], label[SANITIZE_NAME_LEN];
@@ -278,7 +264,7 @@ static void print_token(const void *row, int json, double now) {
   else
     snprintf(uses, sizeof uses, "%lld", (long long)t->uses);
   printf("%-4lld %-8s %-12s %-20s %-20s %s\n", (long long)t->id, state, uses,
-         when(t->expires_at, a), when(t->created_at, b),
+         admin_when(t->expires_at, a), admin_when(t->created_at, b),
          sanitize_text(t->label, label, sizeof label));
 }
 
@@ -324,8 +310,8 @@ static void print_client(const void *row, int json, double now) {
   char a[32], b[32], d[32], tok[24], platform[SANITIZE_NAME_LEN];
   snprintf(tok, sizeof tok, "%lld", (long long)c->token_id);
   printf("%-6lld %-8s %-6s %-20s %-20s %-20s %s\n", (long long)c->id, state,
-         c->token_id ? tok : "flag", when(c->session_expires_at, a),
-         when(c->registered_at, b), when(c->last_seen, d),
+         c->token_id ? tok : "flag", admin_when(c->session_expires_at, a),
+         admin_when(c->registered_at, b), admin_when(c->last_seen, d),
          sanitize_text(c->platform, platform, sizeof platform));
 }
 

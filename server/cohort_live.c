@@ -3,6 +3,7 @@
  * value (which the process list would show), and is sent only as
  * "Authorization: Bearer". --json prints the API's own JSON. */
 #include "cohort_live.h"
+#include "cohort_live_internal.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -18,30 +19,8 @@
 #define MAX_JSON_BYTES (64u << 20)
 #define MAX_TOKEN 512
 
-typedef struct live_opts {
-  const char *server, *token_file, *version, *out;
-  long after, limit;
-  int json;
-} live_opts;
+live_opts g_live;
 
-static live_opts g_live;
-
-#define LIVE_FLAGS                                                             \
-  {"server", FLAG_STRING, &g_live.server, "http://127.0.0.1:8080",             \
-   0,        0,           "URL",          "the coordinator's --http address"}, \
-      {"token-file",                                                           \
-       FLAG_STRING,                                                            \
-       &g_live.token_file,                                                     \
-       NULL,                                                                   \
-       0,                                                                      \
-       0,                                                                      \
-       "PATH",                                                                 \
-       "file whose first line is the admin token (or set "                     \
-       "COHORT_ADMIN_TOKEN; none: a loopback port without a token)"},          \
-  {                                                                            \
-    "json", FLAG_BOOL, &g_live.json, NULL, 0, 0, NULL,                         \
-        "print the API's JSON instead of lines"                                \
-  }
 #define PAGE_FLAGS                                                             \
   {"after",                                                                    \
    FLAG_INT,                                                                   \
@@ -112,10 +91,8 @@ static int read_token(const char *prog, char tok[MAX_TOKEN]) {
   return 0;
 }
 
-/* method path on --server; the JSON answer into *out (when out), or the
- * bytes into file. 0, or 1 after an error message naming the call. */
-static int call(const char *prog, const char *method, const char *path,
-                FILE *file, json_object **out) {
+int live_call(const char *prog, const char *method, const char *path,
+              const char *json_body, FILE *file, json_object **out) {
   char tok[MAX_TOKEN], url[2048], auth[MAX_TOKEN + 32] = "";
   body b = {.file = file};
   struct curl_slist *headers = NULL;
@@ -143,9 +120,12 @@ static int call(const char *prog, const char *method, const char *path,
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+  if (json_body)
+    headers = curl_slist_append(headers, "Content-Type: application/json");
   if (strcmp(method, "POST") == 0) {
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, 0L);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE,
+                     json_body ? (long)strlen(json_body) : 0L);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, json_body ? json_body : "");
   }
   CURLcode e = curl_easy_perform(c);
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
@@ -177,14 +157,27 @@ out:
   return rc;
 }
 
-static void print_json(json_object *o) {
+/* live_call without a body, for this file's commands. */
+static int call(const char *prog, const char *method, const char *path,
+                FILE *file, json_object **out) {
+  return live_call(prog, method, path, NULL, file, out);
+}
+
+void live_print_json(json_object *o) {
   puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
 }
 
-static json_object *get(json_object *o, const char *key) {
+json_object *live_get(json_object *o, const char *key) {
   json_object *v = NULL;
   return o && json_object_object_get_ex(o, key, &v) ? v : NULL;
 }
+
+/* This file's short names for them. */
+static json_object *get(json_object *o, const char *key) {
+  return live_get(o, key);
+}
+
+static void print_json(json_object *o) { live_print_json(o); }
 
 /* A number field as text ("-" when null or absent). */
 static const char *num(json_object *o, const char *key, const char *fmt,

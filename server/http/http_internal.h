@@ -10,6 +10,7 @@
 
 #include "http_buf.h"
 #include "http_server.h"
+#include "store.h"
 
 /* Largest response body built in memory (a page of rounds, a scrape). */
 #define HTTP_MAX_BODY (8u << 20)
@@ -30,6 +31,7 @@ struct http_server {
   struct MHD_Daemon *daemon;
   sqlite3 *db; /* read-only; used only by the daemon's one thread */
   char *db_path;
+  store *admin; /* read-write, for the admin actions; the daemon's thread */
   int need_token;
   uint8_t token_sha256[32];
   const service *svc;
@@ -41,6 +43,8 @@ typedef struct http_request {
   http_server *srv;
   struct MHD_Connection *conn;
   const char *rest; /* the path after the route's prefix */
+  const char *body; /* the request's body, NUL-terminated (may be "") */
+  size_t body_len;
 } http_request;
 
 typedef struct http_response {
@@ -62,6 +66,11 @@ void http_api_rounds(const http_request *req, http_response *res);
 void http_api_clients(const http_request *req, http_response *res);
 void http_api_model(const http_request *req, http_response *res);
 void http_api_abort(const http_request *req, http_response *res);
+/* /api/tokens and /api/clients/ID/revoke (http_identities.c) */
+void http_api_tokens(const http_request *req, http_response *res);
+void http_api_tokens_create(const http_request *req, http_response *res);
+void http_api_token_revoke(const http_request *req, http_response *res);
+void http_api_client_revoke(const http_request *req, http_response *res);
 /* / */
 void http_dashboard(const http_request *req, http_response *res);
 

@@ -20,6 +20,7 @@
 #include "cohort_status.h"
 #include "http_internal.h"
 #include "log.h"
+#include "store_tokens.h"
 
 /* Operators and a scraper, not a fleet: small limits keep a misbehaving
  * (or hostile) peer from tying up memory or the daemon's thread. */
@@ -27,7 +28,7 @@
 #define MAX_PER_ADDRESS 16
 #define IDLE_TIMEOUT_S 10
 #define CONNECTION_MEMORY (32u << 10) /* request line + headers */
-#define MAX_REQUEST_BODY 4096         /* no route reads a body yet */
+#define MAX_REQUEST_BODY 4096         /* POST /api/tokens' JSON, at most */
 #define MIN_TOKEN_LEN 16
 
 typedef struct http_route {
@@ -38,8 +39,7 @@ typedef struct http_route {
   http_handler_fn handler;
 } http_route;
 
-/* One row per endpoint: the token and revocation endpoints of the tokens
- * store are a row each. */
+/* One row per endpoint. */
 static const http_route ROUTES[] = {
     {"GET", "/", 0, 1, http_dashboard},
     {"GET", "/metrics", 0, 0, http_metrics},
@@ -48,12 +48,18 @@ static const http_route ROUTES[] = {
     {"GET", "/api/clients", 0, 0, http_api_clients},
     {"GET", "/api/models/", 1, 0, http_api_model},
     {"POST", "/api/rounds/current/abort", 0, 0, http_api_abort},
+    {"GET", "/api/tokens", 0, 0, http_api_tokens},
+    {"POST", "/api/tokens", 0, 0, http_api_tokens_create},
+    {"POST", "/api/tokens/", 1, 0, http_api_token_revoke},
+    {"POST", "/api/clients/", 1, 0, http_api_client_revoke},
 };
 #define N_ROUTES (sizeof ROUTES / sizeof ROUTES[0])
 
-/* Per request, between libmicrohttpd's calls for the same request. */
+/* Per request, between libmicrohttpd's calls for the same request: the
+ * body's first MAX_REQUEST_BODY bytes and how many came in all. */
 typedef struct request_state {
   size_t body_bytes;
+  char body[MAX_REQUEST_BODY + 1];
 } request_state;
 
 void http_json_error(http_response *res, unsigned status, const char *fmt,
@@ -242,7 +248,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                   const char *version, const char *upload,
                                   size_t *upload_size, void **con_cls) {
   (void)version;
-  (void)upload;
   http_server *srv = cls;
   request_state *rs = *con_cls;
   if (!rs) {
@@ -253,7 +258,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     return MHD_YES;
   }
   if (*upload_size) {
-    /* Counted and dropped, never kept: a body costs no memory here. */
+    /* Kept up to the limit, beyond it counted and dropped: a body costs
+     * no more than its fixed buffer. */
+    if (rs->body_bytes < MAX_REQUEST_BODY)
+      memcpy(rs->body + rs->body_bytes, upload,
+             *upload_size < MAX_REQUEST_BODY - rs->body_bytes
+                 ? *upload_size
+                 : MAX_REQUEST_BODY - rs->body_bytes);
     rs->body_bytes += *upload_size;
     *upload_size = 0;
     return MHD_YES;
@@ -281,7 +292,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                     "admin token required: send Authorization: Bearer "
                     "<the token of --admin-token-file>");
   else {
-    http_request req = {srv, conn, url + strlen(route->path)};
+    rs->body[rs->body_bytes] = '\0';
+    http_request req = {srv, conn, url + strlen(route->path), rs->body,
+                        rs->body_bytes};
     route->handler(&req, &res);
   }
   return send_response(conn, &res);
@@ -407,6 +420,21 @@ int http_server_start(const http_config *cfg, http_server **out,
     goto out;
   }
   sqlite3_busy_timeout(srv->db, 250);
+  /* The admin actions write through a connection of their own, not the
+   * coordinator's: that one is the round engine's, used under its lock,
+   * and another thread's statements on it would land inside the engine's
+   * transactions (BEGIN IMMEDIATE ... COMMIT). SQLite
+   * (WAL) takes one writer at a time across connections: every write of
+   * the store begins with the write lock (BEGIN IMMEDIATE, or a single
+   * statement) and waits up to 5 s for it, so this connection's one-row
+   * writes and the coordinator's queue behind each other, as `cohort
+   * tokens --db` from another process does. The engine reads tokens and
+   * sessions from the database at every Register and call, so a change
+   * counts from the next one. */
+  if (store_open_admin(cfg->db_path, &srv->admin, err, errlen) != COHORT_OK) {
+    rc = COHORT_EIO;
+    goto out;
+  }
 
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
                    MHD_USE_ERROR_LOG |
@@ -455,6 +483,7 @@ void http_server_stop(http_server *h) {
   if (h->daemon)
     MHD_stop_daemon(h->daemon);
   sqlite3_close(h->db);
+  store_close(h->admin);
   free(h->db_path);
   OPENSSL_cleanse(h->token_sha256, sizeof h->token_sha256);
   free(h);

@@ -2,7 +2,9 @@
  * /metrics, a JSON API under /api/ and the dashboard at /. It reads the
  * coordinator's database through its own read-only SQLite connection (WAL
  * readers never block the writer) and live gauges through lock-free
- * counters, so a scrape does not stall rounds. docs/operations.md. */
+ * counters, so a scrape does not stall rounds; the admin actions on tokens
+ * and clients write through a second connection of its own
+ * (http_server.c says why). docs/operations.md. */
 #ifndef COHORT_HTTP_SERVER_H
 #define COHORT_HTTP_SERVER_H
 
@@ -15,7 +17,7 @@ typedef struct http_server http_server;
 
 typedef struct http_config {
   const char *listen;  /* "HOST:PORT"; port 0 picks a free port */
-  const char *db_path; /* the coordinator's database, read here read-only */
+  const char *db_path; /* the coordinator's database (already created) */
   /* The admin token (borrowed; only its SHA-256 is kept). NULL: no token,
    * which only a loopback address accepts. */
   const char *admin_token;

@@ -2,8 +2,10 @@
  * answer only with the admin token, and what they report matches the
  * federation that is running; bad requests get JSON errors with the right
  * status and cost bounded memory; the dashboard page loads nothing from
- * elsewhere; and the coordinator refuses to open the port beyond loopback
- * without a token, or with a token file others can read. */
+ * elsewhere; a coordinator serving plaintext gRPC beyond loopback
+ * (--insecure) says so in /metrics and /api/federation; and the
+ * coordinator refuses to open the port beyond loopback without a token,
+ * or with a token file others can read. */
 #include <CUnit/CUnit.h>
 #include <json-c/json.h>
 #include <signal.h>
@@ -470,6 +472,50 @@ static void test_abort_current_round(void) {
   free(text);
 }
 
+/* The issue's warning: plaintext gRPC on a network address shows as
+ * cohort_transport_insecure 1 and transport_insecure true; the loopback
+ * federation of this suite shows 0 and false. */
+static void test_insecure_transport_is_reported(void) {
+  int port = 0, http = 0;
+  char db[512] = "", flags[1024];
+  const char *port_file = harness_path("insecure.http-port");
+  snprintf(flags, sizeof flags,
+           "--listen 0.0.0.0:0 --insecure --rounds 1 --enroll-token t "
+           "--http 127.0.0.1:0 --http-port-file %s",
+           port_file);
+  pid_t server = harness_start_server("insecure", flags, &port, db, sizeof db);
+  CU_ASSERT_FATAL(server > 0);
+  for (int i = 0; i < 250 && http <= 0; i++) {
+    char *text = harness_read_file(port_file);
+    http = text ? atoi(text) : 0;
+    free(text);
+    if (http <= 0)
+      nanosleep(&(struct timespec){0, 20 * 1000000L}, NULL);
+  }
+  CU_ASSERT_FATAL(http > 0);
+  static const struct {
+    int expect;
+    const char *federation;
+  } cases[] = {{1, "\"transport_insecure\":true"},
+               {0, "\"transport_insecure\":false"}};
+  for (int i = 0; i < 2; i++) {
+    int p = i == 0 ? http : g_fed.http_port;
+    const char *token = i == 0 ? NULL : HTTP_FED_TOKEN;
+    http_reply r;
+    CU_ASSERT_EQUAL_FATAL(http_get(p, "/metrics", token, &r), 0);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_EQUAL(sample(r.body, "cohort_transport_insecure"),
+                    cases[i].expect);
+    http_reply_clear(&r);
+    CU_ASSERT_EQUAL_FATAL(http_get(p, "/api/federation", token, &r), 0);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, cases[i].federation));
+    http_reply_clear(&r);
+  }
+  harness_signal(server, SIGTERM);
+  CU_ASSERT_EQUAL(harness_wait(server, 20), 0);
+}
+
 /* Starts a coordinator with flags that must be refused; returns its
  * standard error. */
 static char *refused_start(const char *tag, const char *flags) {
@@ -527,6 +573,9 @@ int cohort_register_suites(void) {
        test_cross_site_requests_refused},
       {"cohort status, rounds, clients, models export, privacy report",
        test_cohort_live_commands},
+      {"plaintext gRPC beyond loopback shows in /metrics and "
+       "/api/federation; loopback does not",
+       test_insecure_transport_is_reported},
       {"aborting the current round fails it; the next one commits",
        test_abort_current_round},
   };

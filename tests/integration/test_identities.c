@@ -5,18 +5,23 @@
  * escaped in the coordinator's log; a revoked session is refused; a flood
  * of registrations from one address and of check-ins from one client or
  * one address is limited while honest clients in the same rounds commit;
- * and a running cohort-client registers again when its session expires and
- * stops when the operator revokes it. */
+ * a running cohort-client registers again when its session expires and
+ * stops when the operator revokes it; and the same token and revocation
+ * actions through the HTTP API and `cohort --server`, which refuse anyone
+ * without the admin token and never let a token reach the log. */
 #include <CUnit/CUnit.h>
 #include <grpc/status.h>
+#include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cunit_main.h"
 #include "db_peek.h"
 #include "harness.h"
+#include "http_client.h"
 #include "pb.h"
 #include "rpc_client.h"
 
@@ -359,6 +364,211 @@ static void test_client_sessions(void) {
   CU_ASSERT_EQUAL(harness_wait(server, 20), 0);
 }
 
+#define ADMIN_TOKEN "identities-admin-token-0123456789"
+
+/* method path on the side port with body (NULL: none) and the bearer
+ * (NULL: none); the reply, to be cleared. */
+static http_reply api(int port, const char *method, const char *path,
+                      const char *bearer, const char *body) {
+  char req[2048];
+  http_reply r = {0};
+  size_t len = body ? strlen(body) : 0;
+  int n = snprintf(req, sizeof req,
+                   "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\n%s%s%s"
+                   "Content-Length: %zu\r\n\r\n%s",
+                   method, path, bearer ? "Authorization: Bearer " : "",
+                   bearer ? bearer : "", bearer ? "\r\n" : "", len,
+                   body ? body : "");
+  CU_ASSERT_FATAL(n > 0 && (size_t)n < sizeof req);
+  CU_ASSERT_EQUAL_FATAL(http_raw(port, req, (size_t)n, &r), 0);
+  return r;
+}
+
+/* A string member of the JSON body of r, copied into out ("" if none). */
+static void json_field(const http_reply *r, const char *key, char *out,
+                       size_t len) {
+  json_object *o = json_tokener_parse(r->body), *v;
+  snprintf(out, len, "%s",
+           o && json_object_object_get_ex(o, key, &v)
+               ? json_object_get_string(v)
+               : "");
+  json_object_put(o);
+}
+
+/* A coordinator with the side port on loopback and an admin token. */
+static pid_t start_api_server(char *db, size_t db_len, int *grpc_port,
+                              int *http_port) {
+  char token_file[600], port_file[600], flags[2048];
+  snprintf(token_file, sizeof token_file, "%s", harness_path("api.token"));
+  snprintf(port_file, sizeof port_file, "%s", harness_path("api.http-port"));
+  FILE *f = fopen(token_file, "w");
+  CU_ASSERT_FATAL(f != NULL);
+  fputs(ADMIN_TOKEN "\n", f);
+  fclose(f);
+  chmod(token_file, 0600);
+  snprintf(flags, sizeof flags,
+           "--rounds 1 --clients-per-round 5 --linger 1 --http 127.0.0.1:0 "
+           "--http-port-file %s --admin-token-file %s",
+           port_file, token_file);
+  pid_t server = harness_start_server("api", flags, grpc_port, db, db_len);
+  CU_ASSERT_FATAL(server > 0);
+  *http_port = 0;
+  for (int i = 0; i < 250 && *http_port <= 0; i++) {
+    char *text = harness_read_file(port_file);
+    *http_port = text ? atoi(text) : 0;
+    free(text);
+    if (*http_port <= 0)
+      nanosleep(&(struct timespec){0, 20 * 1000000L}, NULL);
+  }
+  CU_ASSERT_FATAL(*http_port > 0);
+  return server;
+}
+
+/* The adversary has the side port but not the admin token: it tries to
+ * make itself a token, list them, revoke the operator's token and an
+ * honest client. Each is refused with 401 and changes nothing. */
+static void attacker_without_token(int port, const char *db,
+                                   const char *session, rpc_channel *ch) {
+  static const struct {
+    const char *method, *path, *body;
+  } tries[] = {
+      {"GET", "/api/tokens", NULL},
+      {"POST", "/api/tokens", "{\"label\":\"mine\"}"},
+      {"POST", "/api/tokens/1/revoke", NULL},
+      {"POST", "/api/clients/1/revoke", NULL},
+  };
+  static const char *guesses[] = {NULL, "", ADMIN_TOKEN "x",
+                                  "identities-admin-token"};
+  for (size_t t = 0; t < sizeof tries / sizeof tries[0]; t++)
+    for (size_t g = 0; g < sizeof guesses / sizeof guesses[0]; g++) {
+      http_reply r =
+          api(port, tries[t].method, tries[t].path, guesses[g], tries[t].body);
+      CU_ASSERT_EQUAL(r.status, 401);
+      CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "admin token required"));
+      CU_ASSERT_PTR_NULL(strstr(r.body, "\"token\":"));
+      http_reply_clear(&r);
+    }
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM enrollment_tokens"), 1);
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM enrollment_tokens"
+                                  " WHERE revoked_at IS NOT NULL"),
+                  0);
+  CU_ASSERT_EQUAL(checkin(ch, session).code, GRPC_STATUS_OK);
+}
+
+static void test_tokens_over_api(void) {
+  char db[512] = "";
+  int port = 0, http = 0;
+  pid_t server = start_api_server(db, sizeof db, &port, &http);
+  rpc_channel *ch = connect_to(port);
+
+  http_reply r = api(http, "POST", "/api/tokens", ADMIN_TOKEN,
+                     "{\"label\":\"api phones\",\"uses\":5,"
+                     "\"expires\":\"1h\"}");
+  CU_ASSERT_EQUAL_FATAL(r.status, 200);
+  char token[128], label[128];
+  json_field(&r, "token", token, sizeof token);
+  json_field(&r, "label", label, sizeof label);
+  http_reply_clear(&r);
+  CU_ASSERT_EQUAL_FATAL(strlen(token), 64);
+  CU_ASSERT_STRING_EQUAL(label, "api phones");
+
+  reply ok = register_with(ch, token, "linux");
+  CU_ASSERT_EQUAL_FATAL(ok.code, GRPC_STATUS_OK);
+  attacker_without_token(http, db, ok.session, ch);
+
+  /* Listed with its use, without the token or its hash. */
+  r = api(http, "GET", "/api/tokens", ADMIN_TOKEN, NULL);
+  CU_ASSERT_EQUAL(r.status, 200);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"label\":\"api phones\""));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"uses\":1,\"max_uses\":5"));
+  CU_ASSERT_PTR_NULL(strstr(r.body, token));
+  CU_ASSERT_PTR_NULL(strstr(r.body, "token\":"));
+  CU_ASSERT_PTR_NULL(strstr(r.body, "sha256"));
+  http_reply_clear(&r);
+
+  /* Bad requests: a clear 400, nothing made. */
+  static const char *bad[] = {"",
+                              "[]",
+                              "{\"label\":\"\"}",
+                              "{\"label\":\"x\",\"expiry\":\"1h\"}",
+                              "{\"label\":\"x\",\"uses\":-1}",
+                              "{\"label\":\"x\",\"expires\":\"soon\"}"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    r = api(http, "POST", "/api/tokens", ADMIN_TOKEN, bad[i]);
+    CU_ASSERT_EQUAL(r.status, 400);
+    http_reply_clear(&r);
+  }
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM enrollment_tokens"), 1);
+
+  /* Revoked: the next registration with it is refused, at once. */
+  r = api(http, "POST", "/api/tokens/1/revoke", ADMIN_TOKEN, NULL);
+  CU_ASSERT_EQUAL(r.status, 200);
+  http_reply_clear(&r);
+  reply refused = register_with(ch, token, "linux");
+  CU_ASSERT_EQUAL(refused.code, GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(refused.detail, "revoked"));
+  r = api(http, "POST", "/api/tokens/1/revoke", ADMIN_TOKEN, NULL);
+  CU_ASSERT_EQUAL(r.status, 409);
+  http_reply_clear(&r);
+
+  /* The client revoked: its next call is refused. */
+  r = api(http, "POST", "/api/clients/1/revoke", ADMIN_TOKEN, NULL);
+  CU_ASSERT_EQUAL(r.status, 200);
+  http_reply_clear(&r);
+  reply gone = checkin(ch, ok.session);
+  CU_ASSERT_EQUAL(gone.code, GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(gone.detail, PB_DETAIL_SESSION_REVOKED));
+  r = api(http, "POST", "/api/clients/99/revoke", ADMIN_TOKEN, NULL);
+  CU_ASSERT_EQUAL(r.status, 404);
+  http_reply_clear(&r);
+
+  /* The same through `cohort --server`, the token in a new 0600 file. */
+  char server_url[64], out_file[600];
+  snprintf(server_url, sizeof server_url, "http://127.0.0.1:%d", http);
+  snprintf(out_file, sizeof out_file, "%s", harness_path("api-cli.token"));
+  setenv("COHORT_ADMIN_TOKEN", ADMIN_TOKEN, 1);
+  const char *create[] = {"tokens",  "create", "--server", server_url,
+                          "--label", "cli",    "--uses",   "1",
+                          "--out",   out_file, NULL};
+  CU_ASSERT_EQUAL(run_cohort("api-create.out", create), 0);
+  struct stat st;
+  CU_ASSERT_EQUAL_FATAL(stat(out_file, &st), 0);
+  CU_ASSERT_EQUAL(st.st_mode & 0777, 0600);
+  char *cli_token = harness_read_file(out_file);
+  CU_ASSERT_FATAL(cli_token != NULL);
+  cli_token[strcspn(cli_token, "\n")] = '\0';
+  reply second = register_with(ch, cli_token, "linux");
+  CU_ASSERT_EQUAL(second.code, GRPC_STATUS_OK);
+  const char *list[] = {"tokens",   "list",   "--server",
+                        server_url, "--json", NULL};
+  CU_ASSERT_EQUAL(run_cohort("api-list.json", list), 0);
+  char *json = harness_read_file(harness_path("api-list.json"));
+  CU_ASSERT_PTR_NOT_NULL(json ? strstr(json, "\"state\":\"used up\"") : 0);
+  CU_ASSERT_PTR_NULL(json ? strstr(json, cli_token) : 0);
+  free(json);
+  const char *revoke[] = {"clients",  "revoke",   "2",
+                          "--server", server_url, NULL};
+  CU_ASSERT_EQUAL(run_cohort("api-revoke.out", revoke), 0);
+  CU_ASSERT_EQUAL(checkin(ch, second.session).code,
+                  GRPC_STATUS_UNAUTHENTICATED);
+  const char *again[] = {"tokens", "revoke", "1", "--server", server_url, NULL};
+  CU_ASSERT_EQUAL(run_cohort("api-again.out", again), 1);
+  unsetenv("COHORT_ADMIN_TOKEN");
+
+  rpc_channel_free(ch);
+  harness_signal(server, SIGTERM);
+  CU_ASSERT_EQUAL(harness_wait(server, 20), 0);
+  char *log = harness_read_file(harness_path("api.err"));
+  CU_ASSERT_FATAL(log != NULL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(log, "enrollment token 1 (api phones) "
+                                     "created by an operator"));
+  CU_ASSERT_PTR_NULL(strstr(log, token));
+  CU_ASSERT_PTR_NULL(strstr(log, cli_token));
+  CU_ASSERT_PTR_NULL(strstr(log, ADMIN_TOKEN));
+  free(log);
+  free(cli_token);
+}
+
 int cohort_register_suites(void) {
   static const test_case tests[] = {
       {"cohort tokens and clients on a live coordinator: a revoked token "
@@ -373,6 +583,10 @@ int cohort_register_suites(void) {
       {"a client registers again when its session expires and stops when "
        "revoked",
        test_client_sessions},
+      {"tokens and revocation over the HTTP API and cohort --server: the "
+       "admin token is required, a revoked token and client are refused, "
+       "no token reaches the log",
+       test_tokens_over_api},
   };
   return test_add_suite("identities", NULL, NULL, tests,
                         sizeof tests / sizeof tests[0]);
