@@ -534,6 +534,13 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
   srv->lock_ready = 1;
 
   rpc_log_init();
+  /* gRPC 1.51's tcp_read_chunks experiment reads into 8 KB or 64 KB slices
+   * whatever the channel arguments below say, and an idle connection keeps
+   * its last slice: 64 KB for every client that uploaded. Without it, idle
+   * connections hold the small reads asked for below (docs/benchmarks.md,
+   * "Rounds and fleets": 404 -> 330 MB at 10,000 clients). Read once, at
+   * gRPC's first start; an operator's own GRPC_EXPERIMENTS wins. */
+  setenv("GRPC_EXPERIMENTS", "-tcp_read_chunks", 0);
   grpc_init();
   srv->grpc_ready = 1;
 
@@ -547,6 +554,12 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
        * instead of answering them with GOAWAY "too_many_pings". */
       rpc_int_arg(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000),
       rpc_int_arg(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1),
+      /* Reads start at 1 KB and grow to 16 KB at most: a large message
+       * costs more read calls (a 400 KB upload's round time +5% at N=50),
+       * an idle connection 1-16 KB instead of 64 KB. */
+      rpc_int_arg(GRPC_ARG_TCP_READ_CHUNK_SIZE, 1024),
+      rpc_int_arg(GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, 256),
+      rpc_int_arg(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, 16384),
   };
   grpc_channel_args chargs = {sizeof args / sizeof args[0], args};
 
