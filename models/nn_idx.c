@@ -306,6 +306,21 @@ static int idx_key_cmp(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* Seeks to byte at of the decompressed data. Returns 1 there, 0 when the
+ * data ends before it, -1 with err filled in for corrupt gzip data. */
+static int idx_seek(gzFile gz, const char *path, z_off_t at, char *err,
+                    size_t errlen, int *rc) {
+  if (gzseek(gz, at, SEEK_SET) == at)
+    return 1;
+  int zerr = Z_OK;
+  const char *msg = gzerror(gz, &zerr);
+  if (zerr == Z_OK || zerr == Z_BUF_ERROR) /* the data ended first */
+    return 0;
+  *rc = errbuf_fail(err, errlen, COHORT_EFORMAT, path, "corrupt gzip data: %s",
+                    msg ? msg : "unknown zlib error");
+  return -1;
+}
+
 /* Decodes image rows[key >> 32] into row (uint32_t)key of x, visiting the
  * file in ascending order: gzseek skips forward by decompressing into
  * zlib's own buffer (a gzip'd file) or by lseek (a plain one), so only the
@@ -333,7 +348,7 @@ static int idx_read_rows(gzFile gi, const char *path, const nn_dataset *ds,
     }
     z_off_t at = first + (z_off_t)(row * ds->dim);
     long got = -1;
-    if (gzseek(gi, at, SEEK_SET) == at)
+    if (idx_seek(gi, path, at, err, errlen, &rc) == 1)
       got = idx_read(gi, path, rec, (unsigned)ds->dim, err, errlen, &rc);
     if (rc)
       break;
@@ -347,7 +362,7 @@ static int idx_read_rows(gzFile gi, const char *path, const nn_dataset *ds,
   }
   z_off_t last = first + (z_off_t)(ds->n * ds->dim) - 1;
   if (!rc &&
-      (gzseek(gi, last, SEEK_SET) != last ||
+      (idx_seek(gi, path, last, err, errlen, &rc) != 1 ||
        idx_read(gi, path, rec, 1, err, errlen, &rc) != 1) &&
       !rc)
     rc = errbuf_fail(err, errlen, COHORT_EFORMAT, path,

@@ -202,6 +202,30 @@ static void test_truncated_file_refused(void) {
   CU_ASSERT(strstr(err, "truncated") != NULL);
 }
 
+/* A gzip'd image file with a damaged byte mid-stream is refused, not
+ * decoded into a share of garbage or a crash. */
+static void test_corrupt_gzip_refused(void) {
+  char path[256], err[256] = "";
+  write_pair("bad", 4000, 8, 8, 1);
+  snprintf(path, sizeof path, "%s/bad/train-images-idx3-ubyte.gz", tmpdir);
+  FILE *f = fopen(path, "r+b");
+  CU_ASSERT_FATAL(f != NULL);
+  CU_ASSERT_FATAL(fseek(f, 0, SEEK_END) == 0);
+  long size = ftell(f);
+  CU_ASSERT_FATAL(size > 200);
+  CU_ASSERT_FATAL(fseek(f, size / 2, SEEK_SET) == 0);
+  int c = fgetc(f);
+  CU_ASSERT_FATAL(fseek(f, size / 2, SEEK_SET) == 0);
+  CU_ASSERT_FATAL(fputc(c ^ 0x5a, f) != EOF);
+  CU_ASSERT_FATAL(fclose(f) == 0);
+  snprintf(path, sizeof path, "%s/bad", tmpdir);
+  cohort_dataset_t *d = NULL;
+  int rc = cohort_dataset_load_idx(path, 0, 10, 0, &d, err, sizeof err);
+  CU_ASSERT_EQUAL(rc, COHORT_EFORMAT);
+  CU_ASSERT(d == NULL);
+  CU_ASSERT(strstr(err, "train-images-idx3-ubyte.gz") != NULL);
+}
+
 /* The real data set, when installed: a quarter with a held-out part. */
 static void test_fashion_mnist_same(void) {
   if (access(FASHION_DIR, R_OK) != 0) {
@@ -268,6 +292,7 @@ int cohort_register_suites(void) {
        test_same_share_as_full_decode},
       {"contiguous shards as before", test_shard_as_before},
       {"truncated file refused", test_truncated_file_refused},
+      {"corrupt gzip refused", test_corrupt_gzip_refused},
       {"Fashion-MNIST quarter as before", test_fashion_mnist_same},
       {"peak memory follows the share", test_peak_follows_share},
   };
