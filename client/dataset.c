@@ -121,7 +121,10 @@ static int load_share(const char *path, share_choice *c, cohort_dataset_t **out,
       rc = nn_dataset_subset(&d->ds, tail, c->n_holdout, &d->holdout);
       free(tail);
     }
-    if (!rc)
+    if (rc)
+      snprintf(err, errlen, "out of memory holding out %zu examples",
+               c->n_holdout);
+    else
       nn_dataset_truncate(&d->ds, keep);
   }
   if (rc) {
