@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cohort.h"
 #include "dataset.h"
@@ -10,31 +11,127 @@
 #include "nn_partition.h"
 #include "nn_rng.h"
 
-/* Moves a random holdout fraction of d->ds (drawn from seed) into
- * d->holdout. */
-static int split_holdout(cohort_dataset_t *d, double fraction, uint64_t seed) {
-  size_t n = d->ds.n, k = (size_t)(fraction * (double)n);
-  if (k == 0 || k >= n)
+/* What a client keeps of a data set, decided from the labels alone so that
+ * only those examples are ever decoded (nn_dataset_load_chosen). */
+typedef struct share_choice {
+  const char *spec; /* a partition spec, or NULL for a contiguous shard */
+  int client, n_clients;
+  uint64_t seed;
+  size_t limit;     /* keep the share's first limit examples; 0 = all */
+  double holdout;   /* fraction of the share set aside, drawn from seed */
+  size_t n_holdout; /* out: the chosen rows' last n_holdout are held out */
+} share_choice;
+
+/* The share's rows, in the order the client trains on them. */
+static int choose_share(const nn_dataset *labels, share_choice *c,
+                        uint32_t **rows, size_t *n, char *err, size_t errlen) {
+  if (c->spec) {
+    nn_partition p;
+    int rc = nn_partition_make(labels, c->spec, c->n_clients, c->seed, &p, err,
+                               errlen);
+    if (rc)
+      return rc;
+    size_t first = p.offsets[c->client];
+    *n = p.offsets[c->client + 1] - first;
+    memmove(p.index, p.index + first, *n * sizeof *p.index);
+    *rows = p.index; /* the rest of the allocation is simply unused */
+    p.index = NULL;
+    nn_partition_free(&p);
     return COHORT_OK;
-  uint32_t *idx = malloc(n * sizeof *idx);
-  if (!idx)
-    return COHORT_ENOMEM;
+  }
+  /* Contiguous near-equal slices, the first labels->n % count one larger,
+   * as nn_dataset_shard cuts. */
+  size_t count = (size_t)c->n_clients, at = (size_t)c->client;
+  size_t base = labels->n / count, extra = labels->n % count;
+  size_t first = at * base + (at < extra ? at : extra);
+  *n = base + (at < extra);
+  *rows = malloc((*n ? *n : 1) * sizeof **rows);
+  if (!*rows)
+    return errbuf_fail(err, errlen, COHORT_ENOMEM, NULL,
+                       "cannot take shard %d/%d: out of memory", c->client,
+                       c->n_clients);
+  for (size_t i = 0; i < *n; i++)
+    (*rows)[i] = (uint32_t)(first + i);
+  return COHORT_OK;
+}
+
+/* The rows of the share (cut to the limit), then a random holdout fraction
+ * of them moved to the end: train rows share[perm[k..n)], then held-out
+ * rows share[perm[0..k)], perm a shuffle drawn from the seed and the client
+ * index. */
+static int choose_rows(const nn_dataset *labels, void *ctx, uint32_t **rows,
+                       size_t *k, char *err, size_t errlen) {
+  share_choice *c = ctx;
+  uint32_t *share = NULL, *perm = NULL;
+  size_t n = 0;
+  int rc = choose_share(labels, c, &share, &n, err, errlen);
+  if (rc)
+    return rc;
+  if (c->limit && c->limit < n)
+    n = c->limit;
+  size_t hold = (size_t)(c->holdout * (double)n);
+  c->n_holdout = 0;
+  if (hold == 0 || hold >= n) {
+    *rows = share;
+    *k = n;
+    return COHORT_OK;
+  }
+  perm = malloc(n * sizeof *perm);
+  *rows = malloc(n * sizeof **rows);
+  if (!perm || !*rows) {
+    free(*rows);
+    *rows = NULL;
+    rc = errbuf_fail(err, errlen, COHORT_ENOMEM, NULL,
+                     "out of memory holding out %zu examples", hold);
+    goto out;
+  }
   for (size_t i = 0; i < n; i++)
-    idx[i] = (uint32_t)i;
+    perm[i] = (uint32_t)i;
   nn_rng rng;
-  nn_rng_seed(&rng, nn_rng_mix(seed, 0x401d0u + (uint64_t)d->client_index));
-  nn_rng_shuffle(&rng, idx, n);
-  nn_dataset train = {0};
-  int rc = nn_dataset_subset(&d->ds, idx + k, n - k, &train);
-  if (!rc)
-    rc = nn_dataset_subset(&d->ds, idx, k, &d->holdout);
-  free(idx);
+  nn_rng_seed(&rng, nn_rng_mix(c->seed, 0x401d0u + (uint64_t)c->client));
+  nn_rng_shuffle(&rng, perm, n);
+  for (size_t i = 0; i < n - hold; i++)
+    (*rows)[i] = share[perm[hold + i]];
+  for (size_t i = 0; i < hold; i++)
+    (*rows)[n - hold + i] = share[perm[i]];
+  *k = n;
+  c->n_holdout = hold;
+out:
+  free(perm);
+  free(share);
+  return rc;
+}
+
+/* Loads the chosen share into a new dataset, the held-out tail moved into
+ * d->holdout (a copy of the tail alone, then the training part shrinks). */
+static int load_share(const char *path, share_choice *c, cohort_dataset_t **out,
+                      char *err, size_t errlen) {
+  cohort_dataset_t *d = calloc(1, sizeof *d);
+  if (!d)
+    return COHORT_ENOMEM;
+  d->client_index = c->client;
+  int rc = nn_dataset_load_chosen(path, 1, choose_rows, c, &d->ds, err, errlen);
+  if (!rc && c->n_holdout) {
+    size_t keep = d->ds.n - c->n_holdout;
+    uint32_t *tail = malloc(c->n_holdout * sizeof *tail);
+    rc = COHORT_ENOMEM;
+    if (tail) {
+      for (size_t i = 0; i < c->n_holdout; i++)
+        tail[i] = (uint32_t)(keep + i);
+      rc = nn_dataset_subset(&d->ds, tail, c->n_holdout, &d->holdout);
+      free(tail);
+    }
+    if (rc)
+      snprintf(err, errlen, "out of memory holding out %zu examples",
+               c->n_holdout);
+    else
+      nn_dataset_truncate(&d->ds, keep);
+  }
   if (rc) {
-    nn_dataset_close(&train);
+    cohort_dataset_free(d);
     return rc;
   }
-  nn_dataset_close(&d->ds);
-  d->ds = train;
+  *out = d;
   return COHORT_OK;
 }
 
@@ -52,28 +149,14 @@ int cohort_dataset_load_idx(const char *dir, int shard_index, int shard_count,
              shard_count);
     return COHORT_EINVAL;
   }
-  nn_dataset all = {0};
-  int rc = nn_idx_load_dir(dir, 1, &all, err, errlen);
-  if (rc)
-    return rc;
-  cohort_dataset_t *d = calloc(1, sizeof *d);
-  if (!d) {
-    nn_dataset_close(&all);
-    return COHORT_ENOMEM;
+  struct stat st;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    snprintf(err, errlen, "%s: not a folder of IDX files", dir);
+    return COHORT_EIO;
   }
-  rc = nn_dataset_shard(&all, shard_index, shard_count, &d->ds);
-  nn_dataset_close(&all);
-  if (rc) {
-    snprintf(err, errlen, "cannot take shard %d/%d: %s", shard_index,
-             shard_count, cohort_strerror(rc));
-    free(d);
-    return rc;
-  }
-  if (limit)
-    nn_dataset_truncate(&d->ds, limit);
-  d->client_index = shard_index;
-  *out = d;
-  return COHORT_OK;
+  share_choice c = {
+      .client = shard_index, .n_clients = shard_count, .limit = limit};
+  return load_share(dir, &c, out, err, errlen);
 }
 
 void cohort_dataset_options_init(cohort_dataset_options *o) {
@@ -99,38 +182,17 @@ int cohort_dataset_load(const cohort_dataset_options *o, cohort_dataset_t **out,
              o->client_index, o->client_count);
     return COHORT_EINVAL;
   }
-  nn_dataset all = {0};
-  int rc = nn_dataset_load_path(o->path, 1, &all, err, errlen);
-  if (rc)
-    return rc;
-  cohort_dataset_t *d = calloc(1, sizeof *d);
-  if (!d) {
-    nn_dataset_close(&all);
-    return COHORT_ENOMEM;
-  }
-  const char *spec = o->partition ? o->partition : "iid";
-  rc = nn_partition_client(&all, spec, o->client_index, o->client_count,
-                           o->seed, &d->ds, err, errlen);
-  nn_dataset_close(&all);
-  if (rc) {
-    free(d);
-    return rc;
-  }
-  if (o->limit)
-    nn_dataset_truncate(&d->ds, o->limit);
-  d->client_index = o->client_index;
   if (!(o->holdout >= 0 && o->holdout < 1)) {
     snprintf(err, errlen, "holdout %g: need a fraction in [0, 1)", o->holdout);
-    rc = COHORT_EINVAL;
-  } else {
-    rc = split_holdout(d, o->holdout, o->seed);
+    return COHORT_EINVAL;
   }
-  if (rc) {
-    cohort_dataset_free(d);
-    return rc;
-  }
-  *out = d;
-  return COHORT_OK;
+  share_choice c = {.spec = o->partition ? o->partition : "iid",
+                    .client = o->client_index,
+                    .n_clients = o->client_count,
+                    .seed = o->seed,
+                    .limit = o->limit,
+                    .holdout = o->holdout};
+  return load_share(o->path, &c, out, err, errlen);
 }
 
 int cohort_dataset_partition_summary(const cohort_dataset_options *o, FILE *f,

@@ -7,7 +7,9 @@
 #include <sys/stat.h>
 
 #include "cohort_status.h"
+#include "errbuf.h"
 #include "nn_dataset.h"
+#include "nn_partition.h"
 
 int nn_dataset_shard(const nn_dataset *src, int index, int count,
                      nn_dataset *out) {
@@ -86,4 +88,46 @@ int nn_dataset_load_path(const char *path, int train, nn_dataset *out,
   if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
     return nn_idx_load_dir(path, train, out, err, errlen);
   return nn_csv_load(path, NULL, out, err, errlen);
+}
+
+int nn_dataset_load_chosen(const char *path, int train, nn_row_chooser choose,
+                           void *ctx, nn_dataset *out, char *err,
+                           size_t errlen) {
+  char *images = NULL, *labels = NULL;
+  nn_dataset all = {0};
+  uint32_t *rows = NULL;
+  size_t k = 0;
+  struct stat st;
+  int rc;
+
+  if (!out)
+    return COHORT_EINVAL;
+  memset(out, 0, sizeof *out);
+  if (!path || !choose)
+    return COHORT_EINVAL;
+  int idx = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+  if (idx) {
+    rc = nn_idx_paths(path, train, &images, &labels, err, errlen);
+    if (!rc)
+      rc = nn_idx_load_labels(images, labels, &all, err, errlen);
+  } else {
+    rc = nn_csv_load(path, NULL, &all, err, errlen);
+  }
+  if (!rc)
+    rc = choose(&all, ctx, &rows, &k, err, errlen);
+  if (rc)
+    goto out;
+  if (idx) {
+    rc = nn_idx_load_rows(images, labels, &all, rows, k, out, err, errlen);
+  } else {
+    rc = nn_dataset_subset(&all, rows, k, out);
+    if (rc)
+      errbuf_fail(err, errlen, rc, path, "cannot copy %zu chosen rows", k);
+  }
+out:
+  free(images);
+  free(labels);
+  free(rows);
+  nn_dataset_close(&all);
+  return rc;
 }

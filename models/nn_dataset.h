@@ -14,8 +14,8 @@ typedef struct nn_dataset {
    * for IDX images; a flat vector is dim x 1 x 1. Layers that need images
    * (conv2d) read it; the rest see dim features. */
   int channels, height, width;
-  float *x;      /* n * dim, row-major, owned */
-  uint8_t *y;    /* n labels, owned */
+  float *x;   /* n * dim, row-major, owned */
+  uint8_t *y; /* n labels, owned */
 } nn_dataset;
 
 /* Reads an IDX image file (magic 0x00000803, u8 pixels) and its IDX label
@@ -71,6 +71,47 @@ int nn_csv_load(const char *path, const nn_csv_options *opt, nn_dataset *out,
  * (train != 0) or the "t10k-" pair (train == 0) from dir. */
 int nn_idx_load_dir(const char *dir, int train, nn_dataset *out, char *err,
                     size_t errlen);
+
+/* Sets *images and *labels (malloc'd) to dir's "train-" (train != 0) or
+ * "t10k-" IDX pair, each file gzip'd or plain, as nn_idx_load_dir reads. */
+int nn_idx_paths(const char *dir, int train, char **images, char **labels,
+                 char *err, size_t errlen);
+
+/* Reads an IDX pair as nn_idx_load does but no pixels: out->x is NULL, the
+ * rest (n, dim, shape, n_classes, all n labels) is filled in. A partitioner
+ * decides from these which examples a client keeps, then nn_idx_load_rows
+ * decodes only those. */
+int nn_idx_load_labels(const char *images_path, const char *labels_path,
+                       nn_dataset *out, char *err, size_t errlen);
+
+/* Decodes only the images rows[0 .. k) (any order; repeats allowed) into
+ * out, row i of out being image rows[i], byte for byte what nn_idx_load
+ * gives for that image; n_classes is the whole file's, as nn_idx_load's.
+ * labels is what nn_idx_load_labels read from the same pair (a file that
+ * changed since is refused). The file is visited once, forward: a gzip'd
+ * one is streamed through zlib (the skipped images cost CPU, not memory), a
+ * plain one is read by seeking to each chosen image, so memory is out's k
+ * images plus one image and zlib's 128 KiB buffer, whatever the file's
+ * size. The whole file is still checked to hold every image its header
+ * promises. */
+int nn_idx_load_rows(const char *images_path, const char *labels_path,
+                     const nn_dataset *labels, const uint32_t *rows, size_t k,
+                     nn_dataset *out, char *err, size_t errlen);
+
+/* Chooses from the labels alone (labels->x may be NULL) which examples to
+ * decode: sets *rows (malloc'd, freed by the caller) and *k. Returns a
+ * cohort_status, err filled in on failure. */
+typedef int (*nn_row_chooser)(const nn_dataset *labels, void *ctx,
+                              uint32_t **rows, size_t *k, char *err,
+                              size_t errlen);
+
+/* Loads from path (as nn_dataset_load_path reads it) only the examples that
+ * choose picks, in its order. For an IDX folder only those images are ever
+ * decoded (nn_idx_load_rows); a CSV file is parsed whole and the chosen
+ * rows copied out. */
+int nn_dataset_load_chosen(const char *path, int train, nn_row_chooser choose,
+                           void *ctx, nn_dataset *out, char *err,
+                           size_t errlen);
 
 /* Loads path as Cohort's tools take data: a folder is read as IDX
  * (nn_idx_load_dir with train), anything else as a CSV file with the default

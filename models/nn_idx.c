@@ -162,14 +162,20 @@ out:
   return rc;
 }
 
-int nn_idx_load(const char *images_path, const char *labels_path,
-                nn_dataset *out, char *err, size_t errlen) {
-  gzFile gi = NULL, gl = NULL;
+/* Opens both files, validates their headers against each other and reads
+ * all the labels (one byte per example, small next to the pixels): fills
+ * out's n, dim, shape, n_classes and y, leaves out->x NULL and *gi open at
+ * the first image for the caller to read pixels from. */
+static int idx_open_labelled(const char *images_path, const char *labels_path,
+                             gzFile *gi, nn_dataset *out, char *err,
+                             size_t errlen) {
+  gzFile gl = NULL;
   uint32_t idims[3] = {0}, ldims[1] = {0};
-  void *x = NULL, *y = NULL;
+  void *y = NULL;
   size_t got = 0;
   int rc;
 
+  *gi = NULL;
   if (err && errlen)
     err[0] = '\0';
   if (!out)
@@ -179,10 +185,10 @@ int nn_idx_load(const char *images_path, const char *labels_path,
     return errbuf_fail(err, errlen, COHORT_EINVAL, "nn_idx_load",
                        "missing file name");
 
-  rc = idx_open(images_path, &gi, err, errlen);
+  rc = idx_open(images_path, gi, err, errlen);
   if (rc)
     goto out;
-  rc = idx_header(gi, images_path, IDX_MAGIC_IMAGES, "u8 3-D images", idims, 3,
+  rc = idx_header(*gi, images_path, IDX_MAGIC_IMAGES, "u8 3-D images", idims, 3,
                   err, errlen);
   if (rc)
     goto out;
@@ -232,18 +238,6 @@ int nn_idx_load(const char *images_path, const char *labels_path,
                      got);
     goto out;
   }
-  size_t want = n * (size_t)dim;
-  rc = idx_payload(gi, images_path, want, 1, &x, &got, err, errlen);
-  if (rc)
-    goto out;
-  if (got < want) {
-    rc =
-        errbuf_fail(err, errlen, COHORT_EFORMAT, images_path,
-                    "truncated: header promises %zu images of %ux%u (%zu bytes "
-                    "of pixels), file holds %zu bytes (%zu whole images)",
-                    n, idims[1], idims[2], want, got, got / (size_t)dim);
-    goto out;
-  }
 
   int max_label = 0;
   const uint8_t *labels = y;
@@ -256,15 +250,192 @@ int nn_idx_load(const char *images_path, const char *labels_path,
   out->height = (int)idims[1];
   out->width = (int)idims[2];
   out->n_classes = max_label + 1;
+  out->y = y;
+  y = NULL;
+
+out:
+  if (gl)
+    gzclose(gl);
+  if (rc && *gi) {
+    gzclose(*gi);
+    *gi = NULL;
+  }
+  free(y);
+  return rc;
+}
+
+int nn_idx_load(const char *images_path, const char *labels_path,
+                nn_dataset *out, char *err, size_t errlen) {
+  gzFile gi = NULL;
+  void *x = NULL;
+  size_t got = 0;
+  int rc = idx_open_labelled(images_path, labels_path, &gi, out, err, errlen);
+  if (rc)
+    return rc;
+  size_t want = out->n * out->dim;
+  rc = idx_payload(gi, images_path, want, 1, &x, &got, err, errlen);
+  if (!rc && got < want)
+    rc =
+        errbuf_fail(err, errlen, COHORT_EFORMAT, images_path,
+                    "truncated: header promises %zu images of %dx%d (%zu "
+                    "bytes of pixels), file holds %zu bytes (%zu whole "
+                    "images)",
+                    out->n, out->height, out->width, want, got, got / out->dim);
+  gzclose(gi);
+  if (rc) {
+    nn_dataset_close(out);
+    free(x);
+    return rc;
+  }
+  out->x = x;
+  return COHORT_OK;
+}
+
+int nn_idx_load_labels(const char *images_path, const char *labels_path,
+                       nn_dataset *out, char *err, size_t errlen) {
+  gzFile gi = NULL;
+  int rc = idx_open_labelled(images_path, labels_path, &gi, out, err, errlen);
+  if (gi)
+    gzclose(gi);
+  return rc;
+}
+
+/* Orders (row << 32 | position) keys by row, then position. */
+static int idx_key_cmp(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Seeks to byte at of the decompressed data. Returns 1 there, 0 when the
+ * data ends before it, -1 with err filled in for corrupt gzip data. */
+static int idx_seek(gzFile gz, const char *path, z_off_t at, char *err,
+                    size_t errlen, int *rc) {
+  if (gzseek(gz, at, SEEK_SET) == at)
+    return 1;
+  int zerr = Z_OK;
+  const char *msg = gzerror(gz, &zerr);
+  if (zerr == Z_OK || zerr == Z_BUF_ERROR) /* the data ended first */
+    return 0;
+  *rc = errbuf_fail(err, errlen, COHORT_EFORMAT, path, "corrupt gzip data: %s",
+                    msg ? msg : "unknown zlib error");
+  return -1;
+}
+
+/* Decodes image rows[key >> 32] into row (uint32_t)key of x, visiting the
+ * file in ascending order: gzseek skips forward by decompressing into
+ * zlib's own buffer (a gzip'd file) or by lseek (a plain one), so only the
+ * chosen records become floats and nothing holds the whole file. Then reads
+ * the file's last pixel, so that a truncated file is refused as
+ * nn_idx_load refuses it. */
+static int idx_read_rows(gzFile gi, const char *path, const nn_dataset *ds,
+                         const uint64_t *keys, size_t k, float *x, char *err,
+                         size_t errlen) {
+  float to_unit[256];
+  for (int i = 0; i < 256; i++)
+    to_unit[i] = (float)i / 255.0f;
+  unsigned char *rec = malloc(ds->dim);
+  if (!rec)
+    return errbuf_fail(err, errlen, COHORT_ENOMEM, path, "out of memory");
+  int rc = COHORT_OK;
+  const z_off_t first = 16; /* the magic and three dimensions */
+  for (size_t i = 0; i < k && !rc; i++) {
+    size_t row = (size_t)(keys[i] >> 32), pos = (uint32_t)keys[i];
+    float *dst = x + pos * ds->dim;
+    if (i && (size_t)(keys[i - 1] >> 32) == row) { /* a repeated row */
+      memcpy(dst, x + (size_t)(uint32_t)keys[i - 1] * ds->dim,
+             ds->dim * sizeof *dst);
+      continue;
+    }
+    z_off_t at = first + (z_off_t)(row * ds->dim);
+    long got = -1;
+    if (idx_seek(gi, path, at, err, errlen, &rc) == 1)
+      got = idx_read(gi, path, rec, (unsigned)ds->dim, err, errlen, &rc);
+    if (rc)
+      break;
+    if (got != (long)ds->dim)
+      rc = errbuf_fail(err, errlen, COHORT_EFORMAT, path,
+                       "truncated: header promises %zu images of %dx%d, "
+                       "image %zu is missing",
+                       ds->n, ds->height, ds->width, row);
+    for (size_t j = 0; j < ds->dim && !rc; j++)
+      dst[j] = to_unit[rec[j]];
+  }
+  z_off_t last = first + (z_off_t)(ds->n * ds->dim) - 1;
+  if (!rc &&
+      (idx_seek(gi, path, last, err, errlen, &rc) != 1 ||
+       idx_read(gi, path, rec, 1, err, errlen, &rc) != 1) &&
+      !rc)
+    rc = errbuf_fail(err, errlen, COHORT_EFORMAT, path,
+                     "truncated: header promises %zu images of %dx%d, the "
+                     "file ends before the last",
+                     ds->n, ds->height, ds->width);
+  free(rec);
+  return rc;
+}
+
+int nn_idx_load_rows(const char *images_path, const char *labels_path,
+                     const nn_dataset *labels, const uint32_t *rows, size_t k,
+                     nn_dataset *out, char *err, size_t errlen) {
+  gzFile gi = NULL;
+  nn_dataset hdr = {0};
+  uint64_t *keys = NULL;
+  float *x = NULL;
+  uint8_t *y = NULL;
+  int rc;
+
+  if (!out)
+    return COHORT_EINVAL;
+  memset(out, 0, sizeof *out);
+  if (!labels || (k && !rows) || k > UINT32_MAX)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, "nn_idx_load_rows",
+                       "bad arguments");
+  /* The headers are read again, so that rows are checked against the file
+   * actually read, not against what the caller remembers of it. */
+  rc = idx_open_labelled(images_path, labels_path, &gi, &hdr, err, errlen);
+  if (rc)
+    goto out;
+  if (hdr.n != labels->n || hdr.dim != labels->dim) {
+    rc = errbuf_fail(err, errlen, COHORT_EINVAL, images_path,
+                     "changed since its labels were read");
+    goto out;
+  }
+  keys = malloc((k ? k : 1) * sizeof *keys);
+  x = malloc((k ? k : 1) * hdr.dim * sizeof *x);
+  y = malloc(k ? k : 1);
+  if (!keys || !x || !y) {
+    rc = errbuf_fail(err, errlen, COHORT_ENOMEM, images_path,
+                     "out of memory for %zu images", k);
+    goto out;
+  }
+  for (size_t i = 0; i < k; i++) {
+    if (rows[i] >= hdr.n) {
+      rc = errbuf_fail(err, errlen, COHORT_EINVAL, images_path,
+                       "image %u asked for, the file has %zu",
+                       (unsigned)rows[i], hdr.n);
+      goto out;
+    }
+    keys[i] = (uint64_t)rows[i] << 32 | i;
+    y[i] = hdr.y[rows[i]];
+  }
+  qsort(keys, k, sizeof *keys, idx_key_cmp);
+  rc = idx_read_rows(gi, images_path, &hdr, keys, k, x, err, errlen);
+  if (rc)
+    goto out;
+  out->n = k;
+  out->dim = hdr.dim;
+  out->channels = hdr.channels;
+  out->height = hdr.height;
+  out->width = hdr.width;
+  out->n_classes = hdr.n_classes; /* of the whole file, as nn_idx_load */
   out->x = x;
   out->y = y;
-  x = y = NULL;
-
+  x = NULL;
+  y = NULL;
 out:
   if (gi)
     gzclose(gi);
-  if (gl)
-    gzclose(gl);
+  nn_dataset_close(&hdr);
+  free(keys);
   free(x);
   free(y);
   return rc;
@@ -298,31 +469,39 @@ static int idx_find(const char *dir, const char *base, char **path, char *err,
                      base, base);
 }
 
+int nn_idx_paths(const char *dir, int train, char **images, char **labels,
+                 char *err, size_t errlen) {
+  *images = *labels = NULL;
+  if (!dir)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, "nn_idx_paths",
+                       "missing directory");
+  const char *prefix = train ? "train" : "t10k";
+  char base[32];
+  snprintf(base, sizeof base, "%s-images-idx3-ubyte", prefix);
+  int rc = idx_find(dir, base, images, err, errlen);
+  if (!rc) {
+    snprintf(base, sizeof base, "%s-labels-idx1-ubyte", prefix);
+    rc = idx_find(dir, base, labels, err, errlen);
+  }
+  if (rc) {
+    free(*images);
+    *images = NULL;
+  }
+  return rc;
+}
+
 int nn_idx_load_dir(const char *dir, int train, nn_dataset *out, char *err,
                     size_t errlen) {
   char *images = NULL, *labels = NULL;
-  int rc;
 
   if (err && errlen)
     err[0] = '\0';
   if (!out)
     return COHORT_EINVAL;
   memset(out, 0, sizeof *out);
-  if (!dir)
-    return errbuf_fail(err, errlen, COHORT_EINVAL, "nn_idx_load_dir",
-                       "missing directory");
-  const char *prefix = train ? "train" : "t10k";
-  char base[32];
-  snprintf(base, sizeof base, "%s-images-idx3-ubyte", prefix);
-  rc = idx_find(dir, base, &images, err, errlen);
-  if (rc)
-    goto out;
-  snprintf(base, sizeof base, "%s-labels-idx1-ubyte", prefix);
-  rc = idx_find(dir, base, &labels, err, errlen);
-  if (rc)
-    goto out;
-  rc = nn_idx_load(images, labels, out, err, errlen);
-out:
+  int rc = nn_idx_paths(dir, train, &images, &labels, err, errlen);
+  if (!rc)
+    rc = nn_idx_load(images, labels, out, err, errlen);
   free(images);
   free(labels);
   return rc;
