@@ -202,7 +202,8 @@ static const small_arch arch_avx2 = SMALL_ARCH(avx2, 3, 2, 2);
 static const small_arch arch_sse2 = SMALL_ARCH(sse2, 3, 1, 1);
 
 static const small_arch *arch_get(void) {
-  static const small_arch *const by_isa[] = {&arch_sse2, &arch_avx2,
+  /* The scalar path does not come here (nn_sgemm_small, _axpy). */
+  static const small_arch *const by_isa[] = {&arch_sse2, &arch_sse2, &arch_avx2,
                                              &arch_avx512};
   return by_isa[nn_isa_best()];
 }
@@ -302,6 +303,11 @@ bool nn_sgemm_small(bool trans_a, bool trans_b, int m, int n, int k,
   if (m <= 0 || n <= 0 || k <= 0 || (!dot && !axpy) ||
       long_side < SMALL_MIN_LONG)
     return false;
+  if (nn_isa_best() == NN_ISA_SCALAR) { /* no short-side scalar kernels */
+    nn_sgemm_builtin(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                     ldc);
+    return true;
+  }
   const small_arch *ar = arch_get();
   small_job g = {ar, trans_a, m, n,           k,           alpha,      beta,
                  a,  b,       c, (size_t)lda, (size_t)ldb, (size_t)ldc};
@@ -321,6 +327,10 @@ void nn_sgemm_small_axpy(bool trans_a, int m, int n, int k, float alpha,
                          float beta, float *c, int ldc) {
   if (m <= 0 || n <= 0 || k <= 0)
     return;
+  if (nn_isa_best() == NN_ISA_SCALAR) {
+    nn_scalar_small_axpy(trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   const small_arch *ar = arch_get();
   small_job g = {ar, trans_a, m, n,           k,           alpha,      beta,
                  a,  b,       c, (size_t)lda, (size_t)ldb, (size_t)ldc};
