@@ -59,12 +59,17 @@ const char *nn_isa_name(nn_isa isa);
 int nn_isa_choose(const char *env, unsigned runs, nn_isa *out, char *err,
                   size_t cap);
 
-/* GCC (and Clang) vectors of 16 floats: one zmm, two ymm or four xmm or
- * NEON registers, as the target has. Kernels written on them keep their
- * accumulators in registers by construction, not by the vectoriser's
- * choice. Moves go through memcpy (unaligned), and no function takes or
- * returns one by value across the per-ISA builds. */
+/* GCC (and Clang) vectors of NN_VL floats. A kernel compiled per ISA as a
+ * separate object (nn_gemm_small_kernels.c) sets NN_VL to its target's
+ * register: 16 (AVX-512), 8 (AVX2) or 4 (SSE2, NEON). The others are
+ * still written on 16 floats: one zmm, two ymm or four xmm or NEON
+ * registers. Kernels written on them keep their accumulators in registers
+ * by construction, not by the vectoriser's choice. Moves go through memcpy
+ * (unaligned), and no function takes or returns one by value across the
+ * per-ISA builds. */
+#ifndef NN_VL
 #define NN_VL 16
+#endif
 typedef float nn_vec __attribute__((vector_size(NN_VL * sizeof(float))));
 typedef int nn_ivec __attribute__((vector_size(NN_VL * sizeof(int))));
 #define NN_VLOAD(v, p) memcpy(&(v), (p), sizeof(nn_vec))
