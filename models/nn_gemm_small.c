@@ -17,7 +17,6 @@
 #include "nn_gemm_small.h"
 
 #include <stddef.h>
-#include <string.h>
 
 #include "nn_gemm_small_kernels.h"
 #include "nn_isa.h"

@@ -1,9 +1,9 @@
 /* The kernels of nn_gemm_small.c (see there) for one ISA: CMake compiles
  * this file once per ISA with its -m flags, NN_VL (its vector width in
  * floats) and NN_KERNEL_ISA (the name in the exported nn_small_arch_NAME).
- * A vector of NN_VL floats is one register of the target, so GCC never
- * splits the accumulators and never spills them in the inner loops
- * (objdump: docs/benchmarks.md). */
+ * A vector of NN_VL floats is one register of the target, so GCC does not
+ * split the accumulators (objdump of the AVX2 axpy, no stack access in its
+ * loop over k: docs/benchmarks.md). */
 #include "nn_gemm_small_kernels.h"
 
 #include <string.h>
