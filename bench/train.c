@@ -19,12 +19,13 @@
 #include "flags.h"
 #include "nn_dataset.h"
 #include "nn_gemm.h"
+#include "nn_isa.h"
 #include "nn_optim.h"
 #include "nn_train.h"
 #include "nn_zoo.h"
 
 typedef struct bench_opts {
-  const char *model, *data, *optimizer;
+  const char *model, *data, *optimizer, *isa;
   long batch, threads, samples, epochs, seed;
   double lr, momentum;
 } bench_opts;
@@ -50,6 +51,9 @@ static const flag_def FLAGS[] = {
      "initialisation and shuffling seed"},
     {"data", FLAG_STRING, &g_opts.data, "/usr/share/datasets/fashion-mnist", 0,
      0, "DIR", "directory of the IDX files (Debian's dataset-fashion-mnist)"},
+    {"isa", FLAG_STRING, &g_opts.isa, NULL, 0, 0, "NAME",
+     "kernel path: avx512, avx2, sse2, neon or scalar (sets COHORT_ISA; "
+     "default: the best this CPU runs)"},
 };
 #define N_FLAGS (sizeof FLAGS / sizeof FLAGS[0])
 
@@ -87,6 +91,14 @@ int main(int argc, char **argv) {
   if (rc >= 0)
     return rc;
   char err[256];
+  if (g_opts.isa && setenv("COHORT_ISA", g_opts.isa, 1) != 0) {
+    perror("bench_train: setenv");
+    return 1;
+  }
+  if (nn_isa_check(err, sizeof err)) {
+    fprintf(stderr, "bench_train: %s\n", err);
+    return 2;
+  }
   nn_dataset train = {0}, test = {0};
   nn_model model;
   float *params = NULL;
@@ -142,11 +154,11 @@ int main(int argc, char **argv) {
          "\"threads\":%d,\"samples\":%zu,\"epochs\":%d,\"lr\":%g,"
          "\"optimizer\":\"%s\",\"seconds\":%.4f,\"samples_per_s\":%.1f,"
          "\"gflops\":%.3f,\"train_loss\":%.5f,\"test_loss\":%.5f,"
-         "\"test_accuracy\":%.4f,\"backend\":\"%s\"}\n",
+         "\"test_accuracy\":%.4f,\"backend\":\"%s\",\"isa\":\"%s\"}\n",
          g_opts.model, g_opts.batch, threads, train.n, o.epochs, g_opts.lr,
          nn_optimizer_name(o.optim.kind), seconds, examples / seconds,
          flops_per_example(&model.net) * examples / seconds * 1e-9, train_loss,
-         test_loss, acc, nn_blas_backend());
+         test_loss, acc, nn_blas_backend(), nn_isa_name(nn_isa_best()));
   rc = 0;
 out:
   free(params);

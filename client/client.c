@@ -18,6 +18,7 @@
 #include "dataset.h"
 #include "identity.h"
 #include "log.h"
+#include "nn_isa.h"
 #include "nn_pool.h"
 #include "nn_rng.h"
 #include "nn_train.h"
@@ -122,6 +123,10 @@ static int policy_of(const cohort_client_options *o, secagg_policy *p) {
   p->security_bits = o->secagg_security_bits;
   p->colluders = o->secagg_colluders;
   return COHORT_OK;
+}
+
+int cohort_isa_check(char *err, size_t cap) {
+  return nn_isa_check(err, cap) ? COHORT_EINVAL : COHORT_OK;
 }
 
 void cohort_set_log_level(int level) {

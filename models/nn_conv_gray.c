@@ -133,7 +133,9 @@ GRAY_KERNELS(avx512, NN_TARGET_AVX512)
 GRAY_KERNELS(avx2, NN_TARGET_AVX2)
 GRAY_KERNELS(sse2, )
 static const gray_arch *arch_get(void) {
+  /* The engine's scalar path does not come here (nn_layers.c). */
   static const gray_arch by_isa[] = {{sse2_fwd_row, sse2_wgrad},
+                                     {sse2_fwd_row, sse2_wgrad},
                                      {avx2_fwd_row, avx2_wgrad},
                                      {avx512_fwd_row, avx512_wgrad}};
   return &by_isa[nn_isa_best()];

@@ -2,6 +2,7 @@
 #include "nn_gemm.h"
 
 #include "nn_gemm_small.h"
+#include "nn_isa.h"
 
 #ifdef COHORT_HAVE_CBLAS
 #include <cblas.h>
@@ -66,8 +67,10 @@ void nn_sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
   /* OpenBLAS 0.3.21 multiplies A B by alpha == 0, so NaN or Inf in A or B
    * would reach C; the reference BLAS reads neither. The built-in kernel
    * has the reference behaviour for these cases (and for the sizes CBLAS
-   * would reject with a message on stderr). */
-  if (m <= 0 || n <= 0 || k <= 0 || alpha == 0.0f) {
+   * would reject with a message on stderr). The scalar path (nn_isa.h) is
+   * the built-in kernel's, not OpenBLAS's. */
+  if (m <= 0 || n <= 0 || k <= 0 || alpha == 0.0f ||
+      nn_isa_best() == NN_ISA_SCALAR) {
     nn_sgemm_builtin(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
                      ldc);
     return;
@@ -96,7 +99,7 @@ void nn_sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
 
 const char *nn_blas_backend(void) {
 #ifdef COHORT_HAVE_CBLAS
-  return "openblas";
+  return nn_isa_best() == NN_ISA_SCALAR ? "builtin" : "openblas";
 #else
   return "builtin";
 #endif

@@ -31,7 +31,7 @@ void nn_sgemm_builtin(bool trans_a, bool trans_b, int m, int n, int k,
                       float alpha, const float *a, int lda, const float *b,
                       int ldb, float beta, float *c, int ldc);
 
-/* "openblas" or "builtin". */
+/* "openblas" or "builtin" (always on the scalar path, nn_isa.h). */
 const char *nn_blas_backend(void);
 
 #endif

@@ -1,7 +1,8 @@
 /* The portable sgemm: GotoBLAS-style cache blocking with packed panels and a
  * register-blocked micro-kernel in plain C that GCC vectorises. On x86-64
  * with GCC the kernel is compiled per ISA (AVX-512, AVX2+FMA, SSE2) and
- * picked at run time, each with the tile that fills its register file.
+ * picked at run time, each with the tile that fills its register file; the
+ * scalar path's build of it is in nn_scalar.c.
  *
  * Every element of C is summed over k in the same order (KC-sized steps,
  * then p within a step) by the same kernel wherever its tile lies, so the
@@ -11,71 +12,12 @@
 #include <string.h>
 
 #include "nn_gemm.h"
+#include "nn_gemm_kernel.h"
 #include "nn_isa.h"
-
-/* Largest tile of any kernel below; sizes the edge-tile scratch. */
-enum { GEMM_MAX_MR = 8, GEMM_MAX_NR = 32 };
 
 /* Work per thread below which waking another thread costs more than it
  * saves (flops; a pool wake-up is some microseconds). */
 #define GEMM_MIN_FLOPS_PER_THREAD (1u << 21)
-
-/* c[mr x nr] (row stride ldc) = alpha * sum_p a_p b_p^T + beta * c over
- * kc steps, where b is a packed kc x nr panel of B and element (i, p) of the
- * A panel is a[i * rs + p * cs]: packed (rs 1, cs mr) or read in place from
- * row-major A (rs lda, cs 1) or from A^T (rs 1, cs lda). beta == 0 does not
- * read c. */
-typedef void (*gemm_kernel_fn)(int kc, const float *a, size_t rs, size_t cs,
-                               const float *b, float *c, size_t ldc,
-                               float alpha, float beta);
-
-/* Kernels of one ISA and the blocking that suits them: kc x nr of B stays
- * in L1 while mc x kc of A streams from L2; nc bounds the packed B block.
- * A is read in place (packing it would cost as much as the product when n
- * is small, as in the CNN's layers); only a last partial panel is packed.
- * Each element gets the same arithmetic from every variant. */
-typedef struct gemm_arch {
-  int mr, nr, kc, mc, nc;
-  gemm_kernel_fn packed, rows, cols;
-} gemm_arch;
-
-/* The one kernel body; the wrappers fix mr, nr and one of the strides so
- * the loops unroll into mr * nr / lanes vector accumulators that live in
- * registers for all of kc. */
-static NN_INLINE void kernel_body(int mr, int nr, int kc,
-                                  const float *restrict a, size_t rs, size_t cs,
-                                  const float *restrict b, float *restrict c,
-                                  size_t ldc, float alpha, float beta) {
-  float acc[GEMM_MAX_MR * GEMM_MAX_NR] = {0};
-  for (int p = 0; p < kc; p++)
-    for (int i = 0; i < mr; i++) {
-      float ai = a[i * rs + p * cs];
-      for (int j = 0; j < nr; j++)
-        acc[i * nr + j] += ai * b[p * nr + j];
-    }
-  if (beta == 0.0f) {
-    for (int i = 0; i < mr; i++)
-      for (int j = 0; j < nr; j++)
-        c[i * ldc + j] = alpha * acc[i * nr + j];
-  } else {
-    for (int i = 0; i < mr; i++)
-      for (int j = 0; j < nr; j++)
-        c[i * ldc + j] = alpha * acc[i * nr + j] + beta * c[i * ldc + j];
-  }
-}
-
-#define GEMM_KERNEL(name, attr, MR, NR, RS, CS)                                \
-  attr static void name(int kc, const float *a, size_t rs, size_t cs,          \
-                        const float *b, float *c, size_t ldc, float alpha,     \
-                        float beta) {                                          \
-    kernel_body(MR, NR, kc, a, RS, CS, b, c, ldc, alpha, beta);                \
-  }
-
-/* The three A layouts of one ISA's MR x NR kernel. */
-#define GEMM_KERNELS(prefix, attr, MR, NR)                                     \
-  GEMM_KERNEL(prefix##_packed, attr, MR, NR, 1, MR)                            \
-  GEMM_KERNEL(prefix##_rows, attr, MR, NR, rs, 1)                              \
-  GEMM_KERNEL(prefix##_cols, attr, MR, NR, 1, cs)
 
 #ifdef NN_ISA_X86
 /* 16 zmm accumulators: enough independent FMAs to cover their latency on
@@ -94,8 +36,8 @@ static const gemm_arch arch_sse2 = {6,    8,           256,       96,
                                     1024, sse2_packed, sse2_rows, sse2_cols};
 
 static const gemm_arch *arch_get(void) {
-  static const gemm_arch *const by_isa[] = {&arch_sse2, &arch_avx2,
-                                            &arch_avx512};
+  static const gemm_arch *const by_isa[] = {&nn_gemm_arch_scalar, &arch_sse2,
+                                            &arch_avx2, &arch_avx512};
   return by_isa[nn_isa_best()];
 }
 #else
@@ -103,7 +45,9 @@ static const gemm_arch *arch_get(void) {
 GEMM_KERNELS(generic, , 6, 16)
 static const gemm_arch arch_generic = {
     6, 16, 256, 120, 1024, generic_packed, generic_rows, generic_cols};
-static const gemm_arch *arch_get(void) { return &arch_generic; }
+static const gemm_arch *arch_get(void) {
+  return nn_isa_best() == NN_ISA_SCALAR ? &nn_gemm_arch_scalar : &arch_generic;
+}
 #endif
 
 /* One product, as the threads see it. */

@@ -5,7 +5,7 @@
  * product: these kernels read every operand where it lies and stream the
  * long one once.
  *
- * Two kernels, each compiled per ISA like nn_gemm_builtin.c's:
+ * Two kernels, each compiled per ISA (nn_gemm_small_kernels.c):
  *   dot   C = alpha * A B^T + beta * C, A few rows: each element is a dot
  *         product of a row of A and a row of B, summed lane-wise over k and
  *         then across the lanes;
@@ -17,8 +17,8 @@
 #include "nn_gemm_small.h"
 
 #include <stddef.h>
-#include <string.h>
 
+#include "nn_gemm_small_kernels.h"
 #include "nn_isa.h"
 
 /* A product takes this path when op(A) has at most this many rows (dot,
@@ -36,87 +36,6 @@
 /* Work per thread below which waking a worker costs more than it saves. */
 #define SMALL_MIN_FLOPS_PER_THREAD (1u << 21)
 
-/* The kernels work on nn_vec (nn_isa.h): with a short k, spills and
- * peeled epilogues would cost more than the sums. */
-#define VL NN_VL
-typedef nn_vec vec;
-#define VLOAD NN_VLOAD
-#define VSTORE NN_VSTORE
-
-/* Largest tiles of any ISA below; size the accumulators. */
-enum { MAX_MR = 5, MAX_NB = 4, MAX_NV = 4 };
-
-/* The lanes of *v added in a fixed tree. */
-static NN_INLINE float vsum(const vec *v) {
-  float t[VL];
-  memcpy(t, v, sizeof t);
-  for (int w = VL / 2; w > 0; w /= 2)
-    for (int l = 0; l < w; l++)
-      t[l] += t[l + w];
-  return t[0];
-}
-
-/* dot: c[i][j] (i < mr, j < nb) from rows i of a and j of b over k. Each
- * accumulator holds VL partial sums (element p goes to lane p % VL), added
- * by vsum; a tail of k % VL follows in order. */
-static NN_INLINE void dot_body(int mr, int nb, int k, const float *restrict a,
-                               size_t lda, const float *restrict b, size_t ldb,
-                               float *restrict c, size_t ldc, float alpha,
-                               float beta) {
-  vec acc[MAX_MR][MAX_NB] = {{{0}}};
-  int kv = k / VL * VL;
-  for (int p = 0; p < kv; p += VL) {
-    vec bv[MAX_NB];
-    for (int j = 0; j < nb; j++)
-      VLOAD(bv[j], b + j * ldb + p);
-    for (int i = 0; i < mr; i++) {
-      vec av;
-      VLOAD(av, a + i * lda + p);
-      for (int j = 0; j < nb; j++)
-        acc[i][j] += av * bv[j];
-    }
-  }
-  for (int i = 0; i < mr; i++)
-    for (int j = 0; j < nb; j++) {
-      float s = vsum(&acc[i][j]);
-      for (int p = kv; p < k; p++)
-        s += a[i * lda + p] * b[j * ldb + p];
-      float *cij = c + i * ldc + j;
-      *cij = beta == 0.0f ? alpha * s : alpha * s + beta * *cij;
-    }
-}
-
-/* axpy: c[i][0..nv * VL) (i < mr) = alpha * sum_p a(i, p) b[p][...] + beta
- * * c, where a(i, p) is a[i * rs + p * cs] (rs lda, cs 1 for A; rs 1, cs
- * lda for A^T). beta == 0 does not read c. */
-static NN_INLINE void axpy_body(int mr, int nv, int k, const float *restrict a,
-                                size_t rs, size_t cs, const float *restrict b,
-                                size_t ldb, float *restrict c, size_t ldc,
-                                float alpha, float beta) {
-  vec acc[MAX_MR][MAX_NV] = {{{0}}};
-  for (int p = 0; p < k; p++) {
-    vec bv[MAX_NV];
-    for (int v = 0; v < nv; v++)
-      VLOAD(bv[v], b + p * ldb + v * VL);
-    for (int i = 0; i < mr; i++) {
-      float ai = a[i * rs + p * cs];
-      for (int v = 0; v < nv; v++)
-        acc[i][v] += ai * bv[v];
-    }
-  }
-  for (int i = 0; i < mr; i++)
-    for (int v = 0; v < nv; v++) {
-      float *cv = c + i * ldc + v * VL;
-      vec out = alpha * acc[i][v];
-      if (beta != 0.0f) {
-        vec old;
-        VLOAD(old, cv);
-        out += beta * old;
-      }
-      VSTORE(cv, out);
-    }
-}
-
 /* The columns past the last whole vector, in the same order. */
 static void axpy_edge(int rows, int cols, int k, const float *a, size_t rs,
                       size_t cs, const float *b, size_t ldb, float *c,
@@ -131,86 +50,16 @@ static void axpy_edge(int rows, int cols, int k, const float *a, size_t rs,
     }
 }
 
-typedef void (*dot_fn)(int k, const float *a, size_t lda, const float *b,
-                       size_t ldb, float *c, size_t ldc, float alpha,
-                       float beta);
-typedef void (*axpy_fn)(int k, const float *a, size_t rs, size_t cs,
-                        const float *b, size_t ldb, float *c, size_t ldc,
-                        float alpha, float beta);
-
-/* One ISA's tiles and kernels: dot[r][e] has r + 1 rows of A against nb
- * rows of B (e == 0) or one (e == 1, the edge); axpy[r][e] forms r + 1 rows
- * of C, nv vectors wide (e == 0) or one (e == 1). */
-typedef struct small_arch {
-  int mr, nb, nv;
-  dot_fn dot[MAX_MR][2];
-  axpy_fn axpy[MAX_MR][2];
-} small_arch;
-
-#define DOT_KERNEL(name, attr, MR, NB)                                         \
-  attr static void name(int k, const float *a, size_t lda, const float *b,     \
-                        size_t ldb, float *c, size_t ldc, float alpha,         \
-                        float beta) {                                          \
-    dot_body(MR, NB, k, a, lda, b, ldb, c, ldc, alpha, beta);                  \
-  }
-#define AXPY_KERNEL(name, attr, MR, NV)                                        \
-  attr static void name(int k, const float *a, size_t rs, size_t cs,           \
-                        const float *b, size_t ldb, float *c, size_t ldc,      \
-                        float alpha, float beta) {                             \
-    axpy_body(MR, NV, k, a, rs, cs, b, ldb, c, ldc, alpha, beta);              \
-  }
-/* The kernels of one ISA for every row count up to MAX_MR (an ISA whose mr
- * is smaller never calls the larger ones). */
-#define SMALL_KERNELS_ROWS(p, attr, R, NB, NV)                                 \
-  DOT_KERNEL(p##_dot##R, attr, R, NB)                                          \
-  DOT_KERNEL(p##_dot##R##e, attr, R, 1)                                        \
-  AXPY_KERNEL(p##_axpy##R, attr, R, NV)                                        \
-  AXPY_KERNEL(p##_axpy##R##e, attr, R, 1)
-#define SMALL_KERNELS(p, attr, NB, NV)                                         \
-  SMALL_KERNELS_ROWS(p, attr, 1, NB, NV)                                       \
-  SMALL_KERNELS_ROWS(p, attr, 2, NB, NV)                                       \
-  SMALL_KERNELS_ROWS(p, attr, 3, NB, NV)                                       \
-  SMALL_KERNELS_ROWS(p, attr, 4, NB, NV)                                       \
-  SMALL_KERNELS_ROWS(p, attr, 5, NB, NV)
-#define SMALL_ARCH(p, MR, NB, NV)                                              \
-  {                                                                            \
-    MR, NB, NV,                                                                \
-        {{p##_dot1, p##_dot1e},                                                \
-         {p##_dot2, p##_dot2e},                                                \
-         {p##_dot3, p##_dot3e},                                                \
-         {p##_dot4, p##_dot4e},                                                \
-         {p##_dot5, p##_dot5e}},                                               \
-    {                                                                          \
-      {p##_axpy1, p##_axpy1e}, {p##_axpy2, p##_axpy2e},                        \
-          {p##_axpy3, p##_axpy3e}, {p##_axpy4, p##_axpy4e}, {                  \
-        p##_axpy5, p##_axpy5e                                                  \
-      }                                                                        \
-    }                                                                          \
-  }
-
 #ifdef NN_ISA_X86
-/* 20 of the 32 zmm registers as accumulators in both kernels: 5 x 4 dot
- * products; 5 rows of 4 vectors (5 x 4 beat 4 x 4 by a fifth on fc1 at
- * batch 10, whose 10 rows it covers in two groups, not three). */
-SMALL_KERNELS(avx512, NN_TARGET_AVX512, 4, 4)
-/* 12 of the 16 ymm registers (a vector is two): 3 x 2 and 3 x 2. */
-SMALL_KERNELS(avx2, NN_TARGET_AVX2, 2, 2)
-/* 12 of the 16 xmm registers (a vector is four): 3 x 1 and 3 x 1. */
-SMALL_KERNELS(sse2, , 1, 1)
-static const small_arch arch_avx512 = SMALL_ARCH(avx512, 5, 4, 4);
-static const small_arch arch_avx2 = SMALL_ARCH(avx2, 3, 2, 2);
-static const small_arch arch_sse2 = SMALL_ARCH(sse2, 3, 1, 1);
-
 static const small_arch *arch_get(void) {
-  static const small_arch *const by_isa[] = {&arch_sse2, &arch_avx2,
-                                             &arch_avx512};
+  /* The scalar path does not come here (nn_sgemm_small, _axpy). */
+  static const small_arch *const by_isa[] = {
+      &nn_small_arch_sse2, &nn_small_arch_sse2, &nn_small_arch_avx2,
+      &nn_small_arch_avx512};
   return by_isa[nn_isa_best()];
 }
 #else
-/* 24 of NEON's 32 registers of 4 lanes: 3 x 2 and 3 x 2. */
-SMALL_KERNELS(generic, , 2, 2)
-static const small_arch arch_generic = SMALL_ARCH(generic, 3, 2, 2);
-static const small_arch *arch_get(void) { return &arch_generic; }
+static const small_arch *arch_get(void) { return &nn_small_arch_generic; }
 #endif
 
 typedef struct small_job {
@@ -259,13 +108,13 @@ static void axpy_tile(const small_job *g, int i, int rows, int j, int cols) {
   size_t rs = g->trans_a ? 1 : g->lda, cs = g->trans_a ? g->lda : 1;
   const float *a = g->a + (size_t)i * rs;
   float *c = g->c + (size_t)i * g->ldc;
-  int block = ar->nv * VL, whole = cols / VL * VL;
+  int vl = ar->vl, block = ar->nv * vl, whole = cols / vl * vl;
   if (cols == block) {
     ar->axpy[rows - 1][0](g->k, a, rs, cs, g->b + j, g->ldb, c + j, g->ldc,
                           g->alpha, g->beta);
     return;
   }
-  for (int v = j; v < j + whole; v += VL)
+  for (int v = j; v < j + whole; v += vl)
     ar->axpy[rows - 1][1](g->k, a, rs, cs, g->b + v, g->ldb, c + v, g->ldc,
                           g->alpha, g->beta);
   axpy_edge(rows, cols - whole, g->k, a, rs, cs, g->b + j + whole, g->ldb,
@@ -277,7 +126,8 @@ static void axpy_tile(const small_job *g, int i, int rows, int j, int cols) {
  * from it, so the long B streams from memory once. */
 static void axpy_columns(void *ctx, size_t begin, size_t end) {
   const small_job *g = ctx;
-  int mr = g->arch->mr, nc = g->arch->nv * VL, j1 = imin(g->n, (int)end * nc);
+  int mr = g->arch->mr, nc = g->arch->nv * g->arch->vl,
+      j1 = imin(g->n, (int)end * nc);
   for (int j = (int)begin * nc; j < j1; j += nc)
     for (int i = 0; i < g->m; i += mr)
       axpy_tile(g, i, imin(mr, g->m - i), j, imin(nc, j1 - j));
@@ -287,7 +137,8 @@ static void axpy_columns(void *ctx, size_t begin, size_t end) {
  * rows) stays in cache and C is written row after row, in address order. */
 static void axpy_rows(void *ctx, size_t begin, size_t end) {
   const small_job *g = ctx;
-  int mr = g->arch->mr, nc = g->arch->nv * VL, i1 = imin(g->m, (int)end * mr);
+  int mr = g->arch->mr, nc = g->arch->nv * g->arch->vl,
+      i1 = imin(g->m, (int)end * mr);
   for (int i = (int)begin * mr; i < i1; i += mr)
     for (int j = 0; j < g->n; j += nc)
       axpy_tile(g, i, imin(mr, i1 - i), j, imin(nc, g->n - j));
@@ -302,12 +153,17 @@ bool nn_sgemm_small(bool trans_a, bool trans_b, int m, int n, int k,
   if (m <= 0 || n <= 0 || k <= 0 || (!dot && !axpy) ||
       long_side < SMALL_MIN_LONG)
     return false;
+  if (nn_isa_best() == NN_ISA_SCALAR) { /* no short-side scalar kernels */
+    nn_sgemm_builtin(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                     ldc);
+    return true;
+  }
   const small_arch *ar = arch_get();
   small_job g = {ar, trans_a, m, n,           k,           alpha,      beta,
                  a,  b,       c, (size_t)lda, (size_t)ldb, (size_t)ldc};
   nn_range_fn fn = dot ? dot_range : m <= SMALL_SIDE ? axpy_columns : axpy_rows;
   /* Blocks of the split dimension and the flops of one. */
-  int width = dot ? ar->nb : fn == axpy_columns ? ar->nv * VL : ar->mr;
+  int width = dot ? ar->nb : fn == axpy_columns ? ar->nv * ar->vl : ar->mr;
   int split = fn == axpy_rows ? m : n, other = fn == axpy_rows ? n : m;
   size_t blocks = (size_t)(split + width - 1) / width;
   double block_flops = 2.0 * width * other * k;
@@ -321,8 +177,12 @@ void nn_sgemm_small_axpy(bool trans_a, int m, int n, int k, float alpha,
                          float beta, float *c, int ldc) {
   if (m <= 0 || n <= 0 || k <= 0)
     return;
+  if (nn_isa_best() == NN_ISA_SCALAR) {
+    nn_scalar_small_axpy(trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   const small_arch *ar = arch_get();
   small_job g = {ar, trans_a, m, n,           k,           alpha,      beta,
                  a,  b,       c, (size_t)lda, (size_t)ldb, (size_t)ldc};
-  axpy_columns(&g, 0, (size_t)(n + ar->nv * VL - 1) / (ar->nv * VL));
+  axpy_columns(&g, 0, (size_t)(n + ar->nv * ar->vl - 1) / (ar->nv * ar->vl));
 }

@@ -1,10 +1,19 @@
-/* What the engine's hand-vectorised kernels share (nn_gemm_builtin.c,
- * nn_gemm_small.c, nn_conv_gray.c, nn_winograd.c): with GCC on x86-64
- * each kernel is compiled three times, for AVX-512, AVX2 with FMA and
- * baseline x86-64, and the best the CPU runs is picked once at run time;
- * elsewhere there is one portable build. Internal to models/. */
+/* Which instruction set the engine's hand-vectorised kernels use
+ * (nn_gemm_builtin.c, nn_gemm_small.c, nn_conv_gray.c, nn_winograd.c).
+ * With GCC on x86-64 each kernel is compiled three times, for AVX-512, AVX2
+ * with FMA and baseline x86-64 (SSE2): nn_gemm_small's as separate objects
+ * of the ISA's own vector width, the others through target attributes in
+ * one file; elsewhere there is one portable vector build (NEON on
+ * aarch64). Every build also has a scalar reference path (nn_scalar.c). The
+ * best path the CPU runs is picked once at run time, unless COHORT_ISA names
+ * one.
+ *
+ * The selection (nn_isa_best, nn_isa_check, nn_isa_name) is public; the
+ * vector types below are internal to models/. */
 #ifndef COHORT_NN_ISA_H
 #define COHORT_NN_ISA_H
+
+#include <stddef.h>
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 #define NN_ISA_X86 1
@@ -19,17 +28,50 @@
 #define NN_INLINE inline
 #endif
 
-typedef enum nn_isa { NN_ISA_BASE, NN_ISA_AVX2, NN_ISA_AVX512 } nn_isa;
+/* In order of preference; the values index the kernels' per-path tables.
+ * NN_ISA_BASE is the build's baseline vector path: SSE2 on x86-64, NEON on
+ * aarch64, GCC's generic vectors elsewhere. NN_ISA_SCALAR runs plain C
+ * loops compiled without vectorisation, and the convolutions by im2col. */
+typedef enum nn_isa {
+  NN_ISA_SCALAR,
+  NN_ISA_BASE,
+  NN_ISA_AVX2,
+  NN_ISA_AVX512,
+  NN_ISA_COUNT
+} nn_isa;
 
-/* The best of them this CPU runs; NN_ISA_BASE without NN_ISA_X86. */
+/* The path the kernels use: COHORT_ISA's when this CPU and build run it,
+ * else the best they run. Decided at the first call (reads the environment
+ * once); thread-safe. */
 nn_isa nn_isa_best(void);
 
-/* GCC (and Clang) vectors of 16 floats: one zmm, two ymm or four xmm or
- * NEON registers, as the target has. Kernels written on them keep their
- * accumulators in registers by construction, not by the vectoriser's
- * choice. Moves go through memcpy (unaligned), and no function takes or
- * returns one by value across the per-ISA builds. */
+/* 0 when COHORT_ISA is unset, empty or names a path this CPU and build run;
+ * else -1 with a message in err that names the paths they do run. A
+ * library does not exit: programs call this at start and refuse to run. */
+int nn_isa_check(char *err, size_t cap);
+
+/* "avx512", "avx2", "sse2", "neon", "generic" or "scalar". */
+const char *nn_isa_name(nn_isa isa);
+
+/* The path COHORT_ISA's value env asks for, where runs has bit 1u << isa
+ * set for each path this CPU and build run (NN_ISA_SCALAR and NN_ISA_BASE
+ * always): *out is that path and 0 is returned, or *out is the best of runs
+ * and -1 with a message in err naming them. NULL or "" asks for the best.
+ * Exposed for the tests. */
+int nn_isa_choose(const char *env, unsigned runs, nn_isa *out, char *err,
+                  size_t cap);
+
+/* GCC (and Clang) vectors of NN_VL floats. A kernel compiled per ISA as a
+ * separate object (nn_gemm_small_kernels.c) sets NN_VL to its target's
+ * register: 16 (AVX-512), 8 (AVX2) or 4 (SSE2, NEON). The others are
+ * still written on 16 floats: one zmm, two ymm or four xmm or NEON
+ * registers. Kernels written on them keep their accumulators in registers
+ * by construction, not by the vectoriser's choice. Moves go through memcpy
+ * (unaligned), and no function takes or returns one by value across the
+ * per-ISA builds. */
+#ifndef NN_VL
 #define NN_VL 16
+#endif
 typedef float nn_vec __attribute__((vector_size(NN_VL * sizeof(float))));
 typedef int nn_ivec __attribute__((vector_size(NN_VL * sizeof(int))));
 #define NN_VLOAD(v, p) memcpy(&(v), (p), sizeof(nn_vec))

@@ -8,6 +8,7 @@
 
 #include "nn_conv_gray.h"
 #include "nn_gemm.h"
+#include "nn_isa.h"
 #include "nn_rng.h"
 #include "nn_winograd.h"
 
@@ -222,12 +223,16 @@ void nn_conv2d_forward_direct(const nn_layer *l, const float *params,
   nn_parallel_for((size_t)n, 1, conv_fwd_range, &j);
 }
 
+/* Winograd and the one-channel kernels are vector code; the scalar path
+ * (nn_isa.h) runs every convolution by im2col on its scalar GEMM. */
+static bool vector_conv(void) { return nn_isa_best() != NN_ISA_SCALAR; }
+
 void nn_conv2d_forward_act(const nn_layer *l, const float *params,
                            const float *in, float *col, float *out, int n,
                            bool relu) {
-  if (nn_winograd_applies(l))
+  if (vector_conv() && nn_winograd_applies(l))
     nn_winograd_forward(l, params, in, out, n, relu, col);
-  else if (nn_conv_gray_applies(l))
+  else if (vector_conv() && nn_conv_gray_applies(l))
     nn_conv_gray_forward(l, params, in, col, out, n, relu);
   else
     nn_conv2d_forward_direct(l, params, in, col, out, n, relu);
@@ -318,9 +323,10 @@ void nn_conv2d_backward_direct(const nn_layer *l, const float *params,
 void nn_conv2d_backward(const nn_layer *l, const float *params, const float *in,
                         float *col, const float *dout, float *din,
                         float *scratch, float *grad, int n) {
-  if (nn_winograd_applies(l))
+  if (vector_conv() && nn_winograd_applies(l))
     nn_winograd_backward(l, params, in, dout, din, grad, n, scratch);
-  else if (nn_conv_gray_applies(l) && !din) /* its input gradient: im2col */
+  else if (vector_conv() && nn_conv_gray_applies(l) &&
+           !din) /* its input gradient: im2col */
     nn_conv_gray_backward_weights(l, in, dout, col, scratch, grad, n);
   else
     nn_conv2d_backward_direct(l, params, in, col, dout, din, scratch, grad, n);

@@ -641,7 +641,9 @@ WG_ISA(avx2, NN_TARGET_AVX2)
 WG_ISA(base, )
 
 static const wg_isa *isa_get(void) {
-  static const wg_isa *const by_isa[] = {&base_isa, &avx2_isa, &avx512_isa};
+  /* The engine's scalar path does not come here (nn_layers.c). */
+  static const wg_isa *const by_isa[] = {&base_isa, &base_isa, &avx2_isa,
+                                         &avx512_isa};
   return by_isa[nn_isa_best()];
 }
 #else

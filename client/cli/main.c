@@ -294,6 +294,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "cohort-client: %s\n", err);
     return 2;
   }
+  if (cohort_isa_check(err, sizeof err) != COHORT_OK) {
+    fprintf(stderr, "cohort-client: %s\n", err);
+    return 2;
+  }
   log_level level;
   log_format format;
   log_parse_level(g_opts.log_level, &level);
