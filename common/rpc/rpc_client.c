@@ -161,8 +161,18 @@ static int call_once(rpc_channel *c, const char *method, const char *auth_value,
 #define PROBE_METHOD "/cohort.rpc.Probe/Transport"
 #define PROBE_EVERY_MS 500
 /* Consecutive probes that must see a handshake failure: one could be a
- * server that closed a connection while restarting. */
+ * server that closed a connection while restarting. A closed or reset
+ * connection with nothing more said is also what a coordinator killed
+ * mid-handshake leaves (test_kill_loop saw two in a row), so those take
+ * 4 s of nothing else; a restarted coordinator refuses connections until
+ * it listens, which starts the count again. */
 #define PROBES_TO_REFUSE 2
+#define PROBES_TO_REFUSE_CLOSED 8
+
+static int connection_just_closed(const char *detail) {
+  return strstr(detail, "Socket closed") ||
+         strstr(detail, "Connection reset by peer");
+}
 
 /* What handshake_failed remembers between its calls during one call. */
 typedef struct probe_state {
@@ -174,7 +184,8 @@ typedef struct probe_state {
  * deadline, and only a fail-fast call learns why they failed. While the
  * channel is in TRANSIENT_FAILURE, a fail-fast probe (at most every
  * PROBE_EVERY_MS) asks why; a handshake failure (rpc_tls_failure_hint)
- * seen PROBES_TO_REFUSE times in a row, which no wait will cure, is
+ * seen PROBES_TO_REFUSE times in a row (PROBES_TO_REFUSE_CLOSED for a
+ * connection merely closed), which no wait will cure, is
  * returned in *res as the call's own result. Returns 1 then, else 0 (the
  * server is merely down, or the failure is new: keep waiting). */
 static int handshake_failed(rpc_channel *c, probe_state *ps, rpc_result *res) {
@@ -198,7 +209,9 @@ static int handshake_failed(rpc_channel *c, probe_state *ps, rpc_result *res) {
     ps->failures = 0;
     return 0;
   }
-  if (++ps->failures < PROBES_TO_REFUSE)
+  if (++ps->failures < (connection_just_closed(probe.detail)
+                            ? PROBES_TO_REFUSE_CLOSED
+                            : PROBES_TO_REFUSE))
     return 0;
   res->code = probe.code;
   memcpy(res->detail, probe.detail, sizeof res->detail);
