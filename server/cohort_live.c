@@ -157,12 +157,6 @@ out:
   return rc;
 }
 
-/* live_call without a body, for this file's commands. */
-static int call(const char *prog, const char *method, const char *path,
-                FILE *file, json_object **out) {
-  return live_call(prog, method, path, NULL, file, out);
-}
-
 void live_print_json(json_object *o) {
   puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
 }
@@ -172,17 +166,10 @@ json_object *live_get(json_object *o, const char *key) {
   return o && json_object_object_get_ex(o, key, &v) ? v : NULL;
 }
 
-/* This file's short names for them. */
-static json_object *get(json_object *o, const char *key) {
-  return live_get(o, key);
-}
-
-static void print_json(json_object *o) { live_print_json(o); }
-
 /* A number field as text ("-" when null or absent). */
 static const char *num(json_object *o, const char *key, const char *fmt,
                        char *buf, size_t len) {
-  json_object *v = get(o, key);
+  json_object *v = live_get(o, key);
   if (!v)
     return "-";
   snprintf(buf, len, fmt, json_object_get_double(v));
@@ -199,23 +186,24 @@ int live_status(const char *prog, int argc, char **argv) {
   if (rc >= 0)
     return rc;
   json_object *f;
-  if (call(prog, "GET", "/api/federation", NULL, &f) != 0)
+  if (live_call(prog, "GET", "/api/federation", NULL, NULL, &f) != 0)
     return 1;
   if (g_live.json) {
-    print_json(f);
+    live_print_json(f);
     json_object_put(f);
     return 0;
   }
-  json_object *cur = get(f, "current_round"), *com = get(f, "committed"),
-              *cl = get(f, "clients"), *pr = get(f, "privacy");
+  json_object *cur = live_get(f, "current_round"),
+              *com = live_get(f, "committed"), *cl = live_get(f, "clients"),
+              *pr = live_get(f, "privacy");
   char a[32], b[32];
   if (cur)
     printf("round %s (%s, %s): %s of %s updates\n",
            num(cur, "id", "%.0f", a, sizeof a),
-           json_object_get_string(get(cur, "kind")),
-           json_object_get_string(get(cur, "state")),
+           json_object_get_string(live_get(cur, "kind")),
+           json_object_get_string(live_get(cur, "state")),
            num(cur, "clients_aggregated", "%.0f", b, sizeof b),
-           json_object_get_string(get(cur, "target")));
+           json_object_get_string(live_get(cur, "target")));
   else
     printf("no round yet\n");
   printf("training rounds committed: %s (latest model %s)\n",
@@ -223,16 +211,16 @@ int live_status(const char *prog, int argc, char **argv) {
          num(com, "latest_model", "%.0f", b, sizeof b));
   printf("clients: %lld registered, %lld active in the last 5 minutes, "
          "%lld check-ins held\n",
-         (long long)json_object_get_int64(get(cl, "registered")),
-         (long long)json_object_get_int64(get(cl, "active")),
-         (long long)json_object_get_int64(get(cl, "checkins_held")));
+         (long long)json_object_get_int64(live_get(cl, "registered")),
+         (long long)json_object_get_int64(live_get(cl, "active")),
+         (long long)json_object_get_int64(live_get(cl, "checkins_held")));
   if (pr)
     printf("privacy: epsilon %s at delta %s\n",
            num(pr, "epsilon", "%.4g", a, sizeof a),
            num(pr, "delta", "%g", b, sizeof b));
   else
     printf("privacy: no differentially private round yet\n");
-  if (json_object_get_boolean(get(f, "transport_insecure")))
+  if (json_object_get_boolean(live_get(f, "transport_insecure")))
     printf("transport: INSECURE (plaintext gRPC beyond loopback)\n");
   json_object_put(f);
   return 0;
@@ -243,12 +231,12 @@ static int get_page(const char *prog, const char *path, json_object **out) {
   char p[256];
   snprintf(p, sizeof p, "%s?after=%ld&limit=%ld", path, g_live.after,
            g_live.limit);
-  return call(prog, "GET", p, NULL, out);
+  return live_call(prog, "GET", p, NULL, NULL, out);
 }
 
 /* The hint to the next page, on standard error so the lines stay clean. */
 static void next_hint(const char *prog, json_object *page) {
-  json_object *next = get(page, "next_after");
+  json_object *next = live_get(page, "next_after");
   if (next)
     fprintf(stderr, "%s: more after this page: --after %lld\n", prog,
             (long long)json_object_get_int64(next));
@@ -269,9 +257,9 @@ static int list_command(const char *prog, const char *usage, const char *path,
   if (get_page(prog, path, &page) != 0)
     return 1;
   if (g_live.json) {
-    print_json(page);
+    live_print_json(page);
   } else {
-    json_object *list = get(page, key);
+    json_object *list = live_get(page, key);
     fputs(header, stdout);
     for (size_t i = 0; i < json_object_array_length(list); i++)
       print_row(json_object_array_get_idx(list, i));
@@ -286,11 +274,11 @@ static int list_command(const char *prog, const char *usage, const char *path,
 static void print_round(json_object *r) {
   char id[24], cl[32], acc[24], loss[24], up[24], down[24], eps[24];
   snprintf(cl, sizeof cl, "%lld/%lld",
-           (long long)json_object_get_int64(get(r, "clients_aggregated")),
-           (long long)json_object_get_int64(get(r, "target")));
+           (long long)json_object_get_int64(live_get(r, "clients_aggregated")),
+           (long long)json_object_get_int64(live_get(r, "target")));
   printf(ROUND_LINE, num(r, "id", "%.0f", id, sizeof id),
-         json_object_get_string(get(r, "kind")),
-         json_object_get_string(get(r, "state")), cl,
+         json_object_get_string(live_get(r, "kind")),
+         json_object_get_string(live_get(r, "state")), cl,
          num(r, "accuracy", "%.4f", acc, sizeof acc),
          num(r, "loss", "%.4f", loss, sizeof loss),
          num(r, "bytes_up_mean", "%.0f", up, sizeof up),
@@ -313,19 +301,20 @@ int live_rounds_list(const char *prog, int argc, char **argv) {
 static void print_client(json_object *c) {
   char ago[32];
   snprintf(ago, sizeof ago, "%.0f s ago",
-           (double)time(NULL) - json_object_get_double(get(c, "last_seen")));
+           (double)time(NULL) -
+               json_object_get_double(live_get(c, "last_seen")));
   /* At most 16 characters, control bytes shown as '?': the platform is
    * the client's own text. */
   char platform[17];
   snprintf(platform, sizeof platform, "%s",
-           json_object_get_string(get(c, "platform")));
+           json_object_get_string(live_get(c, "platform")));
   for (char *p = platform; *p; p++)
     if ((unsigned char)*p < 0x20 || *p == 0x7f)
       *p = '?';
   printf("%-8lld %-16s %-14s %s\n",
-         (long long)json_object_get_int64(get(c, "id")),
+         (long long)json_object_get_int64(live_get(c, "id")),
          platform[0] ? platform : "-", ago,
-         json_object_get_boolean(get(c, "certified")) ? "yes" : "no");
+         json_object_get_boolean(live_get(c, "certified")) ? "yes" : "no");
 }
 
 int live_clients_list(const char *prog, int argc, char **argv) {
@@ -350,13 +339,13 @@ int live_rounds_abort(const char *prog, int argc, char **argv) {
   if (rc >= 0)
     return rc;
   json_object *o;
-  if (call(prog, "POST", "/api/rounds/current/abort", NULL, &o) != 0)
+  if (live_call(prog, "POST", "/api/rounds/current/abort", NULL, NULL, &o) != 0)
     return 1;
   if (g_live.json)
-    print_json(o);
+    live_print_json(o);
   else
     printf("aborted round %lld\n",
-           (long long)json_object_get_int64(get(o, "aborted")));
+           (long long)json_object_get_int64(live_get(o, "aborted")));
   json_object_put(o);
   return 0;
 }
@@ -384,9 +373,9 @@ int live_models_export(const char *prog, int argc, char **argv) {
   long long version = -1;
   if (strcmp(g_live.version, "latest") == 0) {
     json_object *f;
-    if (call(prog, "GET", "/api/federation", NULL, &f) != 0)
+    if (live_call(prog, "GET", "/api/federation", NULL, NULL, &f) != 0)
       return 1;
-    json_object *latest = get(get(f, "committed"), "latest_model");
+    json_object *latest = live_get(live_get(f, "committed"), "latest_model");
     version = latest ? json_object_get_int64(latest) : -1;
     json_object_put(f);
   } else {
@@ -411,7 +400,7 @@ int live_models_export(const char *prog, int argc, char **argv) {
     fprintf(stderr, "%s: %s: %s\n", prog, tmp, strerror(errno));
     return 1;
   }
-  rc = call(prog, "GET", path, f, NULL);
+  rc = live_call(prog, "GET", path, NULL, f, NULL);
   long size = ftell(f);
   if (fclose(f) != 0 && !rc) {
     fprintf(stderr, "%s: %s: %s\n", prog, tmp, strerror(errno));
@@ -430,7 +419,7 @@ int live_models_export(const char *prog, int argc, char **argv) {
     json_object_object_add(o, "file", json_object_new_string(g_live.out));
     json_object_object_add(o, "version", json_object_new_int64(version));
     json_object_object_add(o, "bytes", json_object_new_int64(size));
-    print_json(o);
+    live_print_json(o);
     json_object_put(o);
   } else {
     printf("wrote %s (model version %lld, %ld bytes)\n", g_live.out, version,
@@ -451,7 +440,7 @@ int live_privacy_report(const char *prog, int argc, char **argv) {
     return rc;
   rc = 0;
   json_object *f, *rounds = json_object_new_array();
-  if (call(prog, "GET", "/api/federation", NULL, &f) != 0) {
+  if (live_call(prog, "GET", "/api/federation", NULL, NULL, &f) != 0) {
     json_object_put(rounds);
     return 1;
   }
@@ -463,39 +452,40 @@ int live_privacy_report(const char *prog, int argc, char **argv) {
       rc = 1;
       break;
     }
-    json_object *list = get(page, "rounds");
+    json_object *list = live_get(page, "rounds");
     for (size_t i = 0; i < json_object_array_length(list); i++) {
       json_object *r = json_object_array_get_idx(list, i);
-      if (!get(r, "epsilon"))
+      if (!live_get(r, "epsilon"))
         continue;
       json_object *o = json_object_new_object();
       static const char *keys[] = {"id", "epsilon", "noise_multiplier", "clip",
                                    "clients_aggregated"};
       for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
-        json_object_object_add(o, keys[k], json_object_get(get(r, keys[k])));
+        json_object_object_add(o, keys[k],
+                               json_object_get(live_get(r, keys[k])));
       json_object_array_add(rounds, o);
     }
-    next = get(page, "next_after");
+    next = live_get(page, "next_after");
     g_live.after = next ? (long)json_object_get_int64(next) : 0;
     json_object_put(page);
     if (!next)
       break;
   }
-  json_object *privacy = get(f, "privacy");
+  json_object *privacy = live_get(f, "privacy");
   if (rc) {
     /* call() has said why */
   } else if (g_live.json) {
     json_object *o = json_object_new_object();
     json_object_object_add(o, "privacy", json_object_get(privacy));
     json_object_object_add(o, "rounds", json_object_get(rounds));
-    print_json(o);
+    live_print_json(o);
     json_object_put(o);
   } else if (!privacy) {
     printf("no differentially private round yet\n");
   } else {
     char a[32], b[32], c[32];
     printf("%s: epsilon %s at delta %s after %zu rounds\n",
-           json_object_get_string(get(privacy, "mode")),
+           json_object_get_string(live_get(privacy, "mode")),
            num(privacy, "epsilon", "%.4g", a, sizeof a),
            num(privacy, "delta", "%g", b, sizeof b),
            json_object_array_length(rounds));
@@ -503,12 +493,13 @@ int live_privacy_report(const char *prog, int argc, char **argv) {
            "clients");
     for (size_t i = 0; i < json_object_array_length(rounds); i++) {
       json_object *r = json_object_array_get_idx(rounds, i);
-      printf("%-6lld %-10s %-8s %-8s %lld\n",
-             (long long)json_object_get_int64(get(r, "id")),
-             num(r, "epsilon", "%.4g", a, sizeof a),
-             num(r, "noise_multiplier", "%.4g", b, sizeof b),
-             num(r, "clip", "%.4g", c, sizeof c),
-             (long long)json_object_get_int64(get(r, "clients_aggregated")));
+      printf(
+          "%-6lld %-10s %-8s %-8s %lld\n",
+          (long long)json_object_get_int64(live_get(r, "id")),
+          num(r, "epsilon", "%.4g", a, sizeof a),
+          num(r, "noise_multiplier", "%.4g", b, sizeof b),
+          num(r, "clip", "%.4g", c, sizeof c),
+          (long long)json_object_get_int64(live_get(r, "clients_aggregated")));
     }
   }
   json_object_put(rounds);
