@@ -33,6 +33,7 @@
 #include "flags.h"
 #include "pb.h"
 #include "rpc_args.h"
+#include "rpc_status.h"
 #include "sign.h"
 
 /* A coordinator may not make a virtual client accept more than this. */
@@ -50,7 +51,7 @@
 #define MAX_REGISTER_REFUSALS 3
 /* Error details written to stderr, over the whole run. */
 #define MAX_LOGGED_ERRORS 10
-#define N_STATUS 17                     /* gRPC status codes 0..16 */
+#define N_STATUS RPC_STATUS_COUNT       /* gRPC status codes 0..16 */
 #define STATUS_LOCAL N_STATUS           /* the call could not be started */
 #define STATUS_BAD_REPLY (N_STATUS + 1) /* malformed or inconsistent reply */
 #define STATUS_DIGEST (N_STATUS + 2)    /* model does not match its digest */
@@ -196,26 +197,13 @@ static const char *const CAT_NAME[N_C] = {
     "register",     "checkin_task", "checkin_held", "checkin_retry",
     "checkin_done", "getmodel",     "upload",       "report"};
 
-static const char *const STATUS_NAME[N_ERR] = {"OK",
-                                               "CANCELLED",
-                                               "UNKNOWN",
-                                               "INVALID_ARGUMENT",
-                                               "DEADLINE_EXCEEDED",
-                                               "NOT_FOUND",
-                                               "ALREADY_EXISTS",
-                                               "PERMISSION_DENIED",
-                                               "RESOURCE_EXHAUSTED",
-                                               "FAILED_PRECONDITION",
-                                               "ABORTED",
-                                               "OUT_OF_RANGE",
-                                               "UNIMPLEMENTED",
-                                               "INTERNAL",
-                                               "UNAVAILABLE",
-                                               "DATA_LOSS",
-                                               "UNAUTHENTICATED",
-                                               "LOCAL_START_FAILED",
-                                               "BAD_REPLY",
-                                               "MODEL_DIGEST_MISMATCH"};
+/* The gRPC name of code, or the name of one of this program's own
+ * outcomes beyond them. */
+static const char *status_name(int code) {
+  static const char *const LOCAL[N_ERR - N_STATUS] = {
+      "LOCAL_START_FAILED", "BAD_REPLY", "MODEL_DIGEST_MISMATCH"};
+  return code < N_STATUS ? rpc_status_name(code) : LOCAL[code - N_STATUS];
+}
 
 /* What one round looked like from here; guarded by g_rounds_mu. */
 typedef struct round_seen {
@@ -433,7 +421,7 @@ static void log_call_error(const vclient *c, int code, const char *detail) {
   if (atomic_fetch_add(&g_logged_errors, 1) >= MAX_LOGGED_ERRORS)
     return;
   fprintf(stderr, "bench_load: client %u %s: %s: %s\n", c->index,
-          METHOD_NAME[c->action], STATUS_NAME[code], detail);
+          METHOD_NAME[c->action], status_name(code), detail);
 }
 
 /* ---- calls ---- */
@@ -1296,7 +1284,7 @@ int main(int argc, char **argv) {
       if (!errors[m][e])
         continue;
       printf("%s %s errors: %s %llu", any ? "," : "", any ? "" : METHOD_NAME[m],
-             STATUS_NAME[e], (unsigned long long)errors[m][e]);
+             status_name(e), (unsigned long long)errors[m][e]);
       any = 1;
       errors_total += errors[m][e];
     }
@@ -1345,7 +1333,7 @@ int main(int argc, char **argv) {
   for (int m = 0; m < N_M; m++)
     for (int e = 0; e < N_ERR; e++)
       if (errors[m][e])
-        printf("errors.%s.%s %llu\n", METHOD_NAME[m], STATUS_NAME[e],
+        printf("errors.%s.%s %llu\n", METHOD_NAME[m], status_name(e),
                (unsigned long long)errors[m][e]);
   printf("errors_total %llu\n", (unsigned long long)errors_total);
   printf("loadgen_rss_peak_kb %ld\nloadgen_cpu_s %.2f\n",

@@ -7,31 +7,14 @@
 #include <string.h>
 
 #include "http_buf.h"
+#include "rpc_status.h"
 
-#define N_CODES 17 /* grpc_status_code OK (0) .. UNAUTHENTICATED (16) */
+#define N_CODES RPC_STATUS_COUNT
 
 /* Upper bounds in seconds; long polls are held up to tens of seconds. */
 static const double BUCKETS[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                  0.5,   1,     2.5,  5,     10,   30,  60};
 #define N_BUCKETS (sizeof BUCKETS / sizeof BUCKETS[0])
-
-static const char *CODE_NAMES[N_CODES] = {"OK",
-                                          "CANCELLED",
-                                          "UNKNOWN",
-                                          "INVALID_ARGUMENT",
-                                          "DEADLINE_EXCEEDED",
-                                          "NOT_FOUND",
-                                          "ALREADY_EXISTS",
-                                          "PERMISSION_DENIED",
-                                          "RESOURCE_EXHAUSTED",
-                                          "FAILED_PRECONDITION",
-                                          "ABORTED",
-                                          "OUT_OF_RANGE",
-                                          "UNIMPLEMENTED",
-                                          "INTERNAL",
-                                          "UNAVAILABLE",
-                                          "DATA_LOSS",
-                                          "UNAUTHENTICATED"};
 
 typedef struct series {
   atomic_uint_fast64_t count;
@@ -106,7 +89,7 @@ int http_rpc_stats_write(const http_rpc_stats *st, http_buf *out) {
         http_buf_printf(out,
                         "cohort_rpc_requests_total{method=\"%s\",code=\"%s\"}"
                         " %llu\n",
-                        method_name(st, m), CODE_NAMES[c],
+                        method_name(st, m), rpc_status_name(c),
                         (unsigned long long)n);
     }
   http_buf_printf(out,
@@ -126,7 +109,7 @@ int http_rpc_stats_write(const http_rpc_stats *st, http_buf *out) {
         http_buf_printf(out,
                         "cohort_rpc_duration_seconds_bucket{method=\"%s\","
                         "code=\"%s\",le=\"%g\"} %llu\n",
-                        name, CODE_NAMES[c], BUCKETS[b],
+                        name, rpc_status_name(c), BUCKETS[b],
                         (unsigned long long)cumulative);
       }
       /* Read apart from the buckets, so +Inf is never below the last. */
@@ -139,9 +122,10 @@ int http_rpc_stats_write(const http_rpc_stats *st, http_buf *out) {
           "cohort_rpc_duration_seconds_sum{method=\"%s\",code=\"%s\"} %.6f\n"
           "cohort_rpc_duration_seconds_count{method=\"%s\",code=\"%s\"} "
           "%llu\n",
-          name, CODE_NAMES[c], (unsigned long long)n, name, CODE_NAMES[c],
+          name, rpc_status_name(c), (unsigned long long)n, name,
+          rpc_status_name(c),
           (double)atomic_load_explicit(&s->micros, memory_order_relaxed) / 1e6,
-          name, CODE_NAMES[c], (unsigned long long)n);
+          name, rpc_status_name(c), (unsigned long long)n);
     }
   return out->failed ? -1 : 0;
 }
