@@ -169,11 +169,6 @@ static int call_once(rpc_channel *c, const char *method, const char *auth_value,
 #define PROBES_TO_REFUSE 2
 #define PROBES_TO_REFUSE_CLOSED 8
 
-static int connection_just_closed(const char *detail) {
-  return strstr(detail, "Socket closed") ||
-         strstr(detail, "Connection reset by peer");
-}
-
 /* What handshake_failed remembers between its calls during one call. */
 typedef struct probe_state {
   int64_t last_ms; /* 0: no probe yet */
@@ -209,7 +204,7 @@ static int handshake_failed(rpc_channel *c, probe_state *ps, rpc_result *res) {
     ps->failures = 0;
     return 0;
   }
-  if (++ps->failures < (connection_just_closed(probe.detail)
+  if (++ps->failures < (rpc_tls_failure_ambiguous(c->tls, probe.detail)
                             ? PROBES_TO_REFUSE_CLOSED
                             : PROBES_TO_REFUSE))
     return 0;

@@ -202,7 +202,15 @@ void rpc_tls_pem_clear(rpc_tls_pem *pem) {
   memset(pem, 0, sizeof *pem);
 }
 
-const char *rpc_tls_failure_hint(int tls, const char *detail) {
+/* The hint for detail, and whether the failure is also what a server
+ * killed or restarting mid-handshake leaves (a connection closed or reset
+ * with nothing more said). */
+typedef struct tls_failure {
+  int tls, ambiguous;
+  const char *needle, *hint;
+} tls_failure;
+
+static const tls_failure *tls_failure_find(int tls, const char *detail) {
   static const char wrong_ca[] =
       "the coordinator's certificate is not signed by the CA this client "
       "trusts (--tls-ca, or the system store with --tls)";
@@ -214,32 +222,39 @@ const char *rpc_tls_failure_hint(int tls, const char *detail) {
   static const char serves_tls[] =
       "the coordinator closed the plaintext connection: it probably serves "
       "TLS (give --tls-ca FILE, or --tls for the system store)";
-  static const struct {
-    int tls;
-    const char *needle, *hint;
-  } known[] = {
-      {1, "CERTIFICATE_VERIFY_FAILED", wrong_ca},
-      {1, "certificate verify failed", wrong_ca},
-      {1, "is not in peer certificate",
+  static const tls_failure known[] = {
+      {1, 0, "CERTIFICATE_VERIFY_FAILED", wrong_ca},
+      {1, 0, "certificate verify failed", wrong_ca},
+      {1, 0, "is not in peer certificate",
        "the coordinator's certificate does not name the host given in "
        "--server"},
-      {1, "WRONG_VERSION_NUMBER", not_tls},
-      {1, "wrong version number", not_tls},
-      {1, "Socket closed", needs_cert},
-      {1, "Connection reset by peer", needs_cert},
+      {1, 0, "WRONG_VERSION_NUMBER", not_tls},
+      {1, 0, "wrong version number", not_tls},
+      {1, 1, "Socket closed", needs_cert},
+      {1, 1, "Connection reset by peer", needs_cert},
       /* Any other failed handshake, such as an alert about the client's
        * certificate ("Ssl handshake failed: ... alert ..."). */
-      {1, "andshake failed",
+      {1, 0, "andshake failed",
        "the TLS handshake with the coordinator failed: it may require a "
        "client certificate signed by its client CA (--tls-cert and "
        "--tls-key)"},
-      {0, "Socket closed", serves_tls},
-      {0, "Connection reset by peer", serves_tls},
+      {0, 1, "Socket closed", serves_tls},
+      {0, 1, "Connection reset by peer", serves_tls},
   };
   if (!detail)
     return NULL;
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
     if (known[i].tls == (tls != 0) && strstr(detail, known[i].needle))
-      return known[i].hint;
+      return &known[i];
   return NULL;
+}
+
+const char *rpc_tls_failure_hint(int tls, const char *detail) {
+  const tls_failure *f = tls_failure_find(tls, detail);
+  return f ? f->hint : NULL;
+}
+
+int rpc_tls_failure_ambiguous(int tls, const char *detail) {
+  const tls_failure *f = tls_failure_find(tls, detail);
+  return f && f->ambiguous;
 }

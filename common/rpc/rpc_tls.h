@@ -54,5 +54,9 @@ void rpc_tls_pem_clear(rpc_tls_pem *pem);
  * in detail (its status details or debug string), or NULL when detail is
  * no known handshake failure. */
 const char *rpc_tls_failure_hint(int tls, const char *detail);
+/* 1 when detail is a known handshake failure that a server killed or
+ * restarting mid-handshake also leaves (a connection closed or reset with
+ * nothing more said), so that one sighting proves little; else 0. */
+int rpc_tls_failure_ambiguous(int tls, const char *detail);
 
 #endif

@@ -172,6 +172,13 @@ static void test_failure_hints(void) {
   CU_ASSERT_PTR_NULL(rpc_tls_failure_hint(0, "Connection refused"));
   CU_ASSERT_PTR_NULL(rpc_tls_failure_hint(1, "Connection refused"));
   CU_ASSERT_PTR_NULL(rpc_tls_failure_hint(1, NULL));
+  /* A closed or reset connection is also what a coordinator killed
+   * mid-handshake leaves; a certificate or version error is not. */
+  CU_ASSERT(rpc_tls_failure_ambiguous(0, "recvmsg:Connection reset by peer"));
+  CU_ASSERT(rpc_tls_failure_ambiguous(1, "ipv4:127.0.0.1:5: Socket closed"));
+  CU_ASSERT(!rpc_tls_failure_ambiguous(1, "x: WRONG_VERSION_NUMBER"));
+  CU_ASSERT(!rpc_tls_failure_ambiguous(1, "Connection refused"));
+  CU_ASSERT(!rpc_tls_failure_ambiguous(0, NULL));
 }
 
 int cohort_register_suites(void) {
