@@ -33,6 +33,22 @@ $cc -std=c11 -Wall -Wextra -Werror "$src/examples/embed.c" \
   $(pkg-config --libs --static cohort | sed 's/-lcohort//') \
   -o "$tmp/embed-static"
 
+# An app with functions of its own named as common C names are named, which
+# libcohort uses inside too: the static link must neither clash nor bind
+# our calls to the app's functions.
+cat >"$tmp/app_names.c" <<'C'
+#include <stddef.h>
+int log_msg(const char *s) { return s != NULL; }
+int crypto_random(void) { return 4; }
+void sha256(void) {}
+int nn_gemm(void) { return 0; }
+C
+$cc -std=c11 -Wall -Wextra -Werror "$src/examples/embed.c" "$tmp/app_names.c" \
+  $(pkg-config --cflags cohort) "$prefix/$libdir/libcohort.a" \
+  $(pkg-config --libs --static cohort | sed 's/-lcohort//') \
+  -o "$tmp/embed-static-names" ||
+  fail "an app defining log_msg, crypto_random and sha256 does not link libcohort.a"
+
 # An app's own CMake project: find_package with a version, one target name.
 mkdir "$tmp/app"
 cp "$src/examples/embed.c" "$tmp/app/"
@@ -49,7 +65,7 @@ cmake -S "$tmp/app" -B "$tmp/app/build" -DCMAKE_PREFIX_PATH="$prefix" \
 cmake --build "$tmp/app/build" >>"$tmp/app.log" 2>&1 ||
   { cat "$tmp/app.log"; fail "the find_package(Cohort) app did not build"; }
 
-for exe in "$tmp/embed-shared" "$tmp/embed-static" \
+for exe in "$tmp/embed-shared" "$tmp/embed-static" "$tmp/embed-static-names" \
   "$tmp/app/build/embed-cmake"; do
   rc=0
   "$exe" >/dev/null 2>&1 || rc=$?
@@ -81,6 +97,14 @@ declared=$(grep -h '^COHORT_API' "$prefix/$includedir/"*.h | grep -o '^[^(]*(' |
 if [[ "$exported" != "$declared" ]]; then
   echo "FAIL: exported symbols differ from the public headers:"
   diff <(echo "$declared") <(echo "$exported") || true
+  exit 1
+fi
+# The archive's global definitions are the same public functions.
+archived=$(nm -g --defined-only "$prefix/$libdir/libcohort.a" |
+  awk 'NF == 3 {print $3}' | sort)
+if [[ "$archived" != "$declared" ]]; then
+  echo "FAIL: libcohort.a's global symbols differ from the public headers:"
+  diff <(echo "$declared") <(echo "$archived") | head -20 || true
   exit 1
 fi
 echo "install test: 1 passed, 0 failed"
