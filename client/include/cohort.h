@@ -25,7 +25,22 @@
 extern "C" {
 #endif
 
+/* The version of these headers. An app compiled against them may run
+ * against a newer library: compare with cohort_version_number() at run
+ * time. COHORT_VERSION_NUMBER is MAJOR * 10000 + MINOR * 100 + PATCH.
+ * (CMake checks at configure time that these equal project(VERSION).) */
+#define COHORT_VERSION_MAJOR 0
+#define COHORT_VERSION_MINOR 1
+#define COHORT_VERSION_PATCH 0
+#define COHORT_VERSION_NUMBER                                                  \
+  (COHORT_VERSION_MAJOR * 10000 + COHORT_VERSION_MINOR * 100 +                 \
+   COHORT_VERSION_PATCH)
 #define COHORT_VERSION "0.1.0"
+
+/* The library's own version, as the macros above were when it was built:
+ * "MAJOR.MINOR.PATCH" (static storage) and its number. */
+COHORT_API const char *cohort_version(void);
+COHORT_API unsigned cohort_version_number(void);
 
 typedef struct cohort_client cohort_client_t;
 typedef struct cohort_dataset cohort_dataset_t;

@@ -111,6 +111,20 @@ static void test_options_are_checked(void) {
   CU_ASSERT_STRING_EQUAL(cohort_strerror(COHORT_EAUTH), "not authenticated");
 }
 
+/* The library reports the version it was built as; these headers are the
+ * same release, so both agree with the macros. */
+static void test_version(void) {
+  CU_ASSERT_STRING_EQUAL(cohort_version(), COHORT_VERSION);
+  CU_ASSERT_EQUAL(cohort_version_number(), COHORT_VERSION_NUMBER);
+  char text[32];
+  snprintf(text, sizeof text, "%d.%d.%d", COHORT_VERSION_MAJOR,
+           COHORT_VERSION_MINOR, COHORT_VERSION_PATCH);
+  CU_ASSERT_STRING_EQUAL(text, cohort_version());
+  CU_ASSERT_EQUAL(cohort_version_number(), COHORT_VERSION_MAJOR * 10000u +
+                                               COHORT_VERSION_MINOR * 100u +
+                                               COHORT_VERSION_PATCH);
+}
+
 static void test_wrong_enrollment_token(void) {
   probe p = {0};
   cohort_client_t *c = new_client("wrong", &p);
@@ -173,6 +187,7 @@ static void test_callback_delta_is_aggregated(void) {
 int cohort_register_suites(void) {
   CU_pSuite s = CU_add_suite("libcohort", suite_init, suite_clean);
   if (!s || !CU_add_test(s, "options are checked", test_options_are_checked) ||
+      !CU_add_test(s, "the library's version", test_version) ||
       !CU_add_test(s, "a wrong enrollment token is refused",
                    test_wrong_enrollment_token) ||
       !CU_add_test(s, "the callback's delta is aggregated",
