@@ -140,32 +140,49 @@ static int read_frame(h2_conn *c, int64_t until) {
   return 1;
 }
 
-int h2_open(h2_conn *c, const char *src, int port) {
-  static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-  memset(c, 0, sizeof *c);
-  c->conn_window = c->stream_window = 65535;
-  c->fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (c->fd < 0)
+/* A socket from src connected to 127.0.0.1:port, or -1. */
+static int connect_from(const char *src, int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0)
     return -1;
   struct sockaddr_in a;
   memset(&a, 0, sizeof a);
   a.sin_family = AF_INET;
   if (src && (inet_pton(AF_INET, src, &a.sin_addr) != 1 ||
-              bind(c->fd, (struct sockaddr *)&a, sizeof a) != 0))
-    goto fail;
+              bind(fd, (struct sockaddr *)&a, sizeof a) != 0)) {
+    close(fd);
+    return -1;
+  }
   a.sin_port = htons((uint16_t)port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   int one = 1;
-  setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  if (connect(c->fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-      write_all(c, (const uint8_t *)preface, sizeof preface - 1) ||
-      frame(c, F_SETTINGS, 0, 0, NULL, 0))
-    goto fail;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+int h2_open(h2_conn *c, const char *src, int port) {
+  static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+  memset(c, 0, sizeof *c);
+  c->conn_window = c->stream_window = 65535;
+  /* A loaded listener may refuse for a moment (full backlog). */
+  for (int tries = 0; tries < 20; tries++) {
+    c->fd = connect_from(src, port);
+    if (c->fd >= 0)
+      break;
+    nanosleep(&(struct timespec){0, 50000000L}, NULL);
+  }
+  if (c->fd < 0)
+    return -1;
+  if (write_all(c, (const uint8_t *)preface, sizeof preface - 1) ||
+      frame(c, F_SETTINGS, 0, 0, NULL, 0)) {
+    h2_close(c);
+    return -1;
+  }
   return 0;
-fail:
-  close(c->fd);
-  c->fd = -1;
-  return -1;
 }
 
 void h2_close(h2_conn *c) {
