@@ -1213,11 +1213,19 @@ static void test_per_address_limit_refuses_with_its_name(void) {
   /* Once the two are cancelled for their missing messages, calls pass. */
   CU_ASSERT_EQUAL(h2_wait_end(&c, 3, 3000), 1);
   h2_close(&c);
-  CU_ASSERT_EQUAL(rpc_call(g_lim_ch, "/test.Svc/Echo", NULL,
-                           (const uint8_t *)"x", 1, &o, &res),
-                  COHORT_OK);
-  CU_ASSERT_EQUAL(res.code, GRPC_STATUS_OK);
-  rpc_result_clear(&res);
+  /* The server counts a call out when its worker sees the read end, which
+   * may come a moment after the client saw the reset. */
+  int code = -1;
+  for (int i = 0; i < 20 && code != GRPC_STATUS_OK; i++) {
+    CU_ASSERT_EQUAL(rpc_call(g_lim_ch, "/test.Svc/Echo", NULL,
+                             (const uint8_t *)"x", 1, &o, &res),
+                    COHORT_OK);
+    code = res.code;
+    rpc_result_clear(&res);
+    if (code != GRPC_STATUS_OK)
+      sleep_ms(50);
+  }
+  CU_ASSERT_EQUAL(code, GRPC_STATUS_OK);
 }
 
 static void test_request_over_method_limit_refused_before_handler(void) {
