@@ -186,11 +186,8 @@ static void handle_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
   round_engine *e = svc->engine;
   int64_t client;
   char key[RATELIMIT_KEY_MAX + 1];
-  peer_address(req->peer, key, sizeof key);
-  /* The address first: a flood with made-up tokens costs no lookup. */
-  if (rate_limited(svc->checkin_per_address, key, "check-ins from this address",
-                   rep) ||
-      !authenticate(e, req, rep, &client))
+  /* admit_checkin took this call's per-address token. */
+  if (!authenticate(e, req, rep, &client))
     return;
   snprintf(key, sizeof key, "%lld", (long long)client);
   if (rate_limited(svc->checkin_per_client, key, "check-ins from this client",
@@ -433,6 +430,16 @@ static void admit_session(void *ctx, const rpc_request *req, rpc_reply *rep) {
   authenticate(((service *)ctx)->engine, req, rep, &client);
 }
 
+/* CheckIn's: the address first, so a flood with made-up tokens costs no
+ * lookup. */
+static void admit_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  char key[RATELIMIT_KEY_MAX + 1];
+  peer_address(req->peer, key, sizeof key);
+  if (!rate_limited(((service *)ctx)->checkin_per_address, key,
+                    "check-ins from this address", rep))
+    admit_session(ctx, req, rep);
+}
+
 static const rpc_method METHODS[] = {
     {PB_METHOD_REGISTER, handle_register},  {PB_METHOD_CHECKIN, handle_checkin},
     {PB_METHOD_GETMODEL, handle_get_model}, {PB_METHOD_UPLOAD, handle_upload},
@@ -443,7 +450,7 @@ static const rpc_method METHODS[] = {
  * message is small, and larger ones are refused before they are parsed. */
 static const rpc_method_limits METHOD_LIMITS[] = {
     {SERVICE_MAX_REGISTER_BYTES, NULL},
-    {0, admit_session},
+    {0, admit_checkin},
     {0, admit_session},
     {0, admit_session},
     {0, admit_session},
