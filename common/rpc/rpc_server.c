@@ -46,7 +46,6 @@ struct rpc_server {
   const rpc_method *methods;
   const rpc_method_limits *method_limits; /* NULL or n_methods entries */
   size_t n_methods;
-  int max_receive_bytes;
   int receive_ms;
   rpc_admit *admit;
   rpc_admit_limits admit_limits;
@@ -766,7 +765,6 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
   srv->methods = cfg->methods;
   srv->method_limits = cfg->method_limits;
   srv->n_methods = cfg->n_methods;
-  srv->max_receive_bytes = cfg->max_receive_bytes;
   srv->receive_ms = cfg->limits.receive_ms;
   srv->admit_limits = (rpc_admit_limits){
       .per_address = cfg->limits.calls_per_address,

@@ -3,7 +3,10 @@
  * UNIMPLEMENTED. Handlers run on the worker that got the call and usually
  * answer before they return; a handler may instead hold the call
  * (rpc_hold) and answer it later from any thread, which costs no thread
- * while it waits: that is how long polls are served. */
+ * while it waits: that is how long polls are served. A call is admitted
+ * (rpc_server_limits, rpc_method_limits) when its headers arrive, before its
+ * message is read; a call that ends without a message never reaches a
+ * handler (INVALID_ARGUMENT "no request message"). */
 #ifndef COHORT_RPC_SERVER_H
 #define COHORT_RPC_SERVER_H
 
