@@ -171,11 +171,15 @@ static int open_channel(int port, rpc_channel **out) {
   return rpc_channel_new(&cc, out);
 }
 
-/* A call with a raw authorization value, which rpc_call cannot send. */
-static int raw_call_auth(const char *method, const char *auth,
-                         grpc_status_code *status, char *body, size_t cap) {
+/* A call rpc_call cannot make: with a raw authorization value (auth, or
+ * none when NULL), and with an empty message or, when !with_message, none at
+ * all. The reply goes to body and the status details to detail (each may be
+ * NULL). Returns 0 once a status came back. */
+static int raw_call(int port, const char *method, const char *auth,
+                    int with_message, grpc_status_code *status, char *body,
+                    size_t cap, char *detail, size_t detail_cap) {
   char target[64];
-  snprintf(target, sizeof target, "127.0.0.1:%d", g_port);
+  snprintf(target, sizeof target, "127.0.0.1:%d", port);
   grpc_init();
   grpc_channel_credentials *creds = grpc_insecure_credentials_create();
   grpc_channel *ch = grpc_channel_create(target, creds, NULL);
@@ -190,7 +194,7 @@ static int raw_call_auth(const char *method, const char *auth,
   grpc_metadata md;
   memset(&md, 0, sizeof md);
   md.key = grpc_slice_from_static_string("authorization");
-  md.value = grpc_slice_from_static_string(auth);
+  md.value = grpc_slice_from_static_string(auth ? auth : "");
   grpc_byte_buffer *send_bb = grpc_raw_byte_buffer_create(NULL, 0);
   grpc_byte_buffer *recv_bb = NULL;
   grpc_metadata_array md_in, trailers;
@@ -199,40 +203,52 @@ static int raw_call_auth(const char *method, const char *auth,
   grpc_slice details = grpc_empty_slice();
   grpc_op ops[6];
   memset(ops, 0, sizeof ops);
-  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-  ops[0].data.send_initial_metadata.count = 1;
-  ops[0].data.send_initial_metadata.metadata = &md;
-  ops[1].op = GRPC_OP_SEND_MESSAGE;
-  ops[1].data.send_message.send_message = send_bb;
-  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-  ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-  ops[3].data.recv_initial_metadata.recv_initial_metadata = &md_in;
-  ops[4].op = GRPC_OP_RECV_MESSAGE;
-  ops[4].data.recv_message.recv_message = &recv_bb;
-  ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-  ops[5].data.recv_status_on_client.trailing_metadata = &trailers;
-  ops[5].data.recv_status_on_client.status = status;
-  ops[5].data.recv_status_on_client.status_details = &details;
+  size_t n = 0;
+  ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[n].data.send_initial_metadata.count = auth ? 1 : 0;
+  ops[n++].data.send_initial_metadata.metadata = &md;
+  if (with_message) {
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n++].data.send_message.send_message = send_bb;
+  }
+  ops[n++].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+  ops[n].op = GRPC_OP_RECV_INITIAL_METADATA;
+  ops[n++].data.recv_initial_metadata.recv_initial_metadata = &md_in;
+  ops[n].op = GRPC_OP_RECV_MESSAGE;
+  ops[n++].data.recv_message.recv_message = &recv_bb;
+  ops[n].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+  ops[n].data.recv_status_on_client.trailing_metadata = &trailers;
+  ops[n].data.recv_status_on_client.status = status;
+  ops[n++].data.recv_status_on_client.status_details = &details;
   int rc = -1;
-  body[0] = '\0';
-  if (grpc_call_start_batch(call, ops, 6, ops, NULL) == GRPC_CALL_OK) {
+  if (body)
+    body[0] = '\0';
+  if (grpc_call_start_batch(call, ops, n, ops, NULL) == GRPC_CALL_OK) {
     grpc_completion_queue_pluck(cq, ops, gpr_inf_future(GPR_CLOCK_REALTIME),
                                 NULL);
     rc = 0;
-    if (recv_bb) {
+    if (recv_bb && body) {
       grpc_byte_buffer_reader r;
       grpc_byte_buffer_reader_init(&r, recv_bb);
       grpc_slice all = grpc_byte_buffer_reader_readall(&r);
       grpc_byte_buffer_reader_destroy(&r);
-      size_t n = GRPC_SLICE_LENGTH(all);
-      if (n >= cap)
-        n = cap - 1;
-      memcpy(body, GRPC_SLICE_START_PTR(all), n);
-      body[n] = '\0';
+      size_t len = GRPC_SLICE_LENGTH(all);
+      if (len >= cap)
+        len = cap - 1;
+      memcpy(body, GRPC_SLICE_START_PTR(all), len);
+      body[len] = '\0';
       grpc_slice_unref(all);
-      grpc_byte_buffer_destroy(recv_bb);
+    }
+    if (detail) {
+      size_t len = GRPC_SLICE_LENGTH(details);
+      if (len >= detail_cap)
+        len = detail_cap - 1;
+      memcpy(detail, GRPC_SLICE_START_PTR(details), len);
+      detail[len] = '\0';
     }
   }
+  if (recv_bb)
+    grpc_byte_buffer_destroy(recv_bb);
   grpc_slice_unref(details);
   grpc_metadata_array_destroy(&md_in);
   grpc_metadata_array_destroy(&trailers);
@@ -247,6 +263,11 @@ static int raw_call_auth(const char *method, const char *auth,
   grpc_completion_queue_destroy(cq);
   grpc_shutdown();
   return rc;
+}
+
+static int raw_call_auth(const char *method, const char *auth,
+                         grpc_status_code *status, char *body, size_t cap) {
+  return raw_call(g_port, method, auth, 1, status, body, cap, NULL, 0);
 }
 
 /* ---- suite ---- */
@@ -1107,69 +1128,14 @@ static int lim_clean(void) {
   return 0;
 }
 
-/* A call that sends its headers and closes without a message. */
-static grpc_status_code call_without_message(int port, const char *method,
-                                             char *detail, size_t cap) {
-  char target[64];
-  snprintf(target, sizeof target, "127.0.0.1:%d", port);
-  grpc_init();
-  grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-  grpc_channel *ch = grpc_channel_create(target, creds, NULL);
-  grpc_channel_credentials_release(creds);
-  grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
-  gpr_timespec dl = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                                 gpr_time_from_millis(5000, GPR_TIMESPAN));
-  grpc_call *call = grpc_channel_create_call(
-      ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
-      grpc_slice_from_static_string(method), NULL, dl, NULL);
-  grpc_byte_buffer *recv_bb = NULL;
-  grpc_metadata_array md_in, trailers;
-  grpc_metadata_array_init(&md_in);
-  grpc_metadata_array_init(&trailers);
-  grpc_slice details = grpc_empty_slice();
-  grpc_status_code status = GRPC_STATUS_UNKNOWN;
-  grpc_op ops[5];
-  memset(ops, 0, sizeof ops);
-  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-  ops[1].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-  ops[2].op = GRPC_OP_RECV_INITIAL_METADATA;
-  ops[2].data.recv_initial_metadata.recv_initial_metadata = &md_in;
-  ops[3].op = GRPC_OP_RECV_MESSAGE;
-  ops[3].data.recv_message.recv_message = &recv_bb;
-  ops[4].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-  ops[4].data.recv_status_on_client.trailing_metadata = &trailers;
-  ops[4].data.recv_status_on_client.status = &status;
-  ops[4].data.recv_status_on_client.status_details = &details;
-  if (grpc_call_start_batch(call, ops, 5, ops, NULL) == GRPC_CALL_OK)
-    grpc_completion_queue_pluck(cq, ops, gpr_inf_future(GPR_CLOCK_REALTIME),
-                                NULL);
-  size_t n = GRPC_SLICE_LENGTH(details) < cap - 1 ? GRPC_SLICE_LENGTH(details)
-                                                  : cap - 1;
-  memcpy(detail, GRPC_SLICE_START_PTR(details), n);
-  detail[n] = '\0';
-  if (recv_bb)
-    grpc_byte_buffer_destroy(recv_bb);
-  grpc_slice_unref(details);
-  grpc_metadata_array_destroy(&md_in);
-  grpc_metadata_array_destroy(&trailers);
-  grpc_call_unref(call);
-  grpc_channel_destroy(ch);
-  grpc_completion_queue_shutdown(cq);
-  while (grpc_completion_queue_pluck(cq, NULL,
-                                     gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
-             .type != GRPC_QUEUE_SHUTDOWN) {
-  }
-  grpc_completion_queue_destroy(cq);
-  grpc_shutdown();
-  return status;
-}
-
 static void test_call_without_message_never_reaches_handler(void) {
   atomic_store(&g_lim_handled, 0);
   char detail[256];
-  CU_ASSERT_EQUAL(
-      call_without_message(g_lim_port, "/test.Svc/Echo", detail, sizeof detail),
-      GRPC_STATUS_INVALID_ARGUMENT);
+  grpc_status_code st = GRPC_STATUS_OK;
+  CU_ASSERT_EQUAL(raw_call(g_lim_port, "/test.Svc/Echo", NULL, 0, &st, NULL, 0,
+                           detail, sizeof detail),
+                  0);
+  CU_ASSERT_EQUAL(st, GRPC_STATUS_INVALID_ARGUMENT);
   CU_ASSERT_STRING_EQUAL(detail, "no request message");
   /* An empty message is a message: it does reach the handler. */
   rpc_call_opts o = fast_opts();
