@@ -1101,20 +1101,26 @@ static const rpc_method_limits k_lim_limits[] = {
     {0, admit_good},
 };
 
+/* One Echo message read at a time: a second call waits its turn. */
+static void lim_config(rpc_server_config *cfg, int receive_ms) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->listen = "127.0.0.1:0";
+  cfg->workers = 2;
+  cfg->max_receive_bytes = SERVER_MAX_RECV;
+  cfg->max_send_bytes = SERVER_MAX_SEND;
+  cfg->methods = k_lim_methods;
+  cfg->n_methods = 2;
+  cfg->method_limits = k_lim_limits;
+  cfg->limits.receive_ms = receive_ms;
+  cfg->limits.calls_per_address = 2;
+  cfg->limits.receiving_open = 1;
+  cfg->limits.stream_window_bytes = 16384;
+  cfg->limits.max_streams = 8;
+}
+
 static int lim_init(void) {
   rpc_server_config cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.listen = "127.0.0.1:0";
-  cfg.workers = 2;
-  cfg.max_receive_bytes = SERVER_MAX_RECV;
-  cfg.max_send_bytes = SERVER_MAX_SEND;
-  cfg.methods = k_lim_methods;
-  cfg.n_methods = 2;
-  cfg.method_limits = k_lim_limits;
-  cfg.limits.receive_ms = LIM_RECEIVE_MS;
-  cfg.limits.calls_per_address = 2;
-  cfg.limits.stream_window_bytes = 16384;
-  cfg.limits.max_streams = 8;
+  lim_config(&cfg, LIM_RECEIVE_MS);
   if (rpc_server_start(&cfg, &g_lim_srv, &g_lim_port) != COHORT_OK)
     return -1;
   return open_channel(g_lim_port, &g_lim_ch) == COHORT_OK ? 0 : -1;
@@ -1236,8 +1242,31 @@ static void test_admit_hook_refuses_before_the_message(void) {
   CU_ASSERT_EQUAL(atomic_load(&g_lim_handled), 1);
 }
 
+/* Stop cancels a call being read and one waiting to be, and frees both. */
+static void test_stop_with_calls_waiting_for_their_message(void) {
+  rpc_server_config cfg;
+  lim_config(&cfg, 60000);
+  rpc_server *srv;
+  int port;
+  CU_ASSERT_EQUAL_FATAL(rpc_server_start(&cfg, &srv, &port), COHORT_OK);
+  h2_conn c;
+  CU_ASSERT_EQUAL_FATAL(h2_open(&c, NULL, port), 0);
+  CU_ASSERT_EQUAL(h2_call(&c, 1, "/test.Svc/Echo", NULL, 0), 0);
+  CU_ASSERT_EQUAL(h2_send_message(&c, 1, NULL, 60, 10, 0, 1000), 10);
+  CU_ASSERT_EQUAL(h2_call(&c, 3, "/test.Svc/Echo", NULL, 0), 0);
+  CU_ASSERT_EQUAL(h2_send_message(&c, 3, NULL, 60, 10, 0, 1000), 10);
+  h2_wait_end(&c, 1, 200);
+  int64_t t0 = now_ms();
+  rpc_server_stop(srv, 200);
+  CU_ASSERT(now_ms() - t0 < 5000);
+  CU_ASSERT_EQUAL(h2_wait_end(&c, 0, 3000), 1);
+  h2_close(&c);
+}
+
 int cohort_register_suites(void) {
   static const test_case lim_tests[] = {
+      {"stop cancels and frees calls being read and waiting",
+       test_stop_with_calls_waiting_for_their_message},
       {"a call without a message is INVALID_ARGUMENT and reaches no handler",
        test_call_without_message_never_reaches_handler},
       {"a half-sent message is cancelled after the receive timeout",
