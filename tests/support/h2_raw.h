@@ -1,7 +1,8 @@
 /* A tiny HTTP/2 client for attack tests: it speaks just enough of the
  * protocol (preface, SETTINGS, HEADERS with literal HPACK fields, DATA
  * within the peer's flow-control windows, RST_STREAM) to open gRPC calls
- * and leave them half-sent, which no real gRPC client will do. */
+ * and leave them half-sent, which no real gRPC client will do. One thread
+ * at a time: frames are read into a static buffer. */
 #ifndef COHORT_TEST_H2_RAW_H
 #define COHORT_TEST_H2_RAW_H
 
