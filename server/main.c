@@ -51,6 +51,11 @@ typedef struct server_opts {
   long rounds, clients_per_round, min_clients, seed, epochs, batch_size;
   long workers, retry_ms, retry_max_ms, threads, classes, eval_every;
   long long_poll_max_ms, max_held;
+  /* Transport and admission limits (docs/reliability.md) */
+  long max_streams, stream_window, max_metadata, idle_timeout_ms;
+  long handshake_timeout_ms, keepalive_ms, receive_timeout_ms;
+  long max_calls_per_address, max_calls_in_flight, max_receiving;
+  long max_receiving_open;
   long keep_models;
   long eval_limit;
   const char *input, *strategy, *codec;
@@ -347,6 +352,42 @@ static const flag_def FLAGS[] = {
     {"max-held", FLAG_INT, &g_opts.max_held, "50000", 0, NUM(10000000), "N",
      "check-ins held at once; beyond them, clients are told when to come "
      "back (pace steering)"},
+    {"max-streams", FLAG_INT, &g_opts.max_streams, "16", 1, 1000, "N",
+     "concurrent calls per client connection (HTTP/2 streams); "
+     "docs/reliability.md"},
+    {"stream-window", FLAG_INT, &g_opts.stream_window, "65536", 1024,
+     NUM(1 << 24), "BYTES",
+     "what a call may send before the coordinator reads its message "
+     "(initial HTTP/2 stream window)"},
+    {"max-metadata", FLAG_INT, &g_opts.max_metadata, "8192", 1024, NUM(1 << 20),
+     "BYTES", "largest request headers"},
+    {"idle-timeout-ms", FLAG_INT, &g_opts.idle_timeout_ms, "60000", 1000,
+     NUM(86400000), "MS", "close a client connection without calls after this"},
+    {"handshake-timeout-ms", FLAG_INT, &g_opts.handshake_timeout_ms, "10000",
+     100, 600000, "MS",
+     "close a connection whose TLS and HTTP/2 handshake is not done by then"},
+    {"keepalive-ms", FLAG_INT, &g_opts.keepalive_ms, "60000", 1000,
+     NUM(86400000), "MS",
+     "ping an idle connection this often; close it if the ping is not "
+     "answered within 20 s"},
+    {"receive-timeout-ms", FLAG_INT, &g_opts.receive_timeout_ms, "20000", 100,
+     3600000, "MS",
+     "cancel a call whose request message has not fully arrived this long "
+     "after its headers (DEADLINE_EXCEEDED)"},
+    {"max-calls-per-address", FLAG_INT, &g_opts.max_calls_per_address, "64", 1,
+     NUM(1000000), "N",
+     "calls from one address whose message has not arrived yet; more are "
+     "refused with RESOURCE_EXHAUSTED (mind NAT: docs/reliability.md)"},
+    {"max-calls-in-flight", FLAG_INT, &g_opts.max_calls_in_flight, "1024", 1,
+     NUM(10000000), "N",
+     "the same in all: bounds what calls buffer before they are read"},
+    {"max-receiving", FLAG_INT, &g_opts.max_receiving, "16", 1, 100000, "N",
+     "messages of authenticated calls read at once (each up to 4 MiB); more "
+     "calls wait their turn"},
+    {"max-receiving-open", FLAG_INT, &g_opts.max_receiving_open, "4", 1, 100000,
+     "N",
+     "Register messages read at once (anyone may call Register; each "
+     "larger than 4 KiB is refused)"},
     {"linger", FLAG_DOUBLE, &g_opts.linger, "15", 0, 3600, "SECONDS",
      "after the last round, how long to wait for clients to learn that the "
      "federation is over"},
@@ -891,6 +932,18 @@ int main(int argc, char **argv) {
       .n_methods = n_methods,
       .ctx = &svc,
       .tls = tls.enabled ? &tls : NULL,
+      .limits = {.max_streams = (int)g_opts.max_streams,
+                 .stream_window_bytes = (int)g_opts.stream_window,
+                 .max_metadata_bytes = (int)g_opts.max_metadata,
+                 .idle_ms = (int)g_opts.idle_timeout_ms,
+                 .handshake_ms = (int)g_opts.handshake_timeout_ms,
+                 .keepalive_ms = (int)g_opts.keepalive_ms,
+                 .receive_ms = (int)g_opts.receive_timeout_ms,
+                 .calls_per_address = (int)g_opts.max_calls_per_address,
+                 .calls_in_flight = (int)g_opts.max_calls_in_flight,
+                 .receiving = (int)g_opts.max_receiving,
+                 .receiving_open = (int)g_opts.max_receiving_open},
+      .method_limits = service_method_limits(),
   };
   if (g_opts.http) {
     rpc_stats = http_rpc_stats_new(methods, n_methods);

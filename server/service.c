@@ -11,6 +11,7 @@
 #include "clock.h"
 #include "log.h"
 #include "pb.h"
+#include "pb_scan.h"
 
 static void refuse(rpc_reply *rep, int code, const char *detail) {
   rep->code = code;
@@ -29,10 +30,17 @@ static void reply_with(rpc_reply *rep, const ProtobufCMessage *m) {
 
 static ProtobufCMessage *unpack(const ProtobufCMessageDescriptor *d,
                                 const rpc_request *req, rpc_reply *rep) {
+  /* Counted on the wire first: protobuf-c would allocate for every field
+   * of a message of millions before any check could see them. */
+  static const pb_scan_limits lim = {PB_SCAN_MAX_FIELDS, PB_SCAN_MAX_UNKNOWN};
+  char why[160];
+  if (pb_scan(d, req->body, req->body_len, &lim, why, sizeof why)) {
+    refuse(rep, GRPC_STATUS_INVALID_ARGUMENT, why);
+    return NULL;
+  }
   ProtobufCMessage *m =
       protobuf_c_message_unpack(d, NULL, req->body_len, req->body);
   if (!m) {
-    char why[128];
     snprintf(why, sizeof why, "malformed %s message", d->short_name);
     refuse(rep, GRPC_STATUS_INVALID_ARGUMENT, why);
   }
@@ -178,11 +186,8 @@ static void handle_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
   round_engine *e = svc->engine;
   int64_t client;
   char key[RATELIMIT_KEY_MAX + 1];
-  peer_address(req->peer, key, sizeof key);
-  /* The address first: a flood with made-up tokens costs no lookup. */
-  if (rate_limited(svc->checkin_per_address, key, "check-ins from this address",
-                   rep) ||
-      !authenticate(e, req, rep, &client))
+  /* admit_checkin took this call's per-address token. */
+  if (!authenticate(e, req, rep, &client))
     return;
   snprintf(key, sizeof key, "%lld", (long long)client);
   if (rate_limited(svc->checkin_per_client, key, "check-ins from this client",
@@ -417,16 +422,50 @@ static void handle_secagg(void *ctx, const rpc_request *req, rpc_reply *rep) {
     round_count_download(e, client, rep->body_len);
 }
 
+/* Admit hook of the methods that need a session: a call without a valid
+ * one is refused before its message is read, so only clients that
+ * registered can send the large messages. */
+static void admit_session(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  int64_t client;
+  authenticate(((service *)ctx)->engine, req, rep, &client);
+}
+
+/* CheckIn's: the address first, so a flood with made-up tokens costs no
+ * lookup. */
+static void admit_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  char key[RATELIMIT_KEY_MAX + 1];
+  peer_address(req->peer, key, sizeof key);
+  if (!rate_limited(((service *)ctx)->checkin_per_address, key,
+                    "check-ins from this address", rep))
+    admit_session(ctx, req, rep);
+}
+
 static const rpc_method METHODS[] = {
     {PB_METHOD_REGISTER, handle_register},  {PB_METHOD_CHECKIN, handle_checkin},
     {PB_METHOD_GETMODEL, handle_get_model}, {PB_METHOD_UPLOAD, handle_upload},
     {PB_METHOD_REPORT, handle_report},      {PB_METHOD_SECAGG, handle_secagg},
 };
 
+/* In METHODS' order. Register is the one method open to anyone: its
+ * message is small, and larger ones are refused before they are parsed. */
+static const rpc_method_limits METHOD_LIMITS[] = {
+    {SERVICE_MAX_REGISTER_BYTES, NULL},
+    {0, admit_checkin},
+    {0, admit_session},
+    {0, admit_session},
+    {0, admit_session},
+    {0, admit_session},
+};
+_Static_assert(sizeof METHOD_LIMITS / sizeof METHOD_LIMITS[0] ==
+                   sizeof METHODS / sizeof METHODS[0],
+               "one limits row per method");
+
 const rpc_method *service_methods(size_t *count) {
   *count = sizeof METHODS / sizeof METHODS[0];
   return METHODS;
 }
+
+const rpc_method_limits *service_method_limits(void) { return METHOD_LIMITS; }
 
 const char *service_transport_name(service_transport t) {
   switch (t) {

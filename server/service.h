@@ -41,6 +41,12 @@ typedef struct service {
 /* The method table to pass to rpc_server_start with a service as ctx. */
 const rpc_method *service_methods(size_t *count);
 
+/* Largest RegisterRequest: the one request read before authentication. */
+#define SERVICE_MAX_REGISTER_BYTES 4096
+
+/* The per-method limits and admit hooks that go with service_methods. */
+const rpc_method_limits *service_method_limits(void);
+
 /* The CheckIn reply for an engine answer (long_poll_answer_fn). */
 void service_checkin_reply(const checkin_result *res, rpc_reply *rep);
 

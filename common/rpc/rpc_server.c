@@ -10,7 +10,9 @@
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,7 @@
 #include "clock.h"
 #include "cohort_status.h"
 #include "log.h"
+#include "rpc_admit.h"
 #include "rpc_args.h"
 #include "rpc_log.h"
 #include "sanitize.h"
@@ -27,6 +30,12 @@
  * the server, they are not rejected. */
 #define SLOTS_PER_METHOD 4
 #define MAX_WORKERS 256
+/* How often a worker looks for calls whose message is overdue. */
+#define SWEEP_MS 250
+/* What a client told "rate limited" waits before it tries again; the
+ * detail's prefix and "retry in N ms" are what clients look for (pb.h,
+ * PB_DETAIL_RATE_LIMITED). */
+#define RETRY_AFTER_MS 1000
 
 typedef struct rpc_worker rpc_worker;
 
@@ -35,7 +44,12 @@ struct rpc_server {
   grpc_completion_queue *shutdown_cq;
   void **handles; /* grpc_server_register_method result per method */
   const rpc_method *methods;
+  const rpc_method_limits *method_limits; /* NULL or n_methods entries */
   size_t n_methods;
+  int receive_ms;
+  rpc_admit *admit;
+  rpc_admit_limits admit_limits;
+  atomic_llong last_sweep_ms;
   void *ctx;
   rpc_observe_fn observe;
   void *observe_ctx;
@@ -64,7 +78,7 @@ struct rpc_worker {
  * each kind, so a held call can have its close batch and its reply batch
  * outstanding at once (GRPC_C_CORE.md section 6: one send and one receive
  * batch per call). */
-typedef enum tag_kind { TAG_REQUEST, TAG_REPLY, TAG_CLOSE } tag_kind;
+typedef enum tag_kind { TAG_REQUEST, TAG_RECV, TAG_REPLY, TAG_CLOSE } tag_kind;
 
 typedef struct rpc_tag {
   struct rpc_slot *slot;
@@ -76,7 +90,7 @@ typedef struct rpc_tag {
  * to whoever answers a held call) and, for a held call, its close batch's. */
 struct rpc_slot {
   rpc_worker *w;
-  rpc_tag on_request, on_reply, on_close;
+  rpc_tag on_request, on_recv, on_reply, on_close;
   atomic_int refs;
   atomic_int gone; /* held: the close batch said the client cancelled */
   int held;        /* rpc_hold was called during the handler */
@@ -89,7 +103,10 @@ struct rpc_slot {
   grpc_byte_buffer *payload;
   grpc_byte_buffer *reply;
   int cancelled;
-  double arrived; /* clock_mono_s() when served, for the observer */
+  double arrived; /* clock_mono_s() when its headers came, for the observer */
+  char *peer;     /* grpc_call_get_peer, gpr_malloc'd */
+  rpc_admit_entry admit;  /* while its message is awaited */
+  struct rpc_slot *swept; /* chain of a sweep's overdue calls */
 };
 typedef struct rpc_slot rpc_slot;
 
@@ -105,6 +122,7 @@ static void slot_free(rpc_slot *s) {
     grpc_byte_buffer_destroy(s->reply);
   if (s->call)
     grpc_call_unref(s->call);
+  gpr_free(s->peer);
   free(s);
 }
 
@@ -122,6 +140,7 @@ static int slot_post(rpc_worker *w, int catch_all, size_t method) {
     return COHORT_ENOMEM;
   s->w = w;
   s->on_request = (rpc_tag){s, TAG_REQUEST};
+  s->on_recv = (rpc_tag){s, TAG_RECV};
   s->on_reply = (rpc_tag){s, TAG_REPLY};
   s->on_close = (rpc_tag){s, TAG_CLOSE};
   atomic_init(&s->refs, 1);
@@ -135,9 +154,11 @@ static int slot_post(rpc_worker *w, int catch_all, size_t method) {
     e = grpc_server_request_call(srv->server, &s->call, &s->details, &s->md,
                                  w->cq, w->cq, &s->on_request);
   } else {
-    e = grpc_server_request_registered_call(
-        srv->server, srv->handles[method], &s->call, &s->deadline, &s->md,
-        &s->payload, w->cq, w->cq, &s->on_request);
+    /* Registered with GRPC_SRM_PAYLOAD_NONE: the call comes with its
+     * headers, and its message is read only once it is admitted. */
+    e = grpc_server_request_registered_call(srv->server, srv->handles[method],
+                                            &s->call, &s->deadline, &s->md,
+                                            NULL, w->cq, w->cq, &s->on_request);
   }
   if (e != GRPC_CALL_OK) {
     log_error("rpc server: posting a request slot failed (%d)", (int)e);
@@ -305,68 +326,249 @@ void rpc_held_reply(rpc_held *h, rpc_reply *rep) {
 
 int rpc_held_gone(const rpc_held *h) { return h && atomic_load(&h->gone); }
 
-/* Runs the handler (or the UNIMPLEMENTED answer of the catch-all) and
- * answers, unless the handler held the call. */
-static void slot_serve(rpc_worker *w, rpc_slot *s) {
-  rpc_server *srv = w->srv;
+static rpc_slot *slot_of(rpc_admit_entry *e) {
+  return (rpc_slot *)(void *)((char *)e - offsetof(rpc_slot, admit));
+}
+
+static const rpc_method_limits *limits_of(const rpc_server *srv,
+                                          const rpc_slot *s) {
+  return srv->method_limits ? &srv->method_limits[s->method] : NULL;
+}
+
+/* The request a handler (or an admit hook, with an empty body) sees. The
+ * bearer is malloc'd into *bearer; the rest is borrowed from s. */
+static void request_of(rpc_slot *s, const uint8_t *body, size_t len,
+                       char **bearer, rpc_request *req) {
   static const uint8_t empty[1] = {0};
+  *bearer = bearer_from(&s->md);
+  req->method = s->w->srv->methods[s->method].path;
+  /* Never NULL, so handlers may memcpy an empty body without a check. */
+  req->body = len ? body : empty;
+  req->body_len = len;
+  req->bearer = *bearer;
+  req->deadline_ms = deadline_left_ms(s->deadline);
+  req->peer = s->peer ? s->peer : "";
+  req->call = s;
+}
+
+static void refuse(rpc_reply *rep, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void refuse(rpc_reply *rep, int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  rep->code = code;
+  vsnprintf(rep->detail, sizeof rep->detail, fmt, ap);
+  va_end(ap);
+}
+
+/* Runs the handler on the call's message (or answers UNIMPLEMENTED for the
+ * catch-all), and answers, unless the handler held the call. */
+static void slot_serve(rpc_slot *s) {
+  rpc_server *srv = s->w->srv;
   rpc_reply rep;
   memset(&rep, 0, sizeof rep);
   rep.code = GRPC_STATUS_OK;
-  s->arrived = clock_mono_s();
 
   if (s->catch_all) {
     char *path = grpc_slice_to_c_string(s->details.method);
     char shown[SANITIZE_NAME_LEN]; /* the client chose the path */
     sanitize_text(path ? path : "?", shown, sizeof shown);
-    rep.code = GRPC_STATUS_UNIMPLEMENTED;
-    snprintf(rep.detail, sizeof rep.detail, "unknown method %s", shown);
+    refuse(&rep, GRPC_STATUS_UNIMPLEMENTED, "unknown method %s", shown);
     log_debug("rpc server: unknown method %s", shown);
     gpr_free(path);
-  } else {
-    grpc_slice body = grpc_empty_slice();
-    if (s->payload) {
-      grpc_byte_buffer_reader r;
-      if (grpc_byte_buffer_reader_init(&r, s->payload)) {
-        body = grpc_byte_buffer_reader_readall(&r);
-        grpc_byte_buffer_reader_destroy(&r);
-      }
-    }
-    char *bearer = bearer_from(&s->md);
+    slot_reply(s, &rep);
+    return;
+  }
+  grpc_slice body = grpc_empty_slice();
+  grpc_byte_buffer_reader r;
+  if (grpc_byte_buffer_reader_init(&r, s->payload)) {
+    body = grpc_byte_buffer_reader_readall(&r);
+    grpc_byte_buffer_reader_destroy(&r);
+  }
+  char *bearer;
+  rpc_request req;
+  request_of(s, GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body), &bearer,
+             &req);
+  srv->methods[s->method].handler(srv->ctx, &req, &rep);
+  free(bearer);
+  grpc_slice_unref(body);
+  if (s->held) {
+    /* The request's buffers are not needed while it waits. */
+    grpc_byte_buffer_destroy(s->payload);
+    s->payload = NULL;
+    free(rep.body);
+    return;
+  }
+  slot_reply(s, &rep);
+}
+
+/* Starts reading the message of an admitted call, and of the waiting
+ * calls its failure lets in. The read batch takes the slot's reference. */
+static void slot_receive(rpc_slot *s) {
+  while (s) {
+    rpc_server *srv = s->w->srv;
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_MESSAGE;
+    op.data.recv_message.recv_message = &s->payload;
+    grpc_call_error e = GRPC_CALL_ERROR;
+    pthread_rwlock_rdlock(&srv->lock);
+    if (!srv->cqs_closed)
+      e = grpc_call_start_batch(s->call, &op, 1, &s->on_recv, NULL);
+    pthread_rwlock_unlock(&srv->lock);
+    if (e == GRPC_CALL_OK)
+      return;
+    rpc_admit_entry *next = rpc_admit_leave(srv->admit, &s->admit);
+    grpc_call_cancel(s->call, NULL);
+    slot_unref(s);
+    s = next ? slot_of(next) : NULL;
+  }
+}
+
+/* A call's headers arrived: the catch-all is answered; a registered
+ * method's call is refused, read at once or left to wait, as its admit hook
+ * and the admission limits say. */
+static void slot_arrive(rpc_slot *s) {
+  rpc_server *srv = s->w->srv;
+  s->arrived = clock_mono_s();
+  if (s->catch_all) {
+    slot_serve(s);
+    return;
+  }
+  s->peer = grpc_call_get_peer(s->call);
+  rpc_reply rep;
+  memset(&rep, 0, sizeof rep);
+  rep.code = GRPC_STATUS_OK;
+  const rpc_method_limits *ml = limits_of(srv, s);
+  if (ml && ml->admit) {
+    char *bearer;
     rpc_request req;
-    req.method = srv->methods[s->method].path;
-    req.body_len = GRPC_SLICE_LENGTH(body);
-    /* Never NULL, so handlers may memcpy an empty body without a check. */
-    req.body = req.body_len ? GRPC_SLICE_START_PTR(body) : empty;
-    req.bearer = bearer;
-    req.deadline_ms = deadline_left_ms(s->deadline);
-    char *peer = grpc_call_get_peer(s->call);
-    req.peer = peer ? peer : "";
-    req.call = s;
-    srv->methods[s->method].handler(srv->ctx, &req, &rep);
-    gpr_free(peer);
+    request_of(s, NULL, 0, &bearer, &req);
+    req.call = NULL;
+    ml->admit(srv->ctx, &req, &rep);
     free(bearer);
-    grpc_slice_unref(body);
-    if (s->held) {
-      /* The request's buffers are not needed while it waits. */
-      if (s->payload)
-        grpc_byte_buffer_destroy(s->payload);
-      s->payload = NULL;
-      free(rep.body);
+    free(rep.body);
+    rep.body = NULL;
+    if (rep.code != GRPC_STATUS_OK) {
+      slot_reply(s, &rep);
       return;
     }
   }
+  char addr[RPC_ADMIT_ADDR_MAX];
+  int pool = ml && ml->admit ? RPC_POOL_AUTHENTICATED : RPC_POOL_OPEN;
+  switch (rpc_admit_arrive(srv->admit, &s->admit, s->peer ? s->peer : "", pool,
+                           s->arrived)) {
+  case RPC_ADMIT_RECEIVE:
+    slot_receive(s);
+    return;
+  case RPC_ADMIT_WAIT:
+    return; /* the waiting list holds the slot's reference */
+  case RPC_ADMIT_OVER_ADDRESS:
+    rpc_admit_address(s->peer ? s->peer : "", addr);
+    refuse(&rep, GRPC_STATUS_RESOURCE_EXHAUSTED,
+           "rate limited: the per-address limit of %d calls awaiting their "
+           "request message is reached for %s; retry in %d ms",
+           srv->admit_limits.per_address, addr, RETRY_AFTER_MS);
+    break;
+  case RPC_ADMIT_OVER_IN_FLIGHT:
+    refuse(&rep, GRPC_STATUS_RESOURCE_EXHAUSTED,
+           "rate limited: the limit of %d calls awaiting their request "
+           "message is reached; retry in %d ms",
+           srv->admit_limits.in_flight, RETRY_AFTER_MS);
+    break;
+  case RPC_ADMIT_CLOSED:
+    refuse(&rep, GRPC_STATUS_UNAVAILABLE, "server stopping");
+    break;
+  }
+  log_debug("rpc server: %s", rep.detail);
   slot_reply(s, &rep);
+}
+
+/* The read of a call's message ended: a message that came in time and
+ * within its method's limit goes to the handler; no message at all (the
+ * client closed or reset its side first) is answered without one. */
+static void slot_received(rpc_slot *s) {
+  rpc_server *srv = s->w->srv;
+  rpc_admit_entry *next = rpc_admit_leave(srv->admit, &s->admit);
+  if (next)
+    slot_receive(slot_of(next));
+  if (s->admit.expired) {
+    slot_unref(s); /* the sweep cancelled it with its status */
+    return;
+  }
+  rpc_reply rep;
+  memset(&rep, 0, sizeof rep);
+  const rpc_method_limits *ml = limits_of(srv, s);
+  size_t len = s->payload ? grpc_byte_buffer_length(s->payload) : 0;
+  if (!s->payload) {
+    refuse(&rep, GRPC_STATUS_INVALID_ARGUMENT, "no request message");
+  } else if (ml && ml->max_request_bytes > 0 &&
+             len > (size_t)ml->max_request_bytes) {
+    refuse(&rep, GRPC_STATUS_RESOURCE_EXHAUSTED,
+           "request of %zu bytes; %s takes at most %d", len,
+           srv->methods[s->method].path, ml->max_request_bytes);
+  } else {
+    slot_serve(s);
+    return;
+  }
+  log_debug("rpc server: %s", rep.detail);
+  slot_reply(s, &rep);
+}
+
+/* Under the admission lock: keeps a swept call alive until it is
+ * cancelled. A receiving one needs a reference of its own (its read batch
+ * holds the other); a waiting one hands over the waiting list's. */
+static void sweep_visit(void *ctx, rpc_admit_entry *e) {
+  rpc_slot **chain = ctx;
+  rpc_slot *s = slot_of(e);
+  if (e->state == RPC_ADMIT_RECEIVING)
+    atomic_fetch_add(&s->refs, 1);
+  s->swept = *chain;
+  *chain = s;
+}
+
+static void cancel_chain(rpc_slot *s, grpc_status_code code,
+                         const char *detail) {
+  while (s) {
+    rpc_slot *next = s->swept;
+    grpc_call_cancel_with_status(s->call, code, detail, NULL);
+    slot_unref(s);
+    s = next;
+  }
+}
+
+/* At most every SWEEP_MS, on whichever worker gets there first: cancels
+ * the calls whose message is overdue. */
+static void maybe_sweep(rpc_server *srv) {
+  if (srv->receive_ms <= 0)
+    return;
+  double now = clock_mono_s();
+  long long now_ms = (long long)(now * 1000);
+  long long last = atomic_load(&srv->last_sweep_ms);
+  if (now_ms - last < SWEEP_MS ||
+      !atomic_compare_exchange_strong(&srv->last_sweep_ms, &last, now_ms))
+    return;
+  rpc_slot *chain = NULL;
+  if (!rpc_admit_sweep(srv->admit, now, sweep_visit, &chain))
+    return;
+  char detail[128];
+  snprintf(detail, sizeof detail, "request message not received within %d ms",
+           srv->receive_ms);
+  log_debug("rpc server: cancelling calls: %s", detail);
+  cancel_chain(chain, GRPC_STATUS_DEADLINE_EXCEEDED, detail);
 }
 
 /* A worker's loop; it also drains the CQ of a worker whose thread never
  * started, from the stopping thread. */
 static void worker_run(rpc_worker *w) {
   for (;;) {
-    grpc_event ev = grpc_completion_queue_next(
-        w->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    gpr_timespec wake =
+        gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                     gpr_time_from_millis(SWEEP_MS, GPR_TIMESPAN));
+    grpc_event ev = grpc_completion_queue_next(w->cq, wake, NULL);
     if (ev.type == GRPC_QUEUE_SHUTDOWN)
       break;
+    maybe_sweep(w->srv);
     if (ev.type != GRPC_OP_COMPLETE)
       continue;
     rpc_tag *t = ev.tag;
@@ -378,7 +580,10 @@ static void worker_run(rpc_worker *w) {
         break;
       }
       slot_repost(w, s);
-      slot_serve(w, s);
+      slot_arrive(s);
+      break;
+    case TAG_RECV:
+      slot_received(s);
       break;
     case TAG_REPLY:
       slot_unref(s);
@@ -405,6 +610,10 @@ static void server_teardown(rpc_server *srv, int grace_ms) {
       pthread_rwlock_wrlock(&srv->lock);
       srv->stopping = 1;
       pthread_rwlock_unlock(&srv->lock);
+      /* Calls waiting to be read have no batch that shutdown could end. */
+      rpc_slot *chain = NULL;
+      rpc_admit_close(srv->admit, sweep_visit, &chain);
+      cancel_chain(chain, GRPC_STATUS_UNAVAILABLE, "server stopping");
       grpc_server_shutdown_and_notify(srv->server, srv->shutdown_cq, srv);
       gpr_timespec grace = gpr_time_add(
           gpr_now(GPR_CLOCK_MONOTONIC),
@@ -451,12 +660,41 @@ static void server_teardown(rpc_server *srv, int grace_ms) {
   }
   if (srv->lock_ready)
     pthread_rwlock_destroy(&srv->lock);
+  rpc_admit_free(srv->admit);
   free(srv->workers);
   free(srv->handles);
   int grpc_ready = srv->grpc_ready;
   free(srv);
   if (grpc_ready)
     grpc_shutdown();
+}
+
+/* The channel arguments of the limits that are set (docs/reliability.md);
+ * returns how many were written to args (at most 12). */
+static size_t limit_args(const rpc_server_limits *l, grpc_arg *args) {
+  size_t n = 0;
+  if (l->max_streams)
+    args[n++] = rpc_int_arg(GRPC_ARG_MAX_CONCURRENT_STREAMS, l->max_streams);
+  if (l->stream_window_bytes) {
+    /* BDP probing would grow the window past the one set here. A stream
+     * whose message is being read still gets a window as large as that
+     * message, so admitted uploads run at full speed. */
+    args[n++] = rpc_int_arg(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    args[n++] = rpc_int_arg(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
+                            l->stream_window_bytes);
+  }
+  if (l->max_metadata_bytes)
+    args[n++] = rpc_int_arg(GRPC_ARG_MAX_METADATA_SIZE, l->max_metadata_bytes);
+  if (l->idle_ms)
+    args[n++] = rpc_int_arg(GRPC_ARG_MAX_CONNECTION_IDLE_MS, l->idle_ms);
+  if (l->handshake_ms)
+    args[n++] =
+        rpc_int_arg(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, l->handshake_ms);
+  if (l->keepalive_ms) {
+    args[n++] = rpc_int_arg(GRPC_ARG_KEEPALIVE_TIME_MS, l->keepalive_ms);
+    args[n++] = rpc_int_arg(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
+  }
+  return n;
 }
 
 static int config_ok(const rpc_server_config *cfg) {
@@ -471,7 +709,17 @@ static int config_ok(const rpc_server_config *cfg) {
     return 0;
   for (size_t i = 0; i < cfg->n_methods; i++)
     if (!cfg->methods[i].path || cfg->methods[i].path[0] != '/' ||
-        !cfg->methods[i].handler)
+        !cfg->methods[i].handler ||
+        (cfg->method_limits && cfg->method_limits[i].max_request_bytes < 0))
+      return 0;
+  const rpc_server_limits *l = &cfg->limits;
+  const int all[] = {
+      l->max_streams, l->stream_window_bytes, l->max_metadata_bytes,
+      l->idle_ms,     l->handshake_ms,        l->keepalive_ms,
+      l->receive_ms,  l->calls_per_address,   l->calls_in_flight,
+      l->receiving,   l->receiving_open};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    if (all[i] < 0)
       return 0;
   return 1;
 }
@@ -515,7 +763,18 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
     return COHORT_ENOMEM;
   int rc = COHORT_OK;
   srv->methods = cfg->methods;
+  srv->method_limits = cfg->method_limits;
   srv->n_methods = cfg->n_methods;
+  srv->receive_ms = cfg->limits.receive_ms;
+  srv->admit_limits = (rpc_admit_limits){
+      .per_address = cfg->limits.calls_per_address,
+      .in_flight = cfg->limits.calls_in_flight,
+      .receiving = {cfg->limits.receiving, cfg->limits.receiving_open},
+      .receive_s = cfg->limits.receive_ms / 1000.0};
+  if (rpc_admit_new(&srv->admit_limits, &srv->admit) != COHORT_OK) {
+    rc = COHORT_ENOMEM;
+    goto out;
+  }
   srv->ctx = cfg->ctx;
   srv->observe = cfg->observe;
   srv->observe_ctx = cfg->observe_ctx;
@@ -544,7 +803,7 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
   grpc_init();
   srv->grpc_ready = 1;
 
-  grpc_arg args[] = {
+  grpc_arg args[32] = {
       rpc_int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, cfg->max_receive_bytes),
       rpc_int_arg(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, cfg->max_send_bytes),
       /* The default (1) lets a second server bind the same port and share
@@ -561,7 +820,9 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
       rpc_int_arg(GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, 256),
       rpc_int_arg(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, 16384),
   };
-  grpc_channel_args chargs = {sizeof args / sizeof args[0], args};
+  size_t n_args = 8;
+  n_args += limit_args(&cfg->limits, args + n_args);
+  grpc_channel_args chargs = {n_args, args};
 
   srv->server = grpc_server_create(&chargs, NULL);
   if (!srv->server) {
@@ -570,8 +831,7 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
   }
   for (size_t i = 0; i < cfg->n_methods; i++) {
     srv->handles[i] = grpc_server_register_method(
-        srv->server, cfg->methods[i].path, NULL,
-        GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+        srv->server, cfg->methods[i].path, NULL, GRPC_SRM_PAYLOAD_NONE, 0);
     if (!srv->handles[i]) {
       log_error("rpc server: cannot register method %s (listed twice?)",
                 cfg->methods[i].path);

@@ -3,7 +3,10 @@
  * UNIMPLEMENTED. Handlers run on the worker that got the call and usually
  * answer before they return; a handler may instead hold the call
  * (rpc_hold) and answer it later from any thread, which costs no thread
- * while it waits: that is how long polls are served. */
+ * while it waits: that is how long polls are served. A call is admitted
+ * (rpc_server_limits, rpc_method_limits) when its headers arrive, before its
+ * message is read; a call that ends without a message never reaches a
+ * handler (INVALID_ARGUMENT "no request message"). */
 #ifndef COHORT_RPC_SERVER_H
 #define COHORT_RPC_SERVER_H
 
@@ -70,6 +73,42 @@ int rpc_held_gone(const rpc_held *h);
 typedef void (*rpc_observe_fn)(void *ctx, size_t method, int code,
                                double seconds);
 
+/* Run when a call's headers arrive, before its message is read: req->body
+ * is empty and req->call NULL. Setting rep->code refuses the call with that
+ * status, reading nothing more of it; leaving it OK admits it. */
+typedef void (*rpc_admit_fn)(void *ctx, const rpc_request *req, rpc_reply *rep);
+
+/* What one method accepts, in the order of rpc_server_config.methods. */
+typedef struct rpc_method_limits {
+  int max_request_bytes; /* a larger message is refused before the handler
+                            (RESOURCE_EXHAUSTED); 0: max_receive_bytes */
+  /* NULL: the method's calls share the open pool of receive slots.
+   * Otherwise they use the authenticated pool once it admits them. */
+  rpc_admit_fn admit;
+} rpc_method_limits;
+
+/* Transport and admission limits (docs/reliability.md). A zero keeps
+ * gRPC's default or sets no limit. */
+typedef struct rpc_server_limits {
+  int max_streams;         /* concurrent streams per HTTP/2 connection */
+  int stream_window_bytes; /* initial HTTP/2 stream window (BDP probing
+                              off, so it does not grow by itself) */
+  int max_metadata_bytes;  /* request headers */
+  int idle_ms;             /* a connection without calls is closed */
+  int handshake_ms;        /* TLS and HTTP/2 settings must be done by */
+  int keepalive_ms;        /* ping an idle connection this often; one that
+                              does not answer within 20 s is closed */
+  int receive_ms;          /* a call's request message must have arrived
+                              this long after its headers, or the call is
+                              cancelled with DEADLINE_EXCEEDED */
+  int calls_per_address;   /* calls whose message has not arrived, per
+                              source address */
+  int calls_in_flight;     /* the same, in all */
+  int receiving;           /* messages read at once by admitted calls of
+                              methods with an admit hook; more wait */
+  int receiving_open;      /* the same for methods without one */
+} rpc_server_limits;
+
 typedef struct rpc_server_config {
   const char *listen;    /* "HOST:PORT"; port 0 picks a free port */
   int workers;           /* worker threads (>= 1) */
@@ -85,6 +124,8 @@ typedef struct rpc_server_config {
    * and with ca_file every client must present a certificate that CA
    * signed (mTLS). */
   const rpc_tls_config *tls;
+  rpc_server_limits limits;
+  const rpc_method_limits *method_limits; /* borrowed; NULL: none */
 } rpc_server_config;
 
 /* Calls grpc_init(), binds, starts the workers. *bound_port receives the

@@ -21,6 +21,7 @@
 
 #include "cohort_status.h"
 #include "cunit_main.h"
+#include "h2_raw.h"
 #include "rpc_client.h"
 #include "rpc_server.h"
 
@@ -170,11 +171,15 @@ static int open_channel(int port, rpc_channel **out) {
   return rpc_channel_new(&cc, out);
 }
 
-/* A call with a raw authorization value, which rpc_call cannot send. */
-static int raw_call_auth(const char *method, const char *auth,
-                         grpc_status_code *status, char *body, size_t cap) {
+/* A call rpc_call cannot make: with a raw authorization value (auth, or
+ * none when NULL), and with an empty message or, when !with_message, none at
+ * all. The reply goes to body and the status details to detail (each may be
+ * NULL). Returns 0 once a status came back. */
+static int raw_call(int port, const char *method, const char *auth,
+                    int with_message, grpc_status_code *status, char *body,
+                    size_t cap, char *detail, size_t detail_cap) {
   char target[64];
-  snprintf(target, sizeof target, "127.0.0.1:%d", g_port);
+  snprintf(target, sizeof target, "127.0.0.1:%d", port);
   grpc_init();
   grpc_channel_credentials *creds = grpc_insecure_credentials_create();
   grpc_channel *ch = grpc_channel_create(target, creds, NULL);
@@ -189,7 +194,7 @@ static int raw_call_auth(const char *method, const char *auth,
   grpc_metadata md;
   memset(&md, 0, sizeof md);
   md.key = grpc_slice_from_static_string("authorization");
-  md.value = grpc_slice_from_static_string(auth);
+  md.value = grpc_slice_from_static_string(auth ? auth : "");
   grpc_byte_buffer *send_bb = grpc_raw_byte_buffer_create(NULL, 0);
   grpc_byte_buffer *recv_bb = NULL;
   grpc_metadata_array md_in, trailers;
@@ -198,40 +203,52 @@ static int raw_call_auth(const char *method, const char *auth,
   grpc_slice details = grpc_empty_slice();
   grpc_op ops[6];
   memset(ops, 0, sizeof ops);
-  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-  ops[0].data.send_initial_metadata.count = 1;
-  ops[0].data.send_initial_metadata.metadata = &md;
-  ops[1].op = GRPC_OP_SEND_MESSAGE;
-  ops[1].data.send_message.send_message = send_bb;
-  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-  ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-  ops[3].data.recv_initial_metadata.recv_initial_metadata = &md_in;
-  ops[4].op = GRPC_OP_RECV_MESSAGE;
-  ops[4].data.recv_message.recv_message = &recv_bb;
-  ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-  ops[5].data.recv_status_on_client.trailing_metadata = &trailers;
-  ops[5].data.recv_status_on_client.status = status;
-  ops[5].data.recv_status_on_client.status_details = &details;
+  size_t n = 0;
+  ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[n].data.send_initial_metadata.count = auth ? 1 : 0;
+  ops[n++].data.send_initial_metadata.metadata = &md;
+  if (with_message) {
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n++].data.send_message.send_message = send_bb;
+  }
+  ops[n++].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+  ops[n].op = GRPC_OP_RECV_INITIAL_METADATA;
+  ops[n++].data.recv_initial_metadata.recv_initial_metadata = &md_in;
+  ops[n].op = GRPC_OP_RECV_MESSAGE;
+  ops[n++].data.recv_message.recv_message = &recv_bb;
+  ops[n].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+  ops[n].data.recv_status_on_client.trailing_metadata = &trailers;
+  ops[n].data.recv_status_on_client.status = status;
+  ops[n++].data.recv_status_on_client.status_details = &details;
   int rc = -1;
-  body[0] = '\0';
-  if (grpc_call_start_batch(call, ops, 6, ops, NULL) == GRPC_CALL_OK) {
+  if (body)
+    body[0] = '\0';
+  if (grpc_call_start_batch(call, ops, n, ops, NULL) == GRPC_CALL_OK) {
     grpc_completion_queue_pluck(cq, ops, gpr_inf_future(GPR_CLOCK_REALTIME),
                                 NULL);
     rc = 0;
-    if (recv_bb) {
+    if (recv_bb && body) {
       grpc_byte_buffer_reader r;
       grpc_byte_buffer_reader_init(&r, recv_bb);
       grpc_slice all = grpc_byte_buffer_reader_readall(&r);
       grpc_byte_buffer_reader_destroy(&r);
-      size_t n = GRPC_SLICE_LENGTH(all);
-      if (n >= cap)
-        n = cap - 1;
-      memcpy(body, GRPC_SLICE_START_PTR(all), n);
-      body[n] = '\0';
+      size_t len = GRPC_SLICE_LENGTH(all);
+      if (len >= cap)
+        len = cap - 1;
+      memcpy(body, GRPC_SLICE_START_PTR(all), len);
+      body[len] = '\0';
       grpc_slice_unref(all);
-      grpc_byte_buffer_destroy(recv_bb);
+    }
+    if (detail) {
+      size_t len = GRPC_SLICE_LENGTH(details);
+      if (len >= detail_cap)
+        len = detail_cap - 1;
+      memcpy(detail, GRPC_SLICE_START_PTR(details), len);
+      detail[len] = '\0';
     }
   }
+  if (recv_bb)
+    grpc_byte_buffer_destroy(recv_bb);
   grpc_slice_unref(details);
   grpc_metadata_array_destroy(&md_in);
   grpc_metadata_array_destroy(&trailers);
@@ -246,6 +263,11 @@ static int raw_call_auth(const char *method, const char *auth,
   grpc_completion_queue_destroy(cq);
   grpc_shutdown();
   return rc;
+}
+
+static int raw_call_auth(const char *method, const char *auth,
+                         grpc_status_code *status, char *body, size_t cap) {
+  return raw_call(g_port, method, auth, 1, status, body, cap, NULL, 0);
 }
 
 /* ---- suite ---- */
@@ -1046,7 +1068,219 @@ static void test_cancel_ends_a_waiting_call(void) {
   rpc_channel_free(ch);
 }
 
+/* ---- limits: admission before the message is read ---- */
+
+#define LIM_RECEIVE_MS 400
+#define LIM_ECHO_MAX 64
+
+static rpc_server *g_lim_srv;
+static int g_lim_port;
+static rpc_channel *g_lim_ch;
+static atomic_int g_lim_handled;
+
+static void h_counted_echo(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  atomic_fetch_add(&g_lim_handled, 1);
+  h_echo(ctx, req, rep);
+}
+
+/* Admits only "authorization: Bearer good". */
+static void admit_good(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  (void)ctx;
+  if (!req->bearer || strcmp(req->bearer, "good") != 0) {
+    rep->code = GRPC_STATUS_UNAUTHENTICATED;
+    snprintf(rep->detail, sizeof rep->detail, "bad bearer");
+  }
+}
+
+static const rpc_method k_lim_methods[] = {
+    {"/test.Svc/Echo", h_counted_echo},
+    {"/test.Svc/Auth", h_counted_echo},
+};
+static const rpc_method_limits k_lim_limits[] = {
+    {LIM_ECHO_MAX, NULL},
+    {0, admit_good},
+};
+
+/* One Echo message read at a time: a second call waits its turn. */
+static void lim_config(rpc_server_config *cfg, int receive_ms) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->listen = "127.0.0.1:0";
+  cfg->workers = 2;
+  cfg->max_receive_bytes = SERVER_MAX_RECV;
+  cfg->max_send_bytes = SERVER_MAX_SEND;
+  cfg->methods = k_lim_methods;
+  cfg->n_methods = 2;
+  cfg->method_limits = k_lim_limits;
+  cfg->limits.receive_ms = receive_ms;
+  cfg->limits.calls_per_address = 2;
+  cfg->limits.receiving_open = 1;
+  cfg->limits.stream_window_bytes = 16384;
+  cfg->limits.max_streams = 8;
+}
+
+static int lim_init(void) {
+  rpc_server_config cfg;
+  lim_config(&cfg, LIM_RECEIVE_MS);
+  if (rpc_server_start(&cfg, &g_lim_srv, &g_lim_port) != COHORT_OK)
+    return -1;
+  return open_channel(g_lim_port, &g_lim_ch) == COHORT_OK ? 0 : -1;
+}
+
+static int lim_clean(void) {
+  rpc_channel_free(g_lim_ch);
+  g_lim_ch = NULL;
+  rpc_server_stop(g_lim_srv, 1000);
+  g_lim_srv = NULL;
+  return 0;
+}
+
+static void test_call_without_message_never_reaches_handler(void) {
+  atomic_store(&g_lim_handled, 0);
+  char detail[256];
+  grpc_status_code st = GRPC_STATUS_OK;
+  CU_ASSERT_EQUAL(raw_call(g_lim_port, "/test.Svc/Echo", NULL, 0, &st, NULL, 0,
+                           detail, sizeof detail),
+                  0);
+  CU_ASSERT_EQUAL(st, GRPC_STATUS_INVALID_ARGUMENT);
+  CU_ASSERT_STRING_EQUAL(detail, "no request message");
+  /* An empty message is a message: it does reach the handler. */
+  rpc_call_opts o = fast_opts();
+  rpc_result res;
+  CU_ASSERT_EQUAL(rpc_call(g_lim_ch, "/test.Svc/Echo", NULL, NULL, 0, &o, &res),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(res.code, GRPC_STATUS_OK);
+  rpc_result_clear(&res);
+  CU_ASSERT_EQUAL(atomic_load(&g_lim_handled), 1);
+}
+
+static void test_half_sent_message_cancelled_after_receive_timeout(void) {
+  h2_conn c;
+  CU_ASSERT_EQUAL_FATAL(h2_open(&c, NULL, g_lim_port), 0);
+  int64_t t0 = now_ms();
+  CU_ASSERT_EQUAL(h2_call(&c, 1, "/test.Svc/Echo", NULL, 0), 0);
+  /* Declares 60 bytes and sends 59: the server waits for the last one. */
+  CU_ASSERT_EQUAL(h2_send_message(&c, 1, NULL, 60, 59, 0, 1000), 59);
+  CU_ASSERT_EQUAL(h2_wait_end(&c, 1, 3000), 1);
+  int64_t took = now_ms() - t0;
+  CU_ASSERT(took >= LIM_RECEIVE_MS - 50);
+  CU_ASSERT(took < LIM_RECEIVE_MS + 1500);
+  h2_close(&c);
+}
+
+static void test_per_address_limit_refuses_with_its_name(void) {
+  h2_conn c;
+  CU_ASSERT_EQUAL_FATAL(h2_open(&c, NULL, g_lim_port), 0);
+  CU_ASSERT_EQUAL(h2_call(&c, 1, "/test.Svc/Echo", NULL, 0), 0);
+  CU_ASSERT_EQUAL(h2_call(&c, 3, "/test.Svc/Echo", NULL, 0), 0);
+  h2_wait_end(&c, 1, 100); /* let the server take both */
+  rpc_call_opts o = fast_opts();
+  rpc_result res;
+  CU_ASSERT_EQUAL(rpc_call(g_lim_ch, "/test.Svc/Echo", NULL,
+                           (const uint8_t *)"x", 1, &o, &res),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(res.code, GRPC_STATUS_RESOURCE_EXHAUSTED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(res.detail, "per-address limit of 2"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(res.detail, "retry in"));
+  rpc_result_clear(&res);
+  /* Once the two are cancelled for their missing messages, calls pass. */
+  CU_ASSERT_EQUAL(h2_wait_end(&c, 3, 3000), 1);
+  h2_close(&c);
+  /* The server counts a call out when its worker sees the read end, which
+   * may come a moment after the client saw the reset. */
+  int code = -1;
+  for (int i = 0; i < 20 && code != GRPC_STATUS_OK; i++) {
+    CU_ASSERT_EQUAL(rpc_call(g_lim_ch, "/test.Svc/Echo", NULL,
+                             (const uint8_t *)"x", 1, &o, &res),
+                    COHORT_OK);
+    code = res.code;
+    rpc_result_clear(&res);
+    if (code != GRPC_STATUS_OK)
+      sleep_ms(50);
+  }
+  CU_ASSERT_EQUAL(code, GRPC_STATUS_OK);
+}
+
+static void test_request_over_method_limit_refused_before_handler(void) {
+  atomic_store(&g_lim_handled, 0);
+  uint8_t big[LIM_ECHO_MAX + 1];
+  memset(big, 7, sizeof big);
+  rpc_call_opts o = fast_opts();
+  rpc_result res;
+  CU_ASSERT_EQUAL(
+      rpc_call(g_lim_ch, "/test.Svc/Echo", NULL, big, sizeof big, &o, &res),
+      COHORT_OK);
+  CU_ASSERT_EQUAL(res.code, GRPC_STATUS_RESOURCE_EXHAUSTED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(res.detail, "takes at most 64"));
+  rpc_result_clear(&res);
+  CU_ASSERT_EQUAL(atomic_load(&g_lim_handled), 0);
+}
+
+static void test_admit_hook_refuses_before_the_message(void) {
+  atomic_store(&g_lim_handled, 0);
+  /* The attacker declares a 900 KB message and sends none of it: the
+   * refusal comes at once, not after the receive timeout. */
+  h2_conn c;
+  CU_ASSERT_EQUAL_FATAL(h2_open(&c, NULL, g_lim_port), 0);
+  int64_t t0 = now_ms();
+  CU_ASSERT_EQUAL(h2_call(&c, 1, "/test.Svc/Auth", "forged", 0), 0);
+  CU_ASSERT_EQUAL(h2_send_message(&c, 1, NULL, 900000, 0, 0, 1000), 0);
+  CU_ASSERT_EQUAL(h2_wait_end(&c, 1, 3000), 1);
+  CU_ASSERT(now_ms() - t0 < LIM_RECEIVE_MS - 100);
+  h2_close(&c);
+  rpc_call_opts o = fast_opts();
+  rpc_result res;
+  CU_ASSERT_EQUAL(rpc_call(g_lim_ch, "/test.Svc/Auth", "good",
+                           (const uint8_t *)"hi", 2, &o, &res),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(res.code, GRPC_STATUS_OK);
+  rpc_result_clear(&res);
+  CU_ASSERT_EQUAL(rpc_call(g_lim_ch, "/test.Svc/Auth", NULL,
+                           (const uint8_t *)"hi", 2, &o, &res),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(res.code, GRPC_STATUS_UNAUTHENTICATED);
+  rpc_result_clear(&res);
+  CU_ASSERT_EQUAL(atomic_load(&g_lim_handled), 1);
+}
+
+/* Stop cancels a call being read and one waiting to be, and frees both. */
+static void test_stop_with_calls_waiting_for_their_message(void) {
+  rpc_server_config cfg;
+  lim_config(&cfg, 60000);
+  rpc_server *srv;
+  int port;
+  CU_ASSERT_EQUAL_FATAL(rpc_server_start(&cfg, &srv, &port), COHORT_OK);
+  h2_conn c;
+  CU_ASSERT_EQUAL_FATAL(h2_open(&c, NULL, port), 0);
+  CU_ASSERT_EQUAL(h2_call(&c, 1, "/test.Svc/Echo", NULL, 0), 0);
+  CU_ASSERT_EQUAL(h2_send_message(&c, 1, NULL, 60, 10, 0, 1000), 10);
+  CU_ASSERT_EQUAL(h2_call(&c, 3, "/test.Svc/Echo", NULL, 0), 0);
+  CU_ASSERT_EQUAL(h2_send_message(&c, 3, NULL, 60, 10, 0, 1000), 10);
+  h2_wait_end(&c, 1, 200);
+  int64_t t0 = now_ms();
+  rpc_server_stop(srv, 200);
+  CU_ASSERT(now_ms() - t0 < 5000);
+  CU_ASSERT_EQUAL(h2_wait_end(&c, 0, 3000), 1);
+  h2_close(&c);
+}
+
 int cohort_register_suites(void) {
+  static const test_case lim_tests[] = {
+      {"stop cancels and frees calls being read and waiting",
+       test_stop_with_calls_waiting_for_their_message},
+      {"a call without a message is INVALID_ARGUMENT and reaches no handler",
+       test_call_without_message_never_reaches_handler},
+      {"a half-sent message is cancelled after the receive timeout",
+       test_half_sent_message_cancelled_after_receive_timeout},
+      {"the per-address limit refuses a third call, naming the limit",
+       test_per_address_limit_refuses_with_its_name},
+      {"a request over its method's limit is refused before the handler",
+       test_request_over_method_limit_refused_before_handler},
+      {"an admit hook refuses a forged bearer before the message is read",
+       test_admit_hook_refuses_before_the_message},
+  };
+  if (test_add_suite("rpc limits", lim_init, lim_clean, lim_tests,
+                     sizeof lim_tests / sizeof lim_tests[0]))
+    return -1;
   static const test_case tests[] = {
       {"echo returns the same bytes", test_echo_returns_same_bytes},
       {"OK with NULL body gives an empty reply",

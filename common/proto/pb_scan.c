@@ -1,0 +1,96 @@
+/* Protobuf wire-format pre-scan (see pb_scan.h): varints, fixed-width
+ * values and length-delimited fields are skipped by their declared sizes;
+ * a length-delimited field that d names as a message is scanned in turn. */
+#include "pb_scan.h"
+
+#include <stdio.h>
+
+#include "cohort_status.h"
+
+typedef struct scan {
+  const pb_scan_limits *lim;
+  size_t fields, unknown;
+  char *why;
+  size_t why_len;
+} scan;
+
+static int fail(scan *sc, const ProtobufCMessageDescriptor *d,
+                const char *what) {
+  snprintf(sc->why, sc->why_len, "%s: %s", d->short_name, what);
+  return COHORT_EINVAL;
+}
+
+/* Reads a varint of at most 10 bytes at *p (< end). */
+static int varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
+  uint64_t v = 0;
+  for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+    uint8_t b = *(*p)++;
+    v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) {
+      *out = v;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+static int scan_message(scan *sc, const ProtobufCMessageDescriptor *d,
+                        const uint8_t *p, const uint8_t *end, int depth) {
+  char what[96];
+  if (depth > PB_SCAN_MAX_DEPTH)
+    return fail(sc, d, "messages nested too deep");
+  while (p < end) {
+    uint64_t tag, v;
+    if (varint(&p, end, &tag) || (tag >> 3) == 0 || (tag >> 3) > 0x1fffffff)
+      return fail(sc, d, "malformed field tag");
+    if (++sc->fields > sc->lim->max_fields) {
+      snprintf(what, sizeof what, "more than %zu fields", sc->lim->max_fields);
+      return fail(sc, d, what);
+    }
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field(d, (unsigned)(tag >> 3));
+    if (!f && ++sc->unknown > sc->lim->max_unknown) {
+      snprintf(what, sizeof what, "more than %zu unknown fields",
+               sc->lim->max_unknown);
+      return fail(sc, d, what);
+    }
+    switch (tag & 7) {
+    case 0: /* varint */
+      if (varint(&p, end, &v))
+        return fail(sc, d, "truncated varint");
+      break;
+    case 1: /* 64-bit */
+      if (end - p < 8)
+        return fail(sc, d, "truncated 64-bit field");
+      p += 8;
+      break;
+    case 5: /* 32-bit */
+      if (end - p < 4)
+        return fail(sc, d, "truncated 32-bit field");
+      p += 4;
+      break;
+    case 2: /* length-delimited */
+      if (varint(&p, end, &v) || v > (uint64_t)(end - p))
+        return fail(sc, d, "length beyond the message");
+      if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+        int rc = scan_message(sc, f->descriptor, p, p + v, depth + 1);
+        if (rc)
+          return rc;
+      }
+      p += v;
+      break;
+    default: /* groups (3, 4) are not used by proto3; 6 and 7 are invalid */
+      return fail(sc, d, "unsupported wire type");
+    }
+  }
+  return COHORT_OK;
+}
+
+int pb_scan(const ProtobufCMessageDescriptor *d, const uint8_t *data,
+            size_t len, const pb_scan_limits *limits, char *why,
+            size_t why_len) {
+  scan sc = {.lim = limits, .why = why, .why_len = why_len};
+  if (why_len)
+    why[0] = '\0';
+  return scan_message(&sc, d, data, data + len, 0);
+}
