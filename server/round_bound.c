@@ -111,11 +111,11 @@ int round_bound_apply(round_engine *e, char *why, size_t whylen) {
   }
   if (m == 0)
     goto out;
-  const double M = e->cfg.bound_multiplier;
+  const double mult = e->cfg.bound_multiplier;
   b.bound = e->cfg.max_update_norm > 0    ? e->cfg.max_update_norm
-            : e->cfg.max_update_norm == 0 ? M * lower_median(norms, m)
+            : e->cfg.max_update_norm == 0 ? mult * lower_median(norms, m)
                                           : INFINITY;
-  double wcap = floor(M * lower_median(weights, m));
+  double wcap = floor(mult * lower_median(weights, m));
   b.wcap = wcap < 1 ? 1 : (uint64_t)wcap;
   int beyond = 0;
   for (size_t i = 0; i < e->n_parts; i++)
@@ -123,6 +123,8 @@ int round_bound_apply(round_engine *e, char *why, size_t whylen) {
               (e->parts[i].norm > b.bound || e->parts[i].examples > b.wcap);
   if (!beyond)
     goto out;
+  /* The store hands back every kept update's bytes; only those beyond a
+   * bound are decoded again and replaced. */
   b.delta = malloc(e->agg_dim * sizeof *b.delta);
   rc = b.delta ? store_round_participants(e->db, e->round, bound_one, &b)
                : errbuf_fail(why, whylen, COHORT_ENOMEM, NULL, "out of memory");
