@@ -229,6 +229,23 @@ int aggregate_add(aggregate *a, const float *delta, uint64_t weight, char *err,
   return COHORT_OK;
 }
 
+int aggregate_replace(aggregate *a, const float *delta, uint64_t weight,
+                      double scale, uint64_t new_weight) {
+  if (a->kind != AGG_MEAN || !(scale > 0 && scale <= 1) || new_weight < 1 ||
+      new_weight > weight || weight > a->weight)
+    return COHORT_EINVAL;
+  /* Both terms are exact (aggregate.c's header), so the sum is as if the
+   * replacement had been added instead, and stays within its bound. */
+  const double w = (double)weight, nw = (double)new_weight;
+  for (size_t i = 0; i < a->n; i++) {
+    float clipped = (float)((double)delta[i] * scale);
+    a->sum[i] += aggregate_fixed(nw * (double)clipped) -
+                 aggregate_fixed(w * (double)delta[i]);
+  }
+  a->weight -= weight - new_weight;
+  return COHORT_OK;
+}
+
 /* A float's bits mapped so that unsigned order is the IEEE total order
  * (-0 before +0); bijective, so equal keys are bit-identical floats. */
 static uint32_t float_key(float f) {

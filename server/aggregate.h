@@ -66,6 +66,15 @@ int aggregate_add(aggregate *a, const float *delta, uint64_t weight, char *err,
 int aggregate_check(const aggregate *a, const float *delta, uint64_t weight,
                     char *err, size_t errlen);
 
+/* Replaces an update added earlier, delta with weight, by delta * scale
+ * (each value rounded to float) with weight new_weight: the result is
+ * what adding that in the first place would have given, whatever the
+ * order. 0 < scale <= 1 and 1 <= new_weight <= weight, delta as it was
+ * added. AGG_MEAN only (COHORT_EINVAL otherwise or for bad arguments);
+ * cannot fail for an update that was added. */
+int aggregate_replace(aggregate *a, const float *delta, uint64_t weight,
+                      double scale, uint64_t new_weight);
+
 /* Writes the combination of the updates added so far into out (n doubles;
  * the combined delta). Leaves the aggregate unchanged, so it may be called
  * again. COHORT_ESTATE when nothing was added (out untouched); COHORT_ENOMEM

@@ -72,6 +72,9 @@ typedef struct server_opts {
   double dp_target_quantile, dp_clip_lr, dp_count_stddev, dp_sampling_rate;
   long dp_population, dp_bits;
   const char *http, *http_port_file, *admin_token_file;
+  const char *max_update_norm; /* poisoning bounds */
+  double bound_multiplier;
+  long max_update_examples;
 } server_opts;
 
 static server_opts g_opts;
@@ -180,6 +183,20 @@ static const flag_def FLAGS[] = {
      "fedprox's proximal term sent to clients (-1: 0.01)"},
     {"trim", FLAG_DOUBLE, &g_opts.trim, "-1", -1, 0.4999, "BETA",
      "trimmed_mean's fraction cut at each end (-1: 0.1)"},
+    {"max-update-norm", FLAG_STRING, &g_opts.max_update_norm, "auto", 0, 0,
+     "auto|off|N",
+     "clip each plain update's L2 norm to N; auto: to --bound-multiplier "
+     "times the round's lower median norm (docs/security.md, "
+     "\"Poisoning\")"},
+    {"bound-multiplier", FLAG_DOUBLE, &g_opts.bound_multiplier, "2", 1, 1e6,
+     "M",
+     "an update weighs at most M times the round's lower median weight, "
+     "and with --max-update-norm auto its norm is at most M times the lower "
+     "median norm"},
+    {"max-update-examples", FLAG_INT, &g_opts.max_update_examples, "100000", 1,
+     NUM(536870911), "N",
+     "an update's weight and a report's example count are at most N (and "
+     "at most what the client declared at check-in)"},
     {"codec", FLAG_STRING, &g_opts.codec, "fp32", 0, 0, "SPEC",
      "update codec clients encode with, e.g. q8, rot+q4, randk:0.1+q8, "
      "sketch:5x20000, topk:0.01+ef+zstd (docs/codecs.md)"},
@@ -514,6 +531,21 @@ static int parse_rate(const char *flag, const char *text,
   return 0;
 }
 
+/* --max-update-norm into round_config's form: auto 0, off -1, N > 0. */
+static int parse_update_norm(const char *text, double *out) {
+  char *end = NULL;
+  if (strcmp(text, "auto") == 0)
+    *out = 0;
+  else if (strcmp(text, "off") == 0)
+    *out = -1;
+  else if ((*out = strtod(text, &end)) > 0 && *out <= 1e12 && end != text &&
+           *end == '\0')
+    return 0;
+  else
+    return -1;
+  return 0;
+}
+
 /* The three rate limits from their flags (each NULL when off). */
 static int rate_limits_from_flags(service *svc) {
   /* An honest client checks in at most once per --retry-ms. */
@@ -843,6 +875,15 @@ int main(int argc, char **argv) {
   }
   cfg.secagg_timeout_s = g_opts.secagg_timeout;
   cfg.secagg_max_examples = (uint64_t)g_opts.secagg_max_examples;
+  if (parse_update_norm(g_opts.max_update_norm, &cfg.max_update_norm)) {
+    log_error("--max-update-norm '%s': expected auto, off or a positive "
+              "number",
+              g_opts.max_update_norm);
+    exit_code = 2;
+    goto out;
+  }
+  cfg.bound_multiplier = g_opts.bound_multiplier;
+  cfg.max_update_examples = (uint64_t)g_opts.max_update_examples;
   if (round_dp_parse(g_opts.dp, &cfg.dp) != COHORT_OK) {
     log_error("--dp '%s': expected off, central or distributed", g_opts.dp);
     exit_code = 2;

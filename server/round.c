@@ -40,6 +40,8 @@ void round_config_init(round_config *cfg) {
   cfg->secagg_corrupt = 0.05;
   cfg->secagg_timeout_s = 30;
   cfg->secagg_max_examples = 10000;
+  cfg->bound_multiplier = 2;
+  cfg->max_update_examples = 100000;
   cfg->dp_delta = 1e-5;
   cfg->dp_clip = 1.0;
   cfg->dp_clip_lr = 0.2;
@@ -248,12 +250,13 @@ static int load_strategy_state(round_engine *e) {
 
 int round_update_prepare(round_engine *e, const uint8_t *payload, size_t len,
                          uint64_t examples, float *delta, uint64_t *weight,
-                         int *within, char *why, size_t whylen) {
+                         int *within, double *norm, char *why, size_t whylen) {
   int rc = round_codec_decode(e, payload, len, delta, why, whylen);
   if (rc)
     return rc;
   *weight = examples;
   *within = round_dp_clip_update(e, delta, weight);
+  *norm = round_bound_norm(delta, e->agg_dim);
   return COHORT_OK;
 }
 
@@ -294,7 +297,8 @@ static int resume_participant(void *ctx, const store_participant *sp) {
   int within = 0;
   if (delta &&
       round_update_prepare(e, sp->delta, sp->delta_len, sp->examples, delta,
-                           &weight, &within, why, sizeof why) == COHORT_OK &&
+                           &weight, &within, &p->norm, why,
+                           sizeof why) == COHORT_OK &&
       round_update_add(e, delta, weight, within, why, sizeof why) ==
           COHORT_OK) {
     p->uploaded = 1;
@@ -505,8 +509,10 @@ out:
 }
 
 static void reset_participants(round_engine *e) {
-  for (size_t i = 0; i < e->n_parts; i++)
+  for (size_t i = 0; i < e->n_parts; i++) {
     free(e->parts[i].buf);
+    free(e->parts[i].metric_names);
+  }
   e->n_parts = 0;
   e->n_done = 0;
 }
@@ -862,6 +868,12 @@ static int close_training(round_engine *e, double now) {
   round_set_state(e, ROUND_AGGREGATING);
   if (e->kind == KIND_EVALUATE)
     return finish_evaluation(e);
+  char why[200];
+  if (round_bound_apply(e, why, sizeof why)) {
+    char reason[240];
+    snprintf(reason, sizeof reason, "aggregation failed: %s", why);
+    return round_fail(e, reason);
+  }
   return aggregate_and_commit(
       e, e->cfg.dp == ROUND_DP_CENTRAL ? round_dp_combine : combine_plain);
 }

@@ -96,6 +96,14 @@ typedef struct round_config {
   double secagg_timeout_s;      /* ADVERTISE, SHARE, CONSISTENCY and UNMASK,
                                    each */
   uint64_t secagg_max_examples; /* W: example weights are capped here */
+  /* Poisoning bounds of plain training rounds (round_bound.c,
+   * docs/security.md "Poisoning"). */
+  double max_update_norm;       /* > 0: every update's L2 norm is clipped
+                                   to it; 0: to bound_multiplier times the
+                                   round's lower median; < 0: not bounded */
+  double bound_multiplier;      /* M of the automatic bounds (>= 1) */
+  uint64_t max_update_examples; /* an update's weight and a report's
+                                   example count, at most */
   /* Differential privacy of training rounds (docs/privacy.md). */
   round_dp_mode dp;
   double dp_noise_multiplier;    /* z; 0: planned from dp_epsilon */
@@ -298,11 +306,17 @@ round_verdict round_secagg_call(round_engine *e, int64_t client, int64_t round,
                                 size_t wire_bytes, round_secagg_reply *out);
 
 /* ---- federated evaluation ---- */
-#define ROUND_MAX_METRICS 32
+/* Metrics per report, and distinct metric names per client and round. */
+#define ROUND_MAX_METRICS 16
+#define ROUND_MAX_METRIC_NAME 64
 #define ROUND_MAX_ATTRIBUTES 16
 /* Stores a participant's metrics of the current round (at most
- * ROUND_MAX_METRICS, names of [a-z0-9_.], finite values). In an evaluation
- * round this is the participant's answer. */
+ * ROUND_MAX_METRICS, and as many distinct names per client in a round;
+ * names of [a-z0-9_.], finite values; one ending in "accuracy" in [0, 1],
+ * one ending in "loss" non-negative; num_examples at most what the client
+ * declared at check-in, or cfg.max_update_examples when it declared
+ * none). A report out of range is refused whole, nothing stored. In an
+ * evaluation round this is the participant's answer. */
 round_verdict round_report(round_engine *e, int64_t client, int64_t round,
                            uint64_t num_examples, size_t n_metrics,
                            const char *const *names, const double *values);

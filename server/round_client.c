@@ -19,7 +19,6 @@
 #include "sign.h"
 #include "store_tokens.h"
 
-#define MAX_METRIC_NAME 64
 #define MAX_PLATFORM 64
 /* Example counts above this are not believable and could skew the average. */
 #define MAX_EXAMPLES 1000000000ULL
@@ -442,6 +441,7 @@ round_verdict round_checkin(round_engine *e, int64_t client,
                            "coordinator out of memory");
     goto out;
   }
+  p->declared = num_examples;
   out->kind = CHECKIN_TASK;
   fill_task(e, &out->task);
   log_info("round %lld: selected client %lld (%zu/%zu)", (long long)e->round,
@@ -554,6 +554,10 @@ static round_verdict finish_upload(round_engine *e, participant *p,
     v = round_secagg_masked(e, p, bytes, len, examples);
     goto out;
   }
+  /* Capped, not refused: the update stays of use; the client hears why in
+   * the OK answer's detail. */
+  char note[sizeof v.detail];
+  examples = round_bound_weight(e, p, examples, note, sizeof note);
   delta = malloc(e->agg_dim * sizeof *delta);
   if (!delta) {
     v = round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED,
@@ -566,8 +570,9 @@ static round_verdict finish_upload(round_engine *e, participant *p,
   char why[200];
   uint64_t weight = 0;
   int within = 0;
+  double norm = 0;
   if (round_update_prepare(e, bytes, len, examples, delta, &weight, &within,
-                           why, sizeof why)) {
+                           &norm, why, sizeof why)) {
     v = round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT, "update refused: %s",
                            why);
     goto out;
@@ -599,6 +604,8 @@ static round_verdict finish_upload(round_engine *e, participant *p,
   }
   p->uploaded = 1;
   p->examples = examples;
+  p->norm = norm;
+  snprintf(v.detail, sizeof v.detail, "%s", note);
   e->n_done++;
   pthread_cond_broadcast(&e->uploaded);
   log_info("round %lld: update from client %lld (%llu examples, %llu bytes "
@@ -740,6 +747,94 @@ out:
 
 /* ---- federated evaluation ---- */
 
+static int ends_with(const char *s, const char *tail) {
+  size_t n = strlen(s), t = strlen(tail);
+  return n >= t && strcmp(s + n - t, tail) == 0;
+}
+
+/* One reported metric: a valid name and a value in its range. Accuracies
+ * and losses feed the rounds' federated evaluation, which an out-of-range
+ * value would own. */
+static round_verdict check_metric(const char *name, double value) {
+  if (!valid_name(name, ROUND_MAX_METRIC_NAME))
+    return round_fail_verdict(
+        GRPC_STATUS_INVALID_ARGUMENT,
+        "metric name '%.64s' must be 1-%d characters of [a-z0-9_.]", name,
+        ROUND_MAX_METRIC_NAME);
+  if (!isfinite(value))
+    return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
+                              "metric %s is not a finite number", name);
+  if (strcmp(name, "eval_examples") == 0)
+    return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
+                              "metric name eval_examples is the "
+                              "coordinator's: send the count as "
+                              "num_examples");
+  if (ends_with(name, "accuracy") && !(value >= 0 && value <= 1))
+    return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
+                              "metric %s = %g is out of range: an accuracy "
+                              "is in [0, 1]",
+                              name, value);
+  if (ends_with(name, "loss") && value < 0)
+    return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
+                              "metric %s = %g is out of range: a loss is "
+                              "not negative",
+                              name, value);
+  return round_ok();
+}
+
+static int has_metric_name(const participant *p, const char *const *names,
+                           size_t before, const char *name) {
+  for (size_t i = 0; i < p->n_metric_names; i++)
+    if (strcmp(p->metric_names[i], name) == 0)
+      return 1;
+  for (size_t i = 0; i < before; i++)
+    if (strcmp(names[i], name) == 0)
+      return 1;
+  return 0;
+}
+
+/* Under the lock: the report's example count against what the client
+ * declared, and its names against the distinct names it may still add
+ * this round (remember_metric_names records them once stored). */
+static round_verdict check_report_locked(round_engine *e, participant *p,
+                                         uint64_t num_examples,
+                                         size_t n_metrics,
+                                         const char *const *names) {
+  uint64_t limit = p->declared ? p->declared : e->cfg.max_update_examples;
+  if (num_examples > limit)
+    return round_fail_verdict(
+        GRPC_STATUS_INVALID_ARGUMENT,
+        "num_examples %llu is out of range: at most %llu (%s)",
+        (unsigned long long)num_examples, (unsigned long long)limit,
+        p->declared ? "what the client declared at check-in"
+                    : "--max-update-examples");
+  size_t fresh = 0;
+  for (size_t i = 0; i < n_metrics; i++)
+    fresh += !has_metric_name(p, names, i, names[i]);
+  if (p->n_metric_names + fresh > ROUND_MAX_METRICS)
+    return round_fail_verdict(
+        GRPC_STATUS_RESOURCE_EXHAUSTED,
+        "client %lld reported %zu distinct metric names in round %lld "
+        "already; %zu more would pass the limit of %d",
+        (long long)p->client, p->n_metric_names, (long long)e->round, fresh,
+        ROUND_MAX_METRICS);
+  if (fresh && !p->metric_names) {
+    p->metric_names = calloc(ROUND_MAX_METRICS, sizeof *p->metric_names);
+    if (!p->metric_names)
+      return round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED,
+                                "coordinator out of memory");
+  }
+  return round_ok();
+}
+
+static void remember_metric_names(participant *p, size_t n_metrics,
+                                  const char *const *names) {
+  for (size_t i = 0; i < n_metrics; i++)
+    if (!has_metric_name(p, names, 0, names[i]))
+      snprintf(p->metric_names[p->n_metric_names++], sizeof p->metric_names[0],
+               "%s", names[i]);
+}
+
 round_verdict round_report(round_engine *e, int64_t client, int64_t round,
                            uint64_t num_examples, size_t n_metrics,
                            const char *const *names, const double *values) {
@@ -748,15 +843,9 @@ round_verdict round_report(round_engine *e, int64_t client, int64_t round,
                               "%zu metrics; at most %d per report", n_metrics,
                               ROUND_MAX_METRICS);
   for (size_t i = 0; i < n_metrics; i++) {
-    if (!valid_name(names[i], MAX_METRIC_NAME))
-      return round_fail_verdict(
-          GRPC_STATUS_INVALID_ARGUMENT,
-          "metric name '%.64s' must be 1-%d characters of "
-          "[a-z0-9_.]",
-          names[i], MAX_METRIC_NAME);
-    if (!isfinite(values[i]))
-      return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
-                                "metric %s is not a finite number", names[i]);
+    round_verdict m = check_metric(names[i], values[i]);
+    if (m.code)
+      return m;
   }
   round_verdict v = round_ok();
   pthread_mutex_lock(&e->mu);
@@ -779,6 +868,9 @@ round_verdict round_report(round_engine *e, int64_t client, int64_t round,
                                        : "is closed; this report is late");
     goto out;
   }
+  v = check_report_locked(e, p, num_examples, n_metrics, names);
+  if (v.code)
+    goto out;
   /* The report's metrics and its example count go in as one row set. */
   const char *all_names[ROUND_MAX_METRICS + 1];
   double all_values[ROUND_MAX_METRICS + 1];
@@ -802,7 +894,9 @@ round_verdict round_report(round_engine *e, int64_t client, int64_t round,
   } else if (store_metrics_put(e->db, round, client, n, all_names,
                                all_values)) {
     v = round_store_failed(e);
+    goto out;
   }
+  remember_metric_names(p, n_metrics, names);
 out:
   pthread_mutex_unlock(&e->mu);
   return v;

@@ -31,6 +31,12 @@ typedef struct participant {
   uint8_t *buf;                      /* assembly buffer while uploading */
   uint64_t total, received;
   uint32_t train_ms; /* its training time, as it said with its update */
+  uint64_t declared; /* examples it declared at check-in (0: none) */
+  double norm;       /* its update's L2 norm, as decoded (round_bound.c) */
+  /* The distinct metric names it reported this round (ROUND_MAX_METRICS
+   * of them at most), allocated at its first report. */
+  char (*metric_names)[ROUND_MAX_METRIC_NAME + 1];
+  size_t n_metric_names;
 } participant;
 
 /* A secure-aggregation round's coordinator side (round_secagg.c). The
@@ -167,14 +173,32 @@ int round_done_locked(round_engine *e);
 /* An upload's bytes to what the aggregate takes: the decoded update (into
  * delta, e->agg_dim floats) and its weight, the example count or, under
  * central DP, 1 after clipping (*within: its norm was within the clip).
+ * *norm is the decoded update's L2 norm (round_bound.c bounds it).
  * The live upload and the resumed one both come through here and
  * round_update_add, so a restart cannot weigh an update differently. */
 int round_update_prepare(round_engine *e, const uint8_t *payload, size_t len,
                          uint64_t examples, float *delta, uint64_t *weight,
-                         int *within, char *why, size_t whylen);
+                         int *within, double *norm, char *why, size_t whylen);
 /* Folds a prepared update into the round's aggregate. */
 int round_update_add(round_engine *e, const float *delta, uint64_t weight,
                      int within, char *why, size_t whylen);
+
+/* ---- round_bound.c: poisoning bounds (docs/security.md) ---- */
+/* An upload's weight: examples capped at what its client declared at
+ * check-in (when it declared) and at cfg.max_update_examples; note says
+ * what capped it, for the client ("" when nothing did). */
+uint64_t round_bound_weight(const round_engine *e, const participant *p,
+                            uint64_t examples, char *note, size_t notelen);
+/* The L2 norm of n floats, summed in double. */
+double round_bound_norm(const float *d, size_t n);
+/* Before a plain training round's mean is taken (AGGREGATING, lock held):
+ * every update's weight capped at cfg.bound_multiplier times the round's
+ * lower median weight, and its norm clipped to cfg.max_update_norm or that
+ * multiple of the lower median norm; updates beyond either are read back
+ * from the store and replaced in the aggregate. Nothing for secure
+ * aggregation, central DP and the robust strategies. COHORT_OK, or an
+ * error with the reason in why (the round must then fail). */
+int round_bound_apply(round_engine *e, char *why, size_t whylen);
 
 /* ---- round_codec.c ---- */
 /* Parses --codec, sizes the aggregate's domain and the coordinator state. */

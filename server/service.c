@@ -33,7 +33,7 @@ static ProtobufCMessage *unpack(const ProtobufCMessageDescriptor *d,
   /* Counted on the wire first: protobuf-c would allocate for every field
    * of a message of millions before any check could see them. */
   static const pb_scan_limits lim = {PB_SCAN_MAX_FIELDS, PB_SCAN_MAX_UNKNOWN};
-  char why[160];
+  char why[256];
   if (pb_scan(d, req->body, req->body_len, &lim, why, sizeof why)) {
     refuse(rep, GRPC_STATUS_INVALID_ARGUMENT, why);
     return NULL;
@@ -43,8 +43,29 @@ static ProtobufCMessage *unpack(const ProtobufCMessageDescriptor *d,
   if (!m) {
     snprintf(why, sizeof why, "malformed %s message", d->short_name);
     refuse(rep, GRPC_STATUS_INVALID_ARGUMENT, why);
+  } else if (pb_check_strings(d, req->body, req->body_len, why, sizeof why)) {
+    /* Text goes into logs and the database as it is: refused whole. */
+    refuse(rep, GRPC_STATUS_INVALID_ARGUMENT, why);
+    protobuf_c_message_free_unpacked(m, NULL);
+    m = NULL;
   }
   return m;
+}
+
+/* A round or model version from the wire into the engine's int64_t: one
+ * beyond INT64_MAX is refused, named as it was sent, instead of turning
+ * negative. Returns 0 when refused. */
+static int wire_int64(uint64_t v, const char *field, int64_t *out,
+                      rpc_reply *rep) {
+  if (v > INT64_MAX) {
+    rep->code = GRPC_STATUS_INVALID_ARGUMENT;
+    snprintf(rep->detail, sizeof rep->detail,
+             "%s %llu is out of range (at most %lld)", field,
+             (unsigned long long)v, (long long)INT64_MAX);
+    return 0;
+  }
+  *out = (int64_t)v;
+  return 1;
 }
 
 static int authenticate(round_engine *e, const rpc_request *req, rpc_reply *rep,
@@ -245,6 +266,11 @@ static void handle_get_model(void *ctx, const rpc_request *req,
       &cohort__v1__get_model_request__descriptor, req, rep);
   if (!m)
     return;
+  int64_t version;
+  if (!wire_int64(m->model_version, "model_version", &version, rep)) {
+    protobuf_c_message_free_unpacked(&m->base, NULL);
+    return;
+  }
   size_t max = m->max_bytes && m->max_bytes < PB_MAX_CHUNK_BYTES
                    ? m->max_bytes
                    : PB_MAX_CHUNK_BYTES;
@@ -256,8 +282,8 @@ static void handle_get_model(void *ctx, const rpc_request *req,
     refuse(rep, GRPC_STATUS_RESOURCE_EXHAUSTED, "coordinator out of memory");
     goto out;
   }
-  round_verdict v = round_get_model(e, client, (int64_t)m->model_version,
-                                    m->offset, buf, max, &len, &total, sha);
+  round_verdict v = round_get_model(e, client, version, m->offset, buf, max,
+                                    &len, &total, sha);
   if (v.code) {
     apply_verdict(rep, &v);
     goto out;
@@ -287,7 +313,12 @@ static void handle_upload(void *ctx, const rpc_request *req, rpc_reply *rep) {
       &cohort__v1__upload_request__descriptor, req, rep);
   if (!m)
     return;
-  upload_chunk c = {.round = (int64_t)m->round,
+  int64_t round;
+  if (!wire_int64(m->round, "round", &round, rep)) {
+    protobuf_c_message_free_unpacked(&m->base, NULL);
+    return;
+  }
+  upload_chunk c = {.round = round,
                     .total_size = m->total_size,
                     .offset = m->offset,
                     .data = m->data.data,
@@ -322,6 +353,11 @@ static void handle_report(void *ctx, const rpc_request *req, rpc_reply *rep) {
       &cohort__v1__report_request__descriptor, req, rep);
   if (!m)
     return;
+  int64_t round;
+  if (!wire_int64(m->round, "round", &round, rep)) {
+    protobuf_c_message_free_unpacked(&m->base, NULL);
+    return;
+  }
   const char *names[ROUND_MAX_METRICS];
   double values[ROUND_MAX_METRICS];
   round_verdict v = {0};
@@ -334,8 +370,8 @@ static void handle_report(void *ctx, const rpc_request *req, rpc_reply *rep) {
       names[i] = m->metrics[i]->name;
       values[i] = m->metrics[i]->value;
     }
-    v = round_report(e, client, (int64_t)m->round, m->num_examples,
-                     m->n_metrics, names, values);
+    v = round_report(e, client, round, m->num_examples, m->n_metrics, names,
+                     values);
   }
   if (v.code) {
     apply_verdict(rep, &v);
@@ -355,11 +391,16 @@ static void handle_secagg(void *ctx, const rpc_request *req, rpc_reply *rep) {
       &cohort__v1__sec_agg_request__descriptor, req, rep);
   if (!m)
     return;
+  int64_t round;
+  if (!wire_int64(m->round, "round", &round, rep)) {
+    protobuf_c_message_free_unpacked(&m->base, NULL);
+    return;
+  }
   round_secagg_reply out;
   /* The engine refuses an unknown step and a message over its limit. */
   round_verdict v =
-      round_secagg_call(e, client, (int64_t)m->round, (int)m->step,
-                        m->message.data, m->message.len, req->body_len, &out);
+      round_secagg_call(e, client, round, (int)m->step, m->message.data,
+                        m->message.len, req->body_len, &out);
   protobuf_c_message_free_unpacked(&m->base, NULL);
   if (v.code) {
     apply_verdict(rep, &v);

@@ -266,7 +266,8 @@ int store_participation_uploaded(store *s, const store_upload *u,
  * client can upload anew. */
 int store_participation_unupload(store *s, int64_t round, int64_t client);
 /* Records that a participant of round sent its update too late (the first
- * time only; *recorded, which may be NULL, says whether this call did). */
+ * time only; *recorded, which may be NULL, says whether this call did). An
+ * evaluation round takes no updates, so nothing is late there. */
 int store_participation_late(store *s, int64_t round, int64_t client,
                              double now, int *recorded);
 

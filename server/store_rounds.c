@@ -538,7 +538,8 @@ int store_participation_late(store *s, int64_t round, int64_t client,
   rc = store_prepare(s,
                      "UPDATE participations SET late_at = ?3 WHERE round = ?1"
                      " AND client_id = ?2 AND state = 'SELECTED'"
-                     " AND late_at IS NULL",
+                     " AND late_at IS NULL AND EXISTS (SELECT 1 FROM rounds"
+                     " WHERE id = ?1 AND kind = 'TRAIN')",
                      &st);
   if (!rc) {
     sqlite3_bind_int64(st, 1, round);

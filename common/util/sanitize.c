@@ -5,10 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Length of the valid UTF-8 sequence at s and its code point, or 0 when
- * the bytes there are not one (overlong, surrogate, beyond U+10FFFF,
- * truncated). */
-static size_t utf8_char(const unsigned char *s, uint32_t *cp) {
+/* Length of the valid UTF-8 sequence at s (left bytes readable) and its
+ * code point, or 0 when the bytes there are not one (overlong, surrogate,
+ * beyond U+10FFFF, truncated). */
+static size_t utf8_char(const unsigned char *s, size_t left, uint32_t *cp) {
   unsigned char c = s[0];
   size_t n;
   uint32_t v, min;
@@ -21,6 +21,8 @@ static size_t utf8_char(const unsigned char *s, uint32_t *cp) {
   } else {
     return 0;
   }
+  if (n > left)
+    return 0;
   for (size_t i = 1; i < n; i++) {
     if ((s[i] & 0xc0) != 0x80) /* also stops at the NUL */
       return 0;
@@ -55,7 +57,7 @@ const char *sanitize_text(const char *text, char *out, size_t outlen) {
       len = (size_t)snprintf(piece, sizeof piece, "\\\\");
     } else if (*s >= 0x20 && *s < 0x7f) {
       piece[0] = (char)*s, len = 1;
-    } else if (*s >= 0x80 && (used = utf8_char(s, &cp)) > 0) {
+    } else if (*s >= 0x80 && (used = utf8_char(s, SIZE_MAX, &cp)) > 0) {
       if (unsafe_code_point(cp))
         len = (size_t)snprintf(piece, sizeof piece, "\\u{%04x}", cp);
       else
@@ -76,4 +78,28 @@ const char *sanitize_text(const char *text, char *out, size_t outlen) {
   }
   out[o] = '\0';
   return out;
+}
+
+const char *sanitize_refusal(const void *bytes, size_t len, size_t *at) {
+  const unsigned char *s = bytes;
+  for (size_t i = 0; i < len;) {
+    uint32_t cp = 0;
+    size_t used = 1;
+    const char *why = NULL;
+    if (s[i] == 0)
+      why = "a NUL byte";
+    else if (s[i] < 0x20 || s[i] == 0x7f)
+      why = "a control character";
+    else if (s[i] >= 0x80 && (used = utf8_char(s + i, len - i, &cp)) == 0)
+      why = "invalid UTF-8";
+    else if (s[i] >= 0x80 && unsafe_code_point(cp))
+      why = "a C1 control, line separator or bidirectional override";
+    if (why) {
+      if (at)
+        *at = i;
+      return why;
+    }
+    i += used;
+  }
+  return NULL;
 }

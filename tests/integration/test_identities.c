@@ -1,11 +1,11 @@
 /* Identities and tokens against a real cohort-server, played by an
  * adversary: enrollment tokens made and revoked with `cohort tokens` while
  * the coordinator serves (a revoked one admits nobody, at once); a
- * platform string that forges a log line and clears the screen comes out
- * escaped in the coordinator's log; a revoked session is refused; a flood
- * of registrations from one address and of check-ins from one client or
- * one address is limited while honest clients in the same rounds commit;
- * a running cohort-client registers again when its session expires and
+ * platform string that would forge a log line and clear the screen is
+ * refused and never reaches the coordinator's log; a revoked session is
+ * refused; a flood of registrations from one address and of check-ins from one
+ * client or one address is limited while honest clients in the same rounds
+ * commit; a running cohort-client registers again when its session expires and
  * stops when the operator revokes it; and the same token and revocation
  * actions through the HTTP API and `cohort --server`, which refuse anyone
  * without the admin token and never let a token reach the log. */
@@ -138,8 +138,13 @@ static void test_tokens_live(void) {
   token[strcspn(token, "\n")] = '\0';
   CU_ASSERT_EQUAL(strlen(token), 64);
 
-  /* A platform that forges a log line and clears the screen. */
-  reply ok = register_with(ch, token, "evil\nERROR server: forged\x1b[2J");
+  /* A platform that would forge a log line and clear the screen: refused,
+   * naming the field, and nothing stored. */
+  reply forged = register_with(ch, token, "evil\nERROR server: forged\x1b[2J");
+  CU_ASSERT_EQUAL(forged.code, GRPC_STATUS_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(forged.detail, "facts.platform"));
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM clients"), 0);
+  reply ok = register_with(ch, token, "linux");
   CU_ASSERT_EQUAL(ok.code, GRPC_STATUS_OK);
   const char *revoke[] = {"tokens", "revoke", "--db", db, "1", NULL};
   CU_ASSERT_EQUAL(run_cohort("revoke.out", revoke), 0);
@@ -170,8 +175,6 @@ static void test_tokens_live(void) {
   CU_ASSERT_EQUAL(harness_wait(server, 20), 0);
   char *log = harness_read_file(harness_path("live.err"));
   CU_ASSERT_FATAL(log != NULL);
-  CU_ASSERT_PTR_NOT_NULL(
-      strstr(log, "(evil\\x0aERROR server: forged\\x1b[2J)"));
   CU_ASSERT_PTR_NULL(strchr(log, '\x1b'));
   CU_ASSERT_PTR_NULL(strstr(log, "\nERROR server: forged"));
   /* Nor did the token reach the log. */
@@ -572,7 +575,7 @@ static void test_tokens_over_api(void) {
 int cohort_register_suites(void) {
   static const test_case tests[] = {
       {"cohort tokens and clients on a live coordinator: a revoked token "
-       "and session are refused at once; a forged platform is escaped in "
+       "and session are refused at once; a forged platform is refused, not in "
        "the log",
        test_tokens_live},
       {"a Register flood from one address and a CheckIn flood from one "

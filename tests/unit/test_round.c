@@ -1079,11 +1079,21 @@ static void test_report(void) {
   CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM metrics"), 4);
   CU_ASSERT_EQUAL(
       count(&f, "SELECT COUNT(*) FROM metrics WHERE name = 'fresh_metric'"), 0);
-  /* Exactly the maximum is fine. */
-  v = round_report(f.e, a, 1, 0, ROUND_MAX_METRICS, many_names, many_values);
+  /* Distinct names per client and round: three are in, so 14 more pass
+   * the maximum and are refused whole; 13 reach it exactly. */
+  v = round_report(f.e, a, 1, 0, ROUND_MAX_METRICS - 2, many_names,
+                   many_values);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_RESOURCE_EXHAUSTED);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM metrics"), 4);
+  v = round_report(f.e, a, 1, 0, ROUND_MAX_METRICS - 3, many_names,
+                   many_values);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM metrics"),
-                  4 + ROUND_MAX_METRICS);
+                  4 + ROUND_MAX_METRICS - 3);
+  /* Names already in cost nothing: the same report again is fine. */
+  v = round_report(f.e, a, 1, 0, ROUND_MAX_METRICS - 3, many_names,
+                   many_values);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_OK);
 
   /* Wrong round, and a client that was not selected. */
   v = round_report(f.e, a, 2, 0, 1, names, values);
@@ -1091,7 +1101,7 @@ static void test_report(void) {
   v = round_report(f.e, f.id[2], 1, 0, 1, names, values);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_PERMISSION_DENIED);
   CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM metrics"),
-                  4 + ROUND_MAX_METRICS);
+                  4 + ROUND_MAX_METRICS - 3);
   fx_close(&f);
 }
 

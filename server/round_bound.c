@@ -1,0 +1,136 @@
+/* Poisoning bounds of plain training rounds (docs/security.md,
+ * "Poisoning"): each update's weight is capped, at upload by what its
+ * client declared and by --max-update-examples, and before the round's
+ * mean by M times the round's lower median weight; its L2 norm is clipped
+ * to --max-update-norm, or to M times the round's lower median norm. The
+ * bounds are taken over the whole round, so the order of arrival does not
+ * matter; the few updates beyond them are read back from the store and
+ * replaced in the aggregate by their bounded selves. Lock held. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cohort_status.h"
+#include "errbuf.h"
+#include "log.h"
+#include "round_internal.h"
+
+uint64_t round_bound_weight(const round_engine *e, const participant *p,
+                            uint64_t examples, char *note, size_t notelen) {
+  uint64_t w = examples;
+  const char *by = NULL;
+  if (p->declared && w > p->declared)
+    w = p->declared, by = "the count it declared at check-in";
+  if (w > e->cfg.max_update_examples)
+    w = e->cfg.max_update_examples, by = "--max-update-examples";
+  if (by)
+    errbuf_printf(note, notelen, "weight capped at %llu examples (%s)",
+                  (unsigned long long)w, by);
+  else if (notelen)
+    note[0] = '\0';
+  return w;
+}
+
+double round_bound_norm(const float *d, size_t n) {
+  double s = 0;
+  for (size_t i = 0; i < n; i++)
+    s += (double)d[i] * (double)d[i];
+  return sqrt(s);
+}
+
+static int by_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The lower median of v[0 .. n), n >= 1 (v is sorted in place): the
+ * smaller middle value, so that one client of two cannot raise it. */
+static double lower_median(double *v, size_t n) {
+  qsort(v, n, sizeof *v, by_double);
+  return v[(n - 1) / 2];
+}
+
+typedef struct bound_ctx {
+  round_engine *e;
+  double bound;  /* L2 norm */
+  uint64_t wcap; /* weight */
+  float *delta;  /* e->agg_dim scratch */
+  char *why;
+  size_t whylen;
+} bound_ctx;
+
+static int bound_one(void *ctx, const store_participant *sp) {
+  bound_ctx *b = ctx;
+  round_engine *e = b->e;
+  participant *p = round_find_participant(e, sp->client);
+  if (!p || !p->uploaded || (p->norm <= b->bound && p->examples <= b->wcap))
+    return COHORT_OK;
+  uint64_t weight = 0;
+  int within = 0;
+  double norm = 0;
+  char why[200];
+  if (!sp->delta ||
+      round_update_prepare(e, sp->delta, sp->delta_len, sp->examples, b->delta,
+                           &weight, &within, &norm, why, sizeof why))
+    return errbuf_fail(b->why, b->whylen, COHORT_EIO, NULL,
+                       "the update of client %lld could not be read back "
+                       "to bound it",
+                       (long long)sp->client);
+  double scale = norm > b->bound ? b->bound / norm : 1;
+  uint64_t w = weight < b->wcap ? weight : b->wcap;
+  int rc = aggregate_replace(e->agg, b->delta, weight, scale, w);
+  if (rc)
+    return errbuf_fail(b->why, b->whylen, rc, NULL,
+                       "the update of client %lld could not be bounded",
+                       (long long)sp->client);
+  log_info("round %lld: update of client %lld bounded: L2 norm %.4g -> %.4g, "
+           "weight %llu -> %llu",
+           (long long)e->round, (long long)sp->client, norm, norm * scale,
+           (unsigned long long)weight, (unsigned long long)w);
+  return COHORT_OK;
+}
+
+int round_bound_apply(round_engine *e, char *why, size_t whylen) {
+  if (e->kind != KIND_TRAIN || e->sa.active || e->cfg.dp == ROUND_DP_CENTRAL ||
+      aggregate_kind(e->agg) != AGG_MEAN)
+    return COHORT_OK;
+  double *norms = malloc(e->n_parts * sizeof *norms);
+  double *weights = malloc(e->n_parts * sizeof *weights);
+  bound_ctx b = {.e = e, .why = why, .whylen = whylen};
+  int rc = COHORT_OK;
+  size_t m = 0;
+  if (!norms || !weights) {
+    rc = errbuf_fail(why, whylen, COHORT_ENOMEM, NULL, "out of memory");
+    goto out;
+  }
+  for (size_t i = 0; i < e->n_parts; i++) {
+    if (!e->parts[i].uploaded)
+      continue;
+    norms[m] = e->parts[i].norm;
+    weights[m++] = (double)e->parts[i].examples;
+  }
+  if (m == 0)
+    goto out;
+  const double mult = e->cfg.bound_multiplier;
+  b.bound = e->cfg.max_update_norm > 0    ? e->cfg.max_update_norm
+            : e->cfg.max_update_norm == 0 ? mult * lower_median(norms, m)
+                                          : INFINITY;
+  double wcap = floor(mult * lower_median(weights, m));
+  b.wcap = wcap < 1 ? 1 : (uint64_t)wcap;
+  int beyond = 0;
+  for (size_t i = 0; i < e->n_parts; i++)
+    beyond |= e->parts[i].uploaded &&
+              (e->parts[i].norm > b.bound || e->parts[i].examples > b.wcap);
+  if (!beyond)
+    goto out;
+  /* The store hands back every kept update's bytes; only those beyond a
+   * bound are decoded again and replaced. */
+  b.delta = malloc(e->agg_dim * sizeof *b.delta);
+  rc = b.delta ? store_round_participants(e->db, e->round, bound_one, &b)
+               : errbuf_fail(why, whylen, COHORT_ENOMEM, NULL, "out of memory");
+out:
+  free(b.delta);
+  free(norms);
+  free(weights);
+  return rc;
+}
