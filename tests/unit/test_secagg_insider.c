@@ -459,13 +459,22 @@ static void test_complaints_refused(void) {
 }
 
 int cohort_register_suites(void) {
-  CU_pSuite s = CU_add_suite("secagg_insider", NULL, NULL);
-  if (!s)
-    return -1;
-  CU_ADD_TEST(s, test_one_lying_insider);
-  CU_ADD_TEST(s, test_two_lying_insiders);
-  CU_ADD_TEST(s, test_partial_insider_loses_pairs);
-  CU_ADD_TEST(s, test_false_accusers_bounded);
-  CU_ADD_TEST(s, test_complaints_refused);
-  return 0;
+  static const test_case tests[] = {
+      {"one insider sending random sealed shares: dropped, the honest sum "
+       "exactly",
+       test_one_lying_insider},
+      {"two insiders, one also a false accuser, in a SecAgg+ graph: both "
+       "dropped, the honest sum exactly",
+       test_two_lying_insiders},
+      {"an insider that spoils two shares loses only those pairs",
+       test_partial_insider_loses_pairs},
+      {"false accusers cost one pair each: k - t of them keep their target "
+       "in the sum, one more drops it; accusing all drops the accuser",
+       test_false_accusers_bounded},
+      {"complaints outside the window, repeated, malformed or late are "
+       "refused",
+       test_complaints_refused},
+  };
+  return test_add_suite("secagg insider", NULL, NULL, tests,
+                        sizeof tests / sizeof tests[0]);
 }
