@@ -735,6 +735,7 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     c->trust.id.authority =
         c->identity.has_authority ? c->identity.authority : NULL;
     c->trust.dp_max_epsilon = c->opt.dp_max_epsilon;
+    c->trust.spoil_shares = c->opt.secagg_insider;
     rc = secagg_flow_begin(&flow, &io, &c->trust, t, n, give_up_at, leave,
                            c->last_error, sizeof c->last_error);
     if (rc)

@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "cohort_status.h"
+#include "crypto.h"
 #include "errbuf.h"
 
 /* Beyond the deadline a reply announces, how long we still wait for the
@@ -253,6 +254,25 @@ static int take_codec(secagg_flow *f, const Cohort__V1__Task *t,
   return COHORT_OK;
 }
 
+/* The testing aid of a malicious insider: every sealed share of its
+ * SecAggShares (msg, in place) replaced by random bytes of its length. */
+static int spoil_shares(secagg_flow *f, uint8_t *msg, size_t len) {
+  Cohort__V1__SecAggShares *m =
+      cohort__v1__sec_agg_shares__unpack(NULL, len, msg);
+  if (!m)
+    return COHORT_ENOMEM;
+  int rc = COHORT_OK;
+  for (size_t i = 0; i < m->n_shares && !rc; i++)
+    rc = crypto_random(m->shares[i]->sealed.data, m->shares[i]->sealed.len);
+  /* The same fields of the same lengths: it packs to len bytes again. */
+  if (!rc && protobuf_c_message_pack(&m->base, msg) != len)
+    rc = COHORT_EIO;
+  cohort__v1__sec_agg_shares__free_unpacked(m, NULL);
+  return rc ? fail(f, rc, COHORT__V1__SEC_AGG_STEP__SECAGG_SHARE,
+                   "cannot spoil its shares")
+            : COHORT_OK;
+}
+
 /* Sends the complaints once, without waiting for them to close (that is
  * for after training): a refusal ends the round for this client, as when
  * the coordinator dropped it. */
@@ -346,6 +366,8 @@ int secagg_flow_begin(secagg_flow *f, const secagg_flow_io *io,
     goto out;
   }
   rc = leave_here(f, SHARE);
+  if (!rc && f->trust->spoil_shares)
+    rc = spoil_shares(f, mine, mine_len);
   if (!rc)
     rc = exchange_message(f, SHARE, mine, mine_len, &r);
   if (rc)

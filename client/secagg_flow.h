@@ -53,6 +53,8 @@ typedef struct secagg_flow_trust {
   secagg_identity id;
   secagg_policy policy;
   double dp_max_epsilon; /* the most epsilon a DP plan may publish; 0: any */
+  int spoil_shares; /* testing aid: random bytes for its sealed shares, as a
+                       malicious insider sends (never in production) */
 } secagg_flow_trust;
 
 typedef struct secagg_flow {
