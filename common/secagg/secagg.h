@@ -363,9 +363,10 @@ int secagg_server_receive(secagg_server *s, uint32_t from, secagg_phase phase,
  * shares or was dropped; COHORT_EINVAL for a malformed one.
  *
  * secagg_server_close_complaints drops every client that sent shares but
- * has fewer than t neighbours left to mask with (those that sent shares,
- * less the pairs left out): it would refuse to mask, and when its shares
- * opened nowhere its secrets could never be rebuilt. *n_dropped
+ * has fewer than t neighbours left to mask with (those that sent shares
+ * and were not dropped, less the pairs left out), until none has: it would
+ * refuse to mask, and when its shares opened nowhere its secrets could
+ * never be rebuilt. *n_dropped
  * (may be NULL): how many. A masked input is then refused from a dropped
  * client, and from one that must leave someone out but sent no
  * complaints (so it never asked whom).

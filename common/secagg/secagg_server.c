@@ -666,20 +666,27 @@ int secagg_server_close_complaints(secagg_server *s, uint32_t *n_dropped,
   const uint8_t *shared = s->heard[SECAGG_SHARE];
   uint32_t dropped = 0;
   /* A client left with fewer than t neighbours to mask with (those that
-   * sent shares, less the pairs left out) would refuse to mask, and an
-   * insider whose shares opened nowhere could never be unmasked: neither
-   * its self-mask seed nor its mask key could be rebuilt. Every neighbour
-   * leaves it out instead. */
-  for (uint32_t u = 0; u < s->p.n; u++) {
-    if (!shared[u])
-      continue;
-    const uint32_t *nb = nbrs(s, u);
-    uint32_t partners = 0;
-    for (uint32_t j = 0; j < k; j++)
-      partners += shared[nb[j]] && !pair_left_out(s, u, nb[j]);
-    if (partners < s->p.threshold) {
-      s->dropped[u] = 1;
-      dropped++;
+   * sent shares and were not dropped, less the pairs left out) would
+   * refuse to mask, and an insider whose shares opened nowhere could never
+   * be unmasked: neither its self-mask seed nor its mask key could be
+   * rebuilt. Every neighbour leaves it out instead. Dropping one may leave
+   * a neighbour short in turn (had it refused to mask by itself, its
+   * neighbours' masks with it could not be removed), so until none is. */
+  for (int changed = 1; changed;) {
+    changed = 0;
+    for (uint32_t u = 0; u < s->p.n; u++) {
+      if (!shared[u] || s->dropped[u])
+        continue;
+      const uint32_t *nb = nbrs(s, u);
+      uint32_t partners = 0;
+      for (uint32_t j = 0; j < k; j++)
+        partners +=
+            shared[nb[j]] && !s->dropped[nb[j]] && !pair_left_out(s, u, nb[j]);
+      if (partners < s->p.threshold) {
+        s->dropped[u] = 1;
+        dropped++;
+        changed = 1;
+      }
     }
   }
   s->complaints = COMPLAINTS_CLOSED;

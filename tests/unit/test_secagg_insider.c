@@ -380,6 +380,25 @@ static void test_false_accusers_bounded(void) {
   run_free(&r);
 }
 
+/* A drop can leave a neighbour with too few partners: client 0, accused
+ * by three liars (k - t = 3: it would stay), also loses the insider 5,
+ * which is dropped, and so has five neighbours to mask with, below t = 6.
+ * It is dropped too, rather than refuse to mask by itself and leave masks
+ * with it that fewer than t holders could remove; the round commits the
+ * other seven. */
+static void test_drops_cascade(void) {
+  run r;
+  run_init(&r, 10, 9, 6);
+  for (uint32_t l = 1; l <= 3; l++)
+    r.who[l].accuses = 1u << 0;
+  r.who[5].garbage_to = ~UINT32_C(0);
+  CU_ASSERT_EQUAL_FATAL(run_round(&r), COHORT_OK);
+  CU_ASSERT_TRUE(secagg_server_dropped(r.srv, 0));
+  CU_ASSERT_TRUE(secagg_server_dropped(r.srv, 5));
+  check_outcome(&r, all_but(10, (1u << 0) | (1u << 5)));
+  run_free(&r);
+}
+
 /* Complaints the coordinator refuses, each leaving its state unchanged: a
  * second one, one naming a non-neighbour or a client twice, a non-empty
  * one after the close, and a complaint outside MASKED. */
@@ -471,6 +490,9 @@ int cohort_register_suites(void) {
       {"false accusers cost one pair each: k - t of them keep their target "
        "in the sum, one more drops it; accusing all drops the accuser",
        test_false_accusers_bounded},
+      {"a client a drop leaves with fewer than t partners is dropped too; "
+       "the round commits the rest",
+       test_drops_cascade},
       {"complaints outside the window, repeated, malformed or late are "
        "refused",
        test_complaints_refused},
