@@ -312,8 +312,8 @@ static int close_complaints(round_engine *e, double now) {
   for (uint32_t i = 0; i < sa->params.n && dropped; i++)
     if (secagg_server_dropped(sa->srv, i))
       log_warn("round %lld: client %lld dropped from secure aggregation: "
-               "too many neighbours complained that its sealed shares do "
-               "not open, or it complained of them",
+               "after the complaints of sealed shares that do not open it "
+               "has fewer than t neighbours to mask with",
                (long long)e->round, (long long)sa->ids[i]);
   log_info("round %lld: secure aggregation complaints closed with %u of %u "
            "client(s) heard, %u dropped",
@@ -624,10 +624,11 @@ static round_verdict complaints_step(round_engine *e, uint32_t i,
   if (secagg_server_dropped(sa->srv, i))
     return round_fail_verdict(GRPC_STATUS_FAILED_PRECONDITION,
                               "client %lld is dropped from round %lld's "
-                              "secure aggregation: too many of its "
-                              "neighbours complained that its sealed shares "
-                              "do not open, or it complained of too many; "
-                              "its part in this round is over",
+                              "secure aggregation: after the complaints of "
+                              "sealed shares that do not open (its, or its "
+                              "own of its neighbours') it has fewer than t "
+                              "neighbours to mask with; its part in this "
+                              "round is over",
                               (long long)sa->ids[i], (long long)e->round);
   uint8_t d[CRYPTO_SHA256_LEN];
   if (crypto_sha256(len ? msg : (const uint8_t *)"", len, d))

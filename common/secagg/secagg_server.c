@@ -58,6 +58,8 @@
 #define N_PHASES 5 /* ADVERTISE .. UNMASK: the phases clients send in */
 
 enum { COMPLAINTS_NONE, COMPLAINTS_OPEN, COMPLAINTS_CLOSED };
+#define DROPPED_WHY                                                            \
+  "after the complaints it has fewer than t neighbours to mask with"
 
 /* The shares revealed of one client's secret, in the order they came. */
 typedef struct reveal_set {
@@ -603,9 +605,7 @@ int secagg_server_complain(secagg_server *s, uint32_t from, const uint8_t *msg,
                        "secagg: client %u already sent its complaints", from);
   if (s->dropped[from])
     return errbuf_fail(err, errlen, COHORT_ESTATE, NULL,
-                       "secagg: client %u was dropped: too many of its "
-                       "neighbours complained of its shares",
-                       from);
+                       "secagg: client %u was dropped: " DROPPED_WHY, from);
   if (!msg && len)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "secagg: no message from %u", from);
@@ -718,12 +718,10 @@ int secagg_server_leave_out(const secagg_server *s, uint32_t to, uint8_t **out,
                        "secagg: whom to leave out is known once the "
                        "complaints close");
   if (to >= s->p.n || !s->heard[SECAGG_SHARE][to] || s->dropped[to])
-    return errbuf_fail(err, errlen, COHORT_ESTATE, NULL, "secagg: client %u %s",
-                       to,
-                       to < s->p.n && s->dropped[to]
-                           ? "was dropped: too many of its neighbours "
-                             "complained of its shares"
-                           : "sent no shares");
+    return errbuf_fail(
+        err, errlen, COHORT_ESTATE, NULL, "secagg: client %u %s", to,
+        to < s->p.n && s->dropped[to] ? "was dropped: " DROPPED_WHY
+                                      : "sent no shares");
   const uint32_t k = s->p.degree, *nb = nbrs(s, to);
   uint32_t *who = malloc((k ? k : 1) * sizeof *who);
   if (!who)
@@ -771,8 +769,7 @@ int secagg_server_receive(secagg_server *s, uint32_t from, secagg_phase phase,
   if (phase == SECAGG_MASKED && s->complaints != COMPLAINTS_NONE) {
     const char *why =
         s->complaints == COMPLAINTS_OPEN ? "the complaints are still open"
-        : s->dropped[from] ? "it was dropped: too many of its neighbours "
-                             "complained of its shares"
+        : s->dropped[from]               ? "it was dropped: " DROPPED_WHY
         : !s->complained[from] && leaves_out_any(s, from)
             ? "it must first send its complaints and mask without the "
               "neighbours it is told to leave out"
