@@ -612,6 +612,21 @@ static round_verdict take_message(round_engine *e, uint32_t i, int step,
   return round_ok();
 }
 
+/* A reply carrying the protocol's message for the client, already in
+ * out->message, or the refusal when making it failed (rc, why). */
+static round_verdict message_reply(int rc, const char *why,
+                                   uint32_t deadline_ms,
+                                   round_secagg_reply *out) {
+  if (rc)
+    return rc == COHORT_ENOMEM
+               ? round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED,
+                                    "coordinator out of memory")
+               : round_fail_verdict(GRPC_STATUS_FAILED_PRECONDITION, "%s", why);
+  out->outcome = ROUND_SECAGG_MESSAGE;
+  out->deadline_ms = deadline_ms;
+  return round_ok();
+}
+
 /* MASKED before the masked input: client i's complaints (msg, len; none is
  * an empty list), taken once; then Wait until the complaints close, then
  * the neighbours it must mask without. A dropped client is told that its
@@ -652,14 +667,7 @@ static round_verdict complaints_step(round_engine *e, uint32_t i,
   }
   int rc = secagg_server_leave_out(sa->srv, i, &out->message, &out->message_len,
                                    why, sizeof why);
-  if (rc)
-    return rc == COHORT_ENOMEM
-               ? round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED,
-                                    "coordinator out of memory")
-               : round_fail_verdict(GRPC_STATUS_FAILED_PRECONDITION, "%s", why);
-  out->outcome = ROUND_SECAGG_MESSAGE;
-  out->deadline_ms = ms_left(sa->deadline, now);
-  return round_ok();
+  return message_reply(rc, why, ms_left(sa->deadline, now), out);
 }
 
 /* A call about the last secure-aggregation round, which has ended. */
@@ -787,14 +795,7 @@ static round_verdict call_locked(round_engine *e, int64_t client, int64_t round,
   char why[300] = "";
   int rc = secagg_server_message(sa->srv, idx, &out->message, &out->message_len,
                                  why, sizeof why);
-  if (rc)
-    return rc == COHORT_ENOMEM
-               ? round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED,
-                                    "coordinator out of memory")
-               : round_fail_verdict(GRPC_STATUS_FAILED_PRECONDITION, "%s", why);
-  out->outcome = ROUND_SECAGG_MESSAGE;
-  out->deadline_ms = ms_left(sa->deadline, now);
-  return round_ok();
+  return message_reply(rc, why, ms_left(sa->deadline, now), out);
 }
 
 round_verdict round_secagg_call(round_engine *e, int64_t client, int64_t round,
