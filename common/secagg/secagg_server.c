@@ -617,6 +617,11 @@ int secagg_server_complain(secagg_server *s, uint32_t from, const uint8_t *msg,
   const uint32_t *nb = nbrs(s, from);
   uint8_t *named = calloc(k ? k : 1, 1);
   int rc = named ? COHORT_OK : COHORT_ENOMEM;
+  if (!rc && m->n_senders > k)
+    rc = errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                     "secagg: SecAggComplaints from %u names %zu senders; it "
+                     "has %u neighbours",
+                     from, m->n_senders, k);
   if (!rc && m->n_senders && s->complaints == COMPLAINTS_CLOSED)
     rc = errbuf_fail(err, errlen, COHORT_ESTATE, NULL,
                      "secagg: complaints from %u after they closed; it can "

@@ -454,6 +454,14 @@ static void test_complaints_refused(void) {
   CU_ASSERT_EQUAL(secagg_server_complain(r.srv, 0, out, len, r.err, ERRLEN),
                   COHORT_EINVAL);
   free(out);
+  uint32_t many[3] = {nb[0], nb[1], other};
+  m.senders = many;
+  m.n_senders = 3; /* more than its k = 2 neighbours */
+  CU_ASSERT_EQUAL_FATAL(pb_pack(&m.base, &out, &len), COHORT_OK);
+  CU_ASSERT_EQUAL(secagg_server_complain(r.srv, 0, out, len, r.err, ERRLEN),
+                  COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "3 senders"));
+  free(out);
   CU_ASSERT_EQUAL(secagg_server_complaint_count(r.srv), 0u);
   static const uint8_t junk[] = {0xff, 0xff, 0xff};
   CU_ASSERT_EQUAL(
