@@ -627,24 +627,26 @@ static round_verdict message_reply(int rc, const char *why,
   return round_ok();
 }
 
+/* What a client dropped after the complaints is told, in MASKED or
+ * later: its part in the round is over. */
+static round_verdict dropped_verdict(const round_engine *e, uint32_t i) {
+  return round_fail_verdict(GRPC_STATUS_FAILED_PRECONDITION,
+                            "client %lld is dropped from round %lld's secure "
+                            "aggregation: after the complaints of sealed "
+                            "shares that do not open (its, or its own of its "
+                            "neighbours') it has fewer than t neighbours to "
+                            "mask with; its part in this round is over",
+                            (long long)e->sa.ids[i], (long long)e->round);
+}
+
 /* MASKED before the masked input: client i's complaints (msg, len; none is
  * an empty list), taken once; then Wait until the complaints close, then
- * the neighbours it must mask without. A dropped client is told that its
- * round is over. */
+ * the neighbours it must mask without. */
 static round_verdict complaints_step(round_engine *e, uint32_t i,
                                      const uint8_t *msg, size_t len, double now,
                                      round_secagg_reply *out) {
   round_secagg *sa = &e->sa;
   char why[300] = "";
-  if (secagg_server_dropped(sa->srv, i))
-    return round_fail_verdict(GRPC_STATUS_FAILED_PRECONDITION,
-                              "client %lld is dropped from round %lld's "
-                              "secure aggregation: after the complaints of "
-                              "sealed shares that do not open (its, or its "
-                              "own of its neighbours') it has fewer than t "
-                              "neighbours to mask with; its part in this "
-                              "round is over",
-                              (long long)sa->ids[i], (long long)e->round);
   uint8_t d[CRYPTO_SHA256_LEN];
   if (crypto_sha256(len ? msg : (const uint8_t *)"", len, d))
     return round_fail_verdict(GRPC_STATUS_INTERNAL, "cannot hash a message");
@@ -759,6 +761,8 @@ static round_verdict call_locked(round_engine *e, int64_t client, int64_t round,
     out->deadline_ms = ph == SECAGG_ADVERTISE ? ms_left(sa->deadline, now) : 0;
     return round_ok();
   }
+  if (secagg_server_dropped(sa->srv, idx))
+    return dropped_verdict(e, idx);
   if (step == ROUND_SECAGG_MASKED && ph == SECAGG_MASKED &&
       !secagg_server_heard(sa->srv, SECAGG_MASKED, idx))
     return complaints_step(e, idx, msg, len, now, out);

@@ -58,7 +58,7 @@ static void test_two_insiders_every_round_commits(void) {
   char flags[512];
   snprintf(flags, sizeof flags,
            "--secagg full --codec q8 --codec-clip 0.05 --rounds %d "
-           "--clients-per-round %d --min-clients 5 --secagg-timeout 5 "
+           "--clients-per-round %d --min-clients 5 --secagg-timeout 15 "
            "--round-timeout 20 --selection-timeout 60 --enroll-token "
            "in-token --retry-ms 100 --retry-max-ms 500 --linger 20",
            ROUNDS, CLIENTS);
