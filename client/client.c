@@ -69,6 +69,10 @@ struct cohort_client {
   cohort_secagg_step leave_before_secagg;
   /* Its identity and the plans it accepts in secure aggregation. */
   secagg_flow_trust trust;
+  /* The last secure-aggregation round that ended early for this client
+   * (refused, dropped, aborted): its keys are gone, so the same task again
+   * could only be refused step after step until the round ended. */
+  uint64_t secagg_over_round;
 };
 
 /* The public and the internal names of the steps must agree. */
@@ -731,6 +735,7 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     c->trust.id.authority =
         c->identity.has_authority ? c->identity.authority : NULL;
     c->trust.dp_max_epsilon = c->opt.dp_max_epsilon;
+    c->trust.spoil_shares = c->opt.secagg_insider;
     rc = secagg_flow_begin(&flow, &io, &c->trust, t, n, give_up_at, leave,
                            c->last_error, sizeof c->last_error);
     if (rc)
@@ -847,9 +852,21 @@ int cohort_client_run_once(cohort_client_t *c, cohort_cycle_info *info) {
     info->outcome = COHORT_CYCLE_DONE;
     break;
   case COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_TASK:
-    info->outcome = COHORT_CYCLE_TRAINED;
     info->round = resp->task->round;
+    if (resp->task->secagg && resp->task->round == c->secagg_over_round) {
+      /* Not again (a coordinator from before it said so itself): back
+       * when the round is due to end. */
+      info->outcome = COHORT_CYCLE_RETRY;
+      info->retry_after_ms = resp->task->deadline_ms < 60000
+                                 ? resp->task->deadline_ms + 100
+                                 : 60000;
+      break;
+    }
+    info->outcome = COHORT_CYCLE_TRAINED;
     rc = run_task(c, resp->task, info);
+    if (resp->task->secagg && (rc == COHORT_EREJECTED ||
+                               rc == COHORT_EABORTED || rc == COHORT_ETIMEDOUT))
+      c->secagg_over_round = resp->task->round;
     break;
   case COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_RETRY_LATER:
     info->outcome = COHORT_CYCLE_RETRY;

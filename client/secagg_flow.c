@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "cohort_status.h"
+#include "crypto.h"
 #include "errbuf.h"
 
 /* Beyond the deadline a reply announces, how long we still wait for the
@@ -253,6 +254,42 @@ static int take_codec(secagg_flow *f, const Cohort__V1__Task *t,
   return COHORT_OK;
 }
 
+/* The testing aid of a malicious insider: every sealed share of its
+ * SecAggShares (msg, in place) replaced by random bytes of its length. */
+static int spoil_shares(secagg_flow *f, uint8_t *msg, size_t len) {
+  Cohort__V1__SecAggShares *m =
+      cohort__v1__sec_agg_shares__unpack(NULL, len, msg);
+  if (!m)
+    return COHORT_ENOMEM;
+  int rc = COHORT_OK;
+  for (size_t i = 0; i < m->n_shares && !rc; i++)
+    rc = crypto_random(m->shares[i]->sealed.data, m->shares[i]->sealed.len);
+  /* The same fields of the same lengths: it packs to len bytes again. */
+  if (!rc && protobuf_c_message_pack(&m->base, msg) != len)
+    rc = COHORT_EIO;
+  cohort__v1__sec_agg_shares__free_unpacked(m, NULL);
+  return rc ? fail(f, rc, COHORT__V1__SEC_AGG_STEP__SECAGG_SHARE,
+                   "cannot spoil its shares")
+            : COHORT_OK;
+}
+
+/* Sends the complaints once, without waiting for them to close (that is
+ * for after training): a refusal ends the round for this client, as when
+ * the coordinator dropped it. */
+static int send_complaints(secagg_flow *f) {
+  const Cohort__V1__SecAggStep MASKED = COHORT__V1__SEC_AGG_STEP__SECAGG_MASKED;
+  Cohort__V1__SecAggRequest req = COHORT__V1__SEC_AGG_REQUEST__INIT;
+  req.round = f->round;
+  req.step = MASKED;
+  req.message.data = f->complaints;
+  req.message.len = f->complaints_len;
+  Cohort__V1__SecAggResponse *r = NULL;
+  int rc = f->io.call(f->io.ctx, &req, &r);
+  if (r)
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+  return rc;
+}
+
 int secagg_flow_begin(secagg_flow *f, const secagg_flow_io *io,
                       const secagg_flow_trust *trust, const Cohort__V1__Task *t,
                       size_t n_params, double give_up_at,
@@ -268,7 +305,8 @@ int secagg_flow_begin(secagg_flow *f, const secagg_flow_io *io,
   const Cohort__V1__SecAggStep SETUP = COHORT__V1__SEC_AGG_STEP__SECAGG_SETUP,
                                ADVERTISE =
                                    COHORT__V1__SEC_AGG_STEP__SECAGG_ADVERTISE,
-                               SHARE = COHORT__V1__SEC_AGG_STEP__SECAGG_SHARE;
+                               SHARE = COHORT__V1__SEC_AGG_STEP__SECAGG_SHARE,
+                               MASKED = COHORT__V1__SEC_AGG_STEP__SECAGG_MASKED;
   uint8_t *mine = NULL;
   size_t mine_len = 0;
   Cohort__V1__SecAggResponse *r = NULL;
@@ -328,18 +366,25 @@ int secagg_flow_begin(secagg_flow *f, const secagg_flow_io *io,
     goto out;
   }
   rc = leave_here(f, SHARE);
+  if (!rc && f->trust->spoil_shares)
+    rc = spoil_shares(f, mine, mine_len);
   if (!rc)
     rc = exchange_message(f, SHARE, mine, mine_len, &r);
   if (rc)
     goto out;
-  /* Kept until the masked input is made, after training. */
-  f->shares = malloc(r->message.len ? r->message.len : 1);
-  if (!f->shares) {
-    rc = COHORT_ENOMEM;
+  /* The shares are checked now, before training, so that complaints of an
+   * insider's reach the coordinator while the others train. */
+  rc = secagg_client_check(f->sc, r->message.data, r->message.len,
+                           &f->complaints, &f->complaints_len, why, sizeof why);
+  protobuf_c_message_free_unpacked(&r->base, NULL);
+  r = NULL;
+  if (rc) {
+    rc = fail(f, lost(rc), MASKED, "the shares addressed to this client: %s",
+              why);
     goto out;
   }
-  memcpy(f->shares, r->message.data, r->message.len);
-  f->shares_len = r->message.len;
+  rc = send_complaints(f);
+  f->checked = rc == COHORT_OK;
 out:
   if (r)
     protobuf_c_message_free_unpacked(&r->base, NULL);
@@ -387,7 +432,7 @@ int secagg_flow_submit(secagg_flow *f, const float *delta, uint64_t examples) {
                                CONSISTENCY =
                                    COHORT__V1__SEC_AGG_STEP__SECAGG_CONSISTENCY,
                                UNMASK = COHORT__V1__SEC_AGG_STEP__SECAGG_UNMASK;
-  if (!f->sc || !f->shares)
+  if (!f->sc || !f->checked)
     return COHORT_ESTATE;
   uint64_t *ring = malloc(f->ring_dim * sizeof *ring);
   uint8_t *mine = NULL;
@@ -402,11 +447,17 @@ int secagg_flow_submit(secagg_flow *f, const float *delta, uint64_t examples) {
     rc = fail(f, lost(rc), MASKED, "%s", why);
     goto out;
   }
-  rc = secagg_client_mask(f->sc, f->shares, f->shares_len, ring, &mine,
-                          &mine_len, why, sizeof why);
+  /* Whom to leave out, once every complaint is in (the same complaints
+   * again, then polls). */
+  rc = exchange_message(f, MASKED, f->complaints, f->complaints_len, &r);
+  if (rc)
+    goto out;
+  rc = secagg_client_mask_checked(f->sc, r->message.data, r->message.len, ring,
+                                  &mine, &mine_len, why, sizeof why);
+  protobuf_c_message_free_unpacked(&r->base, NULL);
+  r = NULL;
   if (rc) {
-    rc = fail(f, lost(rc), MASKED, "the shares addressed to this client: %s",
-              why);
+    rc = fail(f, lost(rc), MASKED, "the neighbours to mask with: %s", why);
     goto out;
   }
   rc = leave_here(f, MASKED);
@@ -467,9 +518,10 @@ void secagg_flow_end(secagg_flow *f) {
   if (f->rng_live)
     prg_free(&f->rng);
   f->rng_live = 0;
-  free(f->shares);
-  f->shares = NULL;
-  f->shares_len = 0;
+  free(f->complaints);
+  f->complaints = NULL;
+  f->complaints_len = 0;
+  f->checked = 0;
   codec_free(f->codec);
   f->codec = NULL;
 }

@@ -53,6 +53,8 @@ typedef struct secagg_flow_trust {
   secagg_identity id;
   secagg_policy policy;
   double dp_max_epsilon; /* the most epsilon a DP plan may publish; 0: any */
+  int spoil_shares; /* testing aid: random bytes for its sealed shares, as a
+                       malicious insider sends (never in production) */
 } secagg_flow_trust;
 
 typedef struct secagg_flow {
@@ -71,17 +73,19 @@ typedef struct secagg_flow {
   ddp_params ddp;        /* from the plan */
   secagg_params params;  /* from the plan */
   const secagg_flow_trust *trust; /* borrowed */
-  prg rng;           /* CSPRNG of the secagg client; lives with it */
-  int rng_live;      /* rng needs prg_free */
-  secagg_client *sc; /* secrets: key pairs, self-mask seed */
-  uint8_t *shares;   /* SecAggShares addressed to us (from SHARE) */
-  size_t shares_len;
+  prg rng;             /* CSPRNG of the secagg client; lives with it */
+  int rng_live;        /* rng needs prg_free */
+  secagg_client *sc;   /* secrets: key pairs, self-mask seed */
+  uint8_t *complaints; /* SecAggComplaints we sent (MASKED, before training) */
+  size_t complaints_len;
+  int checked; /* the shares addressed to us were taken */
 } secagg_flow;
 
 /* Joins the secure aggregation of task t (t->secagg set) for a model of
  * n_params floats: SETUP (polled until the plan comes, or give_up_at),
  * checks the plan against the task's codec and trust->policy, creates the
- * secagg client from the CSPRNG and trust->id, then ADVERTISE and SHARE. err
+ * secagg client from the CSPRNG and trust->id, then ADVERTISE and SHARE,
+ * and sends its complaints of the shares that did not open (MASKED). err
  * (errlen bytes) receives the reason of any failure. Returns COHORT_OK;
  * COHORT_EREJECTED (refused or aborted by the coordinator); COHORT_EABORTED (a
  * plan or message this client cannot follow); COHORT_ETIMEDOUT;
@@ -93,9 +97,11 @@ int secagg_flow_begin(secagg_flow *f, const secagg_flow_io *io,
                       secagg_flow_stop stop_before, char *err, size_t errlen);
 
 /* After training: scales delta (n_params floats, finite) by
- * min(examples, W) / W, encodes it into the ring, masks it, uploads it with
- * the real example count, and completes MASKED, CONSISTENCY and UNMASK. Same
- * returns as secagg_flow_begin. */
+ * min(examples, W) / W, encodes it into the ring, waits for whom to leave
+ * out of its masks, masks it, uploads it with the real example count, and
+ * completes MASKED, CONSISTENCY and UNMASK. Same returns as
+ * secagg_flow_begin; COHORT_EREJECTED too when the coordinator dropped this
+ * client (its round is over). */
 int secagg_flow_submit(secagg_flow *f, const float *delta, uint64_t examples);
 
 /* Wipes and frees the secagg client's secrets and everything else the flow

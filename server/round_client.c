@@ -403,7 +403,7 @@ round_verdict round_checkin(round_engine *e, int64_t client,
     goto out;
   participant *p = round_find_participant(e, client);
   if (p) {
-    if (!p->uploaded && !p->reported) {
+    if (!p->uploaded && !p->reported && round_secagg_rejoins(e, client)) {
       out->kind = CHECKIN_TASK; /* a repeated check-in gets the same task */
       fill_task(e, &out->task);
     } else {

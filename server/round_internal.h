@@ -47,13 +47,14 @@ typedef struct round_secagg {
   secagg_server *srv; /* from selection's end to the round's end */
   secagg_params params;
   int64_t *ids; /* n client ids, ascending: index i is ids[i] */
-  /* n: the digest of each message it sent, by phase (MASKED's slot is
-   * unused: the masked input comes by Upload). */
+  /* n: the digest of each message it sent, by phase (MASKED's slot holds
+   * its complaints: the masked input comes by Upload). */
   uint8_t (*digest)[SECAGG_UNMASK + 1][CRYPTO_SHA256_LEN];
   uint8_t *unmasked;                  /* n flags: sent its UNMASK message */
   double deadline;                    /* the open phase's, monotonic seconds */
   uint32_t counts[SECAGG_UNMASK + 1]; /* senders of each closed phase */
   int closed;                         /* phases closed so far */
+  double complaints_deadline;         /* MASKED's complaints close by then */
 } round_secagg;
 
 /* What is kept of the last secure-aggregation round after it ended (no
@@ -250,6 +251,11 @@ int round_secagg_combine(round_engine *e, double *combined, char *why,
                          size_t whylen);
 /* The round ended: drops the keys, keeps what late polls need. */
 void round_secagg_end(round_engine *e, int committed, const char *reason);
+/* Whether a selected client that checks in again may have its task once
+ * more: not once the protocol has moved past it, since the keys it
+ * advertised died with the task that failed (it would only be refused,
+ * step after step, until the round ended). */
+int round_secagg_rejoins(const round_engine *e, int64_t client);
 /* Upload path: the size of a masked input, and the whole one (bytes,
  * len). */
 round_verdict round_secagg_check_size(const round_engine *e, uint64_t total);

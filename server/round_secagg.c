@@ -295,6 +295,32 @@ int round_secagg_start(round_engine *e, double now, int *failed) {
   return store_round_set_secagg(e->db, e->round, desc);
 }
 
+/* MASKED's complaints close when every client that sent shares has sent
+ * them, or at their deadline; the clients with too few neighbours left to
+ * mask with are dropped, as dropouts. */
+static int close_complaints(round_engine *e, double now) {
+  round_secagg *sa = &e->sa;
+  uint32_t got = secagg_server_complaint_count(sa->srv);
+  uint32_t want = secagg_server_count(sa->srv, SECAGG_SHARE);
+  if (got < want && now < sa->complaints_deadline)
+    return COHORT_OK;
+  uint32_t dropped = 0;
+  char why[200] = "";
+  int rc = secagg_server_close_complaints(sa->srv, &dropped, why, sizeof why);
+  if (rc)
+    return rc;
+  for (uint32_t i = 0; i < sa->params.n && dropped; i++)
+    if (secagg_server_dropped(sa->srv, i))
+      log_warn("round %lld: client %lld dropped from secure aggregation: "
+               "after the complaints of sealed shares that do not open it "
+               "has fewer than t neighbours to mask with",
+               (long long)e->round, (long long)sa->ids[i]);
+  log_info("round %lld: secure aggregation complaints closed with %u of %u "
+           "client(s) heard, %u dropped",
+           (long long)e->round, got, want, dropped);
+  return COHORT_OK;
+}
+
 int round_secagg_tick(round_engine *e, double now, int *unmask) {
   round_secagg *sa = &e->sa;
   *unmask = 0;
@@ -303,10 +329,16 @@ int round_secagg_tick(round_engine *e, double now, int *unmask) {
   secagg_phase ph = secagg_server_phase(sa->srv);
   if (ph > SECAGG_UNMASK)
     return COHORT_OK;
+  if (secagg_server_complaints_open(sa->srv))
+    return close_complaints(e, now);
   uint32_t got = secagg_server_count(sa->srv, ph);
   uint32_t want = ph == SECAGG_ADVERTISE
                       ? sa->params.n
                       : secagg_server_count(sa->srv, (secagg_phase)(ph - 1));
+  /* Clients dropped after the complaints will send no masked input. */
+  if (ph == SECAGG_MASKED)
+    for (uint32_t i = 0; i < sa->params.n; i++)
+      want -= secagg_server_dropped(sa->srv, i) ? 1 : 0;
   /* Over-selection: the masked inputs of K clients are enough; the rest
    * become dropouts whose masks are removed. */
   if (ph == SECAGG_MASKED && e->target < want)
@@ -339,6 +371,12 @@ int round_secagg_tick(round_engine *e, double now, int *unmask) {
   }
   double phase_s = e->cfg.secagg_timeout_s;
   if (ph == SECAGG_SHARE) {
+    /* Complaints of shares that do not open come first (docs/secagg.md, "A
+     * malicious insider"); clients send them before they train. */
+    rc = secagg_server_open_complaints(sa->srv, why, sizeof why);
+    if (rc)
+      return rc;
+    sa->complaints_deadline = now + e->cfg.secagg_timeout_s;
     /* Clients train before they mask: MASKED has the upload deadline. */
     phase_s = e->cfg.round_timeout_s;
     e->deadline = now + phase_s;
@@ -496,6 +534,15 @@ round_verdict round_secagg_masked(round_engine *e, participant *p,
   return round_ok();
 }
 
+int round_secagg_rejoins(const round_engine *e, int64_t client) {
+  const round_secagg *sa = &e->sa;
+  if (!sa->srv)
+    return 1; /* selection is open: it has not taken part yet */
+  long i = find_index(sa->ids, sa->params.n, client);
+  return i >= 0 && secagg_server_phase(sa->srv) == SECAGG_ADVERTISE &&
+         !secagg_server_heard(sa->srv, SECAGG_ADVERTISE, (uint32_t)i);
+}
+
 /* ---- the SecAgg call ---- */
 
 static uint32_t ms_left(double deadline, double now) {
@@ -563,6 +610,66 @@ static round_verdict take_message(round_engine *e, uint32_t i, int step,
   if (ph == SECAGG_UNMASK)
     sa->unmasked[i] = 1;
   return round_ok();
+}
+
+/* A reply carrying the protocol's message for the client, already in
+ * out->message, or the refusal when making it failed (rc, why). */
+static round_verdict message_reply(int rc, const char *why,
+                                   uint32_t deadline_ms,
+                                   round_secagg_reply *out) {
+  if (rc)
+    return rc == COHORT_ENOMEM
+               ? round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED,
+                                    "coordinator out of memory")
+               : round_fail_verdict(GRPC_STATUS_FAILED_PRECONDITION, "%s", why);
+  out->outcome = ROUND_SECAGG_MESSAGE;
+  out->deadline_ms = deadline_ms;
+  return round_ok();
+}
+
+/* What a client dropped after the complaints is told, in MASKED or
+ * later: its part in the round is over. */
+static round_verdict dropped_verdict(const round_engine *e, uint32_t i) {
+  return round_fail_verdict(GRPC_STATUS_FAILED_PRECONDITION,
+                            "client %lld is dropped from round %lld's secure "
+                            "aggregation: after the complaints of sealed "
+                            "shares that do not open (its, or its own of its "
+                            "neighbours') it has fewer than t neighbours to "
+                            "mask with; its part in this round is over",
+                            (long long)e->sa.ids[i], (long long)e->round);
+}
+
+/* MASKED before the masked input: client i's complaints (msg, len; none is
+ * an empty list), taken once; then Wait until the complaints close, then
+ * the neighbours it must mask without. */
+static round_verdict complaints_step(round_engine *e, uint32_t i,
+                                     const uint8_t *msg, size_t len, double now,
+                                     round_secagg_reply *out) {
+  round_secagg *sa = &e->sa;
+  char why[300] = "";
+  uint8_t d[CRYPTO_SHA256_LEN];
+  if (crypto_sha256(len ? msg : (const uint8_t *)"", len, d))
+    return round_fail_verdict(GRPC_STATUS_INTERNAL, "cannot hash a message");
+  uint8_t *kept = sa->digest[i][SECAGG_MASKED];
+  if (secagg_server_complained(sa->srv, i)) {
+    if (len && !crypto_equal(kept, d, sizeof d))
+      return round_fail_verdict(GRPC_STATUS_ALREADY_EXISTS,
+                                "client %lld already sent different "
+                                "complaints in round %lld",
+                                (long long)sa->ids[i], (long long)e->round);
+  } else {
+    int rc = secagg_server_complain(sa->srv, i, msg, len, why, sizeof why);
+    if (rc)
+      return secagg_refusal(rc, "MASKED complaints", why);
+    memcpy(kept, d, sizeof d);
+  }
+  if (secagg_server_complaints_open(sa->srv)) {
+    reply_wait(out, sa->complaints_deadline, now);
+    return round_ok();
+  }
+  int rc = secagg_server_leave_out(sa->srv, i, &out->message, &out->message_len,
+                                   why, sizeof why);
+  return message_reply(rc, why, ms_left(sa->deadline, now), out);
 }
 
 /* A call about the last secure-aggregation round, which has ended. */
@@ -654,6 +761,11 @@ static round_verdict call_locked(round_engine *e, int64_t client, int64_t round,
     out->deadline_ms = ph == SECAGG_ADVERTISE ? ms_left(sa->deadline, now) : 0;
     return round_ok();
   }
+  if (secagg_server_dropped(sa->srv, idx))
+    return dropped_verdict(e, idx);
+  if (step == ROUND_SECAGG_MASKED && ph == SECAGG_MASKED &&
+      !secagg_server_heard(sa->srv, SECAGG_MASKED, idx))
+    return complaints_step(e, idx, msg, len, now, out);
   round_verdict v = take_message(e, idx, step, msg, len);
   if (v.code)
     return v;
@@ -687,14 +799,7 @@ static round_verdict call_locked(round_engine *e, int64_t client, int64_t round,
   char why[300] = "";
   int rc = secagg_server_message(sa->srv, idx, &out->message, &out->message_len,
                                  why, sizeof why);
-  if (rc)
-    return rc == COHORT_ENOMEM
-               ? round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED,
-                                    "coordinator out of memory")
-               : round_fail_verdict(GRPC_STATUS_FAILED_PRECONDITION, "%s", why);
-  out->outcome = ROUND_SECAGG_MESSAGE;
-  out->deadline_ms = ms_left(sa->deadline, now);
-  return round_ok();
+  return message_reply(rc, why, ms_left(sa->deadline, now), out);
 }
 
 round_verdict round_secagg_call(round_engine *e, int64_t client, int64_t round,
@@ -708,12 +813,9 @@ round_verdict round_secagg_call(round_engine *e, int64_t client, int64_t round,
     return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
                               "%s message of %zu bytes; at most %d",
                               step_name(step), len, ROUND_SECAGG_MAX_MESSAGE);
-  if (len && (step == ROUND_SECAGG_SETUP || step == ROUND_SECAGG_MASKED))
-    return round_fail_verdict(
-        GRPC_STATUS_INVALID_ARGUMENT, "a %s request carries no message%s",
-        step_name(step),
-        step == ROUND_SECAGG_MASKED ? " (the masked input goes by Upload)"
-                                    : "");
+  if (len && step == ROUND_SECAGG_SETUP)
+    return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
+                              "a SETUP request carries no message");
   pthread_mutex_lock(&e->mu);
   round_verdict v = call_locked(e, client, round, step, msg, len, out);
   /* Not while AGGREGATING: the participants are being read unlocked. */

@@ -27,7 +27,7 @@ static struct {
   long limit, seed, threads, secagg_security_bits, secagg_colluders;
   long long_poll_ms;
   double holdout, secagg_corrupt, dp_max_epsilon;
-  int summary, hang;
+  int summary, hang, secagg_insider;
   flag_list attributes;
 } g_opts;
 
@@ -116,6 +116,10 @@ static const flag_def FLAGS[] = {
      "3 right before sending this step's message (setup, advertise, share, "
      "masked: before uploading the masked input, consistency, unmask), as "
      "a client that drops out there would"},
+    {"secagg-insider", FLAG_BOOL, &g_opts.secagg_insider, NULL, 0, 0, NULL,
+     "testing aid: in every secure-aggregation round, send random bytes "
+     "in place of its sealed shares, as a malicious insider would; the "
+     "coordinator drops it (docs/secagg.md)"},
     {"hang", FLAG_BOOL, &g_opts.hang, NULL, 0, 0, NULL,
      "testing aid: with --exit-at-secagg, do not exit at the step but print "
      "'waiting to be killed' and keep the connection open until a signal "
@@ -397,6 +401,7 @@ int main(int argc, char **argv) {
   o.attributes = attrs;
   o.n_attributes = g_opts.attributes.count;
   o.leave_before_secagg = leave;
+  o.secagg_insider = g_opts.secagg_insider;
   o.secagg_adversary = g_opts.secagg_adversary;
   o.secagg_corrupt = g_opts.secagg_corrupt;
   o.secagg_security_bits = (unsigned)g_opts.secagg_security_bits;

@@ -223,6 +223,12 @@ typedef struct cohort_client_options {
   const char *tls_ca_file;
   const char *tls_cert_file;
   const char *tls_key_file;
+  /* Testing aid, for checking that a round survives a malicious insider
+   * (docs/secagg.md, "A malicious insider"): in every secure-aggregation
+   * round, this client sends random bytes in place of its sealed shares,
+   * as the hostile client of issue 21 did, and the coordinator drops it.
+   * Never set it in production. Default 0. */
+  int secagg_insider;
 } cohort_client_options;
 
 /* Fills o with the defaults; set server and enrollment_token after. */

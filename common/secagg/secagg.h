@@ -278,8 +278,35 @@ int secagg_client_share(secagg_client *c, const uint8_t *peers,
 int secagg_client_mask(secagg_client *c, const uint8_t *shares,
                        size_t shares_len, const uint64_t *input, uint8_t **out,
                        size_t *out_len, char *err, size_t errlen);
+/* The insider-tolerant way through MASKED (docs/secagg.md, "A malicious
+ * insider"): check the shares right after SHARE, send the complaints, and
+ * mask once the coordinator says whom to leave out.
+ *
+ * secagg_client_check takes shares (SecAggShares addressed to it) as
+ * secagg_client_mask does, except that a share that does not open (its
+ * AEAD tag does not verify under the key with its sender, it names another
+ * sender, receiver or round, or holds a value outside the field) is not
+ * refused: its sender is left out of the masks and of every reveal, and
+ * named in *out, a SecAggComplaints for the coordinator. What only the
+ * coordinator decides (a share addressed to another client, from a client
+ * that is not a neighbour that advertised, two from one) is still refused
+ * (EINVAL), the state unchanged. */
+int secagg_client_check(secagg_client *c, const uint8_t *shares,
+                        size_t shares_len, uint8_t **out, size_t *out_len,
+                        char *err, size_t errlen);
+/* After secagg_client_check: leave_out is the coordinator's
+ * SecAggComplaints naming the neighbours to leave out besides those whose
+ * shares did not open (pairs with a complaint either way, clients it
+ * dropped). Masks with the rest, at least t of them (EINVAL otherwise, as
+ * secagg_client_mask); out: SecAggMaskedInput. */
+int secagg_client_mask_checked(secagg_client *c, const uint8_t *leave_out,
+                               size_t leave_out_len, const uint64_t *input,
+                               uint8_t **out, size_t *out_len, char *err,
+                               size_t errlen);
 /* survivors: SecAggSurvivors (must list itself, at least t of its
- * neighbourhood, and of its neighbours only those that sent it shares).
+ * neighbourhood, and of its neighbours only those that sent it shares or
+ * that it left out). Neighbours it left out get attestations, never a
+ * reveal.
  * out: SecAggAttestations to each surviving neighbour. */
 int secagg_client_attest(secagg_client *c, const uint8_t *survivors,
                          size_t survivors_len, uint8_t **out, size_t *out_len,
@@ -319,6 +346,46 @@ secagg_phase secagg_server_phase(const secagg_server *s);
 int secagg_server_receive(secagg_server *s, uint32_t from, secagg_phase phase,
                           const uint8_t *msg, size_t len, char *err,
                           size_t errlen);
+
+/* Complaints (docs/secagg.md, "A malicious insider"): a client whose
+ * sealed shares do not open at a neighbour is left out of that
+ * neighbour's masks, and dropped when too few holders are left for its
+ * secrets. The caller opens them as MASKED begins (right after closing
+ * SHARE); until it closes them, no masked input is taken, so that no
+ * complaint can come after its sender's input is in the sum.
+ *
+ * secagg_server_complain takes client `from`'s SecAggComplaints (len 0:
+ * none), once: each sender named must be a neighbour that sent shares,
+ * named once. The pair is then left out of both clients' masks and
+ * reveals. After the close only an empty one is taken (the client then
+ * masks with every neighbour it is not told to leave out). COHORT_ESTATE
+ * outside the window, a second time, or from a client that sent no
+ * shares or was dropped; COHORT_EINVAL for a malformed one.
+ *
+ * secagg_server_close_complaints drops every client that sent shares but
+ * has fewer than t neighbours left to mask with (those that sent shares
+ * and were not dropped, less the pairs left out), until none has: it would
+ * refuse to mask, and when its shares opened nowhere its secrets could
+ * never be rebuilt. *n_dropped
+ * (may be NULL): how many. A masked input is then refused from a dropped
+ * client, and from one that must leave someone out but sent no
+ * complaints (so it never asked whom).
+ *
+ * secagg_server_leave_out: once closed, the SecAggComplaints for client
+ * `to`: its neighbours that sent shares and were dropped or whose pair
+ * with it was left out. COHORT_ESTATE before the close, or for a client
+ * that was dropped or sent no shares. */
+int secagg_server_open_complaints(secagg_server *s, char *err, size_t errlen);
+int secagg_server_complain(secagg_server *s, uint32_t from, const uint8_t *msg,
+                           size_t len, char *err, size_t errlen);
+int secagg_server_close_complaints(secagg_server *s, uint32_t *n_dropped,
+                                   char *err, size_t errlen);
+int secagg_server_complaints_open(const secagg_server *s);
+uint32_t secagg_server_complaint_count(const secagg_server *s);
+int secagg_server_complained(const secagg_server *s, uint32_t i);
+int secagg_server_dropped(const secagg_server *s, uint32_t i);
+int secagg_server_leave_out(const secagg_server *s, uint32_t to, uint8_t **out,
+                            size_t *out_len, char *err, size_t errlen);
 
 /* Ends the current phase with the clients heard so far. Ending UNMASK
  * checks every revealed share, rebuilds the secrets and removes the

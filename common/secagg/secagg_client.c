@@ -22,10 +22,12 @@
  * - AES-GCM nonces are drawn from the client's rng (the header says all of
  *   its randomness comes from there, so a seeded test reproduces); every
  *   (key, nonce) pair is then as unique as a random 96-bit nonce is.
- * - A SecAggShares with any share that does not open or does not match is
- *   refused as a whole (EINVAL), so S, the neighbours whose pairwise masks
- *   the client adds, is exactly the senders of the shares it was given,
- *   which is what the coordinator assumes when it removes masks.
+ * - secagg_client_mask refuses a SecAggShares with any share that does not
+ *   open as a whole (EINVAL), so S, the neighbours whose pairwise masks the
+ *   client adds, is exactly the senders of the shares it was given.
+ *   secagg_client_check instead leaves such senders out and complains of
+ *   them, and secagg_client_mask_checked leaves out whom the coordinator
+ *   names too, so S is what the coordinator assumes after the complaints.
  * - A client never aborts: after DONE every call is COHORT_ESTATE.
  * - A client computes only its own row of the neighbour graph (O(n) for
  *   the circle, then k indices), never the graph, so neither a large
@@ -73,6 +75,11 @@ struct secagg_client {
   uint8_t *has_share;
   uint64_t (*key_share)[SECAGG_CHUNKS];
   uint64_t (*seed_share)[SECAGG_CHUNKS];
+  /* Per neighbour slot, set in MASKED: left out of the masks and of every
+   * reveal (its share did not open, a complaint was made about the pair, or
+   * the coordinator dropped it). checked: the shares were taken. */
+  uint8_t *left_out;
+  int checked;
   /* Set in CONSISTENCY: the survivor list we were given. */
   uint8_t *alive; /* per slot */
   uint8_t survivors_digest[CRYPTO_SHA256_LEN];
@@ -138,11 +145,12 @@ int secagg_client_new(const secagg_params *p, uint32_t index,
   c->pair_seed = calloc(k, sizeof *c->pair_seed);
   c->has_share = calloc(k, 1);
   c->alive = calloc(k, 1);
+  c->left_out = calloc(k, 1);
   c->nbr = malloc(k * sizeof *c->nbr);
   c->key_share = calloc(k, sizeof *c->key_share);
   c->seed_share = calloc(k, sizeof *c->seed_share);
   if (!c->peer || !c->aead_key || !c->attest_key || !c->pair_seed ||
-      !c->has_share || !c->alive || !c->nbr || !c->key_share ||
+      !c->has_share || !c->alive || !c->left_out || !c->nbr || !c->key_share ||
       !c->seed_share) {
     rc = COHORT_ENOMEM;
     goto out;
@@ -186,6 +194,7 @@ void secagg_client_free(secagg_client *c) {
   free(c->peer);
   free(c->has_share);
   free(c->alive);
+  free(c->left_out);
   wipe_free(c->aead_key, k * sizeof *c->aead_key);
   wipe_free(c->attest_key, k * sizeof *c->attest_key);
   wipe_free(c->pair_seed, k * sizeof *c->pair_seed);
@@ -468,96 +477,126 @@ out:
   return rc;
 }
 
-int secagg_client_mask(secagg_client *c, const uint8_t *shares,
-                       size_t shares_len, const uint64_t *input, uint8_t **out,
-                       size_t *out_len, char *err, size_t errlen) {
-  if (c->phase != SECAGG_MASKED)
-    return wrong_phase(c, SECAGG_MASKED, err, errlen);
+/* The shares addressed to u, opened into got/ksh/ssh (k slots each). A
+ * share that does not open (its tag does not verify under the key with its
+ * sender, its plaintext names another sender, receiver or round, or a
+ * value lies outside the field) is left out and its sender flagged in bad:
+ * the sender's doing, or the coordinator's, and either way nothing u can
+ * use. What only the coordinator decides (to whom a share is addressed,
+ * that it comes from a neighbour that advertised, once) is refused. */
+static int open_shares(const secagg_client *c,
+                       const Cohort__V1__SecAggShares *m, uint8_t *got,
+                       uint8_t *bad, uint64_t (*ksh)[SECAGG_CHUNKS],
+                       uint64_t (*ssh)[SECAGG_CHUNKS], char *err,
+                       size_t errlen) {
   const uint32_t k = c->p.degree, u = c->index;
-  const unsigned bits = c->p.ring_bits;
-  const size_t dim = c->p.dim;
-  const uint64_t ring = (UINT64_C(1) << bits) - 1;
+  uint8_t aad[SECAGG_AAD_LEN], plain[SECAGG_PLAIN_LEN];
   int rc = COHORT_OK;
-  uint8_t *got = NULL, *packed = NULL;
-  uint64_t(*ksh)[SECAGG_CHUNKS] = NULL, (*ssh)[SECAGG_CHUNKS] = NULL;
-  uint64_t *y = NULL;
-  uint8_t plain[SECAGG_PLAIN_LEN];
-  if (!input)
-    return fail(c, err, errlen, COHORT_EINVAL, "no input");
-  for (size_t i = 0; i < dim; i++)
-    if (input[i] > ring)
-      return fail(c, err, errlen, COHORT_EINVAL,
-                  "input element %zu does not fit in %u bits", i, bits);
-  Cohort__V1__SecAggShares *m =
-      cohort__v1__sec_agg_shares__unpack(NULL, shares_len, shares);
-  if (!m)
-    return fail(c, err, errlen, COHORT_EINVAL, "SecAggShares does not parse");
-
-  got = calloc(k, 1);
-  ksh = calloc(k, sizeof *ksh);
-  ssh = calloc(k, sizeof *ssh);
-  if (!got || !ksh || !ssh) {
-    rc = COHORT_ENOMEM;
-    goto out;
-  }
-  uint8_t aad[SECAGG_AAD_LEN];
-  for (size_t i = 0; i < m->n_shares; i++) {
+  for (size_t i = 0; i < m->n_shares && !rc; i++) {
     const Cohort__V1__SecAggShare *e = m->shares[i];
-    if (e->to != u) {
+    long s = secagg_slot(c->nbr, k, e->from);
+    if (e->to != u)
       rc = fail(c, err, errlen, COHORT_EINVAL,
                 "a share from %u is addressed to %u", e->from, e->to);
-      goto out;
-    }
-    long s = secagg_slot(c->nbr, k, e->from);
-    if (s < 0 || !c->peer[s]) {
+    else if (s < 0 || !c->peer[s])
       rc = fail(c, err, errlen, COHORT_EINVAL,
                 "a share from %u, which is not a neighbour that advertised",
                 e->from);
-      goto out;
-    }
-    if (got[s]) {
+    else if (got[s] || bad[s])
       rc = fail(c, err, errlen, COHORT_EINVAL, "two shares from %u", e->from);
-      goto out;
-    }
+    if (rc)
+      break;
     secagg_share_aad(e->from, u, c->p.round_seed, aad);
     if (e->sealed.len != SECAGG_SEALED_LEN ||
         aead_open(c->aead_key[s], aad, sizeof aad, e->sealed.data,
                   e->sealed.len, plain) != COHORT_OK ||
         memcmp(plain, aad, sizeof aad) != 0) {
-      rc = fail(c, err, errlen, COHORT_EINVAL,
-                "the share from %u does not authenticate", e->from);
-      goto out;
+      bad[s] = 1;
+      continue;
     }
     const uint8_t *q = plain + SECAGG_AAD_LEN;
     for (size_t j = 0; j < SECAGG_CHUNKS; j++, q += 8)
       ksh[s][j] = wire_get_le64(q);
     for (size_t j = 0; j < SECAGG_CHUNKS; j++, q += 8)
       ssh[s][j] = wire_get_le64(q);
-    for (size_t j = 0; j < SECAGG_CHUNKS; j++)
-      if (ksh[s][j] >= SHAMIR_PRIME || ssh[s][j] >= SHAMIR_PRIME) {
-        rc = fail(c, err, errlen, COHORT_EINVAL,
-                  "the share from %u holds an element outside the field",
-                  e->from);
-        goto out;
-      }
     got[s] = 1;
+    for (size_t j = 0; j < SECAGG_CHUNKS; j++)
+      if (ksh[s][j] >= SHAMIR_PRIME || ssh[s][j] >= SHAMIR_PRIME)
+        got[s] = 0;
+    bad[s] = !got[s];
   }
-  /* Masking with fewer than t neighbours would let a coordinator that
-   * withheld the rest, then said those few dropped, strip every mask. */
-  if (m->n_shares < c->p.threshold) {
-    rc = fail(c, err, errlen, COHORT_EINVAL,
-              "%zu shares from neighbours is below the threshold %u",
-              m->n_shares, c->p.threshold);
-    goto out;
-  }
+  OPENSSL_cleanse(plain, sizeof plain);
+  return rc;
+}
 
-  size_t plen = secagg_packed_len(dim, bits);
-  y = malloc(dim * sizeof *y);
-  packed = calloc(plen ? plen : 1, 1);
-  if (!y || !packed) {
+/* Opens the shares (open_shares) into the client's state. strict: any
+ * share that does not open refuses the whole message, the state unchanged
+ * (secagg_client_mask); otherwise their senders are left out and named in
+ * *complaints (k flags, malloc'd; the caller frees). */
+static int take_shares(secagg_client *c, const uint8_t *shares,
+                       size_t shares_len, int strict, uint8_t **complaints,
+                       char *err, size_t errlen) {
+  const uint32_t k = c->p.degree;
+  uint8_t *got = calloc(k ? k : 1, 1), *bad = calloc(k ? k : 1, 1);
+  uint64_t(*ksh)[SECAGG_CHUNKS] = calloc(k ? k : 1, sizeof *ksh);
+  uint64_t(*ssh)[SECAGG_CHUNKS] = calloc(k ? k : 1, sizeof *ssh);
+  Cohort__V1__SecAggShares *m =
+      cohort__v1__sec_agg_shares__unpack(NULL, shares_len, shares);
+  int rc = COHORT_OK;
+  if (!got || !bad || !ksh || !ssh)
     rc = COHORT_ENOMEM;
-    goto out;
+  else if (!m)
+    rc = fail(c, err, errlen, COHORT_EINVAL, "SecAggShares does not parse");
+  else
+    rc = open_shares(c, m, got, bad, ksh, ssh, err, errlen);
+  for (uint32_t s = 0; s < k && !rc && strict; s++)
+    if (bad[s])
+      rc = fail(c, err, errlen, COHORT_EINVAL,
+                "the share from %u does not authenticate", c->nbr[s]);
+  if (!rc) {
+    memcpy(c->has_share, got, k);
+    memcpy(c->key_share, ksh, (size_t)k * sizeof *ksh);
+    memcpy(c->seed_share, ssh, (size_t)k * sizeof *ssh);
+    memcpy(c->left_out, bad, k);
+    c->checked = 1;
+    if (complaints) {
+      *complaints = bad;
+      bad = NULL;
+    }
   }
+  free(got);
+  free(bad);
+  wipe_free(ksh, (size_t)k * sizeof *ksh);
+  wipe_free(ssh, (size_t)k * sizeof *ssh);
+  if (m)
+    cohort__v1__sec_agg_shares__free_unpacked(m, NULL);
+  return rc;
+}
+
+/* y = input + PRG(b_u) +- PRG(s_uv) over the neighbours it masks with (its
+ * shares opened and it leaves them not out), packed into SecAggMaskedInput.
+ * Refuses fewer than t of them: a client that masks with fewer neighbours
+ * than the threshold can be unmasked by a coordinator that withheld the
+ * rest, then said those few dropped. */
+static int mask_input(secagg_client *c, const uint64_t *input, uint8_t **out,
+                      size_t *out_len, char *err, size_t errlen) {
+  const uint32_t k = c->p.degree, u = c->index;
+  const unsigned bits = c->p.ring_bits;
+  const size_t dim = c->p.dim;
+  uint32_t with = 0;
+  for (uint32_t s = 0; s < k; s++)
+    with += c->has_share[s] && !c->left_out[s];
+  if (with < c->p.threshold)
+    return fail(c, err, errlen, COHORT_EINVAL,
+                "%u shares from neighbours is below the threshold %u (only "
+                "neighbours it masks with count)",
+                with, c->p.threshold);
+  size_t plen = secagg_packed_len(dim, bits);
+  uint64_t *y = malloc(dim * sizeof *y);
+  uint8_t *packed = calloc(plen ? plen : 1, 1);
+  int rc = y && packed ? COHORT_OK : COHORT_ENOMEM;
+  if (rc)
+    goto out;
   memcpy(y, input, dim * sizeof *y);
   /* The self mask and every pairwise one in one pass over y. */
   mask_sum *ms;
@@ -565,7 +604,7 @@ int secagg_client_mask(secagg_client *c, const uint8_t *shares,
   if (!rc)
     rc = mask_sum_add(ms, c->self_seed, 1);
   for (uint32_t s = 0; s < k && !rc; s++)
-    if (got[s])
+    if (c->has_share[s] && !c->left_out[s])
       rc = mask_sum_add(ms, c->pair_seed[s], c->nbr[s] > u ? 1 : -1);
   if (!rc)
     rc = mask_sum_flush(ms);
@@ -582,24 +621,125 @@ int secagg_client_mask(secagg_client *c, const uint8_t *shares,
   rc = pb_pack(&msg.base, out, out_len);
   if (rc)
     goto out;
-
-  memcpy(c->has_share, got, k);
-  memcpy(c->key_share, ksh, (size_t)k * sizeof *ksh);
-  memcpy(c->seed_share, ssh, (size_t)k * sizeof *ssh);
   /* The channel and mask keys are spent. */
   OPENSSL_cleanse(c->aead_key, (size_t)k * sizeof *c->aead_key);
   OPENSSL_cleanse(c->pair_seed, (size_t)k * sizeof *c->pair_seed);
   c->phase = SECAGG_CONSISTENCY;
 out:
-  OPENSSL_cleanse(plain, sizeof plain);
-  free(got);
-  wipe_free(ksh, (size_t)k * sizeof *ksh);
-  wipe_free(ssh, (size_t)k * sizeof *ssh);
   /* y is the masked input, but while masks are being added it held the
    * input plus only some of them. */
   wipe_free(y, y ? dim * sizeof *y : 0);
   free(packed);
-  cohort__v1__sec_agg_shares__free_unpacked(m, NULL);
+  return rc;
+}
+
+/* Back to before take_shares. */
+static void forget_shares(secagg_client *c) {
+  const uint32_t k = c->p.degree;
+  memset(c->has_share, 0, k);
+  memset(c->left_out, 0, k);
+  OPENSSL_cleanse(c->key_share, (size_t)k * sizeof *c->key_share);
+  OPENSSL_cleanse(c->seed_share, (size_t)k * sizeof *c->seed_share);
+  c->checked = 0;
+}
+
+static int check_input(const secagg_client *c, const uint64_t *input, char *err,
+                       size_t errlen) {
+  const uint64_t ring = (UINT64_C(1) << c->p.ring_bits) - 1;
+  if (!input)
+    return fail(c, err, errlen, COHORT_EINVAL, "no input");
+  for (size_t i = 0; i < c->p.dim; i++)
+    if (input[i] > ring)
+      return fail(c, err, errlen, COHORT_EINVAL,
+                  "input element %zu does not fit in %u bits", i,
+                  c->p.ring_bits);
+  return COHORT_OK;
+}
+
+int secagg_client_mask(secagg_client *c, const uint8_t *shares,
+                       size_t shares_len, const uint64_t *input, uint8_t **out,
+                       size_t *out_len, char *err, size_t errlen) {
+  if (c->phase != SECAGG_MASKED || c->checked)
+    return wrong_phase(c, SECAGG_MASKED, err, errlen);
+  int rc = check_input(c, input, err, errlen);
+  if (rc)
+    return rc;
+  /* The state is kept only when the masked input is made. */
+  rc = take_shares(c, shares, shares_len, 1, NULL, err, errlen);
+  if (!rc)
+    rc = mask_input(c, input, out, out_len, err, errlen);
+  if (rc)
+    forget_shares(c);
+  return rc;
+}
+
+int secagg_client_check(secagg_client *c, const uint8_t *shares,
+                        size_t shares_len, uint8_t **out, size_t *out_len,
+                        char *err, size_t errlen) {
+  if (c->phase != SECAGG_MASKED || c->checked)
+    return wrong_phase(c, SECAGG_MASKED, err, errlen);
+  const uint32_t k = c->p.degree;
+  uint8_t *bad = NULL;
+  uint32_t *who = NULL;
+  int rc = take_shares(c, shares, shares_len, 0, &bad, err, errlen);
+  if (rc)
+    return rc;
+  who = malloc((k ? k : 1) * sizeof *who);
+  if (!who) {
+    rc = COHORT_ENOMEM;
+    goto out;
+  }
+  Cohort__V1__SecAggComplaints msg = COHORT__V1__SEC_AGG_COMPLAINTS__INIT;
+  for (uint32_t s = 0; s < k; s++)
+    if (bad[s])
+      who[msg.n_senders++] = c->nbr[s];
+  msg.senders = who;
+  rc = pb_pack(&msg.base, out, out_len);
+out:
+  if (rc)
+    forget_shares(c);
+  free(bad);
+  free(who);
+  return rc;
+}
+
+int secagg_client_mask_checked(secagg_client *c, const uint8_t *leave_out,
+                               size_t leave_out_len, const uint64_t *input,
+                               uint8_t **out, size_t *out_len, char *err,
+                               size_t errlen) {
+  if (c->phase != SECAGG_MASKED || !c->checked)
+    return wrong_phase(c, SECAGG_MASKED, err, errlen);
+  const uint32_t k = c->p.degree;
+  int rc = check_input(c, input, err, errlen);
+  if (rc)
+    return rc;
+  Cohort__V1__SecAggComplaints *m =
+      cohort__v1__sec_agg_complaints__unpack(NULL, leave_out_len, leave_out);
+  if (!m)
+    return fail(c, err, errlen, COHORT_EINVAL,
+                "SecAggComplaints does not parse");
+  uint8_t *was = malloc(k ? k : 1);
+  if (!was) {
+    rc = COHORT_ENOMEM;
+    goto out;
+  }
+  memcpy(was, c->left_out, k);
+  for (size_t i = 0; i < m->n_senders && !rc; i++) {
+    long s = secagg_slot(c->nbr, k, m->senders[i]);
+    if (s < 0)
+      rc = fail(c, err, errlen, COHORT_EINVAL,
+                "it is told to leave out %u, which is not its neighbour",
+                m->senders[i]);
+    else
+      c->left_out[s] = 1;
+  }
+  if (!rc)
+    rc = mask_input(c, input, out, out_len, err, errlen);
+  if (rc)
+    memcpy(c->left_out, was, k);
+out:
+  free(was);
+  cohort__v1__sec_agg_complaints__free_unpacked(m, NULL);
   return rc;
 }
 
@@ -644,7 +784,9 @@ int secagg_client_attest(secagg_client *c, const uint8_t *survivors,
   for (uint32_t s = 0; s < k; s++) {
     if (!secagg_bitmap_get(bits, c->nbr[s]))
       continue;
-    if (!c->has_share[s]) {
+    /* A neighbour it left out may survive (the complaint was about the
+     * pair); it gets the attestation but no reveal. */
+    if (!c->has_share[s] && !c->left_out[s]) {
       rc =
           fail(c, err, errlen, COHORT_EINVAL,
                "survivor %u is not a neighbour that sent it shares", c->nbr[s]);
@@ -780,7 +922,7 @@ int secagg_client_unmask(secagg_client *c, const uint8_t *attestations,
   rvp[nr] = &rv[nr];
   nr++;
   for (uint32_t s = 0; s < k; s++) {
-    if (!c->has_share[s])
+    if (!c->has_share[s] || c->left_out[s])
       continue;
     cohort__v1__sec_agg_reveal__init(&rv[nr]);
     rv[nr].owner = c->nbr[s];

@@ -57,6 +57,10 @@
 #define MASK_CONTEXT "cohort secagg mask"
 #define N_PHASES 5 /* ADVERTISE .. UNMASK: the phases clients send in */
 
+enum { COMPLAINTS_NONE, COMPLAINTS_OPEN, COMPLAINTS_CLOSED };
+#define DROPPED_WHY                                                            \
+  "after the complaints it has fewer than t neighbours to mask with"
+
 /* The shares revealed of one client's secret, in the order they came. */
 typedef struct reveal_set {
   uint32_t count;
@@ -82,8 +86,15 @@ struct secagg_server {
   /* Of every SecAggUnmask taken: what the shares' random check draws its
    * coefficients from, fixed only once every share is in. */
   crypto_sha256_ctx *reveals_hash;
-  uint8_t *bad;  /* n: holders whose shares were set aside */
-  uint64_t *sum; /* dim elements mod 2^B */
+  uint8_t *bad; /* n: holders whose shares were set aside */
+  /* MASKED's complaints (secagg_server_open_complaints): */
+  int complaints;      /* COMPLAINTS_* */
+  uint8_t *complained; /* n: sent its SecAggComplaints */
+  uint32_t n_complained;
+  uint8_t **left_out; /* n rows of k flags by neighbour slot, NULL until a
+                         complaint names the pair: it left the pair out */
+  uint8_t *dropped;   /* n: dropped when the complaints closed */
+  uint64_t *sum;      /* dim elements mod 2^B */
   char reason[256];
 };
 
@@ -141,6 +152,9 @@ void secagg_server_free(secagg_server *s) {
     crypto_sha256_end(s->reveals_hash, ignored);
   }
   free(s->bad);
+  free_rows(&s->left_out, s->p.n);
+  free(s->complained);
+  free(s->dropped);
   if (s->sum) {
     OPENSSL_cleanse(s->sum, s->p.dim * sizeof *s->sum);
     free(s->sum);
@@ -178,10 +192,14 @@ int secagg_server_new(const secagg_params *p, const secagg_peer_identity *ids,
   s->tags = calloc(p->n, sizeof *s->tags);
   s->rev = calloc(p->n, sizeof *s->rev);
   s->bad = calloc(p->n, 1);
+  s->complained = calloc(p->n, 1);
+  s->dropped = calloc(p->n, 1);
+  s->left_out = calloc(p->n, sizeof *s->left_out);
   s->sum = calloc(p->dim, sizeof *s->sum);
   s->reveals_hash = crypto_sha256_begin();
   if (rc || !s->ids || !s->share_pub || !s->mask_pub || !s->sig || !s->sealed ||
-      !s->tags || !s->rev || !s->bad || !s->sum || !s->reveals_hash) {
+      !s->tags || !s->rev || !s->bad || !s->sum || !s->reveals_hash ||
+      !s->complained || !s->dropped || !s->left_out) {
     rc = COHORT_ENOMEM;
     goto out;
   }
@@ -221,6 +239,12 @@ static int server_abort(secagg_server *s, char *err, size_t errlen,
 
 static const uint32_t *nbrs(const secagg_server *s, uint32_t i) {
   return secagg_graph_neighbours(s->graph, i);
+}
+
+/* Whether a and b (neighbours) left their pair out after a complaint. */
+static int pair_left_out(const secagg_server *s, uint32_t a, uint32_t b) {
+  const uint8_t *row = s->left_out[a];
+  return row && row[secagg_slot(nbrs(s, a), s->p.degree, b)];
 }
 
 /* ---- receiving ---- */
@@ -480,6 +504,8 @@ static int recv_unmask(secagg_server *s, uint32_t from, const uint8_t *msg,
     const char *why = NULL;
     if (slot < 0 || !shared[o])
       why = "is not a neighbour that sent it shares";
+    else if (s->dropped[o] || (o != from && pair_left_out(s, from, o)))
+      why = "was left out of its masks: nothing of it may be revealed";
     else if (seen[slot])
       why = "appears twice";
     else if (e->mask_key && masked[o])
@@ -536,6 +562,186 @@ out:
   return rc;
 }
 
+/* ---- complaints (MASKED, before any masked input) ---- */
+
+/* Whether u must mask without some neighbour that sent shares: a pair left
+ * out, or a neighbour dropped. */
+static int leaves_out_any(const secagg_server *s, uint32_t u) {
+  const uint32_t *nb = nbrs(s, u);
+  for (uint32_t j = 0; j < s->p.degree; j++)
+    if (s->heard[SECAGG_SHARE][nb[j]] &&
+        (s->dropped[nb[j]] || pair_left_out(s, u, nb[j])))
+      return 1;
+  return 0;
+}
+
+int secagg_server_open_complaints(secagg_server *s, char *err, size_t errlen) {
+  if (s->phase != SECAGG_MASKED || s->count[SECAGG_MASKED] ||
+      s->complaints != COMPLAINTS_NONE)
+    return errbuf_fail(err, errlen, COHORT_ESTATE, NULL,
+                       "secagg: complaints open only as MASKED begins");
+  s->complaints = COMPLAINTS_OPEN;
+  return COHORT_OK;
+}
+
+int secagg_server_complain(secagg_server *s, uint32_t from, const uint8_t *msg,
+                           size_t len, char *err, size_t errlen) {
+  const uint32_t k = s->p.degree;
+  if (s->phase == SECAGG_ABORTED)
+    return errbuf_fail(err, errlen, COHORT_EABORTED, NULL,
+                       "secagg: the round aborted: %s", s->reason);
+  if (s->phase != SECAGG_MASKED || s->complaints == COMPLAINTS_NONE)
+    return errbuf_fail(err, errlen, COHORT_ESTATE, NULL,
+                       "secagg: a complaint in phase %s, outside MASKED's "
+                       "complaints",
+                       secagg_phase_name(s->phase));
+  if (from >= s->p.n || !s->heard[SECAGG_SHARE][from])
+    return errbuf_fail(err, errlen, COHORT_ESTATE, NULL,
+                       "secagg: client %u sent no shares; it has nothing to "
+                       "complain of",
+                       from);
+  if (s->complained[from] || s->heard[SECAGG_MASKED][from])
+    return errbuf_fail(err, errlen, COHORT_ESTATE, NULL,
+                       "secagg: client %u already sent its complaints", from);
+  if (s->dropped[from])
+    return errbuf_fail(err, errlen, COHORT_ESTATE, NULL,
+                       "secagg: client %u was dropped: " DROPPED_WHY, from);
+  if (!msg && len)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg: no message from %u", from);
+  Cohort__V1__SecAggComplaints *m =
+      cohort__v1__sec_agg_complaints__unpack(NULL, len, msg);
+  if (!m)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg: SecAggComplaints from %u does not parse", from);
+  const uint32_t *nb = nbrs(s, from);
+  uint8_t *named = calloc(k ? k : 1, 1);
+  int rc = named ? COHORT_OK : COHORT_ENOMEM;
+  if (!rc && m->n_senders > k)
+    rc = errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                     "secagg: SecAggComplaints from %u names %zu senders; it "
+                     "has %u neighbours",
+                     from, m->n_senders, k);
+  if (!rc && m->n_senders && s->complaints == COMPLAINTS_CLOSED)
+    rc = errbuf_fail(err, errlen, COHORT_ESTATE, NULL,
+                     "secagg: complaints from %u after they closed; it can "
+                     "only mask with every neighbour now",
+                     from);
+  for (size_t i = 0; i < m->n_senders && !rc; i++) {
+    uint32_t v = m->senders[i];
+    long slot = secagg_slot(nb, k, v);
+    if (slot < 0 || !s->heard[SECAGG_SHARE][v] || named[slot])
+      rc = errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "secagg: SecAggComplaints from %u names %u %s", from, v,
+                       slot >= 0 && named[slot]
+                           ? "twice"
+                           : "which is not a neighbour that sent shares");
+    else
+      named[slot] = 1;
+  }
+  /* Rows first, so that running out of memory changes nothing. */
+  for (size_t i = 0; i < m->n_senders && !rc; i++) {
+    uint32_t v = m->senders[i];
+    if (!s->left_out[v] && !(s->left_out[v] = calloc(k, 1)))
+      rc = COHORT_ENOMEM;
+  }
+  if (!rc && m->n_senders && !s->left_out[from] &&
+      !(s->left_out[from] = calloc(k, 1)))
+    rc = COHORT_ENOMEM;
+  for (size_t i = 0; i < m->n_senders && !rc; i++) {
+    uint32_t v = m->senders[i];
+    s->left_out[from][secagg_slot(nb, k, v)] = 1;
+    s->left_out[v][secagg_slot(nbrs(s, v), k, from)] = 1;
+  }
+  if (!rc) {
+    s->complained[from] = 1;
+    s->n_complained++;
+  }
+  free(named);
+  cohort__v1__sec_agg_complaints__free_unpacked(m, NULL);
+  return rc;
+}
+
+int secagg_server_close_complaints(secagg_server *s, uint32_t *n_dropped,
+                                   char *err, size_t errlen) {
+  if (s->phase != SECAGG_MASKED || s->complaints != COMPLAINTS_OPEN)
+    return errbuf_fail(err, errlen, COHORT_ESTATE, NULL,
+                       "secagg: no complaints to close");
+  const uint32_t k = s->p.degree;
+  const uint8_t *shared = s->heard[SECAGG_SHARE];
+  uint32_t dropped = 0;
+  /* A client left with fewer than t neighbours to mask with (those that
+   * sent shares and were not dropped, less the pairs left out) would
+   * refuse to mask, and an insider whose shares opened nowhere could never
+   * be unmasked: neither its self-mask seed nor its mask key could be
+   * rebuilt. Every neighbour leaves it out instead. Dropping one may leave
+   * a neighbour short in turn (had it refused to mask by itself, its
+   * neighbours' masks with it could not be removed), so until none is. */
+  for (int changed = 1; changed;) {
+    changed = 0;
+    for (uint32_t u = 0; u < s->p.n; u++) {
+      if (!shared[u] || s->dropped[u])
+        continue;
+      const uint32_t *nb = nbrs(s, u);
+      uint32_t partners = 0;
+      for (uint32_t j = 0; j < k; j++)
+        partners +=
+            shared[nb[j]] && !s->dropped[nb[j]] && !pair_left_out(s, u, nb[j]);
+      if (partners < s->p.threshold) {
+        s->dropped[u] = 1;
+        dropped++;
+        changed = 1;
+      }
+    }
+  }
+  s->complaints = COMPLAINTS_CLOSED;
+  if (n_dropped)
+    *n_dropped = dropped;
+  return COHORT_OK;
+}
+
+int secagg_server_complaints_open(const secagg_server *s) {
+  return s->phase == SECAGG_MASKED && s->complaints == COMPLAINTS_OPEN;
+}
+
+uint32_t secagg_server_complaint_count(const secagg_server *s) {
+  return s->n_complained;
+}
+
+int secagg_server_complained(const secagg_server *s, uint32_t i) {
+  return i < s->p.n && s->complained[i];
+}
+
+int secagg_server_dropped(const secagg_server *s, uint32_t i) {
+  return i < s->p.n && s->dropped[i];
+}
+
+int secagg_server_leave_out(const secagg_server *s, uint32_t to, uint8_t **out,
+                            size_t *out_len, char *err, size_t errlen) {
+  if (s->phase != SECAGG_MASKED || s->complaints != COMPLAINTS_CLOSED)
+    return errbuf_fail(err, errlen, COHORT_ESTATE, NULL,
+                       "secagg: whom to leave out is known once the "
+                       "complaints close");
+  if (to >= s->p.n || !s->heard[SECAGG_SHARE][to] || s->dropped[to])
+    return errbuf_fail(
+        err, errlen, COHORT_ESTATE, NULL, "secagg: client %u %s", to,
+        to < s->p.n && s->dropped[to] ? "was dropped: " DROPPED_WHY
+                                      : "sent no shares");
+  const uint32_t k = s->p.degree, *nb = nbrs(s, to);
+  uint32_t *who = malloc((k ? k : 1) * sizeof *who);
+  if (!who)
+    return COHORT_ENOMEM;
+  Cohort__V1__SecAggComplaints m = COHORT__V1__SEC_AGG_COMPLAINTS__INIT;
+  for (uint32_t j = 0; j < k; j++)
+    if (s->heard[SECAGG_SHARE][nb[j]] &&
+        (s->dropped[nb[j]] || pair_left_out(s, to, nb[j])))
+      who[m.n_senders++] = nb[j];
+  m.senders = who;
+  int rc = pb_pack(&m.base, out, out_len);
+  free(who);
+  return rc;
+}
+
 int secagg_server_receive(secagg_server *s, uint32_t from, secagg_phase phase,
                           const uint8_t *msg, size_t len, char *err,
                           size_t errlen) {
@@ -562,6 +768,21 @@ int secagg_server_receive(secagg_server *s, uint32_t from, secagg_phase phase,
   if (!msg && len)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "secagg: no message from %u", from);
+  /* Once complaints are open, a masked input counts only when they have
+   * closed (so that no later complaint can make its sender a dropout) and
+   * its sender masked without every neighbour it had to leave out. */
+  if (phase == SECAGG_MASKED && s->complaints != COMPLAINTS_NONE) {
+    const char *why =
+        s->complaints == COMPLAINTS_OPEN ? "the complaints are still open"
+        : s->dropped[from]               ? "it was dropped: " DROPPED_WHY
+        : !s->complained[from] && leaves_out_any(s, from)
+            ? "it must first send its complaints and mask without the "
+              "neighbours it is told to leave out"
+            : NULL;
+    if (why)
+      return errbuf_fail(err, errlen, COHORT_ESTATE, NULL,
+                         "secagg: a masked input from %u: %s", from, why);
+  }
   int rc;
   switch (phase) {
   case SECAGG_ADVERTISE:
@@ -730,7 +951,7 @@ static int strip_masks(secagg_server *s, const uint8_t *need,
     const uint32_t *nb = nbrs(s, i);
     for (uint32_t j = 0; j < k && !rc; j++) {
       uint32_t w = nb[j];
-      if (!masked[w])
+      if (!masked[w] || pair_left_out(s, i, w))
         continue;
       if (!pub[w])
         rc = kex_public_load(s->mask_pub[w], &pub[w]);
@@ -795,10 +1016,10 @@ static int finish(secagg_server *s, char *err, size_t errlen) {
   for (uint32_t i = 0; i < n; i++) {
     if (masked[i]) {
       need[i] = 1;
-    } else if (shared[i]) {
+    } else if (shared[i] && !s->dropped[i]) {
       const uint32_t *nb = nbrs(s, i);
       for (uint32_t j = 0; j < k && !need[i]; j++)
-        if (masked[nb[j]])
+        if (masked[nb[j]] && !pair_left_out(s, i, nb[j]))
           need[i] = 2;
     }
   }

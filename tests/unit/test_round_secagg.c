@@ -51,9 +51,12 @@ typedef struct sim {
   size_t in_len[MAX_CLIENTS];
   uint8_t *sent[MAX_CLIENTS]; /* i's last message */
   size_t sent_len[MAX_CLIENTS];
+  uint8_t *leave[MAX_CLIENTS]; /* whom i must mask without (SecAggComplaints) */
+  size_t leave_len[MAX_CLIENTS];
   float *delta[MAX_CLIENTS];
   uint64_t *ring[MAX_CLIENTS]; /* what i masked: encode(delta * w / W) */
   int alive[MAX_CLIENTS];
+  int spoil[MAX_CLIENTS]; /* an insider: random bytes for its sealed shares */
 } sim;
 
 static float *floats(size_t n) {
@@ -93,7 +96,8 @@ static void sim_free_clients(sim *s) {
     free(s->in[i]);
     free(s->sent[i]);
     free(s->ring[i]);
-    s->in[i] = s->sent[i] = NULL;
+    free(s->leave[i]);
+    s->in[i] = s->sent[i] = s->leave[i] = NULL;
     s->ring[i] = NULL;
   }
 }
@@ -124,7 +128,8 @@ static void call_ok(sim *s, int i, int step, const uint8_t *msg, size_t len,
     CU_ASSERT(r.after_ms > 0 && r.after_ms <= 500);
   }
   if (outcome == ROUND_SECAGG_MESSAGE) {
-    CU_ASSERT(r.message_len > 0);
+    /* Whom to leave out (MASKED, before the upload) may be nobody. */
+    CU_ASSERT(r.message_len > 0 || step == ROUND_SECAGG_MASKED);
     free(s->in[i]);
     s->in[i] = r.message;
     s->in_len[i] = r.message_len;
@@ -224,6 +229,59 @@ static void sim_advertise(sim *s) {
               ROUND_SECAGG_MESSAGE);
 }
 
+/* What the hostile client of issue 21 sent: every sealed share replaced
+ * by random bytes of the same length. */
+static void spoil_shares(int i, uint8_t **msg, size_t *len) {
+  Cohort__V1__SecAggShares *m =
+      cohort__v1__sec_agg_shares__unpack(NULL, *len, *msg);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  prg g;
+  CU_ASSERT_EQUAL_FATAL(prg_init_u64(&g, 4242 + (uint64_t)i), 0);
+  for (size_t j = 0; j < m->n_shares; j++)
+    prg_bytes(&g, m->shares[j]->sealed.data, m->shares[j]->sealed.len);
+  prg_free(&g);
+  free(*msg);
+  CU_ASSERT_EQUAL_FATAL(pb_pack(&m->base, msg, len), COHORT_OK);
+  cohort__v1__sec_agg_shares__free_unpacked(m, NULL);
+}
+
+/* Every live client checks the shares it was given and sends its
+ * complaints (MASKED, Wait while they are open); a tick closes them; each
+ * then polls for whom to leave out. */
+static void sim_complain(sim *s) {
+  char err[200];
+  for (int i = 0; i < s->n; i++) {
+    if (!s->alive[i])
+      continue;
+    uint8_t *m = NULL;
+    size_t len = 0;
+    CU_ASSERT_EQUAL_FATAL(secagg_client_check(s->c[i], s->in[i], s->in_len[i],
+                                              &m, &len, err, sizeof err),
+                          COHORT_OK);
+    call_ok(s, i, ROUND_SECAGG_MASKED, m, len, ROUND_SECAGG_WAIT);
+    free(m);
+  }
+  tick(s);
+  for (int i = 0; i < s->n; i++) {
+    if (!s->alive[i])
+      continue;
+    if (s->spoil[i]) { /* dropped: its part in the round is over */
+      round_secagg_reply r;
+      round_verdict v = call(s, i, ROUND_SECAGG_MASKED, NULL, 0, &r);
+      CU_ASSERT_EQUAL(v.code, GRPC_STATUS_FAILED_PRECONDITION);
+      CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "dropped"));
+      s->alive[i] = 0;
+      continue;
+    }
+    call_ok(s, i, ROUND_SECAGG_MASKED, NULL, 0, ROUND_SECAGG_MESSAGE);
+    free(s->leave[i]);
+    s->leave[i] = s->in[i];
+    s->leave_len[i] = s->in_len[i];
+    s->in[i] = NULL;
+    s->in_len[i] = 0;
+  }
+}
+
 static void sim_share(sim *s) {
   char err[200];
   for (int i = 0; i < s->n; i++) {
@@ -234,6 +292,8 @@ static void sim_share(sim *s) {
     CU_ASSERT_EQUAL_FATAL(secagg_client_share(s->c[i], s->in[i], s->in_len[i],
                                               &m, &len, err, sizeof err),
                           COHORT_OK);
+    if (s->spoil[i])
+      spoil_shares(i, &m, &len);
     keep_sent(s, i, m, len);
     call_ok(s, i, ROUND_SECAGG_SHARE, m, len, ROUND_SECAGG_WAIT);
   }
@@ -241,6 +301,7 @@ static void sim_share(sim *s) {
   for (int i = 0; i < s->n; i++)
     if (s->alive[i])
       call_ok(s, i, ROUND_SECAGG_SHARE, NULL, 0, ROUND_SECAGG_MESSAGE);
+  sim_complain(s);
 }
 
 /* Distributed DP's encoding of client i's plan, as a client builds it. */
@@ -273,10 +334,10 @@ static void masked_input(sim *s, int i, uint8_t **out, size_t *out_len) {
   char err[200] = "";
   if (s->plan[i].dp) {
     dp_ring(s, i);
-    CU_ASSERT_EQUAL_FATAL(secagg_client_mask(s->c[i], s->in[i], s->in_len[i],
-                                             s->ring[i], out, out_len, err,
-                                             sizeof err),
-                          COHORT_OK);
+    CU_ASSERT_EQUAL_FATAL(
+        secagg_client_mask_checked(s->c[i], s->leave[i], s->leave_len[i],
+                                   s->ring[i], out, out_len, err, sizeof err),
+        COHORT_OK);
     return;
   }
   codec *c = NULL;
@@ -298,10 +359,10 @@ static void masked_input(sim *s, int i, uint8_t **out, size_t *out_len) {
       codec_encode_ring(c, &cp, scaled, &g, s->ring[i], err, sizeof err),
       COHORT_OK);
   prg_free(&g);
-  CU_ASSERT_EQUAL_FATAL(secagg_client_mask(s->c[i], s->in[i], s->in_len[i],
-                                           s->ring[i], out, out_len, err,
-                                           sizeof err),
-                        COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(
+      secagg_client_mask_checked(s->c[i], s->leave[i], s->leave_len[i],
+                                 s->ring[i], out, out_len, err, sizeof err),
+      COHORT_OK);
   free(scaled);
   codec_free(c);
 }
@@ -651,6 +712,56 @@ static void test_below_threshold_fails_without_model(void) {
   sim_close(&s);
 }
 
+/* Issue 21, finding 6: one selected client sends random sealed blobs in
+ * SHARE. Before, every honest client aborted and the round failed; now
+ * each complains, the coordinator drops the insider (its masked input is
+ * refused, whatever it is), and the round commits the four honest
+ * clients' mean, checked against the codec API's decoding of what they
+ * encoded. A client whose round is over, the insider or an honest one that
+ * lost its keys, gets RetryLater on checking in again, never the same task
+ * (whose ADVERTISE would only be refused until the round ended). */
+static void test_insider_dropped_round_commits(void) {
+  sim s;
+  sim_init(&s, ROUND_SECAGG_FULL, N);
+  CU_ASSERT_EQUAL_FATAL(fx_start(&s.f, N), 0);
+  float *x0 = floats(NP);
+  CU_ASSERT_EQUAL_FATAL(latest_model(&s.f, x0, NULL, NULL), 0);
+  sim_start(&s, 1);
+  sim_advertise(&s);
+  checkin_result res;
+  CU_ASSERT_EQUAL(checkin(&s.f, 1, &res).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(res.kind, CHECKIN_RETRY);
+  CU_ASSERT(res.retry_after_ms > 0);
+  s.spoil[2] = 1;
+  sim_share(&s);
+  CU_ASSERT_FALSE(s.alive[2]);
+  CU_ASSERT_EQUAL(checkin(&s.f, 2, &res).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(res.kind, CHECKIN_RETRY);
+  CU_ASSERT(res.retry_after_ms > 0);
+  /* Its masked input is refused however it was made. */
+  uint8_t *m = NULL;
+  size_t len = 0;
+  char err[200];
+  uint64_t *zero = calloc(NP, sizeof *zero);
+  CU_ASSERT_FATAL(zero != NULL);
+  CU_ASSERT_EQUAL_FATAL(secagg_client_mask_checked(s.c[2], NULL, 0, zero, &m,
+                                                   &len, err, sizeof err),
+                        COHORT_OK);
+  round_verdict v = upload_bytes(&s, 2, m, len, W[2]);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_FAILED_PRECONDITION);
+  CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "dropped"));
+  free(m);
+  free(zero);
+  sim_upload(&s);
+  tick(&s);
+  sim_unmask(&s, 1);
+  check_model(&s, x0);
+  CU_ASSERT_EQUAL(round_int(&s.f, 1, "clients_aggregated"), N - 1);
+  CU_ASSERT(lines_contain(&s.f, " secagg 5/5/4/4/4\n"));
+  free(x0);
+  sim_close(&s);
+}
+
 /* ---- refusals ---- */
 
 static void refused_at_start(sim *s, const char *needle) {
@@ -729,7 +840,7 @@ static void test_bad_calls_refused_nothing_changes(void) {
   expect_refused(&s, 0, ROUND_SECAGG_SETUP, garbage, sizeof garbage,
                  GRPC_STATUS_INVALID_ARGUMENT, "carries no message");
   expect_refused(&s, 0, ROUND_SECAGG_MASKED, garbage, sizeof garbage,
-                 GRPC_STATUS_INVALID_ARGUMENT, "goes by Upload");
+                 GRPC_STATUS_FAILED_PRECONDITION, "MASKED");
   expect_refused(&s, 5, ROUND_SECAGG_SETUP, NULL, 0,
                  GRPC_STATUS_PERMISSION_DENIED, "not selected");
   round_secagg_reply r;
@@ -1002,6 +1113,9 @@ int cohort_register_suites(void) {
        test_plus_round_commits_weighted_mean},
       {"a client dropped after SHARE: commits the 4 survivors' mean",
        test_dropout_after_share_commits_survivors},
+      {"an insider's random sealed shares: it is dropped, its input refused, "
+       "the honest mean committed; no task again mid-round",
+       test_insider_dropped_round_commits},
       {"below the threshold: FAILED with the reason, no model",
        test_below_threshold_fails_without_model},
       {"topk, clip 0, median, trimmed mean, >65535 refused at start",

@@ -42,6 +42,8 @@ typedef struct fake {
   int calls[6];            /* SecAgg calls per step */
   int answered;            /* the step that was answered with a message */
   int uploads;
+  int masked_waited; /* the first MASKED poll after the upload was a Wait */
+  int dropped;       /* answer client 0's complaints: it was dropped */
   int finished;
   char err[256];
 } fake;
@@ -92,6 +94,41 @@ static void others_step(fake *f, secagg_phase ph) {
   }
 }
 
+/* MASKED before the upload: client 0's complaints are taken, answered
+ * Wait; its next call, after training, closes them and gets whom to leave
+ * out. Clients 1 and 2 send none, as clients from before complaints. */
+static int fake_complaints(fake *f, const Cohort__V1__SecAggRequest *req,
+                           Cohort__V1__SecAggResponse **resp) {
+  Cohort__V1__SecAggResponse r = COHORT__V1__SEC_AGG_RESPONSE__INIT;
+  Cohort__V1__RetryLater wait = COHORT__V1__RETRY_LATER__INIT;
+  uint8_t *msg = NULL;
+  size_t msg_len = 0;
+  if (f->dropped)
+    return COHORT_EREJECTED;
+  if (!secagg_server_complained(f->srv, 0)) {
+    CU_ASSERT_FATAL(secagg_server_complain(f->srv, 0, req->message.data,
+                                           req->message.len, f->err,
+                                           sizeof f->err) == COHORT_OK);
+    f->waits++;
+    wait.after_ms = 1;
+    r.outcome_case = COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_WAIT;
+    r.wait = &wait;
+    r.deadline_ms = 50;
+  } else {
+    if (secagg_server_complaints_open(f->srv))
+      CU_ASSERT_FATAL(secagg_server_close_complaints(
+                          f->srv, NULL, f->err, sizeof f->err) == COHORT_OK);
+    CU_ASSERT_FATAL(secagg_server_leave_out(f->srv, 0, &msg, &msg_len, f->err,
+                                            sizeof f->err) == COHORT_OK);
+    r.outcome_case = COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_MESSAGE;
+    r.message.data = msg;
+    r.message.len = msg_len;
+  }
+  *resp = heap(&r);
+  free(msg);
+  return COHORT_OK;
+}
+
 static int fake_call(void *ctx, const Cohort__V1__SecAggRequest *req,
                      Cohort__V1__SecAggResponse **resp) {
   fake *f = ctx;
@@ -102,6 +139,14 @@ static int fake_call(void *ctx, const Cohort__V1__SecAggRequest *req,
   size_t msg_len = 0;
   f->calls[req->step]++;
   CU_ASSERT_EQUAL(req->round, 7);
+  if (req->step == COHORT__V1__SEC_AGG_STEP__SECAGG_MASKED &&
+      !f->wait_forever) {
+    if (!f->uploads)
+      return fake_complaints(f, req, resp);
+    /* After the upload: Wait once, then the survivors. */
+    f->calls[req->step] = f->masked_waited ? 2 : 1;
+    f->masked_waited = 1;
+  }
   /* Every step is answered Wait first; the poll after it is empty. */
   if (f->calls[req->step] == 1 || f->wait_forever) {
     if (req->step != COHORT__V1__SEC_AGG_STEP__SECAGG_SETUP &&
@@ -154,6 +199,9 @@ static int fake_call(void *ctx, const Cohort__V1__SecAggRequest *req,
                     COHORT_OK);
     CU_ASSERT_FATAL(secagg_server_message(f->srv, 0, &msg, &msg_len, f->err,
                                           sizeof f->err) == COHORT_OK);
+    if (req->step == COHORT__V1__SEC_AGG_STEP__SECAGG_SHARE)
+      CU_ASSERT_FATAL(secagg_server_open_complaints(
+                          f->srv, f->err, sizeof f->err) == COHORT_OK);
     r.outcome_case = COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_MESSAGE;
     r.message.data = msg;
     r.message.len = msg_len;
@@ -261,7 +309,8 @@ static void test_round_sums_the_weighted_delta(void) {
   secagg_flow_end(&flow); /* twice is safe */
   CU_ASSERT_EQUAL(f.uploads, 1);
   CU_ASSERT(f.finished);
-  CU_ASSERT_EQUAL(f.waits, 6); /* one per step */
+  /* One per step, and one for the complaints before training. */
+  CU_ASSERT_EQUAL(f.waits, 7);
 
   uint64_t sum[DIM];
   uint32_t inputs = 0;
@@ -403,6 +452,31 @@ static void test_leaves_before_the_named_step(void) {
   fake_free(&f);
 }
 
+/* A client the coordinator dropped (too many complaints of its shares)
+ * learns it when it sends its complaints, and stops there: no upload, no
+ * further step of this round. */
+static void test_dropped_client_stops(void) {
+  fake f;
+  fake_init(&f);
+  f.dropped = 1;
+  Cohort__V1__Task t = task_of("q8");
+  secagg_flow_io io = io_of(&f);
+  secagg_flow flow;
+  char err[256] = "";
+  CU_ASSERT_EQUAL(secagg_flow_begin(&flow, &io, &f.trust, &t, DIM,
+                                    clock_mono_s() + 30, SECAGG_FLOW_NEVER, err,
+                                    sizeof err),
+                  COHORT_EREJECTED);
+  CU_ASSERT_EQUAL(f.calls[COHORT__V1__SEC_AGG_STEP__SECAGG_MASKED], 1);
+  float delta[DIM] = {0};
+  CU_ASSERT_EQUAL(secagg_flow_submit(&flow, delta, 60), COHORT_ESTATE);
+  CU_ASSERT_EQUAL(f.calls[COHORT__V1__SEC_AGG_STEP__SECAGG_MASKED], 1);
+  CU_ASSERT_EQUAL(f.calls[COHORT__V1__SEC_AGG_STEP__SECAGG_CONSISTENCY], 0);
+  CU_ASSERT_EQUAL(f.uploads, 0);
+  secagg_flow_end(&flow);
+  fake_free(&f);
+}
+
 /* Distributed DP: the client checks the plan's noise, over the threshold's
  * clients, against the epsilon the coordinator publishes, before it makes
  * a secret or sends a message. An honest plan is taken (the flow goes on
@@ -508,6 +582,8 @@ int cohort_register_suites(void) {
        test_threshold_below_the_policy_refused},
       {"the testing aid leaves before the step it names",
        test_leaves_before_the_named_step},
+      {"a client the coordinator dropped stops at its complaints",
+       test_dropped_client_stops},
       {"distributed DP: a plan whose noise does not buy the published "
        "epsilon is refused before any message",
        test_dp_plan_checked},
