@@ -1,5 +1,8 @@
 /* Labelled examples in memory and the IDX reader (MNIST, Fashion-MNIST, as
- * Debian ships them: gzip'd or plain). Pixels are scaled to [0, 1]. */
+ * Debian ships them: gzip'd or plain). Pixels are scaled to [0, 1]. Image
+ * data stays one byte a feature, as in the file, and becomes float one
+ * batch at a time (nn_dataset_gather), so a client's share costs a quarter
+ * of what float32 would. */
 #ifndef COHORT_NN_DATASET_H
 #define COHORT_NN_DATASET_H
 
@@ -14,9 +17,35 @@ typedef struct nn_dataset {
    * for IDX images; a flat vector is dim x 1 x 1. Layers that need images
    * (conv2d) read it; the rest see dim features. */
   int channels, height, width;
-  float *x;   /* n * dim, row-major, owned */
+  /* The features, row-major, n * dim, owned: exactly one of x and x8 is set
+   * (both NULL when n == 0). x8 holds bytes, feature value x8_value[byte]
+   * (IDX pixels: byte / 255); readers of features go through
+   * nn_dataset_gather or nn_dataset_span, which handle both. */
+  float *x;
+  uint8_t *x8;
+  float x8_value[256];
   uint8_t *y; /* n labels, owned */
 } nn_dataset;
+
+/* Copies rows[0 .. k) of ds into x (k * dim floats, converted from bytes
+ * where ds holds them) and their labels into y (may be NULL). rows must be
+ * < ds->n. The values are those the features stand for, bit for bit. */
+void nn_dataset_gather(const nn_dataset *ds, const uint32_t *rows, size_t k,
+                       float *x, uint8_t *y);
+
+/* The features of examples [first, first + k) as floats: a pointer into
+ * ds->x when ds holds floats, else buf (k * dim floats) filled in. */
+const float *nn_dataset_span(const nn_dataset *ds, size_t first, size_t k,
+                             float *buf);
+
+/* Sets *out to an empty data set shaped as like (dim, classes, shape,
+ * storage) with room for n examples (x or x8 as like's, and y); n == 0
+ * allocates nothing. Returns COHORT_OK or COHORT_ENOMEM (*out zeroed). */
+int nn_dataset_alloc_like(const nn_dataset *like, size_t n, nn_dataset *out);
+
+/* Copies example j of src into example i of dst (same dim and storage). */
+void nn_dataset_copy_row(nn_dataset *dst, size_t i, const nn_dataset *src,
+                         size_t j);
 
 /* Reads an IDX image file (magic 0x00000803, u8 pixels) and its IDX label
  * file (magic 0x00000801). Either may be gzip-compressed (detected by its

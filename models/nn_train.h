@@ -1,9 +1,12 @@
 /* Minibatch training and evaluation of an nn_net on an nn_dataset.
  *
- * One call owns one float arena: parameters, gradients, the FedProx anchor
- * and the optimizer's state, each n_params long. The caller's parameter
- * vector is copied in and the result copied back, so a failed call leaves
- * it untouched. Deterministic for a seed and a thread count (nn_gemm.h). */
+ * One call owns one float arena: parameters, gradients and the optimizer's
+ * state, each n_params long; the caller's vector is the FedProx anchor.
+ * Besides, memory is one batch (its floats and the net's nn_work) and four
+ * bytes of shuffling order per example: never a float copy of the data. The
+ * caller's parameter vector is copied in and the result copied back, so a
+ * failed call leaves it untouched. Deterministic for a seed and a thread count
+ * (nn_gemm.h). */
 #ifndef COHORT_NN_TRAIN_H
 #define COHORT_NN_TRAIN_H
 

@@ -122,7 +122,10 @@ static void assert_same(const nn_dataset *a, const nn_dataset *b) {
   if (!a->n)
     return;
   CU_ASSERT(memcmp(a->y, b->y, a->n) == 0);
-  CU_ASSERT(memcmp(a->x, b->x, a->n * a->dim * sizeof(float)) == 0);
+  CU_ASSERT_FATAL((a->x8 != NULL) == (b->x8 != NULL));
+  const void *ax = a->x8 ? (const void *)a->x8 : (const void *)a->x;
+  const void *bx = b->x8 ? (const void *)b->x8 : (const void *)b->x;
+  CU_ASSERT(memcmp(ax, bx, a->n * a->dim * (a->x8 ? 1 : sizeof(float))) == 0);
 }
 
 static void check_equal_to_old(const cohort_dataset_options *o) {
