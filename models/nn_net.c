@@ -223,11 +223,13 @@ static void layout(nn_work *work, const nn_net *net, carver *cv,
     work->act[i + 1] = carve(cv, out * sizeof(float));
     work->delta[i + 1] = training ? carve(cv, out * sizeof(float)) : NULL;
     if (l->kind == NN_CONV2D) {
+      /* The first layer never computes an input gradient. */
+      bool din = training && i > 0;
       work->col[i] =
-          carve(cv, nn_conv2d_col_floats(l, work->max_batch) * sizeof(float));
-      /* Backward scratch, one buffer for all layers; the first layer
-       * never computes an input gradient. */
-      size_t need = nn_conv2d_scratch_floats(l, work->max_batch, i > 0);
+          carve(cv, nn_conv2d_run_col_floats(l, work->max_batch, din) *
+                        sizeof(float));
+      /* Backward scratch, one buffer for all layers. */
+      size_t need = nn_conv2d_run_scratch_floats(l, work->max_batch, din);
       if (training && need > dcol)
         dcol = need;
     } else if (l->kind == NN_MAXPOOL2) {
