@@ -9,7 +9,6 @@
 #include "cohort_status.h"
 #include "errbuf.h"
 #include "nn_dataset.h"
-#include "nn_partition.h"
 
 void nn_dataset_gather(const nn_dataset *ds, const uint32_t *rows, size_t k,
                        float *x, uint8_t *y) {
@@ -159,7 +158,7 @@ int nn_dataset_load_chosen(const char *path, int train, nn_row_chooser choose,
   uint32_t *rows = NULL;
   size_t k = 0;
   struct stat st;
-  int rc;
+  int rc, bytes = 0;
 
   if (!out)
     return COHORT_EINVAL;
@@ -172,19 +171,16 @@ int nn_dataset_load_chosen(const char *path, int train, nn_row_chooser choose,
     if (!rc)
       rc = nn_idx_load_labels(images, labels, &all, err, errlen);
   } else {
-    rc = nn_csv_load(path, NULL, &all, err, errlen);
+    rc = nn_csv_load_labels(path, NULL, &all, &bytes, err, errlen);
   }
   if (!rc)
     rc = choose(&all, ctx, &rows, &k, err, errlen);
   if (rc)
     goto out;
-  if (idx) {
+  if (idx)
     rc = nn_idx_load_rows(images, labels, &all, rows, k, out, err, errlen);
-  } else {
-    rc = nn_dataset_subset(&all, rows, k, out);
-    if (rc)
-      errbuf_fail(err, errlen, rc, path, "cannot copy %zu chosen rows", k);
-  }
+  else
+    rc = nn_csv_load_rows(path, NULL, &all, bytes, rows, k, out, err, errlen);
 out:
   free(images);
   free(labels);
