@@ -507,8 +507,10 @@ static int builtin_train(cohort_client_t *c, const cohort_train_request *req,
                       req->round);
   o.stop = &c->stop;
   char err[200];
-  int rc =
-      nn_train(&m->net, params, &d->ds, &o, &res->train_loss, err, sizeof err);
+  /* params start as the global model, which the client keeps: no third
+   * copy of the weights while training. */
+  int rc = nn_train_in_place(&m->net, params, c->model, &d->ds, &o,
+                             &res->train_loss, err, sizeof err);
   if (rc == COHORT_ECANCELED)
     set_error(c, "round %llu: stopped while training",
               (unsigned long long)req->round);
@@ -660,7 +662,10 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     return rc;
   size_t n = c->model_len / sizeof(float);
   const float *global = c->model;
-  float *params = malloc(c->model_len);
+  /* Cache-line aligned for the kernels' whole-line loads (nn_train.h). */
+  void *block = NULL;
+  float *params =
+      posix_memalign(&block, 64, c->model_len) == 0 ? (float *)block : NULL;
   uint8_t *wire = NULL;
   nn_model m = {0};
   if (!params) {

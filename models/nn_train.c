@@ -69,9 +69,11 @@ static void add_proximal(float *grad, const float *w, const float *anchor,
     grad[i] += mu * (w[i] - anchor[i]);
 }
 
-int nn_train(const nn_net *net, float *params, const nn_dataset *ds,
-             const nn_train_opts *opts, double *mean_loss, char *err,
-             size_t errlen) {
+/* Trains w in place from anchor (its value on entry, FedProx's centre); on
+ * failure w holds whatever the steps so far made of it. */
+static int train_core(const nn_net *net, float *w, const float *anchor,
+                      const nn_dataset *ds, const nn_train_opts *opts,
+                      double *mean_loss, char *err, size_t errlen) {
   int rc = check_opts(opts, err, errlen);
   if (!rc)
     rc = check_data(net, ds, err, errlen);
@@ -86,7 +88,7 @@ int nn_train(const nn_net *net, float *params, const nn_dataset *ds,
     batch = (int)ds->n;
 
   size_t n = net->n_params;
-  int vectors = 2 + nn_optim_state_vectors(&opts->optim);
+  int vectors = 1 + nn_optim_state_vectors(&opts->optim);
   float *arena = NULL, *xb = NULL;
   uint8_t *yb = NULL;
   uint32_t *order = NULL;
@@ -108,14 +110,10 @@ int nn_train(const nn_net *net, float *params, const nn_dataset *ds,
   if (rc)
     goto out;
 
-  /* arena: params | grads | optimizer state. The caller's params stay as
-   * they came until the end, so they are FedProx's anchor (the starting
-   * point) without a copy. */
-  float *w = arena, *grad = arena + n;
-  const float *anchor = params;
-  memcpy(w, params, n * sizeof *w);
+  /* arena: grads | optimizer state */
+  float *grad = arena;
   nn_optim opt;
-  nn_optim_init(&opt, &opts->optim, n, arena + 2 * n);
+  nn_optim_init(&opt, &opts->optim, n, arena + n);
 
   nn_rng rng;
   nn_rng_seed(&rng, opts->seed);
@@ -156,7 +154,6 @@ int nn_train(const nn_net *net, float *params, const nn_dataset *ds,
       rc = COHORT_EINVAL;
       goto out;
     }
-  memcpy(params, w, n * sizeof *w);
   if (mean_loss)
     *mean_loss = epoch_loss / (double)ds->n;
   rc = COHORT_OK;
@@ -167,6 +164,31 @@ out:
   free(yb);
   free(order);
   return rc;
+}
+
+int nn_train(const nn_net *net, float *params, const nn_dataset *ds,
+             const nn_train_opts *opts, double *mean_loss, char *err,
+             size_t errlen) {
+  /* Cache-line aligned, as the work buffers are: the short-side kernels
+   * stream the large weight rows with whole-line vector loads. */
+  void *w = NULL;
+  size_t bytes = net->n_params * sizeof *params;
+  if (posix_memalign(&w, 64, bytes ? bytes : 64))
+    return COHORT_ENOMEM;
+  memcpy(w, params, bytes);
+  /* The caller's params stay as they came until the end, so they are
+   * FedProx's anchor without a copy. */
+  int rc = train_core(net, w, params, ds, opts, mean_loss, err, errlen);
+  if (!rc)
+    memcpy(params, w, bytes);
+  free(w);
+  return rc;
+}
+
+int nn_train_in_place(const nn_net *net, float *params, const float *start,
+                      const nn_dataset *ds, const nn_train_opts *opts,
+                      double *mean_loss, char *err, size_t errlen) {
+  return train_core(net, params, start, ds, opts, mean_loss, err, errlen);
 }
 
 int nn_evaluate(const nn_net *net, const float *params, const nn_dataset *ds,
