@@ -544,9 +544,13 @@ static void csv_shrink(csv_load *ld, size_t dim) {
     ld->y = y;
 }
 
-int nn_csv_load(const char *path, const nn_csv_options *opt, nn_dataset *out,
-                char *err, size_t errlen) {
-  csv_load ld = {.mode = CSV_ALL};
+/* Reads every row: features and labels (CSV_ALL) or labels only
+ * (CSV_LABELS), *bytes (may be NULL) telling whether every feature is a
+ * byte. */
+static int csv_every_row(const char *path, const nn_csv_options *opt,
+                         csv_mode mode, nn_dataset *out, int *bytes, char *err,
+                         size_t errlen) {
+  csv_load ld = {.mode = mode, .bytes = 1};
   int rc = csv_args(path, out, err, errlen);
   if (!rc)
     rc = csv_scan(path, opt, &ld, out, err, errlen);
@@ -561,27 +565,19 @@ int nn_csv_load(const char *path, const nn_csv_options *opt, nn_dataset *out,
   out->n = ld.n;
   out->x = ld.x;
   out->y = ld.y;
+  if (bytes)
+    *bytes = ld.bytes;
   return COHORT_OK;
+}
+
+int nn_csv_load(const char *path, const nn_csv_options *opt, nn_dataset *out,
+                char *err, size_t errlen) {
+  return csv_every_row(path, opt, CSV_ALL, out, NULL, err, errlen);
 }
 
 int nn_csv_load_labels(const char *path, const nn_csv_options *opt,
                        nn_dataset *out, int *bytes, char *err, size_t errlen) {
-  csv_load ld = {.mode = CSV_LABELS, .bytes = 1};
-  int rc = csv_args(path, out, err, errlen);
-  if (!rc)
-    rc = csv_scan(path, opt, &ld, out, err, errlen);
-  if (rc) {
-    if (out)
-      memset(out, 0, sizeof *out);
-    free(ld.y);
-    return rc;
-  }
-  csv_shrink(&ld, 0);
-  out->n = ld.n;
-  out->y = ld.y;
-  if (bytes)
-    *bytes = ld.bytes;
-  return COHORT_OK;
+  return csv_every_row(path, opt, CSV_LABELS, out, bytes, err, errlen);
 }
 
 /* Orders (row << 32 | position) keys by row, then position. */
