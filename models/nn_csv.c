@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -329,11 +330,16 @@ static int csv_row(csv_load *ld, char *line, unsigned long lineno, char *err,
                         "field %zu (\"%.*s\") times the scale %g overflows "
                         "a float",
                         f + 1, CSV_SHOW, s, ld->scale);
-      if (v != floor(v) || v < 0 || v > 255)
-        ld->bytes = 0;
+      bool byte = v == floor(v) && v >= 0 && v <= 255;
+      ld->bytes &= byte;
+      if (x8r && !byte) /* the first pass found every feature a byte */
+        return csv_fail(err, errlen, COHORT_EINVAL, ld->path, lineno,
+                        "field %zu (\"%.*s\") is not an integer in 0..255 "
+                        "as when the labels were read: the file changed",
+                        f + 1, CSV_SHOW, s);
       if (xr)
         *xr++ = fv;
-      else if (x8r) /* the first pass found every feature a byte */
+      else if (x8r)
         *x8r++ = (uint8_t)v;
     }
     p = next;

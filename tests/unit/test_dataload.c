@@ -256,6 +256,11 @@ static void test_csv_changed_between_passes_refused(void) {
   CU_ASSERT(nn_csv_load_rows(path, NULL, &labels, bytes, rows, 3, &out, err,
                              sizeof err) == COHORT_EINVAL);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "changed"));
+  write_csv("changing.csv", 40, 3, 0); /* decimals where bytes were */
+  CU_ASSERT(nn_csv_load_rows(path, NULL, &labels, bytes, rows, 3, &out, err,
+                             sizeof err) == COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "changed"));
+  CU_ASSERT(out.n == 0 && out.x == NULL && out.x8 == NULL);
   nn_dataset_close(&labels);
 }
 
