@@ -53,11 +53,13 @@ struct cohort_client {
   volatile sig_atomic_t stop;
 
   /* The last global model downloaded, kept so a repeated task for the same
-   * version needs no second download. */
+   * version needs no second download; decoded in place, so the download
+   * buffer is the one copy of the global weights (the update is the trained
+   * weights minus these). */
   uint64_t model_version;
   uint8_t model_sha[CRYPTO_SHA256_LEN];
-  uint8_t *model_blob;
-  size_t model_len;
+  float *model;
+  size_t model_len; /* bytes */
 
   /* The signing identity (key, certificate, the authority peers need):
    * registered with, and for secure aggregation to sign with and to check
@@ -218,7 +220,7 @@ void cohort_client_free(cohort_client_t *c) {
   free(c->platform);
   for (size_t i = 0; i < COHORT_MAX_ATTRIBUTES; i++)
     free((char *)c->attributes[i].name);
-  free(c->model_blob);
+  free(c->model);
   update_codec_free(&c->codec);
   client_identity_clear(&c->identity);
   free(c);
@@ -415,8 +417,8 @@ static int do_register(cohort_client_t *c) {
   return rc == COHORT_EREJECTED ? COHORT_EAUTH : rc;
 }
 
-/* Downloads the task's model into c->model_blob unless it is already
- * there; verifies size and digest. */
+/* Downloads the task's model into c->model unless it is already there;
+ * verifies size and digest. */
 static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
                           cohort_cycle_info *info) {
   if (t->model_sha256.len != CRYPTO_SHA256_LEN || t->model_size == 0 ||
@@ -427,7 +429,7 @@ static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
               (unsigned long long)t->model_size, t->model_sha256.len);
     return COHORT_EPROTO;
   }
-  if (c->model_blob && c->model_version == t->model_version &&
+  if (c->model && c->model_version == t->model_version &&
       c->model_len == t->model_size &&
       memcmp(c->model_sha, t->model_sha256.data, CRYPTO_SHA256_LEN) == 0)
     return COHORT_OK;
@@ -476,8 +478,16 @@ static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
     free(blob);
     return rc;
   }
-  free(c->model_blob);
-  c->model_blob = blob;
+  /* malloc's alignment suits floats; each is read out before it is
+   * written back, so the bytes become the weights in place. */
+  float *weights = (float *)(void *)blob;
+  for (size_t i = 0; i < t->model_size / sizeof(float); i++) {
+    float v;
+    wire_get_f32le(&v, blob + i * sizeof v, 1);
+    weights[i] = v;
+  }
+  free(c->model);
+  c->model = weights;
   c->model_len = t->model_size;
   c->model_version = t->model_version;
   memcpy(c->model_sha, digest, sizeof digest);
@@ -501,8 +511,10 @@ static int builtin_train(cohort_client_t *c, const cohort_train_request *req,
                       req->round);
   o.stop = &c->stop;
   char err[200];
-  int rc =
-      nn_train(&m->net, params, &d->ds, &o, &res->train_loss, err, sizeof err);
+  /* params start as the global model, which the client keeps: no third
+   * copy of the weights while training. */
+  int rc = nn_train_in_place(&m->net, params, c->model, &d->ds, &o,
+                             &res->train_loss, err, sizeof err);
   if (rc == COHORT_ECANCELED)
     set_error(c, "round %llu: stopped while training",
               (unsigned long long)req->round);
@@ -653,15 +665,17 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
   if (rc)
     return rc;
   size_t n = c->model_len / sizeof(float);
-  float *global = malloc(c->model_len);
-  float *params = malloc(c->model_len);
+  const float *global = c->model;
+  /* Cache-line aligned for the kernels' whole-line loads (nn_train.h). */
+  void *block = NULL;
+  float *params =
+      posix_memalign(&block, 64, c->model_len) == 0 ? (float *)block : NULL;
   uint8_t *wire = NULL;
   nn_model m = {0};
-  if (!global || !params) {
+  if (!params) {
     rc = COHORT_ENOMEM;
     goto out;
   }
-  wire_get_f32le(global, c->model_blob, n);
   memcpy(params, global, c->model_len);
 
   const Cohort__V1__TrainingPlan *plan = t->plan;
@@ -790,7 +804,6 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
   info->train_loss = res.train_loss;
 out:
   secagg_flow_end(&flow);
-  free(global);
   free(params);
   free(wire);
   return rc;

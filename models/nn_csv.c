@@ -1,10 +1,13 @@
 /* CSV reader for labelled examples (one row per example: a label column and
  * numeric features), plain or gzip'd. The file is untrusted: rows are checked
  * field by field, lines grow a buffer up to a cap, and memory follows the
- * rows that actually arrive. */
+ * rows that actually arrive. A client's share is read in two streamed
+ * passes (every row checked and its label kept, then only the chosen rows'
+ * features), so memory follows the share, not the file. */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,21 +219,35 @@ static int csv_is_blank_line(const char *s) {
   return *s == '\0';
 }
 
+/* What a pass over the file keeps. */
+typedef enum csv_mode {
+  CSV_ALL,    /* every row's features (floats) and label */
+  CSV_LABELS, /* every row's label; features only checked */
+  CSV_CHOSEN  /* the features and labels of the rows in keys */
+} csv_mode;
+
 /* State of one load, so the row parser needs few arguments. */
 typedef struct csv_load {
   const char *path;
+  csv_mode mode;
   double scale;
   size_t fields, label; /* fields per row; 0-based label column */
-  size_t n, cap;        /* rows stored; rows allocated */
+  size_t n, cap;        /* rows read (CSV_CHOSEN) or stored; rows allocated */
   float *x;             /* cap * (fields - 1) */
+  uint8_t *x8;          /* CSV_CHOSEN with bytes: instead of x */
   uint8_t *y;           /* cap */
   int max_label;
+  int bytes; /* CSV_LABELS: every feature so far an integer in [0, 255] */
+  /* CSV_CHOSEN: (row << 32 | position) of the wanted rows, ascending, and
+   * the next one to look for. */
+  const uint64_t *keys;
+  size_t nkeys, next;
 } csv_load;
 
 static int csv_grow(csv_load *ld, unsigned long lineno, char *err,
                     size_t errlen) {
-  size_t dim = ld->fields - 1;
-  if (ld->n < ld->cap)
+  size_t dim = ld->mode == CSV_LABELS ? 1 : ld->fields - 1;
+  if (ld->n < ld->cap || ld->mode == CSV_CHOSEN)
     return COHORT_OK;
   if ((ld->n + 1) > CSV_MAX_VALUES / dim)
     return csv_fail(err, errlen, COHORT_EFORMAT, ld->path, lineno,
@@ -243,11 +260,13 @@ static int csv_grow(csv_load *ld, unsigned long lineno, char *err,
                        : (dim < CSV_FIRST_VALUES ? CSV_FIRST_VALUES / dim : 1);
   if (cap > CSV_MAX_VALUES / dim)
     cap = CSV_MAX_VALUES / dim;
-  float *x = realloc(ld->x, cap * dim * sizeof(float));
-  if (!x)
-    return csv_fail(err, errlen, COHORT_ENOMEM, ld->path, lineno,
-                    "out of memory for %zu rows of %zu features", cap, dim);
-  ld->x = x;
+  if (ld->mode == CSV_ALL) {
+    float *x = realloc(ld->x, cap * dim * sizeof(float));
+    if (!x)
+      return csv_fail(err, errlen, COHORT_ENOMEM, ld->path, lineno,
+                      "out of memory for %zu rows of %zu features", cap, dim);
+    ld->x = x;
+  }
   uint8_t *y = realloc(ld->y, cap);
   if (!y)
     return csv_fail(err, errlen, COHORT_ENOMEM, ld->path, lineno,
@@ -257,14 +276,25 @@ static int csv_grow(csv_load *ld, unsigned long lineno, char *err,
   return COHORT_OK;
 }
 
-/* Parses one data row (its field count already checked) into row ld->n. */
+/* Parses one data row (its field count already checked): into row ld->n
+ * (CSV_ALL), its label only (CSV_LABELS), or into the positions that keys
+ * give it (CSV_CHOSEN; rows not wanted are skipped, the first pass having
+ * checked them). */
 static int csv_row(csv_load *ld, char *line, unsigned long lineno, char *err,
                    size_t errlen) {
+  size_t dim = ld->fields - 1, row = ld->n, pos = row;
+  if (ld->mode == CSV_CHOSEN) {
+    if (ld->next == ld->nkeys || (size_t)(ld->keys[ld->next] >> 32) != row) {
+      ld->n++;
+      return COHORT_OK;
+    }
+    pos = (uint32_t)ld->keys[ld->next];
+  }
   int rc = csv_grow(ld, lineno, err, errlen);
   if (rc)
     return rc;
-  size_t dim = ld->fields - 1;
-  float *xr = ld->x + ld->n * dim;
+  float *xr = ld->x ? ld->x + pos * dim : NULL;
+  uint8_t *x8r = ld->x8 ? ld->x8 + pos * dim : NULL;
   char *p = line;
   for (size_t f = 0; f < ld->fields; f++) {
     char *c = strchr(p, ',');
@@ -290,7 +320,7 @@ static int csv_row(csv_load *ld, char *line, unsigned long lineno, char *err,
                         "label \"%.*s\" in field %zu is outside 0..255",
                         CSV_SHOW, s, f + 1);
       int label = (int)v;
-      ld->y[ld->n] = (uint8_t)label;
+      ld->y[pos] = (uint8_t)label;
       if (label > ld->max_label)
         ld->max_label = label;
     } else {
@@ -300,10 +330,31 @@ static int csv_row(csv_load *ld, char *line, unsigned long lineno, char *err,
                         "field %zu (\"%.*s\") times the scale %g overflows "
                         "a float",
                         f + 1, CSV_SHOW, s, ld->scale);
-      *xr++ = fv;
+      bool byte = v == floor(v) && v >= 0 && v <= 255;
+      ld->bytes &= byte;
+      if (x8r && !byte) /* the first pass found every feature a byte */
+        return csv_fail(err, errlen, COHORT_EINVAL, ld->path, lineno,
+                        "field %zu (\"%.*s\") is not an integer in 0..255 "
+                        "as when the labels were read: the file changed",
+                        f + 1, CSV_SHOW, s);
+      if (xr)
+        *xr++ = fv;
+      else if (x8r)
+        *x8r++ = (uint8_t)v;
     }
     p = next;
   }
+  if (ld->mode == CSV_CHOSEN) /* a row asked for more than once */
+    for (ld->next++;
+         ld->next < ld->nkeys && (size_t)(ld->keys[ld->next] >> 32) == row;
+         ld->next++) {
+      size_t again = (uint32_t)ld->keys[ld->next];
+      if (ld->x)
+        memcpy(ld->x + again * dim, ld->x + pos * dim, dim * sizeof *ld->x);
+      else
+        memcpy(ld->x8 + again * dim, ld->x8 + pos * dim, dim);
+      ld->y[again] = ld->y[pos];
+    }
   ld->n++;
   return COHORT_OK;
 }
@@ -342,22 +393,20 @@ static int csv_shape(const nn_csv_options *opt, size_t dim, nn_dataset *out,
   return COHORT_OK;
 }
 
-int nn_csv_load(const char *path, const nn_csv_options *opt_in, nn_dataset *out,
-                char *err, size_t errlen) {
+/* One streamed pass over the file, keeping what ld->mode says (ld is set
+ * up by the caller; its buffers are the caller's to free). Fills out's
+ * shape; out's arrays are left to the caller. */
+static int csv_scan(const char *path, const nn_csv_options *opt_in,
+                    csv_load *ld_in, nn_dataset *out, char *err,
+                    size_t errlen) {
   csv_reader rd = {0};
-  csv_load ld = {0};
+  csv_load ld = *ld_in;
   nn_csv_options opt;
   unsigned long blank = 0; /* first blank line not yet followed by data */
   int header = 0, rc;
 
   if (err && errlen)
     err[0] = '\0';
-  if (!out)
-    return COHORT_EINVAL;
-  memset(out, 0, sizeof *out);
-  if (!path)
-    return csv_fail(err, errlen, COHORT_EINVAL, "nn_csv_load", 0,
-                    "missing file name");
   if (opt_in)
     opt = *opt_in;
   else
@@ -423,6 +472,13 @@ int nn_csv_load(const char *path, const nn_csv_options *opt_in, nn_dataset *out,
                       "1 field; rows need a label and at least one feature");
         goto out;
       }
+      if (ld.mode == CSV_CHOSEN && ld.fields != fields) {
+        rc = csv_fail(err, errlen, COHORT_EINVAL, path, 1,
+                      "%zu fields, %zu when its labels were read: the file "
+                      "changed",
+                      fields, ld.fields);
+        goto out;
+      }
       ld.fields = fields;
       long lc = opt.label_column;
       if (lc < 0)
@@ -453,37 +509,150 @@ int nn_csv_load(const char *path, const nn_csv_options *opt_in, nn_dataset *out,
   if (rc < 0)
     goto out;
   rc = COHORT_OK;
-  if (ld.n == 0) {
+  if (ld.n == 0)
     rc = csv_fail(err, errlen, COHORT_EFORMAT, path, 0,
                   header ? "a header but no data rows"
                          : "empty file: no data rows");
-    goto out;
-  }
-
-  /* Give back the slack of the last doubling; a failed shrink keeps the
-   * larger, still valid block. */
-  size_t dim = ld.fields - 1;
-  float *x = realloc(ld.x, ld.n * dim * sizeof(float));
-  if (x)
-    ld.x = x;
-  uint8_t *y = realloc(ld.y, ld.n);
-  if (y)
-    ld.y = y;
-  out->n = ld.n;
-  out->dim = dim;
+  out->dim = ld.fields - 1;
   out->n_classes = ld.max_label + 1;
-  out->x = ld.x;
-  out->y = ld.y;
-  ld.x = NULL;
-  ld.y = NULL;
-
 out:
-  if (rc)
-    memset(out, 0, sizeof *out);
   gzclose(rd.gz);
   free(rd.chunk);
   free(rd.line);
+  *ld_in = ld;
+  return rc;
+}
+
+/* Checks the arguments every entry point takes. */
+static int csv_args(const char *path, nn_dataset *out, char *err,
+                    size_t errlen) {
+  if (err && errlen)
+    err[0] = '\0';
+  if (!out)
+    return COHORT_EINVAL;
+  memset(out, 0, sizeof *out);
+  if (!path)
+    return csv_fail(err, errlen, COHORT_EINVAL, "nn_csv_load", 0,
+                    "missing file name");
+  return COHORT_OK;
+}
+
+/* Shrinks y (and x) to the n rows read: the slack of the last doubling
+ * goes back; a failed shrink keeps the larger, still valid block. */
+static void csv_shrink(csv_load *ld, size_t dim) {
+  if (ld->x) {
+    float *x = realloc(ld->x, ld->n * dim * sizeof(float));
+    if (x)
+      ld->x = x;
+  }
+  uint8_t *y = realloc(ld->y, ld->n);
+  if (y)
+    ld->y = y;
+}
+
+/* Reads every row: features and labels (CSV_ALL) or labels only
+ * (CSV_LABELS), *bytes (may be NULL) telling whether every feature is a
+ * byte. */
+static int csv_every_row(const char *path, const nn_csv_options *opt,
+                         csv_mode mode, nn_dataset *out, int *bytes, char *err,
+                         size_t errlen) {
+  csv_load ld = {.mode = mode, .bytes = 1};
+  int rc = csv_args(path, out, err, errlen);
+  if (!rc)
+    rc = csv_scan(path, opt, &ld, out, err, errlen);
+  if (rc) {
+    if (out)
+      memset(out, 0, sizeof *out);
+    free(ld.x);
+    free(ld.y);
+    return rc;
+  }
+  csv_shrink(&ld, out->dim);
+  out->n = ld.n;
+  out->x = ld.x;
+  out->y = ld.y;
+  if (bytes)
+    *bytes = ld.bytes;
+  return COHORT_OK;
+}
+
+int nn_csv_load(const char *path, const nn_csv_options *opt, nn_dataset *out,
+                char *err, size_t errlen) {
+  return csv_every_row(path, opt, CSV_ALL, out, NULL, err, errlen);
+}
+
+int nn_csv_load_labels(const char *path, const nn_csv_options *opt,
+                       nn_dataset *out, int *bytes, char *err, size_t errlen) {
+  return csv_every_row(path, opt, CSV_LABELS, out, bytes, err, errlen);
+}
+
+/* Orders (row << 32 | position) keys by row, then position. */
+static int csv_key_cmp(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+int nn_csv_load_rows(const char *path, const nn_csv_options *opt,
+                     const nn_dataset *labels, int bytes, const uint32_t *rows,
+                     size_t k, nn_dataset *out, char *err, size_t errlen) {
+  csv_load ld = {.mode = CSV_CHOSEN};
+  uint64_t *keys = NULL;
+  int rc = csv_args(path, out, err, errlen);
+  if (rc)
+    return rc;
+  if (!labels || !labels->n || !labels->dim || (k && !rows) || k > UINT32_MAX ||
+      labels->dim > SIZE_MAX / sizeof(float) / (k ? k : 1))
+    return csv_fail(err, errlen, COHORT_EINVAL, path, 0,
+                    "nn_csv_load_rows: bad arguments");
+  size_t dim = labels->dim;
+  keys = malloc((k ? k : 1) * sizeof *keys);
+  ld.y = malloc(k ? k : 1);
+  if (bytes)
+    ld.x8 = malloc((k ? k : 1) * dim);
+  else
+    ld.x = malloc((k ? k : 1) * dim * sizeof *ld.x);
+  if (!keys || !ld.y || (!ld.x && !ld.x8)) {
+    rc = csv_fail(err, errlen, COHORT_ENOMEM, path, 0,
+                  "out of memory for %zu rows of %zu features", k, dim);
+    goto out;
+  }
+  for (size_t i = 0; i < k; i++) {
+    if (rows[i] >= labels->n) {
+      rc = csv_fail(err, errlen, COHORT_EINVAL, path, 0,
+                    "row %u asked for, the file has %zu", (unsigned)rows[i],
+                    labels->n);
+      goto out;
+    }
+    keys[i] = (uint64_t)rows[i] << 32 | i;
+  }
+  qsort(keys, k, sizeof *keys, csv_key_cmp);
+  ld.keys = keys;
+  ld.nkeys = k;
+  ld.fields = dim + 1;
+  rc = csv_scan(path, opt, &ld, out, err, errlen);
+  if (!rc && (ld.n != labels->n || out->dim != dim))
+    rc = csv_fail(err, errlen, COHORT_EINVAL, path, 0,
+                  "%zu rows of %zu features, %zu of %zu when its labels were "
+                  "read: the file changed",
+                  ld.n, out->dim, labels->n, dim);
+  if (rc)
+    goto out;
+  out->n = k;
+  out->n_classes = labels->n_classes; /* of the whole file, as nn_csv_load */
+  for (int i = 0; i < 256; i++)
+    out->x8_value[i] = (float)(i * ld.scale);
+  out->x = ld.x;
+  out->x8 = ld.x8;
+  out->y = ld.y;
+  ld.x = NULL;
+  ld.x8 = NULL;
+  ld.y = NULL;
+out:
+  if (rc)
+    memset(out, 0, sizeof *out);
+  free(keys);
   free(ld.x);
+  free(ld.x8);
   free(ld.y);
   return rc;
 }

@@ -9,7 +9,78 @@
 #include "cohort_status.h"
 #include "errbuf.h"
 #include "nn_dataset.h"
-#include "nn_partition.h"
+
+void nn_dataset_gather(const nn_dataset *ds, const uint32_t *rows, size_t k,
+                       float *x, uint8_t *y) {
+  size_t dim = ds->dim;
+  for (size_t i = 0; i < k; i++) {
+    size_t r = rows[i];
+    float *dst = x + i * dim;
+    if (ds->x8) {
+      const uint8_t *src = ds->x8 + r * dim;
+      for (size_t j = 0; j < dim; j++)
+        dst[j] = ds->x8_value[src[j]];
+    } else {
+      memcpy(dst, ds->x + r * dim, dim * sizeof *dst);
+    }
+    if (y)
+      y[i] = ds->y[r];
+  }
+}
+
+const float *nn_dataset_span(const nn_dataset *ds, size_t first, size_t k,
+                             float *buf) {
+  if (!ds->x8)
+    return ds->x + first * ds->dim;
+  const uint8_t *src = ds->x8 + first * ds->dim;
+  for (size_t j = 0; j < k * ds->dim; j++)
+    buf[j] = ds->x8_value[src[j]];
+  return buf;
+}
+
+/* Bytes of one example's features as stored. */
+static size_t row_bytes(const nn_dataset *ds) {
+  return ds->dim * (ds->x8 ? 1 : sizeof(float));
+}
+
+int nn_dataset_alloc_like(const nn_dataset *like, size_t n, nn_dataset *out) {
+  memset(out, 0, sizeof *out);
+  out->dim = like->dim;
+  out->n_classes = like->n_classes;
+  out->channels = like->channels;
+  out->height = like->height;
+  out->width = like->width;
+  memcpy(out->x8_value, like->x8_value, sizeof out->x8_value);
+  if (n == 0)
+    return COHORT_OK;
+  size_t row = row_bytes(like);
+  if (row && n > SIZE_MAX / row)
+    return COHORT_ENOMEM;
+  void *x = malloc(row ? n * row : 1);
+  uint8_t *y = malloc(n);
+  if (!x || !y) {
+    free(x);
+    free(y);
+    memset(out, 0, sizeof *out);
+    return COHORT_ENOMEM;
+  }
+  if (like->x8)
+    out->x8 = x;
+  else
+    out->x = x;
+  out->y = y;
+  out->n = n;
+  return COHORT_OK;
+}
+
+void nn_dataset_copy_row(nn_dataset *dst, size_t i, const nn_dataset *src,
+                         size_t j) {
+  size_t row = row_bytes(src);
+  const uint8_t *from = src->x8 ? src->x8 : (const uint8_t *)src->x;
+  uint8_t *to = dst->x8 ? dst->x8 : (uint8_t *)dst->x;
+  memcpy(to + i * row, from + j * row, row);
+  dst->y[i] = src->y[j];
+}
 
 int nn_dataset_shard(const nn_dataset *src, int index, int count,
                      nn_dataset *out) {
@@ -17,36 +88,18 @@ int nn_dataset_shard(const nn_dataset *src, int index, int count,
     return COHORT_EINVAL;
   memset(out, 0, sizeof *out);
   if (!src || count < 1 || index < 0 || index >= count ||
-      (src->n && (!src->x || !src->y || !src->dim)))
+      (src->n && ((!src->x && !src->x8) || !src->y || !src->dim)))
     return COHORT_EINVAL;
 
   size_t base = src->n / (size_t)count, extra = src->n % (size_t)count;
   size_t idx = (size_t)index;
   size_t first = idx * base + (idx < extra ? idx : extra);
   size_t n = base + (idx < extra ? 1 : 0);
-
-  out->dim = src->dim;
-  out->n_classes = src->n_classes;
-  out->channels = src->channels;
-  out->height = src->height;
-  out->width = src->width;
-  if (n == 0) /* more slices than examples: a valid, empty slice */
-    return COHORT_OK;
-  if (src->dim > SIZE_MAX / sizeof(float) / n)
-    return COHORT_ENOMEM;
-  float *x = malloc(n * src->dim * sizeof(float));
-  uint8_t *y = malloc(n);
-  if (!x || !y) {
-    free(x);
-    free(y);
-    return COHORT_ENOMEM;
-  }
-  memcpy(x, src->x + first * src->dim, n * src->dim * sizeof(float));
-  memcpy(y, src->y + first, n);
-  out->n = n;
-  out->x = x;
-  out->y = y;
-  return COHORT_OK;
+  /* n == 0 (more slices than examples) is a valid, empty slice. */
+  int rc = nn_dataset_alloc_like(src, n, out);
+  for (size_t i = 0; !rc && i < n; i++)
+    nn_dataset_copy_row(out, i, src, first + i);
+  return rc;
 }
 
 void nn_dataset_truncate(nn_dataset *ds, size_t n) {
@@ -54,16 +107,22 @@ void nn_dataset_truncate(nn_dataset *ds, size_t n) {
     return;
   if (n == 0) {
     free(ds->x);
+    free(ds->x8);
     free(ds->y);
     ds->x = NULL;
+    ds->x8 = NULL;
     ds->y = NULL;
     ds->n = 0;
     return;
   }
-  /* Give the memory back (a full training set is ~190 MB of floats); if the
-   * shrinking realloc fails, the larger block is still valid. A zero size
-   * would let realloc free the block, hence the dim test. */
-  if (ds->dim) {
+  /* Give the memory back; if the shrinking realloc fails, the larger
+   * block is still valid. A zero size would let realloc free the block,
+   * hence the dim test. */
+  if (ds->dim && ds->x8) {
+    uint8_t *x8 = realloc(ds->x8, n * ds->dim);
+    if (x8)
+      ds->x8 = x8;
+  } else if (ds->dim) {
     float *x = realloc(ds->x, n * ds->dim * sizeof(float));
     if (x)
       ds->x = x;
@@ -78,6 +137,7 @@ void nn_dataset_close(nn_dataset *ds) {
   if (!ds)
     return;
   free(ds->x);
+  free(ds->x8);
   free(ds->y);
   memset(ds, 0, sizeof *ds);
 }
@@ -98,7 +158,7 @@ int nn_dataset_load_chosen(const char *path, int train, nn_row_chooser choose,
   uint32_t *rows = NULL;
   size_t k = 0;
   struct stat st;
-  int rc;
+  int rc, bytes = 0;
 
   if (!out)
     return COHORT_EINVAL;
@@ -111,19 +171,16 @@ int nn_dataset_load_chosen(const char *path, int train, nn_row_chooser choose,
     if (!rc)
       rc = nn_idx_load_labels(images, labels, &all, err, errlen);
   } else {
-    rc = nn_csv_load(path, NULL, &all, err, errlen);
+    rc = nn_csv_load_labels(path, NULL, &all, &bytes, err, errlen);
   }
   if (!rc)
     rc = choose(&all, ctx, &rows, &k, err, errlen);
   if (rc)
     goto out;
-  if (idx) {
+  if (idx)
     rc = nn_idx_load_rows(images, labels, &all, rows, k, out, err, errlen);
-  } else {
-    rc = nn_dataset_subset(&all, rows, k, out);
-    if (rc)
-      errbuf_fail(err, errlen, rc, path, "cannot copy %zu chosen rows", k);
-  }
+  else
+    rc = nn_csv_load_rows(path, NULL, &all, bytes, rows, k, out, err, errlen);
 out:
   free(images);
   free(labels);

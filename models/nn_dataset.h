@@ -1,5 +1,8 @@
 /* Labelled examples in memory and the IDX reader (MNIST, Fashion-MNIST, as
- * Debian ships them: gzip'd or plain). Pixels are scaled to [0, 1]. */
+ * Debian ships them: gzip'd or plain). Pixels are scaled to [0, 1]. Image
+ * data stays one byte a feature, as in the file, and becomes float one
+ * batch at a time (nn_dataset_gather), so a client's share costs a quarter
+ * of what float32 would. */
 #ifndef COHORT_NN_DATASET_H
 #define COHORT_NN_DATASET_H
 
@@ -14,9 +17,35 @@ typedef struct nn_dataset {
    * for IDX images; a flat vector is dim x 1 x 1. Layers that need images
    * (conv2d) read it; the rest see dim features. */
   int channels, height, width;
-  float *x;   /* n * dim, row-major, owned */
+  /* The features, row-major, n * dim, owned: exactly one of x and x8 is set
+   * (both NULL when n == 0). x8 holds bytes, feature value x8_value[byte]
+   * (IDX pixels: byte / 255); readers of features go through
+   * nn_dataset_gather or nn_dataset_span, which handle both. */
+  float *x;
+  uint8_t *x8;
+  float x8_value[256];
   uint8_t *y; /* n labels, owned */
 } nn_dataset;
+
+/* Copies rows[0 .. k) of ds into x (k * dim floats, converted from bytes
+ * where ds holds them) and their labels into y (may be NULL). rows must be
+ * < ds->n. The values are those the features stand for, bit for bit. */
+void nn_dataset_gather(const nn_dataset *ds, const uint32_t *rows, size_t k,
+                       float *x, uint8_t *y);
+
+/* The features of examples [first, first + k) as floats: a pointer into
+ * ds->x when ds holds floats, else buf (k * dim floats) filled in. */
+const float *nn_dataset_span(const nn_dataset *ds, size_t first, size_t k,
+                             float *buf);
+
+/* Sets *out to an empty data set shaped as like (dim, classes, shape,
+ * storage) with room for n examples (x or x8 as like's, and y); n == 0
+ * allocates nothing. Returns COHORT_OK or COHORT_ENOMEM (*out zeroed). */
+int nn_dataset_alloc_like(const nn_dataset *like, size_t n, nn_dataset *out);
+
+/* Copies example j of src into example i of dst (same dim and storage). */
+void nn_dataset_copy_row(nn_dataset *dst, size_t i, const nn_dataset *src,
+                         size_t j);
 
 /* Reads an IDX image file (magic 0x00000803, u8 pixels) and its IDX label
  * file (magic 0x00000801). Either may be gzip-compressed (detected by its
@@ -67,6 +96,24 @@ void nn_csv_options_init(nn_csv_options *opt);
 int nn_csv_load(const char *path, const nn_csv_options *opt, nn_dataset *out,
                 char *err, size_t errlen);
 
+/* The two passes of a share: nn_csv_load_labels reads the file as
+ * nn_csv_load does (every row checked, the same errors) but keeps only the
+ * labels: out->x is NULL, the rest (n, dim, shape, n_classes, all n labels)
+ * filled in, and *bytes (may be NULL) set when every feature is an integer
+ * in [0, 255]. A partitioner decides from these which rows a client keeps;
+ * nn_csv_load_rows then reads the file again and keeps only rows[0 .. k)
+ * (any order; repeats allowed), row i of out being row rows[i], each
+ * feature the float nn_csv_load gives for it: stored as bytes (out->x8,
+ * x8_value[b] = b * scale) when bytes is set, else as floats. labels and
+ * bytes are what the first pass gave for the same file and options (a file
+ * that changed since is refused). Memory is the labels (a byte a row),
+ * the k chosen rows and one line, whatever the file's size. */
+int nn_csv_load_labels(const char *path, const nn_csv_options *opt,
+                       nn_dataset *out, int *bytes, char *err, size_t errlen);
+int nn_csv_load_rows(const char *path, const nn_csv_options *opt,
+                     const nn_dataset *labels, int bytes, const uint32_t *rows,
+                     size_t k, nn_dataset *out, char *err, size_t errlen);
+
 /* Loads "train-images-idx3-ubyte[.gz]" + "train-labels-idx1-ubyte[.gz]"
  * (train != 0) or the "t10k-" pair (train == 0) from dir. */
 int nn_idx_load_dir(const char *dir, int train, nn_dataset *out, char *err,
@@ -77,7 +124,7 @@ int nn_idx_load_dir(const char *dir, int train, nn_dataset *out, char *err,
 int nn_idx_paths(const char *dir, int train, char **images, char **labels,
                  char *err, size_t errlen);
 
-/* Reads an IDX pair as nn_idx_load does but no pixels: out->x is NULL, the
+/* Reads an IDX pair as nn_idx_load does but no pixels: out->x8 is NULL, the
  * rest (n, dim, shape, n_classes, all n labels) is filled in. A partitioner
  * decides from these which examples a client keeps, then nn_idx_load_rows
  * decodes only those. */
@@ -91,7 +138,7 @@ int nn_idx_load_labels(const char *images_path, const char *labels_path,
  * changed since is refused). The file is visited once, forward: a gzip'd
  * one is streamed through zlib (the skipped images cost CPU, not memory), a
  * plain one is read by seeking to each chosen image, so memory is out's k
- * images plus one image and zlib's 128 KiB buffer, whatever the file's
+ * images (a byte a pixel) and zlib's 128 KiB buffer, whatever the file's
  * size. The whole file is still checked to hold every image its header
  * promises. */
 int nn_idx_load_rows(const char *images_path, const char *labels_path,
@@ -106,9 +153,9 @@ typedef int (*nn_row_chooser)(const nn_dataset *labels, void *ctx,
                               size_t errlen);
 
 /* Loads from path (as nn_dataset_load_path reads it) only the examples that
- * choose picks, in its order. For an IDX folder only those images are ever
- * decoded (nn_idx_load_rows); a CSV file is parsed whole and the chosen
- * rows copied out. */
+ * choose picks, in its order: the labels first, then only the chosen
+ * examples (nn_idx_load_rows for an IDX folder, nn_csv_load_rows for a CSV
+ * file), so memory follows the share, not the file. */
 int nn_dataset_load_chosen(const char *path, int train, nn_row_chooser choose,
                            void *ctx, nn_dataset *out, char *err,
                            size_t errlen);

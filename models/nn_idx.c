@@ -21,7 +21,7 @@
  * is rejected outright instead of steering the allocations. */
 #define IDX_MAX_N 10000000u
 #define IDX_MAX_DIM (1u << 20)
-#define IDX_MAX_PIXELS ((uint64_t)1 << 31) /* 8 GiB once scaled to float */
+#define IDX_MAX_PIXELS ((uint64_t)1 << 31) /* 2 GiB of bytes */
 
 #define IDX_CHUNK (1u << 16) /* bytes per gzread */
 #define IDX_FIRST_ALLOC ((size_t)1 << 20)
@@ -99,22 +99,15 @@ static int idx_header(gzFile gz, const char *path, uint32_t want_magic,
   return COHORT_OK;
 }
 
-/* Reads exactly want payload bytes. With scale set the bytes become floats
- * b/255 (pixels), otherwise they are kept as bytes (labels). The buffer
- * starts small and doubles as data arrives, so a header that lies about its
- * size costs at most twice what the file really holds. */
-static int idx_payload(gzFile gz, const char *path, size_t want, int scale,
-                       void **out, size_t *got_out, char *err, size_t errlen) {
-  float to_unit[256];
-  size_t esz = scale ? sizeof(float) : 1;
+/* Reads exactly want payload bytes (pixels or labels, kept as bytes). The
+ * buffer starts small and doubles as data arrives, so a header that lies
+ * about its size costs at most twice what the file really holds. */
+static int idx_payload(gzFile gz, const char *path, size_t want, void **out,
+                       size_t *got_out, char *err, size_t errlen) {
   unsigned char *chunk = NULL, *buf = NULL;
   size_t cap = 0, got = 0;
   int rc = COHORT_OK;
 
-  /* A table keeps x / 255.0f exact (255 -> 1.0f) without a divide per pixel;
-   * it lives on the stack so concurrent loads share nothing. */
-  for (int i = 0; i < 256; i++)
-    to_unit[i] = (float)i / 255.0f;
   chunk = malloc(IDX_CHUNK);
   if (!chunk) {
     rc = errbuf_fail(err, errlen, COHORT_ENOMEM, path, "out of memory");
@@ -133,7 +126,7 @@ static int idx_payload(gzFile gz, const char *path, size_t want, int scale,
         ncap *= 2;
       if (ncap > want)
         ncap = want;
-      unsigned char *nb = realloc(buf, ncap * esz);
+      unsigned char *nb = realloc(buf, ncap);
       if (!nb) {
         rc = errbuf_fail(err, errlen, COHORT_ENOMEM, path,
                          "out of memory reading %zu bytes", want);
@@ -142,13 +135,7 @@ static int idx_payload(gzFile gz, const char *path, size_t want, int scale,
       buf = nb;
       cap = ncap;
     }
-    if (scale) {
-      float *dst = (float *)buf + got;
-      for (long i = 0; i < n; i++)
-        dst[i] = to_unit[chunk[i]];
-    } else {
-      memcpy(buf + got, chunk, (size_t)n);
-    }
+    memcpy(buf + got, chunk, (size_t)n);
     got += (size_t)n;
   }
 out:
@@ -229,7 +216,7 @@ static int idx_open_labelled(const char *images_path, const char *labels_path,
   }
 
   size_t n = idims[0];
-  rc = idx_payload(gl, labels_path, n, 0, &y, &got, err, errlen);
+  rc = idx_payload(gl, labels_path, n, &y, &got, err, errlen);
   if (rc)
     goto out;
   if (got < n) {
@@ -250,6 +237,10 @@ static int idx_open_labelled(const char *images_path, const char *labels_path,
   out->height = (int)idims[1];
   out->width = (int)idims[2];
   out->n_classes = max_label + 1;
+  /* A table keeps byte / 255.0f exact (255 -> 1.0f) without a divide per
+   * pixel when a batch becomes floats. */
+  for (int i = 0; i < 256; i++)
+    out->x8_value[i] = (float)i / 255.0f;
   out->y = y;
   y = NULL;
 
@@ -273,7 +264,7 @@ int nn_idx_load(const char *images_path, const char *labels_path,
   if (rc)
     return rc;
   size_t want = out->n * out->dim;
-  rc = idx_payload(gi, images_path, want, 1, &x, &got, err, errlen);
+  rc = idx_payload(gi, images_path, want, &x, &got, err, errlen);
   if (!rc && got < want)
     rc =
         errbuf_fail(err, errlen, COHORT_EFORMAT, images_path,
@@ -287,7 +278,7 @@ int nn_idx_load(const char *images_path, const char *labels_path,
     free(x);
     return rc;
   }
-  out->x = x;
+  out->x8 = x;
   return COHORT_OK;
 }
 
@@ -321,55 +312,44 @@ static int idx_seek(gzFile gz, const char *path, z_off_t at, char *err,
   return -1;
 }
 
-/* Decodes image rows[key >> 32] into row (uint32_t)key of x, visiting the
+/* Reads image rows[key >> 32] into row (uint32_t)key of x, visiting the
  * file in ascending order: gzseek skips forward by decompressing into
  * zlib's own buffer (a gzip'd file) or by lseek (a plain one), so only the
- * chosen records become floats and nothing holds the whole file. Then reads
- * the file's last pixel, so that a truncated file is refused as
- * nn_idx_load refuses it. */
+ * chosen records are kept and nothing holds the whole file. Then reads the
+ * file's last pixel, so that a truncated file is refused as nn_idx_load
+ * refuses it. */
 static int idx_read_rows(gzFile gi, const char *path, const nn_dataset *ds,
-                         const uint64_t *keys, size_t k, float *x, char *err,
+                         const uint64_t *keys, size_t k, uint8_t *x, char *err,
                          size_t errlen) {
-  float to_unit[256];
-  for (int i = 0; i < 256; i++)
-    to_unit[i] = (float)i / 255.0f;
-  unsigned char *rec = malloc(ds->dim);
-  if (!rec)
-    return errbuf_fail(err, errlen, COHORT_ENOMEM, path, "out of memory");
+  unsigned char last_byte;
   int rc = COHORT_OK;
   const z_off_t first = 16; /* the magic and three dimensions */
   for (size_t i = 0; i < k && !rc; i++) {
     size_t row = (size_t)(keys[i] >> 32), pos = (uint32_t)keys[i];
-    float *dst = x + pos * ds->dim;
+    uint8_t *dst = x + pos * ds->dim;
     if (i && (size_t)(keys[i - 1] >> 32) == row) { /* a repeated row */
-      memcpy(dst, x + (size_t)(uint32_t)keys[i - 1] * ds->dim,
-             ds->dim * sizeof *dst);
+      memcpy(dst, x + (size_t)(uint32_t)keys[i - 1] * ds->dim, ds->dim);
       continue;
     }
     z_off_t at = first + (z_off_t)(row * ds->dim);
     long got = -1;
     if (idx_seek(gi, path, at, err, errlen, &rc) == 1)
-      got = idx_read(gi, path, rec, (unsigned)ds->dim, err, errlen, &rc);
-    if (rc)
-      break;
-    if (got != (long)ds->dim)
+      got = idx_read(gi, path, dst, (unsigned)ds->dim, err, errlen, &rc);
+    if (!rc && got != (long)ds->dim)
       rc = errbuf_fail(err, errlen, COHORT_EFORMAT, path,
                        "truncated: header promises %zu images of %dx%d, "
                        "image %zu is missing",
                        ds->n, ds->height, ds->width, row);
-    for (size_t j = 0; j < ds->dim && !rc; j++)
-      dst[j] = to_unit[rec[j]];
   }
   z_off_t last = first + (z_off_t)(ds->n * ds->dim) - 1;
   if (!rc &&
       (idx_seek(gi, path, last, err, errlen, &rc) != 1 ||
-       idx_read(gi, path, rec, 1, err, errlen, &rc) != 1) &&
+       idx_read(gi, path, &last_byte, 1, err, errlen, &rc) != 1) &&
       !rc)
     rc = errbuf_fail(err, errlen, COHORT_EFORMAT, path,
                      "truncated: header promises %zu images of %dx%d, the "
                      "file ends before the last",
                      ds->n, ds->height, ds->width);
-  free(rec);
   return rc;
 }
 
@@ -379,8 +359,7 @@ int nn_idx_load_rows(const char *images_path, const char *labels_path,
   gzFile gi = NULL;
   nn_dataset hdr = {0};
   uint64_t *keys = NULL;
-  float *x = NULL;
-  uint8_t *y = NULL;
+  uint8_t *x = NULL, *y = NULL;
   int rc;
 
   if (!out)
@@ -400,7 +379,7 @@ int nn_idx_load_rows(const char *images_path, const char *labels_path,
     goto out;
   }
   keys = malloc((k ? k : 1) * sizeof *keys);
-  x = malloc((k ? k : 1) * hdr.dim * sizeof *x);
+  x = malloc((k ? k : 1) * hdr.dim);
   y = malloc(k ? k : 1);
   if (!keys || !x || !y) {
     rc = errbuf_fail(err, errlen, COHORT_ENOMEM, images_path,
@@ -427,7 +406,8 @@ int nn_idx_load_rows(const char *images_path, const char *labels_path,
   out->height = hdr.height;
   out->width = hdr.width;
   out->n_classes = hdr.n_classes; /* of the whole file, as nn_idx_load */
-  out->x = x;
+  memcpy(out->x8_value, hdr.x8_value, sizeof out->x8_value);
+  out->x8 = x;
   out->y = y;
   x = NULL;
   y = NULL;

@@ -3,8 +3,10 @@
  * with nn_parallel_for, which keeps results independent of timing. */
 #include "nn_layers.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nn_conv_gray.h"
 #include "nn_gemm.h"
@@ -113,7 +115,8 @@ void nn_linear_backward(const nn_layer *l, const float *params, const float *in,
  * matrix is 196 x 800 floats (627 KB); a batch's is far larger than L2, and
  * writing it out in the forward pass to read it back in the backward pass
  * cost more than building it again. Each thread takes a fixed chunk of
- * images and reuses one image-sized slot of the buffers for all of them;
+ * images and reuses one image-sized slot of the buffers for all of them
+ * (slot c for chunk c, so the buffers grow with the chunks, not the batch);
  * its products are small and serial, so nothing is handed between threads
  * inside a layer. */
 typedef struct conv_job {
@@ -199,28 +202,38 @@ static size_t conv_col_size(const nn_layer *l) {
   return (size_t)conv_rows(l) * (size_t)conv_row_len(l);
 }
 
-static void conv_fwd_range(void *ctx, size_t first, size_t end) {
+static void conv_fwd_range(void *ctx, size_t c0, size_t c1) {
   const conv_job *j = ctx;
   const nn_layer *l = j->l;
   int rows = conv_rows(l), row_len = conv_row_len(l), co = l->out.c;
   size_t in_size = nn_shape_size(l->in);
-  float *col = j->col + first * conv_col_size(l);
-  for (size_t e = first; e < end; e++) {
-    float *out = j->out + e * rows * (size_t)co;
-    im2col_image(l, j->in + e * in_size, col);
-    /* out[rows x co] = col[rows x row_len] * W^T */
-    nn_sgemm(false, true, rows, co, row_len, 1.0f, col, row_len,
-             j->params + l->w, row_len, 0.0f, out, co);
-    bias_act(out, j->params + l->b, (size_t)rows, (size_t)co, j->relu);
+  for (size_t c = c0; c < c1; c++) {
+    float *col = j->col + c * conv_col_size(l);
+    size_t first, end;
+    nn_conv2d_chunk_images(j->n, j->chunks, c, &first, &end);
+    for (size_t e = first; e < end; e++) {
+      float *out = j->out + e * rows * (size_t)co;
+      im2col_image(l, j->in + e * in_size, col);
+      /* out[rows x co] = col[rows x row_len] * W^T */
+      nn_sgemm(false, true, rows, co, row_len, 1.0f, col, row_len,
+               j->params + l->w, row_len, 0.0f, out, co);
+      bias_act(out, j->params + l->b, (size_t)rows, (size_t)co, j->relu);
+    }
   }
 }
 
 void nn_conv2d_forward_direct(const nn_layer *l, const float *params,
                               const float *in, float *col, float *out, int n,
                               bool relu) {
-  conv_job j = {
-      .l = l, .params = params, .in = in, .col = col, .out = out, .relu = relu};
-  nn_parallel_for((size_t)n, 1, conv_fwd_range, &j);
+  conv_job j = {.l = l,
+                .params = params,
+                .in = in,
+                .col = col,
+                .out = out,
+                .relu = relu,
+                .n = (size_t)n,
+                .chunks = nn_conv2d_chunks((size_t)n)};
+  nn_parallel_for(j.chunks, 1, conv_fwd_range, &j);
 }
 
 /* Winograd and the one-channel kernels are vector code; the scalar path
@@ -253,7 +266,7 @@ static void conv_bwd_chunk(const conv_job *j, size_t c) {
   size_t in_size = nn_shape_size(l->in), col_size = conv_col_size(l);
   size_t first, end;
   nn_conv2d_chunk_images(j->n, j->chunks, c, &first, &end);
-  float *col = j->col + first * col_size;
+  float *col = j->col + c * col_size;
   float *partial = j->partial + c * (size_t)row_len * co;
   for (size_t e = first; e < end; e++) {
     const float *dout = j->dout + e * rows * (size_t)co;
@@ -262,7 +275,7 @@ static void conv_bwd_chunk(const conv_job *j, size_t c) {
                      co, e == first ? 0.0f : 1.0f, partial, co);
     if (!j->din)
       continue;
-    float *dcol = j->dcol + first * col_size;
+    float *dcol = j->dcol + c * col_size;
     /* dcol[rows x row_len] = dout * W */
     nn_sgemm(false, false, rows, row_len, co, 1.0f, dout, co, j->params + l->w,
              row_len, 0.0f, dcol, row_len);
@@ -275,9 +288,22 @@ static void conv_bwd_range(void *ctx, size_t first, size_t end) {
     conv_bwd_chunk(ctx, c);
 }
 
+size_t nn_conv2d_max_chunks(size_t n) {
+  /* Cached: buffers sized by it must stay large enough for the process's
+   * life. */
+  static atomic_int cores;
+  int have = atomic_load(&cores);
+  if (!have) {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    have = online < 1 ? 1 : online > 1024 ? 1024 : (int)online;
+    atomic_store(&cores, have);
+  }
+  return n < (size_t)have ? n : (size_t)have;
+}
+
 size_t nn_conv2d_chunks(size_t n) {
-  size_t threads = (size_t)nn_threads_get();
-  return n < threads ? n : threads;
+  size_t threads = (size_t)nn_threads_get(), most = nn_conv2d_max_chunks(n);
+  return most < threads ? most : threads;
 }
 
 void nn_conv2d_chunk_images(size_t n, size_t chunks, size_t c, size_t *first,
@@ -303,7 +329,7 @@ void nn_conv2d_backward_direct(const nn_layer *l, const float *params,
                                const float *in, float *col, const float *dout,
                                float *din, float *scratch, float *grad, int n) {
   size_t chunks = nn_conv2d_chunks((size_t)n);
-  size_t dcol_size = din ? (size_t)n * conv_col_size(l) : 0;
+  size_t dcol_size = din ? chunks * conv_col_size(l) : 0;
   conv_job j = {.l = l,
                 .params = params,
                 .in = in,
@@ -332,30 +358,59 @@ void nn_conv2d_backward(const nn_layer *l, const float *params, const float *in,
     nn_conv2d_backward_direct(l, params, in, col, dout, din, scratch, grad, n);
 }
 
+/* The im2col path's needs: an image's patch matrix per chunk (forward, and
+ * backward to build it again) and, backward, an image's patch gradients
+ * per chunk when din is wanted, and a partial weight gradient per chunk
+ * (the one-channel path's partials are its 25 taps and the bias: one row
+ * more). */
+static size_t direct_col(const nn_layer *l, int max_batch) {
+  return nn_conv2d_max_chunks((size_t)max_batch) * conv_col_size(l);
+}
+
+static size_t direct_scratch(const nn_layer *l, int max_batch, bool din) {
+  size_t chunks = nn_conv2d_max_chunks((size_t)max_batch);
+  return (din ? chunks * conv_col_size(l) : 0) +
+         chunks * (size_t)l->out.c * (conv_row_len(l) + 1);
+}
+
+static size_t max2(size_t a, size_t b) { return a > b ? a : b; }
+
 /* Both paths' needs, so that the direct one stays callable on any work
  * (the tests compare the two on the same buffers). */
 size_t nn_conv2d_col_floats(const nn_layer *l, int max_batch) {
-  size_t direct = (size_t)max_batch * conv_col_size(l);
   size_t wino = nn_winograd_applies(l)
                     ? nn_winograd_scratch_floats(l, max_batch, false)
                     : 0;
   size_t gray =
       nn_conv_gray_applies(l) ? nn_conv_gray_scratch(l, max_batch) : 0;
-  size_t most = direct > wino ? direct : wino;
-  return most > gray ? most : gray;
+  return max2(direct_col(l, max_batch), max2(wino, gray));
 }
 
 size_t nn_conv2d_scratch_floats(const nn_layer *l, int max_batch, bool din) {
-  /* Direct: patch gradients when din is wanted, and a partial weight
-   * gradient per chunk of images, at most one chunk per image. The
-   * one-channel path's partials are its 25 taps and the bias: one row
-   * more. */
-  size_t direct = (din ? (size_t)max_batch * conv_col_size(l) : 0) +
-                  (size_t)max_batch * (size_t)l->out.c * (conv_row_len(l) + 1);
   size_t wino = nn_winograd_applies(l)
                     ? nn_winograd_scratch_floats(l, max_batch, true)
                     : 0;
-  return direct > wino ? direct : wino;
+  return max2(direct_scratch(l, max_batch, din), wino);
+}
+
+/* Only what nn_conv2d_forward_act and nn_conv2d_backward will use on this
+ * CPU: a network's work needs no room for the path it never takes (for the
+ * CNN's second layer at batch 32, the im2col path's 20 MB). */
+size_t nn_conv2d_run_col_floats(const nn_layer *l, int max_batch, bool din) {
+  if (vector_conv() && nn_winograd_applies(l))
+    return nn_winograd_scratch_floats(l, max_batch, false);
+  if (vector_conv() && nn_conv_gray_applies(l))
+    return din ? max2(direct_col(l, max_batch),
+                      nn_conv_gray_scratch(l, max_batch))
+               : nn_conv_gray_scratch(l, max_batch);
+  return direct_col(l, max_batch);
+}
+
+size_t nn_conv2d_run_scratch_floats(const nn_layer *l, int max_batch,
+                                    bool din) {
+  if (vector_conv() && nn_winograd_applies(l))
+    return nn_winograd_scratch_floats(l, max_batch, true);
+  return direct_scratch(l, max_batch, din);
 }
 
 /* Max-pooling, split over examples. Within a window the candidates are

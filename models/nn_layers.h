@@ -53,12 +53,16 @@ void nn_conv2d_backward(const nn_layer *l, const float *params, const float *in,
 void nn_conv2d_backward_direct(const nn_layer *l, const float *params,
                                const float *in, float *col, const float *dout,
                                float *din, float *scratch, float *grad, int n);
-/* A convolution's backward splits the batch into chunks, one per thread
- * and at most one per image, and sums the chunks' partial gradients in
- * chunk order: the sums then depend only on the batch size and the thread
- * count. nn_conv2d_chunks(n) is the chunk count for n images, and chunk c
- * of chunks holds images [*first, *end). */
+/* A convolution splits the batch into chunks, one per thread, at most one
+ * per image and one per core (more threads than cores would only take
+ * turns), and sums the chunks' partial gradients in chunk order: the sums
+ * then depend only on the batch size and min(threads, cores). Its scratch
+ * holds a slot per chunk. nn_conv2d_chunks(n) is the chunk count for n
+ * images, nn_conv2d_max_chunks(n) its bound at any thread count (what
+ * scratch is sized for), and chunk c of chunks holds images
+ * [*first, *end). */
 size_t nn_conv2d_chunks(size_t n);
+size_t nn_conv2d_max_chunks(size_t n);
 void nn_conv2d_chunk_images(size_t n, size_t chunks, size_t c, size_t *first,
                             size_t *end);
 /* dw[o][r] (co x row_len) = the sum over chunks of partial c's [r][o]
@@ -71,6 +75,11 @@ void nn_conv2d_sum_partials(const float *partial, size_t chunks, int row_len,
  * count, enough for both paths. */
 size_t nn_conv2d_col_floats(const nn_layer *l, int max_batch);
 size_t nn_conv2d_scratch_floats(const nn_layer *l, int max_batch, bool din);
+/* The same for the path nn_conv2d_forward_act and nn_conv2d_backward take
+ * on this CPU only (din: the backward computes the input gradient): what
+ * an nn_work holds. */
+size_t nn_conv2d_run_col_floats(const nn_layer *l, int max_batch, bool din);
+size_t nn_conv2d_run_scratch_floats(const nn_layer *l, int max_batch, bool din);
 
 void nn_maxpool2_forward(const nn_layer *l, const float *in, float *out,
                          uint32_t *argmax, int n);

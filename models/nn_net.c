@@ -221,13 +221,22 @@ static void layout(nn_work *work, const nn_net *net, carver *cv,
       continue;
     }
     work->act[i + 1] = carve(cv, out * sizeof(float));
-    work->delta[i + 1] = training ? carve(cv, out * sizeof(float)) : NULL;
+    /* Under an in-place ReLU and a max-pool the output is read only by the
+     * pool's forward (its backward folds the ReLU in from the pool's own
+     * output, see loss_grad): its gradient can take its place. */
+    bool dead_after_pool = i + 2 < net->n_layers && relu_in_place(net, i + 1) &&
+                           net->layers[i + 2].kind == NN_MAXPOOL2;
+    work->delta[i + 1] = !training         ? NULL
+                         : dead_after_pool ? work->act[i + 1]
+                                           : carve(cv, out * sizeof(float));
     if (l->kind == NN_CONV2D) {
+      /* The first layer never computes an input gradient. */
+      bool din = training && i > 0;
       work->col[i] =
-          carve(cv, nn_conv2d_col_floats(l, work->max_batch) * sizeof(float));
-      /* Backward scratch, one buffer for all layers; the first layer
-       * never computes an input gradient. */
-      size_t need = nn_conv2d_scratch_floats(l, work->max_batch, i > 0);
+          carve(cv, nn_conv2d_run_col_floats(l, work->max_batch, din) *
+                        sizeof(float));
+      /* Backward scratch, one buffer for all layers. */
+      size_t need = nn_conv2d_run_scratch_floats(l, work->max_batch, din);
       if (training && need > dcol)
         dcol = need;
     } else if (l->kind == NN_MAXPOOL2) {

@@ -362,36 +362,16 @@ int nn_dataset_subset(const nn_dataset *src, const uint32_t *idx, size_t n,
   if (!out)
     return COHORT_EINVAL;
   memset(out, 0, sizeof *out);
-  if (!src || (n && !idx) || (src->n && (!src->x || !src->y || !src->dim)))
+  if (!src || (n && !idx) ||
+      (src->n && ((!src->x && !src->x8) || !src->y || !src->dim)))
     return COHORT_EINVAL;
   for (size_t i = 0; i < n; i++)
     if (idx[i] >= src->n)
       return COHORT_EINVAL;
-  out->dim = src->dim;
-  out->n_classes = src->n_classes;
-  out->channels = src->channels;
-  out->height = src->height;
-  out->width = src->width;
-  if (n == 0)
-    return COHORT_OK;
-  if (src->dim > SIZE_MAX / sizeof(float) / n)
-    return COHORT_ENOMEM;
-  size_t row = src->dim * sizeof(float);
-  float *x = malloc(n * row);
-  uint8_t *y = malloc(n);
-  if (!x || !y) {
-    free(x);
-    free(y);
-    return COHORT_ENOMEM;
-  }
-  for (size_t i = 0; i < n; i++) {
-    memcpy(x + i * src->dim, src->x + (size_t)idx[i] * src->dim, row);
-    y[i] = src->y[idx[i]];
-  }
-  out->n = n;
-  out->x = x;
-  out->y = y;
-  return COHORT_OK;
+  int rc = nn_dataset_alloc_like(src, n, out);
+  for (size_t i = 0; !rc && i < n; i++)
+    nn_dataset_copy_row(out, i, src, idx[i]);
+  return rc;
 }
 
 int nn_partition_client(const nn_dataset *ds, const char *spec, int client,

@@ -62,16 +62,6 @@ static int check_opts(const nn_train_opts *o, char *err, size_t errlen) {
   return nn_optim_config_check(&o->optim, err, errlen);
 }
 
-/* Copies the examples named by idx into contiguous batch buffers. */
-static void gather(const nn_dataset *ds, const uint32_t *idx, int count,
-                   float *x, uint8_t *y) {
-  for (int i = 0; i < count; i++) {
-    memcpy(x + (size_t)i * ds->dim, ds->x + (size_t)idx[i] * ds->dim,
-           ds->dim * sizeof *x);
-    y[i] = ds->y[idx[i]];
-  }
-}
-
 /* The gradient of mu/2 |w - anchor|^2 joins the loss gradient. */
 static void add_proximal(float *grad, const float *w, const float *anchor,
                          size_t n, float mu) {
@@ -79,9 +69,11 @@ static void add_proximal(float *grad, const float *w, const float *anchor,
     grad[i] += mu * (w[i] - anchor[i]);
 }
 
-int nn_train(const nn_net *net, float *params, const nn_dataset *ds,
-             const nn_train_opts *opts, double *mean_loss, char *err,
-             size_t errlen) {
+/* Trains w in place from anchor (its value on entry, FedProx's centre); on
+ * failure w holds whatever the steps so far made of it. */
+static int train_core(const nn_net *net, float *w, const float *anchor,
+                      const nn_dataset *ds, const nn_train_opts *opts,
+                      double *mean_loss, char *err, size_t errlen) {
   int rc = check_opts(opts, err, errlen);
   if (!rc)
     rc = check_data(net, ds, err, errlen);
@@ -96,7 +88,7 @@ int nn_train(const nn_net *net, float *params, const nn_dataset *ds,
     batch = (int)ds->n;
 
   size_t n = net->n_params;
-  int vectors = 3 + nn_optim_state_vectors(&opts->optim);
+  int vectors = 1 + nn_optim_state_vectors(&opts->optim);
   float *arena = NULL, *xb = NULL;
   uint8_t *yb = NULL;
   uint32_t *order = NULL;
@@ -118,12 +110,10 @@ int nn_train(const nn_net *net, float *params, const nn_dataset *ds,
   if (rc)
     goto out;
 
-  /* arena: params | grads | anchor (the starting point) | optimizer state */
-  float *w = arena, *grad = arena + n, *anchor = arena + 2 * n;
-  memcpy(w, params, n * sizeof *w);
-  memcpy(anchor, params, n * sizeof *w);
+  /* arena: grads | optimizer state */
+  float *grad = arena;
   nn_optim opt;
-  nn_optim_init(&opt, &opts->optim, n, arena + 3 * n);
+  nn_optim_init(&opt, &opts->optim, n, arena + n);
 
   nn_rng rng;
   nn_rng_seed(&rng, opts->seed);
@@ -142,7 +132,7 @@ int nn_train(const nn_net *net, float *params, const nn_dataset *ds,
       }
       int count =
           (int)(ds->n - first < (size_t)batch ? ds->n - first : (size_t)batch);
-      gather(ds, order + first, count, xb, yb);
+      nn_dataset_gather(ds, order + first, (size_t)count, xb, yb);
       uint64_t seed = nn_rng_mix(opts->seed, ++step);
       double loss;
       if (opts->fedprox_mu > 0.0f) {
@@ -164,7 +154,6 @@ int nn_train(const nn_net *net, float *params, const nn_dataset *ds,
       rc = COHORT_EINVAL;
       goto out;
     }
-  memcpy(params, w, n * sizeof *w);
   if (mean_loss)
     *mean_loss = epoch_loss / (double)ds->n;
   rc = COHORT_OK;
@@ -177,6 +166,31 @@ out:
   return rc;
 }
 
+int nn_train(const nn_net *net, float *params, const nn_dataset *ds,
+             const nn_train_opts *opts, double *mean_loss, char *err,
+             size_t errlen) {
+  /* Cache-line aligned, as the work buffers are: the short-side kernels
+   * stream the large weight rows with whole-line vector loads. */
+  void *w = NULL;
+  size_t bytes = net->n_params * sizeof *params;
+  if (posix_memalign(&w, 64, bytes ? bytes : 64))
+    return COHORT_ENOMEM;
+  memcpy(w, params, bytes);
+  /* The caller's params stay as they came until the end, so they are
+   * FedProx's anchor without a copy. */
+  int rc = train_core(net, w, params, ds, opts, mean_loss, err, errlen);
+  if (!rc)
+    memcpy(params, w, bytes);
+  free(w);
+  return rc;
+}
+
+int nn_train_in_place(const nn_net *net, float *params, const float *start,
+                      const nn_dataset *ds, const nn_train_opts *opts,
+                      double *mean_loss, char *err, size_t errlen) {
+  return train_core(net, params, start, ds, opts, mean_loss, err, errlen);
+}
+
 int nn_evaluate(const nn_net *net, const float *params, const nn_dataset *ds,
                 double *accuracy, double *loss) {
   char err[160];
@@ -185,16 +199,22 @@ int nn_evaluate(const nn_net *net, const float *params, const nn_dataset *ds,
     return rc;
   nn_work work;
   int batch = ds->n < EVAL_BATCH ? (int)ds->n : EVAL_BATCH;
+  /* Bytes become floats one batch at a time. */
+  float *xb = ds->x8 ? malloc((size_t)batch * ds->dim * sizeof *xb) : NULL;
+  if (ds->x8 && !xb)
+    return COHORT_ENOMEM;
   rc = nn_work_init(&work, net, batch, false);
-  if (rc)
+  if (rc) {
+    free(xb);
     return rc;
+  }
   int classes = nn_net_outputs(net);
   size_t correct = 0;
   double total = 0.0;
   for (size_t first = 0; first < ds->n; first += (size_t)batch) {
     int count =
         (int)(ds->n - first < (size_t)batch ? ds->n - first : (size_t)batch);
-    const float *x = ds->x + first * ds->dim;
+    const float *x = nn_dataset_span(ds, first, (size_t)count, xb);
     const uint8_t *y = ds->y + first;
     const float *z = nn_net_forward(net, &work, params, x, count, false, 0);
     for (int e = 0; e < count; e++) {
@@ -212,6 +232,7 @@ int nn_evaluate(const nn_net *net, const float *params, const nn_dataset *ds,
     }
   }
   nn_work_close(&work);
+  free(xb);
   *accuracy = (double)correct / (double)ds->n;
   *loss = total / (double)ds->n;
   return COHORT_OK;

@@ -1,9 +1,13 @@
 /* Minibatch training and evaluation of an nn_net on an nn_dataset.
  *
- * One call owns one float arena: parameters, gradients, the FedProx anchor
- * and the optimizer's state, each n_params long. The caller's parameter
- * vector is copied in and the result copied back, so a failed call leaves
- * it untouched. Deterministic for a seed and a thread count (nn_gemm.h). */
+ * One call owns the trained copy of the parameters and one float arena of
+ * gradients and optimizer state, each n_params long; the caller's vector is
+ * the FedProx anchor. Besides, memory is one batch (its floats and the
+ * net's nn_work) and four bytes of shuffling order per example: never a
+ * float copy of the data. The caller's parameter vector is copied in and
+ * the result copied back, so a failed call leaves it untouched
+ * (nn_train_in_place saves that copy). Deterministic for a seed and a
+ * thread count (nn_gemm.h). */
 #ifndef COHORT_NN_TRAIN_H
 #define COHORT_NN_TRAIN_H
 
@@ -40,6 +44,15 @@ void nn_train_opts_init(nn_train_opts *opts);
 int nn_train(const nn_net *net, float *params, const nn_dataset *ds,
              const nn_train_opts *opts, double *mean_loss, char *err,
              size_t errlen);
+
+/* nn_train without its copy of the model, for a caller that keeps the
+ * starting point anyway (a client keeps the global model to subtract):
+ * params, equal to start on entry, are trained in place; start (n_params,
+ * borrowed, unchanged) is FedProx's anchor. The same steps and results as
+ * nn_train, but on any failure params hold a partial result. */
+int nn_train_in_place(const nn_net *net, float *params, const float *start,
+                      const nn_dataset *ds, const nn_train_opts *opts,
+                      double *mean_loss, char *err, size_t errlen);
 
 /* Accuracy and mean cross-entropy of params on ds (dropout off). Returns
  * COHORT_OK, COHORT_EINVAL (mismatched or empty data) or COHORT_ENOMEM. */

@@ -264,8 +264,8 @@ size_t nn_winograd_scratch_floats(const nn_layer *l, int max_batch,
                                   bool backward) {
   geom g = geom_of(l);
   size_t n = max_batch > 0 ? (size_t)max_batch : 1, most = 0;
-  /* nn_conv2d_chunks for a thread count unknown here: up to n. */
-  for (size_t chunks = 1; chunks <= n; chunks++) {
+  /* nn_conv2d_chunks for a thread count unknown here. */
+  for (size_t chunks = 1; chunks <= nn_conv2d_max_chunks(n); chunks++) {
     size_t need = chunks * chunk_floats(&g, chunk_cap(&g, n, chunks), backward);
     if (need > most)
       most = need;

@@ -84,9 +84,13 @@ typedef struct cohort_dataset_options {
 /* Fills o with the defaults: iid, client 0 of 1, seed 0, no limit. */
 COHORT_API void cohort_dataset_options_init(cohort_dataset_options *o);
 
-/* Loads o->path and keeps this client's share. On failure returns a negative
- * status and writes a one-line reason (naming the file, line or option)
- * into err (errlen bytes, may be 0). Free the dataset with
+/* Loads o->path and keeps this client's share. The labels are read first
+ * and only the share's examples after them, kept as bytes where the file
+ * has bytes (IDX pixels, a CSV of integers 0..255): memory is the share
+ * (784 bytes an image for Fashion-MNIST) and a byte a label, not the
+ * file; training adds the model and one batch (docs/models.md). On failure
+ * returns a negative status and writes a one-line reason (naming the file,
+ * line or option) into err (errlen bytes, may be 0). Free the dataset with
  * cohort_dataset_free. */
 COHORT_API int cohort_dataset_load(const cohort_dataset_options *o,
                                    cohort_dataset_t **out, char *err,

@@ -122,7 +122,19 @@ static void assert_same(const nn_dataset *a, const nn_dataset *b) {
   if (!a->n)
     return;
   CU_ASSERT(memcmp(a->y, b->y, a->n) == 0);
-  CU_ASSERT(memcmp(a->x, b->x, a->n * a->dim * sizeof(float)) == 0);
+  /* The same floats, however each keeps them (bytes or floats). */
+  float *ax = malloc(a->n * a->dim * sizeof *ax);
+  float *bx = malloc(a->n * a->dim * sizeof *bx);
+  uint32_t *all = malloc(a->n * sizeof *all);
+  CU_ASSERT_FATAL(ax && bx && all);
+  for (size_t i = 0; i < a->n; i++)
+    all[i] = (uint32_t)i;
+  nn_dataset_gather(a, all, a->n, ax, NULL);
+  nn_dataset_gather(b, all, a->n, bx, NULL);
+  CU_ASSERT(memcmp(ax, bx, a->n * a->dim * sizeof *ax) == 0);
+  free(ax);
+  free(bx);
+  free(all);
 }
 
 static void check_equal_to_old(const cohort_dataset_options *o) {
@@ -166,6 +178,90 @@ static void test_same_share_as_full_decode(void) {
           check_equal_to_old(&o);
         }
   }
+}
+
+/* Writes "<tmpdir>/<name>": a header, then n rows of a label and dim
+ * features, integers in [0, 255] (bytes) or not (decimals). */
+static void write_csv(const char *name, uint32_t n, size_t dim, int bytes) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_FATAL(f != NULL);
+  fprintf(f, "label");
+  for (size_t j = 0; j < dim; j++)
+    fprintf(f, ",p%zu", j);
+  fputc('\n', f);
+  for (uint32_t i = 0; i < n; i++) {
+    fprintf(f, "%u", (unsigned)((i * 2654435761u) >> 29));
+    for (size_t j = 0; j < dim; j++) {
+      unsigned v = (unsigned)((i * 31u + j * 7u + (i >> 8)) & 255);
+      if (bytes)
+        fprintf(f, ",%u", v);
+      else
+        fprintf(f, ",%.3f", v / 7.0 - 9);
+    }
+    fputc('\n', f);
+  }
+  CU_ASSERT_FATAL(fclose(f) == 0);
+}
+
+/* A CSV share, read in two passes, is the one nn_csv_load and a copy give,
+ * value for value, kept as bytes when every feature is a byte. */
+static void test_csv_same_share(void) {
+  static const char *specs[] = {"iid", "shards:2", "dirichlet:0.5"};
+  write_csv("bytes.csv", 311, 6, 1);
+  write_csv("decimals.csv", 311, 6, 0);
+  for (int b = 0; b < 2; b++) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", tmpdir,
+             b ? "bytes.csv" : "decimals.csv");
+    for (size_t p = 0; p < sizeof specs / sizeof specs[0]; p++)
+      for (int v = 0; v < 4; v++) {
+        cohort_dataset_options o;
+        cohort_dataset_options_init(&o);
+        o.path = path;
+        o.partition = specs[p];
+        o.client_count = 3;
+        o.client_index = v % 3;
+        o.seed = 5 + (uint64_t)v;
+        o.limit = v & 1 ? 29 : 0;
+        o.holdout = v & 2 ? 0.2 : 0;
+        check_equal_to_old(&o);
+        cohort_dataset_t *d = NULL;
+        char err[256];
+        CU_ASSERT_FATAL(cohort_dataset_load(&o, &d, err, sizeof err) == 0);
+        CU_ASSERT((d->ds.x8 != NULL) == b);
+        cohort_dataset_free(d);
+      }
+  }
+}
+
+/* A CSV that changed between the two passes is refused, not misread. */
+static void test_csv_changed_between_passes_refused(void) {
+  char path[256], err[256] = "";
+  write_csv("changing.csv", 40, 3, 1);
+  snprintf(path, sizeof path, "%s/changing.csv", tmpdir);
+  nn_dataset labels = {0}, out = {0};
+  int bytes = 0;
+  CU_ASSERT_FATAL(nn_csv_load_labels(path, NULL, &labels, &bytes, err,
+                                     sizeof err) == COHORT_OK);
+  CU_ASSERT(labels.n == 40 && labels.x == NULL && bytes == 1);
+  write_csv("changing.csv", 39, 3, 1);
+  uint32_t rows[] = {3, 1, 3};
+  CU_ASSERT(nn_csv_load_rows(path, NULL, &labels, bytes, rows, 3, &out, err,
+                             sizeof err) == COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "changed"));
+  CU_ASSERT(out.n == 0 && out.x == NULL && out.x8 == NULL);
+  write_csv("changing.csv", 40, 4, 1);
+  CU_ASSERT(nn_csv_load_rows(path, NULL, &labels, bytes, rows, 3, &out, err,
+                             sizeof err) == COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "changed"));
+  write_csv("changing.csv", 40, 3, 0); /* decimals where bytes were */
+  CU_ASSERT(nn_csv_load_rows(path, NULL, &labels, bytes, rows, 3, &out, err,
+                             sizeof err) == COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "changed"));
+  CU_ASSERT(out.n == 0 && out.x == NULL && out.x8 == NULL);
+  nn_dataset_close(&labels);
 }
 
 /* cohort_dataset_load_idx's contiguous shards equal nn_dataset_shard's. */
@@ -286,6 +382,37 @@ static void test_peak_follows_share(void) {
   CU_ASSERT(peak - before < full_kb / 4);
 }
 
+/* A CSV whose features as floats (25 MB) are far more than the share may
+ * take: a twentieth of it loads with the peak growing by the share and the
+ * labels, not the file; whole, it would grow by the 25 MB. */
+static void test_csv_peak_follows_share(void) {
+  const uint32_t n = 8000;
+  const size_t dim = 784;
+  write_csv("big.csv", n, dim, 1);
+  char path[256], err[256];
+  snprintf(path, sizeof path, "%s/big.csv", tmpdir);
+  FILE *f = fopen("/proc/self/clear_refs", "w");
+  CU_ASSERT_FATAL(f != NULL);
+  CU_ASSERT_FATAL(fputs("5", f) >= 0);
+  CU_ASSERT_FATAL(fclose(f) == 0);
+  long before = status_kb("VmRSS:");
+  cohort_dataset_options o;
+  cohort_dataset_options_init(&o);
+  o.path = path;
+  o.client_count = 20;
+  cohort_dataset_t *d = NULL;
+  CU_ASSERT_FATAL(cohort_dataset_load(&o, &d, err, sizeof err) == COHORT_OK);
+  long peak = status_kb("VmHWM:");
+  CU_ASSERT_EQUAL(cohort_dataset_size(d), n / 20);
+  CU_ASSERT(d->ds.x8 != NULL); /* byte pixels stay bytes */
+  cohort_dataset_free(d);
+  long full_kb = (long)(n * dim * sizeof(float) / 1024);
+  printf(" (peak grew %ld KiB; the whole set as floats is %ld KiB) ",
+         peak - before, full_kb);
+  CU_ASSERT(before > 0 && peak > 0);
+  CU_ASSERT(peak - before < full_kb / 8);
+}
+
 int cohort_register_suites(void) {
   static const test_case tests[] = {
       {"same share as the full decode, every spec",
@@ -295,6 +422,10 @@ int cohort_register_suites(void) {
       {"corrupt gzip refused", test_corrupt_gzip_refused},
       {"Fashion-MNIST quarter as before", test_fashion_mnist_same},
       {"peak memory follows the share", test_peak_follows_share},
+      {"CSV share as nn_csv_load and a copy", test_csv_same_share},
+      {"CSV changed between the passes refused",
+       test_csv_changed_between_passes_refused},
+      {"CSV peak memory follows the share", test_csv_peak_follows_share},
   };
   return test_add_suite("dataload", suite_init, suite_clean, tests,
                         sizeof tests / sizeof tests[0]);

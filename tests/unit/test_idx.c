@@ -105,19 +105,26 @@ static const char *write_labels(const char *name, uint32_t magic, uint32_t n,
   return path;
 }
 
+/* Feature i of an IDX load: kept as the file's byte, worth byte / 255. */
+static float pixel(const nn_dataset *ds, size_t i) {
+  return ds->x8_value[ds->x8[i]];
+}
+
 static void check_contents(const nn_dataset *ds, size_t n, size_t dim) {
   CU_ASSERT_EQUAL_FATAL(ds->n, n);
   CU_ASSERT_EQUAL_FATAL(ds->dim, dim);
   CU_ASSERT_EQUAL(ds->n_classes, 7);
+  CU_ASSERT_FATAL(ds->x8 != NULL && ds->x == NULL);
   for (size_t i = 0; i < n * dim; i++) {
     size_t k = i % dim;
     uint8_t v = k == 0 ? 255 : k == 1 ? 0 : (uint8_t)(i * 7 + 3);
-    CU_ASSERT_EQUAL(ds->x[i], (float)v / 255.0f);
+    CU_ASSERT_EQUAL(ds->x8[i], v);
+    CU_ASSERT_EQUAL(pixel(ds, i), (float)v / 255.0f);
   }
   for (size_t i = 0; i < n; i++)
     CU_ASSERT_EQUAL(ds->y[i], (i * 3) % 7);
-  CU_ASSERT_EQUAL(ds->x[0], 1.0f);
-  CU_ASSERT_EQUAL(ds->x[1], 0.0f);
+  CU_ASSERT_EQUAL(pixel(ds, 0), 1.0f);
+  CU_ASSERT_EQUAL(pixel(ds, 1), 0.0f);
 }
 
 /* Asserts a failed load: negative status, dataset left zeroed, and a
@@ -125,7 +132,7 @@ static void check_contents(const nn_dataset *ds, size_t n, size_t dim) {
 static void check_failed(int rc, const nn_dataset *ds, const char *err,
                          const char *path, const char *word) {
   CU_ASSERT(rc < 0);
-  CU_ASSERT(ds->n == 0 && ds->x == NULL && ds->y == NULL);
+  CU_ASSERT(ds->n == 0 && ds->x == NULL && ds->x8 == NULL && ds->y == NULL);
   CU_ASSERT(err[0] != '\0');
   CU_ASSERT_PTR_NOT_NULL(strstr(err, path));
   if (word)
@@ -459,8 +466,8 @@ static void test_fashion_mnist_test_set(void) {
   CU_ASSERT_EQUAL(ds.n_classes, 10);
   float lo = 1.0f, hi = 0.0f;
   for (size_t i = 0; i < ds.n * ds.dim; i++) {
-    lo = ds.x[i] < lo ? ds.x[i] : lo;
-    hi = ds.x[i] > hi ? ds.x[i] : hi;
+    lo = pixel(&ds, i) < lo ? pixel(&ds, i) : lo;
+    hi = pixel(&ds, i) > hi ? pixel(&ds, i) : hi;
   }
   CU_ASSERT(lo == 0.0f && hi == 1.0f);
   nn_dataset_close(&ds);
