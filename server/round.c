@@ -32,6 +32,10 @@ void round_config_init(round_config *cfg) {
   cfg->retry_max_ms = 60000;
   cfg->session_ttl_s = 86400;
   cfg->active_window_s = 300;
+  cfg->selection_window_s = 0.3;
+  cfg->offender_failures = 3;
+  cfg->offender_rounds = 10;
+  cfg->offender_exclusion_s = 600;
   cfg->epochs = 1;
   cfg->batch_size = 32;
   cfg->learning_rate = 0.05;
@@ -516,6 +520,7 @@ void round_engine_free(round_engine *e) {
     return;
   reset_participants(e);
   free(e->parts);
+  round_select_free(e);
   aggregate_free(e->agg);
   strategy_free(e->strategy);
   round_codec_free(e);
@@ -566,6 +571,7 @@ static int open_round(round_engine *e) {
   round_set_state(e, ROUND_OPEN);
   e->opened_at = now;
   reset_participants(e);
+  round_select_open(e, now);
   aggregate_reset(e->agg);
   rc = round_secagg_open(e);
   if (!rc)
@@ -813,6 +819,9 @@ static int close_selection(round_engine *e, double now) {
     if (rc || !ready)
       return rc;
   } else {
+    int rc = round_select_draw(e, now);
+    if (rc)
+      return rc;
     int full = e->n_parts >= e->select_max;
     int waited =
         e->n_parts >= m && now - e->opened_at >= e->cfg.selection_timeout_s;
@@ -845,6 +854,14 @@ static int close_training(round_engine *e, double now) {
   size_t want = e->target < e->n_parts ? e->target : e->n_parts;
   if (e->n_done < want && now < e->deadline)
     return COHORT_OK;
+  /* Stragglers of a round that met its target are not charged. */
+  int rc = round_offenders_settle(e, e->n_done < want,
+                                  e->kind == KIND_EVALUATE
+                                      ? "selected, no report by the deadline"
+                                      : "selected, no accepted update by the "
+                                        "deadline");
+  if (rc)
+    return rc;
   if (e->n_done < (size_t)e->cfg.min_clients) {
     char reason[160];
     snprintf(reason, sizeof reason,
@@ -855,8 +872,8 @@ static int close_training(round_engine *e, double now) {
   }
   double phase = now - (e->deadline - e->cfg.round_timeout_s);
   e->training_s = e->training_s > 0 ? 0.7 * e->training_s + 0.3 * phase : phase;
-  int rc = store_round_set_state(e->db, e->round, "AGGREGATING", NULL,
-                                 clock_wall_s());
+  rc = store_round_set_state(e->db, e->round, "AGGREGATING", NULL,
+                             clock_wall_s());
   if (rc)
     return rc;
   round_set_state(e, ROUND_AGGREGATING);
@@ -873,8 +890,11 @@ static int secagg_training(round_engine *e, double now) {
   int rc = round_secagg_tick(e, now, &unmask);
   if (rc || !unmask)
     return rc;
-  rc = store_round_set_state(e->db, e->round, "AGGREGATING", NULL,
-                             clock_wall_s());
+  rc = round_offenders_settle(e, 1,
+                              "secure-aggregation dropout: no masked input");
+  if (!rc)
+    rc = store_round_set_state(e->db, e->round, "AGGREGATING", NULL,
+                               clock_wall_s());
   if (rc)
     return rc;
   round_set_state(e, ROUND_AGGREGATING);
