@@ -364,6 +364,7 @@ static int resume_round(round_engine *e, char *err, size_t errlen) {
                             clock_wall_s());
   }
   e->round = info.id;
+  e->resumed = 1;
   e->kind = evaluate ? KIND_EVALUATE : KIND_TRAIN;
   e->target = info.target > 0 ? (size_t)info.target : 1;
   e->select_max = (size_t)ceil((double)e->target * (1.0 + e->cfg.over_select));
@@ -396,6 +397,7 @@ static int resume_round(round_engine *e, char *err, size_t errlen) {
   e->opened_at = now;
   if (strcmp(info.state, "OPEN") == 0) {
     round_set_state(e, ROUND_OPEN);
+    round_select_open(e, now); /* candidates lived in memory: a new window */
   } else {
     /* TRAINING keeps what was left of its deadline; AGGREGATING had passed
      * it, so the next tick aggregates the kept updates again. */
@@ -565,6 +567,7 @@ static int open_round(round_engine *e) {
     return rc;
   e->next_round++;
   e->round = id;
+  e->resumed = 0;
   e->kind = kind;
   e->target = target;
   e->select_max = select_max;
@@ -854,8 +857,9 @@ static int close_training(round_engine *e, double now) {
   size_t want = e->target < e->n_parts ? e->target : e->n_parts;
   if (e->n_done < want && now < e->deadline)
     return COHORT_OK;
-  /* Stragglers of a round that met its target are not charged. */
-  int rc = round_offenders_settle(e, e->n_done < want,
+  /* Stragglers of a round that met its target are not charged, nor the
+   * clients of a round the coordinator's restart interrupted. */
+  int rc = round_offenders_settle(e, e->n_done < want && !e->resumed,
                                   e->kind == KIND_EVALUATE
                                       ? "selected, no report by the deadline"
                                       : "selected, no accepted update by the "

@@ -140,6 +140,8 @@ struct round_engine {
   double draw_at;
   size_t workers; /* clients that completed work within the active window,
                      as of the last round's end: pace steering's population */
+  int resumed;    /* the round in progress was resumed after a restart: its
+                     clients are not charged for what the crash cost them */
 
   /* The update codec (round_codec.c). */
   codec *codec;
