@@ -822,7 +822,7 @@ static int close_selection(round_engine *e, double now) {
     if (rc || !ready)
       return rc;
   } else {
-    int rc = round_select_draw(e, now);
+    int rc = round_select_draw(e, now, 0);
     if (rc)
       return rc;
     int full = e->n_parts >= e->select_max;

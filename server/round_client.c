@@ -434,7 +434,7 @@ round_verdict round_checkin(round_engine *e, int64_t client,
     goto out;
   if (!sampled && round_select_by_draw(e)) {
     /* A candidate of the window's draw; `seen` is stale after the draw. */
-    if (round_select_candidate(e, seen) || round_select_draw(e, now)) {
+    if (round_select_candidate(e, seen) || round_select_draw(e, now, client)) {
       v = round_store_failed(e);
       goto out;
     }

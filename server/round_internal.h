@@ -199,10 +199,12 @@ void round_select_seen(round_engine *e, seen_client *seen);
 /* An eligible client checked in while the round selects: a candidate of
  * this round's draws, once, however often it polls. */
 int round_select_candidate(round_engine *e, seen_client *seen);
-/* Draws the open slots among the candidates once the window has ended, or
- * at once when every active client has checked in since the open. The
- * seen pointers callers hold are invalid after it. */
-int round_select_draw(round_engine *e, double now);
+/* Draws the open slots among the candidates once the window has ended, at
+ * once when every active client has checked in since the open, or as they
+ * come when every active client fits in the slots. caller: the client
+ * whose check-in asks (0: the scheduler). The seen pointers callers hold
+ * are invalid after it. */
+int round_select_draw(round_engine *e, double now, int64_t caller);
 
 /* ---- offenders, round_offenders.c (docs/rounds.md, "Offenders") ---- */
 /* At a round's end, participants still present: those that completed work

@@ -3,7 +3,8 @@
  * candidate once, however often it polls, and at the end of each selection
  * window the open slots are drawn uniformly at random (CSPRNG) among the
  * candidates. The window ends early when every active client has checked
- * in since the open, so an honest fleet does not wait for it. Plain rounds
+ * in since the open, and there is none when every active client fits in
+ * the slots, so an honest fleet does not wait for it. Plain rounds
  * only: a DP training round samples its own way (round_dp_sampling.c).
  * Called with e->mu held. */
 #include <stdlib.h>
@@ -65,14 +66,18 @@ static int uniform_below(size_t n, size_t *out) {
   return COHORT_OK;
 }
 
-int round_select_draw(round_engine *e, double now) {
+int round_select_draw(round_engine *e, double now, int64_t caller) {
   if (e->state != ROUND_OPEN || !round_select_by_draw(e) || !e->n_cands ||
       e->n_parts >= e->select_max)
     return COHORT_OK;
   /* Every client active now checked in since the open: waiting longer
-   * can only add clients that were not active when it opened. */
-  int all_in = e->n_checked_in >= round_active_clients(e, now);
-  if (now < e->draw_at && !all_in)
+   * can only add clients that were not active when it opened. Or every
+   * active client fits in the slots: there is nothing to draw, and each
+   * is taken as it comes, as the first one would be by a draw. */
+  size_t active = round_active_clients(e, now);
+  int all_in = e->n_checked_in >= active;
+  int all_fit = active <= e->select_max;
+  if (now < e->draw_at && !all_in && !all_fit)
     return COHORT_OK;
   size_t k = e->select_max - e->n_parts;
   if (k > e->n_cands)
@@ -99,6 +104,10 @@ int round_select_draw(round_engine *e, double now) {
            (long long)e->round, k, e->n_cands, e->n_parts, e->select_max);
   e->n_cands = pool;
   e->draw_at = now + e->cfg.selection_window_s;
-  round_changed(e);
+  /* Held check-ins learn of a draw by a change; a caller drawn alone hears
+   * it in its answer, and waking every held call for it would cost a pass
+   * over them per selected client. */
+  if (!(k == 1 && e->cands[pool] == caller))
+    round_changed(e);
   return COHORT_OK;
 }
