@@ -98,11 +98,17 @@ int round_select_draw(round_engine *e, double now, int64_t caller) {
     if (!rc && !round_add_participant(e, id))
       rc = COHORT_ENOMEM;
   }
+  size_t offered = e->n_cands;
+  e->n_cands = pool; /* the drawn ones are participants now, or lost to a
+                        store that failed */
   if (rc)
     return rc;
-  log_info("round %lld: drew %zu of %zu candidate(s) (%zu/%zu selected)",
-           (long long)e->round, k, e->n_cands, e->n_parts, e->select_max);
-  e->n_cands = pool;
+  if (k == 1)
+    log_info("round %lld: selected client %lld (%zu/%zu)", (long long)e->round,
+             (long long)e->cands[pool], e->n_parts, e->select_max);
+  else
+    log_info("round %lld: drew %zu of %zu candidate(s) (%zu/%zu selected)",
+             (long long)e->round, k, offered, e->n_parts, e->select_max);
   e->draw_at = now + e->cfg.selection_window_s;
   /* Held check-ins learn of a draw by a change; a caller drawn alone hears
    * it in its answer, and waking every held call for it would cost a pass
