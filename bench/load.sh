@@ -69,8 +69,8 @@ timeout "$((DURATION_S + 120))" "$server_bin" \
   --enroll-token-file "$work/token" --rounds "$ROUNDS" \
   --clients-per-round "$SELECTED" --min-clients "$SELECTED" \
   --model "$MODEL" \
-  --rate-register-per-address off --rate-checkin-per-address off \
-  --max-calls-per-address 1000000 \
+  --rate-register-per-address off --rate-register-total off \
+  --rate-checkin-per-address off --max-calls-per-address 1000000 \
   $SERVER_ARGS >"$work/rounds.txt" 2>"$work/server.log" &
 server=$!
 pids+=("$server")

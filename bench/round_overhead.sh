@@ -11,6 +11,7 @@
 #
 #   bench/round_overhead.sh [CLIENTS...]        (default: 4 50)
 #   MODEL=mlp:128 ROUNDS=6 BUILD=build bench/round_overhead.sh 4 50
+#   SERVER_ARGS='--selection-window 0' bench/round_overhead.sh 20
 #
 # For hundreds of clients, whose processes would not fit in memory, use
 # bench/load.sh (one process of protocol-level clients).
@@ -36,11 +37,13 @@ for n in "${counts[@]}"; do
   run="$work/n$n"
   mkdir -p "$run"
   token=$(cat "$work/token")
+  # shellcheck disable=SC2086 # SERVER_ARGS is a list of flags
   timeout 600 "$build/server/cohort-server" --listen 127.0.0.1:0 \
     --port-file "$run/port" --db "$run/cohort.db" \
     --enroll-token-file "$work/token" --model "$model" --rounds "$rounds" \
     --clients-per-round "$n" --min-clients "$n" --eval-data "$data" \
-    --eval-limit 1000 >"$run/rounds.txt" 2>"$run/server.log" &
+    --eval-limit 1000 ${SERVER_ARGS:-} >"$run/rounds.txt" \
+    2>"$run/server.log" &
   server=$!
   pids=("$server")
   for _ in $(seq 200); do [[ -s "$run/port" ]] && break; sleep 0.1; done

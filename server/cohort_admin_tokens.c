@@ -304,14 +304,18 @@ static void print_client(const void *row, int json, double now) {
     json_time("revoked_at", c->revoked_at);
     json_time("registered_at", c->registered_at);
     json_time("last_seen", c->last_seen);
-    printf(",\"certified\":%s}", c->has_cert ? "true" : "false");
+    json_time("excluded_until", c->excluded_until);
+    printf(",\"rounds_failed\":%lld,\"certified\":%s}",
+           (long long)c->rounds_failed, c->has_cert ? "true" : "false");
     return;
   }
-  char a[32], b[32], d[32], tok[24], platform[SANITIZE_NAME_LEN];
+  char a[32], b[32], d[32], x[32], tok[24], platform[SANITIZE_NAME_LEN];
   snprintf(tok, sizeof tok, "%lld", (long long)c->token_id);
-  printf("%-6lld %-8s %-6s %-20s %-20s %-20s %s\n", (long long)c->id, state,
-         c->token_id ? tok : "flag", admin_when(c->session_expires_at, a),
-         admin_when(c->registered_at, b), admin_when(c->last_seen, d),
+  printf("%-6lld %-8s %-6s %-20s %-20s %-20s %-6lld %-20s %s\n",
+         (long long)c->id, state, c->token_id ? tok : "flag",
+         admin_when(c->session_expires_at, a), admin_when(c->registered_at, b),
+         admin_when(c->last_seen, d), (long long)c->rounds_failed,
+         c->excluded_until > now ? admin_when(c->excluded_until, x) : "-",
          sanitize_text(c->platform, platform, sizeof platform));
 }
 
@@ -319,10 +323,13 @@ int admin_clients_list(const char *prog, int argc, char **argv) {
   static const lister l = {
       .usage = "usage: cohort clients list --db PATH [--json]\n\n"
                "The registered clients and their sessions (a platform "
-               "string as the client sent it, escaped).",
+               "string as the client sent it, escaped), the rounds each "
+               "failed and the end of its exclusion from selection, if "
+               "any.",
       .json_key = "clients",
       .table_head = "ID     SESSION  TOKEN  EXPIRES              REGISTERED"
-                    "           LAST SEEN            PLATFORM",
+                    "           LAST SEEN            FAILED EXCLUDED UNTIL"
+                    "       PLATFORM",
       .size = sizeof(store_client_info),
       .load = load_clients,
       .print = print_client};

@@ -311,10 +311,15 @@ static void print_client(json_object *c) {
   for (char *p = platform; *p; p++)
     if ((unsigned char)*p < 0x20 || *p == 0x7f)
       *p = '?';
-  printf("%-8lld %-16s %-14s %s\n",
+  double excluded = json_object_get_double(live_get(c, "excluded_until"));
+  char until[32] = "-";
+  if (excluded > (double)time(NULL))
+    snprintf(until, sizeof until, "%.0f s more", excluded - (double)time(NULL));
+  printf("%-8lld %-16s %-14s %-9s %-6lld %s\n",
          (long long)json_object_get_int64(live_get(c, "id")),
          platform[0] ? platform : "-", ago,
-         json_object_get_boolean(live_get(c, "certified")) ? "yes" : "no");
+         json_object_get_boolean(live_get(c, "certified")) ? "yes" : "no",
+         (long long)json_object_get_int64(live_get(c, "rounds_failed")), until);
 }
 
 int live_clients_list(const char *prog, int argc, char **argv) {
@@ -323,7 +328,8 @@ int live_clients_list(const char *prog, int argc, char **argv) {
                       "[--server URL] [--token-file PATH] [--json]\n\n"
                       "Registered clients of a running coordinator.",
                       "/api/clients", "clients",
-                      "client   platform         last seen      certified\n",
+                      "client   platform         last seen      certified "
+                      "failed excluded\n",
                       print_client, argc, argv);
 }
 

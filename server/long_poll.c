@@ -2,7 +2,8 @@
  * poller's lock; the thread takes the whole list out, works on it without
  * the lock (re-asking the engine takes the engine's), and puts back what
  * is still held ahead of what arrived meanwhile, so the order of arrival
- * is kept and selection stays first come, first served. */
+ * is kept (selection itself is a draw among a window's candidates unless
+ * --selection-window is 0: then it is first come, first served). */
 #include "long_poll.h"
 
 #include <grpc/status.h>

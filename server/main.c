@@ -43,7 +43,7 @@ typedef struct server_opts {
   const char *log_format, *log_file;
   const char *enroll_token_file, *enroll_authority;
   const char *session_ttl, *rate_register_address, *rate_checkin_address;
-  const char *rate_checkin_client;
+  const char *rate_checkin_client, *rate_register_total;
   long rate_table;
   const char *tls_cert, *tls_key, *tls_client_ca;
   int insecure;
@@ -62,6 +62,8 @@ typedef struct server_opts {
   flag_list eligible;
   double round_timeout, selection_timeout, lr, linger;
   double fraction, over_select, active_window;
+  double selection_window, offender_exclusion;
+  long offender_failures, offender_rounds;
   double server_lr, server_momentum, beta1, beta2, tau, mu, trim;
   double codec_clip;
   const char *secagg, *secagg_adversary;
@@ -164,8 +166,25 @@ static const flag_def FLAGS[] = {
      "'charging=1' or 'examples>=100' (repeatable; all must hold)"},
     {"active-window", FLAG_DOUBLE, &g_opts.active_window, "300", 1, 86400 * 7,
      "SECONDS",
-     "clients seen this recently count as the active population "
-     "(for --fraction and pace steering)"},
+     "clients seen this recently count as the active population (for "
+     "--fraction); those that completed work this recently, as pace "
+     "steering's"},
+    {"selection-window", FLAG_DOUBLE, &g_opts.selection_window, "0.3", 0, 60,
+     "SECONDS",
+     "draw a round's clients at random among the eligible ones that checked "
+     "in during each window this long, so fast pollers gain nothing (0: "
+     "first come, first served; docs/rounds.md)"},
+    {"offender-failures", FLAG_INT, &g_opts.offender_failures, "3", 0,
+     NUM(1000000), "N",
+     "exclude a client from selection once it failed N of its last "
+     "--offender-rounds rounds (selected, then no accepted update or report "
+     "by the deadline; 0: never)"},
+    {"offender-rounds", FLAG_INT, &g_opts.offender_rounds, "10", 1,
+     NUM(1000000), "M", "the rounds --offender-failures looks back over"},
+    {"offender-exclusion", FLAG_DOUBLE, &g_opts.offender_exclusion, "600", 0,
+     86400 * 30, "SECONDS",
+     "how long a repeat offender stays out of selection; completing work "
+     "again clears its record"},
     {"strategy", FLAG_STRING, &g_opts.strategy, "fedavg", 0, 0, "NAME",
      "server strategy: fedavg, fedavgm, fedadam, fedyogi, fedadagrad, "
      "fedprox, median, trimmed_mean"},
@@ -333,6 +352,11 @@ static const flag_def FLAGS[] = {
      "20/200", 0, 0, "RATE/BURST|off",
      "Register calls one source address may make: RATE per second, BURST "
      "at once (docs/security.md)"},
+    {"rate-register-total", FLAG_STRING, &g_opts.rate_register_total, "50/500",
+     0, 0, "RATE/BURST|off",
+     "Register calls all addresses together may make: bounds a flood of "
+     "identities from many addresses (raise it to enroll a large fleet at "
+     "once)"},
     {"rate-checkin-per-client", FLAG_STRING, &g_opts.rate_checkin_client,
      "auto", 0, 0, "RATE/BURST|auto|off",
      "CheckIn calls one client may make (auto: four times what --retry-ms "
@@ -552,9 +576,11 @@ static int rate_limits_from_flags(service *svc) {
   double honest = 1000.0 / (double)g_opts.retry_ms;
   rate_spec client_auto = {4 * honest > 10 ? 4 * honest : 10, 0};
   client_auto.burst = 2 * client_auto.rate + 10;
-  rate_spec reg, client, addr;
+  rate_spec reg, total, client, addr;
   if (parse_rate("rate-register-per-address", g_opts.rate_register_address,
                  NULL, &reg) ||
+      parse_rate("rate-register-total", g_opts.rate_register_total, NULL,
+                 &total) ||
       parse_rate("rate-checkin-per-client", g_opts.rate_checkin_client,
                  &client_auto, &client))
     return -1;
@@ -568,6 +594,7 @@ static int rate_limits_from_flags(service *svc) {
     rate_spec spec;
     ratelimit **out;
   } limits[] = {{reg, &svc->register_per_address},
+                {total, &svc->register_total},
                 {client, &svc->checkin_per_client},
                 {addr, &svc->checkin_per_address}};
   for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
@@ -579,11 +606,11 @@ static int rate_limits_from_flags(service *svc) {
       return -1;
     }
   }
-  log_info("rate limits: Register %.4g/s (burst %.4g) per address; CheckIn "
-           "%.4g/s (burst %.4g) per client, %.4g/s (burst %.4g) per address "
-           "(0: off)",
-           reg.rate, reg.burst, client.rate, client.burst, addr.rate,
-           addr.burst);
+  log_info("rate limits: Register %.4g/s (burst %.4g) per address, %.4g/s "
+           "(burst %.4g) in all; CheckIn %.4g/s (burst %.4g) per client, "
+           "%.4g/s (burst %.4g) per address (0: off)",
+           reg.rate, reg.burst, total.rate, total.burst, client.rate,
+           client.burst, addr.rate, addr.burst);
   return 0;
 }
 
@@ -848,6 +875,10 @@ int main(int argc, char **argv) {
   cfg.retry_ms = (double)g_opts.retry_ms;
   cfg.retry_max_ms = (double)g_opts.retry_max_ms;
   cfg.active_window_s = g_opts.active_window;
+  cfg.selection_window_s = g_opts.selection_window;
+  cfg.offender_failures = g_opts.offender_failures;
+  cfg.offender_rounds = g_opts.offender_rounds;
+  cfg.offender_exclusion_s = g_opts.offender_exclusion;
   cfg.eval_every = g_opts.eval_every;
   cfg.epochs = (int)g_opts.epochs;
   cfg.batch_size = (int)g_opts.batch_size;
@@ -1101,6 +1132,7 @@ out:
   http_rpc_stats_free(rpc_stats);
   long_poll_free(svc.long_poll);
   ratelimit_free(svc.register_per_address);
+  ratelimit_free(svc.register_total);
   ratelimit_free(svc.checkin_per_client);
   ratelimit_free(svc.checkin_per_address);
   round_engine_free(engine);

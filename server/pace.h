@@ -26,7 +26,8 @@
 #define PACE_MARGIN 1.5
 
 typedef struct pace_inputs {
-  double population;   /* P: clients seen within the active window */
+  double population;   /* P: clients that completed work within the active
+                          window, plus at most S others (docs/rounds.md) */
   double wanted;       /* S: check-ins the next selection needs (>= 1) */
   double window_s;     /* W: how long selection should take to fill */
   double until_open_s; /* t_open: 0 while a selection is open */

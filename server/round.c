@@ -32,6 +32,10 @@ void round_config_init(round_config *cfg) {
   cfg->retry_max_ms = 60000;
   cfg->session_ttl_s = 86400;
   cfg->active_window_s = 300;
+  cfg->selection_window_s = 0.3;
+  cfg->offender_failures = 3;
+  cfg->offender_rounds = 10;
+  cfg->offender_exclusion_s = 600;
   cfg->epochs = 1;
   cfg->batch_size = 32;
   cfg->learning_rate = 0.05;
@@ -364,6 +368,7 @@ static int resume_round(round_engine *e, char *err, size_t errlen) {
                             clock_wall_s());
   }
   e->round = info.id;
+  e->resumed = 1;
   e->kind = evaluate ? KIND_EVALUATE : KIND_TRAIN;
   e->target = info.target > 0 ? (size_t)info.target : 1;
   e->select_max = (size_t)ceil((double)e->target * (1.0 + e->cfg.over_select));
@@ -396,6 +401,7 @@ static int resume_round(round_engine *e, char *err, size_t errlen) {
   e->opened_at = now;
   if (strcmp(info.state, "OPEN") == 0) {
     round_set_state(e, ROUND_OPEN);
+    round_select_open(e, now); /* candidates lived in memory: a new window */
   } else {
     /* TRAINING keeps what was left of its deadline; AGGREGATING had passed
      * it, so the next tick aggregates the kept updates again. */
@@ -522,6 +528,7 @@ void round_engine_free(round_engine *e) {
     return;
   reset_participants(e);
   free(e->parts);
+  round_select_free(e);
   aggregate_free(e->agg);
   strategy_free(e->strategy);
   round_codec_free(e);
@@ -566,12 +573,14 @@ static int open_round(round_engine *e) {
     return rc;
   e->next_round++;
   e->round = id;
+  e->resumed = 0;
   e->kind = kind;
   e->target = target;
   e->select_max = select_max;
   round_set_state(e, ROUND_OPEN);
   e->opened_at = now;
   reset_participants(e);
+  round_select_open(e, now);
   aggregate_reset(e->agg);
   rc = round_secagg_open(e);
   if (!rc)
@@ -819,6 +828,9 @@ static int close_selection(round_engine *e, double now) {
     if (rc || !ready)
       return rc;
   } else {
+    int rc = round_select_draw(e, now, 0);
+    if (rc)
+      return rc;
     int full = e->n_parts >= e->select_max;
     int waited =
         e->n_parts >= m && now - e->opened_at >= e->cfg.selection_timeout_s;
@@ -851,6 +863,15 @@ static int close_training(round_engine *e, double now) {
   size_t want = e->target < e->n_parts ? e->target : e->n_parts;
   if (e->n_done < want && now < e->deadline)
     return COHORT_OK;
+  /* Stragglers of a round that met its target are not charged, nor the
+   * clients of a round the coordinator's restart interrupted. */
+  int rc = round_offenders_settle(e, e->n_done < want && !e->resumed,
+                                  e->kind == KIND_EVALUATE
+                                      ? "selected, no report by the deadline"
+                                      : "selected, no accepted update by the "
+                                        "deadline");
+  if (rc)
+    return rc;
   if (e->n_done < (size_t)e->cfg.min_clients) {
     char reason[160];
     snprintf(reason, sizeof reason,
@@ -861,8 +882,8 @@ static int close_training(round_engine *e, double now) {
   }
   double phase = now - (e->deadline - e->cfg.round_timeout_s);
   e->training_s = e->training_s > 0 ? 0.7 * e->training_s + 0.3 * phase : phase;
-  int rc = store_round_set_state(e->db, e->round, "AGGREGATING", NULL,
-                                 clock_wall_s());
+  rc = store_round_set_state(e->db, e->round, "AGGREGATING", NULL,
+                             clock_wall_s());
   if (rc)
     return rc;
   round_set_state(e, ROUND_AGGREGATING);
@@ -885,8 +906,11 @@ static int secagg_training(round_engine *e, double now) {
   int rc = round_secagg_tick(e, now, &unmask);
   if (rc || !unmask)
     return rc;
-  rc = store_round_set_state(e->db, e->round, "AGGREGATING", NULL,
-                             clock_wall_s());
+  rc = round_offenders_settle(e, 1,
+                              "secure-aggregation dropout: no masked input");
+  if (!rc)
+    rc = store_round_set_state(e->db, e->round, "AGGREGATING", NULL,
+                               clock_wall_s());
   if (rc)
     return rc;
   round_set_state(e, ROUND_AGGREGATING);

@@ -78,6 +78,16 @@ typedef struct round_config {
   double active_window_s;     /* clients seen this recently are active */
   const elig_rule *eligible;  /* conditions on check-in attributes */
   size_t n_eligible;
+  /* Sybil resistance (docs/rounds.md, "Selection" and "Offenders"). */
+  double selection_window_s;   /* > 0: a round's slots are drawn at random
+                                  among the eligible clients that checked in
+                                  during each window this long; 0: first
+                                  come, first served */
+  long offender_failures;      /* N: a client that failed N of the last M
+                                  rounds it was selected for is excluded; 0:
+                                  never */
+  long offender_rounds;        /* M */
+  double offender_exclusion_s; /* for this long */
   long eval_every; /* an evaluation round after every N training rounds */
   int epochs;      /* the training plan sent to clients */
   int batch_size;

@@ -303,7 +303,14 @@ static double jitter(void) {
  * open one has left, which would stretch the waits as a round fills. */
 static uint32_t retry_ms(round_engine *e, double now, double not_before_s) {
   size_t wanted = e->select_max ? e->select_max : 1;
-  pace_inputs in = {.population = (double)round_active_clients(e, now),
+  /* The clients that did work lately, and of the other active ones (all
+   * of them before any work is known) at most one selection's worth:
+   * identities that only poll cannot stretch anyone's wait by more than
+   * W / PACE_MARGIN (docs/rounds.md, "Pace steering"). */
+  size_t active = round_active_clients(e, now);
+  size_t idle = active > e->workers ? active - e->workers : 0;
+  pace_inputs in = {.population =
+                        (double)(e->workers + (idle < wanted ? idle : wanted)),
                     .wanted = (double)wanted,
                     .window_s = e->cfg.selection_timeout_s / 10,
                     .until_open_s = fmax(until_next_open(e, now), not_before_s),
@@ -388,6 +395,7 @@ round_verdict round_checkin(round_engine *e, int64_t client,
   }
   double now = clock_mono_s();
   seen_set_checked_in(&e->seen, seen, now);
+  round_select_seen(e, seen);
   if (seen->touched_at == 0 || now - seen->touched_at >= LAST_SEEN_INTERVAL_S) {
     store_client_touch(e->db, client, clock_wall_s());
     seen->touched_at = now;
@@ -414,9 +422,29 @@ round_verdict round_checkin(round_engine *e, int64_t client,
   int sampled = round_dp_sampling_round(e);
   if (e->state != ROUND_OPEN || (!sampled && e->n_parts >= e->select_max))
     goto out;
+  double excluded_s = 0;
+  if (round_offender_excluded(e, seen, out->reason, sizeof out->reason,
+                              &excluded_s)) {
+    out->retry_after_ms = retry_ms(e, now, excluded_s);
+    goto out;
+  }
   if (!elig_check(e->cfg.eligible, e->cfg.n_eligible, n_attributes + 1,
                   all_names, all_values, out->reason, sizeof out->reason))
     goto out;
+  if (!sampled && round_select_by_draw(e)) {
+    /* A candidate of the window's draw; `seen` is stale after the draw. */
+    if (round_select_candidate(e, seen) || round_select_draw(e, now, client)) {
+      v = round_store_failed(e);
+      goto out;
+    }
+    if (round_find_participant(e, client)) {
+      out->kind = CHECKIN_TASK;
+      fill_task(e, &out->task);
+    } else if (e->n_parts < e->select_max) {
+      out->retry_after_ms = retry_ms(e, now, e->draw_at - now);
+    }
+    goto out;
+  }
   if (sampled) {
     int take = 0;
     if (round_dp_check_in(e, seen, &take)) {

@@ -139,6 +139,16 @@ struct round_engine {
   size_t n_parts, cap_parts, n_done; /* n_done: uploaded or reported */
 
   seen_set seen; /* every client seen since the start, by id */
+  /* Selection by draw (round_select.c): the open round's candidates not
+   * drawn yet, the clients that checked in since it opened, and when the
+   * current selection window ends (monotonic). */
+  int64_t *cands;
+  size_t n_cands, cap_cands, n_checked_in;
+  double draw_at;
+  size_t workers; /* clients that completed work within the active window,
+                     as of the last round's end: pace steering's population */
+  int resumed;    /* the round in progress was resumed after a restart: its
+                     clients are not charged for what the crash cost them */
 
   /* The update codec (round_codec.c). */
   codec *codec;
@@ -200,6 +210,36 @@ double round_bound_norm(const float *d, size_t n);
  * aggregation, central DP and the robust strategies. COHORT_OK, or an
  * error with the reason in why (the round must then fail). */
 int round_bound_apply(round_engine *e, char *why, size_t whylen);
+/* ---- selection, round_select.c (docs/rounds.md, "Selection") ---- */
+/* Whether the round in progress draws its clients at random among each
+ * window's candidates (a plain round with --selection-window > 0). */
+int round_select_by_draw(const round_engine *e);
+/* A round opened at now: no candidates, the first window starts. */
+void round_select_open(round_engine *e, double now);
+void round_select_free(round_engine *e);
+/* Any check-in: counts the client among those that checked in since the
+ * open (once per round). */
+void round_select_seen(round_engine *e, seen_client *seen);
+/* An eligible client checked in while the round selects: a candidate of
+ * this round's draws, once, however often it polls. */
+int round_select_candidate(round_engine *e, seen_client *seen);
+/* Draws the open slots among the candidates once the window has ended, at
+ * once when every active client has checked in since the open, or as they
+ * come when every active client fits in the slots. caller: the client
+ * whose check-in asks (0: the scheduler). The seen pointers callers hold
+ * are invalid after it. */
+int round_select_draw(round_engine *e, double now, int64_t caller);
+
+/* ---- offenders, round_offenders.c (docs/rounds.md, "Offenders") ---- */
+/* At a round's end, participants still present: those that completed work
+ * are cleared of their past failures and count as workers for pace
+ * steering; when `charge`, each other one is charged a failed round
+ * (reason) and excluded once it has --offender-failures of them. */
+int round_offenders_settle(round_engine *e, int charge, const char *reason);
+/* Whether client (seen) is excluded from selection now; when it is, why
+ * gets the reason and *left_s the seconds left. */
+int round_offender_excluded(round_engine *e, seen_client *seen, char *why,
+                            size_t whylen, double *left_s);
 
 /* ---- round_codec.c ---- */
 /* Parses --codec, sizes the aggregate's domain and the coordinator state. */

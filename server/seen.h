@@ -17,6 +17,12 @@ typedef struct seen_client {
   int64_t sampled_round; /* the DP round its sampling decision is for */
   int sampled;           /* that decision: Poisson's coin, or 1 for a
                             fixed-size round's candidate */
+  int64_t open_round;    /* the last round it checked in while OPEN */
+  int64_t cand_round;    /* the round it is a candidate of (round_select) */
+  double worked_at;      /* monotonic time it last completed work; 0: never */
+  int offences_known;    /* the next two were read from the store */
+  int64_t failures;      /* its failed rounds among the last M */
+  double excluded_until; /* wall time its exclusion ends; 0: none */
   int64_t part_round;    /* the round it is a participant of, and where */
   size_t part_index;     /* (round_find_participant checks both) */
   /* Check-in order, as indices + 1 (0: none); `listed` while in it. */

@@ -107,7 +107,9 @@ static void handle_register(void *ctx, const rpc_request *req, rpc_reply *rep) {
   char addr[RATELIMIT_KEY_MAX + 1];
   peer_address(req->peer, addr, sizeof addr);
   if (rate_limited(svc->register_per_address, addr,
-                   "registrations from this address", rep))
+                   "registrations from this address", rep) ||
+      rate_limited(svc->register_total, "all",
+                   "registrations on this coordinator", rep))
     return;
   Cohort__V1__RegisterRequest *m = (Cohort__V1__RegisterRequest *)unpack(
       &cohort__v1__register_request__descriptor, req, rep);

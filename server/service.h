@@ -34,6 +34,7 @@ typedef struct service {
   /* Rate limits (docs/security.md); NULL: none. A call over its limit gets
    * RESOURCE_EXHAUSTED with the time to wait. Borrowed. */
   ratelimit *register_per_address;
+  ratelimit *register_total; /* every address together (Sybil floods) */
   ratelimit *checkin_per_address;
   ratelimit *checkin_per_client;
 } service;

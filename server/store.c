@@ -10,6 +10,7 @@
 #include "cohort_status.h"
 #include "log.h"
 #include "store_files.h"
+#include "store_offenders.h"
 #include "store_sql.h"
 #include "store_tokens.h"
 
@@ -421,7 +422,8 @@ int store_open(const char *path, store **out, char *err, size_t errlen) {
       (version < 7 && migrate(s, MIGRATE_V7)) ||
       (version < 8 && migrate(s, MIGRATE_V8)) ||
       (version < 9 && migrate(s, MIGRATE_V9)) ||
-      (version < 10 && migrate(s, STORE_MIGRATE_V10))) {
+      (version < 10 && migrate(s, STORE_MIGRATE_V10)) ||
+      (version < 11 && migrate(s, STORE_MIGRATE_V11))) {
     snprintf(err, errlen,
              "database %s: cannot create or upgrade the schema: "
              "%s",

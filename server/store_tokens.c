@@ -329,6 +329,8 @@ static void read_client_row(sqlite3_stmt *st, void *item) {
   c->token_id = sqlite3_column_int64(st, 6);
   c->has_identity = sqlite3_column_type(st, 7) != SQLITE_NULL;
   c->has_cert = sqlite3_column_type(st, 8) != SQLITE_NULL;
+  c->rounds_failed = sqlite3_column_int64(st, 9);
+  c->excluded_until = real_or_zero(st, 10);
 }
 
 int store_client_list(store *s, store_client_info **out, size_t *n) {
@@ -336,8 +338,8 @@ int store_client_list(store *s, store_client_info **out, size_t *n) {
   int rc = store_prepare(s,
                          "SELECT id, platform, registered_at, last_seen,"
                          " session_expires_at, revoked_at, enrollment_token,"
-                         " identity_key, enrollment_cert FROM clients"
-                         " ORDER BY id",
+                         " identity_key, enrollment_cert, rounds_failed,"
+                         " excluded_until FROM clients ORDER BY id",
                          &st);
   return rc ? rc
             : read_rows(s, st, sizeof **out, read_client_row, (void **)out, n);

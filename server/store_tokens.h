@@ -86,6 +86,8 @@ typedef struct store_client_info {
   double session_expires_at, revoked_at; /* 0: none */
   int64_t token_id;                      /* 0: a --enroll-token */
   int has_identity, has_cert;
+  int64_t rounds_failed; /* selected and not completed, in all */
+  double excluded_until; /* out of selection until then; 0: never was */
 } store_client_info;
 
 /* Every client, by id, in a malloc'd array (free it). */

@@ -121,7 +121,8 @@ void http_api_clients(const http_request *req, http_response *res) {
   page(req, res,
        "SELECT id, platform, registered_at, last_seen,"
        " identity_key IS NOT NULL AS has_identity_key,"
-       " enrollment_cert IS NOT NULL AS certified"
+       " enrollment_cert IS NOT NULL AS certified, rounds_failed,"
+       " excluded_until"
        " FROM clients WHERE id > ?1 ORDER BY id LIMIT ?2",
        "clients");
 }

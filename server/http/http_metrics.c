@@ -201,9 +201,11 @@ static int durable(http_server *srv, http_buf *b) {
   c = (columns){{0}};
   /* Whole seconds are enough for a five-minute window. */
   if (query(db,
-            "SELECT count(*), coalesce(sum(last_seen >= ?1), 0) FROM clients",
-            (int64_t)(clock_wall_s() - ACTIVE_WINDOW_S), 0, take_columns,
-            &c) != 0)
+            "SELECT count(*), coalesce(sum(last_seen >= ?1), 0),"
+            " coalesce(sum(rounds_failed), 0),"
+            " coalesce(sum(excluded_until > ?2), 0) FROM clients",
+            (int64_t)(clock_wall_s() - ACTIVE_WINDOW_S),
+            (int64_t)clock_wall_s(), take_columns, &c) != 0)
     return -1;
   metric(b, "cohort_clients_registered", "gauge", "Registered clients.",
          c.v[0]);
@@ -211,6 +213,15 @@ static int durable(http_server *srv, http_buf *b) {
          "Clients seen within the last 5 minutes (last_seen is written at "
          "most once a minute).",
          c.v[1]);
+  metric(b, "cohort_client_rounds_failed_total", "counter",
+         "Rounds clients were selected for and did not complete (no "
+         "accepted update or report by the deadline, secure-aggregation "
+         "dropouts).",
+         c.v[2]);
+  metric(b, "cohort_clients_excluded", "gauge",
+         "Clients excluded from selection now as repeat offenders "
+         "(--offender-failures).",
+         c.v[3]);
   return 0;
 }
 

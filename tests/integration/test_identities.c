@@ -288,6 +288,41 @@ static void test_flood(void) {
       2);
 }
 
+/* The issue's flood: 2,000 registrations with the shared token in 0.55 s.
+ * With per-address limits off (standing in for a flood from many
+ * addresses) the default --rate-register-total 50/500 admits 500 at once
+ * and 50 a second; every other call is refused with RESOURCE_EXHAUSTED
+ * and a "rate limited" detail that names the limit, and stores nothing. */
+static void test_register_flood_defaults(void) {
+  char db[512] = "";
+  int port = 0;
+  pid_t server =
+      harness_start_server("regflood",
+                           "--rounds 1 --enroll-token " TOKEN
+                           " --rate-register-per-address off --linger 1",
+                           &port, db, sizeof db);
+  CU_ASSERT_FATAL(server > 0);
+  rpc_channel *ch = connect_to(port);
+  int admitted = 0, limited = 0, named = 0;
+  double t0 = now_s();
+  for (int i = 0; i < 1000; i++) {
+    reply r = register_with(ch, TOKEN, "sybil");
+    admitted += r.code == GRPC_STATUS_OK;
+    limited += rate_limited(&r);
+    named += strstr(r.detail, "registrations on this coordinator") != NULL;
+  }
+  double took = now_s() - t0;
+  fprintf(stderr, "\n    %d of 1000 admitted in %.2f s ", admitted, took);
+  CU_ASSERT(admitted >= 500 && admitted <= 500 + 1 + (int)(50 * took));
+  CU_ASSERT(limited > 0);
+  CU_ASSERT_EQUAL(named, limited);
+  CU_ASSERT_EQUAL(admitted + limited, 1000);
+  rpc_channel_free(ch);
+  harness_signal(server, SIGTERM);
+  CU_ASSERT_EQUAL(harness_wait(server, 20), 0);
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM clients"), admitted);
+}
+
 static void test_address_flood(void) {
   char db[512] = "";
   int port = 0;
@@ -581,6 +616,9 @@ int cohort_register_suites(void) {
       {"a Register flood from one address and a CheckIn flood from one "
        "client are limited; honest clients still commit",
        test_flood},
+      {"a Register flood with the shared token stops at the coordinator-wide "
+       "default limit",
+       test_register_flood_defaults},
       {"a CheckIn flood with made-up tokens from one address is limited",
        test_address_flood},
       {"a client registers again when its session expires and stops when "

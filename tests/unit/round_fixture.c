@@ -47,6 +47,11 @@ round_config default_config(void) {
   c.round_timeout_s = 0.3;
   c.selection_timeout_s = 0.2;
   c.retry_ms = 100;
+  /* First come, first served, and no exclusions: a check-in gets its task
+   * at once, whatever earlier rounds did. test_sybil covers the draw and
+   * the offenders. */
+  c.selection_window_s = 0;
+  c.offender_failures = 0;
   c.epochs = 1;
   c.batch_size = 8;
   c.learning_rate = 0.1;

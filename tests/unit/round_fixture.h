@@ -45,7 +45,8 @@ typedef struct fixture {
   uint8_t key[MAX_CLIENTS][SIGN_PUBLIC_LEN]; /* identity n + 1 (fx_identity) */
 } fixture;
 
-/* Small, fast rounds: K = 2, M = 1, short timeouts, two rounds. */
+/* Small, fast rounds: K = 2, M = 1, short timeouts, two rounds; first come,
+ * first served (no selection window) and no offender exclusions. */
 round_config default_config(void);
 
 /* Test identity n (n >= 1): the Ed25519 key of the seed n, n, ..., n, so

@@ -252,6 +252,12 @@ static void test_client_identity(void) {
 }
 
 /* Schema 10's tables and columns removed, as schemas 1 to 9 were. */
+/* Back from schema 11 to 10: no record of failed rounds. */
+#define OFFENDERS_V10                                                          \
+  "DROP TABLE client_failures;"                                                \
+  "ALTER TABLE clients DROP COLUMN rounds_failed;"                             \
+  "ALTER TABLE clients DROP COLUMN excluded_until;"
+
 #define TOKENS_V9                                                              \
   "DROP TABLE enrollment_tokens;"                                              \
   "ALTER TABLE clients DROP COLUMN enrollment_token;"                          \
@@ -295,7 +301,7 @@ static void make_v5_database(const char *path) {
                                "dp_sampling_rate;"
                                "ALTER TABLE rounds DROP COLUMN dp_sampling;"
                                "ALTER TABLE privacy_ledger DROP COLUMN "
-                               "sampling;" UPDATES_V8 TOKENS_V9
+                               "sampling;" UPDATES_V8 OFFENDERS_V10 TOKENS_V9
                                "PRAGMA user_version = 5;",
                                NULL, NULL, NULL),
                   SQLITE_OK);
@@ -853,11 +859,12 @@ static void test_v8_blob_updates_resume(void) {
   CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &db), SQLITE_OK);
   char sql[1024];
   snprintf(sql, sizeof sql,
-           UPDATES_V8 TOKENS_V9 "INSERT INTO updates VALUES (1, %lld, 3, '%s',"
-                                " X'0102030405');"
-                                "UPDATE participations SET state = 'UPLOADED',"
-                                " update_sha256 = '%s', uploaded_at = 3;"
-                                "PRAGMA user_version = 8;",
+           UPDATES_V8 OFFENDERS_V10 TOKENS_V9
+           "INSERT INTO updates VALUES (1, %lld, 3, '%s',"
+           " X'0102030405');"
+           "UPDATE participations SET state = 'UPLOADED',"
+           " update_sha256 = '%s', uploaded_at = 3;"
+           "PRAGMA user_version = 8;",
            (long long)a, HASH_B, HASH_B);
   CU_ASSERT_EQUAL(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
   sqlite3_close(db);
@@ -932,6 +939,31 @@ static void test_events(void) {
   store_close(s);
 }
 
+/* A schema 10 database (clients, no record of failed rounds) upgrades:
+ * its clients have failed no round and are excluded from nothing. */
+static void test_v10_database_migrates(void) {
+  char path[256], err[256] = "";
+  store *s = open_fresh(path, sizeof path);
+  int64_t a = 0;
+  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_A, "", KEY_A, NULL, 1.0, &a),
+                        COHORT_OK);
+  store_close(s);
+  sqlite3 *db = NULL;
+  CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &db), SQLITE_OK);
+  CU_ASSERT_EQUAL(sqlite3_exec(db, OFFENDERS_V10 "PRAGMA user_version = 10;",
+                               NULL, NULL, NULL),
+                  SQLITE_OK);
+  sqlite3_close(db);
+  CU_ASSERT_EQUAL_FATAL(store_open(path, &s, err, sizeof err), COHORT_OK);
+  CU_ASSERT_EQUAL(db_peek_int(path, "PRAGMA user_version"),
+                  STORE_SCHEMA_VERSION);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT rounds_failed FROM clients"), 0);
+  CU_ASSERT_EQUAL(
+      db_peek_int(path, "SELECT excluded_until IS NULL FROM clients"), 1);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM client_failures"), 0);
+  store_close(s);
+}
+
 int cohort_register_suites(void) {
   static const test_case tests[] = {
       {"open creates the schema in WAL mode", test_open_creates_schema_in_wal},
@@ -962,6 +994,8 @@ int cohort_register_suites(void) {
        test_round_end_removes_files},
       {"a schema 8 database's kept updates (in rows) still resume",
        test_v8_blob_updates_resume},
+      {"a schema 10 database upgrades to records of failed rounds",
+       test_v10_database_migrates},
       {"metrics put and replace", test_metrics_put_replace},
       {"events recorded", test_events},
   };

@@ -251,8 +251,12 @@ static void test_v9_sessions_expire(void) {
   f.e = NULL;
   store_close(f.db);
   f.db = NULL;
-  /* Schema 9: no token table, no session columns. */
-  const char *downgrade[] = {"DROP TABLE enrollment_tokens",
+  /* Schema 9: no token table, no session columns (nor schema 11's record
+   * of failed rounds). */
+  const char *downgrade[] = {"DROP TABLE client_failures",
+                             "ALTER TABLE clients DROP COLUMN rounds_failed",
+                             "ALTER TABLE clients DROP COLUMN excluded_until",
+                             "DROP TABLE enrollment_tokens",
                              "ALTER TABLE clients DROP COLUMN enrollment_token",
                              "ALTER TABLE clients DROP COLUMN "
                              "session_expires_at",
