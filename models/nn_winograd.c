@@ -37,6 +37,8 @@
 #include <string.h>
 
 #include "nn_gemm.h"
+/* Still on 16-float vectors in every ISA's copy (target attributes). */
+#define NN_VL 16
 #include "nn_isa.h"
 #include "nn_layers.h"
 
