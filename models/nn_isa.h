@@ -1,12 +1,11 @@
 /* Which instruction set the engine's hand-vectorised kernels use
  * (nn_gemm_builtin.c, nn_gemm_small.c, nn_conv_gray.c, nn_winograd.c).
- * With GCC on x86-64 each kernel is compiled three times, for AVX-512, AVX2
- * with FMA and baseline x86-64 (SSE2): nn_gemm_small's as separate objects
- * of the ISA's own vector width, the others through target attributes in
- * one file; elsewhere there is one portable vector build (NEON on
- * aarch64). Every build also has a scalar reference path (nn_scalar.c). The
- * best path the CPU runs is picked once at run time, unless COHORT_ISA names
- * one.
+ * Their kernels are compiled once per ISA as separate objects, each at its
+ * own vector width (models/CMakeLists.txt, cohort_isa_kernels): with GCC on
+ * x86-64 for AVX-512, AVX2 with FMA and baseline x86-64 (SSE2), elsewhere
+ * one portable build (NEON on aarch64). Every build also has a scalar
+ * reference path (nn_scalar.c). The best path the CPU runs is picked once
+ * at run time, unless COHORT_ISA names one.
  *
  * The selection (nn_isa_best, nn_isa_check, nn_isa_name) is public; the
  * vector types below are internal to models/. */
@@ -17,9 +16,6 @@
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 #define NN_ISA_X86 1
-#define NN_TARGET_AVX512                                                       \
-  __attribute__((target("avx512f,prefer-vector-width=512")))
-#define NN_TARGET_AVX2 __attribute__((target("avx2,fma")))
 #endif
 
 #ifdef __GNUC__
