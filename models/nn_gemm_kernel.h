@@ -31,9 +31,9 @@ typedef struct gemm_arch {
   gemm_kernel_fn packed, rows, cols;
 } gemm_arch;
 
-/* The one kernel body; the wrappers fix mr, nr and one of the strides so
- * the loops unroll into mr * nr / lanes vector accumulators that live in
- * registers for all of kc. */
+/* The scalar path's kernel body (nn_scalar.c, compiled with the
+ * vectorisers off); the wrappers fix mr, nr and one of the strides so the
+ * loops unroll into mr * nr scalar accumulators. */
 static NN_INLINE void kernel_body(int mr, int nr, int kc,
                                   const float *restrict a, size_t rs, size_t cs,
                                   const float *restrict b, float *restrict c,
@@ -63,7 +63,7 @@ static NN_INLINE void kernel_body(int mr, int nr, int kc,
     kernel_body(MR, NR, kc, a, RS, CS, b, c, ldc, alpha, beta);                \
   }
 
-/* The three A layouts of one ISA's MR x NR kernel. */
+/* The three A layouts of an MR x NR kernel. */
 #define GEMM_KERNELS(prefix, attr, MR, NR)                                     \
   GEMM_KERNEL(prefix##_packed, attr, MR, NR, 1, MR)                            \
   GEMM_KERNEL(prefix##_rows, attr, MR, NR, rs, 1)                              \

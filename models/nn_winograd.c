@@ -47,10 +47,11 @@
 #define BLOCK_MAX_TILES 128
 
 /* Below this many input channels the transforms, which run on groups of
- * 16, cost more than the products save: at batch 10 on one thread, 28x28
- * images to 32 channels, Winograd lost to im2col at 8 and 12 input
- * channels (forward 1.9 against 1.25 ms at 8) and won from 16 on, at any
- * output channel count tried (8 to 64). conv1 of the CNN has 1. */
+ * channels (16 when this was measured, on AVX-512), cost more than the products
+ * save: at batch 10 on one thread, 28x28 images to 32 channels, Winograd lost
+ * to im2col at 8 and 12 input channels (forward 1.9 against 1.25 ms at 8) and
+ * won from 16 on, at any output channel count tried (8 to 64). conv1 of the CNN
+ * has 1. */
 #define MIN_IN_CHANNELS 16
 
 static geom geom_of(const nn_layer *l) {
