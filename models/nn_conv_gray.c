@@ -7,150 +7,37 @@
  * padded once and every output pixel is 25 broadcast multiply-adds into
  * registers; the weight gradient keeps one accumulator per tap.
  *
- * The kernels use nn_vec and are compiled once per ISA (nn_isa.h). */
+ * The kernels are compiled once per ISA at its own vector width
+ * (nn_conv_gray_kernels.c); the weights are laid out for the chosen one's
+ * channel group. */
 #include "nn_conv_gray.h"
 
 #include <string.h>
 
+#include "nn_conv_gray_kernels.h"
 #include "nn_isa.h"
 #include "nn_layers.h"
 #include "nn_pool.h"
 
-typedef nn_vec vec;
-typedef nn_ivec ivec;
-#define VL NN_VL
-#define VLOAD NN_VLOAD
-#define VSTORE NN_VSTORE
-
-enum { K = 5, PAD = 2, TAPS = K * K, GROUP = 2 * VL, MAX_PB = 8 };
-
-/* Output pixels x0 .. x0 + pb - 1 of row y for the channel group at wt
- * (TAPS rows of ld floats, the group's 32 channels first): bias, the taps
- * in order, then the ReLU. pad is the image with PAD zeros on every side,
- * pw floats per row. */
-static NN_INLINE void fwd_pixels(int pb, const float *restrict pad, int pw,
-                                 int y, int x0, const float *restrict wt,
-                                 int ld, const float *restrict bias,
-                                 float *restrict out, int co, bool relu) {
-  vec b0, b1, acc[MAX_PB][2];
-  VLOAD(b0, bias);
-  VLOAD(b1, bias + VL);
-  for (int p = 0; p < pb; p++) {
-    acc[p][0] = b0;
-    acc[p][1] = b1;
-  }
-  for (int ky = 0; ky < K; ky++) {
-    const float *row = pad + (size_t)(y + ky) * pw + x0;
-    for (int kx = 0; kx < K; kx++) {
-      vec w0, w1;
-      VLOAD(w0, wt + (size_t)(ky * K + kx) * ld);
-      VLOAD(w1, wt + (size_t)(ky * K + kx) * ld + VL);
-      for (int p = 0; p < pb; p++) {
-        float v = row[p + kx];
-        acc[p][0] += v * w0;
-        acc[p][1] += v * w1;
-      }
-    }
-  }
-  vec zero = {0};
-  for (int p = 0; p < pb; p++) {
-    if (relu) { /* keep the lanes above 0, as x > 0 ? x : 0 does */
-      acc[p][0] = (vec)((ivec)acc[p][0] & (acc[p][0] > zero));
-      acc[p][1] = (vec)((ivec)acc[p][1] & (acc[p][1] > zero));
-    }
-    VSTORE(out + (size_t)p * co, acc[p][0]);
-    VSTORE(out + (size_t)p * co + VL, acc[p][1]);
-  }
-}
-
-/* dWt[t][0..16) += sum over the image's pixels of pad[pixel + tap t] *
- * dout[pixel][0..16) for the channel vector at dout (row stride co), and
- * db[0..16) += sum of dout[pixel][0..16): the bias is one more tap, whose
- * input is 1. Summing it here saves a pass over dout (3.2 MB at batch 32
- * for the CNN's conv1). */
-static NN_INLINE void wgrad_image(const float *restrict pad, int pw, int h,
-                                  int w, const float *restrict dout, int co,
-                                  float *restrict dwt, int ld,
-                                  float *restrict db) {
-  vec acc[TAPS], bias;
-  for (int t = 0; t < TAPS; t++)
-    VLOAD(acc[t], dwt + (size_t)t * ld);
-  VLOAD(bias, db);
-  for (int y = 0; y < h; y++)
-    for (int x = 0; x < w; x++) {
-      vec d;
-      VLOAD(d, dout + ((size_t)y * w + x) * co);
-      const float *at = pad + (size_t)y * pw + x;
-      for (int ky = 0; ky < K; ky++)
-        for (int kx = 0; kx < K; kx++)
-          acc[ky * K + kx] += at[(size_t)ky * pw + kx] * d;
-      bias += d;
-    }
-  for (int t = 0; t < TAPS; t++)
-    VSTORE(dwt + (size_t)t * ld, acc[t]);
-  VSTORE(db, bias);
-}
-
-typedef void (*fwd_row_fn)(const float *pad, int pw, int y, int w,
-                           const float *wt, int ld, const float *bias,
-                           float *out, int co, bool relu);
-typedef void (*wgrad_fn)(const float *pad, int pw, int h, int w,
-                         const float *dout, int co, float *dwt, int ld,
-                         float *db);
-
-/* A row of output pixels: blocks of 8, then 4, 2 and 1 for the rest. */
-#define GRAY_KERNELS(p, attr)                                                  \
-  attr static void p##_fwd_row(const float *pad, int pw, int y, int w,         \
-                               const float *wt, int ld, const float *bias,     \
-                               float *out, int co, bool relu) {                \
-    int x = 0;                                                                 \
-    for (; x + 8 <= w; x += 8)                                                 \
-      fwd_pixels(8, pad, pw, y, x, wt, ld, bias, out + (size_t)x * co, co,     \
-                 relu);                                                        \
-    for (; x + 4 <= w; x += 4)                                                 \
-      fwd_pixels(4, pad, pw, y, x, wt, ld, bias, out + (size_t)x * co, co,     \
-                 relu);                                                        \
-    for (; x + 2 <= w; x += 2)                                                 \
-      fwd_pixels(2, pad, pw, y, x, wt, ld, bias, out + (size_t)x * co, co,     \
-                 relu);                                                        \
-    for (; x < w; x++)                                                         \
-      fwd_pixels(1, pad, pw, y, x, wt, ld, bias, out + (size_t)x * co, co,     \
-                 relu);                                                        \
-  }                                                                            \
-  attr static void p##_wgrad(const float *pad, int pw, int h, int w,           \
-                             const float *dout, int co, float *dwt, int ld,    \
-                             float *db) {                                      \
-    wgrad_image(pad, pw, h, w, dout, co, dwt, ld, db);                         \
-  }
-
-typedef struct gray_arch {
-  fwd_row_fn fwd_row;
-  wgrad_fn wgrad;
-} gray_arch;
+/* Output channels must be whole groups of every ISA's forward (8 to 32
+ * channels), so which layers take this path does not depend on the CPU. */
+enum { K = GRAY_K, PAD = GRAY_PAD, TAPS = GRAY_TAPS, CHANNEL_MULTIPLE = 32 };
 
 #ifdef NN_ISA_X86
-GRAY_KERNELS(avx512, NN_TARGET_AVX512)
-GRAY_KERNELS(avx2, NN_TARGET_AVX2)
-GRAY_KERNELS(sse2, )
 static const gray_arch *arch_get(void) {
   /* The engine's scalar path does not come here (nn_layers.c). */
-  static const gray_arch by_isa[] = {{sse2_fwd_row, sse2_wgrad},
-                                     {sse2_fwd_row, sse2_wgrad},
-                                     {avx2_fwd_row, avx2_wgrad},
-                                     {avx512_fwd_row, avx512_wgrad}};
-  return &by_isa[nn_isa_best()];
+  static const gray_arch *const by_isa[] = {
+      &nn_gray_arch_sse2, &nn_gray_arch_sse2, &nn_gray_arch_avx2,
+      &nn_gray_arch_avx512};
+  return by_isa[nn_isa_best()];
 }
 #else
-GRAY_KERNELS(generic, )
-static const gray_arch *arch_get(void) {
-  static const gray_arch generic = {generic_fwd_row, generic_wgrad};
-  return &generic;
-}
+static const gray_arch *arch_get(void) { return &nn_gray_arch_generic; }
 #endif
 
 bool nn_conv_gray_applies(const nn_layer *l) {
   return l->kind == NN_CONV2D && l->ksize == K && l->in.c == 1 &&
-         l->out.c % GROUP == 0;
+         l->out.c % CHANNEL_MULTIPLE == 0;
 }
 
 static int padded_w(const nn_layer *l) { return l->in.w + 2 * PAD; }
@@ -159,7 +46,7 @@ static size_t padded_size(const nn_layer *l) {
 }
 
 size_t nn_conv_gray_scratch(const nn_layer *l, int n) {
-  /* A padded image per image, and the weights as [tap][channel]. */
+  /* A padded image per image, and the weights (transpose_weights). */
   return (size_t)n * padded_size(l) + (size_t)TAPS * l->out.c;
 }
 
@@ -188,27 +75,31 @@ static void fwd_range(void *ctx, size_t first, size_t end) {
     float *pad = j->pad + e * padded_size(l);
     pad_image(l, j->in + e * nn_shape_size(l->in), pad);
     float *out = j->out + e * nn_shape_size(l->out);
-    for (int g = 0; g < co; g += GROUP)
+    for (int g = 0; g < co; g += ar->group)
       for (int y = 0; y < h; y++)
-        ar->fwd_row(pad, pw, y, w, j->wt + g, co, j->bias + g,
+        ar->fwd_row(pad, pw, y, w, j->wt + (size_t)g * TAPS, j->bias + g,
                     out + (size_t)y * w * co + g, co, j->relu);
   }
 }
 
-/* W [co][tap] as wt [tap][co], so a tap's channels are one vector load. */
-static void transpose_weights(const nn_layer *l, const float *params,
+/* W [co][tap] as wt [co / group][tap][group], group the ISA's forward
+ * channels: a tap's channels are vector loads, and a group's weights one
+ * contiguous block. */
+static void transpose_weights(const nn_layer *l, const float *params, int group,
                               float *wt) {
   int co = l->out.c;
-  for (int o = 0; o < co; o++)
+  for (int o = 0; o < co; o++) {
+    float *block = wt + (size_t)(o / group) * group * TAPS + o % group;
     for (int t = 0; t < TAPS; t++)
-      wt[(size_t)t * co + o] = params[l->w + (size_t)o * TAPS + t];
+      block[(size_t)t * group] = params[l->w + (size_t)o * TAPS + t];
+  }
 }
 
 void nn_conv_gray_forward(const nn_layer *l, const float *params,
                           const float *in, float *scratch, float *out, int n,
                           bool relu) {
   float *wt = scratch + (size_t)n * padded_size(l);
-  transpose_weights(l, params, wt);
+  transpose_weights(l, params, arch_get()->group, wt);
   gray_job j = {.l = l,
                 .in = in,
                 .wt = wt,
@@ -238,8 +129,8 @@ static void wgrad_range(void *ctx, size_t first, size_t end) {
       float *pad = j->pad + e * padded_size(l);
       pad_image(l, j->in + e * nn_shape_size(l->in), pad);
       const float *dout = j->dout + e * nn_shape_size(l->out);
-      for (int g = 0; g < co; g += VL)
-        ar->wgrad(pad, pw, h, w, dout + g, co, partial + g, co, db + g);
+      for (int g = 0; g < co; g += ar->lanes)
+        ar->wgrad(pad, pw, h, w, dout + g, co, partial + g, db + g);
     }
   }
 }

@@ -1,8 +1,7 @@
 /* The portable sgemm: GotoBLAS-style cache blocking with packed panels and a
- * register-blocked micro-kernel in plain C that GCC vectorises. On x86-64
- * with GCC the kernel is compiled per ISA (AVX-512, AVX2+FMA, SSE2) and
- * picked at run time, each with the tile that fills its register file; the
- * scalar path's build of it is in nn_scalar.c.
+ * register-blocked micro-kernel per ISA (nn_gemm_builtin_kernels.c, built
+ * once per ISA at its own vector width, each with the tile that fills its
+ * register file; the scalar path's is in nn_scalar.c), picked at run time.
  *
  * Every element of C is summed over k in the same order (KC-sized steps,
  * then p within a step) by the same kernel wherever its tile lies, so the
@@ -20,33 +19,16 @@
 #define GEMM_MIN_FLOPS_PER_THREAD (1u << 21)
 
 #ifdef NN_ISA_X86
-/* 16 zmm accumulators: enough independent FMAs to cover their latency on
- * two ports, and 8 rows divide the batch sizes the models use. */
-GEMM_KERNELS(avx512, NN_TARGET_AVX512, 8, 32)
-/* 12 of the 16 ymm registers as accumulators. */
-GEMM_KERNELS(avx2, NN_TARGET_AVX2, 6, 16)
-/* 12 of the 16 xmm registers, baseline x86-64. */
-GEMM_KERNELS(sse2, , 6, 8)
-
-static const gemm_arch arch_avx512 = {
-    8, 32, 256, 128, 1024, avx512_packed, avx512_rows, avx512_cols};
-static const gemm_arch arch_avx2 = {6,    16,          256,       144,
-                                    1024, avx2_packed, avx2_rows, avx2_cols};
-static const gemm_arch arch_sse2 = {6,    8,           256,       96,
-                                    1024, sse2_packed, sse2_rows, sse2_cols};
-
 static const gemm_arch *arch_get(void) {
-  static const gemm_arch *const by_isa[] = {&nn_gemm_arch_scalar, &arch_sse2,
-                                            &arch_avx2, &arch_avx512};
+  static const gemm_arch *const by_isa[] = {
+      &nn_gemm_arch_scalar, &nn_gemm_arch_sse2, &nn_gemm_arch_avx2,
+      &nn_gemm_arch_avx512};
   return by_isa[nn_isa_best()];
 }
 #else
-/* 24 accumulators of 128 bits: fits the 32 vector registers of NEON. */
-GEMM_KERNELS(generic, , 6, 16)
-static const gemm_arch arch_generic = {
-    6, 16, 256, 120, 1024, generic_packed, generic_rows, generic_cols};
 static const gemm_arch *arch_get(void) {
-  return nn_isa_best() == NN_ISA_SCALAR ? &nn_gemm_arch_scalar : &arch_generic;
+  return nn_isa_best() == NN_ISA_SCALAR ? &nn_gemm_arch_scalar
+                                        : &nn_gemm_arch_generic;
 }
 #endif
 

@@ -1,6 +1,7 @@
-/* The register-blocked micro-kernel of nn_gemm_builtin.c and the blocking
- * that goes with it, shared with the scalar path (nn_scalar.c), which
- * compiles the same body without vectorisation. Internal to models/. */
+/* The register-blocked micro-kernels of nn_gemm_builtin.c and the
+ * blocking that goes with them: one gemm_arch per ISA, from the per-ISA
+ * objects of nn_gemm_builtin_kernels.c and from the scalar path
+ * (nn_scalar.c). Internal to models/. */
 #ifndef COHORT_NN_GEMM_KERNEL_H
 #define COHORT_NN_GEMM_KERNEL_H
 
@@ -30,9 +31,9 @@ typedef struct gemm_arch {
   gemm_kernel_fn packed, rows, cols;
 } gemm_arch;
 
-/* The one kernel body; the wrappers fix mr, nr and one of the strides so
- * the loops unroll into mr * nr / lanes vector accumulators that live in
- * registers for all of kc. */
+/* The scalar path's kernel body (nn_scalar.c, compiled with the
+ * vectorisers off); the wrappers fix mr, nr and one of the strides so the
+ * loops unroll into mr * nr scalar accumulators. */
 static NN_INLINE void kernel_body(int mr, int nr, int kc,
                                   const float *restrict a, size_t rs, size_t cs,
                                   const float *restrict b, float *restrict c,
@@ -62,13 +63,15 @@ static NN_INLINE void kernel_body(int mr, int nr, int kc,
     kernel_body(MR, NR, kc, a, RS, CS, b, c, ldc, alpha, beta);                \
   }
 
-/* The three A layouts of one ISA's MR x NR kernel. */
+/* The three A layouts of an MR x NR kernel. */
 #define GEMM_KERNELS(prefix, attr, MR, NR)                                     \
   GEMM_KERNEL(prefix##_packed, attr, MR, NR, 1, MR)                            \
   GEMM_KERNEL(prefix##_rows, attr, MR, NR, rs, 1)                              \
   GEMM_KERNEL(prefix##_cols, attr, MR, NR, 1, cs)
 
-/* The scalar path's kernels (nn_scalar.c). */
-extern const gemm_arch nn_gemm_arch_scalar;
+/* The scalar path's kernels (nn_scalar.c) and one per build of
+ * nn_gemm_builtin_kernels.c. */
+extern const gemm_arch nn_gemm_arch_scalar, nn_gemm_arch_avx512,
+    nn_gemm_arch_avx2, nn_gemm_arch_sse2, nn_gemm_arch_generic;
 
 #endif

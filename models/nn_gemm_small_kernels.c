@@ -19,13 +19,8 @@
  * epilogues would cost more than the sums. */
 #define VL NN_VL
 typedef nn_vec vec;
-/* Unaligned loads and stores as vector accesses, not memcpy: GCC merges
- * the memcpy of neighbouring vectors into one block copy through the
- * stack. may_alias: the data are floats. */
-typedef float vec_u __attribute__((vector_size(VL * sizeof(float)),
-                                   aligned(sizeof(float)), may_alias));
-#define VLOAD(v, p) ((v) = *(const vec_u *)(p))
-#define VSTORE(p, v) (*(vec_u *)(p) = (v))
+#define VLOAD NN_VLOAD
+#define VSTORE NN_VSTORE
 
 /* The lanes of *v added in a fixed tree. */
 static NN_INLINE float vsum(const vec *v) {
@@ -139,20 +134,17 @@ static NN_INLINE void axpy_body(int mr, int nv, int k, const float *restrict a,
     }                                                                          \
   }
 
-#define ARCH_NAME2(isa) nn_small_arch_##isa
-#define ARCH_NAME(isa) ARCH_NAME2(isa)
-
 #if NN_VL == 16
 /* AVX-512: 20 of the 32 zmm registers as accumulators in both kernels: 5 x
  * 4 dot products; 5 rows of 4 vectors (5 x 4 beat 4 x 4 by a fifth on fc1
  * at batch 10, whose 10 rows it covers in two groups, not three). */
 SMALL_KERNELS(k, 4, 4)
-const small_arch ARCH_NAME(NN_KERNEL_ISA) = SMALL_ARCH(k, 5, 4, 4);
+const small_arch NN_ISA_SYM(nn_small_arch) = SMALL_ARCH(k, 5, 4, 4);
 #elif NN_VL == 8 || NN_VL == 4
 /* AVX2 (8 floats), SSE2 or NEON (4): 12 of the 16 ymm or xmm registers
  * (NEON has 32) as accumulators, 3 x 4 in both kernels. */
 SMALL_KERNELS(k, 4, 4)
-const small_arch ARCH_NAME(NN_KERNEL_ISA) = SMALL_ARCH(k, 3, 4, 4);
+const small_arch NN_ISA_SYM(nn_small_arch) = SMALL_ARCH(k, 3, 4, 4);
 #else
 #error "NN_VL is 16, 8 or 4"
 #endif

@@ -1,12 +1,11 @@
 /* Which instruction set the engine's hand-vectorised kernels use
  * (nn_gemm_builtin.c, nn_gemm_small.c, nn_conv_gray.c, nn_winograd.c).
- * With GCC on x86-64 each kernel is compiled three times, for AVX-512, AVX2
- * with FMA and baseline x86-64 (SSE2): nn_gemm_small's as separate objects
- * of the ISA's own vector width, the others through target attributes in
- * one file; elsewhere there is one portable vector build (NEON on
- * aarch64). Every build also has a scalar reference path (nn_scalar.c). The
- * best path the CPU runs is picked once at run time, unless COHORT_ISA names
- * one.
+ * Their kernels are compiled once per ISA as separate objects, each at its
+ * own vector width (models/CMakeLists.txt, cohort_isa_kernels): with GCC on
+ * x86-64 for AVX-512, AVX2 with FMA and baseline x86-64 (SSE2), elsewhere
+ * one portable build (NEON on aarch64). Every build also has a scalar
+ * reference path (nn_scalar.c). The best path the CPU runs is picked once
+ * at run time, unless COHORT_ISA names one.
  *
  * The selection (nn_isa_best, nn_isa_check, nn_isa_name) is public; the
  * vector types below are internal to models/. */
@@ -17,9 +16,6 @@
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 #define NN_ISA_X86 1
-#define NN_TARGET_AVX512                                                       \
-  __attribute__((target("avx512f,prefer-vector-width=512")))
-#define NN_TARGET_AVX2 __attribute__((target("avx2,fma")))
 #endif
 
 #ifdef __GNUC__
@@ -61,20 +57,28 @@ const char *nn_isa_name(nn_isa isa);
 int nn_isa_choose(const char *env, unsigned runs, nn_isa *out, char *err,
                   size_t cap);
 
-/* GCC (and Clang) vectors of NN_VL floats. A kernel compiled per ISA as a
- * separate object (nn_gemm_small_kernels.c) sets NN_VL to its target's
- * register: 16 (AVX-512), 8 (AVX2) or 4 (SSE2, NEON). The others are
- * still written on 16 floats: one zmm, two ymm or four xmm or NEON
- * registers. Kernels written on them keep their accumulators in registers
- * by construction, not by the vectoriser's choice. Moves go through memcpy
- * (unaligned), and no function takes or returns one by value across the
- * per-ISA builds. */
-#ifndef NN_VL
-#define NN_VL 16
-#endif
+/* GCC (and Clang) vectors of NN_VL floats, for the kernels CMake compiles
+ * once per ISA (cohort_isa_kernels in models/CMakeLists.txt), each with
+ * its target's -m flags and NN_VL set to its register: 16 (AVX-512), 8
+ * (AVX2) or 4 (SSE2, NEON). A vector is then one register, so accumulators
+ * written on them live in registers by construction, not by the
+ * vectoriser's choice, and no vector wider than the target's registers
+ * crosses a call. NN_VLOAD and NN_VSTORE are unaligned vector accesses,
+ * not memcpy: GCC merges the memcpy of neighbouring vectors into one block
+ * copy through the stack. may_alias: the data are floats. */
+#ifdef NN_VL
 typedef float nn_vec __attribute__((vector_size(NN_VL * sizeof(float))));
 typedef int nn_ivec __attribute__((vector_size(NN_VL * sizeof(int))));
-#define NN_VLOAD(v, p) memcpy(&(v), (p), sizeof(nn_vec))
-#define NN_VSTORE(p, v) memcpy((p), &(v), sizeof(nn_vec))
+typedef float nn_vec_u __attribute__((vector_size(NN_VL * sizeof(float)),
+                                      aligned(sizeof(float)), may_alias));
+#define NN_VLOAD(v, p) ((v) = *(const nn_vec_u *)(p))
+#define NN_VSTORE(p, v) (*(nn_vec_u *)(p) = (v))
+
+/* The exported name of a per-ISA object's symbol: NN_ISA_SYM(nn_x_arch)
+ * is nn_x_arch_avx2 in the AVX2 object. */
+#define NN_ISA_SYM3(name, isa) name##_##isa
+#define NN_ISA_SYM2(name, isa) NN_ISA_SYM3(name, isa)
+#define NN_ISA_SYM(name) NN_ISA_SYM2(name, NN_KERNEL_ISA)
+#endif
 
 #endif
