@@ -172,5 +172,6 @@ int main(int argc, char **argv) {
   codec_seeds();
   corpus_rpc();
   corpus_secagg();
+  corpus_http();
   return 0;
 }

@@ -10,8 +10,10 @@
 void corpus_write(const char *target, const char *name, const void *a,
                   size_t a_len, const void *b, size_t b_len);
 
-/* The protocol seeds (fuzz_corpus_rpc.c, fuzz_corpus_secagg.c). */
+/* The protocol seeds (fuzz_corpus_rpc.c, fuzz_corpus_secagg.c,
+ * fuzz_corpus_http.c). */
 void corpus_rpc(void);
+void corpus_http(void);
 void corpus_secagg(void);
 
 #endif
