@@ -1,5 +1,6 @@
 /* The seed generator's parts (fuzz_corpus.c writes the simple formats;
- * fuzz_corpus_rpc.c and fuzz_corpus_secagg.c the protocol messages). */
+ * fuzz_corpus_rpc.c, fuzz_corpus_secagg.c and fuzz_corpus_http.c the
+ * protocol messages). */
 #ifndef COHORT_FUZZ_CORPUS_H
 #define COHORT_FUZZ_CORPUS_H
 
