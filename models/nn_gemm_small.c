@@ -58,6 +58,8 @@ static const small_arch *arch_get(void) {
       &nn_small_arch_avx512};
   return by_isa[nn_isa_best()];
 }
+#elif defined(__aarch64__)
+static const small_arch *arch_get(void) { return &nn_small_arch_neon; }
 #else
 static const small_arch *arch_get(void) { return &nn_small_arch_generic; }
 #endif

@@ -28,6 +28,6 @@ typedef struct small_arch {
 
 /* One per build of nn_gemm_small_kernels.c. */
 extern const small_arch nn_small_arch_avx512, nn_small_arch_avx2,
-    nn_small_arch_sse2, nn_small_arch_generic;
+    nn_small_arch_sse2, nn_small_arch_neon, nn_small_arch_generic;
 
 #endif
