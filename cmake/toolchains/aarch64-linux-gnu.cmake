@@ -27,8 +27,9 @@ set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY BOTH)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
 
-# ctest runs the test programs through qemu-user; QEMU_LD_PREFIX (set by
-# the caller) names the tree holding the arm64 dynamic loader.
+# ctest runs the test programs through qemu-user, which must use the
+# multiarch libc6:arm64's loader (QEMU_LD_PREFIX unset or /; see
+# scripts/cross-test).
 find_program(COHORT_QEMU_AARCH64 qemu-aarch64)
 if(COHORT_QEMU_AARCH64)
   set(CMAKE_CROSSCOMPILING_EMULATOR ${COHORT_QEMU_AARCH64})
