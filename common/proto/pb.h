@@ -34,14 +34,4 @@
  * zero bytes gives a 1-byte allocation and *len == 0. */
 int pb_pack(const ProtobufCMessage *m, uint8_t **out, size_t *len);
 
-/* Checks every string field of a message of type d in its wire bytes
- * (body, len), those of nested messages included, with sanitize_refusal:
- * no NUL, control character, C1 control, bidirectional override or
- * invalid UTF-8. Strings are checked on the wire because protobuf-c hands
- * them over NUL-terminated, without their length. Returns 0, or -1 with a
- * one-line reason in why that names the field ("facts.platform") and not
- * its text. Call it on bytes protobuf-c unpacked. Thread-safe. */
-int pb_check_strings(const ProtobufCMessageDescriptor *d, const uint8_t *body,
-                     size_t len, char *why, size_t whylen);
-
 #endif

@@ -1,11 +1,13 @@
 /* Protobuf wire-format pre-scan (see pb_scan.h): varints, fixed-width
  * values and length-delimited fields are skipped by their declared sizes;
- * a length-delimited field that d names as a message is scanned in turn. */
+ * a length-delimited field that d names as a message is scanned in turn,
+ * one that it names as a string is checked on its wire bytes. */
 #include "pb_scan.h"
 
 #include <stdio.h>
 
 #include "cohort_status.h"
+#include "sanitize.h"
 
 typedef struct scan {
   const pb_scan_limits *lim;
@@ -34,8 +36,10 @@ static int varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
   return -1;
 }
 
+/* prefix is the dotted path of the fields that led to d ("facts."). */
 static int scan_message(scan *sc, const ProtobufCMessageDescriptor *d,
-                        const uint8_t *p, const uint8_t *end, int depth) {
+                        const uint8_t *p, const uint8_t *end, int depth,
+                        const char *prefix) {
   char what[96];
   if (depth > PB_SCAN_MAX_DEPTH)
     return fail(sc, d, "messages nested too deep");
@@ -73,9 +77,23 @@ static int scan_message(scan *sc, const ProtobufCMessageDescriptor *d,
       if (varint(&p, end, &v) || v > (uint64_t)(end - p))
         return fail(sc, d, "length beyond the message");
       if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
-        int rc = scan_message(sc, f->descriptor, p, p + v, depth + 1);
+        char path[128];
+        snprintf(path, sizeof path, "%s%s.", prefix, f->name);
+        int rc = scan_message(sc, f->descriptor, p, p + v, depth + 1, path);
         if (rc)
           return rc;
+      } else if (f && f->type == PROTOBUF_C_TYPE_STRING) {
+        /* Once unpacked, protobuf-c's strings are NUL-terminated and their
+         * length is gone: "token\0junk" would read as "token". */
+        size_t at = 0;
+        const char *bad = sanitize_refusal(p, (size_t)v, &at);
+        if (bad) {
+          snprintf(sc->why, sc->why_len,
+                   "string field %s%s has %s at byte %zu; strings must be "
+                   "printable UTF-8 without control characters",
+                   prefix, f->name, bad, at);
+          return COHORT_EINVAL;
+        }
       }
       p += v;
       break;
@@ -92,5 +110,5 @@ int pb_scan(const ProtobufCMessageDescriptor *d, const uint8_t *data,
   scan sc = {.lim = limits, .why = why, .why_len = why_len};
   if (why_len)
     why[0] = '\0';
-  return scan_message(&sc, d, data, data + len, 0);
+  return scan_message(&sc, d, data, data + len, 0, "");
 }

@@ -1,15 +1,17 @@
 /* Client-supplied text in log lines (sanitize.h): a forged line, terminal
  * escapes, invalid UTF-8 and C1 or bidi controls come out escaped, text
  * that is fine comes out unchanged, and too much is cut, visibly; the same
- * text is refused by sanitize_refusal, and pb_check_strings finds it in
+ * text is refused by sanitize_refusal, and pb_scan finds it in
  * any string field of a request's wire bytes (token\0junk included). Also
  * the durations of --session-ttl and --expires (duration.h). */
 #include <CUnit/CUnit.h>
 #include <string.h>
 
+#include "cohort_status.h"
 #include "cunit_main.h"
 #include "duration.h"
 #include "pb.h"
+#include "pb_scan.h"
 #include "sanitize.h"
 
 static const char *clean(const char *in) {
@@ -107,6 +109,13 @@ static size_t register_bytes(uint8_t *out, const char *token, size_t len,
   return n;
 }
 
+/* pb_scan with the coordinator's limits; why holds 256 bytes. */
+static int scan(const ProtobufCMessageDescriptor *d, const uint8_t *b, size_t n,
+                char *why) {
+  static const pb_scan_limits lim = {PB_SCAN_MAX_FIELDS, PB_SCAN_MAX_UNKNOWN};
+  return pb_scan(d, b, n, &lim, why, 256);
+}
+
 static void test_wire_strings(void) {
   const ProtobufCMessageDescriptor *d =
       &cohort__v1__register_request__descriptor;
@@ -117,7 +126,7 @@ static void test_wire_strings(void) {
   ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, n, buf);
   CU_ASSERT_PTR_NOT_NULL_FATAL(m);
   protobuf_c_message_free_unpacked(m, NULL);
-  CU_ASSERT_EQUAL(pb_check_strings(d, buf, n, why, sizeof why), 0);
+  CU_ASSERT_EQUAL(scan(d, buf, n, why), COHORT_OK);
   /* "token\0junk": protobuf-c would hand over "token". */
   n = register_bytes(buf, "token\0junk", 10, "q8", 2);
   m = protobuf_c_message_unpack(d, NULL, n, buf);
@@ -125,18 +134,18 @@ static void test_wire_strings(void) {
   CU_ASSERT_STRING_EQUAL(((Cohort__V1__RegisterRequest *)m)->enrollment_token,
                          "token");
   protobuf_c_message_free_unpacked(m, NULL);
-  CU_ASSERT_EQUAL(pb_check_strings(d, buf, n, why, sizeof why), -1);
+  CU_ASSERT_EQUAL(scan(d, buf, n, why), COHORT_EINVAL);
   CU_ASSERT_PTR_NOT_NULL(strstr(why, "enrollment_token has a NUL byte"));
   /* A nested, repeated string is named by its path. */
   n = register_bytes(buf, "token", 5, "q8\x1b[2J", 6);
-  CU_ASSERT_EQUAL(pb_check_strings(d, buf, n, why, sizeof why), -1);
+  CU_ASSERT_EQUAL(scan(d, buf, n, why), COHORT_EINVAL);
   CU_ASSERT_PTR_NOT_NULL(strstr(why, "facts.codecs has a control character"));
   CU_ASSERT_PTR_NULL(strchr(why, 0x1b)); /* the text itself is not quoted */
   /* Bytes fields may hold anything: identity_key (3) with NULs passes. */
   static const uint8_t key[] = {0x1a, 3, 0, '\n', 0xff};
-  CU_ASSERT_EQUAL(pb_check_strings(d, key, sizeof key, why, sizeof why), 0);
+  CU_ASSERT_EQUAL(scan(d, key, sizeof key, why), COHORT_OK);
   /* Truncated wire bytes are refused, not read past. */
-  CU_ASSERT_EQUAL(pb_check_strings(d, buf, 3, why, sizeof why), -1);
+  CU_ASSERT_EQUAL(scan(d, buf, 3, why), COHORT_EINVAL);
 }
 
 static void test_durations(void) {
