@@ -82,6 +82,23 @@ static int build_cnn(nn_net *net, float dropout, int classes) {
   return nn_net_linear(net, classes, "fc2");
 }
 
+/* NIID-Bench's SimpleCNNMNIST (Li et al., ICDE 2022): LeNet-5's shape with
+ * ReLU and max-pooling, its convolutions unpadded as PyTorch's default. */
+static int build_lenet(nn_net *net, float dropout, int classes) {
+  nn_net_conv2d_valid(net, 6, 5, "conv1");
+  nn_net_relu(net);
+  nn_net_maxpool2(net);
+  nn_net_conv2d_valid(net, 16, 5, "conv2");
+  nn_net_relu(net);
+  nn_net_maxpool2(net);
+  nn_net_flatten(net);
+  nn_net_linear(net, 120, "fc1");
+  hidden_activation(net, dropout);
+  nn_net_linear(net, 84, "fc2");
+  hidden_activation(net, dropout);
+  return nn_net_linear(net, classes, "fc3");
+}
+
 /* Splits "base/dropout=P" into the base and P (0 when absent). */
 static int parse_modifiers(const char *spec, char *base, size_t baselen,
                            float *dropout, char *err, size_t errlen) {
@@ -149,6 +166,16 @@ int nn_zoo_resolve(const char *spec, nn_shape input, int classes, nn_model *out,
       return COHORT_EINVAL;
     }
     rc = build_cnn(net, dropout, classes);
+  } else if (strcmp(base, "lenet") == 0) {
+    /* 16 - 4 = 12, pooled 6, - 4 = 2, pooled 1. */
+    if (input.h < 16 || input.w < 16) {
+      snprintf(err, errlen,
+               "lenet needs images of at least 16x16, the data is "
+               "%dx%dx%d",
+               input.h, input.w, input.c);
+      return COHORT_EINVAL;
+    }
+    rc = build_lenet(net, dropout, classes);
   } else {
     snprintf(err, errlen, "unknown model spec '%s' (known: %s)", spec,
              NN_ZOO_SPECS);
