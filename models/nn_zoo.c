@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,13 +70,19 @@ static int build_mlp(nn_net *net, const char *args, float dropout, int classes,
   return nn_net_linear(net, classes, name);
 }
 
+/* A 5x5 convolution (same padding, or none), ReLU and 2x2 max-pool. */
+static void conv_block(nn_net *net, int channels, bool same, const char *name) {
+  if (same)
+    nn_net_conv2d(net, channels, 5, name);
+  else
+    nn_net_conv2d_valid(net, channels, 5, name);
+  nn_net_relu(net);
+  nn_net_maxpool2(net);
+}
+
 static int build_cnn(nn_net *net, float dropout, int classes) {
-  nn_net_conv2d(net, 32, 5, "conv1");
-  nn_net_relu(net);
-  nn_net_maxpool2(net);
-  nn_net_conv2d(net, 64, 5, "conv2");
-  nn_net_relu(net);
-  nn_net_maxpool2(net);
+  conv_block(net, 32, true, "conv1");
+  conv_block(net, 64, true, "conv2");
   nn_net_flatten(net);
   nn_net_linear(net, 512, "fc1");
   hidden_activation(net, dropout);
@@ -85,12 +92,8 @@ static int build_cnn(nn_net *net, float dropout, int classes) {
 /* NIID-Bench's SimpleCNNMNIST (Li et al., ICDE 2022): LeNet-5's shape with
  * ReLU and max-pooling, its convolutions unpadded as PyTorch's default. */
 static int build_lenet(nn_net *net, float dropout, int classes) {
-  nn_net_conv2d_valid(net, 6, 5, "conv1");
-  nn_net_relu(net);
-  nn_net_maxpool2(net);
-  nn_net_conv2d_valid(net, 16, 5, "conv2");
-  nn_net_relu(net);
-  nn_net_maxpool2(net);
+  conv_block(net, 6, false, "conv1");
+  conv_block(net, 16, false, "conv2");
   nn_net_flatten(net);
   nn_net_linear(net, 120, "fc1");
   hidden_activation(net, dropout);
