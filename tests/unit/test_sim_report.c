@@ -248,7 +248,12 @@ static void test_many_rounds_are_thinned(void) {
   for (const char *c = pts; c < q; c++)
     points += *c == ' ';
   CU_ASSERT(points <= SIM_REPORT_MAX_POINTS && points >= 1000);
-  /* The last point is always drawn: its dot sits at the right edge. */
+  /* The last round is always drawn: at the right edge of the plot box
+   * (x = 520), rounds 1 to 100,000 on an axis of 0 to 100,000. */
+  const char *last = q;
+  while (last > pts && last[-1] != ' ')
+    last--;
+  CU_ASSERT_NSTRING_EQUAL(last, "520.0,", 6);
   CU_ASSERT(strlen(html) < 1000000);
   free(html);
   free(a);
