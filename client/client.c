@@ -572,7 +572,14 @@ static int report_evaluation(cohort_client_t *c, const Cohort__V1__Task *t,
                              cohort_cycle_info *info) {
   double acc = 0, loss = 0;
   const nn_dataset *ds = dataset_eval_set(c->opt.dataset);
-  if (nn_evaluate(&m->net, global, ds, &acc, &loss)) {
+  /* Seconds for a large model on much data: stop looks in at every batch. */
+  int rc = nn_evaluate_until(&m->net, global, ds, &c->stop, &acc, &loss);
+  if (rc == COHORT_ECANCELED) {
+    set_error(c, "round %llu: stopped while evaluating",
+              (unsigned long long)t->round);
+    return rc;
+  }
+  if (rc) {
     set_error(c, "cannot evaluate the model on the local data");
     return COHORT_EINVAL;
   }
@@ -589,9 +596,9 @@ static int report_evaluation(cohort_client_t *c, const Cohort__V1__Task *t,
   req.metrics = metrics;
   req.n_metrics = 2;
   ProtobufCMessage *resp = NULL;
-  int rc = call(c, PB_METHOD_REPORT, "report", &req.base,
-                &cohort__v1__report_response__descriptor, 1, &resp,
-                &info->bytes_up, &info->bytes_down);
+  rc = call(c, PB_METHOD_REPORT, "report", &req.base,
+            &cohort__v1__report_response__descriptor, 1, &resp, &info->bytes_up,
+            &info->bytes_down);
   if (rc == COHORT_OK)
     protobuf_c_message_free_unpacked(resp, NULL);
   info->eval_accuracy = acc;
@@ -767,6 +774,8 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
       info->outcome = COHORT_CYCLE_EVALUATED;
       goto out; /* an evaluation task ends with the report */
     }
+    if (rc == COHORT_ECANCELED)
+      goto out;
     if (rc)
       log_warn("%s", c->last_error); /* the training goes on */
     rc = COHORT_OK;
