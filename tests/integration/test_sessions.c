@@ -6,7 +6,9 @@
  * enroll again and rewrite the file; a revoked device stops, and stops
  * again when restarted, without a new client row; a file others may read
  * and a truncated file are refused with a clear error; the session token
- * never reaches a log. */
+ * never reaches a log. Through libcohort, the app's own store
+ * (cohort_client_set_session_store) makes a second handle the same
+ * client. */
 #include <CUnit/CUnit.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cohort.h"
 #include "cunit_main.h"
 #include "db_peek.h"
 #include "harness.h"
@@ -324,6 +327,102 @@ static void test_revoked_and_bad_files(void) {
   CU_ASSERT_EQUAL(harness_wait(server, 20), 0);
 }
 
+/* The app's own storage: the bytes in memory. */
+typedef struct app_store {
+  uint8_t bytes[COHORT_SESSION_MAX_BYTES];
+  size_t len;
+  int saves;
+} app_store;
+
+static int app_load(void *user, uint8_t *buf, size_t cap, size_t *len) {
+  app_store *s = user;
+  memcpy(buf, s->bytes, s->len < cap ? s->len : cap);
+  *len = s->len;
+  return 0;
+}
+
+static int app_save(void *user, const uint8_t *buf, size_t len) {
+  app_store *s = user;
+  if (len > sizeof s->bytes)
+    return -1;
+  memcpy(s->bytes, buf, len);
+  s->len = len;
+  s->saves++;
+  return 0;
+}
+
+static int train_nothing(void *user, const cohort_train_request *req,
+                         float *params, size_t n, cohort_train_result *r) {
+  r->num_examples = 1;
+  return 0;
+}
+
+static cohort_client_t *app_client(int port, app_store *store) {
+  char target[64];
+  snprintf(target, sizeof target, "127.0.0.1:%d", port);
+  cohort_client_options o;
+  cohort_client_options_init(&o);
+  o.server = target;
+  o.enrollment_token = TOKEN;
+  o.train = train_nothing;
+  o.long_poll_ms = -1;
+  cohort_client_t *c = NULL;
+  CU_ASSERT_EQUAL_FATAL(cohort_client_new(&o, &c), COHORT_OK);
+  CU_ASSERT_EQUAL(cohort_client_set_session_store(c, NULL, app_save, store),
+                  COHORT_EINVAL);
+  CU_ASSERT_EQUAL_FATAL(
+      cohort_client_set_session_store(c, app_load, app_save, store), COHORT_OK);
+  return c;
+}
+
+static void test_app_store(void) {
+  char db[512] = "";
+  int port = 0;
+  pid_t server = harness_start_server(
+      "app",
+      "--rounds 1 --clients-per-round 2 --min-clients 2 --retry-ms 100 "
+      "--long-poll-max-ms 0 --enroll-token " TOKEN " --linger 1",
+      &port, db, sizeof db);
+  CU_ASSERT_FATAL(server > 0);
+  app_store store = {.len = 0};
+  cohort_client_t *c = app_client(port, &store);
+  cohort_cycle_info info;
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
+  CU_ASSERT_EQUAL(cohort_client_id(c), 1);
+  CU_ASSERT_EQUAL(store.saves, 1);
+  /* Too late once registered: the session is this client's already. */
+  CU_ASSERT_EQUAL(
+      cohort_client_set_session_store(c, app_load, app_save, &store),
+      COHORT_ESTATE);
+  cohort_client_free(c);
+
+  /* A second handle, as after the app restarted: the same client. */
+  c = app_client(port, &store);
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
+  CU_ASSERT_EQUAL(cohort_client_id(c), 1);
+  CU_ASSERT_EQUAL(store.saves, 1); /* nothing new to save */
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM clients"), 1);
+  cohort_client_free(c);
+
+  /* Damaged bytes: refused, the handle keeps no store. */
+  store.bytes[store.len / 2] ^= 1;
+  char target[64];
+  snprintf(target, sizeof target, "127.0.0.1:%d", port);
+  cohort_client_options o;
+  cohort_client_options_init(&o);
+  o.server = target;
+  o.enrollment_token = TOKEN;
+  o.train = train_nothing;
+  CU_ASSERT_EQUAL_FATAL(cohort_client_new(&o, &c), COHORT_OK);
+  CU_ASSERT_EQUAL(
+      cohort_client_set_session_store(c, app_load, app_save, &store),
+      COHORT_EFORMAT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(cohort_client_last_error(c), "corrupt"));
+  cohort_client_free(c);
+  harness_signal(server, SIGTERM);
+  CU_ASSERT_EQUAL(harness_wait(server, 20), 0);
+}
+
 int cohort_register_suites(void) {
   static const test_case tests[] = {
       {"three starts with one session file are one client; the restarted "
@@ -337,6 +436,9 @@ int cohort_register_suites(void) {
       {"revoked: stops, and stops again on restart; a 0644 and a truncated "
        "file are refused",
        test_revoked_and_bad_files},
+      {"libcohort: a second handle with the app's own store is the same "
+       "client; too late once registered; damaged bytes refused",
+       test_app_store},
   };
   return test_add_suite("sessions", NULL, NULL, tests,
                         sizeof tests / sizeof tests[0]);
