@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 #include <unistd.h>
 
 #include "cohort_status.h"
+#include "durable.h"
 #include "errbuf.h"
 
 int session_file_read(const char *path, uint8_t *buf, size_t cap, size_t *len,
@@ -68,23 +68,6 @@ static int write_all(int fd, const uint8_t *p, size_t len) {
   return 0;
 }
 
-/* fsyncs the folder holding path, so that the rename itself is durable. */
-static int sync_folder(const char *path) {
-  char *copy = strdup(path);
-  if (!copy)
-    return -1;
-  int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  free(copy);
-  if (fd < 0)
-    return -1;
-  int r = fsync(fd);
-  /* Some file systems cannot fsync a folder; the file itself is synced. */
-  if (r != 0 && (errno == EINVAL || errno == EROFS))
-    r = 0;
-  close(fd);
-  return r;
-}
-
 int session_file_write(const char *path, const uint8_t *buf, size_t len,
                        char *err, size_t errlen) {
   size_t n = strlen(path) + sizeof ".tmp-XXXXXX";
@@ -113,7 +96,7 @@ int session_file_write(const char *path, const uint8_t *buf, size_t len,
     unlink(tmp);
     rc = errbuf_fail(err, errlen, COHORT_EIO, path, "cannot write it: %s",
                      saved ? strerror(saved) : "short write");
-  } else if (sync_folder(path) != 0) {
+  } else if (durable_sync_folder(path) != 0) {
     rc = errbuf_fail(err, errlen, COHORT_EIO, path,
                      "written, but syncing its folder failed: %s",
                      strerror(errno));
