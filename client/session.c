@@ -154,6 +154,7 @@ int session_store_load(const session_store *s, session_record *r, int *found,
   const char *who = s->path ? s->path : "the app's session store";
   int rc = COHORT_OK;
   *found = 0;
+  memset(r, 0, sizeof *r);
   if (s->path) {
     rc = session_file_read(s->path, buf, sizeof buf, &len, err, errlen);
     if (rc == COHORT_ENOTFOUND)

@@ -190,29 +190,40 @@ static void test_three_starts_one_client(void) {
   CU_ASSERT(!file_has(logs[2], "registered as client"));
 }
 
+/* Starts a coordinator (tag, flags) and a device with the session file
+ * file, waits for its first session, which goes into old (128 bytes),
+ * and stops the device. The coordinator's pid. */
+static pid_t first_session(const char *tag, const char *flags, int *port,
+                           char *db, size_t db_len, const char *file,
+                           const char *shard, char *old) {
+  pid_t server = harness_start_server(tag, flags, port, db, db_len);
+  CU_ASSERT_FATAL(server > 0);
+  char log[64];
+  snprintf(log, sizeof log, "%s-a1.err", tag);
+  pid_t a = start_device(*port, file, shard, harness_path(log));
+  CU_ASSERT_FATAL(a > 0);
+  CU_ASSERT_FATAL(wait_new_token(file, ""));
+  session_field(file, "session", old, 128);
+  stop(a);
+  return server;
+}
+
 /* Off longer than the session lives: the restart is told its session
  * expired, registers again with the saved key, and the coordinator renews
  * the same client; the new token is saved. */
 static void test_expired_session_renews(void) {
-  char db[512] = "";
+  char db[512] = "", old[128], now[128], id[32];
   int port = 0;
-  pid_t server = harness_start_server(
+  const char *file = harness_path("expire.session");
+  pid_t server = first_session(
       "expire",
       "--rounds 1 --clients-per-round 2 --min-clients 2 --selection-window 0 "
       "--retry-ms 100 --long-poll-max-ms 0 --session-ttl 2s "
       "--enroll-token " TOKEN " --linger 2",
-      &port, db, sizeof db);
-  CU_ASSERT_FATAL(server > 0);
-  const char *file = harness_path("expire.session");
-  pid_t a = start_device(port, file, "0/2", harness_path("expire-a1.err"));
-  CU_ASSERT_FATAL(a > 0);
-  CU_ASSERT_FATAL(wait_new_token(file, ""));
-  char old[128], now[128], id[32];
-  session_field(file, "session", old, sizeof old);
-  stop(a);
+      &port, db, sizeof db, file, "0/2", old);
   sleep_ms(2500);
   const char *log = harness_path("expire-a2.err");
-  a = start_device(port, file, "0/2", log);
+  pid_t a = start_device(port, file, "0/2", log);
   CU_ASSERT_FATAL(a > 0);
   CU_ASSERT_FATAL(wait_new_token(file, old));
   CU_ASSERT_STRING_EQUAL(session_field(file, "client", id, sizeof id), "1");
@@ -233,21 +244,14 @@ static void test_expired_session_renews(void) {
 /* The coordinator's database replaced (same address): the saved session
  * is unknown there, the device enrolls again and saves the new one. */
 static void test_new_database_reenrolls(void) {
-  char db[512] = "";
+  char db[512] = "", old[128], id[32];
   int port = 0;
-  pid_t server = harness_start_server(
+  const char *file = harness_path("newdb.session");
+  pid_t server = first_session(
       "olddb",
       "--rounds 1 --clients-per-round 2 --min-clients 2 --retry-ms 100 "
       "--long-poll-max-ms 0 --enroll-token " TOKEN " --linger 1",
-      &port, db, sizeof db);
-  CU_ASSERT_FATAL(server > 0);
-  const char *file = harness_path("newdb.session");
-  pid_t a = start_device(port, file, "0/1", harness_path("newdb-a1.err"));
-  CU_ASSERT_FATAL(a > 0);
-  CU_ASSERT_FATAL(wait_new_token(file, ""));
-  char old[128], id[32];
-  session_field(file, "session", old, sizeof old);
-  stop(a);
+      &port, db, sizeof db, file, "0/1", old);
   harness_signal(server, SIGTERM);
   CU_ASSERT_EQUAL(harness_wait(server, 30), 0);
 
@@ -259,7 +263,7 @@ static void test_new_database_reenrolls(void) {
                                 &port, db, sizeof db);
   CU_ASSERT_FATAL(server > 0);
   const char *log = harness_path("newdb-a2.err");
-  a = start_device(port, file, "0/1", log);
+  pid_t a = start_device(port, file, "0/1", log);
   CU_ASSERT_FATAL(a > 0);
   CU_ASSERT_EQUAL(harness_wait(a, 120), 0);
   CU_ASSERT_EQUAL(harness_wait(server, 30), 0);
