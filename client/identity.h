@@ -1,9 +1,9 @@
 /* libcohort's signing identity (internal): the client's Ed25519 key, from a
  * key file, from the saved session (session.h) or fresh from the CSPRNG at
- * each registration, the enrollment
- * authority's certificate of it, and the authority the client's peers must
- * be certified by (docs/security.md). The secure-aggregation flow takes it
- * to sign the client's keys and to check its peers'. */
+ * each registration, the enrollment authority's certificate of it, and the
+ * authority the client's peers must be certified by (docs/security.md).
+ * The secure-aggregation flow takes it to sign the client's keys and to
+ * check its peers'. */
 #ifndef COHORT_CLIENT_IDENTITY_H
 #define COHORT_CLIENT_IDENTITY_H
 
