@@ -26,6 +26,7 @@
 #include "pb.h"
 #include "rpc_client.h"
 #include "secagg_flow.h"
+#include "session.h"
 #include "update_codec.h"
 #include "wire.h"
 
@@ -65,6 +66,7 @@ struct cohort_client {
    * registered with, and for secure aggregation to sign with and to check
    * peers against (see run_task). */
   client_identity identity;
+  client_session saved; /* where the session is saved, if anywhere */
 
   update_codec codec; /* the task's codec and its error-feedback memory */
   /* The testing aid's step, until the first secure-aggregation task. */
@@ -223,6 +225,7 @@ void cohort_client_free(cohort_client_t *c) {
   free(c->model);
   update_codec_free(&c->codec);
   client_identity_clear(&c->identity);
+  client_session_close(&c->saved);
   free(c);
 }
 
@@ -243,6 +246,33 @@ int cohort_client_set_enroll_authority(cohort_client_t *c, const char *path) {
     return COHORT_EINVAL;
   return client_identity_set_authority(&c->identity, path, c->last_error,
                                        sizeof c->last_error);
+}
+
+/* Opens the saved session's store, taking over store->path. */
+static int set_session(cohort_client_t *c, session_store *store) {
+  if (c->id || c->session[0]) {
+    free(store->path);
+    set_error(c, "the session store must be set before the client registers");
+    return COHORT_ESTATE;
+  }
+  return client_session_open(&c->saved, store, c->last_error,
+                             sizeof c->last_error);
+}
+
+int cohort_client_set_session_file(cohort_client_t *c, const char *path) {
+  if (!c || !path || !*path)
+    return COHORT_EINVAL;
+  session_store store = {.path = dup_or_null(path)};
+  return store.path ? set_session(c, &store) : COHORT_ENOMEM;
+}
+
+int cohort_client_set_session_store(cohort_client_t *c,
+                                    cohort_session_load_cb load,
+                                    cohort_session_save_cb save, void *user) {
+  if (!c || !load || !save)
+    return COHORT_EINVAL;
+  session_store store = {.load = load, .save = save, .user = user};
+  return set_session(c, &store);
 }
 
 void cohort_client_stop(cohort_client_t *c) {
@@ -406,12 +436,22 @@ static int register_once(cohort_client_t *c) {
 }
 
 static int do_register(cohort_client_t *c) {
+  /* A saved session is this client, restarted: no Register at all. */
+  if (client_session_take(&c->saved, c->server, &c->identity, &c->id,
+                          c->session))
+    return COHORT_OK;
   int rc = register_once(c);
   /* A Register whose reply was lost, sent again by the retries, finds its
    * key bound to the client the first one made: a key of our own making
-   * is replaced, and the registration tried once more. */
-  if (rc == COHORT_EREJECTED && !c->identity.from_file)
+   * (or saved with a session the coordinator no longer has) is replaced,
+   * and the registration tried once more. */
+  if (rc == COHORT_EREJECTED && !c->identity.from_file) {
+    c->identity.saved = 0;
     rc = register_once(c);
+  }
+  if (!rc)
+    rc = client_session_save(&c->saved, c->server, &c->identity, c->id,
+                             c->session, c->last_error, sizeof c->last_error);
   /* The coordinator refused the enrollment itself (a bad certificate, a
    * key bound to another client): trying again will not help. */
   return rc == COHORT_EREJECTED ? COHORT_EAUTH : rc;
@@ -532,7 +572,14 @@ static int report_evaluation(cohort_client_t *c, const Cohort__V1__Task *t,
                              cohort_cycle_info *info) {
   double acc = 0, loss = 0;
   const nn_dataset *ds = dataset_eval_set(c->opt.dataset);
-  if (nn_evaluate(&m->net, global, ds, &acc, &loss)) {
+  /* Seconds for a large model on much data: stop looks in at every batch. */
+  int rc = nn_evaluate_until(&m->net, global, ds, &c->stop, &acc, &loss);
+  if (rc == COHORT_ECANCELED) {
+    set_error(c, "round %llu: stopped while evaluating",
+              (unsigned long long)t->round);
+    return rc;
+  }
+  if (rc) {
     set_error(c, "cannot evaluate the model on the local data");
     return COHORT_EINVAL;
   }
@@ -549,9 +596,9 @@ static int report_evaluation(cohort_client_t *c, const Cohort__V1__Task *t,
   req.metrics = metrics;
   req.n_metrics = 2;
   ProtobufCMessage *resp = NULL;
-  int rc = call(c, PB_METHOD_REPORT, "report", &req.base,
-                &cohort__v1__report_response__descriptor, 1, &resp,
-                &info->bytes_up, &info->bytes_down);
+  rc = call(c, PB_METHOD_REPORT, "report", &req.base,
+            &cohort__v1__report_response__descriptor, 1, &resp, &info->bytes_up,
+            &info->bytes_down);
   if (rc == COHORT_OK)
     protobuf_c_message_free_unpacked(resp, NULL);
   info->eval_accuracy = acc;
@@ -727,6 +774,8 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
       info->outcome = COHORT_CYCLE_EVALUATED;
       goto out; /* an evaluation task ends with the report */
     }
+    if (rc == COHORT_ECANCELED)
+      goto out;
     if (rc)
       log_warn("%s", c->last_error); /* the training goes on */
     rc = COHORT_OK;

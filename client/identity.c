@@ -61,7 +61,7 @@ int client_identity_set_authority(client_identity *id, const char *path,
 }
 
 int client_identity_renew(client_identity *id) {
-  if (id->from_file)
+  if (id->from_file || id->saved)
     return COHORT_OK;
   sign_key *fresh = NULL;
   int rc = sign_key_generate(&fresh);
@@ -69,6 +69,20 @@ int client_identity_renew(client_identity *id) {
     return rc;
   sign_key_free(id->key);
   id->key = fresh;
+  return COHORT_OK;
+}
+
+int client_identity_adopt(client_identity *id,
+                          const uint8_t seed[SIGN_SEED_LEN]) {
+  if (id->from_file)
+    return COHORT_OK;
+  sign_key *key = NULL;
+  int rc = sign_key_from_seed(seed, &key);
+  if (rc)
+    return rc;
+  sign_key_free(id->key);
+  id->key = key;
+  id->saved = 1;
   return COHORT_OK;
 }
 

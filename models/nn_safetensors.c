@@ -15,6 +15,7 @@
 #include <json-c/json.h>
 
 #include "cohort_status.h"
+#include "durable.h"
 #include "errbuf.h"
 #include "nn_safetensors.h"
 #include "wire.h"
@@ -361,30 +362,6 @@ static int st_write_all(int fd, const uint8_t *p, size_t len) {
   return 0;
 }
 
-/* Opens the folder that holds path and fsyncs it, so the rename is durable. */
-static int st_sync_dir(const char *path) {
-  const char *slash = strrchr(path, '/');
-  char *dir;
-  if (!slash)
-    dir = strdup(".");
-  else if (slash == path)
-    dir = strdup("/");
-  else
-    dir = strndup(path, (size_t)(slash - path));
-  if (!dir)
-    return -1;
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  free(dir);
-  if (fd < 0)
-    return -1;
-  int r = fsync(fd);
-  /* Some file systems cannot fsync a folder; the data itself is synced. */
-  if (r != 0 && (errno == EINVAL || errno == EROFS))
-    r = 0;
-  close(fd);
-  return r;
-}
-
 int nn_safetensors_save(const char *path, const nn_st_tensor *tensors, size_t n,
                         const nn_st_meta *meta, size_t n_meta, char *err,
                         size_t errlen) {
@@ -449,7 +426,7 @@ int nn_safetensors_save(const char *path, const nn_st_tensor *tensors, size_t n,
   }
   free(tmp);
   tmp = NULL;
-  if (st_sync_dir(path) != 0)
+  if (durable_sync_folder(path) != 0)
     rc = errbuf_fail(err, errlen, COHORT_EIO, path,
                      "written, but syncing its folder failed: %s",
                      strerror(errno));

@@ -193,6 +193,12 @@ int nn_train_in_place(const nn_net *net, float *params, const float *start,
 
 int nn_evaluate(const nn_net *net, const float *params, const nn_dataset *ds,
                 double *accuracy, double *loss) {
+  return nn_evaluate_until(net, params, ds, NULL, accuracy, loss);
+}
+
+int nn_evaluate_until(const nn_net *net, const float *params,
+                      const nn_dataset *ds, const volatile sig_atomic_t *stop,
+                      double *accuracy, double *loss) {
   char err[160];
   int rc = check_data(net, ds, err, sizeof err);
   if (rc)
@@ -212,6 +218,10 @@ int nn_evaluate(const nn_net *net, const float *params, const nn_dataset *ds,
   size_t correct = 0;
   double total = 0.0;
   for (size_t first = 0; first < ds->n; first += (size_t)batch) {
+    if (stop && *stop) {
+      rc = COHORT_ECANCELED;
+      break;
+    }
     int count =
         (int)(ds->n - first < (size_t)batch ? ds->n - first : (size_t)batch);
     const float *x = nn_dataset_span(ds, first, (size_t)count, xb);
@@ -233,6 +243,8 @@ int nn_evaluate(const nn_net *net, const float *params, const nn_dataset *ds,
   }
   nn_work_close(&work);
   free(xb);
+  if (rc)
+    return rc;
   *accuracy = (double)correct / (double)ds->n;
   *loss = total / (double)ds->n;
   return COHORT_OK;

@@ -59,4 +59,12 @@ int nn_train_in_place(const nn_net *net, float *params, const float *start,
 int nn_evaluate(const nn_net *net, const float *params, const nn_dataset *ds,
                 double *accuracy, double *loss);
 
+/* nn_evaluate that looks at *stop (may be NULL) before every batch, as
+ * nn_train_opts.stop, and returns COHORT_ECANCELED once it is set (accuracy
+ * and loss untouched): a client's federated evaluation of a large model on
+ * much data takes seconds, and a stop must not wait for it. */
+int nn_evaluate_until(const nn_net *net, const float *params,
+                      const nn_dataset *ds, const volatile sig_atomic_t *stop,
+                      double *accuracy, double *loss);
+
 #endif

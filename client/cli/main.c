@@ -22,7 +22,7 @@ static struct {
   const char *server, *token, *data, *shard, *partition, *log_level;
   const char *exit_at_secagg, *identity_key, *identity_cert, *authority;
   const char *secagg_adversary, *token_file, *log_format, *log_file;
-  const char *tls_ca, *tls_cert, *tls_key;
+  const char *tls_ca, *tls_cert, *tls_key, *session_file;
   int tls;
   long limit, seed, threads, secagg_security_bits, secagg_colluders;
   long long_poll_ms;
@@ -79,6 +79,11 @@ static const flag_def FLAGS[] = {
      "the enrollment authority's certificate of --identity-key, as hex "
      "(`cohort enroll certify`); a coordinator with --enroll-authority "
      "needs it"},
+    {"session-file", FLAG_STRING, &g_opts.session_file, NULL, 0, 0, "PATH",
+     "keep this client's session (client id, session token, identity key) "
+     "in PATH, created mode 0600, so that a restart is the same client "
+     "instead of a new one; a file others may read is refused "
+     "(docs/tokens.md)"},
     {"enroll-authority", FLAG_STRING, &g_opts.authority, NULL, 0, 0, "PATH",
      "the enrollment authority's public key, as hex: peers in secure "
      "aggregation must be certified by it (docs/security.md)"},
@@ -272,7 +277,8 @@ static int start_reopen_thread(void) {
 }
 
 /* The enrollment authority first, so that a certificate that does not
- * verify under it is refused here, before the coordinator refuses it. */
+ * verify under it is refused here, before the coordinator refuses it; the
+ * saved session after the key, which it must match. */
 static int set_identity(cohort_client_t *c) {
   int rc = COHORT_OK;
   if (g_opts.authority)
@@ -280,6 +286,8 @@ static int set_identity(cohort_client_t *c) {
   if (rc == COHORT_OK && g_opts.identity_key)
     rc = cohort_client_set_identity(c, g_opts.identity_key,
                                     g_opts.identity_cert);
+  if (rc == COHORT_OK && g_opts.session_file)
+    rc = cohort_client_set_session_file(c, g_opts.session_file);
   if (rc != COHORT_OK)
     fprintf(stderr, "cohort-client: %s\n", cohort_client_last_error(c));
   return rc == COHORT_OK ? 0 : -1;

@@ -108,6 +108,16 @@ void sign_key_public(const sign_key *k, uint8_t pub[SIGN_PUBLIC_LEN]) {
   memcpy(pub, k->pub, SIGN_PUBLIC_LEN);
 }
 
+int sign_key_seed(const sign_key *k, uint8_t seed[SIGN_SEED_LEN]) {
+  size_t len = SIGN_SEED_LEN;
+  if (EVP_PKEY_get_raw_private_key(k->pkey, seed, &len) != 1 ||
+      len != SIGN_SEED_LEN) {
+    OPENSSL_cleanse(seed, SIGN_SEED_LEN);
+    return COHORT_EIO;
+  }
+  return COHORT_OK;
+}
+
 int sign_message(const sign_key *k, const void *msg, size_t len,
                  uint8_t sig[SIGN_LEN]) {
   EVP_MD_CTX *ctx = EVP_MD_CTX_new();

@@ -17,7 +17,8 @@ typedef struct sign_key sign_key;
 
 /* A fresh key from the CSPRNG. COHORT_OK, COHORT_EIO, COHORT_ENOMEM. */
 int sign_key_generate(sign_key **out);
-/* The key of a fixed seed (tests and seeded simulation only). */
+/* The key of a fixed seed: tests and seeded simulation, and a key read back
+ * from where it was kept (libcohort's saved session). */
 int sign_key_from_seed(const uint8_t seed[SIGN_SEED_LEN], sign_key **out);
 /* Reads a PEM private key file; COHORT_EFORMAT (with the reason in err)
  * when it is not an Ed25519 key, COHORT_EIO when it cannot be read. */
@@ -30,6 +31,10 @@ int sign_key_save(const sign_key *k, const char *path, char *err,
 void sign_key_free(sign_key *k);
 /* The key's public key. */
 void sign_key_public(const sign_key *k, uint8_t pub[SIGN_PUBLIC_LEN]);
+/* The key's seed (its private key), for a caller that stores it as
+ * securely as a key file (libcohort's saved session); the caller wipes
+ * it. COHORT_OK or COHORT_EIO. */
+int sign_key_seed(const sign_key *k, uint8_t seed[SIGN_SEED_LEN]);
 
 /* Signs len bytes of msg. COHORT_OK or COHORT_EIO. */
 int sign_message(const sign_key *k, const void *msg, size_t len,
