@@ -416,12 +416,17 @@ round_verdict round_checkin(round_engine *e, int64_t client,
       fill_task(e, &out->task);
     } else {
       out->retry_after_ms = after_round_ms(e, now);
+      snprintf(out->reason, sizeof out->reason,
+               "already took part in round %lld", (long long)e->round);
     }
     goto out;
   }
   int sampled = round_dp_sampling_round(e);
-  if (e->state != ROUND_OPEN || (!sampled && e->n_parts >= e->select_max))
+  if (e->state != ROUND_OPEN || (!sampled && e->n_parts >= e->select_max)) {
+    snprintf(out->reason, sizeof out->reason,
+             "round %lld has selected its clients", (long long)e->round);
     goto out;
+  }
   double excluded_s = 0;
   if (round_offender_excluded(e, seen, out->reason, sizeof out->reason,
                               &excluded_s)) {
@@ -861,6 +866,31 @@ static void remember_metric_names(participant *p, size_t n_metrics,
     if (!has_metric_name(p, names, 0, names[i]))
       snprintf(p->metric_names[p->n_metric_names++], sizeof p->metric_names[0],
                "%s", names[i]);
+}
+
+round_verdict round_decline(round_engine *e, int64_t client, int64_t round,
+                            const char *reason) {
+  round_verdict v = round_ok();
+  pthread_mutex_lock(&e->mu);
+  participant *p = round_find_participant(e, client);
+  if (round != e->round || e->state == ROUND_IDLE) {
+    v = stale_round(e, round, "report");
+  } else if (!p) {
+    v = round_fail_verdict(GRPC_STATUS_PERMISSION_DENIED,
+                           "client %lld was not selected for round %lld",
+                           (long long)client, (long long)round);
+  } else if (e->kind == KIND_EVALUATE && !p->reported && !p->declined) {
+    p->declined = 1;
+    e->n_declined++;
+    /* The round may have nobody left to wait for. */
+    pthread_cond_broadcast(&e->uploaded);
+    /* %.200s: the client's words, bounded; the log escapes control bytes. */
+    log_info("round %lld: client %lld declined the evaluation: %.200s",
+             (long long)round, (long long)client,
+             reason && reason[0] ? reason : "no reason given");
+  }
+  pthread_mutex_unlock(&e->mu);
+  return v;
 }
 
 round_verdict round_report(round_engine *e, int64_t client, int64_t round,
