@@ -10,6 +10,7 @@
 #include "errbuf.h"
 #include "nn_partition.h"
 #include "nn_rng.h"
+#include "options.h"
 
 /* What a client keeps of a data set, decided from the labels alone so that
  * only those examples are ever decoded (nn_dataset_load_chosen). */
@@ -159,15 +160,15 @@ int cohort_dataset_load_idx(const char *dir, int shard_index, int shard_count,
   return load_share(dir, &c, out, err, errlen);
 }
 
-void cohort_dataset_options_init(cohort_dataset_options *o) {
-  memset(o, 0, sizeof *o);
-  o->partition = "iid";
-  o->client_count = 1;
-}
-
-int cohort_dataset_load(const cohort_dataset_options *o, cohort_dataset_t **out,
-                        char *err, size_t errlen) {
-  if (!o || !o->path || !out) {
+int cohort_dataset_load(const cohort_dataset_options *app,
+                        cohort_dataset_t **out, char *err, size_t errlen) {
+  cohort_dataset_options opts;
+  if (options_dataset_copy(&opts, app)) {
+    errbuf_printf(err, errlen, "%s", cohort_last_error());
+    return COHORT_EINVAL;
+  }
+  const cohort_dataset_options *o = &opts;
+  if (!o->path || !out) {
     errbuf_printf(err, errlen, "dataset: a path is required");
     return COHORT_EINVAL;
   }
@@ -195,9 +196,15 @@ int cohort_dataset_load(const cohort_dataset_options *o, cohort_dataset_t **out,
   return load_share(o->path, &c, out, err, errlen);
 }
 
-int cohort_dataset_partition_summary(const cohort_dataset_options *o, FILE *f,
+int cohort_dataset_partition_summary(const cohort_dataset_options *app, FILE *f,
                                      char *err, size_t errlen) {
-  if (!o || !o->path || !f) {
+  cohort_dataset_options opts;
+  if (options_dataset_copy(&opts, app)) {
+    errbuf_printf(err, errlen, "%s", cohort_last_error());
+    return COHORT_EINVAL;
+  }
+  const cohort_dataset_options *o = &opts;
+  if (!o->path || !f) {
     errbuf_printf(err, errlen, "dataset: a path is required");
     return COHORT_EINVAL;
   }

@@ -11,6 +11,11 @@ struct cohort_dataset {
   nn_dataset ds;      /* what the built-in trainer trains on */
   nn_dataset holdout; /* set aside for evaluation; may be empty */
   int client_index;   /* its share of the federation's data */
+  /* cohort_dataset_from_callback's: the app's example function (behind
+   * ds.fetch) and the examples it failed to give since the last check. */
+  cohort_example_cb example;
+  void *example_user;
+  size_t fetch_failures;
 };
 
 /* The examples a client evaluates the global model on: the held-out part,
