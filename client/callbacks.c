@@ -41,9 +41,8 @@ int callbacks_eligibility(const cohort_client_options *o,
   memset(now, 0, sizeof now);
   int got = o->eligibility(o->eligibility_user, not_selected, now, room);
   if (got < 0) {
-    errbuf_printf(err, errlen,
-                  "check-in: the eligibility callback skipped it (%d)", got);
-    return COHORT_ECALLBACK;
+    errbuf_printf(err, errlen, "the eligibility callback skipped the check-in");
+    return COHORT_ESTATE;
   }
   if ((size_t)got > room)
     got = (int)room; /* it cannot have filled more than it was given */

@@ -12,8 +12,9 @@ void callbacks_progress(const cohort_client_options *o, cohort_stage stage,
 
 /* The attributes of a check-in: the static ones, then what
  * o->eligibility says now (a name in both takes the callback's value).
- * out has room for cap; *n is set. COHORT_OK, or COHORT_ECALLBACK with a
- * reason in err when the callback skips the check-in or names nothing. */
+ * out has room for cap; *n is set. COHORT_OK; COHORT_ESTATE when the
+ * callback skips this check-in; COHORT_ECALLBACK when it leaves a name
+ * out or names too many; the reason in err. */
 int callbacks_eligibility(const cohort_client_options *o,
                           const cohort_attribute *statics, size_t n_statics,
                           const char *not_selected, cohort_attribute *out,

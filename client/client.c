@@ -41,6 +41,10 @@
  * (cohort_client_options.long_poll_ms 0). */
 #define DEFAULT_LONG_POLL_MS 30000
 
+/* How soon a cycle whose eligibility callback skipped the check-in polls it
+ * again (cohort_client_run). */
+#define ELIGIBILITY_SKIP_MS 1000
+
 struct cohort_client {
   cohort_client_options opt;
   char *server;
@@ -651,8 +655,14 @@ static int evaluate_by_app(cohort_client_t *c, const Cohort__V1__Task *t,
                        info);
   cohort_eval_result res = {.struct_size = sizeof res};
   callbacks_progress(&c->opt, COHORT_STAGE_EVALUATE, t->round, 0, 0);
-  if (c->opt.evaluate(c->opt.evaluate_user, req, global, n, &res) != 0)
+  if (c->opt.evaluate(c->opt.evaluate_user, req, global, n, &res) != 0) {
+    if (c->stop) { /* it returned because the app stopped the client */
+      set_error(c, "round %llu: stopped while evaluating",
+                (unsigned long long)t->round);
+      return COHORT_ECANCELED;
+    }
     return send_report(c, t, 0, 0, 0, "the evaluation callback declined", info);
+  }
   if (res.num_examples == 0 || !(res.accuracy >= 0 && res.accuracy <= 1) ||
       !(res.loss >= 0 && isfinite(res.loss))) {
     set_error(c,
@@ -955,6 +965,15 @@ static int run_once(cohort_client_t *c, cohort_cycle_info *info) {
   rc = callbacks_eligibility(&c->opt, c->attributes, c->opt.n_attributes,
                              c->not_selected, now, COHORT_MAX_ATTRIBUTES,
                              &n_now, c->last_error, sizeof c->last_error);
+  if (rc == COHORT_ESTATE) {
+    /* The app says not now: no check-in, and back in a second. */
+    info->outcome = COHORT_CYCLE_RETRY;
+    info->retry_after_ms = ELIGIBILITY_SKIP_MS;
+    snprintf(info->not_selected, sizeof info->not_selected, "%.*s",
+             (int)sizeof info->not_selected - 1, c->last_error);
+    c->last_error[0] = '\0';
+    return COHORT_OK;
+  }
   if (rc)
     return rc;
   Cohort__V1__Metric attrs[COHORT_MAX_ATTRIBUTES];

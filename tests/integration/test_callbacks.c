@@ -72,6 +72,7 @@ typedef struct app {
   int has_shape_fields;
   double accuracy; /* what evaluate reports */
   int spin;        /* train waits for cohort_client_cancelled */
+  int spin_eval;   /* so does evaluate */
   int saw_cancel;
   pthread_t stopper; /* started by a spinning train: stops after 300 ms */
   double spin_s;     /* how long the spinning train waited */
@@ -83,6 +84,21 @@ static void *stop_later(void *arg) {
   return NULL;
 }
 
+/* Stops the client 300 ms from now and waits for the callback to see it;
+ * returns 1, for the callback to return. */
+static int spin_until_stopped(app *a, const cohort_train_request *req) {
+  double start = now_s();
+  if (pthread_create(&a->stopper, NULL, stop_later,
+                     (cohort_client_t *)req->client) != 0)
+    return 1;
+  for (int i = 0; i < 1000 && !cohort_client_cancelled(req->client); i++)
+    nap_ms(10);
+  a->saw_cancel = cohort_client_cancelled(req->client);
+  a->spin_s = now_s() - start;
+  pthread_join(a->stopper, NULL);
+  return 1;
+}
+
 static int train(void *user, const cohort_train_request *req, float *params,
                  size_t n, cohort_train_result *result) {
   app *a = user;
@@ -92,18 +108,8 @@ static int train(void *user, const cohort_train_request *req, float *params,
   a->height = req->input_height;
   a->width = req->input_width;
   a->classes = req->classes;
-  if (a->spin) {
-    double start = now_s();
-    if (pthread_create(&a->stopper, NULL, stop_later,
-                       (cohort_client_t *)req->client) != 0)
-      return 1;
-    for (int i = 0; i < 1000 && !cohort_client_cancelled(req->client); i++)
-      nap_ms(10);
-    a->saw_cancel = cohort_client_cancelled(req->client);
-    a->spin_s = now_s() - start;
-    pthread_join(a->stopper, NULL);
-    return 1;
-  }
+  if (a->spin)
+    return spin_until_stopped(a, req);
   for (size_t i = 0; i < n; i++)
     params[i] += 0.01f;
   result->num_examples = 5;
@@ -115,6 +121,8 @@ static int evaluate(void *user, const cohort_train_request *req,
   app *a = user;
   (void)params;
   a->evals++;
+  if (a->spin_eval)
+    return spin_until_stopped(a, req);
   CU_ASSERT_EQUAL(n, N_PARAMS);
   CU_ASSERT(req->round > 0);
   result->num_examples = 40;
@@ -232,6 +240,7 @@ static void test_only_training_callback_runs_to_the_end(void) {
 
 typedef struct eligibility {
   int calls;
+  int skip;        /* skip the next check-in */
   double charging; /* what it says */
   char heard[128]; /* the last not_selected it was given */
 } eligibility;
@@ -241,6 +250,10 @@ static int poll_eligibility(void *user, const char *not_selected,
   eligibility *e = user;
   e->calls++;
   snprintf(e->heard, sizeof e->heard, "%s", not_selected);
+  if (e->skip) {
+    e->skip = 0;
+    return -1;
+  }
   if (cap < 1)
     return 0;
   attrs[0].name = "charging";
@@ -274,6 +287,15 @@ static void test_eligibility_polled_and_reason_reaches_app(void) {
   CU_ASSERT_EQUAL_FATAL(cohort_client_new(&o, &c), COHORT_OK);
   cohort_cycle_info info;
   int rc = COHORT_OK;
+  /* Registered first; then a skipped check-in asks the coordinator
+   * nothing. */
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
+  e.skip = 1;
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
+  CU_ASSERT_EQUAL(info.outcome, COHORT_CYCLE_RETRY);
+  CU_ASSERT_EQUAL(info.retry_after_ms, 1000);
+  CU_ASSERT_EQUAL(info.bytes_up, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(info.not_selected, "skipped"));
   /* Until a round is open, the coordinator turns it away for charging. */
   for (int i = 0; i < 200; i++) {
     rc = cohort_client_run_once(c, &info);
@@ -509,7 +531,7 @@ static void test_dataset_callback_failing_in_training(void) {
   harness_wait(server, 30);
 }
 
-/* ---- cancellation seen by the app's own trainer ---- */
+/* ---- cancellation seen by the app's own trainer and evaluator ---- */
 
 static void test_train_callback_sees_stop(void) {
   char target[64], db[512];
@@ -539,6 +561,34 @@ static void test_train_callback_sees_stop(void) {
   harness_wait(server, 30);
 }
 
+/* The same for an evaluation callback: stopped, not declined. */
+static void test_eval_callback_sees_stop(void) {
+  char target[64], db[512];
+  pid_t server = start_server("cancel-eval",
+                              "--rounds 1 --clients-per-round 1 "
+                              "--eval-every 1",
+                              target, sizeof target, db, sizeof db);
+  CU_ASSERT_FATAL(server > 0);
+  app a = {.spin_eval = 1};
+  cohort_client_t *c = new_client(target, &a, 1);
+  cohort_cycle_info info;
+  int rc = COHORT_OK;
+  for (int i = 0; i < 300; i++) {
+    rc = cohort_client_run_once(c, &info);
+    if (rc != COHORT_OK || info.outcome == COHORT_CYCLE_DONE)
+      break;
+    nap_ms(20);
+  }
+  CU_ASSERT_EQUAL(a.trains, 1);
+  CU_ASSERT_EQUAL(a.evals, 1);
+  CU_ASSERT_EQUAL(a.saw_cancel, 1);
+  CU_ASSERT(a.spin_s < 3);
+  CU_ASSERT_EQUAL(rc, COHORT_ECANCELED);
+  cohort_client_free(c);
+  harness_signal(server, SIGTERM);
+  harness_wait(server, 30);
+}
+
 int cohort_register_suites(void) {
   cohort_set_log_level(3);
   CU_pSuite s = CU_add_suite("callbacks", NULL, NULL);
@@ -556,7 +606,9 @@ int cohort_register_suites(void) {
       !CU_add_test(s, "an example callback failing in training",
                    test_dataset_callback_failing_in_training) ||
       !CU_add_test(s, "a training callback sees cohort_client_stop",
-                   test_train_callback_sees_stop))
+                   test_train_callback_sees_stop) ||
+      !CU_add_test(s, "an evaluation callback sees cohort_client_stop",
+                   test_eval_callback_sees_stop))
     return -1;
   return 0;
 }

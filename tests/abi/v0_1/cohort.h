@@ -267,8 +267,11 @@ typedef struct cohort_attribute {
 
 /* Polled before every check-in: fills up to cap attributes with the
  * device's conditions now (a phone that stopped charging says so) and
- * returns how many it filled, or a negative value to skip this check-in
- * (the cycle then ends with COHORT_ECALLBACK). They complement the static
+ * returns how many it filled, or a negative value to skip this check-in:
+ * the cycle then asks the coordinator nothing and ends as RETRY after
+ * 1000 ms, not_selected saying the callback skipped it. An attribute
+ * without a name, or more than 16 in all, ends the cycle with
+ * COHORT_ECALLBACK. They complement the static
  * cohort_client_options.attributes; a name in both takes the callback's
  * value. Names must stay valid until the cycle ends. not_selected is why
  * the coordinator did not select this client at the previous check-in
@@ -533,7 +536,8 @@ COHORT_API void cohort_set_log_level(int level);
  * logged it. Calls are serialized: sink is never called on two threads at
  * once, and once cohort_set_log_sink returns, the previous sink is never
  * called again. NULL restores standard error. Messages never contain
- * tokens or keys. Process-wide, like the log level. */
+ * tokens or keys. The sink must not call libcohort. Process-wide, like the
+ * log level. */
 typedef void (*cohort_log_sink)(int level, const char *message, void *user);
 COHORT_API void cohort_set_log_sink(cohort_log_sink sink, void *user);
 
