@@ -22,7 +22,9 @@ void callbacks_progress(const cohort_client_options *o, cohort_stage stage,
     p.examples_done = done;
     p.examples_total = total;
   }
-  p.fraction = total ? (double)done / (double)total : 1.0;
+  /* A stage of unknown size (an app's own trainer) starts at 0 and ends
+   * with done == total. */
+  p.fraction = total ? (double)done / (double)total : 0.0;
   if (p.fraction > 1)
     p.fraction = 1;
   o->progress(o->progress_user, &p);
