@@ -48,6 +48,12 @@ static pid_t start_server(const char *tag, const char *flags, char *target,
   return pid;
 }
 
+/* Stops a coordinator whose federation a test left unfinished. */
+static void stop_server(pid_t server) {
+  harness_signal(server, SIGTERM);
+  harness_wait(server, 30);
+}
+
 /* A text column of the database, "" when absent. */
 static void db_text(const char *db_path, const char *sql, char *out,
                     size_t cap) {
@@ -131,19 +137,37 @@ static int evaluate(void *user, const cohort_train_request *req,
   return 0;
 }
 
+/* Options for the coordinator at target: short deadlines, and no long
+ * poll, so that one thread can drive clients in turn. */
+static void base_options(cohort_client_options *o, const char *target) {
+  CU_ASSERT_EQUAL(cohort_client_options_init(o), COHORT_OK);
+  o->server = target;
+  o->enrollment_token = TOKEN;
+  o->rpc_timeout_ms = 5000;
+  o->long_poll_ms = -1;
+}
+
+/* Cycles while the coordinator says RETRY (at most 200); the last status. */
+static int run_while_retry(cohort_client_t *c, cohort_cycle_info *info) {
+  int rc = COHORT_OK;
+  for (int i = 0; i < 200; i++) {
+    rc = cohort_client_run_once(c, info);
+    if (rc != COHORT_OK || info->outcome != COHORT_CYCLE_RETRY)
+      break;
+    nap_ms(20);
+  }
+  return rc;
+}
+
 static cohort_client_t *new_client(const char *target, app *a, int with_eval) {
   cohort_client_options o;
-  CU_ASSERT_EQUAL(cohort_client_options_init(&o), COHORT_OK);
-  o.server = target;
-  o.enrollment_token = TOKEN;
+  base_options(&o, target);
   o.train = train;
   o.train_user = a;
   if (with_eval) {
     o.evaluate = evaluate;
     o.evaluate_user = a;
   }
-  o.rpc_timeout_ms = 5000;
-  o.long_poll_ms = -1; /* one thread drives two clients in turn */
   cohort_client_t *c = NULL;
   CU_ASSERT_EQUAL(cohort_client_new(&o, &c), COHORT_OK);
   return c;
@@ -273,16 +297,13 @@ static void test_eligibility_polled_and_reason_reaches_app(void) {
   /* Static attributes say charging; the callback's value wins. */
   cohort_attribute statics[] = {{"charging", 1}};
   cohort_client_options o;
-  cohort_client_options_init(&o);
-  o.server = target;
-  o.enrollment_token = TOKEN;
+  base_options(&o, target);
   o.train = train;
   o.train_user = &a;
   o.attributes = statics;
   o.n_attributes = 1;
   o.eligibility = poll_eligibility;
   o.eligibility_user = &e;
-  o.long_poll_ms = -1;
   cohort_client_t *c = NULL;
   CU_ASSERT_EQUAL_FATAL(cohort_client_new(&o, &c), COHORT_OK);
   cohort_cycle_info info;
@@ -310,12 +331,7 @@ static void test_eligibility_polled_and_reason_reaches_app(void) {
   /* The next poll hears why, and now the phone is charging. */
   int calls = e.calls;
   e.charging = 1;
-  for (int i = 0; i < 200; i++) {
-    rc = cohort_client_run_once(c, &info);
-    if (rc != COHORT_OK || info.outcome != COHORT_CYCLE_RETRY)
-      break;
-    nap_ms(20);
-  }
+  rc = run_while_retry(c, &info);
   CU_ASSERT_EQUAL(e.calls > calls, 1);
   CU_ASSERT_EQUAL(rc, COHORT_OK);
   CU_ASSERT_EQUAL(info.outcome, COHORT_CYCLE_TRAINED);
@@ -324,8 +340,7 @@ static void test_eligibility_polled_and_reason_reaches_app(void) {
   /* The poll before the task was told why the one before was refused. */
   CU_ASSERT_PTR_NOT_NULL(strstr(e.heard, "charging"));
   cohort_client_free(c);
-  harness_signal(server, SIGTERM);
-  harness_wait(server, 30);
+  stop_server(server);
 }
 
 /* ---- data in the app's memory, progress, log sink ---- */
@@ -346,6 +361,13 @@ static int example(void *user, size_t index, float *features, int *label) {
   memcpy(features, d->x[index], sizeof d->x[index]);
   *label = (int)(index % 10);
   return 0;
+}
+
+/* d's examples as 1x28x28 images of `classes` classes. */
+static int from_memory(memory_data *d, int classes, cohort_dataset_t **ds,
+                       char *err, size_t errlen) {
+  return cohort_dataset_from_callback(N_EXAMPLES, 1, 28, 28, classes, example,
+                                      d, ds, err, errlen);
 }
 
 typedef struct progress_log {
@@ -395,10 +417,7 @@ static void test_builtin_trainer_on_app_memory(void) {
       d->x[i][j] = (float)((i * 7 + j) % 13) / 13.0f;
   char err[160] = "";
   cohort_dataset_t *ds = NULL;
-  CU_ASSERT_EQUAL_FATAL(cohort_dataset_from_callback(N_EXAMPLES, 1, 28, 28, 10,
-                                                     example, d, &ds, err,
-                                                     sizeof err),
-                        COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(from_memory(d, 10, &ds, err, sizeof err), COHORT_OK);
   CU_ASSERT_EQUAL(cohort_dataset_size(ds), N_EXAMPLES);
   CU_ASSERT_EQUAL(d->fetches, N_EXAMPLES); /* the labels, once each */
 
@@ -408,13 +427,10 @@ static void test_builtin_trainer_on_app_memory(void) {
 
   progress_log pl = {0};
   cohort_client_options o;
-  cohort_client_options_init(&o);
-  o.server = target;
-  o.enrollment_token = TOKEN;
+  base_options(&o, target);
   o.dataset = ds;
   o.progress = on_progress;
   o.progress_user = &pl;
-  o.long_poll_ms = -1;
   cohort_client_t *c = NULL;
   CU_ASSERT_EQUAL_FATAL(cohort_client_new(&o, &c), COHORT_OK);
   CU_ASSERT_EQUAL(cohort_client_run(c), COHORT_OK);
@@ -459,18 +475,12 @@ static void test_dataset_callback_is_checked(void) {
   char err[160] = "";
   cohort_dataset_t *ds = NULL;
   /* A label out of range, a failing callback, a bad shape: refused. */
-  CU_ASSERT_EQUAL(cohort_dataset_from_callback(N_EXAMPLES, 1, 28, 28, 5,
-                                               example, d, &ds, err,
-                                               sizeof err),
-                  COHORT_EINVAL);
+  CU_ASSERT_EQUAL(from_memory(d, 5, &ds, err, sizeof err), COHORT_EINVAL);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "label 5"));
   CU_ASSERT_PTR_NULL(ds);
   d->fetches = 0;
   d->fail_from = 3;
-  CU_ASSERT_EQUAL(cohort_dataset_from_callback(N_EXAMPLES, 1, 28, 28, 10,
-                                               example, d, &ds, err,
-                                               sizeof err),
-                  COHORT_EINVAL);
+  CU_ASSERT_EQUAL(from_memory(d, 10, &ds, err, sizeof err), COHORT_EINVAL);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "example 2"));
   CU_ASSERT_EQUAL(cohort_dataset_from_callback(N_EXAMPLES, 0, 28, 28, 10,
                                                example, d, &ds, err,
@@ -482,10 +492,7 @@ static void test_dataset_callback_is_checked(void) {
   d->x[4][9] = NAN;
   d->fail_from = 0;
   d->fetches = 0;
-  CU_ASSERT_EQUAL(cohort_dataset_from_callback(N_EXAMPLES, 1, 28, 28, 10,
-                                               example, d, &ds, err,
-                                               sizeof err),
-                  COHORT_EINVAL);
+  CU_ASSERT_EQUAL(from_memory(d, 10, &ds, err, sizeof err), COHORT_EINVAL);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "example 4"));
   free(d);
 }
@@ -501,34 +508,20 @@ static void test_dataset_callback_failing_in_training(void) {
   CU_ASSERT_FATAL(d != NULL);
   char err[160] = "";
   cohort_dataset_t *ds = NULL;
-  CU_ASSERT_EQUAL_FATAL(cohort_dataset_from_callback(N_EXAMPLES, 1, 28, 28, 10,
-                                                     example, d, &ds, err,
-                                                     sizeof err),
-                        COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(from_memory(d, 10, &ds, err, sizeof err), COHORT_OK);
   d->fail_from = N_EXAMPLES + 10; /* fails while training */
   cohort_client_options o;
-  cohort_client_options_init(&o);
-  o.server = target;
-  o.enrollment_token = TOKEN;
+  base_options(&o, target);
   o.dataset = ds;
-  o.long_poll_ms = -1;
   cohort_client_t *c = NULL;
   CU_ASSERT_EQUAL_FATAL(cohort_client_new(&o, &c), COHORT_OK);
   cohort_cycle_info info;
-  int rc = COHORT_OK;
-  for (int i = 0; i < 200; i++) {
-    rc = cohort_client_run_once(c, &info);
-    if (rc != COHORT_OK || info.outcome != COHORT_CYCLE_RETRY)
-      break;
-    nap_ms(20);
-  }
-  CU_ASSERT_EQUAL(rc, COHORT_ECALLBACK);
+  CU_ASSERT_EQUAL(run_while_retry(c, &info), COHORT_ECALLBACK);
   CU_ASSERT_PTR_NOT_NULL(strstr(cohort_client_last_error(c), "example"));
   cohort_client_free(c);
   cohort_dataset_free(ds);
   free(d);
-  harness_signal(server, SIGTERM);
-  harness_wait(server, 30);
+  stop_server(server);
 }
 
 /* ---- cancellation seen by the app's own trainer and evaluator ---- */
@@ -542,13 +535,7 @@ static void test_train_callback_sees_stop(void) {
   cohort_client_t *c = new_client(target, &a, 0);
   CU_ASSERT_EQUAL(cohort_client_cancelled(c), 0);
   cohort_cycle_info info;
-  int rc = COHORT_OK;
-  for (int i = 0; i < 200; i++) {
-    rc = cohort_client_run_once(c, &info);
-    if (rc != COHORT_OK || info.outcome != COHORT_CYCLE_RETRY)
-      break;
-    nap_ms(20);
-  }
+  int rc = run_while_retry(c, &info);
   /* The callback saw the stop within its 10 ms polling, not its 10 s
    * limit, and the cycle says it was stopped. */
   CU_ASSERT_EQUAL(a.trains, 1);
@@ -557,8 +544,7 @@ static void test_train_callback_sees_stop(void) {
   CU_ASSERT_EQUAL(rc, COHORT_ECANCELED);
   CU_ASSERT_EQUAL(cohort_client_cancelled(c), 1);
   cohort_client_free(c);
-  harness_signal(server, SIGTERM);
-  harness_wait(server, 30);
+  stop_server(server);
 }
 
 /* The same for an evaluation callback: stopped, not declined. */
@@ -585,8 +571,7 @@ static void test_eval_callback_sees_stop(void) {
   CU_ASSERT(a.spin_s < 3);
   CU_ASSERT_EQUAL(rc, COHORT_ECANCELED);
   cohort_client_free(c);
-  harness_signal(server, SIGTERM);
-  harness_wait(server, 30);
+  stop_server(server);
 }
 
 int cohort_register_suites(void) {
