@@ -634,7 +634,7 @@ static int report_evaluation(cohort_client_t *c, const Cohort__V1__Task *t,
   double acc = 0, loss = 0;
   const nn_dataset *ds = dataset_eval_set(c->opt.dataset);
   callbacks_progress(&c->opt, COHORT_STAGE_EVALUATE, t->round, 0, ds->n);
-  c->opt.dataset->fetch_failures = 0;
+  dataset_fetch_reset(c->opt.dataset);
   if (nn_evaluate(&m->net, global, ds, &acc, &loss) ||
       c->opt.dataset->fetch_failures) {
     set_error(c, "cannot evaluate the model on the local data");
@@ -898,7 +898,7 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     callbacks_progress(&c->opt, COHORT_STAGE_TRAIN, t->round, res.num_examples,
                        res.num_examples);
   } else {
-    c->opt.dataset->fetch_failures = 0;
+    dataset_fetch_reset(c->opt.dataset);
     rc = builtin_train(c, &req, &m, params, &res);
     if (!rc && c->opt.dataset->fetch_failures) {
       set_error(c, "round %llu: the example callback failed %zu times",

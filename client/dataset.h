@@ -24,4 +24,11 @@ static inline const nn_dataset *dataset_eval_set(const cohort_dataset_t *d) {
   return d->holdout.n ? &d->holdout : &d->ds;
 }
 
+/* Starts counting the app's failed fetches afresh (a dataset from a file
+ * fetches nothing, and is left untouched: clients may share it). */
+static inline void dataset_fetch_reset(cohort_dataset_t *d) {
+  if (d->ds.fetch)
+    d->fetch_failures = 0;
+}
+
 #endif

@@ -146,15 +146,17 @@ typedef int (*cohort_example_cb)(void *user, size_t index, float *features,
                                  int *label);
 
 /* A dataset of n examples the app keeps in its own memory, for the
- * built-in trainer and federated evaluation: no file. Each example has
- * channels x height x width features (a flat vector: d x 1 x 1) and a label
- * in [0, classes). The labels are read once, here (a byte each, kept);
- * the features are fetched through example one batch at a time while
- * training and evaluating, so the library holds one batch, never a copy of
- * the data. example is called on the thread that runs the client (and here,
- * on the caller's); it and user must stay valid until cohort_dataset_free.
- * An example that cannot be read here fails the load; one that fails later
- * fails that round's training (COHORT_ECALLBACK). Returns COHORT_OK,
+ * built-in trainer and federated evaluation (on the same examples: there
+ * is no hold-out): no file. Each example has channels x height x width
+ * features (a flat vector: d x 1 x 1) and a label in [0, classes). The
+ * labels are read once, here (a byte each, kept); the features are
+ * fetched through example one batch at a time while training and
+ * evaluating, so the library holds one batch, never a copy of the data.
+ * example is called on the thread that runs the client (and here, on the
+ * caller's); it and user must stay valid until cohort_dataset_free. Lend
+ * such a dataset to one client at a time. An example that cannot be read
+ * here fails the load; one that fails later fails that round's training
+ * (COHORT_ECALLBACK). Returns COHORT_OK,
  * COHORT_EINVAL (n is 0 or above 2^32, a shape or class count out of range,
  * a label outside [0, classes), a feature that is not finite: reason in
  * err) or COHORT_ENOMEM. Free the dataset with cohort_dataset_free. */
