@@ -185,7 +185,7 @@ typedef struct cohort_train_request {
   float learning_rate;
   float fedprox_mu; /* 0 = plain FedAvg */
   /* The shape of one example the model takes and its number of classes,
-   * as the coordinator's model spec says (--input-shape, --classes); 0
+   * as the coordinator says (cohort-server --input, --classes); 0
    * when the coordinator is older than these fields. */
   uint32_t input_channels, input_height, input_width;
   uint32_t classes;
