@@ -511,8 +511,9 @@ COHORT_API int cohort_client_run(cohort_client_t *c);
  * COHORT_ECANCELED; safe from any thread or a signal handler. It returns
  * within about a second in every state: connecting, backing off, waiting
  * for or holding a check-in, downloading, built-in training (checked at
- * every minibatch) and uploading. A train callback is the exception: it is
- * not interrupted, so the run returns once the callback does. The client
+ * every minibatch) and uploading. The app's train and evaluate callbacks
+ * are not interrupted: the run returns once the callback does, which it
+ * does soon when it polls cohort_client_cancelled(req->client). The client
  * stays stopped: a later run returns COHORT_ECANCELED at once. */
 COHORT_API void cohort_client_stop(cohort_client_t *c);
 
