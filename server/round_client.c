@@ -411,13 +411,17 @@ round_verdict round_checkin(round_engine *e, int64_t client,
     goto out;
   participant *p = round_find_participant(e, client);
   if (p) {
-    if (!p->uploaded && !p->reported && round_secagg_rejoins(e, client)) {
+    /* One that declined has answered, as one that reported: no task
+     * again, or it would decline it again and again until the round
+     * ends. */
+    if (!p->uploaded && !p->reported && !p->declined &&
+        round_secagg_rejoins(e, client)) {
       out->kind = CHECKIN_TASK; /* a repeated check-in gets the same task */
       fill_task(e, &out->task);
     } else {
       out->retry_after_ms = after_round_ms(e, now);
       snprintf(out->reason, sizeof out->reason,
-               "already took part in round %lld", (long long)e->round);
+               "already selected for round %lld", (long long)e->round);
     }
     goto out;
   }
@@ -919,11 +923,12 @@ round_verdict round_report(round_engine *e, int64_t client, int64_t round,
     goto out;
   }
   int answer = e->kind == KIND_EVALUATE;
-  if (answer && (!round_accepts_work(e) || p->reported)) {
+  if (answer && (!round_accepts_work(e) || p->reported || p->declined)) {
     v = round_fail_verdict(GRPC_STATUS_FAILED_PRECONDITION,
                            "evaluation round %lld %s", (long long)round,
-                           p->reported ? "already has this client's report"
-                                       : "is closed; this report is late");
+                           p->reported   ? "already has this client's report"
+                           : p->declined ? "was declined by this client"
+                                         : "is closed; this report is late");
     goto out;
   }
   v = check_report_locked(e, p, num_examples, n_metrics, names);

@@ -286,9 +286,16 @@ static void test_declined_evaluation_not_charged(void) {
     CU_ASSERT_EQUAL(
         round_decline(f.e, f.id[0], r + 1, "no evaluation callback").code,
         GRPC_STATUS_OK);
-    /* Repeated: changes nothing. */
+    /* Repeated: changes nothing; a report after it is refused, and a
+     * check-in is told why there is no task. */
     CU_ASSERT_EQUAL(round_decline(f.e, f.id[0], r + 1, NULL).code,
                     GRPC_STATUS_OK);
+    CU_ASSERT_EQUAL(
+        round_report(f.e, f.id[0], r + 1, 20, 2, names, values).code,
+        GRPC_STATUS_FAILED_PRECONDITION);
+    checkin_result again = check_in(&f, f.id[0]);
+    CU_ASSERT_EQUAL(again.kind, CHECKIN_RETRY);
+    CU_ASSERT_PTR_NOT_NULL(strstr(again.reason, "already selected"));
     if (r == 3) {
       /* Client 1 reports: everyone has answered, no wait for the
        * deadline. */
