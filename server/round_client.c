@@ -407,8 +407,10 @@ round_verdict round_checkin(round_engine *e, int64_t client,
     goto out;
   }
   out->kind = CHECKIN_RETRY;
-  if (!round_accepts_work(e))
+  if (!round_accepts_work(e)) {
+    snprintf(out->reason, sizeof out->reason, "no round is taking clients now");
     goto out;
+  }
   participant *p = round_find_participant(e, client);
   if (p) {
     /* One that declined has answered, as one that reported: no task
@@ -451,6 +453,11 @@ round_verdict round_checkin(round_engine *e, int64_t client,
       fill_task(e, &out->task);
     } else if (e->n_parts < e->select_max) {
       out->retry_after_ms = retry_ms(e, now, e->draw_at - now);
+      snprintf(out->reason, sizeof out->reason,
+               "a candidate in round %lld's draw", (long long)e->round);
+    } else {
+      snprintf(out->reason, sizeof out->reason, "not drawn for round %lld",
+               (long long)e->round);
     }
     goto out;
   }
@@ -465,6 +472,8 @@ round_verdict round_checkin(round_engine *e, int64_t client,
        * draw): back once the selection window has closed. */
       double left = e->opened_at + e->cfg.selection_timeout_s - now;
       out->retry_after_ms = retry_ms(e, now, left);
+      snprintf(out->reason, sizeof out->reason, "not sampled for round %lld",
+               (long long)e->round);
       goto out;
     }
   }

@@ -255,6 +255,46 @@ static void test_offender_excluded_then_recovers(void) {
   fx_close(&f);
 }
 
+/* A client that gets no task hears why: no round yet, a candidate in the
+ * draw, not drawn, or the round has its clients (the reason libcohort
+ * hands to the app as cohort_cycle_info.not_selected). */
+static void test_not_selected_reasons(void) {
+  fixture f;
+  FX_INIT(f);
+  f.cfg.rounds = 1;
+  f.cfg.clients_per_round = 1;
+  f.cfg.selection_window_s = 30; /* the draw comes when all are in */
+  f.cfg.selection_timeout_s = 60;
+  FX_START(f, 3);
+  checkin_result r;
+  for (int i = 0; i < 3; i++) {
+    r = check_in(&f, f.id[i]);
+    CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
+    CU_ASSERT_STRING_EQUAL(r.reason, "no round is taking clients now");
+  }
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "OPEN");
+  for (int i = 0; i < 2; i++) {
+    r = check_in(&f, f.id[i]);
+    CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
+    CU_ASSERT_STRING_EQUAL(r.reason, "a candidate in round 1's draw");
+  }
+  /* The last active client in: the draw picks one of the three. */
+  r = check_in(&f, f.id[2]);
+  int selected = r.kind == CHECKIN_TASK;
+  if (!selected)
+    CU_ASSERT_STRING_EQUAL(r.reason, "not drawn for round 1");
+  for (int i = 0; i < 2; i++) {
+    r = check_in(&f, f.id[i]);
+    if (r.kind == CHECKIN_TASK)
+      selected++;
+    else
+      CU_ASSERT_STRING_EQUAL(r.reason, "round 1 has selected its clients");
+  }
+  CU_ASSERT_EQUAL(selected, 1);
+  fx_close(&f);
+}
+
 /* A client that declines an evaluation task (it has no way to evaluate,
  * docs/rounds.md) has answered: it is not charged a failed round, while one
  * that says nothing is; and once every participant has reported or
@@ -336,6 +376,7 @@ int cohort_register_suites(void) {
        test_pace_ignores_pollers},
       {"a client that never uploads is excluded after N failures, recovers",
        test_offender_excluded_then_recovers},
+      {"a client not selected hears why", test_not_selected_reasons},
       {"a declined evaluation is not a failed round",
        test_declined_evaluation_not_charged},
   };
