@@ -13,7 +13,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "callbacks.h"
 #include "clock.h"
+#include "cohort_testing.h"
 #include "crypto.h"
 #include "dataset.h"
 #include "identity.h"
@@ -23,6 +25,7 @@
 #include "nn_rng.h"
 #include "nn_train.h"
 #include "nn_zoo.h"
+#include "options.h"
 #include "pb.h"
 #include "rpc_client.h"
 #include "secagg_flow.h"
@@ -39,6 +42,10 @@
  * (cohort_client_options.long_poll_ms 0). */
 #define DEFAULT_LONG_POLL_MS 30000
 
+/* How soon a cycle whose eligibility callback skipped the check-in polls it
+ * again (cohort_client_run). */
+#define ELIGIBILITY_SKIP_MS 1000
+
 struct cohort_client {
   cohort_client_options opt;
   char *server;
@@ -52,6 +59,10 @@ struct cohort_client {
   long wait_ms;     /* a rate limit's "retry in N ms", until the next try */
   char last_error[256];
   volatile sig_atomic_t stop;
+  /* The coordinator's reason for not selecting this client at the last
+   * check-in, for the eligibility callback ("" when it was selected). */
+  char not_selected[128];
+  int secagg_insider; /* the testing aid of cohort_testing.h */
 
   /* The last global model downloaded, kept so a repeated task for the same
    * version needs no second download; decoded in place, so the download
@@ -107,15 +118,6 @@ static char *dup_or_null(const char *s) {
 
 /* ---- client lifecycle ---- */
 
-void cohort_client_options_init(cohort_client_options *o) {
-  memset(o, 0, sizeof *o);
-  o->rpc_timeout_ms = 30000;
-  o->give_up_after_s = 300;
-  secagg_policy p = secagg_policy_default();
-  o->secagg_corrupt = p.corrupt;
-  o->secagg_security_bits = p.security_bits;
-}
-
 /* The secure-aggregation policy of the options; COHORT_EINVAL when it is
  * not one (an unknown adversary, a fraction or goal out of range). */
 static int policy_of(const cohort_client_options *o, secagg_policy *p) {
@@ -152,15 +154,52 @@ int cohort_set_log_format(int format) {
   return COHORT_OK;
 }
 
-int cohort_client_new(const cohort_client_options *o, cohort_client_t **out) {
-  if (!o || !out || !o->server || !*o->server || !o->enrollment_token ||
-      !*o->enrollment_token || (!o->train && !o->dataset) ||
-      o->n_attributes > COHORT_MAX_ATTRIBUTES ||
-      (o->n_attributes && !o->attributes))
+/* Whether o (the app's, read through struct_size) makes a client; the
+ * reason in cohort_last_error when not. */
+static int options_check(const cohort_client_options *o) {
+  if (!o->server || !*o->server || !o->enrollment_token ||
+      !*o->enrollment_token) {
+    options_set_error("cohort_client_new: server and enrollment_token are "
+                      "required");
     return COHORT_EINVAL;
+  }
+  if (!o->train && !o->dataset) {
+    options_set_error("cohort_client_new: neither a train callback nor a "
+                      "dataset for the built-in trainer");
+    return COHORT_EINVAL;
+  }
+  if (o->n_attributes > COHORT_MAX_ATTRIBUTES ||
+      (o->n_attributes && !o->attributes)) {
+    options_set_error("cohort_client_new: %zu attributes; at most %d, and "
+                      "an array for them",
+                      o->n_attributes, COHORT_MAX_ATTRIBUTES);
+    return COHORT_EINVAL;
+  }
   for (size_t i = 0; i < o->n_attributes; i++)
-    if (!o->attributes[i].name)
+    if (!o->attributes[i].name) {
+      options_set_error("cohort_client_new: attribute %zu has no name", i);
       return COHORT_EINVAL;
+    }
+  secagg_policy p;
+  if (o->leave_before_secagg < COHORT_SECAGG_NEVER ||
+      o->leave_before_secagg > COHORT_SECAGG_CONSISTENCY || policy_of(o, &p)) {
+    options_set_error("cohort_client_new: leave_before_secagg or a "
+                      "secure-aggregation or DP limit is out of range");
+    return COHORT_EINVAL;
+  }
+  return COHORT_OK;
+}
+
+int cohort_client_new(const cohort_client_options *app, cohort_client_t **out) {
+  cohort_client_options opts;
+  if (!out) {
+    options_set_error("cohort_client_new: NULL out");
+    return COHORT_EINVAL;
+  }
+  *out = NULL;
+  if (options_client_copy(&opts, app) || options_check(&opts))
+    return COHORT_EINVAL;
+  const cohort_client_options *o = &opts;
   cohort_client_t *c = calloc(1, sizeof *c);
   if (!c)
     return COHORT_ENOMEM;
@@ -174,13 +213,8 @@ int cohort_client_new(const cohort_client_options *o, cohort_client_t **out) {
       return COHORT_ENOMEM;
     }
   }
-  c->opt.attributes = NULL; /* the copies above are used */
-  if (o->leave_before_secagg < COHORT_SECAGG_NEVER ||
-      o->leave_before_secagg > COHORT_SECAGG_CONSISTENCY ||
-      policy_of(o, &c->trust.policy)) {
-    cohort_client_free(c);
-    return COHORT_EINVAL;
-  }
+  c->opt.attributes = NULL;       /* the copies above are used */
+  policy_of(o, &c->trust.policy); /* options_check passed it */
   c->leave_before_secagg = o->leave_before_secagg;
   if (c->opt.rpc_timeout_ms <= 0)
     c->opt.rpc_timeout_ms = 30000;
@@ -203,6 +237,11 @@ int cohort_client_new(const cohort_client_options *o, cohort_client_t **out) {
   if (c->server && c->enrollment_token && c->platform)
     rc = rpc_channel_new(&cc, &c->ch);
   if (rc) {
+    options_set_error("cohort_client_new: %s",
+                      rc == COHORT_ENOMEM ? "out of memory"
+                                          : "the coordinator's address or TLS "
+                                            "files are not usable (see the "
+                                            "log)");
     cohort_client_free(c);
     return rc;
   }
@@ -278,6 +317,15 @@ int cohort_client_set_session_store(cohort_client_t *c,
 void cohort_client_stop(cohort_client_t *c) {
   if (c)
     c->stop = 1;
+}
+
+int cohort_client_cancelled(const cohort_client_t *c) {
+  return c && c->stop ? 1 : 0;
+}
+
+void cohort_testing_set_secagg_insider(cohort_client_t *c, int on) {
+  if (c)
+    c->secagg_insider = on != 0;
 }
 
 uint64_t cohort_client_id(const cohort_client_t *c) { return c ? c->id : 0; }
@@ -478,6 +526,8 @@ static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
     return COHORT_ENOMEM;
   uint64_t offset = 0;
   int rc = COHORT_OK;
+  callbacks_progress(&c->opt, COHORT_STAGE_DOWNLOAD, t->round, 0,
+                     t->model_size);
   while (offset < t->model_size) {
     Cohort__V1__GetModelRequest req = COHORT__V1__GET_MODEL_REQUEST__INIT;
     req.model_version = t->model_version;
@@ -496,6 +546,8 @@ static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
     if (!bad) {
       memcpy(blob + offset, resp->data.data, resp->data.len);
       offset += resp->data.len;
+      callbacks_progress(&c->opt, COHORT_STAGE_DOWNLOAD, t->round, offset,
+                         t->model_size);
     }
     protobuf_c_message_free_unpacked(&resp->base, NULL);
     if (bad) {
@@ -534,6 +586,17 @@ static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
   return COHORT_OK;
 }
 
+/* The built-in trainer's minibatches, as TRAIN progress. */
+typedef struct train_progress {
+  const cohort_client_options *o;
+  uint64_t round;
+} train_progress;
+
+static void on_minibatch(void *user, uint64_t done, uint64_t total) {
+  const train_progress *p = user;
+  callbacks_progress(p->o, COHORT_STAGE_TRAIN, p->round, done, total);
+}
+
 /* The built-in trainer: the zoo model named by the task, on the dataset. */
 static int builtin_train(cohort_client_t *c, const cohort_train_request *req,
                          const nn_model *m, float *params,
@@ -550,6 +613,9 @@ static int builtin_train(cohort_client_t *c, const cohort_train_request *req,
   o.seed = nn_rng_mix(nn_rng_mix(c->opt.seed, (uint64_t)d->client_index),
                       req->round);
   o.stop = &c->stop;
+  train_progress tp = {.o = &c->opt, .round = req->round};
+  o.progress = c->opt.progress ? on_minibatch : NULL;
+  o.progress_user = &tp;
   char err[200];
   /* params start as the global model, which the client keeps: no third
    * copy of the weights while training. */
@@ -564,25 +630,13 @@ static int builtin_train(cohort_client_t *c, const cohort_train_request *req,
   return rc;
 }
 
-/* Reports the global model's accuracy and loss on the local held-out data
- * (the training data when none is held out): the answer of an evaluation
- * task, and the federated-evaluation half of a training cycle. */
-static int report_evaluation(cohort_client_t *c, const Cohort__V1__Task *t,
-                             const nn_model *m, const float *global,
-                             cohort_cycle_info *info) {
-  double acc = 0, loss = 0;
-  const nn_dataset *ds = dataset_eval_set(c->opt.dataset);
-  /* Seconds for a large model on much data: stop looks in at every batch. */
-  int rc = nn_evaluate_until(&m->net, global, ds, &c->stop, &acc, &loss);
-  if (rc == COHORT_ECANCELED) {
-    set_error(c, "round %llu: stopped while evaluating",
-              (unsigned long long)t->round);
-    return rc;
-  }
-  if (rc) {
-    set_error(c, "cannot evaluate the model on the local data");
-    return COHORT_EINVAL;
-  }
+/* Sends the round's Report: the global model's accuracy and loss on
+ * `examples` local examples, or (declined set) why this client declines an
+ * evaluation task, which the coordinator counts as a decline, not a
+ * failure. */
+static int send_report(cohort_client_t *c, const Cohort__V1__Task *t,
+                       uint64_t examples, double acc, double loss,
+                       const char *declined, cohort_cycle_info *info) {
   Cohort__V1__Metric ma = COHORT__V1__METRIC__INIT,
                      ml = COHORT__V1__METRIC__INIT;
   ma.name = "global_accuracy";
@@ -592,17 +646,84 @@ static int report_evaluation(cohort_client_t *c, const Cohort__V1__Task *t,
   Cohort__V1__Metric *metrics[] = {&ma, &ml};
   Cohort__V1__ReportRequest req = COHORT__V1__REPORT_REQUEST__INIT;
   req.round = t->round;
-  req.num_examples = ds->n;
-  req.metrics = metrics;
-  req.n_metrics = 2;
+  if (declined) {
+    req.declined = 1;
+    req.decline_reason = (char *)declined;
+  } else {
+    req.num_examples = examples;
+    req.metrics = metrics;
+    req.n_metrics = 2;
+  }
   ProtobufCMessage *resp = NULL;
-  rc = call(c, PB_METHOD_REPORT, "report", &req.base,
-            &cohort__v1__report_response__descriptor, 1, &resp, &info->bytes_up,
-            &info->bytes_down);
+  int rc = call(c, PB_METHOD_REPORT, "report", &req.base,
+                &cohort__v1__report_response__descriptor, 1, &resp,
+                &info->bytes_up, &info->bytes_down);
   if (rc == COHORT_OK)
     protobuf_c_message_free_unpacked(resp, NULL);
-  info->eval_accuracy = acc;
+  if (!declined)
+    info->eval_accuracy = acc;
   return rc;
+}
+
+/* Reports the global model's accuracy and loss on the local held-out data
+ * (the training data when none is held out): the answer of an evaluation
+ * task, and the federated-evaluation half of a training cycle. */
+static int report_evaluation(cohort_client_t *c, const Cohort__V1__Task *t,
+                             const nn_model *m, const float *global,
+                             cohort_cycle_info *info) {
+  double acc = 0, loss = 0;
+  const nn_dataset *ds = dataset_eval_set(c->opt.dataset);
+  callbacks_progress(&c->opt, COHORT_STAGE_EVALUATE, t->round, 0, ds->n);
+  dataset_fetch_reset(c->opt.dataset);
+  /* Seconds for a large model on much data: stop looks in at every batch. */
+  int rc = nn_evaluate_until(&m->net, global, ds, &c->stop, &acc, &loss);
+  if (rc == COHORT_ECANCELED) {
+    set_error(c, "round %llu: stopped while evaluating",
+              (unsigned long long)t->round);
+    return rc;
+  }
+  if (rc || c->opt.dataset->fetch_failures) {
+    set_error(c, "cannot evaluate the model on the local data");
+    return COHORT_EINVAL;
+  }
+  callbacks_progress(&c->opt, COHORT_STAGE_EVALUATE, t->round, ds->n, ds->n);
+  return send_report(c, t, ds->n, acc, loss, NULL, info);
+}
+
+/* An evaluation task for the app: its evaluation callback's metrics, or a
+ * decline when it has none (and no dataset) or the callback declines. */
+static int evaluate_by_app(cohort_client_t *c, const Cohort__V1__Task *t,
+                           const cohort_train_request *req, const float *global,
+                           size_t n, cohort_cycle_info *info) {
+  info->outcome = COHORT_CYCLE_DECLINED;
+  if (!c->opt.evaluate)
+    return send_report(c, t, 0, 0, 0, "no evaluation callback and no dataset",
+                       info);
+  cohort_eval_result res = {.struct_size = sizeof res};
+  callbacks_progress(&c->opt, COHORT_STAGE_EVALUATE, t->round, 0, 0);
+  if (c->opt.evaluate(c->opt.evaluate_user, req, global, n, &res) != 0) {
+    if (c->stop) { /* it returned because the app stopped the client */
+      set_error(c, "round %llu: stopped while evaluating",
+                (unsigned long long)t->round);
+      return COHORT_ECANCELED;
+    }
+    return send_report(c, t, 0, 0, 0, "the evaluation callback declined", info);
+  }
+  if (res.num_examples == 0 || !(res.accuracy >= 0 && res.accuracy <= 1) ||
+      !(res.loss >= 0 && isfinite(res.loss))) {
+    set_error(c,
+              "evaluation callback of round %llu: %llu examples, accuracy "
+              "%g, loss %g; need examples > 0, accuracy in [0, 1], a finite "
+              "loss >= 0",
+              (unsigned long long)t->round,
+              (unsigned long long)res.num_examples, res.accuracy, res.loss);
+    return COHORT_ECALLBACK;
+  }
+  callbacks_progress(&c->opt, COHORT_STAGE_EVALUATE, t->round, res.num_examples,
+                     res.num_examples);
+  info->outcome = COHORT_CYCLE_EVALUATED;
+  return send_report(c, t, res.num_examples, res.accuracy, res.loss, NULL,
+                     info);
 }
 
 /* Uploads the encoded update in the task's chunk size; train_ms, the time
@@ -622,6 +743,7 @@ static int upload_update(cohort_client_t *c, const Cohort__V1__Task *t,
    * repeated upload converges; bound the exchanges so a confused peer
    * cannot keep us here. */
   size_t max_exchanges = 4 * (len / chunk + 2);
+  callbacks_progress(&c->opt, COHORT_STAGE_UPLOAD, t->round, 0, len);
   for (size_t i = 0; i < max_exchanges; i++) {
     size_t n = len - (size_t)offset < chunk ? len - (size_t)offset : chunk;
     Cohort__V1__UploadRequest req = COHORT__V1__UPLOAD_REQUEST__INIT;
@@ -643,6 +765,8 @@ static int upload_update(cohort_client_t *c, const Cohort__V1__Task *t,
     int complete = resp->complete;
     uint64_t next = resp->next_offset;
     protobuf_c_message_free_unpacked(&resp->base, NULL);
+    callbacks_progress(&c->opt, COHORT_STAGE_UPLOAD, t->round,
+                       complete ? len : next, len);
     if (complete)
       return COHORT_OK;
     if (next > len) {
@@ -727,14 +851,25 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
 
   const Cohort__V1__TrainingPlan *plan = t->plan;
   cohort_train_request req = {
+      .struct_size = sizeof req,
       .round = t->round,
       .model_spec = t->model_spec,
       .epochs = plan && plan->epochs ? plan->epochs : 1,
       .batch_size = plan && plan->batch_size ? plan->batch_size : 32,
       .learning_rate =
           plan && plan->learning_rate > 0 ? plan->learning_rate : 0.1f,
-      .fedprox_mu = plan ? plan->fedprox_mu : 0};
-  cohort_train_result res = {.train_loss = NAN};
+      .fedprox_mu = plan ? plan->fedprox_mu : 0,
+      .input_channels = t->input_channels,
+      .input_height = t->input_height,
+      .input_width = t->input_width,
+      .classes = t->classes,
+      .client = c};
+  cohort_train_result res = {.struct_size = sizeof res, .train_loss = NAN};
+  int evaluate = t->kind == COHORT__V1__TASK_KIND__TASK_EVALUATE;
+  if (evaluate && (c->opt.evaluate || !c->opt.dataset)) {
+    rc = evaluate_by_app(c, t, &req, global, n, info);
+    goto out;
+  }
   if (c->opt.dataset) {
     char err[160];
     const nn_dataset *ds = &c->opt.dataset->ds;
@@ -768,7 +903,6 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
       set_error(c, "task: %s", err);
       goto out;
     }
-    int evaluate = t->kind == COHORT__V1__TASK_KIND__TASK_EVALUATE;
     rc = report_evaluation(c, t, &m, global, info);
     if (evaluate) {
       info->outcome = COHORT_CYCLE_EVALUATED;
@@ -779,10 +913,6 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     if (rc)
       log_warn("%s", c->last_error); /* the training goes on */
     rc = COHORT_OK;
-  } else if (t->kind == COHORT__V1__TASK_KIND__TASK_EVALUATE) {
-    set_error(c, "evaluation task, but this client has no dataset");
-    rc = COHORT_ECALLBACK;
-    goto out;
   }
   if (t->secagg) {
     secagg_flow_io io = {.ctx = &io_ctx,
@@ -798,7 +928,7 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     c->trust.id.authority =
         c->identity.has_authority ? c->identity.authority : NULL;
     c->trust.dp_max_epsilon = c->opt.dp_max_epsilon;
-    c->trust.spoil_shares = c->opt.secagg_insider;
+    c->trust.spoil_shares = c->secagg_insider;
     rc = secagg_flow_begin(&flow, &io, &c->trust, t, n, give_up_at, leave,
                            c->last_error, sizeof c->last_error);
     if (rc)
@@ -806,14 +936,23 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
   }
   double train_start = clock_mono_s();
   if (c->opt.train) {
+    callbacks_progress(&c->opt, COHORT_STAGE_TRAIN, t->round, 0, 0);
     if (c->opt.train(c->opt.train_user, &req, params, n, &res) != 0) {
-      set_error(c, "training callback failed in round %llu",
-                (unsigned long long)t->round);
-      rc = COHORT_ECALLBACK;
+      set_error(c, "training callback failed in round %llu%s",
+                (unsigned long long)t->round, c->stop ? " (stopped)" : "");
+      rc = c->stop ? COHORT_ECANCELED : COHORT_ECALLBACK;
       goto out;
     }
+    callbacks_progress(&c->opt, COHORT_STAGE_TRAIN, t->round, res.num_examples,
+                       res.num_examples);
   } else {
+    dataset_fetch_reset(c->opt.dataset);
     rc = builtin_train(c, &req, &m, params, &res);
+    if (!rc && c->opt.dataset->fetch_failures) {
+      set_error(c, "round %llu: the example callback failed %zu times",
+                (unsigned long long)t->round, c->opt.dataset->fetch_failures);
+      rc = COHORT_ECALLBACK;
+    }
     if (rc)
       goto out;
   }
@@ -858,10 +997,8 @@ out:
   return rc;
 }
 
-int cohort_client_run_once(cohort_client_t *c, cohort_cycle_info *info) {
-  cohort_cycle_info scratch;
-  if (!info)
-    info = &scratch;
+/* One cycle (cohort_client_run_once) into the library's own info. */
+static int run_once(cohort_client_t *c, cohort_cycle_info *info) {
   memset(info, 0, sizeof *info);
   info->train_loss = NAN;
   c->last_error[0] = '\0';
@@ -871,16 +1008,32 @@ int cohort_client_run_once(cohort_client_t *c, cohort_cycle_info *info) {
 
   Cohort__V1__CheckInRequest req = COHORT__V1__CHECK_IN_REQUEST__INIT;
   req.num_examples = c->opt.dataset ? c->opt.dataset->ds.n : 0;
+  cohort_attribute now[COHORT_MAX_ATTRIBUTES];
+  size_t n_now = 0;
+  rc = callbacks_eligibility(&c->opt, c->attributes, c->opt.n_attributes,
+                             c->not_selected, now, COHORT_MAX_ATTRIBUTES,
+                             &n_now, c->last_error, sizeof c->last_error);
+  if (rc == COHORT_ESTATE) {
+    /* The app says not now: no check-in, and back in a second. */
+    info->outcome = COHORT_CYCLE_RETRY;
+    info->retry_after_ms = ELIGIBILITY_SKIP_MS;
+    snprintf(info->not_selected, sizeof info->not_selected, "%.*s",
+             (int)sizeof info->not_selected - 1, c->last_error);
+    c->last_error[0] = '\0';
+    return COHORT_OK;
+  }
+  if (rc)
+    return rc;
   Cohort__V1__Metric attrs[COHORT_MAX_ATTRIBUTES];
   Cohort__V1__Metric *attr_ptrs[COHORT_MAX_ATTRIBUTES];
-  for (size_t i = 0; i < c->opt.n_attributes; i++) {
+  for (size_t i = 0; i < n_now; i++) {
     cohort__v1__metric__init(&attrs[i]);
-    attrs[i].name = (char *)c->attributes[i].name;
-    attrs[i].value = c->attributes[i].value;
+    attrs[i].name = (char *)now[i].name;
+    attrs[i].value = now[i].value;
     attr_ptrs[i] = &attrs[i];
   }
   req.attributes = attr_ptrs;
-  req.n_attributes = c->opt.n_attributes;
+  req.n_attributes = n_now;
   /* A long poll: the coordinator may hold the call up to wait_ms while it
    * has no task for us; the deadline leaves the usual time for the answer
    * after that. An old coordinator answers at once. */
@@ -909,6 +1062,7 @@ int cohort_client_run_once(cohort_client_t *c, cohort_cycle_info *info) {
   }
   if (rc)
     return rc;
+  c->not_selected[0] = '\0';
   switch (resp->outcome_case) {
   case COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_DONE:
     info->outcome = COHORT_CYCLE_DONE;
@@ -933,6 +1087,13 @@ int cohort_client_run_once(cohort_client_t *c, cohort_cycle_info *info) {
   case COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_RETRY_LATER:
     info->outcome = COHORT_CYCLE_RETRY;
     info->retry_after_ms = resp->retry_later->after_ms;
+    if (resp->retry_later->reason && resp->retry_later->reason[0]) {
+      snprintf(c->not_selected, sizeof c->not_selected, "%s",
+               resp->retry_later->reason);
+      snprintf(info->not_selected, sizeof info->not_selected, "%s",
+               c->not_selected);
+      log_debug("not selected: %s", c->not_selected);
+    }
     break;
   default:
     set_error(c, "check-in: reply has no outcome");
@@ -942,12 +1103,24 @@ int cohort_client_run_once(cohort_client_t *c, cohort_cycle_info *info) {
   return rc;
 }
 
+int cohort_client_run_once_sized(cohort_client_t *c, cohort_cycle_info *info,
+                                 size_t info_size) {
+  if (!c)
+    return COHORT_EINVAL;
+  cohort_cycle_info mine;
+  int rc = run_once(c, &mine);
+  /* Only as much as the app's struct holds (an older app's is smaller). */
+  if (info)
+    memcpy(info, &mine, info_size < sizeof mine ? info_size : sizeof mine);
+  return rc;
+}
+
 int cohort_client_run(cohort_client_t *c) {
   double unreachable_since = -1;
   long backoff_ms = 200;
   while (!c->stop) {
     cohort_cycle_info info;
-    int rc = cohort_client_run_once(c, &info);
+    int rc = run_once(c, &info);
     if (rc == COHORT_OK) {
       unreachable_since = -1;
       backoff_ms = 200;
@@ -955,6 +1128,9 @@ int cohort_client_run(cohort_client_t *c) {
         log_info("the federation is over");
         return COHORT_OK;
       }
+      if (info.outcome == COHORT_CYCLE_DECLINED)
+        log_info("round %llu: declined the evaluation task",
+                 (unsigned long long)info.round);
       if (info.outcome == COHORT_CYCLE_EVALUATED)
         log_info("round %llu: evaluated the model (accuracy %.4f on local "
                  "held-out data)",

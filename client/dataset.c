@@ -10,6 +10,7 @@
 #include "errbuf.h"
 #include "nn_partition.h"
 #include "nn_rng.h"
+#include "options.h"
 
 /* What a client keeps of a data set, decided from the labels alone so that
  * only those examples are ever decoded (nn_dataset_load_chosen). */
@@ -159,18 +160,31 @@ int cohort_dataset_load_idx(const char *dir, int shard_index, int shard_count,
   return load_share(dir, &c, out, err, errlen);
 }
 
-void cohort_dataset_options_init(cohort_dataset_options *o) {
-  memset(o, 0, sizeof *o);
-  o->partition = "iid";
-  o->client_count = 1;
-}
-
-int cohort_dataset_load(const cohort_dataset_options *o, cohort_dataset_t **out,
-                        char *err, size_t errlen) {
-  if (!o || !o->path || !out) {
+/* The app's options, read as far as their struct_size, into *o; a path is
+ * required. */
+static int read_options(const cohort_dataset_options *app,
+                        cohort_dataset_options *o, char *err, size_t errlen) {
+  if (options_dataset_copy(o, app)) {
+    errbuf_printf(err, errlen, "%s", cohort_last_error());
+    return COHORT_EINVAL;
+  }
+  if (!o->path) {
     errbuf_printf(err, errlen, "dataset: a path is required");
     return COHORT_EINVAL;
   }
+  return COHORT_OK;
+}
+
+int cohort_dataset_load(const cohort_dataset_options *app,
+                        cohort_dataset_t **out, char *err, size_t errlen) {
+  cohort_dataset_options opts;
+  const cohort_dataset_options *o = &opts;
+  if (!out) {
+    errbuf_printf(err, errlen, "dataset: NULL out");
+    return COHORT_EINVAL;
+  }
+  if (read_options(app, &opts, err, errlen))
+    return COHORT_EINVAL;
   char scratch[8];
   if (!err || errlen == 0) { /* the readers below want somewhere to write */
     err = scratch;
@@ -195,12 +209,16 @@ int cohort_dataset_load(const cohort_dataset_options *o, cohort_dataset_t **out,
   return load_share(o->path, &c, out, err, errlen);
 }
 
-int cohort_dataset_partition_summary(const cohort_dataset_options *o, FILE *f,
+int cohort_dataset_partition_summary(const cohort_dataset_options *app, FILE *f,
                                      char *err, size_t errlen) {
-  if (!o || !o->path || !f) {
-    errbuf_printf(err, errlen, "dataset: a path is required");
+  cohort_dataset_options opts;
+  const cohort_dataset_options *o = &opts;
+  if (!f) {
+    errbuf_printf(err, errlen, "dataset: NULL file");
     return COHORT_EINVAL;
   }
+  if (read_options(app, &opts, err, errlen))
+    return COHORT_EINVAL;
   char scratch[8];
   if (!err || errlen == 0) { /* the readers below want somewhere to write */
     err = scratch;

@@ -5,7 +5,10 @@
  *   cohort-embed-example HOST:PORT ENROLLMENT_TOKEN
  *
  * The "training" here nudges every weight a little, so the example stays
- * short; a real app runs its own optimizer over its own data in train(). */
+ * short; a real app runs its own optimizer over its own data in train().
+ * Without an evaluation callback (cohort_client_options.evaluate) the
+ * coordinator's federated-evaluation tasks are declined, which it counts
+ * as a decline, not a failure. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -25,8 +28,19 @@ static int train(void *user, const cohort_train_request *req, float *params,
   result->num_examples = 10;
   result->train_loss = 0.0;
   a->rounds_trained++;
-  fprintf(stderr, "example: trained round %llu of model %s (%zu weights)\n",
-          (unsigned long long)req->round, req->model_spec, n);
+  /* Fields newer than the headers an app was built with are read only
+   * when the library's request has them (cohort.h, "ABI promise"). */
+  unsigned inputs =
+      COHORT_HAS_FIELD(req, classes)
+          ? req->input_channels * req->input_height * req->input_width
+          : 0;
+  fprintf(stderr,
+          "example: trained round %llu of model %s (%zu weights, %u inputs, "
+          "%u classes)\n",
+          (unsigned long long)req->round, req->model_spec, n, inputs,
+          COHORT_HAS_FIELD(req, classes) ? req->classes : 0);
+  /* A long loop would poll cohort_client_cancelled(req->client) and return
+   * non-zero once the app stops the client. */
   return 0;
 }
 
@@ -37,7 +51,10 @@ int main(int argc, char **argv) {
   }
   app state = {0};
   cohort_client_options o;
-  cohort_client_options_init(&o);
+  if (cohort_client_options_init(&o) != COHORT_OK) {
+    fprintf(stderr, "example: %s\n", cohort_last_error());
+    return 1;
+  }
   o.server = argv[1];
   o.enrollment_token = argv[2];
   o.platform = "embed-example";
@@ -47,7 +64,8 @@ int main(int argc, char **argv) {
   cohort_client_t *client = NULL;
   int rc = cohort_client_new(&o, &client);
   if (rc != COHORT_OK) {
-    fprintf(stderr, "example: %s\n", cohort_strerror(rc));
+    fprintf(stderr, "example: %s: %s\n", cohort_strerror(rc),
+            cohort_last_error());
     return 1;
   }
   rc = cohort_client_run(client); /* until the federation is over */

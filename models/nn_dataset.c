@@ -16,7 +16,9 @@ void nn_dataset_gather(const nn_dataset *ds, const uint32_t *rows, size_t k,
   for (size_t i = 0; i < k; i++) {
     size_t r = rows[i];
     float *dst = x + i * dim;
-    if (ds->x8) {
+    if (ds->fetch) {
+      nn_dataset_fetch(ds, r, dst);
+    } else if (ds->x8) {
       const uint8_t *src = ds->x8 + r * dim;
       for (size_t j = 0; j < dim; j++)
         dst[j] = ds->x8_value[src[j]];
@@ -28,8 +30,20 @@ void nn_dataset_gather(const nn_dataset *ds, const uint32_t *rows, size_t k,
   }
 }
 
+void nn_dataset_fetch(const nn_dataset *ds, size_t index, float *x) {
+  if (ds->fetch(ds->fetch_user, index, x) != 0) {
+    memset(x, 0, ds->dim * sizeof *x);
+    ++*ds->fetch_failures;
+  }
+}
+
 const float *nn_dataset_span(const nn_dataset *ds, size_t first, size_t k,
                              float *buf) {
+  if (ds->fetch) {
+    for (size_t i = 0; i < k; i++)
+      nn_dataset_fetch(ds, first + i, buf + i * ds->dim);
+    return buf;
+  }
   if (!ds->x8)
     return ds->x + first * ds->dim;
   const uint8_t *src = ds->x8 + first * ds->dim;

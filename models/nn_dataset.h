@@ -25,6 +25,14 @@ typedef struct nn_dataset {
   uint8_t *x8;
   float x8_value[256];
   uint8_t *y; /* n labels, owned */
+  /* Features an app keeps in its own memory (cohort_dataset_from_callback):
+   * set instead of x and x8, and nn_dataset_gather and nn_dataset_span
+   * ask fetch for each example's dim floats. An example fetch cannot give
+   * is left zero and counted in *fetch_failures, which the caller checks
+   * after training or evaluating. Not owned. */
+  int (*fetch)(void *user, size_t index, float *features);
+  void *fetch_user;
+  size_t *fetch_failures;
 } nn_dataset;
 
 /* Copies rows[0 .. k) of ds into x (k * dim floats, converted from bytes
@@ -32,6 +40,10 @@ typedef struct nn_dataset {
  * < ds->n. The values are those the features stand for, bit for bit. */
 void nn_dataset_gather(const nn_dataset *ds, const uint32_t *rows, size_t k,
                        float *x, uint8_t *y);
+
+/* Example index's features from ds->fetch into x (dim floats); zeros and
+ * a count in *ds->fetch_failures when fetch fails. */
+void nn_dataset_fetch(const nn_dataset *ds, size_t index, float *x);
 
 /* The features of examples [first, first + k) as floats: a pointer into
  * ds->x when ds holds floats, else buf (k * dim floats) filled in. */

@@ -144,6 +144,10 @@ static int train_core(const nn_net *net, float *w, const float *anchor,
             nn_net_train_step(net, &work, &opt, w, xb, yb, count, grad, seed);
       }
       epoch_loss += loss * count;
+      if (opts->progress)
+        opts->progress(opts->progress_user,
+                       (uint64_t)epoch * ds->n + first + (size_t)count,
+                       (uint64_t)opts->epochs * ds->n);
     }
   }
   for (size_t i = 0; i < n; i++)
@@ -205,9 +209,10 @@ int nn_evaluate_until(const nn_net *net, const float *params,
     return rc;
   nn_work work;
   int batch = ds->n < EVAL_BATCH ? (int)ds->n : EVAL_BATCH;
-  /* Bytes become floats one batch at a time. */
-  float *xb = ds->x8 ? malloc((size_t)batch * ds->dim * sizeof *xb) : NULL;
-  if (ds->x8 && !xb)
+  /* Bytes (or an app's fetched examples) become floats one batch at a
+   * time. */
+  float *xb = ds->x ? NULL : malloc((size_t)batch * ds->dim * sizeof *xb);
+  if (!ds->x && !xb)
     return COHORT_ENOMEM;
   rc = nn_work_init(&work, net, batch, false);
   if (rc) {

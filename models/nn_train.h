@@ -29,6 +29,10 @@ typedef struct nn_train_opts {
    * another thread or a signal handler) training ends early with
    * COHORT_ECANCELED. */
   const volatile sig_atomic_t *stop;
+  /* Non-NULL: called after every minibatch with the examples trained so
+   * far and the total (epochs * examples), for a progress display. */
+  void (*progress)(void *user, uint64_t done, uint64_t total);
+  void *progress_user;
 } nn_train_opts;
 
 /* 1 epoch, batch 32, nn_optim_config_init's SGD, no FedProx, seed 0, no stop

@@ -521,6 +521,7 @@ static void reset_participants(round_engine *e) {
   }
   e->n_parts = 0;
   e->n_done = 0;
+  e->n_declined = 0;
 }
 
 void round_engine_free(round_engine *e) {
@@ -657,12 +658,15 @@ static void print_round_line(round_engine *e, const store_round_result *r) {
   char secagg[64], dp[64];
   round_secagg_line(e, secagg, sizeof secagg);
   round_dp_line(e, dp, sizeof dp);
+  char declined[48] = ""; /* only when some declined: the line as before */
+  if (e->n_declined)
+    snprintf(declined, sizeof declined, " declined %zu", e->n_declined);
   if (e->kind == KIND_EVALUATE)
     fprintf(f,
-            "round %lld: evaluation accuracy %.4f loss %.4f clients %zu/%zu "
+            "round %lld: evaluation accuracy %.4f loss %.4f clients %zu/%zu%s "
             "time %.2f s\n",
             (long long)e->round, r->accuracy, r->loss, e->n_done, e->n_parts,
-            secs);
+            declined, secs);
   else
     fprintf(f,
             "round %lld: accuracy %.4f loss %.4f clients %zu/%zu up %.0f "
@@ -861,7 +865,10 @@ static int close_selection(round_engine *e, double now) {
  * the deadline passed. */
 static int close_training(round_engine *e, double now) {
   size_t want = e->target < e->n_parts ? e->target : e->n_parts;
-  if (e->n_done < want && now < e->deadline)
+  /* A client that declined has answered: with every participant done or
+   * declined there is nothing left to wait for. */
+  if (e->n_done < want && e->n_done + e->n_declined < e->n_parts &&
+      now < e->deadline)
     return COHORT_OK;
   /* Stragglers of a round that met its target are not charged, nor the
    * clients of a round the coordinator's restart interrupted. */
@@ -874,10 +881,13 @@ static int close_training(round_engine *e, double now) {
     return rc;
   if (e->n_done < (size_t)e->cfg.min_clients) {
     char reason[160];
+    char declined[48] = "";
+    if (e->n_declined)
+      snprintf(declined, sizeof declined, " (%zu declined)", e->n_declined);
     snprintf(reason, sizeof reason,
-             "deadline passed with %zu of the %ld required %s", e->n_done,
+             "deadline passed with %zu of the %ld required %s%s", e->n_done,
              e->cfg.min_clients,
-             e->kind == KIND_EVALUATE ? "reports" : "updates");
+             e->kind == KIND_EVALUATE ? "reports" : "updates", declined);
     return round_fail(e, reason);
   }
   double phase = now - (e->deadline - e->cfg.round_timeout_s);

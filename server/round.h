@@ -331,6 +331,14 @@ round_verdict round_report(round_engine *e, int64_t client, int64_t round,
                            uint64_t num_examples, size_t n_metrics,
                            const char *const *names, const double *values);
 
+/* A participant declines the current evaluation round's task (it has no
+ * evaluation callback nor data): it has answered, so the round need not
+ * wait for it, but it is neither counted as a report nor charged as a
+ * failure (round_offenders_settle). In a training round, or repeated, it
+ * changes nothing. reason (may be NULL) goes to the log. */
+round_verdict round_decline(round_engine *e, int64_t client, int64_t round,
+                            const char *reason);
+
 /* ---- scheduling ---- */
 /* Advances the state machine: opens rounds, closes selection, aggregates,
  * evaluates, commits or fails rounds. Call it often (it returns fast when

@@ -407,21 +407,32 @@ round_verdict round_checkin(round_engine *e, int64_t client,
     goto out;
   }
   out->kind = CHECKIN_RETRY;
-  if (!round_accepts_work(e))
+  if (!round_accepts_work(e)) {
+    snprintf(out->reason, sizeof out->reason, "no round is taking clients now");
     goto out;
+  }
   participant *p = round_find_participant(e, client);
   if (p) {
-    if (!p->uploaded && !p->reported && round_secagg_rejoins(e, client)) {
+    /* One that declined has answered, as one that reported: no task
+     * again, or it would decline it again and again until the round
+     * ends. */
+    if (!p->uploaded && !p->reported && !p->declined &&
+        round_secagg_rejoins(e, client)) {
       out->kind = CHECKIN_TASK; /* a repeated check-in gets the same task */
       fill_task(e, &out->task);
     } else {
       out->retry_after_ms = after_round_ms(e, now);
+      snprintf(out->reason, sizeof out->reason,
+               "already selected for round %lld", (long long)e->round);
     }
     goto out;
   }
   int sampled = round_dp_sampling_round(e);
-  if (e->state != ROUND_OPEN || (!sampled && e->n_parts >= e->select_max))
+  if (e->state != ROUND_OPEN || (!sampled && e->n_parts >= e->select_max)) {
+    snprintf(out->reason, sizeof out->reason,
+             "round %lld has selected its clients", (long long)e->round);
     goto out;
+  }
   double excluded_s = 0;
   if (round_offender_excluded(e, seen, out->reason, sizeof out->reason,
                               &excluded_s)) {
@@ -442,6 +453,11 @@ round_verdict round_checkin(round_engine *e, int64_t client,
       fill_task(e, &out->task);
     } else if (e->n_parts < e->select_max) {
       out->retry_after_ms = retry_ms(e, now, e->draw_at - now);
+      snprintf(out->reason, sizeof out->reason,
+               "a candidate in round %lld's draw", (long long)e->round);
+    } else {
+      snprintf(out->reason, sizeof out->reason, "not drawn for round %lld",
+               (long long)e->round);
     }
     goto out;
   }
@@ -456,6 +472,8 @@ round_verdict round_checkin(round_engine *e, int64_t client,
        * draw): back once the selection window has closed. */
       double left = e->opened_at + e->cfg.selection_timeout_s - now;
       out->retry_after_ms = retry_ms(e, now, left);
+      snprintf(out->reason, sizeof out->reason, "not sampled for round %lld",
+               (long long)e->round);
       goto out;
     }
   }
@@ -863,6 +881,31 @@ static void remember_metric_names(participant *p, size_t n_metrics,
                "%s", names[i]);
 }
 
+round_verdict round_decline(round_engine *e, int64_t client, int64_t round,
+                            const char *reason) {
+  round_verdict v = round_ok();
+  pthread_mutex_lock(&e->mu);
+  participant *p = round_find_participant(e, client);
+  if (round != e->round || e->state == ROUND_IDLE) {
+    v = stale_round(e, round, "report");
+  } else if (!p) {
+    v = round_fail_verdict(GRPC_STATUS_PERMISSION_DENIED,
+                           "client %lld was not selected for round %lld",
+                           (long long)client, (long long)round);
+  } else if (e->kind == KIND_EVALUATE && !p->reported && !p->declined) {
+    p->declined = 1;
+    e->n_declined++;
+    /* The round may have nobody left to wait for. */
+    pthread_cond_broadcast(&e->uploaded);
+    /* %.200s: the client's words, bounded; the log escapes control bytes. */
+    log_info("round %lld: client %lld declined the evaluation: %.200s",
+             (long long)round, (long long)client,
+             reason && reason[0] ? reason : "no reason given");
+  }
+  pthread_mutex_unlock(&e->mu);
+  return v;
+}
+
 round_verdict round_report(round_engine *e, int64_t client, int64_t round,
                            uint64_t num_examples, size_t n_metrics,
                            const char *const *names, const double *values) {
@@ -889,11 +932,12 @@ round_verdict round_report(round_engine *e, int64_t client, int64_t round,
     goto out;
   }
   int answer = e->kind == KIND_EVALUATE;
-  if (answer && (!round_accepts_work(e) || p->reported)) {
+  if (answer && (!round_accepts_work(e) || p->reported || p->declined)) {
     v = round_fail_verdict(GRPC_STATUS_FAILED_PRECONDITION,
                            "evaluation round %lld %s", (long long)round,
-                           p->reported ? "already has this client's report"
-                                       : "is closed; this report is late");
+                           p->reported   ? "already has this client's report"
+                           : p->declined ? "was declined by this client"
+                                         : "is closed; this report is late");
     goto out;
   }
   v = check_report_locked(e, p, num_examples, n_metrics, names);

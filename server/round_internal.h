@@ -26,6 +26,7 @@ typedef struct participant {
   int64_t client;
   int uploaded; /* training: its update is in the aggregate */
   int reported; /* evaluation: its metrics are stored */
+  int declined; /* evaluation: it declined the task (round_decline) */
   uint64_t bytes_down, bytes_up, examples;
   uint8_t digest[CRYPTO_SHA256_LEN]; /* of the update being or last received */
   uint8_t *buf;                      /* assembly buffer while uploading */
@@ -137,6 +138,7 @@ struct round_engine {
   double training_s;          /* running mean of TRAINING phase lengths */
   participant *parts;
   size_t n_parts, cap_parts, n_done; /* n_done: uploaded or reported */
+  size_t n_declined; /* participants that declined an evaluation task */
 
   seen_set seen; /* every client seen since the start, by id */
   /* Selection by draw (round_select.c): the open round's candidates not

@@ -74,7 +74,7 @@ int round_offenders_settle(round_engine *e, int charge_missing,
     if (p->uploaded || p->reported) {
       c->worked_at = now;
       rc = recovered(e, c);
-    } else if (charge_missing) {
+    } else if (charge_missing && !p->declined) {
       rc = charge(e, c, reason, wall);
     }
   }

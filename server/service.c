@@ -359,7 +359,9 @@ static void handle_report(void *ctx, const rpc_request *req, rpc_reply *rep) {
   const char *names[ROUND_MAX_METRICS];
   double values[ROUND_MAX_METRICS];
   round_verdict v = {0};
-  if (m->n_metrics > ROUND_MAX_METRICS) {
+  if (m->declined) {
+    v = round_decline(e, client, round, m->decline_reason);
+  } else if (m->n_metrics > ROUND_MAX_METRICS) {
     snprintf(v.detail, sizeof v.detail, "%zu metrics; at most %d per report",
              m->n_metrics, ROUND_MAX_METRICS);
     v.code = GRPC_STATUS_INVALID_ARGUMENT;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cohort.h"
+#include "cohort_testing.h"
 #include "flags.h"
 #include "log.h"
 
@@ -409,7 +410,6 @@ int main(int argc, char **argv) {
   o.attributes = attrs;
   o.n_attributes = g_opts.attributes.count;
   o.leave_before_secagg = leave;
-  o.secagg_insider = g_opts.secagg_insider;
   o.secagg_adversary = g_opts.secagg_adversary;
   o.secagg_corrupt = g_opts.secagg_corrupt;
   o.secagg_security_bits = (unsigned)g_opts.secagg_security_bits;
@@ -423,10 +423,12 @@ int main(int argc, char **argv) {
   rc = cohort_client_new(&o, &g_client);
   memset(token_buf, 0, sizeof token_buf); /* the client keeps its copy */
   if (rc != COHORT_OK) {
-    fprintf(stderr, "cohort-client: %s\n", cohort_strerror(rc));
+    fprintf(stderr, "cohort-client: %s: %s\n", cohort_strerror(rc),
+            cohort_last_error());
     cohort_dataset_free(ds);
     return 1;
   }
+  cohort_testing_set_secagg_insider(g_client, g_opts.secagg_insider);
   if (set_identity(g_client) != 0) {
     cohort_client_free(g_client);
     cohort_dataset_free(ds);

@@ -10,8 +10,25 @@
  *
  * Errors: every function returns a cohort_status (0 = COHORT_OK, negative on
  * failure; see cohort_status.h and cohort_strerror). Thread-safety: a client
- * handle is used by one thread at a time, except cohort_client_stop, which
- * any thread may call. Distinct handles are independent. */
+ * handle is used by one thread at a time, except cohort_client_stop and
+ * cohort_client_cancelled, which any thread may call. Distinct handles are
+ * independent.
+ *
+ * ABI promise (docs/api/abi.md): an app built against the headers of one
+ * release runs against any later library of the same major version
+ * (SONAME libcohort.so.0 while MAJOR is 0), without rebuilding. A minor or
+ * patch release may only add: new functions, new fields at the END of a
+ * struct below, new enum values after the last one, new status codes.
+ * Nothing is ever reordered, removed, retyped or renumbered. To make that
+ * work, every struct an app allocates and the library reads says how big
+ * the app thinks it is: its first member is struct_size, which the _init
+ * macro sets to the app's sizeof; the library reads only the fields that
+ * size covers and takes the defaults for the rest, and refuses a size
+ * smaller than the first release's or larger than its own (COHORT_EINVAL,
+ * reason in cohort_last_error). Structs the library hands to a callback
+ * carry the library's struct_size: read a field added after the release
+ * you built against only when COHORT_HAS_FIELD says the struct has it.
+ * cohort_attribute, which apps keep in arrays, never changes. */
 #ifndef COHORT_H
 #define COHORT_H
 
@@ -45,6 +62,17 @@ COHORT_API unsigned cohort_version_number(void);
 typedef struct cohort_client cohort_client_t;
 typedef struct cohort_dataset cohort_dataset_t;
 
+/* Whether a size-versioned struct s (a pointer) has field f: true when the
+ * side that filled it in knew of f. */
+#define COHORT_HAS_FIELD(s, f)                                                 \
+  ((s)->struct_size >= offsetof(__typeof__(*(s)), f) + sizeof((s)->f))
+
+/* Why the last call on this thread that failed without a client to keep
+ * the reason (cohort_client_new, the _init functions, the dataset
+ * loaders) failed: one line, "" if none. Thread-local; valid until the
+ * thread's next such call. */
+COHORT_API const char *cohort_last_error(void);
+
 /* ---- datasets for the built-in trainer ---- */
 
 /* Loads the IDX training set in dir ("train-images-idx3-ubyte[.gz]" and
@@ -64,6 +92,7 @@ COHORT_API int cohort_dataset_load_idx(const char *dir, int shard_index,
  * partition, count and seed, and its own index, so the shares are disjoint
  * and together cover the data. */
 typedef struct cohort_dataset_options {
+  size_t struct_size;    /* set by cohort_dataset_options_init */
   const char *path;      /* an IDX folder (train-images-idx3-ubyte[.gz] and
                             train-labels-idx1-ubyte[.gz]) or a CSV file
                             (.csv or .csv.gz; label first, header detected,
@@ -82,8 +111,14 @@ typedef struct cohort_dataset_options {
                             0 = evaluate on the training examples */
 } cohort_dataset_options;
 
-/* Fills o with the defaults: iid, client 0 of 1, seed 0, no limit. */
-COHORT_API void cohort_dataset_options_init(cohort_dataset_options *o);
+/* Fills o with the defaults: iid, client 0 of 1, seed 0, no limit, and
+ * struct_size with this header's sizeof. Returns COHORT_OK, or
+ * COHORT_EINVAL for a size the library does not know (o is then left
+ * alone). */
+#define cohort_dataset_options_init(o)                                         \
+  cohort_dataset_options_init_sized((o), sizeof *(o))
+COHORT_API int cohort_dataset_options_init_sized(cohort_dataset_options *o,
+                                                 size_t struct_size);
 
 /* Loads o->path and keeps this client's share. The labels are read first
  * and only the share's examples after them, kept as bytes where the file
@@ -105,6 +140,33 @@ COHORT_API int cohort_dataset_partition_summary(const cohort_dataset_options *o,
                                                 FILE *f, char *err,
                                                 size_t errlen);
 
+/* Fills features (the dataset's channels * height * width floats) with
+ * example index, and *label with its class in [0, classes). Return 0, or
+ * any other value when the example cannot be read. */
+typedef int (*cohort_example_cb)(void *user, size_t index, float *features,
+                                 int *label);
+
+/* A dataset of n examples the app keeps in its own memory, for the
+ * built-in trainer and federated evaluation (on the same examples: there
+ * is no hold-out): no file. Each example has channels x height x width
+ * features (a flat vector: d x 1 x 1) and a label in [0, classes). The
+ * labels are read once, here (a byte each, kept); the features are
+ * fetched through example one batch at a time while training and
+ * evaluating, so the library holds one batch, never a copy of the data.
+ * example is called on the thread that runs the client (and here, on the
+ * caller's); it and user must stay valid until cohort_dataset_free. Lend
+ * such a dataset to one client at a time. An example that cannot be read
+ * here fails the load; one that fails later fails that round's training
+ * (COHORT_ECALLBACK). Returns COHORT_OK,
+ * COHORT_EINVAL (n is 0 or above 2^32, a shape or class count out of range,
+ * a label outside [0, classes), a feature that is not finite: reason in
+ * err) or COHORT_ENOMEM. Free the dataset with cohort_dataset_free. */
+COHORT_API int cohort_dataset_from_callback(size_t n, int channels, int height,
+                                            int width, int classes,
+                                            cohort_example_cb example,
+                                            void *user, cohort_dataset_t **out,
+                                            char *err, size_t errlen);
+
 /* Examples in the dataset (its training part). */
 COHORT_API size_t cohort_dataset_size(const cohort_dataset_t *ds);
 /* Accepts NULL. */
@@ -112,18 +174,35 @@ COHORT_API void cohort_dataset_free(cohort_dataset_t *ds);
 
 /* ---- training callback ---- */
 
+/* A task, as the library hands it to the training and the evaluation
+ * callbacks (library to app: struct_size is the library's; see
+ * COHORT_HAS_FIELD). */
 typedef struct cohort_train_request {
+  size_t struct_size;
   uint64_t round;         /* round the task belongs to */
   const char *model_spec; /* e.g. "logreg"; borrowed for the call */
-  uint32_t epochs;
+  uint32_t epochs;        /* the training plan (unused by evaluation) */
   uint32_t batch_size;
   float learning_rate;
   float fedprox_mu; /* 0 = plain FedAvg */
+  /* The shape of one example the model takes and its number of classes,
+   * as the coordinator says (cohort-server --input, --classes); 0
+   * when the coordinator is older than these fields. */
+  uint32_t input_channels, input_height, input_width;
+  uint32_t classes;
+  /* The client running the task: a long callback polls
+   * cohort_client_cancelled(client) and returns early (non-zero) once it
+   * is set. */
+  const cohort_client_t *client;
 } cohort_train_request;
 
+/* What the training callback reports (app to library: the library sets
+ * struct_size and the defaults before the call; an app writes only the
+ * fields it knows). */
 typedef struct cohort_train_result {
+  size_t struct_size;
   uint64_t num_examples; /* examples trained on; must be > 0 */
-  double train_loss;     /* mean training loss, or NaN if unknown */
+  double train_loss;     /* mean training loss, or NaN (default) */
 } cohort_train_result;
 
 /* Trains params in place: on entry they hold the n floats of the global
@@ -134,6 +213,51 @@ typedef int (*cohort_train_cb)(void *user, const cohort_train_request *req,
                                float *params, size_t n,
                                cohort_train_result *result);
 
+/* ---- evaluation callback ---- */
+
+/* What the evaluation callback reports (app to library, as
+ * cohort_train_result). */
+typedef struct cohort_eval_result {
+  size_t struct_size;
+  uint64_t num_examples; /* examples evaluated on; must be > 0 */
+  double accuracy;       /* in [0, 1] */
+  double loss;           /* mean loss, >= 0 */
+} cohort_eval_result;
+
+/* Evaluates the global model (the n floats of params, read-only) on the
+ * app's held-out data for a federated-evaluation task (req's training plan
+ * is unused). Return 0 to report the result; any other value declines the
+ * task: the coordinator counts this client as declined, not failed.
+ * Called on the thread that runs the client. */
+typedef int (*cohort_eval_cb)(void *user, const cohort_train_request *req,
+                              const float *params, size_t n,
+                              cohort_eval_result *result);
+
+/* ---- progress callback ---- */
+
+typedef enum cohort_stage {
+  COHORT_STAGE_DOWNLOAD = 0, /* the global model */
+  COHORT_STAGE_TRAIN = 1,    /* local training */
+  COHORT_STAGE_UPLOAD = 2,   /* the update */
+  COHORT_STAGE_EVALUATE = 3, /* federated evaluation */
+} cohort_stage;
+
+/* Library to app. Counts the library does not know are 0. */
+typedef struct cohort_progress {
+  size_t struct_size;
+  cohort_stage stage;
+  uint64_t round;
+  uint64_t bytes_done, bytes_total;       /* DOWNLOAD, UPLOAD */
+  uint64_t examples_done, examples_total; /* TRAIN, EVALUATE */
+  double fraction;                        /* of the stage, in [0, 1] */
+} cohort_progress;
+
+/* Called on the thread that runs the client when a stage starts (fraction
+ * 0), as it goes (every chunk; every minibatch of the built-in trainer)
+ * and when it ends (fraction 1). Keep it short: the client waits for it.
+ * A train callback of the app's own reports only its start and end. */
+typedef void (*cohort_progress_cb)(void *user, const cohort_progress *p);
+
 /* ---- client ---- */
 
 /* A condition the client reports at check-in, which the coordinator may
@@ -143,6 +267,21 @@ typedef struct cohort_attribute {
   const char *name;
   double value;
 } cohort_attribute;
+
+/* Polled before every check-in: fills up to cap attributes with the
+ * device's conditions now (a phone that stopped charging says so) and
+ * returns how many it filled, or a negative value to skip this check-in:
+ * the cycle then asks the coordinator nothing and ends as RETRY after
+ * 1000 ms, not_selected saying the callback skipped it. An attribute
+ * without a name, or more than 16 in all, ends the cycle with
+ * COHORT_ECALLBACK. They complement the static
+ * cohort_client_options.attributes; a name in both takes the callback's
+ * value. Names must stay valid until the cycle ends. not_selected is why
+ * the coordinator did not select this client at the previous check-in
+ * ("" when it did, or said nothing). Called on the thread that runs the
+ * client. */
+typedef int (*cohort_eligibility_cb)(void *user, const char *not_selected,
+                                     cohort_attribute *attrs, size_t cap);
 
 /* A step of secure aggregation (docs/secagg.md), for the testing aid
  * cohort_client_options.leave_before_secagg. */
@@ -158,6 +297,7 @@ typedef enum cohort_secagg_step {
 } cohort_secagg_step;
 
 typedef struct cohort_client_options {
+  size_t struct_size;           /* set by cohort_client_options_init */
   const char *server;           /* "HOST:PORT" of the coordinator; required */
   const char *enrollment_token; /* required; copied */
   const char *platform;         /* reported at registration; may be NULL */
@@ -228,20 +368,44 @@ typedef struct cohort_client_options {
   const char *tls_ca_file;
   const char *tls_cert_file;
   const char *tls_key_file;
-  /* Testing aid, for checking that a round survives a malicious insider
-   * (docs/secagg.md, "A malicious insider"): in every secure-aggregation
-   * round, this client sends random bytes in place of its sealed shares,
-   * as the hostile client of issue 21 did, and the coordinator drops it.
-   * Never set it in production. Default 0. */
-  int secagg_insider;
+  /* ---- the end of the first release's fields (struct_size at least
+   * COHORT_CLIENT_OPTIONS_SIZE_0_1); fields after this take their defaults
+   * for an app whose struct_size does not cover them. ---- */
+  /* Evaluates the global model for federated-evaluation tasks; NULL (the
+   * default): the built-in evaluation on dataset, and without a dataset
+   * such tasks are declined (the coordinator counts a decline, not a
+   * failure). */
+  cohort_eval_cb evaluate;
+  void *evaluate_user;
+  /* Progress of each download, training, upload and evaluation; NULL
+   * (default): none. */
+  cohort_progress_cb progress;
+  void *progress_user;
+  /* Attributes polled before each check-in, and why the coordinator did
+   * not select this client; NULL (default): only the static attributes. */
+  cohort_eligibility_cb eligibility;
+  void *eligibility_user;
 } cohort_client_options;
 
-/* Fills o with the defaults; set server and enrollment_token after. */
-COHORT_API void cohort_client_options_init(cohort_client_options *o);
+/* The size of cohort_client_options in the first size-versioned release:
+ * the smallest struct_size the library accepts. */
+#define COHORT_CLIENT_OPTIONS_SIZE_0_1                                         \
+  (offsetof(cohort_client_options, tls_key_file) + sizeof(const char *))
+
+/* Fills o with the defaults and struct_size with this header's sizeof; set
+ * server and enrollment_token after. Returns COHORT_OK, or COHORT_EINVAL
+ * for a size the library does not know (o is then left alone). */
+#define cohort_client_options_init(o)                                          \
+  cohort_client_options_init_sized((o), sizeof *(o))
+COHORT_API int cohort_client_options_init_sized(cohort_client_options *o,
+                                                size_t struct_size);
 
 /* Creates a client (no network traffic yet; it registers on first use).
- * Returns COHORT_OK, COHORT_EINVAL (missing server or token, or neither a
- * callback nor a dataset) or COHORT_ENOMEM. */
+ * Reads the fields of o that o->struct_size covers; the others take their
+ * defaults. Returns COHORT_OK, COHORT_EINVAL (a struct_size smaller than
+ * COHORT_CLIENT_OPTIONS_SIZE_0_1 or larger than the library's, missing
+ * server or token, neither a callback nor a dataset, a bad value: the
+ * reason in cohort_last_error) or COHORT_ENOMEM. */
 COHORT_API int cohort_client_new(const cohort_client_options *o,
                                  cohort_client_t **out);
 /* Accepts NULL. Wipes the client's identity key and tokens. */
@@ -349,8 +513,14 @@ typedef enum cohort_cycle_outcome {
   COHORT_CYCLE_RETRY = 1,     /* no task now; try again after retry_after_ms */
   COHORT_CYCLE_DONE = 2,      /* the federation is over */
   COHORT_CYCLE_EVALUATED = 3, /* evaluated the model and reported metrics */
+  COHORT_CYCLE_DECLINED = 4,  /* declined an evaluation task: no evaluation
+                                 callback and no dataset, or the callback
+                                 declined */
 } cohort_cycle_outcome;
 
+/* What a cycle did (library to app: cohort_client_run_once passes this
+ * header's sizeof with it, and the library writes only the fields that
+ * size covers). */
 typedef struct cohort_cycle_info {
   cohort_cycle_outcome outcome;
   uint64_t round;          /* round of the task, when TRAINED */
@@ -359,6 +529,10 @@ typedef struct cohort_cycle_info {
   uint64_t bytes_up;
   double train_loss;
   double eval_accuracy; /* the global model on local held-out data */
+  /* When RETRY: why the coordinator did not select this client (a failed
+   * eligibility condition, an exclusion, a full round), "" if it did not
+   * say. */
+  char not_selected[128];
 } cohort_cycle_info;
 
 /* One cycle: register if needed, check in, and when there is a task
@@ -376,8 +550,11 @@ typedef struct cohort_cycle_info {
  * COHORT_ECALLBACK, COHORT_EDIGEST or another negative status. Under
  * secure aggregation the cycle holds the round's secrets in memory only
  * while it runs, and wipes them before returning. */
-COHORT_API int cohort_client_run_once(cohort_client_t *c,
-                                      cohort_cycle_info *info);
+#define cohort_client_run_once(c, info)                                        \
+  cohort_client_run_once_sized((c), (info), sizeof(cohort_cycle_info))
+COHORT_API int cohort_client_run_once_sized(cohort_client_t *c,
+                                            cohort_cycle_info *info,
+                                            size_t info_size);
 
 /* Runs cycles until the federation is over (COHORT_OK), cohort_client_stop
  * is called or leave_before_secagg is reached (COHORT_ECANCELED), or a
@@ -398,11 +575,17 @@ COHORT_API int cohort_client_run(cohort_client_t *c);
  * after its masked input for the step to close): calls and waits look at
  * the flag at least every 100 ms, the built-in engine before every batch.
  * Measured in tests/integration/test_client_stop.c (docs/benchmarks.md,
- * "Stopping through the library"): a median of 0.1 s or less in each. A
- * train callback is the exception: it is not interrupted, so the run
- * returns once the callback does. The client stays stopped: a later run
+ * "Stopping through the library"): a median of 0.1 s or less in each. The
+ * app's train and evaluate callbacks are not interrupted: the run returns
+ * once the callback does, which it does soon when it polls
+ * cohort_client_cancelled(req->client). The client stays stopped: a later run
  * returns COHORT_ECANCELED at once. */
 COHORT_API void cohort_client_stop(cohort_client_t *c);
+
+/* Whether cohort_client_stop was called on c: 1 or 0. For a training or
+ * evaluation callback to poll (req->client) and return early, so that a
+ * stop takes effect within its polling interval. Safe from any thread. */
+COHORT_API int cohort_client_cancelled(const cohort_client_t *c);
 
 /* Client id the coordinator assigned (0 before registration). */
 COHORT_API uint64_t cohort_client_id(const cohort_client_t *c);
@@ -414,6 +597,17 @@ COHORT_API const char *cohort_client_last_error(const cohort_client_t *c);
 /* Library log level: 0 debug, 1 info, 2 warn (default), 3 error, 4 off.
  * Logs go to standard error and never contain tokens. */
 COHORT_API void cohort_set_log_level(int level);
+
+/* Where the library's log lines go instead of standard error: sink gets
+ * each message at or above the log level (0 debug .. 3 error) as one line
+ * without a trailing newline (control bytes escaped), on the thread that
+ * logged it. Calls are serialized: sink is never called on two threads at
+ * once, and once cohort_set_log_sink returns, the previous sink is never
+ * called again. NULL restores standard error. Messages never contain
+ * tokens or keys. The sink must not call libcohort. Process-wide, like the
+ * log level. */
+typedef void (*cohort_log_sink)(int level, const char *message, void *user);
+COHORT_API void cohort_set_log_sink(cohort_log_sink sink, void *user);
 
 /* Library log format: 0 text (default), 1 JSON (one object a line with ts,
  * level, tag, pid and msg; control bytes escaped, invalid UTF-8 replaced).

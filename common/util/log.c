@@ -17,6 +17,9 @@ static atomic_int g_format = LOG_FORMAT_TEXT;
 static char g_tag[32] = "cohort";
 static char g_path[4096]; /* the log file, "" when standard error is ours */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+/* An app's sink (log_set_sink), under g_lock. */
+static log_sink_fn g_sink;
+static void *g_sink_user;
 
 void log_set_level(log_level level) { atomic_store(&g_level, (int)level); }
 
@@ -184,6 +187,13 @@ static void put_escaped(char *out, size_t cap, size_t *len, const char *s,
   }
 }
 
+void log_set_sink(log_sink_fn sink, void *user) {
+  pthread_mutex_lock(&g_lock);
+  g_sink = sink;
+  g_sink_user = user;
+  pthread_mutex_unlock(&g_lock);
+}
+
 void log_msg(log_level level, const char *fmt, ...) {
   static const char *labels[] = {"DEBUG", "INFO", "WARN", "ERROR"};
   static const char *names[] = {"debug", "info", "warn", "error"};
@@ -207,6 +217,14 @@ void log_msg(log_level level, const char *fmt, ...) {
   size_t len = 0;
   int json = atomic_load(&g_format) == LOG_FORMAT_JSON;
   pthread_mutex_lock(&g_lock);
+  if (g_sink) {
+    /* The message alone, one line: the app adds its own time and tag. */
+    put_escaped(line, sizeof line, &len, msg, 0);
+    line[len < sizeof line ? len : sizeof line - 1] = '\0';
+    g_sink((int)level, line, g_sink_user);
+    pthread_mutex_unlock(&g_lock);
+    return;
+  }
   if (json) {
     snprintf(head, sizeof head,
              "{\"ts\":\"%s.%03ldZ\",\"level\":\"%s\",\"tag\":\"", when,

@@ -75,6 +75,13 @@ void log_reopen_on_sighup(void);
 int log_configure(const char *level, const char *format, const char *file,
                   char *err, size_t errlen);
 
+/* From now on each message goes to sink (level, the message as one line
+ * without time or tag, user) instead of standard error; NULL: standard
+ * error again. Calls to sink are serialized under the logger's lock, and
+ * once log_set_sink returns the old sink is never called again. */
+typedef void (*log_sink_fn)(int level, const char *message, void *user);
+void log_set_sink(log_sink_fn sink, void *user);
+
 void log_msg(log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

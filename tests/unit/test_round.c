@@ -371,7 +371,7 @@ static void test_checkin_selects_up_to_k(void) {
   CU_ASSERT_EQUAL(checkin(&f, 0, &r).code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
   CU_ASSERT_EQUAL(r.retry_after_ms, 100);
-  CU_ASSERT_STRING_EQUAL(r.reason, "");
+  CU_ASSERT_STRING_EQUAL(r.reason, "no round is taking clients now");
 
   CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
   ASSERT_ROUND_STATE(f, 1, "OPEN");

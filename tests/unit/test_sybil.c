@@ -11,6 +11,7 @@
 
 #include "clock.h"
 #include "cohort_status.h"
+#include "db_peek.h"
 #include "round_fixture.h"
 
 #define N_SYBIL 4
@@ -254,6 +255,119 @@ static void test_offender_excluded_then_recovers(void) {
   fx_close(&f);
 }
 
+/* A client that gets no task hears why: no round yet, a candidate in the
+ * draw, not drawn, or the round has its clients (the reason libcohort
+ * hands to the app as cohort_cycle_info.not_selected). */
+static void test_not_selected_reasons(void) {
+  fixture f;
+  FX_INIT(f);
+  f.cfg.rounds = 1;
+  f.cfg.clients_per_round = 1;
+  f.cfg.selection_window_s = 30; /* the draw comes when all are in */
+  f.cfg.selection_timeout_s = 60;
+  FX_START(f, 3);
+  checkin_result r;
+  for (int i = 0; i < 3; i++) {
+    r = check_in(&f, f.id[i]);
+    CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
+    CU_ASSERT_STRING_EQUAL(r.reason, "no round is taking clients now");
+  }
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "OPEN");
+  for (int i = 0; i < 2; i++) {
+    r = check_in(&f, f.id[i]);
+    CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
+    CU_ASSERT_STRING_EQUAL(r.reason, "a candidate in round 1's draw");
+  }
+  /* The last active client in: the draw picks one of the three. */
+  r = check_in(&f, f.id[2]);
+  int selected = r.kind == CHECKIN_TASK;
+  if (!selected)
+    CU_ASSERT_STRING_EQUAL(r.reason, "not drawn for round 1");
+  for (int i = 0; i < 2; i++) {
+    r = check_in(&f, f.id[i]);
+    if (r.kind == CHECKIN_TASK)
+      selected++;
+    else
+      CU_ASSERT_STRING_EQUAL(r.reason, "round 1 has selected its clients");
+  }
+  CU_ASSERT_EQUAL(selected, 1);
+  fx_close(&f);
+}
+
+/* A client that declines an evaluation task (it has no way to evaluate,
+ * docs/rounds.md) has answered: it is not charged a failed round, while one
+ * that says nothing is; and once every participant has reported or
+ * declined, the round ends without waiting for its deadline. */
+static void test_declined_evaluation_not_charged(void) {
+  fixture f;
+  FX_INIT(f);
+  f.cfg.rounds = 2;
+  f.cfg.eval_every = 1;
+  f.cfg.round_timeout_s = 0.3;
+  f.cfg.offender_failures = 3;
+  f.cfg.offender_rounds = 10;
+  FX_START(f, 2);
+  update *u = make_update(2);
+  const char *names[] = {"global_accuracy", "global_loss"};
+  const double values[] = {0.5, 1.0};
+  for (int64_t r = 1; r <= 3; r += 2) {
+    start_round(&f, r);
+    for (int i = 0; i < 2; i++)
+      CU_ASSERT_EQUAL(send_all(&f, f.id[i], r, u, 10).code, GRPC_STATUS_OK);
+    finish_round(&f, r);
+    ASSERT_ROUND_STATE(f, r, "COMMITTED");
+    start_round(&f, r + 1); /* the evaluation round after it */
+    CU_ASSERT_EQUAL(count(&f, r == 1 ? "SELECT kind = 'EVALUATE' FROM rounds "
+                                       "WHERE id = 2"
+                                     : "SELECT kind = 'EVALUATE' FROM rounds "
+                                       "WHERE id = 4"),
+                    1);
+    CU_ASSERT_EQUAL(
+        round_decline(f.e, f.id[0], r + 1, "no evaluation callback").code,
+        GRPC_STATUS_OK);
+    /* Repeated: changes nothing; a report after it is refused, and a
+     * check-in is told why there is no task. */
+    CU_ASSERT_EQUAL(round_decline(f.e, f.id[0], r + 1, NULL).code,
+                    GRPC_STATUS_OK);
+    CU_ASSERT_EQUAL(
+        round_report(f.e, f.id[0], r + 1, 20, 2, names, values).code,
+        GRPC_STATUS_FAILED_PRECONDITION);
+    checkin_result again = check_in(&f, f.id[0]);
+    CU_ASSERT_EQUAL(again.kind, CHECKIN_RETRY);
+    CU_ASSERT_PTR_NOT_NULL(strstr(again.reason, "already selected"));
+    if (r == 3) {
+      /* Client 1 reports: everyone has answered, no wait for the
+       * deadline. */
+      CU_ASSERT_EQUAL(
+          round_report(f.e, f.id[1], r + 1, 20, 2, names, values).code,
+          GRPC_STATUS_OK);
+      CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+      ASSERT_ROUND_STATE(f, r + 1, "COMMITTED");
+    } else {
+      /* Client 1 stays silent until the deadline. */
+      finish_round(&f, r + 1);
+      ASSERT_ROUND_STATE(f, r + 1, "FAILED");
+      char text[200];
+      db_peek_text(f.path, "SELECT reason FROM rounds WHERE id = 2", text,
+                   sizeof text);
+      CU_ASSERT_PTR_NOT_NULL(strstr(text, "(1 declined)"));
+      CU_ASSERT_EQUAL(client_int(&f, "rounds_failed", f.id[0]), 0);
+      CU_ASSERT_EQUAL(client_int(&f, "rounds_failed", f.id[1]), 1);
+    }
+  }
+  CU_ASSERT_EQUAL(client_int(&f, "rounds_failed", f.id[0]), 0);
+  char line[512];
+  int declined_lines = 0;
+  rewind(f.lines);
+  while (fgets(line, sizeof line, f.lines))
+    declined_lines += strstr(line, "round 4: evaluation") &&
+                      strstr(line, "clients 1/2 declined 1 ");
+  CU_ASSERT_EQUAL(declined_lines, 1);
+  free(u);
+  fx_close(&f);
+}
+
 int cohort_register_suites(void) {
   static const test_case tests[] = {
       {"4 fast pollers do not capture selection; honest rounds commit",
@@ -262,6 +376,9 @@ int cohort_register_suites(void) {
        test_pace_ignores_pollers},
       {"a client that never uploads is excluded after N failures, recovers",
        test_offender_excluded_then_recovers},
+      {"a client not selected hears why", test_not_selected_reasons},
+      {"a declined evaluation is not a failed round",
+       test_declined_evaluation_not_charged},
   };
   return test_add_suite("sybil", suite_init, suite_cleanup, tests,
                         sizeof tests / sizeof tests[0]);
