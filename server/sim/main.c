@@ -93,9 +93,16 @@ int main(int argc, char **argv) {
   cfg.eval = w.test.n ? &w.test : NULL;
   mem = open_memstream(&lines, &lines_len);
   cfg.round_lines = mem;
-  if (!mem || (rc = nn_zoo_resolve(o.model, cfg.input, cfg.classes, &model, err,
-                                   sizeof err)))
+  if (!mem) {
+    rc = COHORT_ENOMEM;
     goto out;
+  }
+  char why[300];
+  if ((rc = nn_zoo_resolve(o.model, cfg.input, cfg.classes, &model, why,
+                           sizeof why))) {
+    snprintf(err, sizeof err, "--model %s: %s", o.model, why);
+    goto out;
+  }
   if ((rc = store_open(o.db, &db, err, sizeof err)) ||
       (rc = round_engine_new(&cfg, db, &e, err, sizeof err)) ||
       (rc = sim_world_register(&w, e, err, sizeof err)) ||

@@ -58,6 +58,10 @@ const flag_def *sim_flags(sim_options *o, size_t *n) {
      "secure aggregation of every training round"},
     {"secagg-threshold", FLAG_INT, &o->secagg_threshold, "0", 0, NUM(1000000),
      "T", "secure aggregation's threshold t (0: chosen from the cohort)"},
+    {"secagg-max-examples", FLAG_INT, &o->secagg_max_examples, "10000", 1,
+     NUM(1000000000), "W",
+     "under secure aggregation each update is weighted min(examples, W) / W "
+     "before it is quantized: keep W near the clients' example counts"},
     {"secagg-timeout", FLAG_DOUBLE, &o->secagg_timeout, "30", 0.1, 86400, "S",
      "each secure-aggregation phase's deadline, simulated seconds"},
     {"dp", FLAG_STRING, &o->dp, "off", 0, 0, "off|central|distributed",
@@ -175,6 +179,7 @@ int sim_config_apply(const sim_options *o, round_config *cfg, sim_net_spec *net,
                        "--secagg '%s': expected off, full or plus", o->secagg);
   cfg->secagg_threshold = o->secagg_threshold;
   cfg->secagg_timeout_s = o->secagg_timeout;
+  cfg->secagg_max_examples = (uint64_t)o->secagg_max_examples;
   if (round_dp_parse(o->dp, &cfg->dp))
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "--dp '%s': expected off, central or distributed",

@@ -26,7 +26,7 @@ typedef struct sim_options {
   const char *codec;
   double codec_clip;
   const char *secagg;
-  long secagg_threshold;
+  long secagg_threshold, secagg_max_examples;
   double secagg_timeout;
   const char *dp;
   double dp_noise, dp_epsilon, dp_delta, dp_clip;
