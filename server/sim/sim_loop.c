@@ -189,8 +189,13 @@ int sim_upload(round_engine *e, const round_task *t, int64_t client,
     uint64_t next = 0;
     int complete = 0;
     round_verdict v = round_upload(e, client, &c, &next, &complete);
-    if (v.code)
-      return COHORT_EREJECTED; /* e.g. the round closed before it arrived */
+    if (v.code) {
+      /* Uploads are made only while the round takes them: this is the
+       * coordinator's verdict on the update itself. */
+      log_warn("round %lld: the update of client %lld was refused: %s",
+               (long long)t->round, (long long)client, v.detail);
+      return COHORT_EREJECTED;
+    }
     *wire_total += c.wire_bytes;
     if (complete)
       return COHORT_OK;
@@ -359,6 +364,7 @@ int sim_loop_run(const sim_loop_config *lc, sim_world *w, round_engine *e,
   int64_t reported = 0;
   size_t lines_done = 0;
   int idle = 0;
+  int64_t last_open = 0;
   while (!rc && !round_federation_done(e)) {
     rc = round_tick(e);
     int64_t round = 0;
@@ -382,6 +388,14 @@ int sim_loop_run(const sim_loop_config *lc, sim_world *w, round_engine *e,
                        (long long)round, round_state_name(s));
       break;
     }
+    if (round == last_open) {
+      rc = errbuf_fail(err, errlen, COHORT_ESTATE, NULL,
+                       "round %lld cannot fill its selection (%zu clients "
+                       "checked in)",
+                       (long long)round, sel.n);
+      break;
+    }
+    last_open = round;
     sim_selected_clear(&sel);
     rc = run_selection(&r, round, &sel);
     if (!rc && still_training(e, round)) {

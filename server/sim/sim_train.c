@@ -185,6 +185,10 @@ static void train_one(wave *wv, size_t j) {
                                 t->codec_clip, s->delta, n, &s->wire,
                                 &s->wire_len, s->err, sizeof s->err);
   crypto_random_simulate_end();
+  /* Codecs without client memory are parsed again next time rather than
+   * kept by every one of thousands of clients. */
+  if (!wv->w->clients[it->k].codec.residual)
+    update_codec_free(&wv->w->clients[it->k].codec);
 }
 
 static void train_range(void *ctx, size_t begin, size_t end) {
@@ -209,13 +213,7 @@ int sim_train_wave(sim_trainer *tr, sim_world *w, int64_t round,
   return COHORT_OK;
 }
 
-void sim_train_accepted(sim_client *c) {
-  update_codec_accepted(&c->codec);
-  /* Codecs without client memory are parsed again next time rather than
-   * kept by every one of thousands of clients. */
-  if (!c->codec.residual)
-    update_codec_free(&c->codec);
-}
+void sim_train_accepted(sim_client *c) { update_codec_accepted(&c->codec); }
 
 void sim_trainer_free(sim_trainer *tr) {
   for (size_t i = 0; i < tr->cap; i++) {
