@@ -74,7 +74,7 @@ static double flops_per_example(const nn_net *net) {
       n = l->out.c;
       k = (double)nn_shape_size(l->in);
     } else if (l->kind == NN_CONV2D) {
-      m = (double)l->in.h * l->in.w;
+      m = (double)l->out.h * l->out.w;
       n = l->out.c;
       k = (double)l->ksize * l->ksize * l->in.c;
     } else {

@@ -36,8 +36,8 @@ static const gray_arch *arch_get(void) { return &nn_gray_arch_generic; }
 #endif
 
 bool nn_conv_gray_applies(const nn_layer *l) {
-  return l->kind == NN_CONV2D && l->ksize == K && l->in.c == 1 &&
-         l->out.c % CHANNEL_MULTIPLE == 0;
+  return l->kind == NN_CONV2D && l->ksize == K && l->pad == PAD &&
+         l->in.c == 1 && l->out.c % CHANNEL_MULTIPLE == 0;
 }
 
 static int padded_w(const nn_layer *l) { return l->in.w + 2 * PAD; }

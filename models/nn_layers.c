@@ -127,26 +127,26 @@ typedef struct conv_job {
   bool relu;
 } conv_job;
 
-/* The kernel columns [*kx0, *kx1) of a patch centred at x that fall inside
- * an image of width w. */
-static void inside(int x, int w, int k, int *kx0, int *kx1) {
-  int pad = k / 2;
+/* The kernel columns [*kx0, *kx1) of the patch of output column x (input
+ * columns x - pad ..) that fall inside an image of width w. */
+static void inside(int x, int w, int k, int pad, int *kx0, int *kx1) {
   *kx0 = x - pad < 0 ? pad - x : 0;
   *kx1 = x - pad + k > w ? w - x + pad : k;
 }
 
-/* im2col of one image: row (y, x) holds the k x k x c input patch around
- * (y, x), zero where it falls outside the image. For one kernel row ky the
- * patch columns inside the image are one contiguous run of the image row
- * (HWC), copied in one piece. */
+/* im2col of one image: row (y, x), one per output position, holds the
+ * k x k x c input patch from (y - pad, x - pad), zero where it falls
+ * outside the image. For one kernel row ky the patch columns inside the
+ * image are one contiguous run of the image row (HWC), copied in one
+ * piece. */
 static void im2col_image(const nn_layer *l, const float *img, float *col) {
-  int h = l->in.h, w = l->in.w, c = l->in.c, k = l->ksize, pad = k / 2;
+  int h = l->in.h, w = l->in.w, c = l->in.c, k = l->ksize, pad = l->pad;
   size_t row_len = (size_t)k * k * c, kc = (size_t)k * c;
   float *restrict row = col;
-  for (int y = 0; y < h; y++)
-    for (int x = 0; x < w; x++, row += row_len) {
+  for (int y = 0; y < l->out.h; y++)
+    for (int x = 0; x < l->out.w; x++, row += row_len) {
       int kx0, kx1;
-      inside(x, w, k, &kx0, &kx1);
+      inside(x, w, k, pad, &kx0, &kx1);
       size_t lead = (size_t)kx0 * c, run = (size_t)(kx1 - kx0) * c;
       for (int ky = 0; ky < k; ky++) {
         float *restrict dst = row + (size_t)ky * kc;
@@ -171,14 +171,14 @@ static void im2col_image(const nn_layer *l, const float *img, float *col) {
  * sum of the patch gradients that cover it, added run by run in a fixed
  * order. */
 static void col2im_image(const nn_layer *l, const float *col, float *img) {
-  int h = l->in.h, w = l->in.w, c = l->in.c, k = l->ksize, pad = k / 2;
+  int h = l->in.h, w = l->in.w, c = l->in.c, k = l->ksize, pad = l->pad;
   size_t row_len = (size_t)k * k * c, kc = (size_t)k * c;
   const float *row = col;
   memset(img, 0, (size_t)h * w * c * sizeof *img);
-  for (int y = 0; y < h; y++)
-    for (int x = 0; x < w; x++, row += row_len) {
+  for (int y = 0; y < l->out.h; y++)
+    for (int x = 0; x < l->out.w; x++, row += row_len) {
       int kx0, kx1;
-      inside(x, w, k, &kx0, &kx1);
+      inside(x, w, k, pad, &kx0, &kx1);
       size_t lead = (size_t)kx0 * c, run = (size_t)(kx1 - kx0) * c;
       for (int ky = 0; ky < k; ky++) {
         int iy = y + ky - pad;
@@ -193,8 +193,9 @@ static void col2im_image(const nn_layer *l, const float *col, float *img) {
     }
 }
 
-/* Rows of one image's patch matrix, their length, and its size. */
-static int conv_rows(const nn_layer *l) { return l->in.h * l->in.w; }
+/* Rows of one image's patch matrix (its output positions), their length,
+ * and its size. */
+static int conv_rows(const nn_layer *l) { return l->out.h * l->out.w; }
 static int conv_row_len(const nn_layer *l) {
   return l->ksize * l->ksize * l->in.c;
 }

@@ -30,9 +30,10 @@ void nn_linear_backward(const nn_layer *l, const float *params, const float *in,
 void nn_bias_grad(float *db, const float *dout, size_t rows, size_t cols);
 
 /* A conv2d runs on Winograd F(2x2, 5x5) where nn_winograd_applies (5x5
- * kernels over enough input channels; see nn_winograd.h), as a direct
- * convolution where nn_conv_gray_applies (5x5 over one channel, the
- * CNN's first layer; its input gradient, when wanted, takes im2col), else
+ * kernels, same padding, over enough input channels; see nn_winograd.h),
+ * as a direct convolution where nn_conv_gray_applies (5x5, same padding,
+ * over one channel into multiples of 32: the CNN's first layer; its input
+ * gradient, when wanted, takes im2col), else (valid padding among them)
  * as im2col products; the _direct functions always take the im2col path,
  * the reference the others are tested against. col is scratch of
  * nn_conv2d_col_floats(l, >= n) floats. */

@@ -124,19 +124,33 @@ int nn_net_linear(nn_net *net, int out, const char *name) {
   return add_params(net, l, name, 2, shape, out);
 }
 
-int nn_net_conv2d(nn_net *net, int out_channels, int ksize, const char *name) {
+static int conv2d(nn_net *net, int out_channels, int ksize, bool same,
+                  const char *name) {
   nn_layer *l = push(net, NN_CONV2D);
   if (!l)
     return net->error;
   if (out_channels < 1 || out_channels > 4096 || ksize < 1 || ksize > 15 ||
-      ksize % 2 == 0 || l->in.c > 4096)
+      ksize % 2 == 0 || l->in.c > 4096 ||
+      (!same && (l->in.h < ksize || l->in.w < ksize)))
     return fail(net);
   l->ksize = ksize;
+  l->pad = same ? ksize / 2 : 0;
   l->out.c = out_channels;
+  l->out.h = l->in.h + 2 * l->pad - ksize + 1;
+  l->out.w = l->in.w + 2 * l->pad - ksize + 1;
   if (nn_shape_size(l->out) > NN_MAX_FEATURES)
     return fail(net);
   int shape[4] = {out_channels, ksize, ksize, l->in.c};
   return add_params(net, l, name, 4, shape, out_channels);
+}
+
+int nn_net_conv2d(nn_net *net, int out_channels, int ksize, const char *name) {
+  return conv2d(net, out_channels, ksize, true, name);
+}
+
+int nn_net_conv2d_valid(nn_net *net, int out_channels, int ksize,
+                        const char *name) {
+  return conv2d(net, out_channels, ksize, false, name);
 }
 
 int nn_net_maxpool2(nn_net *net) {

@@ -43,7 +43,7 @@ int nn_shape_parse(const char *text, nn_shape *out);
 
 typedef enum nn_layer_kind {
   NN_LINEAR,
-  NN_CONV2D,   /* same padding, stride 1, odd square kernel */
+  NN_CONV2D,   /* stride 1, odd square kernel, same or valid padding */
   NN_MAXPOOL2, /* 2x2 window, stride 2 (odd edges dropped) */
   NN_RELU,
   NN_FLATTEN, /* shape change only: the data is already contiguous */
@@ -54,6 +54,9 @@ typedef struct nn_layer {
   nn_layer_kind kind;
   nn_shape in, out;
   int ksize;       /* conv2d */
+  int pad;         /* conv2d: zeros around the input on each side; ksize / 2
+                      (same: out h x w = in h x w) or 0 (valid: in - ksize
+                      + 1) */
   float drop;      /* dropout probability in [0, 1) */
   size_t w, b;     /* offsets of weight and bias in the parameter vector */
   size_t n_w, n_b; /* their lengths (0 for layers without parameters) */
@@ -85,6 +88,11 @@ typedef struct nn_net {
 void nn_net_begin(nn_net *net, nn_shape input);
 int nn_net_linear(nn_net *net, int out, const char *name);
 int nn_net_conv2d(nn_net *net, int out_channels, int ksize, const char *name);
+/* A conv2d without padding (PyTorch's default, padding=0): each output
+ * sees a whole k x k patch of the input, so the image shrinks by ksize - 1
+ * (LeNet's convolutions). */
+int nn_net_conv2d_valid(nn_net *net, int out_channels, int ksize,
+                        const char *name);
 int nn_net_maxpool2(nn_net *net);
 int nn_net_relu(nn_net *net);
 int nn_net_flatten(nn_net *net);

@@ -18,18 +18,24 @@
 /* Stream of nn_rng_mix, so a partition does not replay the numbers that other
  * users of the same run seed (initialisation, shuffling) draw. */
 #define PART_STREAM 0x706172746974696fULL /* "partitio" */
+/* The labels:C draws of the clients' label sets, replayed in a second pass
+ * (so nothing per client is stored), on their own stream. */
+#define PART_LABEL_STREAM 0x6c6162656c736574ULL /* "labelset" */
+#define PART_UNOWNED UINT32_MAX
 #define PART_KNOWN                                                             \
-  "known specs: iid, shards:S (S >= 1 shards per client), dirichlet:ALPHA "    \
-  "(label skew), quantity:ALPHA (size skew), ALPHA a number > 0"
+  "known specs: iid, shards:S (S >= 1 shards per client), labels:C (C "        \
+  "labels per client), dirichlet:ALPHA (label skew), quantity:ALPHA (size "    \
+  "skew), ALPHA a number > 0"
 
 typedef enum part_kind {
   PART_IID,
   PART_SHARDS,
+  PART_LABELS,
   PART_DIRICHLET,
   PART_QUANTITY
 } part_kind;
 
-/* Parses spec into kind and its parameter (shards or alpha). */
+/* Parses spec into kind and its parameter (shards, labels or alpha). */
 static int part_parse(const char *spec, part_kind *kind, long *shards,
                       double *alpha, char *err, size_t errlen) {
   if (!spec || !*spec)
@@ -49,34 +55,35 @@ static int part_parse(const char *spec, part_kind *kind, long *shards,
     *kind = PART_IID;
     return COHORT_OK;
   }
-  if (name_len == 6 && strncmp(spec, "shards", 6) == 0) {
+  int shards_spec = name_len == 6 && strncmp(spec, "shards", 6) == 0;
+  int labels_spec = name_len == 6 && strncmp(spec, "labels", 6) == 0;
+  if (shards_spec || labels_spec) {
+    const char *what = shards_spec ? "shards per client" : "labels per client";
     if (!arg || !*arg)
-      return errbuf_fail(
-          err, errlen, COHORT_EINVAL, NULL,
-          "partition spec \"%.*s\": missing the number of shards "
-          "per client, e.g. shards:2; " PART_KNOWN,
-          show, spec);
+      return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                         "partition spec \"%.*s\": missing the number of %s, "
+                         "e.g. %s:2; " PART_KNOWN,
+                         show, spec, what, shards_spec ? "shards" : "labels");
     const char *p = arg;
     while (*p >= '0' && *p <= '9')
       p++;
     if (*p != '\0')
       return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
-                         "partition spec \"%.*s\": shards per client \"%.*s\" "
-                         "is not a whole number; " PART_KNOWN,
-                         show, spec, show, arg);
+                         "partition spec \"%.*s\": %s \"%.*s\" is not a "
+                         "whole number; " PART_KNOWN,
+                         show, spec, what, show, arg);
     errno = 0;
     long s = strtol(arg, NULL, 10);
     if (errno == ERANGE || s > INT32_MAX)
       return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
-                         "partition spec \"%.*s\": shards per client \"%.*s\" "
-                         "is too large",
-                         show, spec, show, arg);
+                         "partition spec \"%.*s\": %s \"%.*s\" is too large",
+                         show, spec, what, show, arg);
     if (s < 1)
       return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
-                         "partition spec \"%.*s\": shards per client must be "
-                         ">= 1, got %ld; " PART_KNOWN,
-                         show, spec, s);
-    *kind = PART_SHARDS;
+                         "partition spec \"%.*s\": %s must be >= 1, got %ld; "
+                         "" PART_KNOWN,
+                         show, spec, what, s);
+    *kind = shards_spec ? PART_SHARDS : PART_LABELS;
     *shards = s;
     return COHORT_OK;
   }
@@ -208,6 +215,82 @@ static void part_by_label(const uint8_t *y, size_t n, uint32_t *sorted,
     sorted[fill[y[i]]++] = (uint32_t)i;
 }
 
+/* The label count of ds: its n_classes, or more when a label says so. */
+static int part_classes(const nn_dataset *ds) {
+  int k = ds->n_classes > 0 && ds->n_classes <= 256 ? ds->n_classes : 0;
+  for (size_t i = 0; i < ds->n; i++)
+    if (ds->y[i] >= k)
+      k = ds->y[i] + 1;
+  return k;
+}
+
+/* A deck of the labels 0..k-1 and its inverse (pos[deck[i]] == i). */
+typedef struct part_deck {
+  uint8_t deck[256], pos[256];
+} part_deck;
+
+static void part_deck_init(part_deck *d, int k) {
+  for (int i = 0; i < k; i++)
+    d->deck[i] = d->pos[i] = (uint8_t)i;
+}
+
+static void part_deck_swap(part_deck *d, int i, int j) {
+  uint8_t a = d->deck[i], b = d->deck[j];
+  d->deck[i] = b;
+  d->deck[j] = a;
+  d->pos[b] = (uint8_t)i;
+  d->pos[a] = (uint8_t)j;
+}
+
+/* Client c's labels as NIID-Bench's "#C=k" draws them, in deck[0..per):
+ * first c % k, then per - 1 distinct others uniformly at random. A partial
+ * Fisher-Yates shuffle of the rest of the deck (whatever its order) draws
+ * them in O(per), where NIID-Bench redraws duplicates: the same
+ * distribution. */
+static void part_client_labels(nn_rng *r, part_deck *d, int c, int k, int per) {
+  part_deck_swap(d, 0, d->pos[c % k]);
+  for (int j = 1; j < per; j++)
+    part_deck_swap(d, j, j + (int)nn_rng_below(r, (uint64_t)(k - j)));
+}
+
+/* labels:C. Each label's examples, shuffled, are cut into as many
+ * near-equal parts as clients hold the label (the first ones one example
+ * larger, as numpy's array_split), the parts going to those clients in
+ * ascending order; examples of a label no client holds stay unowned. */
+static void part_labels(nn_rng *r, uint64_t seed, int k, int per,
+                        const uint8_t *y, size_t n, int n_clients,
+                        uint32_t *work, uint32_t *owner) {
+  size_t holders[256] = {0}, taken[256] = {0}, start[257];
+  part_deck d;
+  nn_rng sets;
+  part_deck_init(&d, k);
+  nn_rng_seed(&sets, nn_rng_mix(seed, PART_LABEL_STREAM));
+  for (int c = 0; c < n_clients; c++) {
+    part_client_labels(&sets, &d, c, k, per);
+    for (int j = 0; j < per; j++)
+      holders[d.deck[j]]++;
+  }
+  part_by_label(y, n, work, start);
+  for (size_t i = 0; i < n; i++)
+    owner[i] = PART_UNOWNED;
+  for (int l = 0; l < k; l++)
+    nn_rng_shuffle(r, work + start[l], start[l + 1] - start[l]);
+  part_deck_init(&d, k);
+  nn_rng_seed(&sets, nn_rng_mix(seed, PART_LABEL_STREAM));
+  for (int c = 0; c < n_clients; c++) {
+    part_client_labels(&sets, &d, c, k, per);
+    for (int j = 0; j < per; j++) {
+      int l = d.deck[j];
+      size_t cnt = start[l + 1] - start[l], part = taken[l]++;
+      size_t base = cnt / holders[l], extra = cnt % holders[l];
+      size_t first = start[l] + part * base + (part < extra ? part : extra);
+      size_t len = base + (part < extra);
+      for (size_t i = first; i < first + len; i++)
+        owner[work[i]] = (uint32_t)c;
+    }
+  }
+}
+
 int nn_partition_make(const nn_dataset *ds, const char *spec, int n_clients,
                       uint64_t seed, nn_partition *out, char *err,
                       size_t errlen) {
@@ -248,6 +331,14 @@ int nn_partition_make(const nn_dataset *ds, const char *spec, int n_clients,
         "per client or fewer clients",
         PART_SHOW, spec, n_clients, shards,
         (unsigned long long)k * (unsigned long long)shards, n);
+
+  int classes = part_classes(ds);
+  if (kind == PART_LABELS && shards > classes)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "partition spec \"%.*s\": %ld labels per client, but "
+                       "the data set has %d labels; use labels:1 to "
+                       "labels:%d",
+                       PART_SHOW, spec, shards, classes, classes);
 
   /* n may be 0 ("iid" of nothing): keep the allocations non-zero. */
   owner = malloc((n ? n : 1) * sizeof *owner);
@@ -305,6 +396,10 @@ int nn_partition_make(const nn_dataset *ds, const char *spec, int n_clients,
     }
     break;
   }
+  case PART_LABELS:
+    part_labels(&r, seed, classes, (int)shards, ds->y, n, n_clients, work,
+                owner);
+    break;
   case PART_DIRICHLET:
     part_by_label(ds->y, n, work, start);
     for (int c = 0; c < 256; c++) {
@@ -319,7 +414,8 @@ int nn_partition_make(const nn_dataset *ds, const char *spec, int n_clients,
   }
 
   for (size_t i = 0; i < n; i++)
-    count[owner[i]]++;
+    if (owner[i] != PART_UNOWNED)
+      count[owner[i]]++;
   if (kind == PART_DIRICHLET || kind == PART_QUANTITY)
     part_fill_empty(&r, owner, n, count, n_clients);
 
@@ -329,7 +425,8 @@ int nn_partition_make(const nn_dataset *ds, const char *spec, int n_clients,
     offsets[c + 1] = offsets[c] + count[c];
   memcpy(count, offsets, k * sizeof *count); /* count is now a cursor */
   for (size_t i = 0; i < n; i++)
-    index[count[owner[i]]++] = (uint32_t)i;
+    if (owner[i] != PART_UNOWNED)
+      index[count[owner[i]]++] = (uint32_t)i;
 
   out->n_clients = n_clients;
   out->n = n;

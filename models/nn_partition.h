@@ -1,6 +1,7 @@
 /* Splitting one data set among the simulated clients of a federation: IID,
- * label-sorted shards (McMahan et al. 2017), Dirichlet label skew and
- * Dirichlet quantity skew, all deterministic for a seed (nn_rng only). */
+ * label-sorted shards (McMahan et al. 2017), a fixed number of labels per
+ * client (NIID-Bench's #C=k), Dirichlet label skew and Dirichlet quantity
+ * skew, all deterministic for a seed (nn_rng only). */
 #ifndef COHORT_NN_PARTITION_H
 #define COHORT_NN_PARTITION_H
 
@@ -12,13 +13,15 @@
 
 /* Client k owns examples index[offsets[k]] .. index[offsets[k + 1] - 1] of
  * the data set, in ascending order (the source's order is kept; trainers
- * shuffle per epoch). index is a permutation of [0, n): every example
- * belongs to exactly one client. */
+ * shuffle per epoch). No example belongs to two clients; every one belongs
+ * to a client (index is a permutation of [0, n), offsets[n_clients] = n)
+ * except under labels:C, whose labels that no client drew stay unowned. */
 typedef struct nn_partition {
   int n_clients;
-  size_t n;        /* examples partitioned: the data set's n */
-  size_t *offsets; /* n_clients + 1, offsets[0] = 0, offsets[n_clients] = n */
-  uint32_t *index; /* n, owned */
+  size_t n;        /* the data set's n */
+  size_t *offsets; /* n_clients + 1, offsets[0] = 0, offsets[n_clients] <= n:
+                      the examples owned */
+  uint32_t *index; /* offsets[n_clients] used (room for n), owned */
 } nn_partition;
 
 /* Partitions ds among n_clients clients by spec:
@@ -31,6 +34,18 @@ typedef struct nn_partition {
  *                      random without replacement. Needs S >= 1 and
  *                      n_clients * S <= n. With S = 2 most clients see two
  *                      labels (McMahan et al. 2017's pathological non-IID).
+ *   "labels:C"         label-count skew, NIID-Bench's "#C=k" (Li et al.,
+ *                      ICDE 2022): client c holds label c % K (K the data
+ *                      set's labels: n_classes, or the largest label + 1)
+ *                      and C - 1 distinct others drawn at random; each
+ *                      label's examples, shuffled, are cut into near-equal
+ *                      parts (the first ones one larger) among the clients
+ *                      that hold it, in ascending client order. Every
+ *                      client then has exactly C labels, unless a label has
+ *                      fewer examples than holders; with fewer than K
+ *                      clients, labels that no client drew are left out of
+ *                      the partition (offsets[n_clients] < n). Needs
+ *                      1 <= C <= K.
  *   "dirichlet:ALPHA"  label skew: for each label c, p ~ Dirichlet(ALPHA, ...,
  *                      ALPHA) over the clients and c's examples, shuffled,
  *                      are cut in proportions p (cumulative rounding, so the

@@ -95,7 +95,9 @@ static size_t chunk_cap(const geom *g, size_t n, size_t chunks) {
 }
 
 bool nn_winograd_applies(const nn_layer *l) {
-  return l->kind == NN_CONV2D && l->ksize == 5 && l->in.c >= MIN_IN_CHANNELS;
+  /* Same padding only: the tiles cover the output as they cover the input. */
+  return l->kind == NN_CONV2D && l->ksize == 5 && l->pad == 2 &&
+         l->in.c >= MIN_IN_CHANNELS;
 }
 
 size_t nn_winograd_scratch_floats(const nn_layer *l, int max_batch,

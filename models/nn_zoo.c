@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,17 +70,36 @@ static int build_mlp(nn_net *net, const char *args, float dropout, int classes,
   return nn_net_linear(net, classes, name);
 }
 
+/* A 5x5 convolution (same padding, or none), ReLU and 2x2 max-pool. */
+static void conv_block(nn_net *net, int channels, bool same, const char *name) {
+  if (same)
+    nn_net_conv2d(net, channels, 5, name);
+  else
+    nn_net_conv2d_valid(net, channels, 5, name);
+  nn_net_relu(net);
+  nn_net_maxpool2(net);
+}
+
 static int build_cnn(nn_net *net, float dropout, int classes) {
-  nn_net_conv2d(net, 32, 5, "conv1");
-  nn_net_relu(net);
-  nn_net_maxpool2(net);
-  nn_net_conv2d(net, 64, 5, "conv2");
-  nn_net_relu(net);
-  nn_net_maxpool2(net);
+  conv_block(net, 32, true, "conv1");
+  conv_block(net, 64, true, "conv2");
   nn_net_flatten(net);
   nn_net_linear(net, 512, "fc1");
   hidden_activation(net, dropout);
   return nn_net_linear(net, classes, "fc2");
+}
+
+/* NIID-Bench's SimpleCNNMNIST (Li et al., ICDE 2022): LeNet-5's shape with
+ * ReLU and max-pooling, its convolutions unpadded as PyTorch's default. */
+static int build_lenet(nn_net *net, float dropout, int classes) {
+  conv_block(net, 6, false, "conv1");
+  conv_block(net, 16, false, "conv2");
+  nn_net_flatten(net);
+  nn_net_linear(net, 120, "fc1");
+  hidden_activation(net, dropout);
+  nn_net_linear(net, 84, "fc2");
+  hidden_activation(net, dropout);
+  return nn_net_linear(net, classes, "fc3");
 }
 
 /* Splits "base/dropout=P" into the base and P (0 when absent). */
@@ -149,6 +169,16 @@ int nn_zoo_resolve(const char *spec, nn_shape input, int classes, nn_model *out,
       return COHORT_EINVAL;
     }
     rc = build_cnn(net, dropout, classes);
+  } else if (strcmp(base, "lenet") == 0) {
+    /* 16 - 4 = 12, pooled 6, - 4 = 2, pooled 1. */
+    if (input.h < 16 || input.w < 16) {
+      snprintf(err, errlen,
+               "lenet needs images of at least 16x16, the data is "
+               "%dx%dx%d",
+               input.h, input.w, input.c);
+      return COHORT_EINVAL;
+    }
+    rc = build_lenet(net, dropout, classes);
   } else {
     snprintf(err, errlen, "unknown model spec '%s' (known: %s)", spec,
              NN_ZOO_SPECS);

@@ -6,6 +6,11 @@
  *   cnn                McMahan et al.'s FedAvg CNN: conv5x5x32, pool,
  *                      conv5x5x64, pool, fc512, fc (1,663,370 parameters
  *                      on 28x28x1 with 10 classes)
+ *   lenet              NIID-Bench's "simple-cnn" for MNIST-like images
+ *                      (SimpleCNNMNIST): conv5x5x6, pool, conv5x5x16, pool,
+ *                      fc120, fc84, fc, convolutions without padding
+ *                      (44,426 parameters on 28x28x1 with 10 classes;
+ *                      needs images of at least 16x16)
  * Any of them may end in "/dropout=P" (P in [0, 1)): dropout after each
  * hidden activation. */
 #ifndef COHORT_NN_ZOO_H
@@ -17,7 +22,8 @@
 #include "nn_dataset.h"
 #include "nn_net.h"
 
-#define NN_ZOO_SPECS "logreg, mlp:H1[,H2,...], cnn (each optionally /dropout=P)"
+#define NN_ZOO_SPECS                                                           \
+  "logreg, mlp:H1[,H2,...], cnn, lenet (each optionally /dropout=P)"
 #define NN_MAX_SPEC 64
 
 typedef struct nn_model {

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # cohort-sim end to end on Fashion-MNIST (small: 20 clients, a few rounds).
-# usage: sim_runs.sh COHORT-SIM CHECK, CHECK one of:
+# CSV columns: round,accuracy,loss,upload_bytes,sim_time_s,epsilon (the
+# report's), then committed,selected,completed,dropped; "#" lines first.
+# usage: sim_runs.sh COHORT-SIM CHECK [COHORT-REPORT], CHECK one of:
 #   determinism  the same seed gives byte-identical round lines, CSV, JSON
 #                lines and stored rounds twice, and at --threads 1 and 2;
 #                another seed gives other results
@@ -8,6 +10,8 @@
 #                rate that drops clients before their masked input, within
 #                the threshold, it still commits, with fewer clients
 #   dp           central DP reports epsilon in every output, growing
+#   report       --report writes the HTML report, and cohort-report reads
+#                --csv back (cohort-report's path as a third argument)
 #   bad-flags    refused with exit status 2 and a reason naming the flag
 set -uo pipefail
 sim=$1
@@ -46,12 +50,14 @@ determinism)
   cmp -s "$tmp/a.csv" "$tmp/d.csv" && fail "--seed 6 gave seed 5's results"
   [[ $(grep -c '^round [0-9]*: accuracy .* sim [0-9.]* s$' "$tmp/a.out") == 3 ]] ||
     fail "expected 3 round lines ending in the simulated time"
-  [[ $(wc -l <"$tmp/a.csv") == 4 && $(wc -l <"$tmp/a.jsonl") == 3 ]] ||
-    fail "expected a header and 3 CSV rows, 3 JSON lines"
+  [[ $(grep -c '^[0-9]' "$tmp/a.csv") == 3 && $(wc -l <"$tmp/a.jsonl") == 3 ]] ||
+    fail "expected 3 CSV rows, 3 JSON lines"
+  grep -qx 'round,accuracy,loss,upload_bytes,sim_time_s,epsilon,committed,selected,completed,dropped' \
+    "$tmp/a.csv" || fail "the CSV header is not the documented one"
   [[ $(grep -c COMMITTED "$tmp/a.rounds") == 3 ]] ||
     fail "the store holds $(grep -c COMMITTED "$tmp/a.rounds") committed rounds"
   # The network model dropped some client (drop-upload 0.2 of 7 a round).
-  awk -F, 'NR > 1 { d += $5 } END { exit d > 0 ? 0 : 1 }' "$tmp/a.csv" ||
+  awk -F, '/^[0-9]/ { d += $10 } END { exit d > 0 ? 0 : 1 }' "$tmp/a.csv" ||
     fail "no client dropped out"
   ;;
 secagg)
@@ -67,22 +73,33 @@ secagg)
   "$sim" "${small[@]}" "${sa[@]}" --clients-per-round 6 \
     --network wifi,drop-upload=0.25 --csv "$tmp/sd.csv" >"$tmp/sd.out" ||
     fail "secagg run with dropouts exited $?"
-  awk -F, 'NR > 1 && $2 != 1 { bad = 1 } NR > 1 { d += $5 }
-    NR > 1 && $4 < $3 { fewer = 1 }
-    END { exit !bad && d > 0 && fewer ? 0 : 1 }' "$tmp/sd.csv" ||
+  awk -F, '!/^[0-9]/ { next } $7 != 1 { bad = 1 } { d += $10 }
+    $9 < $8 { fewer = 1 } END { exit !bad && d > 0 && fewer ? 0 : 1 }' \
+    "$tmp/sd.csv" ||
     fail "expected every round committed, some with dropped clients"
   ;;
 dp)
   "$sim" "${small[@]}" --clients 50 --clients-per-round 10 --dp central \
     --dp-noise-multiplier 1 --csv "$tmp/dp.csv" --jsonl "$tmp/dp.jsonl" \
     >"$tmp/dp.out" || fail "dp run exited $?"
-  awk -F, 'NR > 1 { if ($10 == "" || $10 + 0 <= last) bad = 1; last = $10 + 0 }
-    END { exit !bad && NR == 4 ? 0 : 1 }' "$tmp/dp.csv" ||
+  awk -F, '!/^[0-9]/ { next } { n++; if ($6 == "" || $6 + 0 <= last) bad = 1
+    last = $6 + 0 } END { exit !bad && n == 3 ? 0 : 1 }' "$tmp/dp.csv" ||
     fail "epsilon missing or not growing: $(cat "$tmp/dp.csv")"
   [[ $(grep -c '"epsilon":[0-9]' "$tmp/dp.jsonl") == 3 ]] ||
     fail "epsilon missing from the JSON lines"
   [[ $(grep -c ' dp epsilon [0-9.]* .* sim ' "$tmp/dp.out") == 3 ]] ||
     fail "epsilon missing from the round lines"
+  ;;
+report)
+  "$sim" "${small[@]}" --codec q8 --csv "$tmp/q8.csv" \
+    --report "$tmp/run.html" >/dev/null || fail "run with --report exited $?"
+  grep -q '<svg' "$tmp/run.html" || fail "the report has no plot"
+  grep -q 'q8, wifi' "$tmp/run.html" || fail "the report does not name the run"
+  "$sim" "${small[@]}" --csv "$tmp/fp32.csv" >/dev/null || fail "fp32 run"
+  "$3" --out "$tmp/both.html" --target 0.5 "$tmp/fp32.csv" "$tmp/q8.csv" ||
+    fail "cohort-report refused cohort-sim's CSV files"
+  [[ $(grep -c 'q8, wifi\|fp32, wifi' "$tmp/both.html") -ge 2 ]] ||
+    fail "cohort-report's report lacks a run"
   ;;
 bad-flags)
   refuse() { # refuse WANT ARGS...
@@ -102,7 +119,7 @@ bad-flags)
   refuse "--secagg 'maybe'" --secagg maybe
   refuse "--dp 'lots'" --dp lots
   refuse "--strategy 'fedbest'" --strategy fedbest
-  refuse "--report" --report "$tmp/r.html"
+  refuse "--report $tmp/no/r.html: cannot write" --report "$tmp/no/r.html"
   refuse "--nonsense" --nonsense 1
   touch "$tmp/exists.db"
   refuse "--db $tmp/exists.db exists" --db "$tmp/exists.db"

@@ -58,9 +58,9 @@ static const flag_def FLAGS[] = {
      "this client is client I of the N sharing the data (0-based)"},
     {"partition", FLAG_STRING, &g_opts.partition, "iid", 0, 0, "SPEC",
      "how the data is split over the N clients: iid, shards:S (sorted by "
-     "label, S shards each), dirichlet:ALPHA (label skew), quantity:ALPHA "
-     "(size skew); every client of a federation gives the same SPEC and "
-     "--seed"},
+     "label, S shards each), labels:C (C labels each, NIID-Bench's #C=k), "
+     "dirichlet:ALPHA (label skew), quantity:ALPHA (size skew); every "
+     "client of a federation gives the same SPEC and --seed"},
     {"limit", FLAG_INT, &g_opts.limit, "0", 0, 1e9, "N",
      "use only the first N examples of this client's share (0: all)"},
     {"seed", FLAG_INT, &g_opts.seed, "0", 0, 9007199254740991.0, "S",

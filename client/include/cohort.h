@@ -69,8 +69,9 @@ typedef struct cohort_dataset_options {
                             (.csv or .csv.gz; label first, header detected,
                             features as they are) */
   const char *partition; /* "iid" (default), "shards:S" (sorted by label, S
-                            shards per client), "dirichlet:ALPHA" (label
-                            skew), "quantity:ALPHA" (size skew) */
+                            shards per client), "labels:C" (C labels per
+                            client, NIID-Bench's #C=k), "dirichlet:ALPHA"
+                            (label skew), "quantity:ALPHA" (size skew) */
   int client_index;      /* this client's share, in [0, client_count) */
   int client_count;      /* clients sharing the data (default 1: all of it) */
   uint64_t seed;         /* the partition's seed (same on every client) */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "cohort_status.h"
@@ -32,8 +33,8 @@ static const char USAGE[] =
     "it prints the coordinator's round line followed by the simulated time:\n"
     "  round R: accuracy A loss L clients C/K up U bytes/client down D "
     "bytes/client time S s train T s [...] sim T s\n"
-    "Per-round records go to --csv and --jsonl, the coordinator's store to "
-    "--db.";
+    "Per-round records go to --csv and --jsonl, an HTML report of the run "
+    "to\n--report, the coordinator's store to --db.";
 
 /* The run's main-thread seed for crypto_random (selection draws, codec
  * round seeds, DP noise, session tokens): from --seed. */
@@ -44,6 +45,21 @@ static int seed_main_thread(uint64_t seed) {
     words[i] = nn_rng_mix(nn_rng_mix(seed, 0xc00d1000u), (uint64_t)i);
   memcpy(bytes, words, sizeof bytes);
   return crypto_random_simulate(bytes);
+}
+
+/* Whether the folder of path can take a new file (the report is written
+ * beside it and renamed over it), so a long run does not end unable to. */
+static int writable_dir_of(const char *path) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash)
+    return access(".", W_OK) == 0;
+  if (slash == dir)
+    slash[1] = '\0';
+  else
+    *slash = '\0';
+  return access(dir, W_OK) == 0;
 }
 
 int main(int argc, char **argv) {
@@ -72,6 +88,11 @@ int main(int argc, char **argv) {
             o.db);
     return 2;
   }
+  if (o.report && !writable_dir_of(o.report)) {
+    fprintf(stderr, "cohort-sim: --report %s: cannot write in its folder\n",
+            o.report);
+    return 2;
+  }
   nn_threads_set((int)o.threads);
   sim_clock_install();
   sim_world w = {0};
@@ -83,6 +104,18 @@ int main(int argc, char **argv) {
   FILE *mem = NULL;
   sim_output out = {0};
   int status = 1;
+  /* What the CSV and the report call the run. */
+  char label[160], config[512];
+  snprintf(label, sizeof label, "%s, %s%s%s", o.codec, o.network,
+           strcmp(o.secagg, "off") ? ", secagg " : "",
+           strcmp(o.secagg, "off") ? o.secagg : "");
+  snprintf(config, sizeof config,
+           "model=%s partition=%s clients=%ld/%ld rounds=%ld epochs=%ld "
+           "batch=%ld lr=%g strategy=%s codec=%s secagg=%s dp=%s network=%s "
+           "seed=%ld",
+           o.model, o.partition, o.clients, o.clients_per_round, o.rounds,
+           o.epochs, o.batch, o.lr, o.strategy, o.codec, o.secagg, o.dp,
+           o.network, o.seed);
   rc = seed_main_thread((uint64_t)o.seed);
   if (!rc)
     rc = sim_world_load(&w, &o, &net, err, sizeof err);
@@ -106,7 +139,8 @@ int main(int argc, char **argv) {
   if ((rc = store_open(o.db, &db, err, sizeof err)) ||
       (rc = round_engine_new(&cfg, db, &e, err, sizeof err)) ||
       (rc = sim_world_register(&w, e, err, sizeof err)) ||
-      (rc = sim_output_open(&out, o.csv, o.jsonl, err, sizeof err)))
+      (rc = sim_output_open(&out, o.csv, o.jsonl, o.report, label, config, err,
+                            sizeof err)))
     goto out;
   sim_loop_config lc = {.cfg = &cfg,
                         .net = &net,
@@ -117,8 +151,8 @@ int main(int argc, char **argv) {
                         .record = sim_output_record,
                         .record_ctx = &out};
   rc = sim_loop_run(&lc, &w, e, err, sizeof err);
-  if (!rc && sim_output_close(&out))
-    rc = COHORT_EIO, snprintf(err, sizeof err, "cannot write the outputs");
+  if (!rc)
+    rc = sim_output_finish(&out, err, sizeof err);
   if (!rc)
     status = 0;
 out:

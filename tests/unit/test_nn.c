@@ -157,6 +157,28 @@ static void test_grad_conv(void) {
   CU_ASSERT(gradient_check(&net, 3, 1000, 3));
 }
 
+/* Valid (unpadded) convolutions shrink the image by k - 1; the first
+ * layer's weight gradient depends on the second's input gradient (col2im
+ * of the valid patches). */
+static void test_grad_conv_valid(void) {
+  nn_net net;
+  nn_net_begin(&net, (nn_shape){.c = 2, .h = 7, .w = 8});
+  nn_net_conv2d_valid(&net, 3, 3, "conv1");
+  nn_net_relu(&net);
+  nn_net_conv2d_valid(&net, 2, 5, "conv2");
+  nn_net_flatten(&net);
+  nn_net_linear(&net, 3, "fc");
+  CU_ASSERT_FATAL(net.error == 0);
+  CU_ASSERT_EQUAL(net.layers[0].out.h, 5);
+  CU_ASSERT_EQUAL(net.layers[0].out.w, 6);
+  CU_ASSERT_EQUAL(net.layers[2].out.h, 1);
+  CU_ASSERT_EQUAL(net.layers[2].out.w, 2);
+  CU_ASSERT(gradient_check(&net, 3, 1000, 6));
+  /* A kernel larger than the image is refused. */
+  nn_net_begin(&net, (nn_shape){.c = 1, .h = 4, .w = 9});
+  CU_ASSERT_EQUAL(nn_net_conv2d_valid(&net, 2, 5, "c"), COHORT_EINVAL);
+}
+
 /* Odd sizes: the pool drops the last row and column. */
 static void test_grad_maxpool(void) {
   nn_net net;
@@ -199,6 +221,8 @@ static void test_grad_zoo(void) {
   zoo_grad("mlp:24/dropout=0.25", (nn_shape){1, 28, 28}, 4, 60);
   zoo_grad("cnn", (nn_shape){1, 12, 12}, 2, 40);
   zoo_grad("cnn/dropout=0.5", (nn_shape){1, 8, 8}, 2, 40);
+  zoo_grad("lenet", (nn_shape){1, 16, 16}, 3, 60);
+  zoo_grad("lenet/dropout=0.25", (nn_shape){1, 17, 18}, 2, 40);
 }
 
 static void test_zoo_specs(void) {
@@ -211,6 +235,25 @@ static void test_zoo_specs(void) {
   CU_ASSERT_EQUAL(m.n_params, 199210);
   CU_ASSERT(nn_zoo_resolve("mlp:128", img, 10, &m, err, sizeof err) == 0);
   CU_ASSERT_EQUAL(m.n_params, 784 * 128 + 128 + 128 * 10 + 10);
+  /* NIID-Bench's SimpleCNNMNIST: 156 + 2,416 + 30,840 + 10,164 + 850. */
+  CU_ASSERT(nn_zoo_resolve("lenet", img, 10, &m, err, sizeof err) == 0);
+  CU_ASSERT_EQUAL(m.n_params, 44426);
+  static const int lenet_out[][3] = {{24, 24, 6}, {24, 24, 6}, {12, 12, 6},
+                                     {8, 8, 16},  {8, 8, 16},  {4, 4, 16},
+                                     {1, 1, 256}, {1, 1, 120}};
+  for (int i = 0; i < 8; i++) {
+    CU_ASSERT_EQUAL(m.net.layers[i].out.h, lenet_out[i][0]);
+    CU_ASSERT_EQUAL(m.net.layers[i].out.w, lenet_out[i][1]);
+    CU_ASSERT_EQUAL(m.net.layers[i].out.c, lenet_out[i][2]);
+  }
+  CU_ASSERT_EQUAL(m.net.n_tensors, 10);
+  CU_ASSERT_STRING_EQUAL(m.net.tensors[8].name, "fc3.weight");
+  CU_ASSERT_EQUAL(m.net.tensors[4].shape[1], 256); /* fc1: 16 x 4 x 4 in */
+  CU_ASSERT_EQUAL(m.net.tensors[2].shape[3], 6);   /* conv2: OHWI */
+  CU_ASSERT_EQUAL(
+      nn_zoo_resolve("lenet", (nn_shape){1, 15, 28}, 10, &m, err, sizeof err),
+      COHORT_EINVAL);
+  CU_ASSERT(strstr(err, "at least 16x16") != NULL);
   CU_ASSERT(nn_zoo_resolve("logreg", img, 10, &m, err, sizeof err) == 0);
   CU_ASSERT_EQUAL(m.n_params, 7850);
   CU_ASSERT_STRING_EQUAL(m.net.tensors[0].name, "linear.weight");
@@ -277,6 +320,48 @@ static void test_conv_forward_reference(void) {
           worst = d > worst ? d : worst;
         }
   CU_ASSERT(worst < 1e-5);
+}
+
+/* A valid conv2d against the definition: no padding, out = in - k + 1. */
+static void test_conv_valid_forward_reference(void) {
+  enum {
+    N = 2,
+    C = 3,
+    H = 7,
+    W = 6,
+    O = 4,
+    K = 5,
+    OH = H - K + 1,
+    OW = W - K + 1
+  };
+  nn_net net;
+  nn_net_begin(&net, (nn_shape){.c = C, .h = H, .w = W});
+  nn_net_conv2d_valid(&net, O, K, "conv");
+  CU_ASSERT_FATAL(net.error == 0);
+  const nn_layer *l = &net.layers[0];
+  CU_ASSERT_FATAL(l->out.h == OH && l->out.w == OW && l->out.c == O);
+  float w[O * K * K * C + O], in[N * H * W * C], out[N * OH * OW * O];
+  float *col = malloc(nn_conv2d_col_floats(l, N) * sizeof *col);
+  CU_ASSERT_FATAL(col != NULL);
+  test_fill_uniform(w, sizeof w / sizeof *w, 1.0f, 23);
+  test_fill_uniform(in, sizeof in / sizeof *in, 1.0f, 24);
+  nn_conv2d_forward(l, w, in, col, out, N);
+  double worst = 0.0;
+  for (int e = 0; e < N; e++)
+    for (int y = 0; y < OH; y++)
+      for (int x = 0; x < OW; x++)
+        for (int o = 0; o < O; o++) {
+          double s = w[l->b + o];
+          for (int ky = 0; ky < K; ky++)
+            for (int kx = 0; kx < K; kx++)
+              for (int c = 0; c < C; c++)
+                s += (double)w[((o * K + ky) * K + kx) * C + c] *
+                     in[((e * H + y + ky) * W + x + kx) * C + c];
+          double d = fabs(s - out[((e * OH + y) * OW + x) * O + o]);
+          worst = d > worst ? d : worst;
+        }
+  CU_ASSERT(worst < 1e-5);
+  free(col);
 }
 
 static void test_maxpool_values(void) {
@@ -436,6 +521,64 @@ static void test_training_learns_and_is_deterministic(void) {
     free(a);
     free(b);
   }
+  nn_dataset_close(&ds);
+}
+
+/* n 16x16 images of 4 classes: class k is a bright 6x6 square in
+ * quadrant k, on noise. */
+static void make_quadrants(nn_dataset *ds, size_t n, uint64_t seed) {
+  memset(ds, 0, sizeof *ds);
+  ds->n = n;
+  ds->dim = 256;
+  ds->n_classes = 4;
+  ds->channels = 1;
+  ds->height = 16;
+  ds->width = 16;
+  ds->x = malloc(n * 256 * sizeof *ds->x);
+  ds->y = malloc(n);
+  CU_ASSERT_FATAL(ds->x && ds->y);
+  nn_rng r;
+  nn_rng_seed(&r, seed);
+  for (size_t i = 0; i < n; i++) {
+    int c = (int)(i % 4), y0 = c & 2 ? 9 : 1, x0 = c & 1 ? 9 : 1;
+    ds->y[i] = (uint8_t)c;
+    for (int y = 0; y < 16; y++)
+      for (int x = 0; x < 16; x++) {
+        bool on = y >= y0 && y < y0 + 6 && x >= x0 && x < x0 + 6;
+        ds->x[i * 256 + (size_t)y * 16 + (size_t)x] =
+            (float)((on ? 1.0 : 0.0) + 0.3 * nn_rng_normal(&r));
+      }
+  }
+}
+
+/* NIID-Bench's optimiser for lenet (SGD, lr 0.01, momentum 0.9, weight
+ * decay 1e-5) lowers its loss within 160 steps. */
+static void test_lenet_training_lowers_loss(void) {
+  nn_dataset ds;
+  make_quadrants(&ds, 256, 3);
+  nn_model m;
+  char err[200];
+  CU_ASSERT_FATAL(nn_zoo_resolve("lenet", nn_dataset_shape(&ds), 4, &m, err,
+                                 sizeof err) == 0);
+  float *w = malloc(m.n_params * sizeof *w);
+  CU_ASSERT_FATAL(w != NULL);
+  nn_net_init(&m.net, w, 9);
+  double acc0, loss0, acc, loss;
+  CU_ASSERT(nn_evaluate(&m.net, w, &ds, &acc0, &loss0) == 0);
+  nn_train_opts o;
+  nn_train_opts_init(&o);
+  o.epochs = 10;
+  o.batch_size = 16;
+  o.optim.learning_rate = 0.01f;
+  o.optim.momentum = 0.9f;
+  o.optim.weight_decay = 1e-5f;
+  o.seed = 4;
+  CU_ASSERT(nn_train(&m.net, w, &ds, &o, NULL, err, sizeof err) == 0);
+  CU_ASSERT(nn_evaluate(&m.net, w, &ds, &acc, &loss) == 0);
+  printf(" (loss %.3f -> %.3f, accuracy %.2f -> %.2f)", loss0, loss, acc0, acc);
+  CU_ASSERT(loss < 0.5 * loss0);
+  CU_ASSERT(acc > 0.9);
+  free(w);
   nn_dataset_close(&ds);
 }
 
@@ -699,8 +842,11 @@ int cohort_register_suites(void) {
       {"linear gradient", test_grad_linear},
       {"relu stack gradient", test_grad_relu_stack},
       {"conv2d gradient (both weights and input)", test_grad_conv},
+      {"valid conv2d gradient and shapes", test_grad_conv_valid},
       {"maxpool gradient with odd sizes", test_grad_maxpool},
       {"dropout gradient under a fixed mask", test_grad_dropout},
+      {"valid conv2d forward equals the definition",
+       test_conv_valid_forward_reference},
       {"conv2d forward equals the direct definition",
        test_conv_forward_reference},
       {"maxpool picks the maximum and routes its gradient",
@@ -717,6 +863,7 @@ int cohort_register_suites(void) {
        test_training_learns_and_is_deterministic},
       {"seed changes the result, thread count keeps it repeatable",
        test_training_seed_and_threads},
+      {"lenet training lowers the loss", test_lenet_training_lowers_loss},
       {"FedProx keeps the client near its start", test_fedprox},
       {"SGD fused into a large layer's backward equals the plain step",
        test_train_step_fused},

@@ -68,8 +68,8 @@ static int same_partition(const nn_partition *a, const nn_partition *b) {
   return a->n_clients == b->n_clients && a->n == b->n &&
          memcmp(a->offsets, b->offsets,
                 ((size_t)a->n_clients + 1) * sizeof *a->offsets) == 0 &&
-         (a->n == 0 ||
-          memcmp(a->index, b->index, a->n * sizeof *a->index) == 0);
+         memcmp(a->index, b->index,
+                a->offsets[a->n_clients] * sizeof *a->index) == 0;
 }
 
 /* Label histogram of client c. */
@@ -389,6 +389,116 @@ static void expect_bad_spec(const nn_dataset *ds, const char *spec,
             spec ? spec : "(null)", n_clients, rc, err);
 }
 
+/* No example in two clients, indices in range and ascending per client;
+ * returns the examples owned. */
+static size_t owned_disjoint(const nn_partition *p, size_t n) {
+  char *seen = calloc(n ? n : 1, 1);
+  CU_ASSERT_FATAL(seen != NULL);
+  size_t owned = 0;
+  CU_ASSERT_EQUAL(p->offsets[0], 0);
+  for (int c = 0; c < p->n_clients; c++) {
+    CU_ASSERT_FATAL(p->offsets[c + 1] >= p->offsets[c]);
+    for (size_t j = p->offsets[c]; j < p->offsets[c + 1]; j++) {
+      uint32_t i = p->index[j];
+      CU_ASSERT_FATAL(i < n);
+      CU_ASSERT(!seen[i]);
+      seen[i] = 1;
+      if (j > p->offsets[c])
+        CU_ASSERT(p->index[j - 1] < i);
+      owned++;
+    }
+  }
+  free(seen);
+  CU_ASSERT_EQUAL(owned, p->offsets[p->n_clients]);
+  return owned;
+}
+
+/* labels:C as NIID-Bench's #C=k: each client exactly C labels, its first
+ * c % K; each label's examples split near-evenly among its holders; with
+ * at least K clients every example is owned. */
+static void test_labels_give_exactly_c_labels(void) {
+  const int per[] = {1, 2, 3, 10};
+  char err[256];
+  for (int sorted = 0; sorted < 2; sorted++) {
+    nn_dataset ds;
+    make_ds(&ds, 3001, 10, sorted);
+    for (size_t t = 0; t < 4; t++)
+      for (int k = 10; k <= 37; k += 27) {
+        char spec[32];
+        snprintf(spec, sizeof spec, "labels:%d", per[t]);
+        nn_partition p;
+        CU_ASSERT_EQUAL_FATAL(
+            nn_partition_make(&ds, spec, k, 5, &p, err, sizeof err), COHORT_OK);
+        CU_ASSERT_EQUAL(owned_disjoint(&p, ds.n), ds.n);
+        size_t holders[256] = {0}, lo[256], hi[256] = {0}, hist[256];
+        for (int l = 0; l < 256; l++)
+          lo[l] = SIZE_MAX;
+        for (int c = 0; c < k; c++) {
+          client_hist(&p, &ds, c, hist);
+          CU_ASSERT_EQUAL(distinct_labels(hist), per[t]);
+          CU_ASSERT(hist[c % 10] > 0);
+          for (int l = 0; l < 10; l++)
+            if (hist[l]) {
+              holders[l]++;
+              lo[l] = hist[l] < lo[l] ? hist[l] : lo[l];
+              hi[l] = hist[l] > hi[l] ? hist[l] : hi[l];
+            }
+        }
+        for (int l = 0; l < 10; l++)
+          CU_ASSERT(holders[l] > 0 && hi[l] - lo[l] <= 1);
+        nn_partition_free(&p);
+      }
+    nn_dataset_close(&ds);
+  }
+}
+
+/* Fewer clients than labels: labels no client drew stay unowned, and no
+ * example is in two clients. */
+static void test_labels_with_few_clients(void) {
+  nn_dataset ds;
+  make_ds(&ds, 1000, 10, 0);
+  char err[256];
+  nn_partition p, q;
+  CU_ASSERT_EQUAL_FATAL(
+      nn_partition_make(&ds, "labels:2", 3, 1, &p, err, sizeof err), COHORT_OK);
+  size_t owned = owned_disjoint(&p, ds.n);
+  CU_ASSERT(owned >= 300 && owned <= 600); /* 3 to 6 of 10 labels */
+  CU_ASSERT_EQUAL(p.n, ds.n);
+  size_t hist[256];
+  for (int c = 0; c < 3; c++) {
+    client_hist(&p, &ds, c, hist);
+    CU_ASSERT_EQUAL(distinct_labels(hist), 2);
+    CU_ASSERT(hist[c] > 0);
+  }
+  /* The summary's total counts the owned examples only. */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  CU_ASSERT_FATAL(f != NULL);
+  nn_partition_summary(&p, &ds, f);
+  fclose(f);
+  char want[64];
+  snprintf(want, sizeof want, " total %6zu", owned);
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, want));
+  free(buf);
+  /* Deterministic for a seed; another seed, another draw. */
+  CU_ASSERT_EQUAL_FATAL(
+      nn_partition_make(&ds, "labels:2", 3, 1, &q, err, sizeof err), COHORT_OK);
+  CU_ASSERT(same_partition(&p, &q));
+  nn_partition_free(&q);
+  nn_partition_free(&p);
+  CU_ASSERT_EQUAL_FATAL(
+      nn_partition_make(&ds, "labels:3", 40, 1, &p, err, sizeof err),
+      COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(
+      nn_partition_make(&ds, "labels:3", 40, 2, &q, err, sizeof err),
+      COHORT_OK);
+  CU_ASSERT(!same_partition(&p, &q));
+  nn_partition_free(&q);
+  nn_partition_free(&p);
+  nn_dataset_close(&ds);
+}
+
 static void test_bad_specs_are_refused(void) {
   nn_dataset ds;
   make_ds(&ds, 100, 10, 0);
@@ -413,6 +523,13 @@ static void test_bad_specs_are_refused(void) {
   expect_bad_spec(&ds, "unknown:3", 4, "unknown partition spec \"unknown:3\"");
   expect_bad_spec(&ds, "IID", 4, "unknown partition spec");
   expect_bad_spec(&ds, "iid:2", 4, "iid takes no parameter");
+  expect_bad_spec(&ds, "labels", 4, "missing the number of labels per client");
+  expect_bad_spec(&ds, "labels:", 4, "e.g. labels:2");
+  expect_bad_spec(&ds, "labels:0", 4, "labels per client must be >= 1, got 0");
+  expect_bad_spec(&ds, "labels:two", 4, "\"two\" is not a whole number");
+  expect_bad_spec(&ds, "labels:11", 4,
+                  "11 labels per client, but the data set has 10 labels; use "
+                  "labels:1 to labels:10");
   expect_bad_spec(&ds, "iid", 0, "number of clients must be 1 to");
   expect_bad_spec(&ds, "iid", -3, "got -3");
   expect_bad_spec(&ds, "shards:3", 34, "34 clients x 3 shards = 102 shards");
@@ -629,6 +746,8 @@ int cohort_register_suites(void) {
       {"dirichlet skew follows alpha", test_dirichlet_skew_follows_alpha},
       {"every client gets an example", test_every_client_gets_an_example},
       {"quantity skew follows alpha", test_quantity_skew_follows_alpha},
+      {"labels give exactly C labels", test_labels_give_exactly_c_labels},
+      {"labels with few clients", test_labels_with_few_clients},
       {"bad specs are refused", test_bad_specs_are_refused},
       {"subset copies rows in order", test_subset_copies_rows_in_order},
       {"client shares are disjoint and cover",
