@@ -25,9 +25,9 @@ const flag_def *sim_flags(sim_options *o, size_t *n) {
      "evaluate the global model on the first N held-out examples (0: all)"},
     {"partition", FLAG_STRING, &o->partition, "iid", 0, 0, "SPEC",
      "how the examples are split among the clients: iid, shards:S, "
-     "dirichlet:ALPHA or quantity:ALPHA (models/nn_partition.h)"},
+     "dirichlet:ALPHA, quantity:ALPHA or labels:C (models/nn_partition.h)"},
     {"model", FLAG_STRING, &o->model, "logreg", 0, 0, "SPEC",
-     "the zoo model: logreg, mlp[:H,H...] or cnn"},
+     "the zoo model: logreg, mlp[:H,H...], cnn or lenet"},
     {"rounds", FLAG_INT, &o->rounds, "5", 1, NUM(1000000), "R",
      "training rounds to commit"},
     {"clients", FLAG_INT, &o->clients, "100", 1, NUM(1000000), "N",
