@@ -23,7 +23,6 @@
 #include "sim_config.h"
 #include "sim_loop.h"
 #include "sim_output.h"
-#include "sim_train.h"
 #include "store.h"
 
 static const char USAGE[] =

@@ -44,7 +44,12 @@ int sim_loop_run(const sim_loop_config *lc, sim_world *w, round_engine *e,
                  char *err, size_t errlen);
 
 /* The simulated clock, installed with clock_set_source for the run: the
- * engine's deadlines and waits run on it. */
+ * engine's deadlines and waits run on it. Read by whoever holds the
+ * engine's turn (sim_secagg.h); moved by the loop. */
 double sim_clock_now(void);
+/* Moves it forward to t (never back). */
+void sim_clock_set(double t);
+/* Installs it (clock_set_source), at 0. */
+void sim_clock_install(void);
 
 #endif

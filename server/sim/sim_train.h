@@ -84,9 +84,5 @@ int sim_upload(round_engine *e, const round_task *t, int64_t client,
                const uint8_t *bytes, size_t len, uint64_t examples,
                uint32_t train_ms, uint64_t *wire_total);
 
-/* Moves the simulated clock forward to t (never back). */
-void sim_clock_set(double t);
-/* Installs the simulated clock (clock_set_source), at 0. */
-void sim_clock_install(void);
 
 #endif
