@@ -84,5 +84,4 @@ int sim_upload(round_engine *e, const round_task *t, int64_t client,
                const uint8_t *bytes, size_t len, uint64_t examples,
                uint32_t train_ms, uint64_t *wire_total);
 
-
 #endif
