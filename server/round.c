@@ -602,7 +602,27 @@ static int open_round(round_engine *e) {
   return COHORT_OK;
 }
 
+/* Records how the round in progress ended, for round_last_outcome. */
+static void set_outcome(round_engine *e, int committed,
+                        const store_round_result *r) {
+  round_outcome *o = &e->last;
+  memset(o, 0, sizeof *o);
+  o->round = e->round;
+  o->committed = committed;
+  o->evaluation = e->kind == KIND_EVALUATE;
+  if (r)
+    o->result = *r;
+  else
+    o->result = (store_round_result){.round = e->round,
+                                     .clients_selected = (int64_t)e->n_parts,
+                                     .clients_aggregated = (int64_t)e->n_done,
+                                     .accuracy = NAN,
+                                     .loss = NAN};
+  o->epsilon = e->dp.on ? e->dp.epsilon : NAN;
+}
+
 int round_fail(round_engine *e, const char *reason) {
+  set_outcome(e, 0, NULL);
   int rc = store_round_fail(e->db, e->round, reason, clock_wall_s());
   round_secagg_end(e, 0, reason);
   log_warn("round %lld: FAILED: %s", (long long)e->round, reason);
@@ -792,6 +812,7 @@ static int aggregate_and_commit(round_engine *e, combine_fn combine) {
   }
   e->committed++;
   round_dp_committed(e);
+  set_outcome(e, 1, &r);
   e->eval_due = eval_due_now(e);
   print_round_line(e, &r);
   round_secagg_end(e, 1, NULL);
@@ -816,6 +837,7 @@ static int finish_evaluation(round_engine *e) {
     return rc;
   }
   e->eval_due = 0;
+  set_outcome(e, 1, &r);
   print_round_line(e, &r);
   reset_participants(e);
   round_set_state(e, ROUND_IDLE);
@@ -1019,4 +1041,19 @@ int64_t round_committed(round_engine *e) {
   int64_t n = e->committed;
   pthread_mutex_unlock(&e->mu);
   return n;
+}
+
+round_state round_current(round_engine *e, int64_t *round) {
+  pthread_mutex_lock(&e->mu);
+  round_state s = e->state;
+  if (round)
+    *round = e->round;
+  pthread_mutex_unlock(&e->mu);
+  return s;
+}
+
+void round_last_outcome(round_engine *e, round_outcome *out) {
+  pthread_mutex_lock(&e->mu);
+  *out = e->last;
+  pthread_mutex_unlock(&e->mu);
 }

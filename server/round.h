@@ -366,4 +366,20 @@ int round_abort(round_engine *e, const char *reason, int64_t *round);
 int round_all_clients_told(round_engine *e);
 int64_t round_committed(round_engine *e);
 
+/* ---- for a driver in the same process (cohort-sim) ---- */
+/* The state of the round in progress; *round (may be NULL) gets its id,
+ * or the last one's when IDLE (0 before the first). Thread-safe. */
+round_state round_current(round_engine *e, int64_t *round);
+/* How a round ended: its figures as stored and printed. */
+typedef struct round_outcome {
+  int64_t round;             /* 0: no round has ended yet */
+  int committed;             /* 1: committed (or evaluated); 0: FAILED */
+  int evaluation;            /* an evaluation round */
+  store_round_result result; /* clients, the coordinator's accuracy and
+                                loss (NaN without --eval data), bytes */
+  double epsilon;            /* DP epsilon spent after it; NaN without DP */
+} round_outcome;
+/* The last round to end. Thread-safe. */
+void round_last_outcome(round_engine *e, round_outcome *out);
+
 #endif

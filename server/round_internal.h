@@ -136,6 +136,7 @@ struct round_engine {
   size_t select_max;          /* K with over-selection */
   double opened_at, deadline; /* monotonic seconds */
   double training_s;          /* running mean of TRAINING phase lengths */
+  round_outcome last;         /* how the last round to end ended */
   participant *parts;
   size_t n_parts, cap_parts, n_done; /* n_done: uploaded or reported */
   size_t n_declined; /* participants that declined an evaluation task */

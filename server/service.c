@@ -382,6 +382,61 @@ static void handle_report(void *ctx, const rpc_request *req, rpc_reply *rep) {
   protobuf_c_message_free_unpacked(&m->base, NULL);
 }
 
+void service_secagg_reply(const round_secagg_reply *out, rpc_reply *rep) {
+  Cohort__V1__SecAggResponse r = COHORT__V1__SEC_AGG_RESPONSE__INIT;
+  Cohort__V1__RetryLater wait = COHORT__V1__RETRY_LATER__INIT;
+  Cohort__V1__SecAggPlan plan = COHORT__V1__SEC_AGG_PLAN__INIT;
+  Cohort__V1__DpPlan dp = COHORT__V1__DP_PLAN__INIT;
+  r.deadline_ms = out->deadline_ms;
+  switch (out->outcome) {
+  case ROUND_SECAGG_WAIT:
+    wait.after_ms = out->after_ms;
+    wait.reason = "";
+    r.outcome_case = COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_WAIT;
+    r.wait = &wait;
+    break;
+  case ROUND_SECAGG_PLAN:
+    plan.clients = out->plan.clients;
+    plan.index = out->plan.index;
+    plan.threshold = out->plan.threshold;
+    plan.degree = out->plan.degree;
+    plan.ring_bits = out->plan.ring_bits;
+    plan.round_seed.data = (uint8_t *)out->plan.round_seed;
+    plan.round_seed.len = sizeof out->plan.round_seed;
+    plan.max_examples = out->plan.max_examples;
+    if (out->plan.dp) {
+      const ddp_params *d = &out->plan.ddp;
+      dp.bits = d->bits;
+      dp.clip = d->clip;
+      dp.gamma = d->gamma;
+      dp.beta = d->beta;
+      dp.noise_stddev = d->noise_stddev;
+      dp.count_slot = d->count_slot;
+      dp.count_scale = d->count_scale;
+      dp.count_noise_stddev = d->count_noise_stddev;
+      dp.epsilon = out->plan.claim.epsilon;
+      dp.delta = out->plan.claim.delta;
+      dp.rounds = out->plan.claim.rounds;
+      dp.sampling_rate = out->plan.claim.sampling_rate;
+      dp.noise_multiplier = out->plan.claim.noise_multiplier;
+      plan.dp = &dp;
+    }
+    r.outcome_case = COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_PLAN;
+    r.plan = &plan;
+    break;
+  case ROUND_SECAGG_MESSAGE:
+    r.outcome_case = COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_MESSAGE;
+    r.message.data = out->message;
+    r.message.len = out->message_len;
+    break;
+  case ROUND_SECAGG_FINISHED:
+    r.outcome_case = COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_FINISHED;
+    r.finished = 1;
+    break;
+  }
+  reply_with(rep, &r.base);
+}
+
 static void handle_secagg(void *ctx, const rpc_request *req, rpc_reply *rep) {
   round_engine *e = ((service *)ctx)->engine;
   int64_t client;
@@ -406,58 +461,7 @@ static void handle_secagg(void *ctx, const rpc_request *req, rpc_reply *rep) {
     apply_verdict(rep, &v);
     return;
   }
-  Cohort__V1__SecAggResponse r = COHORT__V1__SEC_AGG_RESPONSE__INIT;
-  Cohort__V1__RetryLater wait = COHORT__V1__RETRY_LATER__INIT;
-  Cohort__V1__SecAggPlan plan = COHORT__V1__SEC_AGG_PLAN__INIT;
-  Cohort__V1__DpPlan dp = COHORT__V1__DP_PLAN__INIT;
-  r.deadline_ms = out.deadline_ms;
-  switch (out.outcome) {
-  case ROUND_SECAGG_WAIT:
-    wait.after_ms = out.after_ms;
-    wait.reason = "";
-    r.outcome_case = COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_WAIT;
-    r.wait = &wait;
-    break;
-  case ROUND_SECAGG_PLAN:
-    plan.clients = out.plan.clients;
-    plan.index = out.plan.index;
-    plan.threshold = out.plan.threshold;
-    plan.degree = out.plan.degree;
-    plan.ring_bits = out.plan.ring_bits;
-    plan.round_seed.data = out.plan.round_seed;
-    plan.round_seed.len = sizeof out.plan.round_seed;
-    plan.max_examples = out.plan.max_examples;
-    if (out.plan.dp) {
-      const ddp_params *d = &out.plan.ddp;
-      dp.bits = d->bits;
-      dp.clip = d->clip;
-      dp.gamma = d->gamma;
-      dp.beta = d->beta;
-      dp.noise_stddev = d->noise_stddev;
-      dp.count_slot = d->count_slot;
-      dp.count_scale = d->count_scale;
-      dp.count_noise_stddev = d->count_noise_stddev;
-      dp.epsilon = out.plan.claim.epsilon;
-      dp.delta = out.plan.claim.delta;
-      dp.rounds = out.plan.claim.rounds;
-      dp.sampling_rate = out.plan.claim.sampling_rate;
-      dp.noise_multiplier = out.plan.claim.noise_multiplier;
-      plan.dp = &dp;
-    }
-    r.outcome_case = COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_PLAN;
-    r.plan = &plan;
-    break;
-  case ROUND_SECAGG_MESSAGE:
-    r.outcome_case = COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_MESSAGE;
-    r.message.data = out.message;
-    r.message.len = out.message_len;
-    break;
-  case ROUND_SECAGG_FINISHED:
-    r.outcome_case = COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_FINISHED;
-    r.finished = 1;
-    break;
-  }
-  reply_with(rep, &r.base);
+  service_secagg_reply(&out, rep);
   free(out.message);
   if (rep->code == 0)
     round_count_download(e, client, rep->body_len);

@@ -51,4 +51,8 @@ const rpc_method_limits *service_method_limits(void);
 /* The CheckIn reply for an engine answer (long_poll_answer_fn). */
 void service_checkin_reply(const checkin_result *res, rpc_reply *rep);
 
+/* The SecAgg reply for an engine answer (out is borrowed: its message is
+ * copied into the packed body). */
+void service_secagg_reply(const round_secagg_reply *out, rpc_reply *rep);
+
 #endif

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The example config files are cohort-server's and cohort-client's
+# The example config files are cohort-server's, cohort-client's and cohort-sim's
 # --print-config output, byte for byte, so they cannot drift from the flag
 # table; reading one back gives exactly the defaults; a flag on the command
 # line wins over the file's value, which wins over the default.
-# usage: config_example.sh SOURCE-DIR COHORT-SERVER COHORT-CLIENT
+# usage: config_example.sh SOURCE-DIR COHORT-SERVER COHORT-CLIENT COHORT-SIM
 set -uo pipefail
 src=$1
 fails=0
@@ -47,5 +47,6 @@ check() { # check NAME BINARY KEY FILE-VALUE FLAG-VALUE
 
 check cohort-server "$2" rounds 3 7
 check cohort-client "$3" threads 2 5
+check cohort-sim "$4" rounds 3 7
 [[ $fails -eq 0 ]] && echo "ok: example configs match, read back, and yield to flags"
 exit $((fails > 0))

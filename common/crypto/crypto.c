@@ -14,6 +14,7 @@
 
 #include "cohort_status.h"
 #include "errbuf.h"
+#include "prg.h"
 
 struct crypto_sha256_ctx {
   EVP_MD_CTX *md;
@@ -123,9 +124,39 @@ int crypto_hmac_sha256(const uint8_t *key, size_t key_len, const void *data,
   return COHORT_OK;
 }
 
+/* The calling thread's simulation stream (crypto_random_simulate), or
+ * NULL. */
+static _Thread_local prg *t_simulated;
+
+int crypto_random_simulate(const uint8_t seed[32]) {
+  crypto_random_simulate_end();
+  prg *g = malloc(sizeof *g);
+  if (!g)
+    return COHORT_EIO;
+  if (prg_init(g, seed)) {
+    prg_free(g);
+    free(g);
+    return COHORT_EIO;
+  }
+  t_simulated = g;
+  return COHORT_OK;
+}
+
+void crypto_random_simulate_end(void) {
+  if (!t_simulated)
+    return;
+  prg_free(t_simulated);
+  free(t_simulated);
+  t_simulated = NULL;
+}
+
 int crypto_random(void *buf, size_t len) {
   if (len > (size_t)INT_MAX)
     return COHORT_EINVAL;
+  if (t_simulated) {
+    prg_bytes(t_simulated, buf, len);
+    return COHORT_OK;
+  }
   return RAND_bytes(buf, (int)len) == 1 ? COHORT_OK : COHORT_EIO;
 }
 

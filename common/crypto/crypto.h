@@ -42,8 +42,19 @@ int crypto_sha256_hex(const char *text, char out[CRYPTO_SHA256_HEX_LEN]);
 int crypto_hmac_sha256(const uint8_t *key, size_t key_len, const void *data,
                        size_t len, uint8_t out[CRYPTO_SHA256_LEN]);
 
-/* Fills buf from OpenSSL's CSPRNG (RAND_bytes). */
+/* Fills buf from OpenSSL's CSPRNG (RAND_bytes), or from the calling
+ * thread's simulation stream while one is set. */
 int crypto_random(void *buf, size_t len);
+
+/* Seeded simulation only (cohort-sim): until crypto_random_simulate_end,
+ * crypto_random and prg_init_random on the calling thread, and on no other,
+ * draw from an AES-CTR stream of seed instead of the CSPRNG, so that a
+ * simulated federation (selection draws, codec round seeds, DP noise)
+ * repeats itself for a seed. Never call it in a coordinator or client that
+ * serves real data: every "random" value becomes predictable. Returns
+ * COHORT_OK or COHORT_EIO. */
+int crypto_random_simulate(const uint8_t seed[32]);
+void crypto_random_simulate_end(void);
 
 /* A fresh session token: 32 CSPRNG bytes as 64 hex digits. */
 int crypto_new_token(char out[CRYPTO_TOKEN_HEX_LEN]);

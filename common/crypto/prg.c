@@ -1,7 +1,6 @@
 #include "prg.h"
 
 #include <openssl/evp.h>
-#include <openssl/rand.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,7 +50,8 @@ int prg_derive(const uint8_t seed[PRG_SEED_LEN], const char *label,
 int prg_init_random(prg *g) {
   uint8_t seed[PRG_SEED_LEN];
   memset(g, 0, sizeof *g);
-  if (RAND_bytes(seed, sizeof seed) != 1)
+  /* Through crypto_random, so a seeded simulation's streams repeat too. */
+  if (crypto_random(seed, sizeof seed))
     return COHORT_EIO;
   int rc = prg_init(g, seed);
   OPENSSL_cleanse(seed, sizeof seed);

@@ -30,7 +30,7 @@ int prg_init(prg *g, const uint8_t seed[PRG_SEED_LEN]);
 int prg_derive(const uint8_t seed[PRG_SEED_LEN], const char *label,
                uint8_t out[PRG_SEED_LEN]);
 
-/* Starts a stream from a fresh CSPRNG seed (RAND_bytes). */
+/* Starts a stream from a fresh CSPRNG seed (crypto_random). */
 int prg_init_random(prg *g);
 
 /* Starts a stream from a 64-bit simulation seed (expanded with SHA-256). */

@@ -80,6 +80,15 @@ int sim_report_render(const char *title, const sim_series *series,
  * (errno set by stdio). */
 int sim_report_csv_header(FILE *f, const char *label, const char *config);
 int sim_report_csv_row(FILE *f, const sim_round_record *r);
+/* The same with more columns after the six (cohort-sim's client counts):
+ * more is ",name,..." for the header and ",value,..." for each row (NULL:
+ * none). The reader skips up to SIM_REPORT_CSV_MAX_MORE such columns when
+ * the header names them, and still refuses a row with another count. */
+#define SIM_REPORT_CSV_MAX_MORE 16
+int sim_report_csv_header_more(FILE *f, const char *label, const char *config,
+                               const char *more);
+int sim_report_csv_row_more(FILE *f, const sim_round_record *r,
+                            const char *more);
 
 /* Reads a CSV file of the format above into *out: rounds, and label and
  * config from the "#" lines (label defaults to the file's name without its

@@ -26,13 +26,19 @@ static int put_line_text(FILE *f, const char *s) {
 }
 
 int sim_report_csv_header(FILE *f, const char *label, const char *config) {
+  return sim_report_csv_header_more(f, label, config, NULL);
+}
+
+int sim_report_csv_header_more(FILE *f, const char *label, const char *config,
+                               const char *more) {
   if (label && (fputs("# label: ", f) == EOF || put_line_text(f, label) ||
                 putc('\n', f) == EOF))
     return -1;
   if (config && (fputs("# config: ", f) == EOF || put_line_text(f, config) ||
                  putc('\n', f) == EOF))
     return -1;
-  return fputs(SIM_REPORT_CSV_HEADER "\n", f) == EOF ? -1 : 0;
+  return fprintf(f, "%s%s\n", SIM_REPORT_CSV_HEADER, more ? more : "") < 0 ? -1
+                                                                           : 0;
 }
 
 /* A figure as the reader takes it back: empty for NaN, "inf" or "-inf",
@@ -47,13 +53,19 @@ static void put_figure(char *out, size_t len, double v) {
 }
 
 int sim_report_csv_row(FILE *f, const sim_round_record *r) {
+  return sim_report_csv_row_more(f, r, NULL);
+}
+
+int sim_report_csv_row_more(FILE *f, const sim_round_record *r,
+                            const char *more) {
   char acc[32], loss[32], time[32], eps[32];
   put_figure(acc, sizeof acc, r->accuracy);
   put_figure(loss, sizeof loss, r->loss);
   put_figure(time, sizeof time, r->sim_time_s);
   put_figure(eps, sizeof eps, r->epsilon);
-  return fprintf(f, "%lld,%s,%s,%llu,%s,%s\n", (long long)r->round, acc, loss,
-                 (unsigned long long)r->upload_bytes, time, eps) < 0
+  return fprintf(f, "%lld,%s,%s,%llu,%s,%s%s\n", (long long)r->round, acc, loss,
+                 (unsigned long long)r->upload_bytes, time, eps,
+                 more ? more : "") < 0
              ? -1
              : 0;
 }
@@ -164,23 +176,27 @@ static int parse_count(reader *rd, const char *name, const char *s,
   return COHORT_OK;
 }
 
-static int parse_row(reader *rd, char *line, const sim_round_record *prev,
-                     sim_round_record *r) {
+/* A row of N_FIELDS figures and the `more` columns its header named after
+ * them (skipped). */
+static int parse_row(reader *rd, char *line, int more,
+                     const sim_round_record *prev, sim_round_record *r) {
   char *field[N_FIELDS];
   int n = 0;
   for (char *p = line;; p++) {
-    if (n == N_FIELDS)
+    if (n == N_FIELDS + more)
       return fail(rd, COHORT_EFORMAT, "more than %d fields (expected %s)",
-                  N_FIELDS, SIM_REPORT_CSV_HEADER);
-    field[n++] = p;
+                  N_FIELDS + more, SIM_REPORT_CSV_HEADER);
+    if (n < N_FIELDS)
+      field[n] = p;
+    n++;
     p = strchr(p, ',');
     if (!p)
       break;
     *p = '\0';
   }
-  if (n != N_FIELDS)
-    return fail(rd, COHORT_EFORMAT, "%d fields, expected %d (%s)", n, N_FIELDS,
-                SIM_REPORT_CSV_HEADER);
+  if (n != N_FIELDS + more)
+    return fail(rd, COHORT_EFORMAT, "%d fields, expected %d (%s)", n,
+                N_FIELDS + more, SIM_REPORT_CSV_HEADER);
   unsigned long long round, bytes;
   int rc = parse_count(rd, "round", field[0], INT64_MAX, &round);
   if (!rc)
@@ -216,6 +232,24 @@ static int parse_row(reader *rd, char *line, const sim_round_record *prev,
                 "is cumulative)",
                 r->sim_time_s, prev->sim_time_s);
   return COHORT_OK;
+}
+
+/* How many columns a header names after SIM_REPORT_CSV_HEADER (cohort-sim
+ * adds its client counts): 0 to SIM_REPORT_CSV_MAX_MORE, or -1 when it is
+ * not a header of this format. */
+static int header_more(const char *text) {
+  size_t len = strlen(SIM_REPORT_CSV_HEADER);
+  if (strncmp(text, SIM_REPORT_CSV_HEADER, len) != 0)
+    return -1;
+  int more = 0;
+  for (const char *p = text + len; *p; p++) {
+    if (*p != ',' || !p[1] || p[1] == ',')
+      return -1; /* each added column has a name */
+    if (++more > SIM_REPORT_CSV_MAX_MORE)
+      return -1;
+    p += strcspn(p + 1, ",");
+  }
+  return more;
 }
 
 /* "# key: text" before the header: the text, or NULL. */
@@ -272,6 +306,7 @@ int sim_report_read_csv(const char *path, sim_series *out, char *err,
   sim_round_record *rows = NULL;
   size_t n = 0, cap = 0;
   bool header = false;
+  int more = 0; /* columns after the six, named by the header */
   int rc = line ? COHORT_OK : fail(&rd, COHORT_ENOMEM, "out of memory");
   while (!rc) {
     rd.line++;
@@ -293,7 +328,8 @@ int sim_report_read_csv(const char *path, sim_series *out, char *err,
       continue; /* comments and blank lines */
     } else if (!header) {
       char show[SHOW + 4];
-      if (strcmp(text, SIM_REPORT_CSV_HEADER) != 0)
+      more = header_more(text);
+      if (more < 0)
         rc = fail(&rd, COHORT_EFORMAT, "expected the header \"%s\", got \"%s\"",
                   SIM_REPORT_CSV_HEADER, shown(text, show));
       header = true;
@@ -315,7 +351,7 @@ int sim_report_read_csv(const char *path, sim_series *out, char *err,
         rows = p;
         cap = grow;
       }
-      rc = parse_row(&rd, text, n ? &rows[n - 1] : NULL, &rows[n]);
+      rc = parse_row(&rd, text, more, n ? &rows[n - 1] : NULL, &rows[n]);
       n += rc == COHORT_OK;
     }
   }

@@ -334,6 +334,51 @@ static void test_csv_round_trip(void) {
   free(a);
 }
 
+/* cohort-sim's CSV: its client counts after the six columns, named in the
+ * header, written by the _more functions and skipped by the reader; a row
+ * with another count, or a header adding an unnamed or a 17th column, is
+ * still refused. */
+static void test_csv_more_columns(void) {
+  char path[512], err[256];
+  snprintf(path, sizeof path, "%s/more.csv", g_dir);
+  sim_round_record *a = make_run(3, 0.3, 1);
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_FATAL(f != NULL);
+  CU_ASSERT_EQUAL(
+      sim_report_csv_header_more(f, "sim", NULL, ",selected,dropped"), 0);
+  for (size_t i = 0; i < 3; i++)
+    CU_ASSERT_EQUAL(sim_report_csv_row_more(f, &a[i], ",7,2"), 0);
+  fclose(f);
+  sim_series s;
+  CU_ASSERT_EQUAL_FATAL(sim_report_read_csv(path, &s, err, sizeof err),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL(s.n, 3);
+  CU_ASSERT_EQUAL(s.rounds[2].upload_bytes, a[2].upload_bytes);
+  sim_series_free(&s);
+  free(a);
+  char many[512] = SIM_REPORT_CSV_HEADER;
+  for (int i = 0; i <= SIM_REPORT_CSV_MAX_MORE; i++)
+    strcat(many, ",x");
+  strcat(many, "\n");
+  const struct {
+    const char *text, *want;
+  } bad[] = {
+      {SIM_REPORT_CSV_HEADER ",n\n1,0.5,,10,1,\n", ":2: 6 fields, expected 7"},
+      {SIM_REPORT_CSV_HEADER ",n\n1,0.5,,10,1,,3,4\n",
+       ":2: more than 7 fields"},
+      {SIM_REPORT_CSV_HEADER ",\n1,0.5,,10,1,,3\n", ":1: expected the header"},
+      {SIM_REPORT_CSV_HEADER ",a,,b\n", ":1: expected the header"},
+      {SIM_REPORT_CSV_HEADER "x\n", ":1: expected the header"},
+      {many, ":1: expected the header"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    write_file(path, bad[i].text);
+    CU_ASSERT_EQUAL(sim_report_read_csv(path, &s, err, sizeof err),
+                    COHORT_EFORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, bad[i].want));
+  }
+}
+
 /* Each malformed file, the message it must give (file:line: reason). */
 static void test_csv_malformed_refused(void) {
   static const struct {
@@ -413,6 +458,7 @@ int cohort_register_suites(void) {
       {"many rounds are thinned", test_many_rounds_are_thinned},
       {"write is atomic and replaces", test_write_is_atomic_and_replaces},
       {"csv round trip", test_csv_round_trip},
+      {"csv more columns", test_csv_more_columns},
       {"csv malformed refused", test_csv_malformed_refused},
   };
   return test_add_suite("sim_report", suite_init, suite_clean, tests,

@@ -1,0 +1,172 @@
+/* cohort-sim: a federation of many virtual clients and the coordinator's
+ * round logic in one process, with no network: the same round engine,
+ * strategies, codecs, secure aggregation, DP and SQLite store as
+ * cohort-server and cohort-client, on a simulated clock, with a network
+ * and device model (docs/simulation.md). */
+#define _GNU_SOURCE /* open_memstream */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "cohort_status.h"
+#include "crypto.h"
+#include "flags.h"
+#include "log.h"
+#include "nn_pool.h"
+#include "nn_rng.h"
+#include "nn_zoo.h"
+#include "round.h"
+#include "sim_clients.h"
+#include "sim_config.h"
+#include "sim_loop.h"
+#include "sim_output.h"
+#include "store.h"
+
+static const char USAGE[] =
+    "usage: cohort-sim [--config FILE] [options]\n\n"
+    "Simulates a federation of --clients virtual clients with the\n"
+    "coordinator's own round engine, on a simulated clock. After each round\n"
+    "it prints the coordinator's round line followed by the simulated time:\n"
+    "  round R: accuracy A loss L clients C/K up U bytes/client down D "
+    "bytes/client time S s train T s [...] sim T s\n"
+    "Per-round records go to --csv and --jsonl, an HTML report of the run "
+    "to\n--report, the coordinator's store to --db.";
+
+/* The run's main-thread seed for crypto_random (selection draws, codec
+ * round seeds, DP noise, session tokens): from --seed. */
+static int seed_main_thread(uint64_t seed) {
+  uint64_t words[4];
+  uint8_t bytes[32];
+  for (int i = 0; i < 4; i++)
+    words[i] = nn_rng_mix(nn_rng_mix(seed, 0xc00d1000u), (uint64_t)i);
+  memcpy(bytes, words, sizeof bytes);
+  return crypto_random_simulate(bytes);
+}
+
+/* Whether the folder of path can take a new file (the report is written
+ * beside it and renamed over it), so a long run does not end unable to. */
+static int writable_dir_of(const char *path) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash)
+    return access(".", W_OK) == 0;
+  if (slash == dir)
+    slash[1] = '\0';
+  else
+    *slash = '\0';
+  return access(dir, W_OK) == 0;
+}
+
+int main(int argc, char **argv) {
+  sim_options o;
+  size_t n_flags;
+  const flag_def *flags = sim_flags(&o, &n_flags);
+  int rc = flags_main("cohort-sim", USAGE, flags, n_flags, argc, argv);
+  if (rc >= 0)
+    return rc;
+  char err[512] = "";
+  if (log_configure(o.log_level, o.log_format, o.log_file, err, sizeof err)) {
+    fprintf(stderr, "cohort-sim: %s\n", err);
+    return 2;
+  }
+  round_config cfg;
+  sim_net_spec net;
+  if (sim_config_apply(&o, &cfg, &net, err, sizeof err)) {
+    fprintf(stderr, "cohort-sim: %s\n", err);
+    return 2;
+  }
+  struct stat st;
+  if (strcmp(o.db, ":memory:") != 0 && stat(o.db, &st) == 0) {
+    fprintf(stderr,
+            "cohort-sim: --db %s exists; a simulation writes a new store "
+            "(remove it or name another)\n",
+            o.db);
+    return 2;
+  }
+  if (o.report && !writable_dir_of(o.report)) {
+    fprintf(stderr, "cohort-sim: --report %s: cannot write in its folder\n",
+            o.report);
+    return 2;
+  }
+  nn_threads_set((int)o.threads);
+  sim_clock_install();
+  sim_world w = {0};
+  store *db = NULL;
+  round_engine *e = NULL;
+  nn_model model = {0};
+  char *lines = NULL;
+  size_t lines_len = 0;
+  FILE *mem = NULL;
+  sim_output out = {0};
+  int status = 1;
+  /* What the CSV and the report call the run. */
+  char label[160], config[512];
+  snprintf(label, sizeof label, "%s, %s%s%s", o.codec, o.network,
+           strcmp(o.secagg, "off") ? ", secagg " : "",
+           strcmp(o.secagg, "off") ? o.secagg : "");
+  snprintf(config, sizeof config,
+           "model=%s partition=%s clients=%ld/%ld rounds=%ld epochs=%ld "
+           "batch=%ld lr=%g strategy=%s codec=%s secagg=%s dp=%s network=%s "
+           "seed=%ld",
+           o.model, o.partition, o.clients, o.clients_per_round, o.rounds,
+           o.epochs, o.batch, o.lr, o.strategy, o.codec, o.secagg, o.dp,
+           o.network, o.seed);
+  rc = seed_main_thread((uint64_t)o.seed);
+  if (!rc)
+    rc = sim_world_load(&w, &o, &net, err, sizeof err);
+  if (rc)
+    goto out;
+  cfg.input = nn_dataset_shape(&w.train);
+  cfg.classes = w.train.n_classes > 10 ? w.train.n_classes : 10;
+  cfg.eval = w.test.n ? &w.test : NULL;
+  mem = open_memstream(&lines, &lines_len);
+  cfg.round_lines = mem;
+  if (!mem) {
+    rc = COHORT_ENOMEM;
+    goto out;
+  }
+  char why[300];
+  if ((rc = nn_zoo_resolve(o.model, cfg.input, cfg.classes, &model, why,
+                           sizeof why))) {
+    snprintf(err, sizeof err, "--model %s: %s", o.model, why);
+    goto out;
+  }
+  if ((rc = store_open(o.db, &db, err, sizeof err)) ||
+      (rc = round_engine_new(&cfg, db, &e, err, sizeof err)) ||
+      (rc = sim_world_register(&w, e, err, sizeof err)) ||
+      (rc = sim_output_open(&out, o.csv, o.jsonl, o.report, label, config, err,
+                            sizeof err)))
+    goto out;
+  sim_loop_config lc = {.cfg = &cfg,
+                        .net = &net,
+                        .model = model,
+                        .lines = mem,
+                        .lines_buf = &lines,
+                        .lines_len = &lines_len,
+                        .record = sim_output_record,
+                        .record_ctx = &out};
+  rc = sim_loop_run(&lc, &w, e, err, sizeof err);
+  if (!rc)
+    rc = sim_output_finish(&out, err, sizeof err);
+  if (!rc)
+    status = 0;
+out:
+  if (rc && !err[0])
+    snprintf(err, sizeof err, "%s", cohort_strerror(rc));
+  if (rc)
+    fprintf(stderr, "cohort-sim: %s\n", err);
+  sim_output_close(&out);
+  round_engine_free(e);
+  store_close(db);
+  if (mem)
+    fclose(mem);
+  free(lines);
+  sim_world_free(&w);
+  crypto_random_simulate_end();
+  clock_set_source(NULL);
+  return status;
+}
