@@ -15,17 +15,12 @@
 
 #include "clock.h"
 #include "crypto.h"
-#include "dataset.h"
 #include "identity.h"
 #include "log.h"
-#include "nn_isa.h"
-#include "nn_pool.h"
-#include "nn_rng.h"
-#include "nn_train.h"
-#include "nn_zoo.h"
 #include "pb.h"
 #include "rpc_client.h"
 #include "secagg_flow.h"
+#include "trainer_builtin.h"
 #include "update_codec.h"
 #include "wire.h"
 
@@ -131,10 +126,6 @@ static int policy_of(const cohort_client_options *o, secagg_policy *p) {
   return COHORT_OK;
 }
 
-int cohort_isa_check(char *err, size_t cap) {
-  return nn_isa_check(err, cap) ? COHORT_EINVAL : COHORT_OK;
-}
-
 void cohort_set_log_level(int level) {
   if (level < LOG_DEBUG)
     level = LOG_DEBUG;
@@ -163,7 +154,7 @@ int cohort_client_new(const cohort_client_options *o, cohort_client_t **out) {
   if (!c)
     return COHORT_ENOMEM;
   c->opt = *o;
-  nn_threads_set(o->threads);
+  builtin_threads_set(o->threads);
   for (size_t i = 0; i < o->n_attributes; i++) {
     c->attributes[i].name = dup_or_null(o->attributes[i].name);
     c->attributes[i].value = o->attributes[i].value;
@@ -494,45 +485,15 @@ static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
   return COHORT_OK;
 }
 
-/* The built-in trainer: the zoo model named by the task, on the dataset. */
-static int builtin_train(cohort_client_t *c, const cohort_train_request *req,
-                         const nn_model *m, float *params,
-                         cohort_train_result *res) {
-  const cohort_dataset_t *d = c->opt.dataset;
-  nn_train_opts o;
-  nn_train_opts_init(&o);
-  o.epochs = (int)req->epochs;
-  o.batch_size = (int)req->batch_size;
-  o.optim.learning_rate = req->learning_rate;
-  o.fedprox_mu = req->fedprox_mu;
-  /* Clients sharing a seed still shuffle differently, and each round
-   * differently, yet a rerun of the same federation repeats itself. */
-  o.seed = nn_rng_mix(nn_rng_mix(c->opt.seed, (uint64_t)d->client_index),
-                      req->round);
-  o.stop = &c->stop;
-  char err[200];
-  /* params start as the global model, which the client keeps: no third
-   * copy of the weights while training. */
-  int rc = nn_train_in_place(&m->net, params, c->model, &d->ds, &o,
-                             &res->train_loss, err, sizeof err);
-  if (rc == COHORT_ECANCELED)
-    set_error(c, "round %llu: stopped while training",
-              (unsigned long long)req->round);
-  else if (rc)
-    set_error(c, "built-in training failed: %s", err);
-  res->num_examples = d->ds.n;
-  return rc;
-}
-
 /* Reports the global model's accuracy and loss on the local held-out data
  * (the training data when none is held out): the answer of an evaluation
  * task, and the federated-evaluation half of a training cycle. */
 static int report_evaluation(cohort_client_t *c, const Cohort__V1__Task *t,
-                             const nn_model *m, const float *global,
+                             const builtin_model *m, const float *global,
                              cohort_cycle_info *info) {
   double acc = 0, loss = 0;
-  const nn_dataset *ds = dataset_eval_set(c->opt.dataset);
-  if (nn_evaluate(&m->net, global, ds, &acc, &loss)) {
+  uint64_t examples = 0;
+  if (builtin_evaluate(m, c->opt.dataset, global, &acc, &loss, &examples)) {
     set_error(c, "cannot evaluate the model on the local data");
     return COHORT_EINVAL;
   }
@@ -545,7 +506,7 @@ static int report_evaluation(cohort_client_t *c, const Cohort__V1__Task *t,
   Cohort__V1__Metric *metrics[] = {&ma, &ml};
   Cohort__V1__ReportRequest req = COHORT__V1__REPORT_REQUEST__INIT;
   req.round = t->round;
-  req.num_examples = ds->n;
+  req.num_examples = examples;
   req.metrics = metrics;
   req.n_metrics = 2;
   ProtobufCMessage *resp = NULL;
@@ -671,7 +632,7 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
   float *params =
       posix_memalign(&block, 64, c->model_len) == 0 ? (float *)block : NULL;
   uint8_t *wire = NULL;
-  nn_model m = {0};
+  builtin_model *m = NULL;
   if (!params) {
     rc = COHORT_ENOMEM;
     goto out;
@@ -690,39 +651,13 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
   cohort_train_result res = {.train_loss = NAN};
   if (c->opt.dataset) {
     char err[160];
-    const nn_dataset *ds = &c->opt.dataset->ds;
-    /* The task says what the model takes; a coordinator from before that
-     * field implies this data's shape and at least 10 classes. */
-    nn_shape input = nn_dataset_shape(ds);
-    if (t->input_channels && t->input_height && t->input_width)
-      input = (nn_shape){.c = (int)t->input_channels,
-                         .h = (int)t->input_height,
-                         .w = (int)t->input_width};
-    int classes = ds->n_classes > 10 ? ds->n_classes : 10;
-    if (t->classes)
-      classes = t->classes > 256 ? 257 : (int)t->classes;
-    if (nn_shape_size(input) != ds->dim) {
-      snprintf(err, sizeof err,
-               "the model takes %dx%dx%d examples; this client's data has "
-               "%zu features per example",
-               input.h, input.w, input.c, ds->dim);
-      rc = COHORT_EINVAL;
-    } else {
-      rc = nn_zoo_resolve(t->model_spec, input, classes, &m, err, sizeof err);
-    }
-    if (!rc && m.n_params != n) {
-      snprintf(err, sizeof err,
-               "model %s on this data has %zu parameters; the coordinator's "
-               "has %zu",
-               t->model_spec, m.n_params, n);
-      rc = COHORT_EINVAL;
-    }
+    rc = builtin_model_for_task(c->opt.dataset, t, n, &m, err, sizeof err);
     if (rc) {
       set_error(c, "task: %s", err);
       goto out;
     }
     int evaluate = t->kind == COHORT__V1__TASK_KIND__TASK_EVALUATE;
-    rc = report_evaluation(c, t, &m, global, info);
+    rc = report_evaluation(c, t, m, global, info);
     if (evaluate) {
       info->outcome = COHORT_CYCLE_EVALUATED;
       goto out; /* an evaluation task ends with the report */
@@ -764,7 +699,8 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
       goto out;
     }
   } else {
-    rc = builtin_train(c, &req, &m, params, &res);
+    rc = builtin_train(m, c->opt.dataset, &req, c->opt.seed, &c->stop, params,
+                       global, &res, c->last_error, sizeof c->last_error);
     if (rc)
       goto out;
   }
@@ -804,6 +740,7 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
   info->train_loss = res.train_loss;
 out:
   secagg_flow_end(&flow);
+  builtin_model_free(m);
   free(params);
   free(wire);
   return rc;
@@ -821,7 +758,7 @@ int cohort_client_run_once(cohort_client_t *c, cohort_cycle_info *info) {
     return rc;
 
   Cohort__V1__CheckInRequest req = COHORT__V1__CHECK_IN_REQUEST__INIT;
-  req.num_examples = c->opt.dataset ? c->opt.dataset->ds.n : 0;
+  req.num_examples = builtin_dataset_examples(c->opt.dataset);
   Cohort__V1__Metric attrs[COHORT_MAX_ATTRIBUTES];
   Cohort__V1__Metric *attr_ptrs[COHORT_MAX_ATTRIBUTES];
   for (size_t i = 0; i < c->opt.n_attributes; i++) {
