@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "dataset.h"
+#include "log.h"
 #include "nn_isa.h"
 #include "nn_pool.h"
 #include "nn_rng.h"
@@ -96,6 +97,14 @@ int builtin_train(const builtin_model *m, const cohort_dataset_t *d,
     snprintf(err, errlen, "built-in training failed: %s", why);
   res->num_examples = d->ds.n;
   return rc;
+}
+
+int builtin_client_check(const cohort_dataset_t *d, int has_train_cb) {
+  if (d || has_train_cb)
+    return COHORT_OK;
+  log_error("cohort_client_new: neither a training callback nor a dataset "
+            "for the built-in trainer");
+  return COHORT_EINVAL;
 }
 
 uint64_t builtin_dataset_examples(const cohort_dataset_t *d) {

@@ -42,6 +42,11 @@ int builtin_train(const builtin_model *m, const cohort_dataset_t *d,
                   const float *global, cohort_train_result *res, char *err,
                   size_t errlen);
 
+/* Whether a client with dataset d (may be NULL) and, when has_train_cb, a
+ * training callback can train: COHORT_OK, or COHORT_EINVAL with the reason
+ * logged (neither; or, without the engine, no callback or a dataset). */
+int builtin_client_check(const cohort_dataset_t *d, int has_train_cb);
+
 /* Examples in d's training part (0 for NULL), reported at check-in. */
 uint64_t builtin_dataset_examples(const cohort_dataset_t *d);
 
