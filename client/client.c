@@ -29,6 +29,12 @@
 /* A coordinator may not make us allocate more than this for one model. */
 #define MAX_MODEL_BYTES (1024u * 1024u * 1024u)
 
+/* The most the client moves in one call, either way: each call holds the
+ * chunk about four times over (packed, in gRPC's slices, unpacked), so
+ * chunks of a quarter of the coordinator's limit keep an app's peak memory
+ * near the model's own copies (docs/benchmarks.md, issue 22). */
+#define CLIENT_CHUNK_BYTES (PB_MAX_CHUNK_BYTES / 4)
+
 /* How long a check-in asks the coordinator to hold it when there is no task
  * (cohort_client_options.long_poll_ms 0). */
 #define DEFAULT_LONG_POLL_MS 30000
@@ -143,13 +149,14 @@ int cohort_set_log_format(int format) {
 
 int cohort_client_new(const cohort_client_options *o, cohort_client_t **out) {
   if (!o || !out || !o->server || !*o->server || !o->enrollment_token ||
-      !*o->enrollment_token || (!o->train && !o->dataset) ||
-      o->n_attributes > COHORT_MAX_ATTRIBUTES ||
+      !*o->enrollment_token || o->n_attributes > COHORT_MAX_ATTRIBUTES ||
       (o->n_attributes && !o->attributes))
     return COHORT_EINVAL;
   for (size_t i = 0; i < o->n_attributes; i++)
     if (!o->attributes[i].name)
       return COHORT_EINVAL;
+  if (builtin_client_check(o->dataset, o->train != NULL))
+    return COHORT_EINVAL;
   cohort_client_t *c = calloc(1, sizeof *c);
   if (!c)
     return COHORT_ENOMEM;
@@ -424,6 +431,10 @@ static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
       c->model_len == t->model_size &&
       memcmp(c->model_sha, t->model_sha256.data, CRYPTO_SHA256_LEN) == 0)
     return COHORT_OK;
+  /* Another model: the one kept is of no more use, and would double the
+   * peak while the new one arrives. */
+  free(c->model);
+  c->model = NULL;
   uint8_t *blob = malloc(t->model_size);
   if (!blob)
     return COHORT_ENOMEM;
@@ -433,7 +444,7 @@ static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
     Cohort__V1__GetModelRequest req = COHORT__V1__GET_MODEL_REQUEST__INIT;
     req.model_version = t->model_version;
     req.offset = offset;
-    req.max_bytes = PB_MAX_CHUNK_BYTES;
+    req.max_bytes = CLIENT_CHUNK_BYTES;
     Cohort__V1__GetModelResponse *resp = NULL;
     size_t sent = 0;
     rc = call(c, PB_METHOD_GETMODEL, "download", &req.base,
@@ -528,9 +539,9 @@ static int upload_update(cohort_client_t *c, const Cohort__V1__Task *t,
   int rc = crypto_sha256(bytes, len, digest);
   if (rc)
     return rc;
-  size_t chunk = t->max_chunk_bytes && t->max_chunk_bytes < PB_MAX_CHUNK_BYTES
+  size_t chunk = t->max_chunk_bytes && t->max_chunk_bytes < CLIENT_CHUNK_BYTES
                      ? t->max_chunk_bytes
-                     : PB_MAX_CHUNK_BYTES;
+                     : CLIENT_CHUNK_BYTES;
   uint64_t offset = 0;
   /* The coordinator answers with the offset it wants next, so a resumed or
    * repeated upload converges; bound the exchanges so a confused peer
@@ -733,6 +744,8 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     set_error(c, "%s", err);
     goto out;
   }
+  free(params); /* encoded: not held through the upload too */
+  params = NULL;
   rc = upload_update(c, t, wire, wire_len, res.num_examples, io_ctx.train_ms,
                      info);
   if (!rc)
