@@ -11,8 +11,8 @@
 
 #include "cohort.h"
 
-#define MLP_200_200 199210 /* parameters of mlp:200,200 on 28x28, 10 classes   \
-                            */
+/* Parameters of mlp:200,200 on 28x28 inputs and 10 classes. */
+#define MLP_200_200 199210
 
 /* The app's trainer: every weight pulled towards a target of its own. */
 static int train(void *user, const cohort_train_request *req, float *w,
