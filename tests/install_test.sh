@@ -112,9 +112,9 @@ fi
 # exiting 0 when told the federation is over.
 (umask 077 && echo install-test-token >"$tmp/token")
 for exe in "$tmp/app/build/embed-cmake" "$tmp/embed-minimal-static"; do
-  rm -f "$tmp/port" "$tmp/fed.db"
+  rm -f "$tmp/port"
   "$server_bin" --listen 127.0.0.1:0 --port-file "$tmp/port" \
-    --db "$tmp/fed.db" --rounds 1 --clients-per-round 1 --min-clients 1 \
+    --db "$tmp/$(basename "$exe").db" --rounds 1 --clients-per-round 1 --min-clients 1 \
     --enroll-token-file "$tmp/token" --log-level warn >"$tmp/server.log" 2>&1 &
   server_pid=$!
   wait_port "$tmp/port" || { cat "$tmp/server.log"; fail "cohort-server did not start"; }
