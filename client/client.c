@@ -17,21 +17,22 @@
 #include "clock.h"
 #include "cohort_testing.h"
 #include "crypto.h"
-#include "dataset.h"
 #include "identity.h"
 #include "log.h"
-#include "nn_isa.h"
-#include "nn_pool.h"
-#include "nn_rng.h"
-#include "nn_train.h"
-#include "nn_zoo.h"
 #include "options.h"
 #include "pb.h"
 #include "rpc_client.h"
 #include "secagg_flow.h"
 #include "session.h"
+#include "trainer_builtin.h"
 #include "update_codec.h"
 #include "wire.h"
+
+/* The most the client moves in one call, either way: each call holds the
+ * chunk about four times over (packed, in gRPC's slices, unpacked), so
+ * chunks of a quarter of the coordinator's limit keep an app's peak memory
+ * near the model's own copies (docs/benchmarks.md, issue 22). */
+#define CLIENT_CHUNK_BYTES (PB_MAX_CHUNK_BYTES / 4)
 
 #define COHORT_MAX_ATTRIBUTES 16
 
@@ -135,10 +136,6 @@ static int policy_of(const cohort_client_options *o, secagg_policy *p) {
   return COHORT_OK;
 }
 
-int cohort_isa_check(char *err, size_t cap) {
-  return nn_isa_check(err, cap) ? COHORT_EINVAL : COHORT_OK;
-}
-
 void cohort_set_log_level(int level) {
   if (level < LOG_DEBUG)
     level = LOG_DEBUG;
@@ -163,11 +160,8 @@ static int options_check(const cohort_client_options *o) {
                       "required");
     return COHORT_EINVAL;
   }
-  if (!o->train && !o->dataset) {
-    options_set_error("cohort_client_new: neither a train callback nor a "
-                      "dataset for the built-in trainer");
+  if (builtin_client_check(o->dataset, o->train != NULL))
     return COHORT_EINVAL;
-  }
   if (o->n_attributes > COHORT_MAX_ATTRIBUTES ||
       (o->n_attributes && !o->attributes)) {
     options_set_error("cohort_client_new: %zu attributes; at most %d, and "
@@ -204,7 +198,7 @@ int cohort_client_new(const cohort_client_options *app, cohort_client_t **out) {
   if (!c)
     return COHORT_ENOMEM;
   c->opt = *o;
-  nn_threads_set(o->threads);
+  builtin_threads_set(o->threads);
   for (size_t i = 0; i < o->n_attributes; i++) {
     c->attributes[i].name = dup_or_null(o->attributes[i].name);
     c->attributes[i].value = o->attributes[i].value;
@@ -521,6 +515,10 @@ static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
       c->model_len == t->model_size &&
       memcmp(c->model_sha, t->model_sha256.data, CRYPTO_SHA256_LEN) == 0)
     return COHORT_OK;
+  /* Another model: the one kept is of no more use, and would double the
+   * peak while the new one arrives. */
+  free(c->model);
+  c->model = NULL;
   uint8_t *blob = malloc(t->model_size);
   if (!blob)
     return COHORT_ENOMEM;
@@ -532,7 +530,7 @@ static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
     Cohort__V1__GetModelRequest req = COHORT__V1__GET_MODEL_REQUEST__INIT;
     req.model_version = t->model_version;
     req.offset = offset;
-    req.max_bytes = PB_MAX_CHUNK_BYTES;
+    req.max_bytes = CLIENT_CHUNK_BYTES;
     Cohort__V1__GetModelResponse *resp = NULL;
     size_t sent = 0;
     rc = call(c, PB_METHOD_GETMODEL, "download", &req.base,
@@ -597,39 +595,6 @@ static void on_minibatch(void *user, uint64_t done, uint64_t total) {
   callbacks_progress(p->o, COHORT_STAGE_TRAIN, p->round, done, total);
 }
 
-/* The built-in trainer: the zoo model named by the task, on the dataset. */
-static int builtin_train(cohort_client_t *c, const cohort_train_request *req,
-                         const nn_model *m, float *params,
-                         cohort_train_result *res) {
-  const cohort_dataset_t *d = c->opt.dataset;
-  nn_train_opts o;
-  nn_train_opts_init(&o);
-  o.epochs = (int)req->epochs;
-  o.batch_size = (int)req->batch_size;
-  o.optim.learning_rate = req->learning_rate;
-  o.fedprox_mu = req->fedprox_mu;
-  /* Clients sharing a seed still shuffle differently, and each round
-   * differently, yet a rerun of the same federation repeats itself. */
-  o.seed = nn_rng_mix(nn_rng_mix(c->opt.seed, (uint64_t)d->client_index),
-                      req->round);
-  o.stop = &c->stop;
-  train_progress tp = {.o = &c->opt, .round = req->round};
-  o.progress = c->opt.progress ? on_minibatch : NULL;
-  o.progress_user = &tp;
-  char err[200];
-  /* params start as the global model, which the client keeps: no third
-   * copy of the weights while training. */
-  int rc = nn_train_in_place(&m->net, params, c->model, &d->ds, &o,
-                             &res->train_loss, err, sizeof err);
-  if (rc == COHORT_ECANCELED)
-    set_error(c, "round %llu: stopped while training",
-              (unsigned long long)req->round);
-  else if (rc)
-    set_error(c, "built-in training failed: %s", err);
-  res->num_examples = d->ds.n;
-  return rc;
-}
-
 /* Sends the round's Report: the global model's accuracy and loss on
  * `examples` local examples, or (declined set) why this client declines an
  * evaluation task, which the coordinator counts as a decline, not a
@@ -669,25 +634,24 @@ static int send_report(cohort_client_t *c, const Cohort__V1__Task *t,
  * (the training data when none is held out): the answer of an evaluation
  * task, and the federated-evaluation half of a training cycle. */
 static int report_evaluation(cohort_client_t *c, const Cohort__V1__Task *t,
-                             const nn_model *m, const float *global,
+                             const builtin_model *m, const float *global,
                              cohort_cycle_info *info) {
   double acc = 0, loss = 0;
-  const nn_dataset *ds = dataset_eval_set(c->opt.dataset);
-  callbacks_progress(&c->opt, COHORT_STAGE_EVALUATE, t->round, 0, ds->n);
-  dataset_fetch_reset(c->opt.dataset);
-  /* Seconds for a large model on much data: stop looks in at every batch. */
-  int rc = nn_evaluate_until(&m->net, global, ds, &c->stop, &acc, &loss);
+  uint64_t examples = builtin_eval_size(c->opt.dataset);
+  callbacks_progress(&c->opt, COHORT_STAGE_EVALUATE, t->round, 0, examples);
+  int rc = builtin_evaluate(m, c->opt.dataset, global, &c->stop, &acc, &loss);
   if (rc == COHORT_ECANCELED) {
     set_error(c, "round %llu: stopped while evaluating",
               (unsigned long long)t->round);
     return rc;
   }
-  if (rc || c->opt.dataset->fetch_failures) {
+  if (rc) {
     set_error(c, "cannot evaluate the model on the local data");
     return COHORT_EINVAL;
   }
-  callbacks_progress(&c->opt, COHORT_STAGE_EVALUATE, t->round, ds->n, ds->n);
-  return send_report(c, t, ds->n, acc, loss, NULL, info);
+  callbacks_progress(&c->opt, COHORT_STAGE_EVALUATE, t->round, examples,
+                     examples);
+  return send_report(c, t, examples, acc, loss, NULL, info);
 }
 
 /* An evaluation task for the app: its evaluation callback's metrics, or a
@@ -735,9 +699,9 @@ static int upload_update(cohort_client_t *c, const Cohort__V1__Task *t,
   int rc = crypto_sha256(bytes, len, digest);
   if (rc)
     return rc;
-  size_t chunk = t->max_chunk_bytes && t->max_chunk_bytes < PB_MAX_CHUNK_BYTES
+  size_t chunk = t->max_chunk_bytes && t->max_chunk_bytes < CLIENT_CHUNK_BYTES
                      ? t->max_chunk_bytes
-                     : PB_MAX_CHUNK_BYTES;
+                     : CLIENT_CHUNK_BYTES;
   uint64_t offset = 0;
   /* The coordinator answers with the offset it wants next, so a resumed or
    * repeated upload converges; bound the exchanges so a confused peer
@@ -842,7 +806,7 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
   float *params =
       posix_memalign(&block, 64, c->model_len) == 0 ? (float *)block : NULL;
   uint8_t *wire = NULL;
-  nn_model m = {0};
+  builtin_model *m = NULL;
   if (!params) {
     rc = COHORT_ENOMEM;
     goto out;
@@ -872,38 +836,12 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
   }
   if (c->opt.dataset) {
     char err[160];
-    const nn_dataset *ds = &c->opt.dataset->ds;
-    /* The task says what the model takes; a coordinator from before that
-     * field implies this data's shape and at least 10 classes. */
-    nn_shape input = nn_dataset_shape(ds);
-    if (t->input_channels && t->input_height && t->input_width)
-      input = (nn_shape){.c = (int)t->input_channels,
-                         .h = (int)t->input_height,
-                         .w = (int)t->input_width};
-    int classes = ds->n_classes > 10 ? ds->n_classes : 10;
-    if (t->classes)
-      classes = t->classes > 256 ? 257 : (int)t->classes;
-    if (nn_shape_size(input) != ds->dim) {
-      snprintf(err, sizeof err,
-               "the model takes %dx%dx%d examples; this client's data has "
-               "%zu features per example",
-               input.h, input.w, input.c, ds->dim);
-      rc = COHORT_EINVAL;
-    } else {
-      rc = nn_zoo_resolve(t->model_spec, input, classes, &m, err, sizeof err);
-    }
-    if (!rc && m.n_params != n) {
-      snprintf(err, sizeof err,
-               "model %s on this data has %zu parameters; the coordinator's "
-               "has %zu",
-               t->model_spec, m.n_params, n);
-      rc = COHORT_EINVAL;
-    }
+    rc = builtin_model_for_task(c->opt.dataset, t, n, &m, err, sizeof err);
     if (rc) {
       set_error(c, "task: %s", err);
       goto out;
     }
-    rc = report_evaluation(c, t, &m, global, info);
+    rc = report_evaluation(c, t, m, global, info);
     if (evaluate) {
       info->outcome = COHORT_CYCLE_EVALUATED;
       goto out; /* an evaluation task ends with the report */
@@ -946,13 +884,10 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     callbacks_progress(&c->opt, COHORT_STAGE_TRAIN, t->round, res.num_examples,
                        res.num_examples);
   } else {
-    dataset_fetch_reset(c->opt.dataset);
-    rc = builtin_train(c, &req, &m, params, &res);
-    if (!rc && c->opt.dataset->fetch_failures) {
-      set_error(c, "round %llu: the example callback failed %zu times",
-                (unsigned long long)t->round, c->opt.dataset->fetch_failures);
-      rc = COHORT_ECALLBACK;
-    }
+    train_progress tp = {.o = &c->opt, .round = t->round};
+    rc = builtin_train(m, c->opt.dataset, &req, c->opt.seed, &c->stop,
+                       c->opt.progress ? on_minibatch : NULL, &tp, params,
+                       global, &res, c->last_error, sizeof c->last_error);
     if (rc)
       goto out;
   }
@@ -985,6 +920,8 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     set_error(c, "%s", err);
     goto out;
   }
+  free(params); /* encoded: not held through the upload too */
+  params = NULL;
   rc = upload_update(c, t, wire, wire_len, res.num_examples, io_ctx.train_ms,
                      info);
   if (!rc)
@@ -994,6 +931,7 @@ out:
   secagg_flow_end(&flow);
   free(params);
   free(wire);
+  builtin_model_free(m);
   return rc;
 }
 
@@ -1007,7 +945,7 @@ static int run_once(cohort_client_t *c, cohort_cycle_info *info) {
     return rc;
 
   Cohort__V1__CheckInRequest req = COHORT__V1__CHECK_IN_REQUEST__INIT;
-  req.num_examples = c->opt.dataset ? c->opt.dataset->ds.n : 0;
+  req.num_examples = builtin_dataset_examples(c->opt.dataset);
   cohort_attribute now[COHORT_MAX_ATTRIBUTES];
   size_t n_now = 0;
   rc = callbacks_eligibility(&c->opt, c->attributes, c->opt.n_attributes,

@@ -1,8 +1,10 @@
-# Makes the installed libcohort.a: every object of the internal archive
-# linked into one relocatable object whose only global definitions are the
-# functions the shared library exports (the public headers'). An app that
-# defines log_msg or sha256 of its own then links beside us without a
-# clash. Run by client/CMakeLists.txt as
+# Makes the installed libcohort.a: the objects of the internal archive that
+# the public functions reach (as the shared library's link picks them, so
+# the coordinator's side of common/ stays out, and the libraries only it
+# needs) linked into one relocatable object whose only global definitions
+# are the functions the shared library exports (the public headers'). An
+# app that defines log_msg or sha256 of its own then links beside us
+# without a clash. Run by client/CMakeLists.txt as
 #   cmake -DLD= -DOBJCOPY= -DNM= -DAR= -DINPUT=internal.a -DSHARED=libcohort.so
 #         -DOUTPUT=libcohort.a -P localize_archive.cmake
 foreach(v LD OBJCOPY NM AR INPUT SHARED OUTPUT)
@@ -18,9 +20,11 @@ if(NOT rc EQUAL 0)
 endif()
 string(REGEX MATCHALL "[0-9a-f]+ T [A-Za-z_0-9]+" api "${dynsyms}")
 set(keep "")
+set(roots "")
 foreach(line ${api})
   string(REGEX REPLACE ".* T " "" name "${line}")
   string(APPEND keep "${name}\n")
+  list(APPEND roots "--undefined=${name}")
 endforeach()
 if(keep STREQUAL "")
   message(FATAL_ERROR "${SHARED} exports no functions")
@@ -31,7 +35,7 @@ set(object ${dir}/libcohort_all.o)
 set(keep_file ${dir}/libcohort.keep)
 file(WRITE ${keep_file} "${keep}")
 file(REMOVE ${OUTPUT} ${object})
-execute_process(COMMAND ${LD} -r --whole-archive ${INPUT} -o ${object}
+execute_process(COMMAND ${LD} -r ${roots} ${INPUT} -o ${object}
   RESULT_VARIABLE rc)
 if(rc EQUAL 0)
   execute_process(COMMAND ${OBJCOPY} --keep-global-symbols=${keep_file}

@@ -2,9 +2,15 @@
 # Installs the build into a scratch prefix and builds the embedding example
 # against it the way an app would: through pkg-config (shared and static
 # libcohort) and through CMake's find_package(Cohort). The find_package build
-# then takes part in a one-round federation of the installed cohort-server.
-# Also checks that the shared library exports exactly the functions of the
-# public headers.
+# then takes part in a one-round federation of the installed cohort-server,
+# and so does examples/embed_minimal.c linked statically. Also checks that
+# the shared library exports exactly the functions of the public headers,
+# that pkg-config gives an app no include folder but ours, and that its
+# static link flags are exactly what libcohort.a needs.
+#   install_test.sh BUILD SRC [COHORT_SERVER]
+# A build without the coordinator (COHORT_SERVER=OFF, as
+# tests/build_options.sh makes) names another build's cohort-server; one
+# without the engine installs no cohort-client.
 set -euo pipefail
 build=$1
 src=$2
@@ -18,11 +24,23 @@ libdir=$(cached "$build" CMAKE_INSTALL_LIBDIR)
 includedir=$(cached "$build" CMAKE_INSTALL_INCLUDEDIR)
 [[ -n $libdir && -e $prefix/$libdir/libcohort.so ]] ||
   fail "libcohort.so is not in the configured libdir '$libdir'"
-[[ ! -e $prefix/$(cached "$build" COHORT_SYSTEMD_UNIT_DIR) ]] ||
+unit_dir=$(cached "$build" COHORT_SYSTEMD_UNIT_DIR) # none without packaging/
+[[ -z $unit_dir || ! -e $prefix/$unit_dir ]] ||
   fail "a plain install put in the optional Service component (packaging/)"
+server_bin=${3:-$prefix/bin/cohort-server}
+engine=$(cached "$build" COHORT_ENGINE)
 export PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig"
 [[ $(realpath "$(pkg-config --variable=libdir cohort)") == "$prefix/$libdir" ]] ||
   fail "cohort.pc's libdir is not $prefix/$libdir"
+# Our include folder and nothing else: no json-c or OpenBLAS folders leak
+# into the app's compile (the engine's dependencies are ours alone).
+cflags=$(pkg-config --cflags cohort)
+read -ra cflag_words <<<"$cflags"
+[[ ${#cflag_words[@]} -eq 1 && ${cflag_words[0]} == -I* &&
+  $(realpath "${cflag_words[0]#-I}") == "$prefix/$includedir" ]] ||
+  fail "pkg-config --cflags cohort gives '$cflags', not just -I$prefix/$includedir"
+! grep -qiE 'json-c|openblas|sqlite' "$prefix/$libdir/cmake/Cohort/"*.cmake ||
+  fail "the CMake package names a dependency of libcohort's own"
 cc=${CC:-cc}
 
 $cc -std=c11 -Wall -Wextra -Werror "$src/examples/embed.c" \
@@ -32,6 +50,17 @@ $cc -std=c11 -Wall -Wextra -Werror "$src/examples/embed.c" \
   $(pkg-config --cflags cohort) "$prefix/$libdir/libcohort.a" \
   $(pkg-config --libs --static cohort | sed 's/-lcohort//') \
   -o "$tmp/embed-static"
+
+# Every library the static link flags name is one libcohort.a uses: linked
+# without --as-needed, none is left unused (ldd -u); the link itself proves
+# none is missing.
+$cc -std=c11 "$src/examples/embed_minimal.c" $(pkg-config --cflags cohort) \
+  "$prefix/$libdir/libcohort.a" -Wl,--no-as-needed \
+  $(pkg-config --libs --static cohort | sed 's/-lcohort//') \
+  -o "$tmp/embed-minimal-static" ||
+  fail "pkg-config --libs --static cohort does not link libcohort.a"
+unused=$(ldd -u "$tmp/embed-minimal-static" | sed -n 's/^\t//p' || true)
+[[ -z $unused ]] || fail "Libs.private names libraries libcohort.a does not use: $unused"
 
 # An app with functions of its own named as common C names are named, which
 # libcohort uses inside too: the static link must neither clash nor bind
@@ -66,29 +95,37 @@ cmake --build "$tmp/app/build" >>"$tmp/app.log" 2>&1 ||
   { cat "$tmp/app.log"; fail "the find_package(Cohort) app did not build"; }
 
 for exe in "$tmp/embed-shared" "$tmp/embed-static" "$tmp/embed-static-names" \
-  "$tmp/app/build/embed-cmake"; do
+  "$tmp/app/build/embed-cmake" "$tmp/embed-minimal-static"; do
   rc=0
   "$exe" >/dev/null 2>&1 || rc=$?
   [[ $rc -eq 2 ]] || fail "$exe without arguments exited $rc, not 2"
 done
-"$prefix/bin/cohort-client" --help >/dev/null ||
-  fail "installed cohort-client does not find libcohort"
+if [[ $engine == OFF ]]; then
+  [[ ! -e $prefix/bin/cohort-client ]] ||
+    fail "a build without the engine installed cohort-client"
+else
+  "$prefix/bin/cohort-client" --help >/dev/null ||
+    fail "installed cohort-client does not find libcohort"
+fi
 
-# The installed coordinator and the find_package app: one round, start to
-# end, the app exiting 0 when told the federation is over.
+# The coordinator and each app in turn: one round, start to end, the app
+# exiting 0 when told the federation is over.
 (umask 077 && echo install-test-token >"$tmp/token")
-"$prefix/bin/cohort-server" --listen 127.0.0.1:0 --port-file "$tmp/port" \
-  --db "$tmp/fed.db" --rounds 1 --clients-per-round 1 --min-clients 1 \
-  --enroll-token-file "$tmp/token" --log-level warn >"$tmp/server.log" 2>&1 &
-server_pid=$!
-wait_port "$tmp/port" || { cat "$tmp/server.log"; fail "cohort-server did not start"; }
-timeout 60 "$tmp/app/build/embed-cmake" "127.0.0.1:$(cat "$tmp/port")" \
-  install-test-token 2>"$tmp/app-run.log" ||
-  { cat "$tmp/app-run.log" "$tmp/server.log"; fail "the app's federation failed"; }
-grep -q "federation over after 1 round" "$tmp/app-run.log" ||
-  { cat "$tmp/app-run.log"; fail "the app did not train the round"; }
-wait "$server_pid" || fail "cohort-server exited $?"
-server_pid=
+for exe in "$tmp/app/build/embed-cmake" "$tmp/embed-minimal-static"; do
+  rm -f "$tmp/port"
+  "$server_bin" --listen 127.0.0.1:0 --port-file "$tmp/port" \
+    --db "$tmp/$(basename "$exe").db" --rounds 1 --clients-per-round 1 --min-clients 1 \
+    --enroll-token-file "$tmp/token" --log-level warn >"$tmp/server.log" 2>&1 &
+  server_pid=$!
+  wait_port "$tmp/port" || { cat "$tmp/server.log"; fail "cohort-server did not start"; }
+  timeout 60 "$exe" "127.0.0.1:$(cat "$tmp/port")" \
+    install-test-token 2>"$tmp/app-run.log" ||
+    { cat "$tmp/app-run.log" "$tmp/server.log"; fail "$exe: the federation failed"; }
+  grep -q "federation over after 1 round" "$tmp/app-run.log" ||
+    { cat "$tmp/app-run.log"; fail "$exe did not train the round"; }
+  wait "$server_pid" || fail "cohort-server exited $?"
+  server_pid=
+done
 
 # Testing aids (client/cohort_testing.h, not installed) are exported for
 # cohort-client and the tests, outside the API.

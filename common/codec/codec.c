@@ -639,15 +639,31 @@ int codec_encode(const codec *c, const codec_params *p, const float *delta,
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "codec %s: error feedback needs the client's residual",
                        c->spec);
-  float *vals = NULL;
+  const float *vals = NULL;
+  float *owned = NULL;
   uint32_t *idx = NULL;
   uint8_t *raw = c->zstd ? malloc(l.raw) : out;
   if (!raw)
     return out_of_memory(err, errlen, c);
-  rc = select_values(c, p, &l, delta, codec_client_memory(c) ? residual : NULL,
-                     &vals, &idx, err, errlen);
-  if (rc)
-    goto out;
+  if (!c->rotate && c->select == SELECT_NONE && !codec_client_memory(c) &&
+      l.n == p->dim) {
+    /* Nothing to transform: the value stage reads the delta itself, with
+     * no copy of a whole model (issue 22: an app's peak memory). */
+    if (wire_first_nonfinite(delta, p->dim) < p->dim) {
+      rc = errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "codec %s: the delta has a value that is not finite",
+                       c->spec);
+      goto out;
+    }
+    vals = delta;
+  } else {
+    rc =
+        select_values(c, p, &l, delta, codec_client_memory(c) ? residual : NULL,
+                      &owned, &idx, err, errlen);
+    if (rc)
+      goto out;
+    vals = owned;
+  }
   if (c->select == SELECT_TOPK)
     topk_pack_indices(idx, l.n, l.k, raw);
   rc = values_encode(c, vals, l.vals, p->clip, rng, raw + l.index_bytes, err,
@@ -662,7 +678,7 @@ int codec_encode(const codec *c, const codec_params *p, const float *delta,
   else
     *out_len = l.raw;
 out:
-  free(vals);
+  free(owned);
   free(idx);
   if (raw != out)
     free(raw);

@@ -98,8 +98,9 @@ typedef struct cohort_dataset_options {
                             (.csv or .csv.gz; label first, header detected,
                             features as they are) */
   const char *partition; /* "iid" (default), "shards:S" (sorted by label, S
-                            shards per client), "dirichlet:ALPHA" (label
-                            skew), "quantity:ALPHA" (size skew) */
+                            shards per client), "labels:C" (C labels per
+                            client, NIID-Bench's #C=k), "dirichlet:ALPHA"
+                            (label skew), "quantity:ALPHA" (size skew) */
   int client_index;      /* this client's share, in [0, client_count) */
   int client_count;      /* clients sharing the data (default 1: all of it) */
   uint64_t seed;         /* the partition's seed (same on every client) */
@@ -449,6 +450,64 @@ COHORT_API int cohort_client_set_identity(cohort_client_t *c,
 COHORT_API int cohort_client_set_enroll_authority(cohort_client_t *c,
                                                   const char *path);
 
+/* ---- sessions that survive a restart (docs/tokens.md, "Saved sessions")
+ * Without one of these, every cohort_client_new is a new client to the
+ * coordinator: an app restarted mid-round registers again and can be
+ * counted twice in that round. With one, the client saves what makes it
+ * itself (the coordinator's address, its client id, its session token and
+ * its Ed25519 identity key) after each registration, and a later client
+ * with the same store takes it up instead of registering. It registers
+ * again only when the coordinator says the session is gone: expired (the
+ * same client id gets a new session, the same key), or unknown (a replaced
+ * database: a new client id); then the new session is saved. A revoked
+ * client stops, as without a store, and a later start with the same saved
+ * session stops again: delete the file (or the stored bytes) to enroll the
+ * device anew. A session saved for another coordinator address is not
+ * sent to this one: the client registers anew and overwrites it. Call one
+ * of these before the first cycle, on the thread that runs the client. The
+ * token is never logged. */
+
+/* At most this many bytes are saved or loaded. */
+#define COHORT_SESSION_MAX_BYTES 1024
+
+/* The app's own storage (a keychain, a preferences store). load copies the
+ * saved bytes, at most cap, into buf and sets *len (0: nothing saved yet);
+ * save replaces them with len bytes, durably (a later load after a crash
+ * gives either the old or the new bytes). Both return 0 on success, any
+ * other value on failure. The bytes hold a private key and a session
+ * token: keep them where only the app can read them. Called on the thread
+ * that runs the client. */
+typedef int (*cohort_session_load_cb)(void *user, uint8_t *buf, size_t cap,
+                                      size_t *len);
+typedef int (*cohort_session_save_cb)(void *user, const uint8_t *buf,
+                                      size_t len);
+
+/* Keeps c's session in the file at path (copied): created mode 0600, and
+ * replaced atomically (a temporary file beside it, fsync, rename), so a
+ * crash leaves the old or the new session, never half of one. The file is
+ * read now. Returns COHORT_OK (a missing file too: the first registration
+ * creates it), COHORT_EINVAL (NULL argument), COHORT_ESTATE (c has
+ * registered already), COHORT_EAUTH (the file is not a regular file owned
+ * by this user, or group or others may read or write it, as ssh refuses a
+ * private key: chmod 600 it), COHORT_EIO (it cannot be read) or
+ * COHORT_EFORMAT (truncated or corrupt: the client does not guess, nor
+ * register a second time behind the app's back; delete the file to enroll
+ * the device anew), with the reason, naming the file, in
+ * cohort_client_last_error. A failure to save it after a registration ends
+ * that cycle with COHORT_EIO, which also stops cohort_client_run. */
+COHORT_API int cohort_client_set_session_file(cohort_client_t *c,
+                                              const char *path);
+
+/* As cohort_client_set_session_file, through the app's callbacks; load is
+ * called now, save after each registration. user is passed to both and
+ * must outlive c. Returns COHORT_OK, COHORT_EINVAL, COHORT_ESTATE,
+ * COHORT_EIO (load failed, or gave more than cap bytes) or
+ * COHORT_EFORMAT (the bytes are not a saved session). */
+COHORT_API int cohort_client_set_session_store(cohort_client_t *c,
+                                               cohort_session_load_cb load,
+                                               cohort_session_save_cb save,
+                                               void *user);
+
 typedef enum cohort_cycle_outcome {
   COHORT_CYCLE_TRAINED = 0,   /* trained and uploaded an update */
   COHORT_CYCLE_RETRY = 1,     /* no task now; try again after retry_after_ms */
@@ -508,13 +567,19 @@ COHORT_API int cohort_client_run_once_sized(cohort_client_t *c,
 COHORT_API int cohort_client_run(cohort_client_t *c);
 
 /* Asks cohort_client_run (or cohort_client_run_once) to return
- * COHORT_ECANCELED; safe from any thread or a signal handler. It returns
- * within about a second in every state: connecting, backing off, waiting
- * for or holding a check-in, downloading, built-in training (checked at
- * every minibatch) and uploading. The app's train and evaluate callbacks
- * are not interrupted: the run returns once the callback does, which it
- * does soon when it polls cohort_client_cancelled(req->client). The client
- * stays stopped: a later run returns COHORT_ECANCELED at once. */
+ * COHORT_ECANCELED; safe from any thread or a signal handler. The run
+ * returns within 1 s in every state: connecting to a coordinator that is
+ * not there, backing off, waiting out a RetryLater, holding a long-poll
+ * check-in, downloading, evaluating or training with the built-in engine,
+ * uploading, and waiting in secure aggregation (for peers at SETUP, or
+ * after its masked input for the step to close): calls and waits look at
+ * the flag at least every 100 ms, the built-in engine before every batch.
+ * Measured in tests/integration/test_client_stop.c (docs/benchmarks.md,
+ * "Stopping through the library"): a median of 0.1 s or less in each. The
+ * app's train and evaluate callbacks are not interrupted: the run returns
+ * once the callback does, which it does soon when it polls
+ * cohort_client_cancelled(req->client). The client stays stopped: a later run
+ * returns COHORT_ECANCELED at once. */
 COHORT_API void cohort_client_stop(cohort_client_t *c);
 
 /* Whether cohort_client_stop was called on c: 1 or 0. For a training or
