@@ -102,6 +102,17 @@ static int keeps_all(const char *before, const char *after) {
   return 1;
 }
 
+/* A new client's Register (identity 9, always the same: a refused one may
+ * be sent again). */
+static round_verdict register_new(fixture *f) {
+  uint8_t key[SIGN_PUBLIC_LEN];
+  fx_identity(9, NULL, key);
+  round_registration reg = fx_registration(ENROLL, key);
+  int64_t id = 0;
+  char token[65];
+  return round_register(f->e, &reg, &id, token);
+}
+
 /* Round r (already TRAINING with clients 0 and 1) gets both updates. */
 static void upload_both(fixture *f, int64_t r) {
   update *u0 = make_update(0), *u1 = make_update(1);
@@ -245,12 +256,7 @@ static void test_disk_full_at_upload_and_register(void) {
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAVAILABLE);
   CU_ASSERT_PTR_NULL(strstr(v.detail, "SQLITE"));
   CU_ASSERT_PTR_NOT_NULL(strstr(store_errmsg(f.db), "full"));
-  uint8_t key[SIGN_PUBLIC_LEN];
-  fx_identity(9, NULL, key);
-  round_registration reg = fx_registration(ENROLL, key);
-  int64_t id = 0;
-  char token[65];
-  v = round_register(f.e, &reg, &id, token);
+  v = register_new(&f);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAVAILABLE);
   faulty_vfs_disarm();
   CU_ASSERT_PTR_NOT_NULL(store_fatal(f.db));
@@ -265,7 +271,7 @@ static void test_disk_full_at_upload_and_register(void) {
   CU_ASSERT_EQUAL(round_tick(f.e), COHORT_OK);
   v = send_all(&f, f.id[0], 1, u0, 100);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_OK);
-  CU_ASSERT_EQUAL(round_register(f.e, &reg, &id, token).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(register_new(&f).code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM clients"), 4);
   free(u0);
   assert_intact(&f);
@@ -296,13 +302,7 @@ static void test_busy_database(void) {
   round_verdict v = send_all(&f, f.id[0], 2, u0, 100);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAVAILABLE);
   CU_ASSERT_PTR_NOT_NULL(strstr(store_errmsg(f.db), "locked"));
-  uint8_t key[SIGN_PUBLIC_LEN];
-  fx_identity(9, NULL, key);
-  round_registration reg = fx_registration(ENROLL, key);
-  int64_t id = 0;
-  char token[65];
-  CU_ASSERT_EQUAL(round_register(f.e, &reg, &id, token).code,
-                  GRPC_STATUS_UNAVAILABLE);
+  CU_ASSERT_EQUAL(register_new(&f).code, GRPC_STATUS_UNAVAILABLE);
   CU_ASSERT_PTR_NULL(store_fatal(f.db)); /* a lock passes */
 
   /* Released: the upload is taken. With the lock held again, the commit
@@ -331,7 +331,7 @@ static void test_busy_database(void) {
        i++)
     CU_ASSERT_EQUAL(round_tick(f.e), COHORT_OK);
   ASSERT_ROUND_STATE(f, 2, "COMMITTED");
-  CU_ASSERT_EQUAL(round_register(f.e, &reg, &id, token).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(register_new(&f).code, GRPC_STATUS_OK);
   durable_text(&f, after, sizeof after);
   CU_ASSERT(keeps_all(before, after));
   assert_intact(&f);
