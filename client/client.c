@@ -440,9 +440,9 @@ static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
   uint64_t offset = 0;
   int rc = COHORT_OK;
   /* The testing aid dies between two halves (test_kill.h). */
-  uint32_t max_bytes = test_kill_armed("download")
-                           ? (uint32_t)(t->model_size / 2 + 1)
-                           : PB_MAX_CHUNK_BYTES;
+  uint32_t max_bytes = PB_MAX_CHUNK_BYTES;
+  if (test_kill_armed("download") && t->model_size / 2 < max_bytes)
+    max_bytes = (uint32_t)(t->model_size / 2 + 1);
   while (offset < t->model_size) {
     if (offset > 0)
       test_kill_point("download");

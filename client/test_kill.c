@@ -16,7 +16,8 @@
 static int named(const char *phase, long *ms) {
   const char *v = getenv("COHORT_TEST_KILL_AT");
   size_t n = strlen(phase);
-  if (!v || strncmp(v, phase, n) != 0 || (v[n] != '\0' && v[n] != ':'))
+  if (!v || !*v || !*phase || strncmp(v, phase, n) != 0 ||
+      (v[n] != '\0' && v[n] != ':'))
     return 0;
   *ms = v[n] == ':' ? strtol(v + n + 1, NULL, 10) : 0;
   if (*ms < 0)
