@@ -14,11 +14,9 @@ typedef struct faulty_file {
 static sqlite3_vfs faulty;
 static sqlite3_vfs *real_vfs;
 static int armed_mask, armed_rc, armed_after, failures;
-static int counted[8];
 
 /* Whether an operation of kind fails now (and counts it). */
 static int fails(int kind) {
-  counted[kind]++;
   if (!(armed_mask & kind))
     return 0;
   if (armed_after > 0) {
@@ -224,12 +222,3 @@ void faulty_vfs_arm(int mask, int rc, int after) {
 void faulty_vfs_disarm(void) { armed_mask = 0; }
 
 int faulty_vfs_failures(void) { return failures; }
-
-void faulty_vfs_count(void) { memset(counted, 0, sizeof counted); }
-
-int faulty_vfs_counted(int mask) {
-  int n = 0;
-  for (int k = 1; k < 8; k <<= 1)
-    n += mask & k ? counted[k] : 0;
-  return n;
-}

@@ -1,7 +1,8 @@
 /* A SQLite VFS for fault tests: "faulty" wraps the default VFS and, once
- * armed, fails writes, syncs and truncations with a chosen error (such as
- * SQLITE_FULL for a full disk or SQLITE_IOERR_FSYNC for a failing one), as a
- * disk would, without a small filesystem or root. A store opened with
+ * armed, fails writes, syncs, truncations or write locks with a chosen
+ * error (SQLITE_FULL for a full disk, SQLITE_IOERR_FSYNC for a failing
+ * one, SQLITE_BUSY for a lock another connection holds), as a disk would,
+ * without a small filesystem or root. A store opened with
  * store_options.vfs = FAULTY_VFS goes through it. Not thread-safe beyond
  * SQLite's own serialisation: arm and disarm between calls. */
 #ifndef COHORT_FAULTY_VFS_H
@@ -28,9 +29,5 @@ void faulty_vfs_arm(int mask, int rc, int after);
 void faulty_vfs_disarm(void);
 /* How many operations failed since the last arm. */
 int faulty_vfs_failures(void);
-/* How many operations in mask succeeded while counted (counting starts at
- * faulty_vfs_count and is independent of arming), to aim `after`. */
-void faulty_vfs_count(void);
-int faulty_vfs_counted(int mask);
 
 #endif
