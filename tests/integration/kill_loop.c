@@ -308,7 +308,6 @@ void kill_loop_run(const kill_loop_config *c) {
 
   kill_history h;
   kill_history_init(&h);
-  const int ROUNDS = c->rounds, KILLS = c->kills;
 
   char tag0[32];
   snprintf(tag0, sizeof tag0, "%s00", c->tag);
@@ -351,7 +350,7 @@ void kill_loop_run(const kill_loop_config *c) {
   }
 
   int kills = 0, at[KILL_AT_COUNT] = {0}, finished_early = 0, committed = 0;
-  for (int k = 0; k < KILLS; k++) {
+  for (int k = 0; k < c->kills; k++) {
     char tag[32];
     snprintf(tag, sizeof tag, "%s%02d", c->tag, k);
     /* About one kill in five lands while the coordinator starts, one in
@@ -365,7 +364,7 @@ void kill_loop_run(const kill_loop_config *c) {
     long dice = k > 0 ? harness_rand_range(0, 9) : 9;
     int startup = dice < 2;
     int aim = dice == 2 ? KILL_AT_AGGREGATE : dice == 3 ? KILL_AT_UPLOADS : -1;
-    int ahead = committed * KILLS >= (ROUNDS - 3) * k;
+    int ahead = committed * c->kills >= (c->rounds - 3) * k;
     long delay;
     if (startup) {
       server = spawn_server_now(tag, c->flags, port, db);
@@ -386,12 +385,12 @@ void kill_loop_run(const kill_loop_config *c) {
     if (startup) {
       clock_sleep_ms(delay);
     } else if (aim >= 0) {
-      delay = run_window(db, 3000, aim, ROUNDS - 2);
+      delay = run_window(db, 3000, aim, c->rounds - 2);
       long extra = harness_rand_range(0, 3);
       clock_sleep_ms(extra);
       delay += extra;
     } else {
-      delay = run_window(db, delay, -1, ROUNDS - 2);
+      delay = run_window(db, delay, -1, c->rounds - 2);
     }
     harness_signal(server, SIGKILL);
     int status = harness_wait(server, 10);
@@ -409,13 +408,13 @@ void kill_loop_run(const kill_loop_config *c) {
     fprintf(stderr, "kill %2d: after %3ld ms, at %s; %d rounds committed\n", k,
             delay, at_names[phase], committed);
   }
-  CU_ASSERT(kills == KILLS);
+  CU_ASSERT(kills == c->kills);
   CU_ASSERT(!finished_early);
   if (finished_early)
     fprintf(stderr,
             "%s: the federation finished after %d kills, "
             "before %d\n",
-            c->tag, kills, KILLS);
+            c->tag, kills, c->kills);
 
   /* Left alone, the federation finishes. */
   if (!finished_early) {
@@ -432,12 +431,14 @@ void kill_loop_run(const kill_loop_config *c) {
 
   CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM rounds"
                                   " WHERE state = 'COMMITTED'"),
-                  ROUNDS);
-  /* One model per committed round plus the initial one: versions 0..ROUNDS,
-   * each the child of the one before. */
-  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM models"), ROUNDS + 1);
+                  c->rounds);
+  /* One model per committed round plus the initial one: versions 0 to
+   * c->rounds, each the child of the one before. */
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM models"),
+                  c->rounds + 1);
   CU_ASSERT_EQUAL(db_peek_int(db, "SELECT MIN(version) FROM models"), 0);
-  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT MAX(version) FROM models"), ROUNDS);
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT MAX(version) FROM models"),
+                  c->rounds);
   CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM models"
                                   " WHERE version > 0"
                                   " AND parent <> version - 1"),
@@ -447,7 +448,7 @@ void kill_loop_run(const kill_loop_config *c) {
                                   " ON m.version = r.model_version"
                                   " AND m.round = r.id"
                                   " WHERE r.state = 'COMMITTED'"),
-                  ROUNDS);
+                  c->rounds);
   CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM models m"
                                   " WHERE m.version > 0 AND NOT EXISTS"
                                   " (SELECT 1 FROM rounds r"
@@ -458,7 +459,7 @@ void kill_loop_run(const kill_loop_config *c) {
    * epsilon growing with every round. */
   if (c->ledger) {
     CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM privacy_ledger"),
-                    ROUNDS);
+                    c->rounds);
     CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM privacy_ledger a"
                                     " JOIN privacy_ledger b ON b.round >"
                                     " a.round AND b.epsilon <= a.epsilon"),
