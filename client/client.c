@@ -24,6 +24,7 @@
 #include "rpc_client.h"
 #include "secagg_flow.h"
 #include "session.h"
+#include "test_kill.h"
 #include "trainer_builtin.h"
 #include "update_codec.h"
 #include "wire.h"
@@ -526,11 +527,17 @@ static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
   int rc = COHORT_OK;
   callbacks_progress(&c->opt, COHORT_STAGE_DOWNLOAD, t->round, 0,
                      t->model_size);
+  /* The testing aid dies between two halves (test_kill.h). */
+  uint32_t max_bytes = CLIENT_CHUNK_BYTES;
+  if (test_kill_armed("download") && t->model_size / 2 < max_bytes)
+    max_bytes = (uint32_t)(t->model_size / 2 + 1);
   while (offset < t->model_size) {
+    if (offset > 0)
+      test_kill_point("download");
     Cohort__V1__GetModelRequest req = COHORT__V1__GET_MODEL_REQUEST__INIT;
     req.model_version = t->model_version;
     req.offset = offset;
-    req.max_bytes = CLIENT_CHUNK_BYTES;
+    req.max_bytes = max_bytes;
     Cohort__V1__GetModelResponse *resp = NULL;
     size_t sent = 0;
     rc = call(c, PB_METHOD_GETMODEL, "download", &req.base,
@@ -702,6 +709,9 @@ static int upload_update(cohort_client_t *c, const Cohort__V1__Task *t,
   size_t chunk = t->max_chunk_bytes && t->max_chunk_bytes < CLIENT_CHUNK_BYTES
                      ? t->max_chunk_bytes
                      : CLIENT_CHUNK_BYTES;
+  /* The testing aid dies between two halves (test_kill.h). */
+  if (test_kill_armed("upload") && len > 1 && chunk > len / 2)
+    chunk = len / 2;
   uint64_t offset = 0;
   /* The coordinator answers with the offset it wants next, so a resumed or
    * repeated upload converges; bound the exchanges so a confused peer
@@ -733,6 +743,7 @@ static int upload_update(cohort_client_t *c, const Cohort__V1__Task *t,
                        complete ? len : next, len);
     if (complete)
       return COHORT_OK;
+    test_kill_point("upload");
     if (next > len) {
       set_error(c, "upload: coordinator asked for offset %llu of %zu bytes",
                 (unsigned long long)next, len);
@@ -872,6 +883,7 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     if (rc)
       goto out;
   }
+  test_kill_point("train");
   double train_start = clock_mono_s();
   if (c->opt.train) {
     callbacks_progress(&c->opt, COHORT_STAGE_TRAIN, t->round, 0, 0);
@@ -941,8 +953,11 @@ static int run_once(cohort_client_t *c, cohort_cycle_info *info) {
   info->train_loss = NAN;
   c->last_error[0] = '\0';
   int rc;
-  if (!c->session[0] && (rc = do_register(c)) != COHORT_OK)
-    return rc;
+  if (!c->session[0]) {
+    if ((rc = do_register(c)) != COHORT_OK)
+      return rc;
+    test_kill_point("registered");
+  }
 
   Cohort__V1__CheckInRequest req = COHORT__V1__CHECK_IN_REQUEST__INIT;
   req.num_examples = builtin_dataset_examples(c->opt.dataset);
@@ -983,6 +998,7 @@ static int run_once(cohort_client_t *c, cohort_cycle_info *info) {
                        ? INT_MAX
                        : wait_ms + c->opt.rpc_timeout_ms;
   Cohort__V1__CheckInResponse *resp = NULL;
+  test_kill_point("checkin");
   rc = call_timed(c, timeout_ms, PB_METHOD_CHECKIN, "check-in", &req.base,
                   &cohort__v1__check_in_response__descriptor, 1,
                   (ProtobufCMessage **)&resp, &info->bytes_up,

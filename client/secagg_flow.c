@@ -15,6 +15,7 @@
 #include "cohort_status.h"
 #include "crypto.h"
 #include "errbuf.h"
+#include "test_kill.h"
 
 /* Beyond the deadline a reply announces, how long we still wait for the
  * coordinator to close the step (it answers FAILED_PRECONDITION on an abort,
@@ -59,6 +60,12 @@ static int lost(int rc) { return rc == COHORT_ENOMEM ? rc : COHORT_EABORTED; }
 /* The fault-injection point before sending step's message: leaves once,
  * with COHORT_ECANCELED, when this is the step the caller asked for. */
 static int leave_here(secagg_flow *f, Cohort__V1__SecAggStep step) {
+  /* COHORT_TEST_KILL_AT's points, named by the step just answered. */
+  test_kill_point(
+      step == COHORT__V1__SEC_AGG_STEP__SECAGG_SHARE    ? "secagg-advertised"
+      : step == COHORT__V1__SEC_AGG_STEP__SECAGG_MASKED ? "secagg-shared"
+      : step == COHORT__V1__SEC_AGG_STEP__SECAGG_UNMASK ? "secagg-before-unmask"
+                                                        : "");
   if (f->stop_before != (secagg_flow_stop)(step + 1))
     return COHORT_OK;
   f->stop_before = SECAGG_FLOW_NEVER;
@@ -463,6 +470,8 @@ int secagg_flow_submit(secagg_flow *f, const float *delta, uint64_t examples) {
   rc = leave_here(f, MASKED);
   if (!rc)
     rc = f->io.upload(f->io.ctx, mine, mine_len, examples);
+  if (!rc)
+    test_kill_point("secagg-masked");
   free(mine);
   mine = NULL;
   if (!rc)

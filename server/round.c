@@ -138,22 +138,45 @@ int round_done_locked(round_engine *e) {
 
 /* Sets the global model from params (taken over) and computes its wire
  * form and digest. */
-static int set_global(round_engine *e, float *params, int64_t version) {
+/* The wire form of params (malloc'd into *blob) and its digest. */
+static int model_wire(const round_engine *e, const float *params,
+                      uint8_t **blob, uint8_t sha[CRYPTO_SHA256_LEN]) {
   size_t len = e->model.n_params * sizeof(float);
-  uint8_t *blob = malloc(len);
-  if (!blob) {
-    free(params);
+  *blob = malloc(len);
+  if (!*blob)
     return COHORT_ENOMEM;
+  wire_put_f32le(*blob, params, e->model.n_params);
+  int rc = crypto_sha256(*blob, len, sha);
+  if (rc) {
+    free(*blob);
+    *blob = NULL;
   }
-  wire_put_f32le(blob, params, e->model.n_params);
-  int rc = crypto_sha256(blob, len, e->sha);
+  return rc;
+}
+
+/* Makes params (taken over), its wire form blob (taken over) and digest
+ * the global model of that version. */
+static void adopt_global(round_engine *e, float *params, uint8_t *blob,
+                         const uint8_t sha[CRYPTO_SHA256_LEN],
+                         int64_t version) {
   free(e->global);
   free(e->blob);
   e->global = params;
   e->blob = blob;
-  e->blob_len = len;
+  e->blob_len = e->model.n_params * sizeof(float);
+  memcpy(e->sha, sha, CRYPTO_SHA256_LEN);
   e->version = version;
-  return rc;
+}
+
+static int set_global(round_engine *e, float *params, int64_t version) {
+  uint8_t *blob = NULL, sha[CRYPTO_SHA256_LEN];
+  int rc = model_wire(e, params, &blob, sha);
+  if (rc) {
+    free(params);
+    return rc;
+  }
+  adopt_global(e, params, blob, sha, version);
+  return COHORT_OK;
 }
 
 /* The settings a database was created with must match the flags: a model
@@ -766,7 +789,6 @@ static int aggregate_and_commit(round_engine *e, combine_fn combine) {
   } else if (codec_saved) {
     round_codec_restore_state(e, codec_before);
   }
-  free(codec_before);
   free(combined);
   free(delta);
   pthread_mutex_lock(&e->mu);
@@ -774,27 +796,34 @@ static int aggregate_and_commit(round_engine *e, combine_fn combine) {
     free(before);
     free(next);
     free(state);
+    free(codec_before);
     free(codec_after);
     char reason[240];
     snprintf(reason, sizeof reason, aborted ? "%s" : "aggregation failed: %s",
              why);
     return round_fail(e, reason);
   }
+  /* The engine takes the new model only once the store holds it: a commit
+   * the store refuses must not leave it serving, or building the next
+   * round on, a model that was never committed. */
   int64_t parent = e->version;
-  rc = set_global(e, next, parent + 1);
+  uint8_t *blob = NULL, sha[CRYPTO_SHA256_LEN];
+  rc = model_wire(e, next, &blob, sha);
   if (rc) {
+    free(next);
     free(before);
     free(state);
+    free(codec_before);
     free(codec_after);
     return rc;
   }
-  store_model m = {.version = e->version,
+  store_model m = {.version = parent + 1,
                    .round = e->round,
                    .parent = parent,
-                   .blob = e->blob,
-                   .blob_len = e->blob_len};
+                   .blob = blob,
+                   .blob_len = e->model.n_params * sizeof(float)};
   snprintf(m.spec, sizeof m.spec, "%s", e->model.spec);
-  crypto_hex(e->sha, sizeof e->sha, m.sha256_hex);
+  crypto_hex(sha, sizeof sha, m.sha256_hex);
   r.finished_at = clock_wall_s();
   store_server_state ss = {.strategy = state,
                            .strategy_len = state_len,
@@ -802,12 +831,24 @@ static int aggregate_and_commit(round_engine *e, combine_fn combine) {
                            .codec_len = codec_len,
                            .privacy = round_dp_row(e)};
   rc = store_round_commit(e->db, &r, &m, &ss);
+  if (rc) {
+    /* Back to the committed model's strategy and codec state. The round
+     * stays AGGREGATING, its updates kept in the store: the coordinator
+     * stops on the failed tick, and a restart aggregates them again. */
+    strategy_state_load(e->strategy, before, state_len, NULL, 0);
+    round_codec_restore_state(e, codec_before);
+    free(next);
+    free(blob);
+  } else {
+    adopt_global(e, next, blob, sha, parent + 1);
+  }
   free(state);
   free(codec_after);
+  free(codec_before);
   free(before);
   if (rc) {
-    log_error("round %lld: cannot commit: %s", (long long)e->round,
-              store_errmsg(e->db));
+    log_error("round %lld: cannot commit: %s; model %lld stays the latest",
+              (long long)e->round, store_errmsg(e->db), (long long)parent);
     return rc;
   }
   e->committed++;

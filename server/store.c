@@ -366,6 +366,13 @@ static int round_unfinished(void *ctx, int64_t round) {
 }
 
 int store_open(const char *path, store **out, char *err, size_t errlen) {
+  return store_open_with(path, NULL, out, err, errlen);
+}
+
+int store_open_with(const char *path, const store_options *opt, store **out,
+                    char *err, size_t errlen) {
+  store_options none = {0};
+  opt = opt ? opt : &none;
   int rc = store_files_prepare(path, err, errlen);
   if (rc)
     return rc;
@@ -379,7 +386,7 @@ int store_open(const char *path, store **out, char *err, size_t errlen) {
   if (sqlite3_open_v2(path, &s->db,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
                           SQLITE_OPEN_FULLMUTEX,
-                      NULL) != SQLITE_OK) {
+                      opt->vfs) != SQLITE_OK) {
     snprintf(err, errlen, "database %s: %s", path, store_errmsg(s));
     goto out;
   }
@@ -392,7 +399,8 @@ int store_open(const char *path, store **out, char *err, size_t errlen) {
              path);
     goto out;
   }
-  sqlite3_busy_timeout(s->db, 5000);
+  sqlite3_busy_timeout(s->db,
+                       opt->busy_timeout_ms > 0 ? opt->busy_timeout_ms : 5000);
   /* WAL keeps readers (the admin CLI, sqlite3) off the writer's back. With
    * synchronous=NORMAL a transaction is in the WAL, safe from a crash of
    * the process, when it commits, but fsynced only with a later durable

@@ -21,6 +21,19 @@ typedef struct store store;
  * refused. The round's update bytes live next to it, in <path>.updates/.
  * err gets a one-line reason. */
 int store_open(const char *path, store **out, char *err, size_t errlen);
+/* How store_open_with opens the database; zero fields take the defaults. */
+typedef struct store_options {
+  /* The SQLite VFS, by name (NULL: SQLite's default). The fault tests pass
+   * one that fails writes as a full or failing disk would
+   * (tests/support/faulty_vfs.h). */
+  const char *vfs;
+  /* How long a statement waits for another connection's lock before it
+   * fails with "database is locked" (0: 5000 ms). */
+  int busy_timeout_ms;
+} store_options;
+/* store_open with options (NULL: as store_open). */
+int store_open_with(const char *path, const store_options *opt, store **out,
+                    char *err, size_t errlen);
 /* For readers such as --export: never creates, migrates or writes; a
  * database of another schema version is refused. */
 int store_open_readonly(const char *path, store **out, char *err,

@@ -6,13 +6,16 @@
  * a disk that fills during a round stops the coordinator once, clearly,
  * and tells clients nothing of SQLite; `cohort backup` copies a database
  * while rounds run, and a coordinator started on the copy resumes from its
- * committed rounds. The read-only and full-disk cases mount a read-only
- * bind or a small tmpfs in a private mount namespace (`unshare -m`) when
- * run as root; a non-root run makes the file read-only with chmod and
- * skips the full disk (test_store_files covers SQLITE_FULL). */
+ * committed rounds; a database an operator holds locked stops the
+ * coordinator cleanly, and a restart resumes the round. The read-only and
+ * full-disk cases mount a read-only bind or a small tmpfs in a private mount
+ * namespace (`unshare -m`) when run as root; a non-root run makes the file
+ * read-only with chmod and skips the full disk (test_store_files covers
+ * SQLITE_FULL). */
 #include <CUnit/CUnit.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,6 +331,68 @@ static void test_full_disk_stops_once_and_tells_clients_nothing(void) {
   }
 }
 
+/* An operator's sqlite3 holds a write transaction past the coordinator's
+ * busy timeout (5 s) while a round waits for its deadline, its two updates
+ * kept: the round's next step fails with "database is locked", and the
+ * coordinator stops, once, with status 1, having committed nothing half.
+ * Started again once the lock is gone, it resumes the round from the kept
+ * updates and the federation finishes (issue 21, Faults). */
+static void test_locked_database_stops_then_resumes(void) {
+  const char *flags = "--rounds 2 --clients-per-round 3 --min-clients 2 "
+                      "--round-timeout 2 --selection-timeout 1 "
+                      "--retry-ms 100 --retry-max-ms 300 --linger 3";
+  char all[512];
+  snprintf(all, sizeof all, "%s --enroll-token %s", flags, TOKEN);
+  int port = 0;
+  char db[512] = "";
+  pid_t server = harness_start_server("locked", all, &port, db, sizeof db);
+  CU_ASSERT_FATAL(server > 0);
+  pid_t clients[2];
+  clients[0] = start_client(port, "locked-client0.err");
+  clients[1] = start_client(port, "locked-client1.err");
+  int uploaded = 0;
+  for (int i = 0; i < 3000 && !uploaded; i++) {
+    uploaded = db_peek_int(db, "SELECT COUNT(*) FROM participations WHERE"
+                               " round = 1 AND state = 'UPLOADED'") == 2;
+    if (!uploaded)
+      clock_sleep_ms(10);
+  }
+  CU_ASSERT_FATAL(uploaded);
+  sqlite3 *holder = NULL;
+  CU_ASSERT_EQUAL_FATAL(sqlite3_open(db, &holder), SQLITE_OK);
+  sqlite3_busy_timeout(holder, 5000);
+  CU_ASSERT_EQUAL_FATAL(
+      sqlite3_exec(holder, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+  CU_ASSERT_EQUAL(harness_wait(server, 60), 1);
+  sqlite3_exec(holder, "ROLLBACK", NULL, NULL, NULL);
+  sqlite3_close(holder);
+  const char *err = harness_path("locked.err");
+  CU_ASSERT(file_has(err, "database is locked"));
+  CU_ASSERT_EQUAL(count_in(err, "stopping the coordinator"), 1);
+  char text[64];
+  db_peek_text(db, "PRAGMA integrity_check", text, sizeof text);
+  CU_ASSERT_STRING_EQUAL(text, "ok");
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM rounds WHERE"
+                                  " state = 'COMMITTED'"),
+                  0);
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM models"), 1);
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM updates"), 2);
+
+  int again = port;
+  server = harness_start_server("locked-again", all, &again, db, sizeof db);
+  CU_ASSERT_FATAL(server > 0);
+  CU_ASSERT_EQUAL(again, port);
+  CU_ASSERT_EQUAL(harness_wait(server, 120), 0);
+  for (int i = 0; i < 2; i++)
+    CU_ASSERT_EQUAL(harness_wait(clients[i], 30), 0);
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT clients_aggregated FROM rounds"
+                                  " WHERE id = 1 AND state = 'COMMITTED'"),
+                  2);
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM rounds WHERE"
+                                  " state = 'COMMITTED'"),
+                  2);
+}
+
 /* The disaster an operator backs up for: the coordinator's disk is lost
  * in the middle of a round. A copy made by `cohort backup` while that round
  * was running is put in the database's place and a coordinator started on
@@ -425,6 +490,9 @@ int cohort_register_suites(void) {
        test_read_only_database_refused_at_start},
       {"a full disk stops the coordinator once; clients see no SQLite text",
        test_full_disk_stops_once_and_tells_clients_nothing},
+      {"a database locked past the busy timeout stops the coordinator "
+       "once, committing nothing half; restarted, it resumes the round",
+       test_locked_database_stops_then_resumes},
       {"cohort backup of a live database restores and resumes",
        test_backup_while_running_then_restore_and_resume},
   };

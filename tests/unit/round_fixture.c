@@ -92,11 +92,15 @@ int new_engine(fixture *f) {
   return rc;
 }
 
-int fx_init(fixture *f) {
+int fx_init(fixture *f) { return fx_init_with(f, NULL); }
+
+int fx_init_with(fixture *f, const store_options *opt) {
   memset(f, 0, sizeof *f);
+  if (opt)
+    f->opt = *opt;
   snprintf(f->path, sizeof f->path, "%s/round%d.sqlite", dir, ++db_counter);
   char err[256] = "";
-  if (store_open(f->path, &f->db, err, sizeof err)) {
+  if (store_open_with(f->path, &f->opt, &f->db, err, sizeof err)) {
     fprintf(stderr, "store_open: %s\n", err);
     return -1;
   }
@@ -137,6 +141,19 @@ void fx_close(fixture *f) {
 void restart_engine(fixture *f) {
   round_engine_free(f->e);
   f->e = NULL;
+  CU_ASSERT_EQUAL_FATAL(new_engine(f), COHORT_OK);
+}
+
+void restart_coordinator(fixture *f) {
+  round_engine_free(f->e);
+  f->e = NULL;
+  store_close(f->db);
+  f->db = NULL;
+  char err[256] = "";
+  int rc = store_open_with(f->path, &f->opt, &f->db, err, sizeof err);
+  if (rc)
+    fprintf(stderr, "store_open: %s\n", err);
+  CU_ASSERT_EQUAL_FATAL(rc, COHORT_OK);
   CU_ASSERT_EQUAL_FATAL(new_engine(f), COHORT_OK);
 }
 

@@ -37,6 +37,7 @@ void sleep_s(double s);
 typedef struct fixture {
   char path[256]; /* the database file, in the suite's folder */
   store *db;
+  store_options opt; /* what the store was opened with (fx_init_with) */
   round_engine *e;
   round_config cfg;
   FILE *lines; /* round lines go here (a tmpfile) */
@@ -66,6 +67,8 @@ int new_engine(fixture *f);
 /* A fresh store and the default configuration; no engine yet, so a test
  * can change f->cfg first. 0 or -1. */
 int fx_init(fixture *f);
+/* fx_init with store options (a VFS, a busy timeout), kept in f->opt. */
+int fx_init_with(fixture *f, const store_options *opt);
 /* Starts the engine with f->cfg and registers n clients (f->id, f->token,
  * f->key: identities 1 to n). 0 or -1. */
 int fx_start(fixture *f, int n);
@@ -82,6 +85,10 @@ void fx_close(fixture *f);
  * store, and starts a new one with f->cfg on the same store, as a restarted
  * coordinator does (fatal assertion if it refuses). */
 void restart_engine(fixture *f);
+/* Frees the engine, closes the store and opens both again with the same
+ * options: a coordinator that stopped (on a store it could not write) and
+ * was started again. Fatal assertion if either refuses. */
+void restart_coordinator(fixture *f);
 
 /* rounds.state of round as stored, written into buf (len bytes); "<none>"
  * when there is no such round. Returns buf. */

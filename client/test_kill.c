@@ -1,0 +1,59 @@
+/* COHORT_TEST_KILL_AT (test_kill.h): a client that dies by SIGKILL at a
+ * chosen phase, for the fault tests. A testing aid only. */
+#include "test_kill.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+
+/* The phase named by the variable and its delay; 0 when it names another
+ * phase or is unset. */
+static int named(const char *phase, long *ms) {
+  const char *v = getenv("COHORT_TEST_KILL_AT");
+  size_t n = strlen(phase);
+  if (!v || !*v || !*phase || strncmp(v, phase, n) != 0 ||
+      (v[n] != '\0' && v[n] != ':'))
+    return 0;
+  *ms = v[n] == ':' ? strtol(v + n + 1, NULL, 10) : 0;
+  if (*ms < 0)
+    *ms = 0;
+  return 1;
+}
+
+int test_kill_armed(const char *phase) {
+  long ms;
+  return named(phase, &ms);
+}
+
+static void die(const char *phase) {
+  fprintf(stderr, "testing aid: COHORT_TEST_KILL_AT=%s reached; SIGKILL\n",
+          phase);
+  fflush(stderr);
+  kill(getpid(), SIGKILL);
+}
+
+static void *die_later(void *arg) {
+  long *ms = arg;
+  clock_sleep_ms(*ms);
+  die(getenv("COHORT_TEST_KILL_AT"));
+  return NULL;
+}
+
+void test_kill_point(const char *phase) {
+  static long delay;
+  if (!named(phase, &delay))
+    return;
+  pthread_t t;
+  if (delay == 0 || pthread_create(&t, NULL, die_later, &delay) != 0) {
+    die(phase);
+    return;
+  }
+  fprintf(stderr, "testing aid: COHORT_TEST_KILL_AT=%s: SIGKILL in %ld ms\n",
+          phase, delay);
+  pthread_detach(t);
+}
