@@ -1,5 +1,6 @@
 /* Admission of the rpc server's calls before their request message is read:
- * calls in flight per source address and in all, how many messages are
+ * calls in flight per source address, per caller and in all, how many
+ * messages are
  * received at once per pool (later calls wait, reading nothing beyond their
  * stream window), and the time by which a call's message must have arrived.
  * Bookkeeping only, under one mutex: it never touches gRPC, so the server
@@ -15,6 +16,8 @@ enum { RPC_POOL_AUTHENTICATED = 0, RPC_POOL_OPEN = 1, RPC_POOLS = 2 };
 
 /* Longest address kept ("ipv6:[...]" without its port). */
 #define RPC_ADMIT_ADDR_MAX 64
+/* Longest caller key kept (rpc_admit_arrive). */
+#define RPC_ADMIT_CALLER_MAX 32
 
 typedef enum rpc_admit_state {
   RPC_ADMIT_NONE = 0,  /* not admitted, or left */
@@ -31,11 +34,14 @@ typedef struct rpc_admit_entry {
   rpc_admit_state state;
   int expired; /* the sweep found it receiving past its deadline */
   char addr[RPC_ADMIT_ADDR_MAX];
+  char caller[RPC_ADMIT_CALLER_MAX]; /* "": not counted per caller */
 } rpc_admit_entry;
 
 typedef struct rpc_admit_limits {
   int per_address;          /* calls not yet received from one address;
                                0: no limit */
+  int per_caller;           /* calls not yet received of one caller (one
+                               session); 0: no limit */
   int in_flight;            /* calls not yet received in all; 0: no limit */
   int receiving[RPC_POOLS]; /* messages read at once per pool; 0: no limit */
   double receive_s;         /* time a call's message may take; 0: none */
@@ -53,15 +59,20 @@ typedef enum rpc_admit_verdict {
   RPC_ADMIT_RECEIVE = 0,    /* read its message now */
   RPC_ADMIT_WAIT,           /* a later rpc_admit_leave hands it back */
   RPC_ADMIT_OVER_ADDRESS,   /* refused: per_address calls already in flight */
+  RPC_ADMIT_OVER_CALLER,    /* refused: per_caller calls already in flight */
   RPC_ADMIT_OVER_IN_FLIGHT, /* refused: in_flight calls already in flight */
   RPC_ADMIT_CLOSED,         /* refused: rpc_admit_close was called */
 } rpc_admit_verdict;
 
 /* A call from addr (gRPC's peer name; the port is ignored) arrived at now
  * (monotonic seconds): counts it and files e, unless a limit refuses it
- * (e is then left alone, state NONE). */
+ * (e is then left alone, state NONE). caller (NULL or "": none) names who
+ * made it, e.g. a digest of its session token, so that one caller's calls
+ * are counted together whatever address they come from; keys longer than
+ * RPC_ADMIT_CALLER_MAX - 1 are cut. */
 rpc_admit_verdict rpc_admit_arrive(rpc_admit *a, rpc_admit_entry *e,
-                                   const char *peer, int pool, double now);
+                                   const char *peer, const char *caller,
+                                   int pool, double now);
 
 /* e's message arrived, or its call ended: releases what it counted. Returns
  * a waiting entry of the same pool that may now read its message (already

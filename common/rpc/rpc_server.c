@@ -19,6 +19,7 @@
 
 #include "clock.h"
 #include "cohort_status.h"
+#include "crypto.h"
 #include "log.h"
 #include "rpc_admit.h"
 #include "rpc_args.h"
@@ -425,6 +426,17 @@ static void slot_receive(rpc_slot *s) {
   }
 }
 
+/* The admission key of an admitted call's session: a digest of its bearer
+ * token (the token itself is a secret, kept out of the table), "" without
+ * one. */
+static void caller_of(const char *bearer, char out[RPC_ADMIT_CALLER_MAX]) {
+  char hex[CRYPTO_SHA256_HEX_LEN];
+  out[0] = '\0';
+  /* 96 bits of the digest: no token of another session meets it. */
+  if (bearer && crypto_sha256_hex(bearer, hex) == 0)
+    snprintf(out, RPC_ADMIT_CALLER_MAX, "%.24s", hex);
+}
+
 /* A call's headers arrived: the catch-all is answered; a registered
  * method's call is refused, read at once or left to wait, as its admit hook
  * and the admission limits say. */
@@ -440,12 +452,16 @@ static void slot_arrive(rpc_slot *s) {
   memset(&rep, 0, sizeof rep);
   rep.code = GRPC_STATUS_OK;
   const rpc_method_limits *ml = limits_of(srv, s);
+  char addr[RPC_ADMIT_ADDR_MAX], caller[RPC_ADMIT_CALLER_MAX] = "";
   if (ml && ml->admit) {
     char *bearer;
     rpc_request req;
     request_of(s, NULL, 0, &bearer, &req);
     req.call = NULL;
     ml->admit(srv->ctx, &req, &rep);
+    /* The hook admitted the bearer: its calls are counted together. */
+    if (rep.code == GRPC_STATUS_OK)
+      caller_of(bearer, caller);
     free(bearer);
     free(rep.body);
     rep.body = NULL;
@@ -454,10 +470,9 @@ static void slot_arrive(rpc_slot *s) {
       return;
     }
   }
-  char addr[RPC_ADMIT_ADDR_MAX];
   int pool = ml && ml->admit ? RPC_POOL_AUTHENTICATED : RPC_POOL_OPEN;
-  switch (rpc_admit_arrive(srv->admit, &s->admit, s->peer ? s->peer : "", pool,
-                           s->arrived)) {
+  switch (rpc_admit_arrive(srv->admit, &s->admit, s->peer ? s->peer : "",
+                           caller, pool, s->arrived)) {
   case RPC_ADMIT_RECEIVE:
     slot_receive(s);
     return;
@@ -469,6 +484,12 @@ static void slot_arrive(rpc_slot *s) {
            "rate limited: the per-address limit of %d calls awaiting their "
            "request message is reached for %s; retry in %d ms",
            srv->admit_limits.per_address, addr, RETRY_AFTER_MS);
+    break;
+  case RPC_ADMIT_OVER_CALLER:
+    refuse(&rep, GRPC_STATUS_RESOURCE_EXHAUSTED,
+           "rate limited: this session already has %d calls whose request "
+           "message has not arrived (the limit per client); retry in %d ms",
+           srv->admit_limits.per_caller, RETRY_AFTER_MS);
     break;
   case RPC_ADMIT_OVER_IN_FLIGHT:
     refuse(&rep, GRPC_STATUS_RESOURCE_EXHAUSTED,
@@ -717,7 +738,7 @@ static int config_ok(const rpc_server_config *cfg) {
       l->max_streams, l->stream_window_bytes, l->max_metadata_bytes,
       l->idle_ms,     l->handshake_ms,        l->keepalive_ms,
       l->receive_ms,  l->calls_per_address,   l->calls_in_flight,
-      l->receiving,   l->receiving_open};
+      l->receiving,   l->receiving_open,      l->receiving_per_caller};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (all[i] < 0)
       return 0;
@@ -768,6 +789,7 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
   srv->receive_ms = cfg->limits.receive_ms;
   srv->admit_limits = (rpc_admit_limits){
       .per_address = cfg->limits.calls_per_address,
+      .per_caller = cfg->limits.receiving_per_caller,
       .in_flight = cfg->limits.calls_in_flight,
       .receiving = {cfg->limits.receiving, cfg->limits.receiving_open},
       .receive_s = cfg->limits.receive_ms / 1000.0};
