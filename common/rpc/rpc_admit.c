@@ -48,6 +48,22 @@ void rpc_admit_address(const char *peer, char out[RPC_ADMIT_ADDR_MAX]) {
   out[n] = '\0';
 }
 
+char *rpc_admit_bearer(const uint8_t *value, size_t len) {
+  static const char prefix[] = "Bearer ";
+  const size_t plen = sizeof prefix - 1;
+  if (!value || len <= plen || memcmp(value, prefix, plen) != 0)
+    return NULL;
+  for (size_t k = plen; k < len; k++)
+    if (value[k] <= 0x20 || value[k] == 0x7f)
+      return NULL;
+  char *t = malloc(len - plen + 1);
+  if (!t)
+    return NULL;
+  memcpy(t, value + plen, len - plen);
+  t[len - plen] = '\0';
+  return t;
+}
+
 static uint32_t key_hash(const char *s) {
   uint32_t h = 2166136261u; /* FNV-1a */
   for (; *s; s++)

@@ -9,6 +9,7 @@
 #define COHORT_RPC_ADMIT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Pools of receive slots: calls whose caller proved who it is before its
  * message is read (the method has an admit hook), and the rest. */
@@ -99,6 +100,12 @@ void rpc_admit_close(rpc_admit *a, rpc_admit_visit_fn visit, void *ctx);
  * in each state in all. */
 void rpc_admit_counts(rpc_admit *a, const char *peer, int *from_address,
                       int *waiting, int *receiving);
+
+/* The token of an "authorization" metadata value (len bytes, not
+ * NUL-terminated): "Bearer <token>" with a non-empty token free of spaces,
+ * control bytes and DEL gives a malloc'd copy of the token; anything else
+ * (or no memory) gives NULL. */
+char *rpc_admit_bearer(const uint8_t *value, size_t len);
 
 /* The address part of a gRPC peer name: "ipv4:10.0.0.7:4031" ->
  * "ipv4:10.0.0.7", "ipv6:[::1]:80" -> "ipv6:[::1]"; truncated to fit. */

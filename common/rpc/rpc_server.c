@@ -180,29 +180,13 @@ static void slot_repost(rpc_worker *w, const rpc_slot *used) {
   pthread_rwlock_unlock(&srv->lock);
 }
 
-/* "Bearer <token>" with a non-empty token free of spaces and control bytes
- * gives a malloc'd copy of the token; anything else gives NULL. */
+/* The token of the call's "authorization" metadata (rpc_admit_bearer),
+ * malloc'd, or NULL. */
 static char *bearer_from(const grpc_metadata_array *md) {
-  static const char prefix[] = "Bearer ";
-  const size_t plen = sizeof prefix - 1;
-  for (size_t i = 0; i < md->count; i++) {
-    if (grpc_slice_str_cmp(md->metadata[i].key, "authorization") != 0)
-      continue;
-    const grpc_slice v = md->metadata[i].value;
-    const uint8_t *p = GRPC_SLICE_START_PTR(v);
-    size_t n = GRPC_SLICE_LENGTH(v);
-    if (n <= plen || memcmp(p, prefix, plen) != 0)
-      return NULL;
-    for (size_t k = plen; k < n; k++)
-      if (p[k] <= 0x20 || p[k] == 0x7f)
-        return NULL;
-    char *t = malloc(n - plen + 1);
-    if (!t)
-      return NULL;
-    memcpy(t, p + plen, n - plen);
-    t[n - plen] = '\0';
-    return t;
-  }
+  for (size_t i = 0; i < md->count; i++)
+    if (grpc_slice_str_cmp(md->metadata[i].key, "authorization") == 0)
+      return rpc_admit_bearer(GRPC_SLICE_START_PTR(md->metadata[i].value),
+                              GRPC_SLICE_LENGTH(md->metadata[i].value));
   return NULL;
 }
 
