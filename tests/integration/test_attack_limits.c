@@ -250,6 +250,26 @@ static void attack_message_less_calls(void) {
     h2_close(&c[k]);
 }
 
+/* Opens and resets n streams of path on c, reading what comes back now
+ * and then, then waits until a last message-less call is answered:
+ * frames are handled in order, so every reset before it was processed
+ * (closing at once would let the coordinator drop what it had not read).
+ * Returns how many were reset. */
+static int reset_burst(h2_conn *c, const char *path, const char *bearer,
+                       int n) {
+  int done = 0;
+  for (uint32_t id = 1; done < n; id += 2, done++) {
+    if (h2_call(c, id, path, bearer, 0) || h2_reset(c, id))
+      break;
+    if (done % 64 == 63)
+      h2_wait_end(c, 0, 0);
+  }
+  uint32_t last = 2 * (uint32_t)done + 1;
+  CU_ASSERT(h2_call(c, last, path, bearer, 1) == 0 &&
+            h2_wait_end(c, last, 60000));
+  return done;
+}
+
 /* Rapid reset: streams opened and reset at once, 4 connections. */
 static void attack_rapid_reset(void) {
   int64_t t0 = now_ms();
@@ -262,10 +282,7 @@ static void attack_rapid_reset(void) {
       CU_FAIL("cannot connect");
       return;
     }
-    for (uint32_t id = 1; id < 2 * H2_MAX_STREAMS; id += 2, n++) {
-      if (h2_call(&c, id, PB_METHOD_REGISTER, NULL, 0) || h2_reset(&c, id))
-        break;
-    }
+    n += reset_burst(&c, PB_METHOD_REGISTER, NULL, H2_MAX_STREAMS - 1);
     h2_close(&c);
   }
   printf("  %d streams opened and reset in %lld ms\n", n,
@@ -493,8 +510,9 @@ static void fed_start(fed *f, const char *tag, const char *flags,
 }
 
 /* Checks that the honest clients are still at work, stops everything, and
- * asserts the RSS bound; returns the coordinator's largest RSS growth. */
-static long fed_stop(fed *f) {
+ * (with bound) asserts the RSS bound; returns the coordinator's largest
+ * RSS growth. */
+static long fed_stop(fed *f, int bound) {
   /* Honest clients still at work: their connections were never cut. */
   for (int i = 0; i < 2; i++)
     if (f->clients[i] > 0) {
@@ -510,7 +528,8 @@ static long fed_stop(fed *f) {
          f->idle_kb, max_kb, max_kb - f->idle_kb, (long)BOUND_KB);
 #ifndef COHORT_TEST_SANITIZED
   /* ASan's shadow and quarantine multiply every allocation. */
-  CU_ASSERT(max_kb - f->idle_kb < BOUND_KB);
+  if (bound)
+    CU_ASSERT(max_kb - f->idle_kb < BOUND_KB);
 #endif
   rpc_channel_free(g_ch);
   g_ch = NULL;
@@ -549,7 +568,7 @@ static void test_attacks_while_honest_rounds_commit(void) {
   CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM rounds WHERE "
                                     "state='FAILED'"),
                   0);
-  fed_stop(&f);
+  fed_stop(&f, 1);
   /* The attacker's registered client sent only message-less check-ins and
    * a refused one: it was never selected. */
   CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM participations p "
@@ -598,7 +617,7 @@ static void test_one_client_cannot_take_the_receive_pool(void) {
     still += !c.ended[i];
   CU_ASSERT_EQUAL(still, 2);
   h2_close(&c);
-  fed_stop(&f);
+  fed_stop(&f, 1);
 }
 
 /* Runs fn in a child process (the h2 attacks speak over their own sockets
@@ -670,7 +689,57 @@ static void test_all_attacks_at_once(void) {
   CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM rounds WHERE "
                                     "state='FAILED'"),
                   0);
-  fed_stop(&f);
+  fed_stop(&f, 1);
+}
+
+/* Rapid reset (CVE-2023-44487) at full speed: 4 connections each open
+ * and reset RESETS streams, reading what the coordinator sends back now
+ * and then. gRPC 1.51 has no limit on it, and the coordinator's own code
+ * is under 1% of what a reset costs (perf: the rest is gRPC creating and
+ * cancelling the call), so nothing in Cohort bounds it: this measures the
+ * CPU and memory per 10,000 resets (docs/reliability.md, "Rapid reset")
+ * and asserts what holds: honest rounds commit once the burst is
+ * processed, and the CPU per reset stays where it was measured. The RSS
+ * bound is not asserted: a burst sent faster than the coordinator
+ * processes it queues inside gRPC, and it is exceeded. */
+static void test_rapid_reset_cost(void) {
+  enum { CONNS = 4, RESETS = 5000 };
+  fed f;
+  fed_start(&f, "reset", "--round-timeout 60", 1);
+  CU_ASSERT_FATAL(wait_committed(1, 30) >= 1);
+  long before = committed();
+  long c0 = cpu_ticks(g_server);
+  int64_t t0 = now_ms();
+  int n = 0;
+  for (int k = 0; k < CONNS; k++) {
+    h2_conn c;
+    char src[32];
+    src_addr(src, sizeof src, 70 + k);
+    if (h2_open(&c, src, g_port)) {
+      CU_FAIL("cannot connect");
+      continue;
+    }
+    n += reset_burst(&c, PB_METHOD_UPLOAD, f.session, RESETS);
+    h2_close(&c);
+  }
+  int64_t sent_ms = now_ms() - t0; /* and processed */
+  /* Honest rounds go on once the burst is processed. */
+  CU_ASSERT(wait_committed(before + 1, 30) > before);
+  int64_t commit_ms = now_ms() - t0;
+  nanosleep(&(struct timespec){1, 0}, NULL);
+  long ticks = cpu_ticks(g_server) - c0;
+  printf(
+      "\n  %d resets processed in %lld ms; a round committed %lld ms after the "
+      "first; coordinator CPU %ld ticks in all (%ld per 10,000), RSS max "
+      "+%ld kB\n",
+      n, (long long)sent_ms, (long long)commit_ms, ticks,
+      n ? ticks * 10000 / n : 0, atomic_load(&g_rss_max_kb) - f.idle_kb);
+  CU_ASSERT_EQUAL(n, CONNS * RESETS);
+  /* Measured 60-85 ticks per 10,000 (honest rounds included) on a loaded
+   * 2-core machine: a guard against the cost per reset growing, not a
+   * bound Cohort enforces. */
+  CU_ASSERT(n && ticks * 10000 / n < 300);
+  fed_stop(&f, 0);
 }
 
 int cohort_register_suites(void) {
@@ -684,6 +753,8 @@ int cohort_register_suites(void) {
       {"every attack at once during honest rounds: bounded RSS, rounds "
        "commit",
        test_all_attacks_at_once},
+      {"rapid reset: the cost of 20,000 resets measured, honest rounds go on",
+       test_rapid_reset_cost},
   };
   return test_add_suite("attack limits", NULL, NULL, tests,
                         sizeof tests / sizeof tests[0]);
