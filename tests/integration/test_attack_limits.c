@@ -25,6 +25,7 @@
 
 #include "cunit_main.h"
 #include "db_peek.h"
+#include "fl_client.h"
 #include "h2_raw.h"
 #include "harness.h"
 #include "pb.h"
@@ -32,6 +33,7 @@
 
 #define DATA_DIR "/usr/share/datasets/fashion-mnist"
 #define TOKEN "attack-token"
+#define N_PARAMS 7850 /* the default model, logreg 784 -> 10 */
 /* More than the attacks outlast: the federation must not end (and the
  * coordinator exit) while they run. */
 #define ROUNDS 1000
@@ -644,7 +646,12 @@ static void attack_message_less_checkin_child(void) {
  * honest clients run rounds: RSS stays under the bound and rounds commit. */
 static void test_all_attacks_at_once(void) {
   char flags[256];
-  snprintf(flags, sizeof flags, "--round-timeout 60 --receive-timeout-ms %d",
+  /* Three clients selected a round and two updates close it, so that the
+   * poisoner below is selected beside the two honest ones and no round
+   * waits for one of the three. */
+  snprintf(flags, sizeof flags,
+           "--round-timeout 60 --receive-timeout-ms %d --over-select 0.5 "
+           "--selection-timeout 1",
            RECEIVE_MS);
   fed f;
   fed_start(&f, "all", flags, 1);
@@ -654,6 +661,15 @@ static void test_all_attacks_at_once(void) {
   /* The huge messages' session, registered before the flood. */
   char second[65];
   CU_ASSERT_EQUAL(register_one(second), GRPC_STATUS_OK);
+  /* A poisoner takes part in rounds throughout (test_poisoning's). */
+  fl_poisoner poisoner = {.port = g_port, .token = TOKEN, .n_params = N_PARAMS};
+  CU_ASSERT_EQUAL_FATAL(harness_identity_key(poisoner.key), 0);
+  pthread_t poison_thread;
+  CU_ASSERT_EQUAL_FATAL(
+      pthread_create(&poison_thread, NULL, fl_poison_rounds, &poisoner), 0);
+  for (int i = 0; i < 100 && !atomic_load(&poisoner.registered); i++)
+    nanosleep(&(struct timespec){0, 100000000L}, NULL);
+  CU_ASSERT_EQUAL(atomic_load(&poisoner.registered), 1);
   long before = committed();
   int64_t t0 = now_ms();
   g_child_session = f.session;
@@ -682,10 +698,17 @@ static void test_all_attacks_at_once(void) {
     if (kids[i] > 0)
       CU_ASSERT_EQUAL(harness_wait(kids[i], 60), 0);
   h2_close(&c);
+  atomic_store(&poisoner.stop, 1);
+  pthread_join(poison_thread, NULL);
   long during = committed() - before;
-  printf("  all attacks at once: %lld ms, %ld rounds committed meanwhile\n",
-         (long long)(now_ms() - t0), during);
+  printf("  all attacks at once: %lld ms, %ld rounds committed meanwhile; "
+         "the poisoner's update in %d of them (\"%s\")\n",
+         (long long)(now_ms() - t0), during, poisoner.rounds_poisoned,
+         poisoner.detail);
   CU_ASSERT(during >= 1);
+  /* Whenever it was selected, its update was bounded. */
+  if (poisoner.rounds_poisoned)
+    CU_ASSERT_PTR_NOT_NULL(strstr(poisoner.detail, "weight capped"));
   CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM rounds WHERE "
                                     "state='FAILED'"),
                   0);
