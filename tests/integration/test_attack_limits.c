@@ -272,21 +272,29 @@ static int reset_burst(h2_conn *c, const char *path, const char *bearer,
   return done;
 }
 
+/* reset_burst of per_conn streams of path on each of conns connections
+ * from the test addresses first_src and up; how many in all. */
+static int reset_flood(int first_src, int conns, const char *path,
+                       const char *bearer, int per_conn) {
+  int n = 0;
+  for (int k = 0; k < conns; k++) {
+    h2_conn c;
+    char src[32];
+    src_addr(src, sizeof src, first_src + k);
+    if (h2_open(&c, src, g_port)) {
+      CU_FAIL("cannot connect");
+      continue;
+    }
+    n += reset_burst(&c, path, bearer, per_conn);
+    h2_close(&c);
+  }
+  return n;
+}
+
 /* Rapid reset: streams opened and reset at once, 4 connections. */
 static void attack_rapid_reset(void) {
   int64_t t0 = now_ms();
-  int n = 0;
-  for (int k = 0; k < 4; k++) {
-    h2_conn c;
-    char src[32];
-    src_addr(src, sizeof src, 40 + k);
-    if (h2_open(&c, src, g_port)) {
-      CU_FAIL("cannot connect");
-      return;
-    }
-    n += reset_burst(&c, PB_METHOD_REGISTER, NULL, H2_MAX_STREAMS - 1);
-    h2_close(&c);
-  }
+  int n = reset_flood(40, 4, PB_METHOD_REGISTER, NULL, H2_MAX_STREAMS - 1);
   printf("  %d streams opened and reset in %lld ms\n", n,
          (long long)(now_ms() - t0));
 }
@@ -733,18 +741,7 @@ static void test_rapid_reset_cost(void) {
   long before = committed();
   long c0 = cpu_ticks(g_server);
   int64_t t0 = now_ms();
-  int n = 0;
-  for (int k = 0; k < CONNS; k++) {
-    h2_conn c;
-    char src[32];
-    src_addr(src, sizeof src, 70 + k);
-    if (h2_open(&c, src, g_port)) {
-      CU_FAIL("cannot connect");
-      continue;
-    }
-    n += reset_burst(&c, PB_METHOD_UPLOAD, f.session, RESETS);
-    h2_close(&c);
-  }
+  int n = reset_flood(70, CONNS, PB_METHOD_UPLOAD, f.session, RESETS);
   int64_t sent_ms = now_ms() - t0; /* and processed */
   /* Honest rounds go on once the burst is processed. */
   CU_ASSERT(wait_committed(before + 1, 30) > before);
