@@ -1020,7 +1020,7 @@ int main(int argc, char **argv) {
                  .calls_in_flight = (int)g_opts.max_calls_in_flight,
                  .receiving = (int)g_opts.max_receiving,
                  .receiving_open = (int)g_opts.max_receiving_open,
-                 .receiving_per_caller = (int)g_opts.max_receiving_per_client},
+                 .calls_per_caller = (int)g_opts.max_receiving_per_client},
       .method_limits = service_method_limits(),
   };
   if (g_opts.http) {

@@ -1,8 +1,8 @@
 /* Admission of the rpc server's calls before their request message is read:
  * calls in flight per source address, per caller and in all, how many
- * messages are
- * received at once per pool (later calls wait, reading nothing beyond their
- * stream window), and the time by which a call's message must have arrived.
+ * messages are received at once per pool (later calls wait, reading nothing
+ * beyond their stream window), and the time by which a call's message must
+ * have arrived.
  * Bookkeeping only, under one mutex: it never touches gRPC, so the server
  * decides what to do with what it returns. */
 #ifndef COHORT_RPC_ADMIT_H

@@ -722,7 +722,7 @@ static int config_ok(const rpc_server_config *cfg) {
       l->max_streams, l->stream_window_bytes, l->max_metadata_bytes,
       l->idle_ms,     l->handshake_ms,        l->keepalive_ms,
       l->receive_ms,  l->calls_per_address,   l->calls_in_flight,
-      l->receiving,   l->receiving_open,      l->receiving_per_caller};
+      l->receiving,   l->receiving_open,      l->calls_per_caller};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (all[i] < 0)
       return 0;
@@ -773,7 +773,7 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
   srv->receive_ms = cfg->limits.receive_ms;
   srv->admit_limits = (rpc_admit_limits){
       .per_address = cfg->limits.calls_per_address,
-      .per_caller = cfg->limits.receiving_per_caller,
+      .per_caller = cfg->limits.calls_per_caller,
       .in_flight = cfg->limits.calls_in_flight,
       .receiving = {cfg->limits.receiving, cfg->limits.receiving_open},
       .receive_s = cfg->limits.receive_ms / 1000.0};

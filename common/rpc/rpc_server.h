@@ -90,26 +90,25 @@ typedef struct rpc_method_limits {
 /* Transport and admission limits (docs/reliability.md). A zero keeps
  * gRPC's default or sets no limit. */
 typedef struct rpc_server_limits {
-  int max_streams;          /* concurrent streams per HTTP/2 connection */
-  int stream_window_bytes;  /* initial HTTP/2 stream window (BDP probing
-                               off, so it does not grow by itself) */
-  int max_metadata_bytes;   /* request headers */
-  int idle_ms;              /* a connection without calls is closed */
-  int handshake_ms;         /* TLS and HTTP/2 settings must be done by */
-  int keepalive_ms;         /* ping an idle connection this often; one that
-                               does not answer within 20 s is closed */
-  int receive_ms;           /* a call's request message must have arrived
-                               this long after its headers, or the call is
-                               cancelled with DEADLINE_EXCEEDED */
-  int calls_per_address;    /* calls whose message has not arrived, per
-                               source address */
-  int calls_in_flight;      /* the same, in all */
-  int receiving;            /* messages read at once by admitted calls of
-                               methods with an admit hook; more wait */
-  int receiving_open;       /* the same for methods without one */
-  int receiving_per_caller; /* calls of one bearer token, of methods with
-                               an admit hook, whose message has not arrived
-                               (being read or waiting); more are refused */
+  int max_streams;         /* concurrent streams per HTTP/2 connection */
+  int stream_window_bytes; /* initial HTTP/2 stream window (BDP probing
+                              off, so it does not grow by itself) */
+  int max_metadata_bytes;  /* request headers */
+  int idle_ms;             /* a connection without calls is closed */
+  int handshake_ms;        /* TLS and HTTP/2 settings must be done by */
+  int keepalive_ms;        /* ping an idle connection this often; one that
+                              does not answer within 20 s is closed */
+  int receive_ms;          /* a call's request message must have arrived
+                              this long after its headers, or the call is
+                              cancelled with DEADLINE_EXCEEDED */
+  int calls_per_address;   /* calls whose message has not arrived, per
+                              source address */
+  int calls_per_caller;    /* the same per bearer token, for methods with
+                              an admit hook (it accepted the token) */
+  int calls_in_flight;     /* the same, in all */
+  int receiving;           /* messages read at once by admitted calls of
+                              methods with an admit hook; more wait */
+  int receiving_open;      /* the same for methods without one */
 } rpc_server_limits;
 
 typedef struct rpc_server_config {
