@@ -55,7 +55,7 @@ typedef struct server_opts {
   long max_streams, stream_window, max_metadata, idle_timeout_ms;
   long handshake_timeout_ms, keepalive_ms, receive_timeout_ms;
   long max_calls_per_address, max_calls_in_flight, max_receiving;
-  long max_receiving_open;
+  long max_receiving_open, max_receiving_per_client;
   long keep_models;
   long eval_limit;
   const char *input, *strategy, *codec;
@@ -429,6 +429,11 @@ static const flag_def FLAGS[] = {
      "N",
      "Register messages read at once (anyone may call Register; each "
      "larger than 4 KiB is refused)"},
+    {"max-receiving-per-client", FLAG_INT, &g_opts.max_receiving_per_client,
+     "2", 1, 100000, "N",
+     "calls of one client session whose message has not arrived yet (being "
+     "read or waiting); more are refused with RESOURCE_EXHAUSTED, so one "
+     "client cannot take the --max-receiving slots"},
     {"linger", FLAG_DOUBLE, &g_opts.linger, "15", 0, 3600, "SECONDS",
      "after the last round, how long to wait for clients to learn that the "
      "federation is over"},
@@ -1014,7 +1019,8 @@ int main(int argc, char **argv) {
                  .calls_per_address = (int)g_opts.max_calls_per_address,
                  .calls_in_flight = (int)g_opts.max_calls_in_flight,
                  .receiving = (int)g_opts.max_receiving,
-                 .receiving_open = (int)g_opts.max_receiving_open},
+                 .receiving_open = (int)g_opts.max_receiving_open,
+                 .calls_per_caller = (int)g_opts.max_receiving_per_client},
       .method_limits = service_method_limits(),
   };
   if (g_opts.http) {

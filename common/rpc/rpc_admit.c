@@ -1,10 +1,11 @@
 /* Admission bookkeeping of the rpc server (see rpc_admit.h): per-address
- * counts in a chained hash table, and per pool a FIFO of waiting calls and
- * a list of receiving ones, all under one mutex. */
+ * and per-caller counts in chained hash tables, and per pool a FIFO of
+ * waiting calls and a list of receiving ones, all under one mutex. */
 #include "rpc_admit.h"
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,11 +13,14 @@
 
 #define ADDR_BUCKETS 1024
 
-typedef struct addr_count {
-  struct addr_count *next;
+/* A count per key: a source address, or a caller. */
+typedef struct key_count {
+  struct key_count *next;
   int count;
-  char addr[RPC_ADMIT_ADDR_MAX];
-} addr_count;
+  char key[RPC_ADMIT_ADDR_MAX];
+} key_count;
+
+typedef key_count *count_table[ADDR_BUCKETS];
 
 typedef struct entry_list {
   rpc_admit_entry *head, *tail;
@@ -29,7 +33,7 @@ struct rpc_admit {
   int closed;
   int in_flight; /* waiting + receiving, all pools */
   entry_list waiting[RPC_POOLS], receiving[RPC_POOLS];
-  addr_count *buckets[ADDR_BUCKETS];
+  count_table addrs, callers;
 };
 
 void rpc_admit_address(const char *peer, char out[RPC_ADMIT_ADDR_MAX]) {
@@ -44,42 +48,70 @@ void rpc_admit_address(const char *peer, char out[RPC_ADMIT_ADDR_MAX]) {
   out[n] = '\0';
 }
 
-static uint32_t addr_hash(const char *s) {
+char *rpc_admit_bearer(const uint8_t *value, size_t len) {
+  static const char prefix[] = "Bearer ";
+  const size_t plen = sizeof prefix - 1;
+  if (!value || len <= plen || memcmp(value, prefix, plen) != 0)
+    return NULL;
+  for (size_t k = plen; k < len; k++)
+    if (value[k] <= 0x20 || value[k] == 0x7f)
+      return NULL;
+  char *t = malloc(len - plen + 1);
+  if (!t)
+    return NULL;
+  memcpy(t, value + plen, len - plen);
+  t[len - plen] = '\0';
+  return t;
+}
+
+static uint32_t key_hash(const char *s) {
   uint32_t h = 2166136261u; /* FNV-1a */
   for (; *s; s++)
     h = (h ^ (uint8_t)*s) * 16777619u;
   return h % ADDR_BUCKETS;
 }
 
-/* The count of addr, created at 0 when create is set; NULL if absent or
- * out of memory. */
-static addr_count *addr_find(rpc_admit *a, const char *addr, int create) {
-  addr_count **b = &a->buckets[addr_hash(addr)];
-  for (addr_count *c = *b; c; c = c->next)
-    if (strcmp(c->addr, addr) == 0)
+/* The count of key (shorter than RPC_ADMIT_ADDR_MAX), created at 0 when
+ * create is set; NULL if absent or out of memory. */
+static key_count *key_find(count_table t, const char *key, int create) {
+  key_count **b = &t[key_hash(key)];
+  for (key_count *c = *b; c; c = c->next)
+    if (strcmp(c->key, key) == 0)
       return c;
   if (!create)
     return NULL;
-  addr_count *c = calloc(1, sizeof *c);
+  key_count *c = calloc(1, sizeof *c);
   if (!c)
     return NULL;
-  memcpy(c->addr, addr, sizeof c->addr);
+  snprintf(c->key, sizeof c->key, "%s", key);
   c->next = *b;
   *b = c;
   return c;
 }
 
-static void addr_release(rpc_admit *a, const char *addr) {
-  addr_count **b = &a->buckets[addr_hash(addr)];
-  for (addr_count **p = b; *p; p = &(*p)->next) {
-    if (strcmp((*p)->addr, addr) != 0)
+/* One less for key; a count that reaches 0 is freed. */
+static void key_release(count_table t, const char *key) {
+  key_count **b = &t[key_hash(key)];
+  for (key_count **p = b; *p; p = &(*p)->next) {
+    if (strcmp((*p)->key, key) != 0)
       continue;
     if (--(*p)->count <= 0) {
-      addr_count *dead = *p;
+      key_count *dead = *p;
       *p = dead->next;
       free(dead);
     }
     return;
+  }
+}
+
+static void table_free(count_table t) {
+  for (size_t i = 0; i < ADDR_BUCKETS; i++) {
+    key_count *c = t[i];
+    while (c) {
+      key_count *next = c->next;
+      free(c);
+      c = next;
+    }
   }
 }
 
@@ -115,14 +147,17 @@ static entry_list *list_of(rpc_admit *a, const rpc_admit_entry *e) {
 /* Takes e out of its list and its counts; state NONE. Under mu. */
 static void entry_drop(rpc_admit *a, rpc_admit_entry *e) {
   list_remove(list_of(a, e), e);
-  addr_release(a, e->addr);
+  key_release(a->addrs, e->addr);
+  if (e->caller[0])
+    key_release(a->callers, e->caller);
   a->in_flight--;
   e->state = RPC_ADMIT_NONE;
 }
 
 int rpc_admit_new(const rpc_admit_limits *limits, rpc_admit **out) {
   *out = NULL;
-  if (limits->per_address < 0 || limits->in_flight < 0 || limits->receive_s < 0)
+  if (limits->per_address < 0 || limits->per_caller < 0 ||
+      limits->in_flight < 0 || limits->receive_s < 0)
     return COHORT_EINVAL;
   for (int p = 0; p < RPC_POOLS; p++)
     if (limits->receiving[p] < 0)
@@ -142,39 +177,42 @@ int rpc_admit_new(const rpc_admit_limits *limits, rpc_admit **out) {
 void rpc_admit_free(rpc_admit *a) {
   if (!a)
     return;
-  for (size_t i = 0; i < ADDR_BUCKETS; i++) {
-    addr_count *c = a->buckets[i];
-    while (c) {
-      addr_count *next = c->next;
-      free(c);
-      c = next;
-    }
-  }
+  table_free(a->addrs);
+  table_free(a->callers);
   pthread_mutex_destroy(&a->mu);
   free(a);
 }
 
 rpc_admit_verdict rpc_admit_arrive(rpc_admit *a, rpc_admit_entry *e,
-                                   const char *peer, int pool, double now) {
+                                   const char *peer, const char *caller,
+                                   int pool, double now) {
   memset(e, 0, sizeof *e);
   rpc_admit_address(peer, e->addr);
+  if (caller)
+    snprintf(e->caller, sizeof e->caller, "%s", caller);
   e->pool = pool;
   e->deadline = a->lim.receive_s > 0 ? now + a->lim.receive_s : 0;
   rpc_admit_verdict v = RPC_ADMIT_RECEIVE;
   pthread_mutex_lock(&a->mu);
-  addr_count *c = NULL;
+  key_count *c = NULL, *cc = NULL;
   if (a->closed) {
     v = RPC_ADMIT_CLOSED;
   } else if (a->lim.in_flight && a->in_flight >= a->lim.in_flight) {
     v = RPC_ADMIT_OVER_IN_FLIGHT;
   } else {
-    c = addr_find(a, e->addr, 1);
-    /* Out of memory for a new address refuses it as if over its limit. */
+    c = key_find(a->addrs, e->addr, 1);
+    /* Out of memory for a new key refuses it as if over its limit. */
     if (!c || (a->lim.per_address && c->count >= a->lim.per_address))
       v = RPC_ADMIT_OVER_ADDRESS;
+    else if (e->caller[0] &&
+             (!(cc = key_find(a->callers, e->caller, 1)) ||
+              (a->lim.per_caller && cc->count >= a->lim.per_caller)))
+      v = RPC_ADMIT_OVER_CALLER;
   }
   if (v == RPC_ADMIT_RECEIVE) {
     c->count++;
+    if (cc)
+      cc->count++;
     a->in_flight++;
     int cap = a->lim.receiving[pool];
     e->state = cap && a->receiving[pool].n >= cap ? RPC_ADMIT_WAITING
@@ -182,8 +220,12 @@ rpc_admit_verdict rpc_admit_arrive(rpc_admit *a, rpc_admit_entry *e,
     list_push(list_of(a, e), e);
     if (e->state == RPC_ADMIT_WAITING)
       v = RPC_ADMIT_WAIT;
-  } else if (c && c->count == 0) {
-    addr_release(a, e->addr); /* created above for nothing */
+  } else {
+    /* Counts created above for nothing. */
+    if (c && c->count == 0)
+      key_release(a->addrs, e->addr);
+    if (cc && cc->count == 0)
+      key_release(a->callers, e->caller);
   }
   pthread_mutex_unlock(&a->mu);
   return v;
@@ -250,7 +292,7 @@ void rpc_admit_counts(rpc_admit *a, const char *peer, int *from_address,
   char addr[RPC_ADMIT_ADDR_MAX];
   rpc_admit_address(peer ? peer : "", addr);
   pthread_mutex_lock(&a->mu);
-  addr_count *c = addr_find(a, addr, 0);
+  key_count *c = key_find(a->addrs, addr, 0);
   if (from_address)
     *from_address = c ? c->count : 0;
   int w = 0, r = 0;

@@ -1,13 +1,15 @@
 /* Admission of the rpc server's calls before their request message is read:
- * calls in flight per source address and in all, how many messages are
- * received at once per pool (later calls wait, reading nothing beyond their
- * stream window), and the time by which a call's message must have arrived.
+ * calls in flight per source address, per caller and in all, how many
+ * messages are received at once per pool (later calls wait, reading nothing
+ * beyond their stream window), and the time by which a call's message must
+ * have arrived.
  * Bookkeeping only, under one mutex: it never touches gRPC, so the server
  * decides what to do with what it returns. */
 #ifndef COHORT_RPC_ADMIT_H
 #define COHORT_RPC_ADMIT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Pools of receive slots: calls whose caller proved who it is before its
  * message is read (the method has an admit hook), and the rest. */
@@ -15,6 +17,8 @@ enum { RPC_POOL_AUTHENTICATED = 0, RPC_POOL_OPEN = 1, RPC_POOLS = 2 };
 
 /* Longest address kept ("ipv6:[...]" without its port). */
 #define RPC_ADMIT_ADDR_MAX 64
+/* Longest caller key kept (rpc_admit_arrive). */
+#define RPC_ADMIT_CALLER_MAX 32
 
 typedef enum rpc_admit_state {
   RPC_ADMIT_NONE = 0,  /* not admitted, or left */
@@ -31,11 +35,14 @@ typedef struct rpc_admit_entry {
   rpc_admit_state state;
   int expired; /* the sweep found it receiving past its deadline */
   char addr[RPC_ADMIT_ADDR_MAX];
+  char caller[RPC_ADMIT_CALLER_MAX]; /* "": not counted per caller */
 } rpc_admit_entry;
 
 typedef struct rpc_admit_limits {
   int per_address;          /* calls not yet received from one address;
                                0: no limit */
+  int per_caller;           /* calls not yet received of one caller (one
+                               session); 0: no limit */
   int in_flight;            /* calls not yet received in all; 0: no limit */
   int receiving[RPC_POOLS]; /* messages read at once per pool; 0: no limit */
   double receive_s;         /* time a call's message may take; 0: none */
@@ -53,15 +60,20 @@ typedef enum rpc_admit_verdict {
   RPC_ADMIT_RECEIVE = 0,    /* read its message now */
   RPC_ADMIT_WAIT,           /* a later rpc_admit_leave hands it back */
   RPC_ADMIT_OVER_ADDRESS,   /* refused: per_address calls already in flight */
+  RPC_ADMIT_OVER_CALLER,    /* refused: per_caller calls already in flight */
   RPC_ADMIT_OVER_IN_FLIGHT, /* refused: in_flight calls already in flight */
   RPC_ADMIT_CLOSED,         /* refused: rpc_admit_close was called */
 } rpc_admit_verdict;
 
 /* A call from addr (gRPC's peer name; the port is ignored) arrived at now
  * (monotonic seconds): counts it and files e, unless a limit refuses it
- * (e is then left alone, state NONE). */
+ * (e is then left alone, state NONE). caller (NULL or "": none) names who
+ * made it, e.g. a digest of its session token, so that one caller's calls
+ * are counted together whatever address they come from; keys longer than
+ * RPC_ADMIT_CALLER_MAX - 1 are cut. */
 rpc_admit_verdict rpc_admit_arrive(rpc_admit *a, rpc_admit_entry *e,
-                                   const char *peer, int pool, double now);
+                                   const char *peer, const char *caller,
+                                   int pool, double now);
 
 /* e's message arrived, or its call ended: releases what it counted. Returns
  * a waiting entry of the same pool that may now read its message (already
@@ -88,6 +100,12 @@ void rpc_admit_close(rpc_admit *a, rpc_admit_visit_fn visit, void *ctx);
  * in each state in all. */
 void rpc_admit_counts(rpc_admit *a, const char *peer, int *from_address,
                       int *waiting, int *receiving);
+
+/* The token of an "authorization" metadata value (len bytes, not
+ * NUL-terminated): "Bearer <token>" with a non-empty token free of spaces,
+ * control bytes and DEL gives a malloc'd copy of the token; anything else
+ * (or no memory) gives NULL. */
+char *rpc_admit_bearer(const uint8_t *value, size_t len);
 
 /* The address part of a gRPC peer name: "ipv4:10.0.0.7:4031" ->
  * "ipv4:10.0.0.7", "ipv6:[::1]:80" -> "ipv6:[::1]"; truncated to fit. */

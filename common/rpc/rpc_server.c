@@ -19,6 +19,7 @@
 
 #include "clock.h"
 #include "cohort_status.h"
+#include "crypto.h"
 #include "log.h"
 #include "rpc_admit.h"
 #include "rpc_args.h"
@@ -179,29 +180,13 @@ static void slot_repost(rpc_worker *w, const rpc_slot *used) {
   pthread_rwlock_unlock(&srv->lock);
 }
 
-/* "Bearer <token>" with a non-empty token free of spaces and control bytes
- * gives a malloc'd copy of the token; anything else gives NULL. */
+/* The token of the call's "authorization" metadata (rpc_admit_bearer),
+ * malloc'd, or NULL. */
 static char *bearer_from(const grpc_metadata_array *md) {
-  static const char prefix[] = "Bearer ";
-  const size_t plen = sizeof prefix - 1;
-  for (size_t i = 0; i < md->count; i++) {
-    if (grpc_slice_str_cmp(md->metadata[i].key, "authorization") != 0)
-      continue;
-    const grpc_slice v = md->metadata[i].value;
-    const uint8_t *p = GRPC_SLICE_START_PTR(v);
-    size_t n = GRPC_SLICE_LENGTH(v);
-    if (n <= plen || memcmp(p, prefix, plen) != 0)
-      return NULL;
-    for (size_t k = plen; k < n; k++)
-      if (p[k] <= 0x20 || p[k] == 0x7f)
-        return NULL;
-    char *t = malloc(n - plen + 1);
-    if (!t)
-      return NULL;
-    memcpy(t, p + plen, n - plen);
-    t[n - plen] = '\0';
-    return t;
-  }
+  for (size_t i = 0; i < md->count; i++)
+    if (grpc_slice_str_cmp(md->metadata[i].key, "authorization") == 0)
+      return rpc_admit_bearer(GRPC_SLICE_START_PTR(md->metadata[i].value),
+                              GRPC_SLICE_LENGTH(md->metadata[i].value));
   return NULL;
 }
 
@@ -425,6 +410,17 @@ static void slot_receive(rpc_slot *s) {
   }
 }
 
+/* The admission key of an admitted call's session: a digest of its bearer
+ * token (the token itself is a secret, kept out of the table), "" without
+ * one. */
+static void caller_of(const char *bearer, char out[RPC_ADMIT_CALLER_MAX]) {
+  char hex[CRYPTO_SHA256_HEX_LEN];
+  out[0] = '\0';
+  /* 96 bits of the digest: no token of another session meets it. */
+  if (bearer && crypto_sha256_hex(bearer, hex) == 0)
+    snprintf(out, RPC_ADMIT_CALLER_MAX, "%.24s", hex);
+}
+
 /* A call's headers arrived: the catch-all is answered; a registered
  * method's call is refused, read at once or left to wait, as its admit hook
  * and the admission limits say. */
@@ -440,12 +436,16 @@ static void slot_arrive(rpc_slot *s) {
   memset(&rep, 0, sizeof rep);
   rep.code = GRPC_STATUS_OK;
   const rpc_method_limits *ml = limits_of(srv, s);
+  char addr[RPC_ADMIT_ADDR_MAX], caller[RPC_ADMIT_CALLER_MAX] = "";
   if (ml && ml->admit) {
     char *bearer;
     rpc_request req;
     request_of(s, NULL, 0, &bearer, &req);
     req.call = NULL;
     ml->admit(srv->ctx, &req, &rep);
+    /* The hook admitted the bearer: its calls are counted together. */
+    if (rep.code == GRPC_STATUS_OK)
+      caller_of(bearer, caller);
     free(bearer);
     free(rep.body);
     rep.body = NULL;
@@ -454,10 +454,9 @@ static void slot_arrive(rpc_slot *s) {
       return;
     }
   }
-  char addr[RPC_ADMIT_ADDR_MAX];
   int pool = ml && ml->admit ? RPC_POOL_AUTHENTICATED : RPC_POOL_OPEN;
-  switch (rpc_admit_arrive(srv->admit, &s->admit, s->peer ? s->peer : "", pool,
-                           s->arrived)) {
+  switch (rpc_admit_arrive(srv->admit, &s->admit, s->peer ? s->peer : "",
+                           caller, pool, s->arrived)) {
   case RPC_ADMIT_RECEIVE:
     slot_receive(s);
     return;
@@ -469,6 +468,12 @@ static void slot_arrive(rpc_slot *s) {
            "rate limited: the per-address limit of %d calls awaiting their "
            "request message is reached for %s; retry in %d ms",
            srv->admit_limits.per_address, addr, RETRY_AFTER_MS);
+    break;
+  case RPC_ADMIT_OVER_CALLER:
+    refuse(&rep, GRPC_STATUS_RESOURCE_EXHAUSTED,
+           "rate limited: this session already has %d calls whose request "
+           "message has not arrived (the limit per client); retry in %d ms",
+           srv->admit_limits.per_caller, RETRY_AFTER_MS);
     break;
   case RPC_ADMIT_OVER_IN_FLIGHT:
     refuse(&rep, GRPC_STATUS_RESOURCE_EXHAUSTED,
@@ -717,7 +722,7 @@ static int config_ok(const rpc_server_config *cfg) {
       l->max_streams, l->stream_window_bytes, l->max_metadata_bytes,
       l->idle_ms,     l->handshake_ms,        l->keepalive_ms,
       l->receive_ms,  l->calls_per_address,   l->calls_in_flight,
-      l->receiving,   l->receiving_open};
+      l->receiving,   l->receiving_open,      l->calls_per_caller};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (all[i] < 0)
       return 0;
@@ -768,6 +773,7 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
   srv->receive_ms = cfg->limits.receive_ms;
   srv->admit_limits = (rpc_admit_limits){
       .per_address = cfg->limits.calls_per_address,
+      .per_caller = cfg->limits.calls_per_caller,
       .in_flight = cfg->limits.calls_in_flight,
       .receiving = {cfg->limits.receiving, cfg->limits.receiving_open},
       .receive_s = cfg->limits.receive_ms / 1000.0};

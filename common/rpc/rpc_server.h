@@ -103,6 +103,8 @@ typedef struct rpc_server_limits {
                               cancelled with DEADLINE_EXCEEDED */
   int calls_per_address;   /* calls whose message has not arrived, per
                               source address */
+  int calls_per_caller;    /* the same per bearer token, for methods with
+                              an admit hook (it accepted the token) */
   int calls_in_flight;     /* the same, in all */
   int receiving;           /* messages read at once by admitted calls of
                               methods with an admit hook; more wait */

@@ -21,7 +21,25 @@ static void call(const char *name, unsigned method, unsigned bearer,
   free(body);
 }
 
+/* fuzz_admit: peer names as gRPC gives them, each with an authorization
+ * value (fuzz_admit.c: the peer, a NUL, the value). */
+static void admit_seeds(void) {
+  static const struct {
+    const char *name, *peer, *value;
+  } seeds[] = {
+      {"ipv4_bearer", "ipv4:127.0.0.1:40312", "Bearer 0123456789abcdef"},
+      {"ipv6_bearer", "ipv6:[::1]:50051", "Bearer x"},
+      {"unix_basic", "unix:/tmp/cohort.sock", "Basic dXNlcjpwYXNz"},
+      {"no_port_empty_token", "ipv4:10.0.0.7", "Bearer "},
+  };
+  for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++)
+    corpus_write("fuzz_admit", seeds[i].name, seeds[i].peer,
+                 strlen(seeds[i].peer) + 1, seeds[i].value,
+                 strlen(seeds[i].value));
+}
+
 void corpus_rpc(void) {
+  admit_seeds();
   /* The indices of service_methods(). */
   enum { REGISTER, CHECKIN, GETMODEL, UPLOAD, REPORT, SECAGG };
   uint8_t seed[SIGN_SEED_LEN], pub[SIGN_PUBLIC_LEN];

@@ -24,6 +24,33 @@ secagg_client *fs_client_new(const fs_record *r, uint32_t i, prg *rng) {
   return c;
 }
 
+int fs_replay_phase(const fs_record *r, secagg_server *s, int ph, int skip) {
+  char err[256];
+  for (uint32_t i = 0; i < FS_N; i++)
+    if ((int)i != skip && fs_sent(r, ph, i) &&
+        secagg_server_receive(s, i, (secagg_phase)ph, r->sent[ph][i].data,
+                              r->sent[ph][i].len, err, sizeof err))
+      return -1;
+  return 0;
+}
+
+int fs_play_to_end(const fs_record *r, secagg_server *s, int from, int skip) {
+  char err[256];
+  for (int ph = from; ph <= SECAGG_UNMASK; ph++) {
+    if (fs_replay_phase(r, s, ph, ph == from ? skip : -1) ||
+        secagg_server_close_phase(s, err, sizeof err))
+      return -1;
+    for (uint32_t i = 0; ph < SECAGG_UNMASK && i < FS_N; i++) {
+      uint8_t *msg = NULL;
+      size_t len = 0;
+      if (secagg_server_heard(s, (secagg_phase)ph, i) &&
+          secagg_server_message(s, i, &msg, &len, err, sizeof err) == 0)
+        free(msg);
+    }
+  }
+  return 0;
+}
+
 /* Client i's step in phase ph, given the coordinator's message of the
  * phase before; what it sends goes to r->sent and to the coordinator. */
 static void client_step(fs_record *r, secagg_client *c, secagg_server *s,

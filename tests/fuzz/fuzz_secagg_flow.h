@@ -42,6 +42,16 @@ const fs_record *fs_record_get(void);
  * client). NULL on failure. */
 secagg_client *fs_client_new(const fs_record *r, uint32_t i, prg *rng);
 
+/* Feeds coordinator s the recorded messages of phase ph, except client
+ * skip's (-1: none); 0, or -1 if one was refused. */
+int fs_replay_phase(const fs_record *r, secagg_server *s, int ph, int skip);
+
+/* Plays the recorded round on s from phase `from` (its current one) to the
+ * end: the recorded messages (not client skip's in phase `from`), each
+ * phase closed and the coordinator's messages made. 0, or -1 if a step was
+ * refused. */
+int fs_play_to_end(const fs_record *r, secagg_server *s, int from, int skip);
+
 /* Whether client i's message of phase `phase` went out in the recording. */
 static inline int fs_sent(const fs_record *r, int phase, uint32_t i) {
   return r->sent[phase][i].data != NULL;

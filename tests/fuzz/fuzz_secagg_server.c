@@ -15,19 +15,6 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* Feeds the recorded messages of phase ph, except the fuzzed sender's when
- * its own message was accepted; 0, or -1 if one was refused. */
-static int replay_phase(const fs_record *r, secagg_server *s, int ph,
-                        int skip) {
-  char err[256];
-  for (uint32_t i = 0; i < FS_N; i++)
-    if ((int)i != skip && fs_sent(r, ph, i) &&
-        secagg_server_receive(s, i, (secagg_phase)ph, r->sent[ph][i].data,
-                              r->sent[ph][i].len, err, sizeof err))
-      return -1;
-  return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 2)
     return 0;
@@ -40,24 +27,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     __builtin_trap();
   int ok = 1;
   for (int ph = SECAGG_ADVERTISE; ph < target && ok; ph++)
-    ok = replay_phase(r, s, ph, -1) == 0 &&
+    ok = fs_replay_phase(r, s, ph, -1) == 0 &&
          secagg_server_close_phase(s, err, sizeof err) == 0;
   if (!ok)
     __builtin_trap(); /* the recording no longer replays */
   int accepted = secagg_server_receive(s, from, (secagg_phase)target, data + 2,
                                        size - 2, err, sizeof err) == 0;
-  for (int ph = target; ph <= SECAGG_UNMASK && ok; ph++) {
-    ok = replay_phase(r, s, ph, ph == target && accepted ? (int)from : -1) ==
-             0 &&
-         secagg_server_close_phase(s, err, sizeof err) == 0;
-    for (uint32_t i = 0; ok && ph < SECAGG_UNMASK && i < FS_N; i++) {
-      uint8_t *msg = NULL;
-      size_t len = 0;
-      if (secagg_server_heard(s, (secagg_phase)ph, i) &&
-          secagg_server_message(s, i, &msg, &len, err, sizeof err) == 0)
-        free(msg);
-    }
-  }
+  ok = fs_play_to_end(r, s, target, accepted ? (int)from : -1) == 0;
   uint64_t sum[FS_DIM];
   uint32_t n_inputs = 0;
   if (!accepted &&

@@ -1,6 +1,6 @@
 /* rpc_admit, the rpc server's admission bookkeeping, without gRPC: the
- * per-address and global limits, the receive pools' FIFO, the sweep of
- * overdue calls and the close at stop. */
+ * per-address, per-caller and global limits, the receive pools' FIFO, the sweep
+ * of overdue calls and the close at stop. */
 #include <string.h>
 
 #include "cohort_status.h"
@@ -24,16 +24,16 @@ static void test_per_address_and_global_limits(void) {
   CU_ASSERT_EQUAL_FATAL(rpc_admit_new(&lim, &a), COHORT_OK);
   rpc_admit_entry e[5];
   /* Ports differ, the address is the same. */
-  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &e[0], "ipv4:10.0.0.1:1000", 0, 0),
+  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &e[0], "ipv4:10.0.0.1:1000", NULL, 0, 0),
                   RPC_ADMIT_RECEIVE);
-  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &e[1], "ipv4:10.0.0.1:1001", 0, 0),
+  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &e[1], "ipv4:10.0.0.1:1001", NULL, 0, 0),
                   RPC_ADMIT_RECEIVE);
-  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &e[2], "ipv4:10.0.0.1:1002", 0, 0),
+  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &e[2], "ipv4:10.0.0.1:1002", NULL, 0, 0),
                   RPC_ADMIT_OVER_ADDRESS);
   CU_ASSERT_EQUAL(e[2].state, RPC_ADMIT_NONE);
-  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &e[3], "ipv6:[::1]:9", 1, 0),
+  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &e[3], "ipv6:[::1]:9", NULL, 1, 0),
                   RPC_ADMIT_RECEIVE);
-  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &e[4], "ipv4:10.0.0.2:5", 1, 0),
+  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &e[4], "ipv4:10.0.0.2:5", NULL, 1, 0),
                   RPC_ADMIT_OVER_IN_FLIGHT);
   int from = 0, waiting = -1, receiving = 0;
   rpc_admit_counts(a, "ipv4:10.0.0.1:7", &from, &waiting, &receiving);
@@ -42,7 +42,7 @@ static void test_per_address_and_global_limits(void) {
   CU_ASSERT_EQUAL(receiving, 3);
   CU_ASSERT_PTR_NULL(rpc_admit_leave(a, &e[0]));
   CU_ASSERT_PTR_NULL(rpc_admit_leave(a, &e[0])); /* twice is harmless */
-  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &e[2], "ipv4:10.0.0.1:1002", 0, 0),
+  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &e[2], "ipv4:10.0.0.1:1002", NULL, 0, 0),
                   RPC_ADMIT_RECEIVE);
   rpc_admit_leave(a, &e[1]);
   rpc_admit_leave(a, &e[2]);
@@ -57,14 +57,14 @@ static void test_pool_is_fifo_and_pools_apart(void) {
   rpc_admit *a;
   CU_ASSERT_EQUAL_FATAL(rpc_admit_new(&lim, &a), COHORT_OK);
   rpc_admit_entry r, w1, w2, open;
-  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &r, "ipv4:1.1.1.1:1", 0, 0),
+  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &r, "ipv4:1.1.1.1:1", NULL, 0, 0),
                   RPC_ADMIT_RECEIVE);
-  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &w1, "ipv4:1.1.1.2:1", 0, 0),
+  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &w1, "ipv4:1.1.1.2:1", NULL, 0, 0),
                   RPC_ADMIT_WAIT);
-  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &w2, "ipv4:1.1.1.3:1", 0, 0),
+  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &w2, "ipv4:1.1.1.3:1", NULL, 0, 0),
                   RPC_ADMIT_WAIT);
   /* The open pool has its own slot. */
-  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &open, "ipv4:1.1.1.4:1", 1, 0),
+  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &open, "ipv4:1.1.1.4:1", NULL, 1, 0),
                   RPC_ADMIT_RECEIVE);
   CU_ASSERT_PTR_EQUAL(rpc_admit_leave(a, &r), &w1);
   CU_ASSERT_EQUAL(w1.state, RPC_ADMIT_RECEIVING);
@@ -79,9 +79,9 @@ static void test_sweep_marks_receiving_and_removes_waiting(void) {
   rpc_admit *a;
   CU_ASSERT_EQUAL_FATAL(rpc_admit_new(&lim, &a), COHORT_OK);
   rpc_admit_entry r, w, late;
-  rpc_admit_arrive(a, &r, "ipv4:1.1.1.1:1", 0, 10.0);
-  rpc_admit_arrive(a, &w, "ipv4:1.1.1.1:2", 0, 10.5);
-  rpc_admit_arrive(a, &late, "ipv4:1.1.1.1:3", 0, 11.5);
+  rpc_admit_arrive(a, &r, "ipv4:1.1.1.1:1", NULL, 0, 10.0);
+  rpc_admit_arrive(a, &w, "ipv4:1.1.1.1:2", NULL, 0, 10.5);
+  rpc_admit_arrive(a, &late, "ipv4:1.1.1.1:3", NULL, 0, 11.5);
   visited v = {0};
   CU_ASSERT_EQUAL(rpc_admit_sweep(a, 11.9, visit, &v), 0);
   CU_ASSERT_EQUAL(rpc_admit_sweep(a, 12.6, visit, &v), 2);
@@ -105,15 +105,63 @@ static void test_close_drains_waiting_and_refuses(void) {
   rpc_admit *a;
   CU_ASSERT_EQUAL_FATAL(rpc_admit_new(&lim, &a), COHORT_OK);
   rpc_admit_entry r, w, after;
-  rpc_admit_arrive(a, &r, "ipv4:1.1.1.1:1", 0, 0);
-  rpc_admit_arrive(a, &w, "ipv4:1.1.1.1:2", 0, 0);
+  rpc_admit_arrive(a, &r, "ipv4:1.1.1.1:1", NULL, 0, 0);
+  rpc_admit_arrive(a, &w, "ipv4:1.1.1.1:2", NULL, 0, 0);
   visited v = {0};
   rpc_admit_close(a, visit, &v);
   CU_ASSERT_EQUAL(v.n, 1);
   CU_ASSERT_PTR_EQUAL(v.e[0], &w);
-  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &after, "ipv4:1.1.1.1:3", 0, 0),
+  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &after, "ipv4:1.1.1.1:3", NULL, 0, 0),
                   RPC_ADMIT_CLOSED);
   CU_ASSERT_PTR_NULL(rpc_admit_leave(a, &r));
+  rpc_admit_free(a);
+}
+
+/* One caller (a session) holds at most per_caller calls whatever address
+ * they come from; other callers, and calls without one, are not held
+ * back by it; a call that leaves gives its place back. */
+static void test_per_caller_limit(void) {
+  rpc_admit_limits lim = {.per_caller = 2, .receiving = {16, 4}};
+  rpc_admit *a;
+  CU_ASSERT_EQUAL_FATAL(rpc_admit_new(&lim, &a), COHORT_OK);
+  rpc_admit_entry e[6];
+  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &e[0], "ipv4:10.0.0.1:1", "attacker",
+                                   RPC_POOL_AUTHENTICATED, 0),
+                  RPC_ADMIT_RECEIVE);
+  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &e[1], "ipv4:10.0.0.2:1", "attacker",
+                                   RPC_POOL_AUTHENTICATED, 0),
+                  RPC_ADMIT_RECEIVE);
+  /* From a third address: still the same session. */
+  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &e[2], "ipv4:10.0.0.3:1", "attacker",
+                                   RPC_POOL_AUTHENTICATED, 0),
+                  RPC_ADMIT_OVER_CALLER);
+  CU_ASSERT_EQUAL(e[2].state, RPC_ADMIT_NONE);
+  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &e[3], "ipv4:10.0.0.1:2", "honest",
+                                   RPC_POOL_AUTHENTICATED, 0),
+                  RPC_ADMIT_RECEIVE);
+  CU_ASSERT_EQUAL(
+      rpc_admit_arrive(a, &e[4], "ipv4:10.0.0.1:3", NULL, RPC_POOL_OPEN, 0),
+      RPC_ADMIT_RECEIVE);
+  int from, waiting, receiving;
+  rpc_admit_counts(a, "ipv4:10.0.0.1:9", &from, &waiting, &receiving);
+  CU_ASSERT_EQUAL(from, 3);
+  CU_ASSERT_EQUAL(receiving, 4);
+  /* The refused call counted nothing: one leaving lets the next in. */
+  CU_ASSERT_PTR_NULL(rpc_admit_leave(a, &e[0]));
+  CU_ASSERT_EQUAL(rpc_admit_arrive(a, &e[5], "ipv4:10.0.0.3:1", "attacker",
+                                   RPC_POOL_AUTHENTICATED, 0),
+                  RPC_ADMIT_RECEIVE);
+  rpc_admit_leave(a, &e[1]);
+  rpc_admit_leave(a, &e[3]);
+  rpc_admit_leave(a, &e[4]);
+  rpc_admit_leave(a, &e[5]);
+  rpc_admit_counts(a, "ipv4:10.0.0.3:1", &from, &waiting, &receiving);
+  CU_ASSERT_EQUAL(from + waiting + receiving, 0);
+  /* A negative limit is refused. */
+  rpc_admit *bad = NULL;
+  lim.per_caller = -1;
+  CU_ASSERT_EQUAL(rpc_admit_new(&lim, &bad), COHORT_EINVAL);
+  CU_ASSERT_PTR_NULL(bad);
   rpc_admit_free(a);
 }
 
@@ -136,6 +184,8 @@ int cohort_register_suites(void) {
   static const test_case tests[] = {
       {"per-address and global limits; the port does not count",
        test_per_address_and_global_limits},
+      {"one caller holds at most per_caller calls, from any address",
+       test_per_caller_limit},
       {"a pool's waiting calls go in arrival order; pools are apart",
        test_pool_is_fifo_and_pools_apart},
       {"the sweep marks overdue receiving calls and removes waiting ones",
