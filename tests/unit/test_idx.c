@@ -385,6 +385,7 @@ static void test_load_dir_finds_gz_then_plain(void) {
 
 /* Ten examples of dim 2, x = (i, -i), label i % 4. */
 static void make_ten(nn_dataset *ds) {
+  memset(ds, 0, sizeof *ds); /* x8, fetch and the rest: none */
   ds->n = 10;
   ds->dim = 2;
   ds->n_classes = 4;
