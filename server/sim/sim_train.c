@@ -178,13 +178,17 @@ static void train_one(wave *wv, size_t j) {
     return;
   uint8_t seed[32];
   client_seed(wv->w->seed, wv->round, it->k, seed);
+  /* The calling thread runs a share of the wave too (nn_parallel_for), and
+   * it is the main thread, whose own stream (the engine's draws) must go
+   * on where it was, not end with this client's. */
+  crypto_simulated_stream *own = crypto_random_simulate_save();
   s->rc = crypto_random_simulate(seed);
   if (!s->rc)
     s->rc = update_codec_encode(&wv->w->clients[it->k].codec, t->codec,
                                 t->codec_seed, sizeof t->codec_seed,
                                 t->codec_clip, s->delta, n, &s->wire,
                                 &s->wire_len, s->err, sizeof s->err);
-  crypto_random_simulate_end();
+  crypto_random_simulate_restore(own);
   /* Codecs without client memory are parsed again next time rather than
    * kept by every one of thousands of clients. */
   if (!wv->w->clients[it->k].codec.residual)
