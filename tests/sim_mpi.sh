@@ -18,10 +18,9 @@ fail() {
 }
 # Open MPI in a container: root allowed, more ranks than cores allowed, no
 # binding (each rank runs its own threads), shared memory between the ranks
-# and no network transport; single-copy off, as containers often forbid
-# the ptrace-style reads it needs.
+# and no network transport.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_MCA_btl=self,vader
 mpi=("$mpiexec" --oversubscribe --bind-to none -np 2)
 small=(--clients 20 --clients-per-round 6 --rounds 3 --limit 2000
   --eval-limit 500 --seed 7 --log-level info)

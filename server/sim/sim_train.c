@@ -63,8 +63,16 @@ int sim_trainer_init(sim_trainer *tr, const sim_loop_config *lc,
   tr->lc = lc;
   tr->n_params = lc->model.n_params;
   /* A wave: twice the threads of every rank, so none idles while the
-   * slowest client of a wave trains. */
+   * slowest client of a wave trains. Over MPI a wave costs a round trip
+   * between the ranks, so it holds up to 16 clients a rank, as long as
+   * their updates fit in 64 MiB. */
   tr->slots = 2 * (size_t)sim_mpi_threads();
+  size_t ranks = (size_t)sim_mpi_size(),
+         fit = (64u << 20) / (tr->n_params * 4 + 1);
+  if (ranks > 1 && tr->slots < 16 * ranks)
+    tr->slots = fit > 16 * ranks  ? 16 * ranks
+                : fit > tr->slots ? fit
+                                  : tr->slots;
   tr->global = malloc(tr->n_params * sizeof *tr->global);
   tr->blob = malloc(tr->n_params * sizeof(float));
   if (!tr->global || !tr->blob || sim_trainer_reserve(tr, tr->slots))
