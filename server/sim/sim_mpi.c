@@ -89,21 +89,13 @@ int sim_mpi_share_threads(void) {
 
 int sim_mpi_threads(void) { return g_threads ? g_threads : nn_threads_get(); }
 
-int sim_mpi_any_failed(int failed) {
-  /* 2 when rank 0 failed (it speaks for the run), 1 when only others did. */
-  int mine = failed ? (g_rank == 0 ? 2 : 1) : 0, worst = mine;
-  if (g_size > 1)
-    MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  return worst;
-}
-
 /* Waits for r without spinning: MPI's blocking calls poll at full speed,
  * which on a machine with as many ranks as cores takes the CPU from the
  * ranks that train (a worker waits for each wave while rank 0 feeds the
- * engine): 2.5 times the wall time of one process in a 1,000-client
- * mlp:200,200 round here. Sleeps from 20 us up to 1 ms between polls.
- * Between ranks of one machine Open MPI moves a large message in one copy
- * by the receiver (its vader transport's CMA), so a sleeping sender does
+ * engine; a 1,000-client mlp:200,200 round took 38 s at -np 2 against
+ * 10 s at -np 1 on two loaded cores). Sleeps from 20 us up to 1 ms between
+ * polls. Between ranks of one machine Open MPI moves a large message in one
+ * copy by the receiver (its vader transport's CMA), so a sleeping sender does
  * not slow it; without CMA (btl_vader_single_copy_mechanism=none) every
  * fragment waits for a poll. */
 static int wait_for(MPI_Request *r) {
@@ -131,7 +123,8 @@ static int bcast(void *buf, size_t count, MPI_Datatype type) {
   return wait_for(&r);
 }
 
-static int recv(void *buf, size_t count, MPI_Datatype type, int from, int tag) {
+static int recv_from(void *buf, size_t count, MPI_Datatype type, int from,
+                     int tag) {
   MPI_Request r;
   if (MPI_Irecv(buf, (int)count, type, from, tag, MPI_COMM_WORLD, &r) !=
       MPI_SUCCESS)
@@ -139,12 +132,26 @@ static int recv(void *buf, size_t count, MPI_Datatype type, int from, int tag) {
   return wait_for(&r);
 }
 
-static int send(const void *buf, size_t count, MPI_Datatype type, int tag) {
+static int send_to_0(const void *buf, size_t count, MPI_Datatype type,
+                     int tag) {
   MPI_Request r;
   if (MPI_Isend(buf, (int)count, type, 0, tag, MPI_COMM_WORLD, &r) !=
       MPI_SUCCESS)
     return COHORT_EIO;
   return wait_for(&r);
+}
+
+int sim_mpi_any_failed(int failed) {
+  /* 2 when rank 0 failed (it speaks for the run), 1 when only others did.
+   * The workers wait here while rank 0 opens the store and registers the
+   * clients: without spinning. */
+  int mine = failed ? (g_rank == 0 ? 2 : 1) : 0, worst = mine;
+  MPI_Request r;
+  if (g_size > 1 && (MPI_Iallreduce(&mine, &worst, 1, MPI_INT, MPI_MAX,
+                                    MPI_COMM_WORLD, &r) != MPI_SUCCESS ||
+                     wait_for(&r)))
+    return 2;
+  return worst;
 }
 
 static void broadcast_order(order *o) { bcast(o, sizeof *o, MPI_BYTE); }
@@ -200,7 +207,7 @@ int sim_mpi_wave(sim_trainer *tr, sim_world *w, int64_t round,
     size_t m = first[r + 1] - first[r];
     if (!m)
       continue;
-    recv(st, m * sizeof *st, MPI_BYTE, r, TAG_STATUS);
+    recv_from(st, m * sizeof *st, MPI_BYTE, r, TAG_STATUS);
     for (size_t i = 0; i < m; i++) {
       sim_slot *s = &tr->slot[first[r] + i];
       free(s->wire);
@@ -209,7 +216,7 @@ int sim_mpi_wave(sim_trainer *tr, sim_world *w, int64_t round,
       s->rc = st[i].rc;
       snprintf(s->err, sizeof s->err, "%.180s (rank %d)", st[i].err, r);
       if (!s->rc)
-        recv(s->delta, tr->n_params, MPI_FLOAT, r, TAG_DELTA);
+        recv_from(s->delta, tr->n_params, MPI_FLOAT, r, TAG_DELTA);
     }
   }
   for (size_t j = first[1]; !rc && j < n; j++)
@@ -249,10 +256,10 @@ static size_t serve_wave(sim_trainer *tr, sim_world *w, const order *o,
     snprintf(st[i].err, sizeof st[i].err, "%s",
              rc ? "out of memory for its update" : tr->slot[i].err);
   }
-  send(st, m * sizeof *st, MPI_BYTE, TAG_STATUS);
+  send_to_0(st, m * sizeof *st, MPI_BYTE, TAG_STATUS);
   for (size_t i = 0; i < m; i++)
     if (!st[i].rc)
-      send(tr->slot[i].delta, tr->n_params, MPI_FLOAT, TAG_DELTA);
+      send_to_0(tr->slot[i].delta, tr->n_params, MPI_FLOAT, TAG_DELTA);
   return m;
 }
 
