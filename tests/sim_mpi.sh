@@ -4,7 +4,8 @@
 # stored updates and models (their SHA-256), as one process for the same
 # seed: plain fp32, a codec drawing from the round seed with dropouts and
 # over-selection, an error-feedback codec (client memory kept across
-# rounds), and secure aggregation. Rank 1 must have trained clients.
+# rounds), and secure aggregation. Rank 1 must have trained clients. A
+# failure on rank 0 in the middle of a run stops every rank.
 # usage: sim_mpi.sh COHORT-SIM MPIEXEC
 set -uo pipefail
 sim=$1
@@ -73,6 +74,20 @@ grep -q 'secagg [0-9/]* sim' "$tmp/secagg-2.out" ||
   fail "the secagg run printed no secure-aggregation figures"
 awk -F, '/^[0-9]/ { d += $10 } END { exit d > 0 ? 0 : 1 }' "$tmp/codec-2.csv" ||
   fail "no client dropped out in the codec run"
+
+# Rank 0 failing in the middle of a run (a secure-aggregation cohort over
+# the simulator's limit, found at round 1 with rank 1 already serving)
+# stops both: a non-zero status, the reason once, no rank left waiting.
+start=$SECONDS
+timeout -k 5 90 "${mpi[@]}" "$sim" --clients 2100 --clients-per-round 2001 \
+  --secagg full --codec q8 --codec-clip 0.05 --limit 10000 --eval-limit 100 \
+  --rounds 1 --log-level error >"$tmp/stop.out" 2>"$tmp/stop.err"
+rc=$?
+[[ $rc != 0 && $rc != 124 && $rc != 137 ]] ||
+  fail "a run failing on rank 0 gave status $rc (124/137: it hung)"
+[[ $(grep -c 'cohort-sim: a secure-aggregation cohort of 2001' "$tmp/stop.err") == 1 ]] ||
+  fail "the reason is not printed once: $(head -5 "$tmp/stop.err")"
+((SECONDS - start < 60)) || fail "stopping took $((SECONDS - start)) s"
 
 [[ $fails -eq 0 ]] && echo "ok: cohort-sim under mpirun -np 2 equals one process"
 exit $((fails > 0))
