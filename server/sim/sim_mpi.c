@@ -3,7 +3,9 @@
  * for the next order and answers a wave with its block's statuses and
  * deltas, point to point. The orders and their replies follow one fixed
  * sequence, so no message can be matched out of turn. The ranks are one
- * build on one kind of machine: structs travel as bytes. */
+ * build on one kind of machine: structs travel as bytes. An MPI error
+ * ends the whole job (MPI's default handler), so no rank is left waiting
+ * for a message that will not come. */
 #include "sim_mpi.h"
 
 #include <mpi.h>
