@@ -288,6 +288,10 @@ int sim_mpi_serve(sim_trainer *tr, sim_world *w) {
       bcast(tr->global, tr->n_params, MPI_FLOAT);
       continue;
     }
+    if (o.kind != ORDER_WAVE) {
+      log_error("rank %d: unknown order %d from rank 0", g_rank, (int)o.kind);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     if (o.n > cap) {
       sim_selected_client *p = realloc(items, o.n * sizeof *p);
       if (p)
