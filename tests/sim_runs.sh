@@ -4,8 +4,9 @@
 # report's), then committed,selected,completed,dropped; "#" lines first.
 # usage: sim_runs.sh COHORT-SIM CHECK [COHORT-REPORT], CHECK one of:
 #   determinism  the same seed gives byte-identical round lines, CSV, JSON
-#                lines and stored rounds twice, and at --threads 1 and 2;
-#                another seed gives other results
+#                lines and stored rounds twice, and at --threads 1 and 2,
+#                with a codec that draws from the round seed (rot) after
+#                round 1 too; another seed gives other results
 #   secagg       secure aggregation commits every round, and with a dropout
 #                rate that drops clients before their masked input, within
 #                the threshold, it still commits, with fewer clients
@@ -31,7 +32,7 @@ determinism)
   run() { # run NAME ARGS...
     local name=$1
     shift
-    "$sim" "${small[@]}" --codec q8 --over-select 0.4 \
+    "$sim" "${small[@]}" --codec rot+q8 --over-select 0.4 \
       --network 4g,drop-upload=0.2 --csv "$tmp/$name.csv" \
       --jsonl "$tmp/$name.jsonl" --db "$tmp/$name.db" "$@" \
       >"$tmp/$name.out" || fail "run $name exited $?"

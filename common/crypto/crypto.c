@@ -150,6 +150,17 @@ void crypto_random_simulate_end(void) {
   t_simulated = NULL;
 }
 
+crypto_simulated_stream *crypto_random_simulate_save(void) {
+  prg *g = t_simulated;
+  t_simulated = NULL;
+  return g;
+}
+
+void crypto_random_simulate_restore(crypto_simulated_stream *s) {
+  crypto_random_simulate_end();
+  t_simulated = s;
+}
+
 int crypto_random(void *buf, size_t len) {
   if (len > (size_t)INT_MAX)
     return COHORT_EINVAL;

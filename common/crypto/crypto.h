@@ -55,6 +55,15 @@ int crypto_random(void *buf, size_t len);
  * COHORT_OK or COHORT_EIO. */
 int crypto_random_simulate(const uint8_t seed[32]);
 void crypto_random_simulate_end(void);
+/* Takes the calling thread's simulation stream off it (NULL when it has
+ * none) and leaves it with none; crypto_random_simulate_restore puts it
+ * back where it was, ending whatever stream the thread has then. For a
+ * thread that draws for someone else a while (cohort-sim's main thread
+ * encoding a client's update on its own stream) and must then go on with
+ * its own stream where it left it. */
+typedef struct prg crypto_simulated_stream;
+crypto_simulated_stream *crypto_random_simulate_save(void);
+void crypto_random_simulate_restore(crypto_simulated_stream *s);
 
 /* A fresh session token: 32 CSPRNG bytes as 64 hex digits. */
 int crypto_new_token(char out[CRYPTO_TOKEN_HEX_LEN]);

@@ -10,6 +10,7 @@
 #include "nn_pool.h"
 #include "nn_rng.h"
 #include "nn_train.h"
+#include "sim_mpi.h"
 #include "wire.h"
 
 int sim_selected_add(sim_selected *s, size_t k, const round_task *t,
@@ -61,7 +62,17 @@ int sim_trainer_init(sim_trainer *tr, const sim_loop_config *lc,
   memset(tr, 0, sizeof *tr);
   tr->lc = lc;
   tr->n_params = lc->model.n_params;
-  tr->slots = 2 * (size_t)nn_threads_get();
+  /* A wave: twice the threads of every rank, so none idles while the
+   * slowest client of a wave trains. Over MPI a wave costs a round trip
+   * between the ranks, so it holds up to 16 clients a rank, as long as
+   * their updates fit in 64 MiB. */
+  tr->slots = 2 * (size_t)sim_mpi_threads();
+  size_t ranks = (size_t)sim_mpi_size(),
+         fit = (64u << 20) / (tr->n_params * 4 + 1);
+  if (ranks > 1 && tr->slots < 16 * ranks)
+    tr->slots = fit > 16 * ranks  ? 16 * ranks
+                : fit > tr->slots ? fit
+                                  : tr->slots;
   tr->global = malloc(tr->n_params * sizeof *tr->global);
   tr->blob = malloc(tr->n_params * sizeof(float));
   if (!tr->global || !tr->blob || sim_trainer_reserve(tr, tr->slots))
@@ -95,6 +106,11 @@ int sim_trainer_round(sim_trainer *tr, round_engine *e, const sim_world *w,
     offset += len;
   }
   wire_get_f32le(tr->global, tr->blob, tr->n_params);
+  int rc = sim_mpi_send_model(tr, t->round);
+  if (rc)
+    return errbuf_fail(err, errlen, rc, NULL,
+                       "cannot send round %lld's model to the other ranks",
+                       (long long)t->round);
   codec *c = NULL;
   char why[200];
   if (codec_parse(t->codec[0] ? t->codec : "fp32", &c, why, sizeof why))
@@ -111,12 +127,20 @@ double sim_train_flops(const sim_trainer *tr, int epochs, size_t examples) {
   return 6.0 * (double)tr->n_params * (double)examples * (double)epochs;
 }
 
+/* What a pass over a wave does to each client. */
+typedef enum wave_work {
+  WAVE_TRAIN,        /* its delta */
+  WAVE_TRAIN_ENCODE, /* its delta, then its encoded update */
+  WAVE_ENCODE        /* its encoded update, from the delta in its slot */
+} wave_work;
+
 typedef struct wave {
   sim_trainer *tr;
   sim_world *w;
   int64_t round;
   const sim_selected_client *items;
-  int encode;
+  sim_slot *slots; /* items[j]'s is slots[j] */
+  wave_work work;
 } wave;
 
 /* The seed of client k's draws in round (stochastic rounding): the run's
@@ -131,15 +155,13 @@ static void client_seed(uint64_t seed, int64_t round, size_t k,
   memcpy(out, words, 32);
 }
 
-static void train_one(wave *wv, size_t j) {
+/* Client it's delta into s: trained from the round's global model with a
+ * seed of the run, the client and the round only, so it is the same on
+ * whichever thread or rank trains it. */
+static void train_delta(wave *wv, const sim_selected_client *it, sim_slot *s) {
   sim_trainer *tr = wv->tr;
-  sim_slot *s = &tr->slot[j];
-  const sim_selected_client *it = &wv->items[j];
   const round_task *t = &it->task;
   size_t n = tr->n_params;
-  free(s->wire);
-  s->wire = NULL;
-  s->wire_len = 0;
   s->err[0] = '\0';
   nn_dataset share;
   s->rc = sim_client_share(wv->w, it->k, &share);
@@ -172,28 +194,82 @@ static void train_one(wave *wv, size_t j) {
     snprintf(s->err, sizeof s->err,
              "training gave a non-finite update (element %zu); lower --lr",
              bad);
-    return;
   }
-  if (!wv->encode)
-    return;
+}
+
+/* Client it's delta in s encoded with the task's codec and the client's
+ * error-feedback memory, its draws from a stream of its own. */
+static void encode_update(wave *wv, const sim_selected_client *it,
+                          sim_slot *s) {
+  const round_task *t = &it->task;
   uint8_t seed[32];
   client_seed(wv->w->seed, wv->round, it->k, seed);
+  /* The calling thread runs a share of the wave too (nn_parallel_for), and
+   * it is the main thread, whose own stream (the engine's draws) must go
+   * on where it was, not end with this client's. */
+  crypto_simulated_stream *own = crypto_random_simulate_save();
   s->rc = crypto_random_simulate(seed);
   if (!s->rc)
     s->rc = update_codec_encode(&wv->w->clients[it->k].codec, t->codec,
                                 t->codec_seed, sizeof t->codec_seed,
-                                t->codec_clip, s->delta, n, &s->wire,
-                                &s->wire_len, s->err, sizeof s->err);
-  crypto_random_simulate_end();
+                                t->codec_clip, s->delta, wv->tr->n_params,
+                                &s->wire, &s->wire_len, s->err, sizeof s->err);
+  crypto_random_simulate_restore(own);
   /* Codecs without client memory are parsed again next time rather than
    * kept by every one of thousands of clients. */
   if (!wv->w->clients[it->k].codec.residual)
     update_codec_free(&wv->w->clients[it->k].codec);
 }
 
-static void train_range(void *ctx, size_t begin, size_t end) {
+static void work_one(wave *wv, size_t j) {
+  sim_slot *s = &wv->slots[j];
+  const sim_selected_client *it = &wv->items[j];
+  free(s->wire);
+  s->wire = NULL;
+  s->wire_len = 0;
+  if (wv->work != WAVE_ENCODE) {
+    train_delta(wv, it, s);
+    if (s->rc)
+      return;
+  }
+  if (wv->work != WAVE_TRAIN)
+    encode_update(wv, it, s);
+}
+
+static void work_range(void *ctx, size_t begin, size_t end) {
   for (size_t j = begin; j < end; j++)
-    train_one(ctx, j);
+    work_one(ctx, j);
+}
+
+/* One pass over items[0..n) into slots[0..n) on this process's pool; the
+ * first failure with its reason in err. */
+static int run_pass(sim_trainer *tr, sim_world *w, int64_t round,
+                    const sim_selected_client *items, size_t n, sim_slot *slots,
+                    wave_work work, char *err, size_t errlen) {
+  wave wv = {.tr = tr,
+             .w = w,
+             .round = round,
+             .items = items,
+             .slots = slots,
+             .work = work};
+  nn_parallel_for(n, 1, work_range, &wv);
+  for (size_t j = 0; j < n; j++)
+    if (slots[j].rc)
+      return errbuf_fail(err, errlen, slots[j].rc, NULL,
+                         "client %zu, round %lld: %s", items[j].k,
+                         (long long)round, slots[j].err);
+  return COHORT_OK;
+}
+
+int sim_train_here(sim_trainer *tr, sim_world *w, int64_t round,
+                   const sim_selected_client *items, size_t n, size_t first,
+                   char *err, size_t errlen) {
+  if (first + n > tr->cap)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "%zu clients in flight, room for %zu", first + n,
+                       tr->cap);
+  return run_pass(tr, w, round, items, n, tr->slot + first, WAVE_TRAIN, err,
+                  errlen);
 }
 
 int sim_train_wave(sim_trainer *tr, sim_world *w, int64_t round,
@@ -202,15 +278,15 @@ int sim_train_wave(sim_trainer *tr, sim_world *w, int64_t round,
   if (n > tr->cap)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "%zu clients in flight, room for %zu", n, tr->cap);
-  wave wv = {
-      .tr = tr, .w = w, .round = round, .items = items, .encode = encode};
-  nn_parallel_for(n, 1, train_range, &wv);
-  for (size_t j = 0; j < n; j++)
-    if (tr->slot[j].rc)
-      return errbuf_fail(err, errlen, tr->slot[j].rc, NULL,
-                         "client %zu, round %lld: %s", items[j].k,
-                         (long long)round, tr->slot[j].err);
-  return COHORT_OK;
+  if (sim_mpi_size() == 1)
+    return run_pass(tr, w, round, items, n, tr->slot,
+                    encode ? WAVE_TRAIN_ENCODE : WAVE_TRAIN, err, errlen);
+  /* Spread over the ranks, the deltas gathered here; encoded here, so that
+   * codec memory and the engine stay on this rank. */
+  int rc = sim_mpi_wave(tr, w, round, items, n, err, errlen);
+  if (!rc && encode)
+    rc = run_pass(tr, w, round, items, n, tr->slot, WAVE_ENCODE, err, errlen);
+  return rc;
 }
 
 void sim_train_accepted(sim_client *c) { update_codec_accepted(&c->codec); }

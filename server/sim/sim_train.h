@@ -48,7 +48,7 @@ typedef struct sim_trainer {
   uint8_t *blob;    /* its bytes as served */
   size_t wire_size; /* an update's size on the wire (the codec's bound) */
   sim_slot *slot;
-  size_t slots; /* a wave: twice the worker threads */
+  size_t slots; /* a wave: twice the worker threads of every rank */
   size_t cap;
 } sim_trainer;
 
@@ -66,10 +66,17 @@ int sim_trainer_reserve(sim_trainer *tr, size_t n);
 double sim_train_flops(const sim_trainer *tr, int epochs, size_t examples);
 /* Trains items[0..n) (n <= the room reserved) in parallel into slots
  * 0..n: the delta, and with encode the update encoded with the task's
- * codec and the client's error-feedback memory. A client whose training
- * fails fails the run (the reason in err). */
+ * codec and the client's error-feedback memory. Under MPI the training is
+ * spread over the ranks and the deltas come back here to be encoded
+ * (sim_mpi.h). A client whose training fails fails the run (the reason in
+ * err). */
 int sim_train_wave(sim_trainer *tr, sim_world *w, int64_t round,
                    const sim_selected_client *items, size_t n, int encode,
+                   char *err, size_t errlen);
+/* Trains items[0..n) into slots first..first+n on this process alone
+ * (deltas only): a rank's share of a wave (sim_mpi.c). */
+int sim_train_here(sim_trainer *tr, sim_world *w, int64_t round,
+                   const sim_selected_client *items, size_t n, size_t first,
                    char *err, size_t errlen);
 /* The coordinator took client's update: its codec memory moves on. */
 void sim_train_accepted(sim_client *c);

@@ -234,6 +234,31 @@ static void test_trip_formula(void) {
   CU_ASSERT_DOUBLE_EQUAL(sim_net_exchange_s(&d, 2.5e5, 1e6), 2.1, 1e-12);
 }
 
+/* A stream saved, another used meanwhile, the first restored: it goes on
+ * where it was, as if never interrupted. */
+static void test_simulated_stream_saved_and_restored(void) {
+  uint8_t seed[32] = {7}, other_seed[32] = {8}, whole[64], part[64], x[16];
+  CU_ASSERT_EQUAL(crypto_random_simulate(seed), COHORT_OK);
+  CU_ASSERT_EQUAL(crypto_random(whole, sizeof whole), COHORT_OK);
+  CU_ASSERT_EQUAL(crypto_random_simulate(seed), COHORT_OK);
+  CU_ASSERT_EQUAL(crypto_random(part, 32), COHORT_OK);
+  crypto_simulated_stream *own = crypto_random_simulate_save();
+  CU_ASSERT_PTR_NOT_NULL(own);
+  CU_ASSERT_EQUAL(crypto_random_simulate(other_seed), COHORT_OK);
+  CU_ASSERT_EQUAL(crypto_random(x, sizeof x), COHORT_OK);
+  crypto_random_simulate_restore(own);
+  CU_ASSERT_EQUAL(crypto_random(part + 32, 32), COHORT_OK);
+  CU_ASSERT_EQUAL(memcmp(whole, part, sizeof whole), 0);
+  crypto_random_simulate_end();
+  /* With no stream, save gives NULL and restore leaves the CSPRNG. */
+  CU_ASSERT_PTR_NULL(crypto_random_simulate_save());
+  crypto_random_simulate_restore(NULL);
+  uint8_t c[32], d[32];
+  CU_ASSERT_EQUAL(crypto_random(c, sizeof c), COHORT_OK);
+  CU_ASSERT_EQUAL(crypto_random(d, sizeof d), COHORT_OK);
+  CU_ASSERT_NOT_EQUAL(memcmp(c, d, sizeof c), 0);
+}
+
 int cohort_register_suites(void) {
   static const test_case clock_tests[] = {
       {"engine deadline on the clock source",
@@ -242,6 +267,8 @@ int cohort_register_suites(void) {
   static const test_case random_tests[] = {
       {"simulated stream repeats, on its thread only",
        test_simulated_stream_repeats_on_its_thread_only},
+      {"simulated stream saved and restored",
+       test_simulated_stream_saved_and_restored},
   };
   static const test_case net_tests[] = {
       {"presets parse, overrides apply", test_presets_parse},
@@ -254,7 +281,8 @@ int cohort_register_suites(void) {
   int rc =
       test_add_suite("sim clock", suite_init, suite_cleanup, clock_tests, 1);
   if (!rc)
-    rc = test_add_suite("sim random", NULL, NULL, random_tests, 1);
+    rc = test_add_suite("sim random", NULL, NULL, random_tests,
+                        sizeof random_tests / sizeof random_tests[0]);
   if (!rc)
     rc = test_add_suite("sim network", NULL, NULL, net_tests,
                         sizeof net_tests / sizeof net_tests[0]);
