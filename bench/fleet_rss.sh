@@ -40,6 +40,8 @@ for b in "$server_bin" "$load_bin"; do
   [[ -x $b ]] || { echo "fleet_rss.sh: $b is not built" >&2; exit 2; }
 done
 ulimit -n "$(ulimit -Hn)"
+# shellcheck source=bench/coordinator.sh
+. "$here/coordinator.sh"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/cohort-fleet-rss-XXXXXX")
 pids=()
@@ -74,29 +76,11 @@ for n in "${counts[@]}"; do
   rm -rf "$work/port" "$work/cohort.db"* "$work/load.log"
   : >"$work/load.log"
   # shellcheck disable=SC2086 # SERVER_ARGS is a list of flags
-  timeout "$((MAX_S + 60))" "$server_bin" \
-    --listen 127.0.0.1:0 --port-file "$work/port" --db "$work/cohort.db" \
-    --enroll-token-file "$work/token" --rounds 1 --eligible never=1 \
-    --model "$MODEL" \
-    --rate-register-per-address off --rate-register-total off \
-    --rate-checkin-per-address off --max-calls-per-address 1000000 \
-    $SERVER_ARGS >"$work/rounds.txt" 2>"$work/server.log" &
-  server=$!
-  pids+=("$server")
-  for _ in $(seq 300); do
-    [[ -s $work/port ]] && break
-    kill -0 "$server" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [[ ! -s $work/port ]]; then
-    echo "fleet_rss.sh: the coordinator did not start:" >&2
-    tail -5 "$work/server.log" >&2
-    exit 1
-  fi
-  coord=$(awk '{print $1}' "/proc/$server/task/$server/children")
+  start_coordinator fleet_rss.sh "$((MAX_S + 60))" "$work" --rounds 1 \
+    --eligible never=1 --model "$MODEL" $SERVER_ARGS
   if [[ $n -gt 0 ]]; then
     timeout "$((MAX_S + 30))" "$load_bin" \
-      --server "127.0.0.1:$(cat "$work/port")" \
+      --server "127.0.0.1:$port" \
       --enroll-token-file "$work/token" --clients "$n" --threads "$THREADS" \
       --wait-ms "$WAIT_MS" --duration-s "$MAX_S" --progress-s 1 \
       >"$work/load.txt" 2>"$work/load.log" &
