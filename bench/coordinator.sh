@@ -1,6 +1,11 @@
 # shellcheck shell=bash
 # bench/coordinator.sh, sourced by bench/load.sh and bench/fleet_rss.sh:
-# starts one coordinator for a load test on 127.0.0.1.
+# the coordinator of a load test on 127.0.0.1.
+#
+#   find_binaries NAME
+#
+# sets server_bin and load_bin from $BUILD, and exits the script with
+# NAME's message if one is not built.
 #
 #   start_coordinator NAME LIMIT_S WORK FLAG...
 #
@@ -11,6 +16,15 @@
 # the FLAGs. Sets server (timeout's process, appended to the caller's
 # pids), coord (the coordinator's) and port; exits the script, with
 # NAME's message, if the coordinator does not start.
+find_binaries() {
+  server_bin=$BUILD/server/cohort-server
+  load_bin=$BUILD/bench/bench_load
+  local b
+  for b in "$server_bin" "$load_bin"; do
+    [[ -x $b ]] || { echo "$1: $b is not built" >&2; exit 2; }
+  done
+}
+
 # shellcheck disable=SC2034,SC2154 # server_bin in, port and coord out
 start_coordinator() {
   local name=$1 limit=$2 work=$3

@@ -34,14 +34,10 @@ SETTLE_S=${SETTLE_S:-3}
 MAX_S=${MAX_S:-180}
 counts=("$@")
 [[ ${#counts[@]} -gt 0 ]] || counts=(0 2500 5000 10000)
-server_bin=$BUILD/server/cohort-server
-load_bin=$BUILD/bench/bench_load
-for b in "$server_bin" "$load_bin"; do
-  [[ -x $b ]] || { echo "fleet_rss.sh: $b is not built" >&2; exit 2; }
-done
-ulimit -n "$(ulimit -Hn)"
 # shellcheck source=bench/coordinator.sh
 . "$here/coordinator.sh"
+find_binaries fleet_rss.sh
+ulimit -n "$(ulimit -Hn)"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/cohort-fleet-rss-XXXXXX")
 pids=()

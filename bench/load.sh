@@ -42,11 +42,9 @@ while [[ $# -gt 0 ]]; do
      exit 2 ;;
   esac
 done
-server_bin=$BUILD/server/cohort-server
-load_bin=$BUILD/bench/bench_load
-for b in "$server_bin" "$load_bin"; do
-  [[ -x $b ]] || { echo "load.sh: $b is not built" >&2; exit 2; }
-done
+# shellcheck source=bench/coordinator.sh
+. "$here/coordinator.sh"
+find_binaries load.sh
 
 # Each side holds one socket per connection.
 ulimit -n "$(ulimit -Hn)"
@@ -63,8 +61,6 @@ trap 'exit 130' INT TERM
 (umask 077 && printf 'load-%s\n' \
   "$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')" >"$work/token")
 
-# shellcheck source=bench/coordinator.sh
-. "$here/coordinator.sh"
 # shellcheck disable=SC2086 # SERVER_ARGS is a list of flags
 start_coordinator load.sh "$((DURATION_S + 120))" "$work" \
   --rounds "$ROUNDS" --clients-per-round "$SELECTED" \
