@@ -824,10 +824,11 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
       rpc_int_arg(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1),
       /* Reads start at 1 KB and grow to 4 KB at most. A connection keeps
        * a read buffer of the size its reads grew to while it waits, and
-       * one upload grows them to the maximum for good: with 16 KB, every
-       * client that ever uploaded held 16 KB (+120 MB at 10,000 clients;
-       * docs/benchmarks.md, "Rounds and fleets"). A large message costs
-       * more read calls instead. */
+       * one upload grows them to the maximum for good: at 16 KB that was
+       * 120 MB more at 10,000 clients once all had uploaded
+       * (docs/benchmarks.md, "Fleet memory re-measured"). A large message
+       * costs more read calls instead (+9% coordinator CPU for 407 KB
+       * uploads). */
       rpc_int_arg(GRPC_ARG_TCP_READ_CHUNK_SIZE, 1024),
       rpc_int_arg(GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, 256),
       rpc_int_arg(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, 4096),
