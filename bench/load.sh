@@ -42,11 +42,9 @@ while [[ $# -gt 0 ]]; do
      exit 2 ;;
   esac
 done
-server_bin=$BUILD/server/cohort-server
-load_bin=$BUILD/bench/bench_load
-for b in "$server_bin" "$load_bin"; do
-  [[ -x $b ]] || { echo "load.sh: $b is not built" >&2; exit 2; }
-done
+# shellcheck source=bench/coordinator.sh
+. "$here/coordinator.sh"
+find_binaries load.sh
 
 # Each side holds one socket per connection.
 ulimit -n "$(ulimit -Hn)"
@@ -64,30 +62,9 @@ trap 'exit 130' INT TERM
   "$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')" >"$work/token")
 
 # shellcheck disable=SC2086 # SERVER_ARGS is a list of flags
-timeout "$((DURATION_S + 120))" "$server_bin" \
-  --listen 127.0.0.1:0 --port-file "$work/port" --db "$work/cohort.db" \
-  --enroll-token-file "$work/token" --rounds "$ROUNDS" \
-  --clients-per-round "$SELECTED" --min-clients "$SELECTED" \
-  --model "$MODEL" \
-  --rate-register-per-address off --rate-register-total off \
-  --rate-checkin-per-address off --max-calls-per-address 1000000 \
-  $SERVER_ARGS >"$work/rounds.txt" 2>"$work/server.log" &
-server=$!
-pids+=("$server")
-for _ in $(seq 300); do
-  [[ -s $work/port ]] && break
-  kill -0 "$server" 2>/dev/null || break
-  sleep 0.1
-done
-if [[ ! -s $work/port ]]; then
-  echo "load.sh: the coordinator did not start:" >&2
-  tail -5 "$work/server.log" >&2
-  exit 1
-fi
-port=$(cat "$work/port")
-# $server is timeout's process; the coordinator is its child.
-coord=$(cat "/proc/$server/task/$server/children" 2>/dev/null | awk '{print $1}')
-[[ -n $coord ]] || { echo "load.sh: cannot find the coordinator's process" >&2; exit 1; }
+start_coordinator load.sh "$((DURATION_S + 120))" "$work" \
+  --rounds "$ROUNDS" --clients-per-round "$SELECTED" \
+  --min-clients "$SELECTED" --model "$MODEL" $SERVER_ARGS
 
 # One line a second: seconds, VmRSS kB, VmHWM kB, CPU seconds (utime+stime).
 tick=$(getconf CLK_TCK)

@@ -378,9 +378,12 @@ static void slot_serve(rpc_slot *s) {
   free(bearer);
   grpc_slice_unref(body);
   if (s->held) {
-    /* The request's buffers are not needed while it waits. */
+    /* The request's buffers are not needed while it waits, nor is the
+     * array of its metadata (the bearer was read above). */
     grpc_byte_buffer_destroy(s->payload);
     s->payload = NULL;
+    grpc_metadata_array_destroy(&s->md);
+    grpc_metadata_array_init(&s->md);
     free(rep.body);
     return;
   }
@@ -819,14 +822,23 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
        * instead of answering them with GOAWAY "too_many_pings". */
       rpc_int_arg(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000),
       rpc_int_arg(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1),
-      /* Reads start at 1 KB and grow to 16 KB at most: a large message
-       * costs more read calls (a 400 KB upload's round time +5% at N=50),
-       * an idle connection 1-16 KB instead of 64 KB. */
+      /* Reads start at 1 KB and grow to 4 KB at most. A connection keeps
+       * a read buffer of the size its reads grew to while it waits, and
+       * one upload grows them to the maximum for good: at 16 KB that was
+       * 120 MB more at 10,000 clients once all had uploaded
+       * (docs/benchmarks.md, "Fleet memory re-measured"). A large message
+       * costs more read calls instead (+9% coordinator CPU for 407 KB
+       * uploads). */
       rpc_int_arg(GRPC_ARG_TCP_READ_CHUNK_SIZE, 1024),
       rpc_int_arg(GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, 256),
-      rpc_int_arg(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, 16384),
+      rpc_int_arg(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, 4096),
+      /* No HPACK dynamic table for what clients send: about 0.8 KB less
+       * per connection, for some 100 more header bytes per call. */
+      rpc_int_arg(GRPC_ARG_HTTP2_HPACK_TABLE_SIZE_DECODER, 0),
+      /* Nothing reads channelz; it keeps about 0.5 KB per connection. */
+      rpc_int_arg(GRPC_ARG_ENABLE_CHANNELZ, 0),
   };
-  size_t n_args = 8;
+  size_t n_args = 10;
   n_args += limit_args(&cfg->limits, args + n_args);
   grpc_channel_args chargs = {n_args, args};
 
