@@ -925,14 +925,15 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
   }
   size_t wire_len = 0;
   char err[240] = "out of memory";
-  rc = update_codec_encode(&c->codec, t->codec, t->codec_seed.data,
-                           t->codec_seed.len, t->codec_clip, params, n, &wire,
-                           &wire_len, err, sizeof err);
+  rc = update_codec_encode_in_place(&c->codec, t->codec, t->codec_seed.data,
+                                    t->codec_seed.len, t->codec_clip, params, n,
+                                    &wire, &wire_len, err, sizeof err);
   if (rc) {
     set_error(c, "%s", err);
     goto out;
   }
-  free(params); /* encoded: not held through the upload too */
+  if ((void *)wire != (void *)params)
+    free(params); /* encoded: not held through the upload too */
   params = NULL;
   rc = upload_update(c, t, wire, wire_len, res.num_examples, io_ctx.train_ms,
                      info);

@@ -132,6 +132,10 @@ static int load_share(const char *path, share_choice *c, cohort_dataset_t **out,
     cohort_dataset_free(d);
     return rc;
   }
+  /* Kept for the client's life: without the zeros of images' backgrounds
+   * (the same floats when read; nn_dataset_pack). */
+  nn_dataset_pack(&d->ds);
+  nn_dataset_pack(&d->holdout);
   *out = d;
   return COHORT_OK;
 }

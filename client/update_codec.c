@@ -29,10 +29,12 @@ static int use_codec(update_codec *u, const char *spec, size_t n, char *err,
   return u->residual && u->pending ? COHORT_OK : COHORT_ENOMEM;
 }
 
-int update_codec_encode(update_codec *u, const char *spec, const uint8_t *seed,
-                        size_t seed_len, float clip, const float *delta,
-                        size_t n, uint8_t **out, size_t *out_len, char *err,
-                        size_t errlen) {
+/* update_codec_encode, writing over writable (delta itself, or NULL) when
+ * the codec allows it. */
+static int encode(update_codec *u, const char *spec, const uint8_t *seed,
+                  size_t seed_len, float clip, const float *delta,
+                  float *writable, size_t n, uint8_t **out, size_t *out_len,
+                  char *err, size_t errlen) {
   *out = NULL;
   int rc = use_codec(u, spec && *spec ? spec : "fp32", n, err, errlen);
   if (rc)
@@ -51,7 +53,8 @@ int update_codec_encode(update_codec *u, const char *spec, const uint8_t *seed,
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "task codec %s cannot encode a %zu-element update",
                        codec_spec(u->codec), n);
-  uint8_t *buf = malloc(cap);
+  int over = writable && codec_plain_fp32(u->codec);
+  uint8_t *buf = over ? (uint8_t *)writable : malloc(cap);
   if (!buf)
     return COHORT_ENOMEM;
   if (u->residual)
@@ -65,11 +68,29 @@ int update_codec_encode(update_codec *u, const char *spec, const uint8_t *seed,
                       errlen);
   prg_free(&rng);
   if (rc) {
-    free(buf);
+    if (!over)
+      free(buf);
     return rc;
   }
   *out = buf;
   return COHORT_OK;
+}
+
+int update_codec_encode(update_codec *u, const char *spec, const uint8_t *seed,
+                        size_t seed_len, float clip, const float *delta,
+                        size_t n, uint8_t **out, size_t *out_len, char *err,
+                        size_t errlen) {
+  return encode(u, spec, seed, seed_len, clip, delta, NULL, n, out, out_len,
+                err, errlen);
+}
+
+int update_codec_encode_in_place(update_codec *u, const char *spec,
+                                 const uint8_t *seed, size_t seed_len,
+                                 float clip, float *delta, size_t n,
+                                 uint8_t **out, size_t *out_len, char *err,
+                                 size_t errlen) {
+  return encode(u, spec, seed, seed_len, clip, delta, delta, n, out, out_len,
+                err, errlen);
 }
 
 void update_codec_accepted(update_codec *u) {

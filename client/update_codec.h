@@ -26,6 +26,18 @@ int update_codec_encode(update_codec *u, const char *spec, const uint8_t *seed,
                         size_t n, uint8_t **out, size_t *out_len, char *err,
                         size_t errlen);
 
+/* As update_codec_encode, but delta may become the payload: with plain fp32
+ * (codec_plain_fp32) the payload is delta's floats as little-endian bytes,
+ * so it is written over delta and *out is (uint8_t *)delta, no new block (a
+ * model's size less at a client's peak; issue 22). Any other codec leaves
+ * delta as it was and *out is malloc'd; either way the caller frees *out
+ * and, when it is not delta, delta. */
+int update_codec_encode_in_place(update_codec *u, const char *spec,
+                                 const uint8_t *seed, size_t seed_len,
+                                 float clip, float *delta, size_t n,
+                                 uint8_t **out, size_t *out_len, char *err,
+                                 size_t errlen);
+
 /* The coordinator accepted the last encoded update: keep its memory. */
 void update_codec_accepted(update_codec *u);
 

@@ -18,6 +18,8 @@ void nn_dataset_gather(const nn_dataset *ds, const uint32_t *rows, size_t k,
     float *dst = x + i * dim;
     if (ds->fetch) {
       nn_dataset_fetch(ds, r, dst);
+    } else if (ds->x8_offsets) {
+      nn_dataset_unpack_row(ds, r, dst);
     } else if (ds->x8) {
       const uint8_t *src = ds->x8 + r * dim;
       for (size_t j = 0; j < dim; j++)
@@ -39,9 +41,13 @@ void nn_dataset_fetch(const nn_dataset *ds, size_t index, float *x) {
 
 const float *nn_dataset_span(const nn_dataset *ds, size_t first, size_t k,
                              float *buf) {
-  if (ds->fetch) {
-    for (size_t i = 0; i < k; i++)
-      nn_dataset_fetch(ds, first + i, buf + i * ds->dim);
+  if (ds->fetch || ds->x8_offsets) {
+    for (size_t i = 0; i < k; i++) {
+      if (ds->fetch)
+        nn_dataset_fetch(ds, first + i, buf + i * ds->dim);
+      else
+        nn_dataset_unpack_row(ds, first + i, buf + i * ds->dim);
+    }
     return buf;
   }
   if (!ds->x8)
@@ -59,6 +65,8 @@ static size_t row_bytes(const nn_dataset *ds) {
 
 int nn_dataset_alloc_like(const nn_dataset *like, size_t n, nn_dataset *out) {
   memset(out, 0, sizeof *out);
+  if (like->x8_offsets)
+    return COHORT_EINVAL; /* rows of different lengths: not copied */
   out->dim = like->dim;
   out->n_classes = like->n_classes;
   out->channels = like->channels;
@@ -122,9 +130,11 @@ void nn_dataset_truncate(nn_dataset *ds, size_t n) {
   if (n == 0) {
     free(ds->x);
     free(ds->x8);
+    free(ds->x8_offsets);
     free(ds->y);
     ds->x = NULL;
     ds->x8 = NULL;
+    ds->x8_offsets = NULL;
     ds->y = NULL;
     ds->n = 0;
     return;
@@ -132,7 +142,14 @@ void nn_dataset_truncate(nn_dataset *ds, size_t n) {
   /* Give the memory back; if the shrinking realloc fails, the larger
    * block is still valid. A zero size would let realloc free the block,
    * hence the dim test. */
-  if (ds->dim && ds->x8) {
+  if (ds->x8_offsets) {
+    uint8_t *x8 = realloc(ds->x8, ds->x8_offsets[n] ? ds->x8_offsets[n] : 1);
+    if (x8)
+      ds->x8 = x8;
+    uint32_t *offsets = realloc(ds->x8_offsets, (n + 1) * sizeof *offsets);
+    if (offsets)
+      ds->x8_offsets = offsets;
+  } else if (ds->dim && ds->x8) {
     uint8_t *x8 = realloc(ds->x8, n * ds->dim);
     if (x8)
       ds->x8 = x8;
@@ -152,6 +169,7 @@ void nn_dataset_close(nn_dataset *ds) {
     return;
   free(ds->x);
   free(ds->x8);
+  free(ds->x8_offsets);
   free(ds->y);
   memset(ds, 0, sizeof *ds);
 }

@@ -428,6 +428,11 @@ int codec_client_memory(const codec *c) {
   return c->select == SELECT_TOPK && c->error_feedback;
 }
 
+int codec_plain_fp32(const codec *c) {
+  return c->value == VALUE_FP32 && !c->rotate && c->select == SELECT_NONE &&
+         !c->zstd && !codec_client_memory(c);
+}
+
 size_t codec_rotated_dim(const codec *c, size_t d) {
   if (!c->rotate || d == 0)
     return d;

@@ -91,6 +91,10 @@ int codec_size_exact(const codec *c);
  * residual of d floats. */
 int codec_client_memory(const codec *c);
 
+/* The payload is the delta itself, each float as 4 little-endian bytes, no
+ * more: codec_encode may then write it over the delta (out == delta). */
+int codec_plain_fp32(const codec *c);
+
 /* Bytes of an encoded payload (an upper bound when !codec_size_exact).
  * 0 when the params are invalid (dim 0, or randk/topk keeping nothing). */
 size_t codec_wire_size(const codec *c, const codec_params *p);

@@ -336,6 +336,70 @@ static void test_fashion_mnist_same(void) {
   o.seed = 7;
   o.holdout = 0.1;
   check_equal_to_old(&o);
+  /* Packed: about half of every image is background. */
+  cohort_dataset_t *d = NULL;
+  char err[256];
+  CU_ASSERT_FATAL(cohort_dataset_load(&o, &d, err, sizeof err) == COHORT_OK);
+  CU_ASSERT_FATAL(d->ds.x8_offsets != NULL);
+  CU_ASSERT(d->ds.x8_offsets[d->ds.n] < d->ds.n * d->ds.dim * 7 / 10);
+  cohort_dataset_free(d);
+}
+
+/* Packing keeps every feature's float, bit for bit, for rows that pack
+ * (sparse) and rows that do not (dense, and exactly at the limit), with a
+ * dim that is no multiple of 8; gather, span and truncate read it; the rows
+ * of a packed set are not copied. */
+static void test_pack_same_floats(void) {
+  const size_t n = 64, dim = 29; /* bitmap 4 bytes: packs below 25 set */
+  nn_dataset raw = {.n = n,
+                    .dim = dim,
+                    .n_classes = 3,
+                    .channels = 1,
+                    .height = 29,
+                    .width = 1};
+  raw.x8 = malloc(n * dim);
+  raw.y = malloc(n);
+  CU_ASSERT_FATAL(raw.x8 && raw.y);
+  for (size_t b = 0; b < 256; b++)
+    raw.x8_value[b] = (float)b / 255.0f + 0.25f; /* byte 0 is not 0.0f */
+  size_t packed_rows = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t set = i % 30; /* 0 .. 29 features non-zero */
+    packed_rows += 4 + set < dim;
+    for (size_t j = 0; j < dim; j++)
+      raw.x8[i * dim + j] =
+          (uint8_t)((j * 7 + i) % dim < set ? 1 + (i * 13 + j) % 255 : 0);
+    raw.y[i] = (uint8_t)(i % 3);
+  }
+  nn_dataset packed;
+  CU_ASSERT_FATAL(nn_dataset_alloc_like(&raw, n, &packed) == COHORT_OK);
+  for (size_t i = 0; i < n; i++)
+    nn_dataset_copy_row(&packed, i, &raw, i);
+  nn_dataset_pack(&packed);
+  CU_ASSERT_FATAL(packed.x8_offsets != NULL);
+  size_t expect = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t len = packed.x8_offsets[i + 1] - packed.x8_offsets[i];
+    expect += len;
+    CU_ASSERT(len <= dim);
+  }
+  CU_ASSERT(packed_rows > 0 && packed_rows < n);
+  CU_ASSERT_EQUAL(packed.x8_offsets[n], expect);
+  CU_ASSERT(expect < n * dim);
+  assert_same(&packed, &raw);
+  float a[5 * 29], b[5 * 29];
+  const float *pa = nn_dataset_span(&packed, 20, 5, a);
+  const float *pb = nn_dataset_span(&raw, 20, 5, b);
+  CU_ASSERT(memcmp(pa, pb, sizeof a) == 0);
+  nn_dataset copy;
+  CU_ASSERT_EQUAL(nn_dataset_alloc_like(&packed, 2, &copy), COHORT_EINVAL);
+  nn_dataset_pack(&packed); /* packed already: nothing changes */
+  CU_ASSERT_EQUAL(packed.x8_offsets[n], expect);
+  nn_dataset_truncate(&packed, 31);
+  nn_dataset_truncate(&raw, 31);
+  assert_same(&packed, &raw);
+  nn_dataset_close(&packed);
+  nn_dataset_close(&raw);
 }
 
 /* Kilobytes in /proc/self/status's line key ("VmRSS:"), or -1. */
@@ -421,6 +485,7 @@ int cohort_register_suites(void) {
       {"truncated file refused", test_truncated_file_refused},
       {"corrupt gzip refused", test_corrupt_gzip_refused},
       {"Fashion-MNIST quarter as before", test_fashion_mnist_same},
+      {"packed bytes read back as the same floats", test_pack_same_floats},
       {"peak memory follows the share", test_peak_follows_share},
       {"CSV share as nn_csv_load and a copy", test_csv_same_share},
       {"CSV changed between the passes refused",
