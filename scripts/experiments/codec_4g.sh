@@ -41,13 +41,11 @@ mkdir -p "$out"
 common=(--model "mlp:200,200" --clients 100 --clients-per-round 20
   --partition dirichlet:0.5 --eval-limit 2000 --seed "$seed" --lr "$lr"
   --threads "$threads")
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 run() { # run NAME NETWORK ROUNDS CODEC
-  local name=$1 net=$2 r=$3 codec=$4
-  [[ -s $out/$name.csv ]] && return 0 # done by an earlier call
-  echo "== $name" >&2
-  nice -n 10 "$sim" "${common[@]}" --network "$net" --rounds "$r" \
-    --codec "$codec" --csv "$out/$name.csv.part" >"$out/$name.log"
-  mv "$out/$name.csv.part" "$out/$name.csv"
+  sim_run "$out" "$1" "${common[@]}" --network "$2" --rounds "$3" \
+    --codec "$4"
 }
 file_of() { echo "${1//[:+,=]/_}"; } # a codec spec as a file name
 run fp32 "$network" "$rounds" fp32

@@ -32,20 +32,18 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 mkdir -p "$out"
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 files=()
 for seed in $seeds; do
   for c in $codecs; do
     for down in 20 40 80 1e7; do
       name="${c//[:+,=]/_}_down${down}_s$seed"
       files+=("$out/$name.csv")
-      [[ -s $out/$name.csv ]] && continue
-      echo "== $name" >&2
-      nice -n 10 "$sim" --model mlp:200,200 --clients 100 \
+      sim_run "$out" "$name" --model mlp:200,200 --clients 100 \
         --clients-per-round 20 --partition dirichlet:0.5 --eval-limit 2000 \
         --seed "$seed" --lr "$lr" --threads 1 --network "4g,down=$down" \
-        --rounds "$rounds" --codec "$c" --csv "$out/$name.csv.part" \
-        >"$out/$name.log"
-      mv "$out/$name.csv.part" "$out/$name.csv"
+        --rounds "$rounds" --codec "$c"
     done
   done
 done

@@ -44,14 +44,12 @@ done
 mkdir -p "$out"
 common=(--clients 100 --clients-per-round 10 --model "mlp:200,200"
   --partition shards:2 --network datacenter --threads "$threads")
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 run() { # run NAME ROUNDS ARGS...
   local name=$1 rounds=$2
   shift 2
-  [[ -s $out/$name.csv ]] && return 0 # done by an earlier call
-  echo "== $name" >&2
-  nice -n 10 "$sim" "${common[@]}" --rounds "$rounds" "$@" \
-    --csv "$out/$name.csv.part" >"$out/$name.log"
-  mv "$out/$name.csv.part" "$out/$name.csv"
+  sim_run "$out" "$name" "${common[@]}" --rounds "$rounds" "$@"
 }
 if [[ $summary_only == 0 ]]; then
   for seed in $seeds; do

@@ -40,6 +40,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 mkdir -p "$out"
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 common=(--model lenet --clients 10 --clients-per-round 10 --rounds "$rounds"
   --epochs "$epochs" --batch 64 --lr 0.01 --momentum 0.9 --weight-decay 1e-5
   --network datacenter --threads "$threads")
@@ -47,13 +49,9 @@ for seed in $seeds; do
   for p in $partitions; do
     for s in $strategies; do
       name="${s}_${p//[:.]/_}_s$seed"
-      [[ -s $out/$name.csv ]] && continue # done by an earlier call
       args=(--strategy "$s" --partition "$p" --seed "$seed")
       [[ $s == fedprox ]] && args+=(--mu "$mu")
-      echo "== $name" >&2
-      nice -n 10 "$sim" "${common[@]}" "${args[@]}" \
-        --csv "$out/$name.csv.part" >"$out/$name.log"
-      mv "$out/$name.csv.part" "$out/$name.csv"
+      sim_run "$out" "$name" "${common[@]}" "${args[@]}"
     done
   done
 done
