@@ -108,11 +108,9 @@ optim)
   body() { grep -v '^#' "$tmp/$1.csv"; } # the rows, not the config line
   for run in "b0 --batch 0" "bmax --batch 65536" "b32 --batch 32" \
     "m --momentum 0.9" "wd --weight-decay 0.1"; do
-    set -- $run
-    name=$1
-    shift
-    "$sim" "${small[@]}" "$@" --csv "$tmp/$name.csv" >/dev/null ||
-      fail "run $name exited $?"
+    read -r name flag value <<<"$run"
+    "$sim" "${small[@]}" "$flag" "$value" --csv "$tmp/$name.csv" \
+      >/dev/null || fail "run $name exited $?"
   done
   cmp -s <(body b0) <(body bmax) ||
     fail "--batch 0 differs from a batch larger than every share"
