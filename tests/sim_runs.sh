@@ -13,6 +13,9 @@
 #   dp           central DP reports epsilon in every output, growing
 #   report       --report writes the HTML report, and cohort-report reads
 #                --csv back (cohort-report's path as a third argument)
+#   optim        --batch 0 trains on the whole share (as a batch larger
+#                than any share), --momentum and --weight-decay reach the
+#                local trainer and the CSV's config line
 #   bad-flags    refused with exit status 2 and a reason naming the flag
 set -uo pipefail
 sim=$1
@@ -102,6 +105,22 @@ report)
   [[ $(grep -c 'q8, wifi\|fp32, wifi' "$tmp/both.html") -ge 2 ]] ||
     fail "cohort-report's report lacks a run"
   ;;
+optim)
+  body() { grep -v '^#' "$tmp/$1.csv"; } # the rows, not the config line
+  for run in "b0 --batch 0" "bmax --batch 65536" "b32 --batch 32" \
+    "m --momentum 0.9" "wd --weight-decay 0.1"; do
+    read -r name flag value <<<"$run"
+    "$sim" "${small[@]}" "$flag" "$value" --csv "$tmp/$name.csv" \
+      >/dev/null || fail "run $name exited $?"
+  done
+  cmp -s <(body b0) <(body bmax) ||
+    fail "--batch 0 differs from a batch larger than every share"
+  cmp -s <(body b0) <(body b32) && fail "--batch 0 trained as --batch 32"
+  cmp -s <(body m) <(body b32) && fail "--momentum 0.9 changed nothing"
+  cmp -s <(body wd) <(body b32) && fail "--weight-decay 0.1 changed nothing"
+  grep -q '^# config: .*momentum=0.9 ' "$tmp/m.csv" ||
+    fail "the config line does not name the momentum"
+  ;;
 bad-flags)
   refuse() { # refuse WANT ARGS...
     local want=$1
@@ -122,6 +141,9 @@ bad-flags)
   refuse "--strategy 'fedbest'" --strategy fedbest
   refuse "--report $tmp/no/r.html: cannot write" --report "$tmp/no/r.html"
   refuse "--nonsense" --nonsense 1
+  refuse "--momentum: 1 is outside" --momentum 1
+  refuse "--weight-decay: -1 is outside" --weight-decay -1
+  refuse "--batch: -1 is outside" --batch -1
   touch "$tmp/exists.db"
   refuse "--db $tmp/exists.db exists" --db "$tmp/exists.db"
   # Refused at the start of the run, still with a reason and no output.

@@ -157,11 +157,11 @@ static int sim_main(int argc, char **argv) {
            strcmp(o.secagg, "off") ? o.secagg : "");
   snprintf(config, sizeof config,
            "model=%s partition=%s clients=%ld/%ld rounds=%ld epochs=%ld "
-           "batch=%ld lr=%g strategy=%s codec=%s secagg=%s dp=%s network=%s "
-           "seed=%ld",
+           "batch=%ld lr=%g momentum=%g weight-decay=%g strategy=%s mu=%g "
+           "codec=%s secagg=%s dp=%s network=%s seed=%ld",
            o.model, o.partition, o.clients, o.clients_per_round, o.rounds,
-           o.epochs, o.batch, o.lr, o.strategy, o.codec, o.secagg, o.dp,
-           o.network, o.seed);
+           o.epochs, o.batch, o.lr, o.momentum, o.weight_decay, o.strategy,
+           o.mu, o.codec, o.secagg, o.dp, o.network, o.seed);
   rc = seed_main_thread((uint64_t)o.seed);
   if (!rc)
     rc = sim_world_load(&w, &o, &net, err, sizeof err);
@@ -174,7 +174,11 @@ static int sim_main(int argc, char **argv) {
                              sizeof why)))
       snprintf(err, sizeof err, "--model %s: %s", o.model, why);
   }
-  sim_loop_config lc = {.cfg = &cfg, .net = &net, .model = model};
+  sim_loop_config lc = {.cfg = &cfg,
+                        .net = &net,
+                        .model = model,
+                        .momentum = (float)o.momentum,
+                        .weight_decay = (float)o.weight_decay};
   if (!rc && rank > 0)
     rc = sim_trainer_init(&worker, &lc, &w, err, sizeof err);
   if (!rc && rank == 0) {

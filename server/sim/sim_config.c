@@ -39,9 +39,15 @@ const flag_def *sim_flags(sim_options *o, size_t *n) {
     {"over-select", FLAG_DOUBLE, &o->over_select, "0", 0, 10, "F",
      "select ceil(K * (1 + F)) clients against dropouts"},
     {"epochs", FLAG_INT, &o->epochs, "1", 1, 1000, "E", "local epochs"},
-    {"batch", FLAG_INT, &o->batch, "32", 1, 65536, "B", "local batch size"},
+    {"batch", FLAG_INT, &o->batch, "32", 0, 65536, "B",
+     "local batch size (0: the client's whole share, one step an epoch, "
+     "as FedSGD)"},
     {"lr", FLAG_DOUBLE, &o->lr, "0.05", 1e-9, 100, "RATE",
      "local learning rate (SGD)"},
+    {"momentum", FLAG_DOUBLE, &o->momentum, "0", 0, 0.999, "M",
+     "local SGD momentum (PyTorch's rule; reset every round)"},
+    {"weight-decay", FLAG_DOUBLE, &o->weight_decay, "0", 0, 1, "WD",
+     "local SGD weight decay (L2 coefficient added to the gradient)"},
     {"strategy", FLAG_STRING, &o->strategy, "fedavg", 0, 0, "NAME",
      "fedavg, fedavgm, fedadam, fedyogi, fedadagrad, fedprox, median or "
      "trimmed_mean"},
@@ -161,7 +167,9 @@ int sim_config_apply(const sim_options *o, round_config *cfg, sim_net_spec *net,
   cfg->offender_failures = 0;
   cfg->active_window_s = 86400 * 365;
   cfg->epochs = (int)o->epochs;
-  cfg->batch_size = (int)o->batch;
+  /* nn_train clamps a batch to the share, so the largest batch is the
+   * whole share: one full-batch gradient step an epoch. */
+  cfg->batch_size = o->batch ? (int)o->batch : 65536;
   cfg->learning_rate = o->lr;
   cfg->seed = (uint64_t)o->seed;
   cfg->model_spec = o->model;

@@ -20,7 +20,7 @@ typedef struct sim_options {
   long rounds, clients, clients_per_round, min_clients;
   double over_select;
   long epochs, batch;
-  double lr;
+  double lr, momentum, weight_decay;
   const char *strategy;
   double mu, server_lr;
   const char *codec;

@@ -29,9 +29,12 @@ typedef struct sim_loop_config {
   const round_config *cfg; /* what the engine was made with */
   const sim_net_spec *net;
   nn_model model; /* the clients' model, for local training */
-  FILE *lines;    /* the engine's round lines (cfg->round_lines), read
-                     back after each round; stdout gets them with the
-                     simulated time */
+  /* Local SGD's momentum and weight decay: the simulation's, not the
+   * task's (the protocol's plan carries neither). */
+  float momentum, weight_decay;
+  FILE *lines; /* the engine's round lines (cfg->round_lines), read
+                  back after each round; stdout gets them with the
+                  simulated time */
   char **lines_buf;
   size_t *lines_len;
   sim_record_fn record;

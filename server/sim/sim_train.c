@@ -175,6 +175,8 @@ static void train_delta(wave *wv, const sim_selected_client *it, sim_slot *s) {
   o.epochs = t->epochs;
   o.batch_size = t->batch_size;
   o.optim.learning_rate = (float)t->learning_rate;
+  o.optim.momentum = tr->lc->momentum;
+  o.optim.weight_decay = tr->lc->weight_decay;
   o.fedprox_mu = t->fedprox_mu;
   /* As cohort-client seeds its built-in trainer: the client and the
    * round. */
