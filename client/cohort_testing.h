@@ -13,4 +13,9 @@
  * of issue 21 did, and the coordinator drops it. Default off. */
 COHORT_API void cohort_testing_set_secagg_insider(cohort_client_t *c, int on);
 
+/* Lets COHORT_TEST_KILL_AT (client/test_kill.h) kill this process at the
+ * phase it names: cohort-client calls it at start, for the fault tests; an
+ * app that never calls it is never killed whatever its environment holds. */
+COHORT_API void cohort_testing_enable_kill_points(void);
+
 #endif

@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,9 +12,15 @@
 
 #include "clock.h"
 
+static atomic_int g_enabled;
+
+void cohort_testing_enable_kill_points(void) { atomic_store(&g_enabled, 1); }
+
 /* The phase named by the variable and its delay; 0 when it names another
- * phase or is unset. */
+ * phase, is unset, or the process never enabled kill points. */
 static int named(const char *phase, long *ms) {
+  if (!atomic_load(&g_enabled))
+    return 0;
   const char *v = getenv("COHORT_TEST_KILL_AT");
   size_t n = strlen(phase);
   if (!v || !*v || !*phase || strncmp(v, phase, n) != 0 ||

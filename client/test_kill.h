@@ -2,8 +2,9 @@
  * a process that runs libcohort kill itself with SIGKILL at PHASE (after MS
  * milliseconds, on a timer thread, when given), so that tests can stop a
  * real client at an exact point of the protocol, as a crash or a pulled
- * plug would, without a polite goodbye. Not part of cohort.h: an app never
- * sees it, and with the variable unset nothing changes. Phases:
+ * plug would, without a polite goodbye. Not part of cohort.h: only a
+ * process that called cohort_testing_enable_kill_points (cohort-client
+ * does) reads the variable; with it unset nothing changes. Phases:
  *   registered            Register answered, before the first check-in
  *   checkin               as the check-in is sent (use :MS to die while the
  *                         coordinator holds it)
@@ -17,6 +18,12 @@
  * tests/integration/test_client_kills.c uses it. */
 #ifndef COHORT_TEST_KILL_H
 #define COHORT_TEST_KILL_H
+
+#include "cohort_status.h" /* COHORT_API */
+
+/* Exported for cohort-client through cohort_testing.h, which declares it
+ * too. */
+COHORT_API void cohort_testing_enable_kill_points(void);
 
 /* Whether COHORT_TEST_KILL_AT names phase (download and upload then split
  * their transfer in two, so that there is a "between chunks"). */

@@ -313,6 +313,7 @@ static void malloc_return_large_blocks(void) {
 
 int main(int argc, char **argv) {
   malloc_return_large_blocks();
+  cohort_testing_enable_kill_points(); /* COHORT_TEST_KILL_AT, for tests */
   int rc = flags_main("cohort-client", USAGE, FLAGS, N_FLAGS, argc, argv);
   if (rc >= 0)
     return rc;
