@@ -49,9 +49,9 @@ int sign_key_generate(sign_key **out) {
 }
 
 int sign_key_from_seed(const uint8_t seed[SIGN_SEED_LEN], sign_key **out) {
-  return wrap(EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, seed,
-                                           SIGN_SEED_LEN),
-              out);
+  return wrap(
+      EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, seed, SIGN_SEED_LEN),
+      out);
 }
 
 int sign_key_load(const char *path, sign_key **out, char *err, size_t errlen) {
@@ -202,10 +202,10 @@ int sign_public_check(const uint8_t pub[SIGN_PUBLIC_LEN], const char **why) {
   return reason ? COHORT_EFORMAT : COHORT_OK;
 }
 
-int sign_verify(const uint8_t pub[SIGN_PUBLIC_LEN], const void *msg,
-                size_t len, const uint8_t sig[SIGN_LEN]) {
-  EVP_PKEY *pkey = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, pub,
-                                               SIGN_PUBLIC_LEN);
+int sign_verify(const uint8_t pub[SIGN_PUBLIC_LEN], const void *msg, size_t len,
+                const uint8_t sig[SIGN_LEN]) {
+  EVP_PKEY *pkey =
+      EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, pub, SIGN_PUBLIC_LEN);
   if (!pkey)
     return COHORT_EAUTH; /* not an encoding OpenSSL accepts */
   EVP_MD_CTX *ctx = EVP_MD_CTX_new();
@@ -214,16 +214,16 @@ int sign_verify(const uint8_t pub[SIGN_PUBLIC_LEN], const void *msg,
     rc = COHORT_EIO;
     if (EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, pkey) == 1)
       rc = EVP_DigestVerify(ctx, sig, SIGN_LEN, msg, len) == 1 ? COHORT_OK
-                                                              : COHORT_EAUTH;
+                                                               : COHORT_EAUTH;
   }
   EVP_MD_CTX_free(ctx);
   EVP_PKEY_free(pkey);
   return rc;
 }
 
-static void cert_message(const uint8_t client_pub[SIGN_PUBLIC_LEN],
-                         uint8_t msg[sizeof CERT_CONTEXT - 1 +
-                                     SIGN_PUBLIC_LEN]) {
+static void
+cert_message(const uint8_t client_pub[SIGN_PUBLIC_LEN],
+             uint8_t msg[sizeof CERT_CONTEXT - 1 + SIGN_PUBLIC_LEN]) {
   memcpy(msg, CERT_CONTEXT, sizeof CERT_CONTEXT - 1);
   memcpy(msg + sizeof CERT_CONTEXT - 1, client_pub, SIGN_PUBLIC_LEN);
 }

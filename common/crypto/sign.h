@@ -50,8 +50,8 @@ int sign_public_check(const uint8_t pub[SIGN_PUBLIC_LEN], const char **why);
 /* Whether sig is pub's signature of msg: COHORT_OK, or COHORT_EAUTH for a
  * bad signature or a public key that is not a valid point (COHORT_EIO,
  * COHORT_ENOMEM when OpenSSL fails). */
-int sign_verify(const uint8_t pub[SIGN_PUBLIC_LEN], const void *msg,
-                size_t len, const uint8_t sig[SIGN_LEN]);
+int sign_verify(const uint8_t pub[SIGN_PUBLIC_LEN], const void *msg, size_t len,
+                const uint8_t sig[SIGN_LEN]);
 
 /* ---- the enrollment authority ----
  * An operator's key, kept apart from the coordinator, certifies client
