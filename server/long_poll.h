@@ -48,8 +48,9 @@ typedef struct long_poll_checkin {
  * COHORT_ENOMEM or COHORT_EINVAL (answer with res as it is).
  *
  * Turned away: any check-in once the poller is stopping, and those
- * beyond pace_hold_limit (pace.h: --max-held, or by default twice the
- * next selection, at least 1,000, with the cases described there). */
+ * beyond pace_hold_limit (pace.h: --max-held N, or with --max-held 0
+ * twice the next selection, at least 1,000, with the cases described
+ * there). */
 int long_poll_hold(long_poll *lp, rpc_held *h, const long_poll_checkin *c,
                    const checkin_result *res, int hold_ms);
 

@@ -390,10 +390,10 @@ static const flag_def FLAGS[] = {
      "hold a check-in that asks for it (a long poll) up to this long while "
      "there is no task for its client, answering as soon as there is one "
      "(0: never hold; clients poll with RetryLater)"},
-    {"max-held", FLAG_INT, &g_opts.max_held, "0", 0, NUM(10000000), "N",
+    {"max-held", FLAG_INT, &g_opts.max_held, "50000", 0, NUM(10000000), "N",
      "check-ins held at once; beyond them, clients are told when to come "
      "back (pace steering); 0: twice the next round's selection, at least "
-     "1000 (docs/rounds.md)"},
+     "1000, for less memory and more polling (docs/rounds.md)"},
     {"max-streams", FLAG_INT, &g_opts.max_streams, "16", 1, 1000, "N",
      "concurrent calls per client connection (HTTP/2 streams); "
      "docs/reliability.md"},

@@ -48,7 +48,8 @@ uint32_t pace_retry_ms(const pace_inputs *in, double u);
 uint32_t pace_after_round_ms(double until_end_s, double u, double min_ms,
                              double max_ms);
 
-/* The most check-ins held at once when the operator sets no --max-held:
+/* The most check-ins held at once with --max-held 0 (the default, 50,000,
+ * holds every client of most fleets):
  *   H = max(PACE_HOLD_MIN, PACE_HOLD_FACTOR * S)
  * S: the size of the next selection. Twice a selection keeps one whole
  * selection's worth of candidates waiting when a round opens, and what
@@ -56,7 +57,9 @@ uint32_t pace_after_round_ms(double until_end_s, double u, double min_ms,
  * every client of a federation of up to 1,000 held whatever S is. A held
  * call costs gRPC about 12.5 KB (docs/reliability.md), so a fleet of
  * 10,000 and rounds of 1,000 hold 2,000: 25 MB instead of 125 MB. The
- * clients beyond H are paced (pace_crowded). */
+ * clients beyond H are paced (pace_crowded), and poll: 3.5 times the
+ * check-ins and 45% more coordinator CPU in that fleet
+ * (docs/benchmarks.md, "Holding fewer check-ins"). */
 #define PACE_HOLD_MIN 1000
 #define PACE_HOLD_FACTOR 2
 size_t pace_hold_cap(size_t wanted);
@@ -70,8 +73,8 @@ int pace_crowded(size_t active, size_t hold_cap);
 
 /* How many calls may be held, this one included, for a check-in of a
  * client that gets no task now (0: it is not held, but paced):
- *   - max_held set (the operator's --max-held): max_held, for everyone;
- *   - else, with H = pace_hold_cap(wanted):
+ *   - max_held > 0 (--max-held N): max_held, for everyone;
+ *   - max_held 0, with H = pace_hold_cap(wanted):
  *     0 for a client that took part in the round in progress while the
  *     fleet is crowded (it would take a held place ahead of the clients
  *     that did not; it is paced like them);
