@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "cohort_status.h"
 #include "log.h"
+#include "pace.h"
 
 typedef struct held_checkin {
   rpc_held *call;
@@ -205,18 +206,22 @@ int long_poll_start(round_engine *e, const long_poll_config *cfg,
 }
 
 int long_poll_hold(long_poll *lp, rpc_held *h, const long_poll_checkin *c,
-                   uint64_t changes, int hold_ms) {
-  if (!lp || !h || hold_ms <= 0)
+                   const checkin_result *res, int hold_ms) {
+  if (!lp || !h || !res || hold_ms <= 0)
     return COHORT_EINVAL;
+  size_t limit = pace_hold_limit(lp->cfg.max_held, res->wanted, res->active,
+                                 res->took_part, res->candidate);
+  if (!limit)
+    return COHORT_ESTATE;
   held_checkin item;
   if (held_copy(&item, c))
     return COHORT_ENOMEM;
   item.call = h;
-  item.changes = changes;
+  item.changes = res->changes;
   item.until = clock_mono_s() + hold_ms / 1000.0;
   int rc = COHORT_OK;
   pthread_mutex_lock(&lp->mu);
-  if (lp->stopping || lp->n + lp->in_flight >= lp->cfg.max_held) {
+  if (lp->stopping || lp->n + lp->in_flight >= limit) {
     rc = COHORT_ESTATE;
   } else if (lp->n == lp->cap) {
     size_t cap = lp->cap ? 2 * lp->cap : 64;

@@ -23,7 +23,8 @@ typedef void (*long_poll_answer_fn)(const checkin_result *res, rpc_reply *rep);
 typedef struct long_poll_config {
   int max_hold_ms; /* a client's wait_ms is capped here */
   size_t max_held; /* calls held at once; check-ins beyond it are answered
-                      at once, with pace steering's RetryLater */
+                      at once, with pace steering's RetryLater; 0: by the
+                      next selection's size (pace_hold_cap) */
   int poll_ms;     /* how often expiries and vanished clients are looked
                       at when nothing changes (default 50) */
 } long_poll_config;
@@ -41,13 +42,17 @@ typedef struct long_poll_checkin {
   const double *values;
 } long_poll_checkin;
 
-/* Holds call h, whose engine answer was a RetryLater given when
- * round_changes() was `changes`, for up to hold_ms. COHORT_OK when held;
- * otherwise the caller answers h itself with that RetryLater:
- * COHORT_ESTATE (the most calls are held, or the poller is stopping),
- * COHORT_ENOMEM or COHORT_EINVAL. */
+/* Holds call h, whose engine answer res was a RetryLater, for up to
+ * hold_ms. COHORT_OK when held; otherwise the caller answers h itself:
+ * COHORT_ESTATE (turned away: answer with res->crowded_after_ms), or
+ * COHORT_ENOMEM or COHORT_EINVAL (answer with res as it is).
+ *
+ * Turned away: any check-in once the poller is stopping, and those
+ * beyond pace_hold_limit (pace.h: --max-held N, or with --max-held 0
+ * twice the next selection, at least 1,000, with the cases described
+ * there). */
 int long_poll_hold(long_poll *lp, rpc_held *h, const long_poll_checkin *c,
-                   uint64_t changes, int hold_ms);
+                   const checkin_result *res, int hold_ms);
 
 /* Calls held now. */
 size_t long_poll_held(long_poll *lp);

@@ -392,7 +392,8 @@ static const flag_def FLAGS[] = {
      "(0: never hold; clients poll with RetryLater)"},
     {"max-held", FLAG_INT, &g_opts.max_held, "50000", 0, NUM(10000000), "N",
      "check-ins held at once; beyond them, clients are told when to come "
-     "back (pace steering)"},
+     "back (pace steering); 0: twice the next round's selection, at least "
+     "1000, for less memory and more polling (docs/rounds.md)"},
     {"max-streams", FLAG_INT, &g_opts.max_streams, "16", 1, 1000, "N",
      "concurrent calls per client connection (HTTP/2 streams); "
      "docs/reliability.md"},
@@ -1034,7 +1035,7 @@ int main(int argc, char **argv) {
   svc.max_hold_ms = (int)g_opts.long_poll_max_ms;
   long_poll_config lpc = {.max_hold_ms = (int)g_opts.long_poll_max_ms,
                           .max_held = (size_t)g_opts.max_held};
-  if (g_opts.long_poll_max_ms > 0 && g_opts.max_held > 0 &&
+  if (g_opts.long_poll_max_ms > 0 &&
       long_poll_start(engine, &lpc, service_checkin_reply, &svc.long_poll)) {
     log_error("cannot start the long-poll thread");
     goto out;

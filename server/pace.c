@@ -25,3 +25,21 @@ uint32_t pace_after_round_ms(double until_end_s, double u, double min_ms,
     ms = max_ms;
   return (uint32_t)ms;
 }
+
+size_t pace_hold_cap(size_t wanted) {
+  size_t h = wanted > SIZE_MAX / PACE_HOLD_FACTOR ? SIZE_MAX
+                                                  : wanted * PACE_HOLD_FACTOR;
+  return h > PACE_HOLD_MIN ? h : PACE_HOLD_MIN;
+}
+
+int pace_crowded(size_t active, size_t hold_cap) { return active > hold_cap; }
+
+size_t pace_hold_limit(size_t max_held, size_t wanted, size_t active,
+                       int took_part, int candidate) {
+  if (max_held)
+    return max_held;
+  size_t cap = pace_hold_cap(wanted);
+  if (took_part && pace_crowded(active, cap))
+    return 0;
+  return candidate && cap <= SIZE_MAX - wanted ? cap + wanted : cap;
+}

@@ -16,10 +16,11 @@
  * Clients that use long polls (CheckInRequest.wait_ms) are not paced at
  * all: the coordinator holds their call and answers when it has a task.
  * Pace steering is for clients it turns away: those that poll, and long
- * polls beyond the most calls it holds (docs/rounds.md). */
+ * polls beyond the most calls it holds, pace_hold_cap (docs/rounds.md). */
 #ifndef COHORT_PACE_H
 #define COHORT_PACE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Check-ins per second aimed for, relative to what selection needs. */
@@ -46,5 +47,42 @@ uint32_t pace_retry_ms(const pace_inputs *in, double u);
  * not return in lockstep, even while t_end is unknown. */
 uint32_t pace_after_round_ms(double until_end_s, double u, double min_ms,
                              double max_ms);
+
+/* The most check-ins held at once with --max-held 0 (the default, 50,000,
+ * holds every client of most fleets):
+ *   H = max(PACE_HOLD_MIN, PACE_HOLD_FACTOR * S)
+ * S: the size of the next selection. Twice a selection keeps one whole
+ * selection's worth of candidates waiting when a round opens, and what
+ * is left after the draw is the start of the next; PACE_HOLD_MIN keeps
+ * every client of a federation of up to 1,000 held whatever S is. A held
+ * call costs gRPC about 12.5 KB (docs/reliability.md), so a fleet of
+ * 10,000 and rounds of 1,000 hold 2,000: 25 MB instead of 125 MB. The
+ * clients beyond H are paced (pace_crowded), and poll: 3.5 times the
+ * check-ins and 45% more coordinator CPU in that fleet
+ * (docs/benchmarks.md, "Holding fewer check-ins"). */
+#define PACE_HOLD_MIN 1000
+#define PACE_HOLD_FACTOR 2
+size_t pace_hold_cap(size_t wanted);
+
+/* The fleet is crowded when more clients are active than H: then a client
+ * turned away from a full hold, and one that already took part in the
+ * round in progress, is one of many to spread out, and waits
+ * pace_retry_ms with P = every active client (not only the workers: the
+ * hold is full, so there are more than H check-ins to spread). */
+int pace_crowded(size_t active, size_t hold_cap);
+
+/* How many calls may be held, this one included, for a check-in of a
+ * client that gets no task now (0: it is not held, but paced):
+ *   - max_held > 0 (--max-held N): max_held, for everyone;
+ *   - max_held 0, with H = pace_hold_cap(wanted):
+ *     0 for a client that took part in the round in progress while the
+ *     fleet is crowded (it would take a held place ahead of the clients
+ *     that did not; it is paced like them);
+ *     H + S for a candidate of an open draw (it is answered at the draw,
+ *     within --selection-window, and a drawn client that polled would
+ *     hold up the round; at most one selection beyond H);
+ *     H for any other. */
+size_t pace_hold_limit(size_t max_held, size_t wanted, size_t active,
+                       int took_part, int candidate);
 
 #endif

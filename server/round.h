@@ -233,6 +233,13 @@ typedef struct checkin_result {
   char reason[160];         /* CHECKIN_RETRY: why not selected, or "" */
   int64_t rounds_committed; /* CHECKIN_DONE */
   uint64_t changes;         /* round_changes() when this was answered */
+  /* CHECKIN_RETRY, for the caller that decides whether to hold the call
+   * (pace.h, pace_hold_cap and pace_crowded): */
+  size_t wanted;             /* S, the next selection's size */
+  size_t active;             /* clients active now */
+  int took_part;             /* it took part in the round in progress */
+  int candidate;             /* a candidate of the open round's draw */
+  uint32_t crowded_after_ms; /* its wait when the fleet is crowded */
 } checkin_result;
 /* n_attributes reported conditions (names of [a-z0-9_.]); the example
  * count is passed as "examples" too. */

@@ -333,6 +333,56 @@ static uint32_t after_round_ms(round_engine *e, double now) {
                              e->cfg.retry_max_ms);
 }
 
+/* Seconds until the last training round is expected to end: the round in
+ * progress ends after its mean training phase, each one left after it
+ * takes a selection window and a training phase. -1 while no training
+ * phase has been timed. */
+static double until_federation_end(round_engine *e, double now) {
+  if (e->training_s <= 0)
+    return -1;
+  int64_t left = e->cfg.rounds - e->committed;
+  if (left < 1)
+    return 0;
+  double started =
+      e->state == ROUND_TRAINING ? e->deadline - e->cfg.round_timeout_s : now;
+  double end = started + e->training_s - now;
+  end = end > 0 ? end : 0;
+  return end + (double)(left - 1) * (e->cfg.selection_window_s + e->training_s);
+}
+
+/* The wait of a client turned away while the fleet is crowded (pace.h,
+ * pace_crowded): pace steering over every active client, since there are
+ * more of them than the coordinator holds. Never shorter than the wait
+ * its own case gave (an excluded client's), except for a participant of
+ * the round in progress, whose short wait assumed it was wanted next. A
+ * candidate keeps its wait: it is wanted back when the draw is made. */
+static uint32_t crowded_ms(round_engine *e, double now,
+                           const checkin_result *r) {
+  if (r->candidate)
+    return r->retry_after_ms;
+  pace_inputs in = {.population = (double)r->active,
+                    .wanted = (double)r->wanted,
+                    .window_s = e->cfg.selection_timeout_s / 10,
+                    .until_open_s = until_next_open(e, now),
+                    .min_ms = e->cfg.retry_ms,
+                    .max_ms = e->cfg.retry_max_ms};
+  uint32_t ms = pace_retry_ms(&in, jitter());
+  if (!r->took_part && r->retry_after_ms > ms)
+    ms = r->retry_after_ms;
+  /* Spread over many rounds, the waits of the last ones would outlast the
+   * federation, and their clients would learn of its end only then: none
+   * returns later than just after the expected end (pace_after_round_ms),
+   * where it is told. */
+  double end = until_federation_end(e, now);
+  if (end >= 0) {
+    uint32_t by_end = pace_after_round_ms(end, jitter(), e->cfg.retry_ms,
+                                          e->cfg.retry_max_ms);
+    if (by_end < ms)
+      ms = by_end;
+  }
+  return ms;
+}
+
 static void fill_task(round_engine *e, round_task *t) {
   t->round = e->round;
   t->model_version = e->version;
@@ -422,6 +472,7 @@ round_verdict round_checkin(round_engine *e, int64_t client,
       fill_task(e, &out->task);
     } else {
       out->retry_after_ms = after_round_ms(e, now);
+      out->took_part = 1;
       snprintf(out->reason, sizeof out->reason,
                "already selected for round %lld", (long long)e->round);
     }
@@ -453,6 +504,7 @@ round_verdict round_checkin(round_engine *e, int64_t client,
       fill_task(e, &out->task);
     } else if (e->n_parts < e->select_max) {
       out->retry_after_ms = retry_ms(e, now, e->draw_at - now);
+      out->candidate = 1;
       snprintf(out->reason, sizeof out->reason,
                "a candidate in round %lld's draw", (long long)e->round);
     } else {
@@ -495,8 +547,14 @@ round_verdict round_checkin(round_engine *e, int64_t client,
 out:
   /* Pace steering's wait for a RetryLater that has no wait of its own:
    * drawn only when it is the answer, not for every task handed out. */
-  if (!v.code && out->kind == CHECKIN_RETRY && !out->retry_after_ms)
-    out->retry_after_ms = retry_ms(e, clock_mono_s(), 0);
+  if (!v.code && out->kind == CHECKIN_RETRY) {
+    double t = clock_mono_s();
+    if (!out->retry_after_ms)
+      out->retry_after_ms = retry_ms(e, t, 0);
+    out->wanted = e->select_max ? e->select_max : 1;
+    out->active = round_active_clients(e, t);
+    out->crowded_after_ms = crowded_ms(e, t, out);
+  }
   out->changes = e->changes;
   pthread_mutex_unlock(&e->mu);
   return v;

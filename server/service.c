@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "cohort_status.h"
 #include "log.h"
 #include "pb.h"
 #include "pb_scan.h"
@@ -241,8 +242,11 @@ static void handle_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
                            .names = names,
                            .values = values};
     rpc_held *h = rpc_hold(req);
-    if (h && long_poll_hold(svc->long_poll, h, &c, res.changes, ms) == 0)
+    int rc = h ? long_poll_hold(svc->long_poll, h, &c, &res, ms) : 0;
+    if (h && rc == COHORT_OK)
       goto out;
+    if (rc == COHORT_ESTATE)
+      res.retry_after_ms = res.crowded_after_ms; /* turned away: paced */
     if (h) {
       service_checkin_reply(&res, rep);
       rpc_held_reply(h, rep);

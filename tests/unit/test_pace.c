@@ -3,6 +3,7 @@
  * and eligibility conditions (elig_parse, elig_check) for every operator,
  * good and bad input. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -135,6 +136,66 @@ static void test_after_round_has_no_population_term(void) {
   CU_ASSERT_EQUAL(pace_retry_ms(&crowd, 0.5), 60000);
   CU_ASSERT_EQUAL(pace_after_round_ms(2, 0.5, 100, 60000), 2050);
   CU_ASSERT_EQUAL(pace_after_round_ms(0, 0.5, 100, 60000), 150);
+}
+
+/* ---- how many check-ins are held ---- */
+
+/* H = max(1000, 2 S): every client of a federation of up to 1,000 is
+ * held whatever the round's size; beyond, twice the next selection. */
+static void test_hold_cap_formula(void) {
+  CU_ASSERT_EQUAL(PACE_HOLD_MIN, 1000);
+  CU_ASSERT_EQUAL(PACE_HOLD_FACTOR, 2);
+  CU_ASSERT_EQUAL(pace_hold_cap(0), 1000);
+  CU_ASSERT_EQUAL(pace_hold_cap(4), 1000);
+  CU_ASSERT_EQUAL(pace_hold_cap(500), 1000);
+  CU_ASSERT_EQUAL(pace_hold_cap(501), 1002);
+  CU_ASSERT_EQUAL(pace_hold_cap(1000), 2000);
+  CU_ASSERT_EQUAL(pace_hold_cap(25000), 50000);
+  CU_ASSERT_EQUAL(pace_hold_cap(SIZE_MAX), SIZE_MAX); /* no overflow */
+  /* Crowded: more active clients than are held. */
+  CU_ASSERT_FALSE(pace_crowded(1000, 1000));
+  CU_ASSERT_TRUE(pace_crowded(1001, 1000));
+  CU_ASSERT_TRUE(pace_crowded(10000, 2000));
+}
+
+/* Small federations (N = 4, 50, 500, every client selected, or a tenth of
+ * them) hold every client in every case: none of them is told to wait. */
+static void test_hold_limit_small_federations_hold_all(void) {
+  const size_t fleets[] = {4, 50, 500, 1000};
+  for (size_t i = 0; i < sizeof fleets / sizeof fleets[0]; i++) {
+    size_t n = fleets[i];
+    size_t wanted[] = {n, n / 10 ? n / 10 : 1};
+    for (size_t k = 0; k < 2; k++)
+      for (int took_part = 0; took_part < 2; took_part++)
+        for (int candidate = 0; candidate < 2; candidate++)
+          CU_ASSERT(pace_hold_limit(0, wanted[k], n, took_part, candidate) >=
+                    n);
+  }
+}
+
+/* 10,000 clients, rounds of 1,000: 2,000 held; a candidate of the open
+ * draw up to 3,000; a client that just took part is not held at all. */
+static void test_hold_limit_crowded_fleet(void) {
+  CU_ASSERT_EQUAL(pace_hold_limit(0, 1000, 10000, 0, 0), 2000);
+  CU_ASSERT_EQUAL(pace_hold_limit(0, 1000, 10000, 0, 1), 3000);
+  CU_ASSERT_EQUAL(pace_hold_limit(0, 1000, 10000, 1, 0), 0);
+  /* Not crowded (1,500 active, 2,000 held): a participant is held. */
+  CU_ASSERT_EQUAL(pace_hold_limit(0, 1000, 1500, 1, 0), 2000);
+  /* The operator's --max-held is the limit for everyone. */
+  CU_ASSERT_EQUAL(pace_hold_limit(7, 1000, 10000, 1, 0), 7);
+  CU_ASSERT_EQUAL(pace_hold_limit(7, 1000, 10000, 0, 1), 7);
+  CU_ASSERT_EQUAL(pace_hold_limit(50000, 10, 4, 0, 0), 50000);
+}
+
+/* What a crowded fleet's turned-away clients are told (pace_retry_ms with
+ * P = every active client): 10,000 active, rounds of 1,000, W = 1 s, so
+ * L = 10000 / 1500 = 6.67 s: 1,500 check-ins a second, enough to refill
+ * the 1,000 held places a round frees within one window. */
+static void test_crowded_wait(void) {
+  pace_inputs in = pace(10000, 1000, 1, 0);
+  CU_ASSERT_EQUAL(pace_retry_ms(&in, 0.5), 3333);
+  CU_ASSERT(pace_retry_ms(&in, 0.99999) < 6667);
+  CU_ASSERT_EQUAL(pace_retry_ms(&in, 0.0), 100);
 }
 
 /* ---- eligibility: parsing ---- */
@@ -297,6 +358,11 @@ int cohort_register_suites(void) {
        test_after_round_clamps},
       {"after round: no population term",
        test_after_round_has_no_population_term},
+      {"hold: H = max(1000, 2 S); crowded above H", test_hold_cap_formula},
+      {"hold: N = 4, 50, 500, 1000 hold every client",
+       test_hold_limit_small_federations_hold_all},
+      {"hold: 10,000 clients, rounds of 1,000", test_hold_limit_crowded_fleet},
+      {"hold: a crowded fleet's wait, exact ms", test_crowded_wait},
       {"elig_parse: every operator", test_elig_parse_good},
       {"elig_parse: bad conditions refused with a reason", test_elig_parse_bad},
       {"elig_check: each operator at its boundary", test_elig_check_operators},
