@@ -6,10 +6,13 @@
  *
  *   bench_rpc_tls --certs DIR [--mib 256] [--runs 5] [--only plain|tls] [--up]
  *       one process serves on 127.0.0.1 and downloads from itself (--up:
- *       uploads 1 MiB chunks instead, the shape of a large Upload)
+ *       uploads 1 MiB chunks instead, the shape of a large Upload); its
+ *       client shares the server's pollers and GRPC_EXPERIMENTS, which is
+ *       why bench/tls.sh runs the next two instead
  *   bench_rpc_tls --certs DIR --serve HOST:PORT [--serve-s 600]
  *       serves plaintext on PORT and TLS on PORT+1 until SIGINT/SIGTERM or
- *       --serve-s seconds; prints the CPU time it spent per MiB moved
+ *       --serve-s seconds; prints the CPU time it spent per MiB moved,
+ *       by transport
  *   bench_rpc_tls --certs DIR --connect HOST:PORT [--mib] [--runs] [--only]
  *       downloads from a --serve process (across a link: bench/tls.sh
  *       LINK=1gbit)
@@ -19,7 +22,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,13 +67,41 @@ static const flag_def FLAGS[] = {
      "only download, from a --serve process at HOST:PORT"},
 };
 
-static atomic_long g_served_chunks; /* by both server workers */
+/* The serving process's CPU time by transport. The client never moves two
+ * chunks at once, so the CPU used between one call and the next (sending
+ * that call's reply, reading the next request) is charged to the first
+ * call's transport. */
+static struct {
+  pthread_mutex_t mu;
+  double last_cpu;
+  int last; /* transport of the last call: 0 plaintext, 1 TLS, -1 none */
+  double cpu[2];
+  long chunks[2];
+} g_served = {PTHREAD_MUTEX_INITIALIZER, 0, -1, {0, 0}, {0, 0}};
+
+static const int TRANSPORT[2] = {0, 1}; /* server ctx: plaintext, TLS */
+
+static double cpu_s(void);
+
+/* Charges the CPU time since the last call to that call's transport and
+ * makes the next call (transport -1: none) the last one. */
+static void charge_cpu(int transport) {
+  pthread_mutex_lock(&g_served.mu);
+  double now = cpu_s();
+  if (g_served.last >= 0)
+    g_served.cpu[g_served.last] += now - g_served.last_cpu;
+  g_served.last_cpu = now;
+  g_served.last = transport;
+  if (transport >= 0)
+    g_served.chunks[transport]++;
+  pthread_mutex_unlock(&g_served.mu);
+}
 
 /* Answers a call with one chunk of CHUNK_BYTES (a fresh buffer, as the
  * coordinator's GetModel hands the server one), or an uploaded chunk
  * (a request of CHUNK_BYTES) with its 8-byte offset. */
 static void serve_chunk(void *ctx, const rpc_request *req, rpc_reply *rep) {
-  (void)ctx;
+  charge_cpu(*(const int *)ctx);
   size_t n = req->body_len == CHUNK_BYTES ? sizeof(uint64_t) : CHUNK_BYTES;
   rep->body = malloc(n);
   if (!rep->body) {
@@ -80,7 +110,6 @@ static void serve_chunk(void *ctx, const rpc_request *req, rpc_reply *rep) {
   }
   memset(rep->body, 0xa5, n);
   rep->body_len = n;
-  atomic_fetch_add(&g_served_chunks, 1);
 }
 
 /* CPU seconds (user + system, all threads) this process has used. */
@@ -162,6 +191,7 @@ static double median(const double *v, long n) {
  * chunks at most). */
 static rpc_server *serve(const char *listen, const rpc_tls_config *tls,
                          int *port) {
+  const int *transport = &TRANSPORT[tls != NULL];
   static const rpc_method methods[] = {{METHOD, serve_chunk}};
   rpc_server_config sc = {
       .listen = listen,
@@ -170,6 +200,7 @@ static rpc_server *serve(const char *listen, const rpc_tls_config *tls,
       .max_send_bytes = PB_MAX_MESSAGE_BYTES,
       .methods = methods,
       .n_methods = 1,
+      .ctx = (void *)transport,
       .tls = tls,
       .limits = {.max_streams = 16, .stream_window_bytes = 65536}};
   rpc_server *srv = NULL;
@@ -218,13 +249,16 @@ static int serve_only(const rpc_tls_config *server_tls) {
     printf("serving plaintext on %s:%d, TLS on %s:%d\n", host, got_plain, host,
            got_tls);
     fflush(stdout);
-    double c0 = cpu_s();
     struct timespec limit = {.tv_sec = g_opt.serve_s};
     int sig = sigtimedwait(&sigs, NULL, &limit);
-    long chunks = atomic_load(&g_served_chunks);
-    printf("server: %s after %ld chunks, %.2f CPU ms per MiB moved\n",
-           sig > 0 ? "stopped" : "timed out", chunks,
-           chunks ? 1000 * (cpu_s() - c0) / (double)chunks : 0.0);
+    charge_cpu(-1);
+    printf("server: %s; CPU ms per MiB moved: plaintext %.2f (%ld chunks), "
+           "TLS %.2f (%ld chunks)\n",
+           sig > 0 ? "stopped" : "timed out",
+           g_served.chunks[0] ? 1000 * g_served.cpu[0] / g_served.chunks[0] : 0,
+           g_served.chunks[0],
+           g_served.chunks[1] ? 1000 * g_served.cpu[1] / g_served.chunks[1] : 0,
+           g_served.chunks[1]);
     rc = 0;
   }
   rpc_server_stop(tls, 1000);
@@ -258,13 +292,16 @@ static int compare(const char *plain_target, const char *tls_target,
   }
   double mp = median(v[0], g_opt.runs), mt = median(v[1], g_opt.runs);
   double cp = median(v[2], g_opt.runs), ct = median(v[3], g_opt.runs);
+  /* With --connect the server's CPU is the --serve process's to print. */
+  const char *whose = g_opt.connect ? "client " : "";
   if (do_plain)
-    printf("median plaintext %.1f MiB/s, %.2f CPU ms per MiB\n", mp, cp);
+    printf("median plaintext %.1f MiB/s, %.2f %sCPU ms per MiB\n", mp, cp,
+           whose);
   if (do_tls)
-    printf("median TLS %.1f MiB/s, %.2f CPU ms per MiB\n", mt, ct);
+    printf("median TLS %.1f MiB/s, %.2f %sCPU ms per MiB\n", mt, ct, whose);
   if (do_plain && do_tls)
-    printf("TLS: %+.1f%% MiB/s, %+.1f%% CPU per MiB\n", 100 * (mt - mp) / mp,
-           100 * (ct - cp) / cp);
+    printf("TLS: %+.1f%% MiB/s, %+.1f%% %sCPU per MiB\n", 100 * (mt - mp) / mp,
+           100 * (ct - cp) / cp, whose);
   return 0;
 }
 

@@ -131,5 +131,5 @@ grep -q serving "$work/serve.log" || {
   --connect "$host:$port" --mib "$mib" --runs "$runs" "${up[@]}"
 kill -INT "$server"
 wait "$server" || true
-grep server: "$work/serve.log"
+grep server: "$work/serve.log" || true
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
