@@ -75,7 +75,9 @@ if [[ -n $link ]]; then
   done
   in_s=(ip netns exec "$ns_s") in_c=(ip netns exec "$ns_c")
 fi
-scripts/make-certs "$work/certs" localhost 127.0.0.1 ::1 "$host" >/dev/null
+names=(localhost 127.0.0.1 ::1)
+[[ $host != 127.0.0.1 ]] && names+=("$host")
+scripts/make-certs "$work/certs" "${names[@]}" >/dev/null
 
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
 
@@ -114,6 +116,7 @@ fi
 # downloading one.
 port=$((20000 + $$ % 20000))
 echo "chunk stream: ${link:-loopback}${up:+, upload}"
+: >"$work/serve.log"
 "${in_s[@]}" "$build/bench/bench_rpc_tls" --certs "$work/certs" \
   --serve "$host:$port" --serve-s 1800 >"$work/serve.log" 2>&1 &
 server=$!
