@@ -425,8 +425,8 @@ static int call_raw(cohort_client_t *c, int timeout_ms, const char *method,
                     const rpc_tail *tail, int authed, int in_place,
                     rpc_result *r, size_t *sent, size_t *received) {
   size_t len = protobuf_c_message_get_packed_size(m);
-  /* A tail is m's bytes field (field number tail_field) at the end:
-   * its tag and length close the packed part. */
+  /* A tail is the upload's data field (UPLOAD_DATA_FIELD), left empty in
+   * m and sent last: its tag and length close the packed part. */
   pack_tail pt = {.m = m, .tail_len = tail ? tail->len : 0};
   if (tail)
     len += pack_tail_head(pt.tail_len, pt.head);
