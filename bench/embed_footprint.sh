@@ -6,6 +6,9 @@
 # many rounds, each under GNU time, and prints both peaks (maximum resident
 # set size) and their difference.
 #   ROUNDS=3 BUILD=build bench/embed_footprint.sh
+# BREAKDOWN=FILE runs the app with libcohort under bench/embed_breakdown.py,
+# which writes where its peak is to FILE; its peak is then the VmHWM that
+# script last read (GNU time would count the interpreter too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
@@ -21,9 +24,16 @@ trap '[[ -n $server ]] && kill $server 2>/dev/null; rm -rf "$work"' EXIT
   --min-clients 1 --round-timeout 1800 >/dev/null 2>"$work/server.log" &
 server=$!
 for _ in $(seq 200); do [[ -s "$work/port" ]] && break; sleep 0.1; done
-/usr/bin/time -f '%M' -o "$work/with" "${APP:-$build/bench/bench_embed_footprint}" \
-  "127.0.0.1:$(cat "$work/port")" footprint-token 2>"$work/app.log" ||
-  { tail -5 "$work/app.log" "$work/server.log" >&2; exit 1; }
+if [[ -n ${BREAKDOWN:-} ]]; then
+  bench/embed_breakdown.py -- "${APP:-$build/bench/bench_embed_footprint}" \
+    "127.0.0.1:$(cat "$work/port")" footprint-token >"$BREAKDOWN" \
+    2>"$work/app.log" || { tail -5 "$work/app.log" >&2; exit 1; }
+  sed -n 's/.*(VmHWM) \([0-9]*\) kB.*/\1/p' "$BREAKDOWN" >"$work/with"
+else
+  /usr/bin/time -f '%M' -o "$work/with" "${APP:-$build/bench/bench_embed_footprint}" \
+    "127.0.0.1:$(cat "$work/port")" footprint-token 2>"$work/app.log" ||
+    { tail -5 "$work/app.log" "$work/server.log" >&2; exit 1; }
+fi
 wait "$server" || true
 server=
 /usr/bin/time -f '%M' -o "$work/bare" "$build/bench/bench_embed_footprint_bare" \

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bigbuf.h"
 #include "callbacks.h"
 #include "clock.h"
 #include "cohort_testing.h"
@@ -21,6 +22,7 @@
 #include "log.h"
 #include "options.h"
 #include "pb.h"
+#include "pb_iov.h"
 #include "rpc_client.h"
 #include "secagg_flow.h"
 #include "session.h"
@@ -256,7 +258,7 @@ void cohort_client_free(cohort_client_t *c) {
   free(c->platform);
   for (size_t i = 0; i < COHORT_MAX_ATTRIBUTES; i++)
     free((char *)c->attributes[i].name);
-  free(c->model);
+  bigbuf_free(c->model, c->model_len);
   update_codec_free(&c->codec);
   client_identity_clear(&c->identity);
   client_session_close(&c->saved);
@@ -377,19 +379,57 @@ static int call_status(cohort_client_t *c, const char *what,
   }
 }
 
-/* Packs m, calls method with a deadline of timeout_ms per attempt, unpacks
- * the reply with desc into *reply. Ends soon after cohort_client_stop, with
- * COHORT_ECANCELED. */
-static int call_timed(cohort_client_t *c, int timeout_ms, const char *method,
-                      const char *what, const ProtobufCMessage *m,
-                      const ProtobufCMessageDescriptor *desc, int authed,
-                      ProtobufCMessage **reply, size_t *sent,
-                      size_t *received) {
-  uint8_t *buf = NULL;
-  size_t len = 0;
-  int rc = pb_pack(m, &buf, &len);
-  if (rc)
-    return rc;
+/* rpc_pack_fn for a protobuf-c message. */
+static size_t pack_message(const void *m, uint8_t *dst) {
+  return protobuf_c_message_pack(m, dst);
+}
+
+/* The bytes field an upload's data is (UploadRequest.data = 4): sent as
+ * the request's tail, from the update itself. */
+#define UPLOAD_DATA_FIELD 4
+
+/* A message whose data field (left empty in it) follows as a tail. */
+typedef struct pack_tail {
+  const ProtobufCMessage *m;
+  size_t tail_len;
+  uint8_t head[11]; /* the field's tag and length */
+} pack_tail;
+
+/* Writes the tag and length that precede a tail of len bytes into head;
+ * returns their size. */
+static size_t pack_tail_head(size_t len, uint8_t head[11]) {
+  size_t n = 0;
+  head[n++] = (UPLOAD_DATA_FIELD << 3) | 2; /* length-delimited */
+  uint64_t v = len;
+  do {
+    head[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+    v >>= 7;
+  } while (v);
+  return n;
+}
+
+/* rpc_pack_fn for a pack_tail: the message, then the tail's head (fields
+ * may come in any order on the wire). */
+static size_t pack_with_tail(const void *p, uint8_t *dst) {
+  const pack_tail *pt = p;
+  size_t n = protobuf_c_message_pack(pt->m, dst);
+  return n + pack_tail_head(pt->tail_len, dst + n);
+}
+
+/* Packs m, calls method with a deadline of timeout_ms per attempt; the
+ * reply in *r (rpc_result_clear it) when COHORT_OK, kept in gRPC's buffers
+ * with in_place (rpc_call_opts.reply_in_place). Ends soon after
+ * cohort_client_stop, with COHORT_ECANCELED. */
+static int call_raw(cohort_client_t *c, int timeout_ms, const char *method,
+                    const char *what, const ProtobufCMessage *m,
+                    const rpc_tail *tail, int authed, int in_place,
+                    rpc_result *r, size_t *sent, size_t *received) {
+  size_t len = protobuf_c_message_get_packed_size(m);
+  /* A tail is the upload's data field (UPLOAD_DATA_FIELD), left empty in
+   * m and sent last: its tag and length close the packed part. */
+  pack_tail pt = {.m = m, .tail_len = tail ? tail->len : 0};
+  if (tail)
+    len += pack_tail_head(pt.tail_len, pt.head);
   rpc_call_opts o;
   rpc_call_opts_init(&o);
   o.timeout_ms = timeout_ms;
@@ -399,26 +439,43 @@ static int call_timed(cohort_client_t *c, int timeout_ms, const char *method,
    * report overwrites itself, and a repeated Register is refused for its
    * bound key, which do_register handles. */
   o.idempotent = 1;
-  rpc_result r = {0};
-  rc = rpc_call(c->ch, method, authed ? c->session : NULL, buf, len, &o, &r);
-  free(buf);
+  o.reply_in_place = in_place;
+  int rc =
+      rpc_call_packed(c->ch, method, authed ? c->session : NULL, len,
+                      tail ? pack_with_tail : pack_message,
+                      tail ? (const void *)&pt : (const void *)m, tail, &o, r);
   if (rc) {
     set_error(c, "%s: %s", what,
               rc == COHORT_ECANCELED ? "stopped" : cohort_strerror(rc));
     return rc;
   }
-  rc = call_status(c, what, &r);
-  if (!rc) {
-    *reply = protobuf_c_message_unpack(desc, NULL, r.body_len, r.body);
-    if (!*reply) {
-      set_error(c, "%s: malformed reply from the coordinator", what);
-      rc = COHORT_EPROTO;
-    }
-  }
   if (sent)
-    *sent += len;
+    *sent += len + pt.tail_len;
   if (received)
-    *received += r.body_len;
+    *received += r->body_len;
+  rc = call_status(c, what, r);
+  if (rc)
+    rpc_result_clear(r);
+  return rc;
+}
+
+/* call_raw, and the reply unpacked with desc into *reply. */
+static int call_timed(cohort_client_t *c, int timeout_ms, const char *method,
+                      const char *what, const ProtobufCMessage *m,
+                      const rpc_tail *tail,
+                      const ProtobufCMessageDescriptor *desc, int authed,
+                      ProtobufCMessage **reply, size_t *sent,
+                      size_t *received) {
+  rpc_result r = {0};
+  int rc = call_raw(c, timeout_ms, method, what, m, tail, authed, 0, &r, sent,
+                    received);
+  if (rc)
+    return rc;
+  *reply = protobuf_c_message_unpack(desc, NULL, r.body_len, r.body);
+  if (!*reply) {
+    set_error(c, "%s: malformed reply from the coordinator", what);
+    rc = COHORT_EPROTO;
+  }
   rpc_result_clear(&r);
   return rc;
 }
@@ -428,8 +485,8 @@ static int call(cohort_client_t *c, const char *method, const char *what,
                 const ProtobufCMessage *m,
                 const ProtobufCMessageDescriptor *desc, int authed,
                 ProtobufCMessage **reply, size_t *sent, size_t *received) {
-  return call_timed(c, c->opt.rpc_timeout_ms, method, what, m, desc, authed,
-                    reply, sent, received);
+  return call_timed(c, c->opt.rpc_timeout_ms, method, what, m, NULL, desc,
+                    authed, reply, sent, received);
 }
 
 /* One Register with a fresh identity (or the persistent one). */
@@ -500,6 +557,67 @@ static int do_register(cohort_client_t *c) {
   return rc == COHORT_EREJECTED ? COHORT_EAUTH : rc;
 }
 
+/* Copies the data of the GetModelResponse in r (kept in gRPC's buffers) to
+ * blob + offset, the whole model being model_size bytes, once the reply is
+ * known to be the chunk asked for and to fit; *got its length. The chunk
+ * goes from gRPC's slices to the model once: no contiguous copy of the
+ * reply and no unpacked one (issue 22). COHORT_EPROTO with the error set
+ * for a malformed or misfitting reply. */
+static int model_chunk_read(cohort_client_t *c, const rpc_result *r,
+                            uint8_t *blob, uint64_t model_size, uint64_t offset,
+                            size_t *got) {
+  struct iovec few[64], *iov = few;
+  size_t n = rpc_result_iov(r, few, 64);
+  if (n > 64) {
+    iov = malloc(n * sizeof *iov);
+    if (!iov)
+      return COHORT_ENOMEM;
+    rpc_result_iov(r, iov, n);
+  }
+  pb_iov rd, data;
+  pb_iov_init(&rd, iov, n);
+  uint64_t total = 0, at = 0, len = 0;
+  int rc = COHORT_OK, has_data = 0;
+  while (!rc && !pb_iov_done(&rd)) {
+    uint32_t field, wire;
+    rc = pb_iov_field(&rd, &field, &wire);
+    if (rc)
+      break;
+    /* total_size = 2, offset = 3, data = 4 (GetModelResponse); the rest,
+     * and any field a newer coordinator adds, skipped. */
+    if ((field == 2 || field == 3) && wire == PB_WIRE_VARINT) {
+      rc = pb_iov_varint(&rd, field == 2 ? &total : &at);
+    } else if (field == 4 && wire == PB_WIRE_LEN) {
+      rc = pb_iov_varint(&rd, &len);
+      data = rd; /* the bytes start here; copied once all is checked */
+      has_data = 1;
+      if (!rc)
+        rc = len <= SIZE_MAX ? pb_iov_copy(&rd, NULL, (size_t)len)
+                             : COHORT_EPROTO;
+    } else if (field >= 2 && field <= 4) {
+      rc = COHORT_EPROTO; /* a known field of the wrong type */
+    } else {
+      rc = pb_iov_skip(&rd, wire);
+    }
+  }
+  if (rc) {
+    set_error(c, "download: malformed reply from the coordinator");
+  } else if (total != model_size || at != offset || !has_data || len == 0 ||
+             len > model_size - offset) {
+    set_error(c,
+              "download: chunk at offset %llu does not fit the task's "
+              "%llu-byte model",
+              (unsigned long long)offset, (unsigned long long)model_size);
+    rc = COHORT_EPROTO;
+  } else {
+    rc = pb_iov_copy(&data, blob + offset, (size_t)len);
+    *got = (size_t)len;
+  }
+  if (iov != few)
+    free(iov);
+  return rc;
+}
+
 /* Downloads the task's model into c->model unless it is already there;
  * verifies size and digest. */
 static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
@@ -518,9 +636,9 @@ static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
     return COHORT_OK;
   /* Another model: the one kept is of no more use, and would double the
    * peak while the new one arrives. */
-  free(c->model);
+  bigbuf_free(c->model, c->model_len);
   c->model = NULL;
-  uint8_t *blob = malloc(t->model_size);
+  uint8_t *blob = bigbuf_alloc(t->model_size);
   if (!blob)
     return COHORT_ENOMEM;
   uint64_t offset = 0;
@@ -538,31 +656,21 @@ static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
     req.model_version = t->model_version;
     req.offset = offset;
     req.max_bytes = max_bytes;
-    Cohort__V1__GetModelResponse *resp = NULL;
+    rpc_result r = {0};
     size_t sent = 0;
-    rc = call(c, PB_METHOD_GETMODEL, "download", &req.base,
-              &cohort__v1__get_model_response__descriptor, 1,
-              (ProtobufCMessage **)&resp, &sent, &info->bytes_down);
+    rc = call_raw(c, c->opt.rpc_timeout_ms, PB_METHOD_GETMODEL, "download",
+                  &req.base, NULL, 1, 1, &r, &sent, &info->bytes_down);
     info->bytes_up += sent;
     if (rc)
       break;
-    int bad = resp->total_size != t->model_size || resp->offset != offset ||
-              resp->data.len == 0 || resp->data.len > t->model_size - offset;
-    if (!bad) {
-      memcpy(blob + offset, resp->data.data, resp->data.len);
-      offset += resp->data.len;
-      callbacks_progress(&c->opt, COHORT_STAGE_DOWNLOAD, t->round, offset,
-                         t->model_size);
-    }
-    protobuf_c_message_free_unpacked(&resp->base, NULL);
-    if (bad) {
-      set_error(c,
-                "download: chunk at offset %llu does not fit the task's "
-                "%llu-byte model",
-                (unsigned long long)offset, (unsigned long long)t->model_size);
-      rc = COHORT_EPROTO;
+    size_t got = 0;
+    rc = model_chunk_read(c, &r, blob, t->model_size, offset, &got);
+    rpc_result_clear(&r);
+    if (rc)
       break;
-    }
+    offset += got;
+    callbacks_progress(&c->opt, COHORT_STAGE_DOWNLOAD, t->round, offset,
+                       t->model_size);
   }
   uint8_t digest[CRYPTO_SHA256_LEN];
   if (!rc && (crypto_sha256(blob, t->model_size, digest) ||
@@ -572,10 +680,10 @@ static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
     rc = COHORT_EDIGEST;
   }
   if (rc) {
-    free(blob);
+    bigbuf_free(blob, t->model_size);
     return rc;
   }
-  /* malloc's alignment suits floats; each is read out before it is
+  /* bigbuf's alignment suits floats; each is read out before it is
    * written back, so the bytes become the weights in place. */
   float *weights = (float *)(void *)blob;
   for (size_t i = 0; i < t->model_size / sizeof(float); i++) {
@@ -583,8 +691,7 @@ static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
     wire_get_f32le(&v, blob + i * sizeof v, 1);
     weights[i] = v;
   }
-  free(c->model);
-  c->model = weights;
+  c->model = weights; /* the stale one was freed above */
   c->model_len = t->model_size;
   c->model_version = t->model_version;
   memcpy(c->model_sha, digest, sizeof digest);
@@ -698,10 +805,13 @@ static int evaluate_by_app(cohort_client_t *c, const Cohort__V1__Task *t,
 }
 
 /* Uploads the encoded update in the task's chunk size; train_ms, the time
- * spent training it, goes with every chunk. */
+ * spent training it, goes with every chunk. With from (whose buffer bytes
+ * is), each chunk is sent from the update itself, not packed into a copy:
+ * a chunk's size less at an app's peak (issue 22). */
 static int upload_update(cohort_client_t *c, const Cohort__V1__Task *t,
-                         const uint8_t *bytes, size_t len, uint64_t examples,
-                         uint32_t train_ms, cohort_cycle_info *info) {
+                         const uint8_t *bytes, size_t len, rpc_shared *from,
+                         uint64_t examples, uint32_t train_ms,
+                         cohort_cycle_info *info) {
   uint8_t digest[CRYPTO_SHA256_LEN];
   int rc = crypto_sha256(bytes, len, digest);
   if (rc)
@@ -724,16 +834,20 @@ static int upload_update(cohort_client_t *c, const Cohort__V1__Task *t,
     req.round = t->round;
     req.total_size = len;
     req.offset = offset;
-    req.data.data = (uint8_t *)bytes + offset;
-    req.data.len = n;
+    rpc_tail tail = {.buf = from, .offset = (size_t)offset, .len = n};
+    if (!from) {
+      req.data.data = (uint8_t *)bytes + offset;
+      req.data.len = n;
+    }
     req.update_sha256.data = digest;
     req.update_sha256.len = sizeof digest;
     req.num_examples = examples;
     req.train_ms = train_ms;
     Cohort__V1__UploadResponse *resp = NULL;
-    rc = call(c, PB_METHOD_UPLOAD, "upload", &req.base,
-              &cohort__v1__upload_response__descriptor, 1,
-              (ProtobufCMessage **)&resp, &info->bytes_up, &info->bytes_down);
+    rc = call_timed(
+        c, c->opt.rpc_timeout_ms, PB_METHOD_UPLOAD, "upload", &req.base,
+        from ? &tail : NULL, &cohort__v1__upload_response__descriptor, 1,
+        (ProtobufCMessage **)&resp, &info->bytes_up, &info->bytes_down);
     if (rc)
       return rc;
     int complete = resp->complete;
@@ -765,6 +879,12 @@ static int nap(cohort_client_t *c, long ms) {
   return c->stop ? COHORT_ECANCELED : COHORT_OK;
 }
 
+/* rpc_shared's release for a malloc'd block. */
+static void free_sized(void *p, size_t n) {
+  (void)n;
+  free(p);
+}
+
 /* The transport of a secure-aggregation task (secagg_flow_io). */
 typedef struct task_io {
   cohort_client_t *c;
@@ -789,7 +909,8 @@ static int secagg_io_call(void *ctx, const Cohort__V1__SecAggRequest *req,
 static int secagg_io_upload(void *ctx, const uint8_t *bytes, size_t len,
                             uint64_t examples) {
   task_io *x = ctx;
-  return upload_update(x->c, x->t, bytes, len, examples, x->train_ms, x->info);
+  return upload_update(x->c, x->t, bytes, len, NULL, examples, x->train_ms,
+                       x->info);
 }
 
 static int secagg_io_nap(void *ctx, long ms) {
@@ -812,11 +933,12 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     return rc;
   size_t n = c->model_len / sizeof(float);
   const float *global = c->model;
-  /* Cache-line aligned for the kernels' whole-line loads (nn_train.h). */
-  void *block = NULL;
-  float *params =
-      posix_memalign(&block, 64, c->model_len) == 0 ? (float *)block : NULL;
-  uint8_t *wire = NULL;
+  /* Cache-line aligned (at least) for the kernels' whole-line loads
+   * (nn_train.h). */
+  size_t params_len = c->model_len;
+  float *params = bigbuf_alloc(params_len);
+  uint8_t *wire = NULL, *owned_wire = NULL;
+  rpc_shared *shared = NULL;
   builtin_model *m = NULL;
   if (!params) {
     rc = COHORT_ENOMEM;
@@ -932,18 +1054,32 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     set_error(c, "%s", err);
     goto out;
   }
-  if ((void *)wire != (void *)params)
-    free(params); /* encoded: not held through the upload too */
-  params = NULL;
-  rc = upload_update(c, t, wire, wire_len, res.num_examples, io_ctx.train_ms,
-                     info);
+  if ((void *)wire != (void *)params) {
+    bigbuf_free(params, params_len); /* encoded: not held through the upload */
+    params = NULL;
+  }
+  /* The update goes to gRPC by reference, chunk by chunk, so it lives
+   * until gRPC lets go of the last chunk, which may be after the upload
+   * returns. Without memory for that, chunks are packed as copies. */
+  shared = (void *)wire == (void *)params
+               ? rpc_shared_new(wire, params_len, bigbuf_free)
+               : rpc_shared_new(wire, wire_len, free_sized);
+  if (shared) {
+    params = NULL; /* now the shared buffer's, wire too */
+    owned_wire = wire;
+    wire = NULL;
+  }
+  rc = upload_update(c, t, shared ? owned_wire : wire, wire_len, shared,
+                     res.num_examples, io_ctx.train_ms, info);
   if (!rc)
     update_codec_accepted(&c->codec);
   info->train_loss = res.train_loss;
 out:
+  rpc_shared_unref(shared);
   secagg_flow_end(&flow);
-  free(params);
-  free(wire);
+  if ((void *)wire != (void *)params)
+    free(wire); /* another codec's own block */
+  bigbuf_free(params, params_len);
   builtin_model_free(m);
   return rc;
 }
@@ -1000,7 +1136,7 @@ static int run_once(cohort_client_t *c, cohort_cycle_info *info) {
                        : wait_ms + c->opt.rpc_timeout_ms;
   Cohort__V1__CheckInResponse *resp = NULL;
   test_kill_point("checkin");
-  rc = call_timed(c, timeout_ms, PB_METHOD_CHECKIN, "check-in", &req.base,
+  rc = call_timed(c, timeout_ms, PB_METHOD_CHECKIN, "check-in", &req.base, NULL,
                   &cohort__v1__check_in_response__descriptor, 1,
                   (ProtobufCMessage **)&resp, &info->bytes_up,
                   &info->bytes_down);
@@ -1011,7 +1147,7 @@ static int run_once(cohort_client_t *c, cohort_cycle_info *info) {
     rc = do_register(c);
     if (!rc)
       rc = call_timed(c, timeout_ms, PB_METHOD_CHECKIN, "check-in", &req.base,
-                      &cohort__v1__check_in_response__descriptor, 1,
+                      NULL, &cohort__v1__check_in_response__descriptor, 1,
                       (ProtobufCMessage **)&resp, &info->bytes_up,
                       &info->bytes_down);
   }

@@ -11,6 +11,7 @@
 #include <grpc/slice.h>
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,7 @@ void rpc_call_opts_init(rpc_call_opts *o) {
   o->backoff_initial_ms = 100;
   o->backoff_max_ms = 5000;
   o->cancel = NULL;
+  o->reply_in_place = 0;
 }
 
 const char *rpc_channel_failure_hint(const rpc_channel *ch,
@@ -126,7 +128,17 @@ const char *rpc_channel_failure_hint(const rpc_channel *ch,
 void rpc_result_clear(rpc_result *res) {
   if (!res)
     return;
-  free(res->body);
+  if (res->held) {
+    grpc_slice_unref(*(grpc_slice *)res->held);
+    free(res->held);
+    res->held = NULL;
+  } else {
+    free(res->body);
+  }
+  if (res->reply) {
+    grpc_byte_buffer_destroy(res->reply);
+    res->reply = NULL;
+  }
   res->body = NULL;
   res->body_len = 0;
 }
@@ -153,7 +165,7 @@ static void cq_close(grpc_completion_queue *cq) {
 }
 
 static int call_once(rpc_channel *c, const char *method, const char *auth_value,
-                     const uint8_t *req, size_t req_len, const rpc_call_opts *o,
+                     grpc_slice *req, size_t n_req, const rpc_call_opts *o,
                      rpc_result *res);
 
 /* A path no server registers: the catch-all answers it UNIMPLEMENTED, so a
@@ -213,10 +225,74 @@ static int handshake_failed(rpc_channel *c, probe_state *ps, rpc_result *res) {
   return 1;
 }
 
-/* One attempt. Returns COHORT_OK with res->code set when a status came back,
- * or a negative status for a local failure. */
+/* Whether bb's slices are the message's bytes as they are. */
+static int reply_plain(const grpc_byte_buffer *bb) {
+  return bb->type == GRPC_BB_RAW &&
+         bb->data.raw.compression == GRPC_COMPRESS_NONE;
+}
+
+size_t rpc_result_iov(const rpc_result *res, struct iovec *iov, size_t max) {
+  if (!res || !res->reply)
+    return 0;
+  const grpc_slice_buffer *sb =
+      &((const grpc_byte_buffer *)res->reply)->data.raw.slice_buffer;
+  for (size_t i = 0; i < sb->count && i < max; i++) {
+    /* Inlined slices hold their bytes in the struct, which stays put in
+     * the slice buffer the result keeps. */
+    iov[i].iov_base = (void *)GRPC_SLICE_START_PTR(sb->slices[i]);
+    iov[i].iov_len = GRPC_SLICE_LENGTH(sb->slices[i]);
+  }
+  return sb->count;
+}
+
+/* Holds a reply's bytes in res. An uncompressed reply in one refcounted
+ * slice is kept as that slice, referenced, not copied; any other is read
+ * into one block. Either way res->body points at
+ * the bytes until rpc_result_clear (a model chunk was held three times over
+ * here: gRPC's slices, readall's block, a malloc'd copy; issue 22). */
+static int body_take(grpc_byte_buffer *bb, rpc_result *res) {
+  grpc_slice all;
+  if (reply_plain(bb) && bb->data.raw.slice_buffer.count == 1 &&
+      bb->data.raw.slice_buffer.slices[0].refcount) {
+    all = grpc_slice_ref(bb->data.raw.slice_buffer.slices[0]);
+  } else {
+    grpc_byte_buffer_reader r;
+    if (!grpc_byte_buffer_reader_init(&r, bb))
+      return COHORT_EIO;
+    all = grpc_byte_buffer_reader_readall(&r);
+    grpc_byte_buffer_reader_destroy(&r);
+  }
+  size_t n = GRPC_SLICE_LENGTH(all);
+  if (!all.refcount || n == 0) {
+    /* Inlined in the slice itself (a few bytes), or empty: copied, so the
+     * pointer does not depend on where this slice struct lives. */
+    res->body = malloc(n ? n : 1); /* non-NULL also when empty */
+    if (res->body)
+      memcpy(res->body, GRPC_SLICE_START_PTR(all), n);
+    grpc_slice_unref(all);
+    if (!res->body)
+      return COHORT_ENOMEM;
+    res->body_len = n;
+    return COHORT_OK;
+  }
+  grpc_slice *held = malloc(sizeof *held);
+  if (!held) {
+    grpc_slice_unref(all);
+    return COHORT_ENOMEM;
+  }
+  *held = all;
+  res->held = held;
+  res->body = GRPC_SLICE_START_PTR(*held);
+  res->body_len = n;
+  return COHORT_OK;
+}
+
+/* One attempt, sending the n_req slices of req (borrowed: the message takes
+ * its own references, so every attempt sends the same bytes without copying
+ * them). Returns COHORT_OK with res->code set when a status came back, or a
+ * negative status for a local failure. */
 static int call_once(rpc_channel *c, const char *method, const char *auth_value,
-                     const uint8_t *req, size_t req_len, const rpc_call_opts *o,
+                     grpc_slice *req, size_t n_req, const rpc_call_opts *o,
                      rpc_result *res) {
   int rc = COHORT_OK;
   grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
@@ -241,14 +317,7 @@ static int call_once(rpc_channel *c, const char *method, const char *auth_value,
     auth.key = grpc_slice_from_static_string("authorization");
     auth.value = grpc_slice_from_copied_string(auth_value);
   }
-  grpc_byte_buffer *send_bb;
-  if (req_len) {
-    grpc_slice sl = grpc_slice_from_copied_buffer((const char *)req, req_len);
-    send_bb = grpc_raw_byte_buffer_create(&sl, 1);
-    grpc_slice_unref(sl);
-  } else {
-    send_bb = grpc_raw_byte_buffer_create(NULL, 0);
-  }
+  grpc_byte_buffer *send_bb = grpc_raw_byte_buffer_create(req, n_req);
 
   grpc_metadata_array md_in, trailers;
   grpc_metadata_array_init(&md_in);
@@ -333,22 +402,13 @@ static int call_once(rpc_channel *c, const char *method, const char *auth_value,
       res->code = GRPC_STATUS_INTERNAL;
       snprintf(res->detail, sizeof res->detail, "no message in the reply");
     } else {
-      grpc_byte_buffer_reader r;
-      if (!grpc_byte_buffer_reader_init(&r, recv_bb)) {
-        rc = COHORT_EIO;
-        goto out;
-      }
-      grpc_slice all = grpc_byte_buffer_reader_readall(&r);
-      grpc_byte_buffer_reader_destroy(&r);
-      size_t n = GRPC_SLICE_LENGTH(all);
-      res->body = malloc(n ? n : 1); /* non-NULL also when empty */
-      if (!res->body) {
-        rc = COHORT_ENOMEM;
+      if (o->reply_in_place && reply_plain(recv_bb)) {
+        res->reply = recv_bb;
+        res->body_len = grpc_byte_buffer_length(recv_bb);
+        recv_bb = NULL; /* kept for rpc_result_iov */
       } else {
-        memcpy(res->body, GRPC_SLICE_START_PTR(all), n);
-        res->body_len = n;
+        rc = body_take(recv_bb, res);
       }
-      grpc_slice_unref(all);
     }
   } else {
     log_debug("rpc %s: status %d \"%s\" (%s)", method, res->code, res->detail,
@@ -396,22 +456,28 @@ static void nap(const volatile sig_atomic_t *cancel, int64_t ms) {
   }
 }
 
-int rpc_call(rpc_channel *ch, const char *method, const char *bearer,
-             const uint8_t *req, size_t req_len, const rpc_call_opts *opts,
-             rpc_result *res) {
+/* The checks every call makes; COHORT_OK or COHORT_EINVAL, res reset. */
+static int call_prepare(rpc_channel *ch, const char *method,
+                        const rpc_call_opts **opts, rpc_call_opts *defaults,
+                        rpc_result *res) {
   if (!res)
     return COHORT_EINVAL;
   memset(res, 0, sizeof *res);
   res->code = GRPC_STATUS_UNKNOWN;
-  rpc_call_opts defaults;
-  if (!opts) {
-    rpc_call_opts_init(&defaults);
-    opts = &defaults;
+  if (!*opts) {
+    rpc_call_opts_init(defaults);
+    *opts = defaults;
   }
-  if (!ch || !method || method[0] != '/' || (!req && req_len) ||
-      opts->timeout_ms <= 0)
+  if (!ch || !method || method[0] != '/' || (*opts)->timeout_ms <= 0)
     return COHORT_EINVAL;
+  return COHORT_OK;
+}
 
+/* rpc_call with the request in n_req slices (borrowed), sent as they are by
+ * every attempt. */
+static int call_slices(rpc_channel *ch, const char *method, const char *bearer,
+                       grpc_slice *req, size_t n_req, const rpc_call_opts *opts,
+                       rpc_result *res) {
   char *auth_value = NULL;
   if (bearer) {
     size_t n = strlen(bearer);
@@ -430,7 +496,7 @@ int rpc_call(rpc_channel *ch, const char *method, const char *bearer,
       rc = COHORT_ECANCELED;
       break;
     }
-    rc = call_once(ch, method, auth_value, req, req_len, opts, res);
+    rc = call_once(ch, method, auth_value, req, n_req, opts, res);
     if (rc != COHORT_OK)
       break;
     /* A failed handshake fails again: no retry. */
@@ -454,5 +520,87 @@ int rpc_call(rpc_channel *ch, const char *method, const char *bearer,
   }
   if (rc != COHORT_OK)
     rpc_result_clear(res);
+  return rc;
+}
+
+int rpc_call(rpc_channel *ch, const char *method, const char *bearer,
+             const uint8_t *req, size_t req_len, const rpc_call_opts *opts,
+             rpc_result *res) {
+  rpc_call_opts defaults;
+  int rc = call_prepare(ch, method, &opts, &defaults, res);
+  if (rc)
+    return rc;
+  if (!req && req_len)
+    return COHORT_EINVAL;
+  grpc_slice sl =
+      req_len ? grpc_slice_from_copied_buffer((const char *)req, req_len)
+              : grpc_empty_slice();
+  rc = call_slices(ch, method, bearer, &sl, req_len ? 1 : 0, opts, res);
+  grpc_slice_unref(sl);
+  return rc;
+}
+
+struct rpc_shared {
+  void *buf;
+  size_t len;
+  void (*release)(void *buf, size_t len);
+  atomic_int refs;
+};
+
+rpc_shared *rpc_shared_new(void *buf, size_t len,
+                           void (*release)(void *buf, size_t len)) {
+  rpc_shared *s = malloc(sizeof *s);
+  if (!s)
+    return NULL;
+  s->buf = buf;
+  s->len = len;
+  s->release = release;
+  atomic_init(&s->refs, 1);
+  return s;
+}
+
+void rpc_shared_unref(rpc_shared *s) {
+  if (s && atomic_fetch_sub(&s->refs, 1) == 1) {
+    if (s->release)
+      s->release(s->buf, s->len);
+    free(s);
+  }
+}
+
+/* A slice's destroy: gRPC let go of a shared tail (on any thread). */
+static void shared_slice_done(void *s) { rpc_shared_unref(s); }
+
+int rpc_call_packed(rpc_channel *ch, const char *method, const char *bearer,
+                    size_t req_len, rpc_pack_fn pack, const void *msg,
+                    const rpc_tail *tail, const rpc_call_opts *opts,
+                    rpc_result *res) {
+  rpc_call_opts defaults;
+  int rc = call_prepare(ch, method, &opts, &defaults, res);
+  if (rc)
+    return rc;
+  if (!pack || (tail && (!tail->buf || tail->offset > tail->buf->len ||
+                         tail->len > tail->buf->len - tail->offset)))
+    return COHORT_EINVAL;
+  /* Written where gRPC sends it from: no copy of the request of our own
+   * (a chunk of an update was held twice here; issue 22). */
+  grpc_slice sl[2];
+  size_t n = 0;
+  sl[n] = req_len ? grpc_slice_malloc(req_len) : grpc_empty_slice();
+  if (req_len && pack(msg, GRPC_SLICE_START_PTR(sl[n])) != req_len) {
+    grpc_slice_unref(sl[n]);
+    return COHORT_EINVAL;
+  }
+  n += req_len ? 1 : 0;
+  if (tail && tail->len) {
+    /* Sent from the buffer itself, which stays alive until gRPC lets go
+     * of the slice, whenever that is. */
+    atomic_fetch_add(&tail->buf->refs, 1);
+    sl[n++] =
+        grpc_slice_new_with_user_data((uint8_t *)tail->buf->buf + tail->offset,
+                                      tail->len, shared_slice_done, tail->buf);
+  }
+  rc = call_slices(ch, method, bearer, sl, n, opts, res);
+  for (size_t i = 0; i < n; i++)
+    grpc_slice_unref(sl[i]);
   return rc;
 }

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "rpc_tls.h"
 
@@ -39,27 +40,38 @@ typedef struct rpc_call_opts {
    * set (the attempt in flight is cancelled, no retry follows) and returns
    * COHORT_ECANCELED. Set from another thread or a signal handler. */
   const volatile sig_atomic_t *cancel;
+  /* 1: the reply stays in gRPC's own buffers, read with rpc_result_iov
+   * (body is NULL, body_len its length): a model chunk then goes from
+   * there straight to where it belongs, with no copy in between. */
+  int reply_in_place;
 } rpc_call_opts;
 
 /* How often a call looks at its cancel flag. */
 #define RPC_CANCEL_POLL_MS 50
 
 /* Sensible defaults: 10 s, wait-for-ready, not idempotent, 6 attempts,
- * 100 ms initial backoff, 5 s cap, no cancel flag. */
+ * 100 ms initial backoff, 5 s cap, no cancel flag, the reply in body. */
 void rpc_call_opts_init(rpc_call_opts *o);
 
 typedef struct rpc_result {
   int code;         /* grpc_status_code of the last attempt */
   char detail[256]; /* its status details (one line) */
-  uint8_t *body;    /* malloc'd reply when code == OK, else NULL; the
-                       caller frees it */
+  uint8_t *body;    /* the reply when code == OK, else NULL; valid until
+                       rpc_result_clear, which releases it */
   size_t body_len;
   /* 1: a wait-for-ready call that ended because the handshake kept failing
    * (TLS or plaintext mismatch); code is UNAVAILABLE and there was no
    * retry. Only such a result gets a rpc_channel_failure_hint: a broken
    * connection of a call in flight may read alike and is retried. */
   int handshake_failed;
+  void *held;  /* what keeps body alive when it is gRPC's own slice */
+  void *reply; /* the reply kept by reply_in_place */
 } rpc_result;
+
+/* The reply kept by reply_in_place as up to max segments in iov; returns
+ * how many there are in all (more than max: call again with room for
+ * them), 0 for none. Valid until rpc_result_clear. */
+size_t rpc_result_iov(const rpc_result *res, struct iovec *iov, size_t max);
 
 /* One unary call. bearer, when not NULL, is sent as
  * "authorization: Bearer <bearer>". Idempotent calls are retried on
@@ -70,6 +82,36 @@ typedef struct rpc_result {
 int rpc_call(rpc_channel *ch, const char *method, const char *bearer,
              const uint8_t *req, size_t req_len, const rpc_call_opts *opts,
              rpc_result *res);
+
+/* Writes a request into dst, which has room for exactly the length given
+ * to rpc_call_packed; returns the bytes written. */
+typedef size_t (*rpc_pack_fn)(const void *msg, uint8_t *dst);
+
+/* A buffer a request's tail is sent from without a copy (rpc_tail): gRPC
+ * may hold it after the call returns, so it is freed by release(buf, len)
+ * only when its last holder lets go. rpc_shared_new gives one reference,
+ * the caller's; NULL when out of memory. Thread-safe. */
+typedef struct rpc_shared rpc_shared;
+rpc_shared *rpc_shared_new(void *buf, size_t len,
+                           void (*release)(void *buf, size_t len));
+void rpc_shared_unref(rpc_shared *s); /* accepts NULL */
+
+/* len bytes at offset of buf, sent after the packed part as they are. */
+typedef struct rpc_tail {
+  rpc_shared *buf;
+  size_t offset;
+  size_t len;
+} rpc_tail;
+
+/* rpc_call with the request written by pack(msg, dst) straight into the
+ * buffer gRPC sends from, req_len bytes, followed when tail is not NULL by
+ * the tail's bytes, referenced rather than copied: no copy of the request
+ * is made, however many attempts send it. COHORT_EINVAL also when pack
+ * writes another length or the tail is not inside its buffer. */
+int rpc_call_packed(rpc_channel *ch, const char *method, const char *bearer,
+                    size_t req_len, rpc_pack_fn pack, const void *msg,
+                    const rpc_tail *tail, const rpc_call_opts *opts,
+                    rpc_result *res);
 
 /* For a result with handshake_failed set: a sentence explaining the TLS
  * or plaintext mismatch (rpc_tls_failure_hint); otherwise NULL. */

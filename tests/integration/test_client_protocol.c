@@ -31,7 +31,10 @@ typedef struct fake {
   float model[N_PARAMS];
   uint8_t sha[32];
   int corrupt_digest; /* announce a digest that does not match */
-  int forget_once;    /* answer the second upload chunk with offset 0 */
+  /* The second download chunk: 1 claims another offset, 2 is cut short in
+   * its data, 3 says the model is bigger. */
+  int bad_chunk;
+  int forget_once; /* answer the second upload chunk with offset 0 */
   int get_model_calls;
   int upload_calls;
   uint8_t received[MODEL_BYTES];
@@ -135,7 +138,13 @@ static void on_get_model(void *ctx, const rpc_request *req, rpc_reply *rep) {
   r.data.len = n;
   r.model_sha256.data = f->sha;
   r.model_sha256.len = 32;
+  if (off > 0 && f->bad_chunk == 1)
+    r.offset = off + 4;
+  if (off > 0 && f->bad_chunk == 3)
+    r.total_size = MODEL_BYTES + 4;
   reply(rep, &r.base);
+  if (off > 0 && f->bad_chunk == 2 && rep->body_len > 40)
+    rep->body_len -= 40; /* inside data: the tail of the message is lost */
   pthread_mutex_unlock(&f->mu);
   cohort__v1__get_model_request__free_unpacked(m, NULL);
 }
@@ -250,6 +259,28 @@ static void test_corrupt_model_is_not_trained_on(void) {
   CU_ASSERT_EQUAL(g_fake.upload_calls, 0);
   cohort_client_free(c);
   g_fake.corrupt_digest = 0;
+  g_fake.get_model_calls = 0;
+}
+
+/* A chunk that is not the one asked for, or is cut short, stops the
+ * download with the reason; nothing is trained on or uploaded. The client
+ * reads chunks straight from gRPC's buffers (issue 22), so this is its
+ * own parser refusing them. */
+static void test_bad_download_chunk_is_refused(void) {
+  static const char *want[] = {"does not fit", "malformed", "does not fit"};
+  for (int bad = 1; bad <= 3; bad++) {
+    g_fake.bad_chunk = bad;
+    g_fake.get_model_calls = 0;
+    seen s = {0};
+    cohort_client_t *c = new_client(&s);
+    CU_ASSERT_EQUAL(cohort_client_run_once(c, NULL), COHORT_EPROTO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(cohort_client_last_error(c), want[bad - 1]));
+    CU_ASSERT_EQUAL(g_fake.get_model_calls, 2);
+    CU_ASSERT_EQUAL(s.calls, 0);
+    CU_ASSERT_EQUAL(g_fake.upload_calls, 0);
+    cohort_client_free(c);
+  }
+  g_fake.bad_chunk = 0;
   g_fake.get_model_calls = 0;
 }
 
@@ -412,6 +443,8 @@ int cohort_register_suites(void) {
   if (!s ||
       !CU_add_test(s, "a model that fails its digest is not trained on",
                    test_corrupt_model_is_not_trained_on) ||
+      !CU_add_test(s, "a bad download chunk is refused",
+                   test_bad_download_chunk_is_refused) ||
       !CU_add_test(s, "chunked download and a resumed upload",
                    test_chunked_download_and_resumed_upload) ||
       !CU_add_test(s, "a fresh identity key for each registration",

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "cohort_status.h"
 #include "cunit_main.h"
 #include "h2_raw.h"
@@ -309,6 +310,111 @@ static void test_echo_returns_same_bytes(void) {
     if (res.body && res.body_len == n)
       CU_ASSERT(n == 0 || memcmp(res.body, msg, n) == 0);
     rpc_result_clear(&res);
+    free(msg);
+  }
+}
+
+/* rpc_pack_fn writing the bytes of a test_bytes. */
+typedef struct test_bytes {
+  const uint8_t *p;
+  size_t n;
+} test_bytes;
+
+static size_t pack_test_bytes(const void *msg, uint8_t *dst) {
+  const test_bytes *b = msg;
+  memcpy(dst, b->p, b->n);
+  return b->n;
+}
+
+static size_t short_pack(const void *msg, uint8_t *dst) {
+  (void)msg;
+  dst[0] = 1;
+  return 1; /* one byte, whatever length was announced */
+}
+
+static atomic_int g_released;
+static void count_release(void *buf, size_t len) {
+  (void)len;
+  free(buf);
+  atomic_fetch_add(&g_released, 1);
+}
+
+/* A packed head and a tail sent by reference arrive as one message, and
+ * the tail's buffer is freed once, when the caller and gRPC have both let
+ * go of it. */
+static void test_packed_head_and_shared_tail_arrive_whole(void) {
+  rpc_call_opts o = fast_opts();
+  uint8_t head[3] = {7, 8, 9};
+  size_t tail_len = 200000;
+  uint8_t *buf = malloc(tail_len + 10);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+  for (size_t k = 0; k < tail_len + 10; k++)
+    buf[k] = (uint8_t)(k * 13);
+  atomic_store(&g_released, 0);
+  rpc_shared *sh = rpc_shared_new(buf, tail_len + 10, count_release);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(sh);
+  test_bytes hb = {head, sizeof head};
+  rpc_tail tail = {.buf = sh, .offset = 10, .len = tail_len};
+  rpc_result res;
+  CU_ASSERT_EQUAL(rpc_call_packed(g_ch, "/test.Svc/Echo", NULL, sizeof head,
+                                  pack_test_bytes, &hb, &tail, &o, &res),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(res.code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(res.body_len, sizeof head + tail_len);
+  CU_ASSERT(memcmp(res.body, head, sizeof head) == 0);
+  CU_ASSERT(memcmp(res.body + sizeof head, buf + 10, tail_len) == 0);
+  rpc_result_clear(&res);
+  /* A tail outside its buffer is refused before anything is sent. */
+  rpc_tail bad = {.buf = sh, .offset = 11, .len = tail_len};
+  CU_ASSERT_EQUAL(rpc_call_packed(g_ch, "/test.Svc/Echo", NULL, sizeof head,
+                                  pack_test_bytes, &hb, &bad, &o, &res),
+                  COHORT_EINVAL);
+  CU_ASSERT_EQUAL(atomic_load(&g_released), 0); /* ours still */
+  rpc_shared_unref(sh);
+  /* gRPC may drop its last reference just after the call returned. */
+  for (int i = 0; i < 200 && atomic_load(&g_released) == 0; i++)
+    clock_sleep_ms(10);
+  CU_ASSERT_EQUAL(atomic_load(&g_released), 1);
+  /* A packer writing another length than announced is refused. */
+  CU_ASSERT_EQUAL(rpc_call_packed(g_ch, "/test.Svc/Echo", NULL, 5, short_pack,
+                                  NULL, NULL, &o, &res),
+                  COHORT_EINVAL);
+}
+
+/* reply_in_place: the reply stays in gRPC's slices, which rpc_result_iov
+ * lists and which hold exactly the bytes sent back. */
+static void test_reply_in_place_lists_the_bytes(void) {
+  size_t sizes[] = {5, 300000};
+  for (size_t i = 0; i < 2; i++) {
+    size_t n = sizes[i];
+    uint8_t *msg = malloc(n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(msg);
+    for (size_t k = 0; k < n; k++)
+      msg[k] = (uint8_t)(k * 7 + 1);
+    rpc_call_opts o = fast_opts();
+    o.reply_in_place = 1;
+    rpc_result res;
+    CU_ASSERT_EQUAL(rpc_call(g_ch, "/test.Svc/Echo", NULL, msg, n, &o, &res),
+                    COHORT_OK);
+    CU_ASSERT_EQUAL(res.code, GRPC_STATUS_OK);
+    CU_ASSERT_PTR_NULL(res.body);
+    CU_ASSERT_EQUAL(res.body_len, n);
+    size_t count = rpc_result_iov(&res, NULL, 0);
+    CU_ASSERT(count >= 1);
+    struct iovec *iov = calloc(count ? count : 1, sizeof *iov);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(iov);
+    CU_ASSERT_EQUAL(rpc_result_iov(&res, iov, count), count);
+    size_t at = 0, wrong = 0;
+    for (size_t k = 0; k < count; k++) {
+      for (size_t j = 0; j < iov[k].iov_len && at + j < n; j++)
+        wrong += ((const uint8_t *)iov[k].iov_base)[j] != msg[at + j];
+      at += iov[k].iov_len;
+    }
+    CU_ASSERT_EQUAL(at, n);
+    CU_ASSERT_EQUAL(wrong, 0);
+    free(iov);
+    rpc_result_clear(&res);
+    CU_ASSERT_EQUAL(rpc_result_iov(&res, NULL, 0), 0);
     free(msg);
   }
 }
@@ -1283,6 +1389,10 @@ int cohort_register_suites(void) {
     return -1;
   static const test_case tests[] = {
       {"echo returns the same bytes", test_echo_returns_same_bytes},
+      {"a packed head and a shared tail arrive whole; the tail is freed once",
+       test_packed_head_and_shared_tail_arrive_whole},
+      {"reply_in_place lists the reply's bytes",
+       test_reply_in_place_lists_the_bytes},
       {"OK with NULL body gives an empty reply",
        test_ok_with_null_body_gives_empty_reply},
       {"bearer reaches the handler exactly, NULL when absent or malformed",
