@@ -104,6 +104,89 @@ static void test_fixed_point_matches_round(void) {
   CU_ASSERT_EQUAL(wrong, 0);
 }
 
+/* The integer form aggregate_add uses against aggregate_fixed on the exact
+ * double product: every float exponent a weighted-mean value can have,
+ * halves at the rounding point, subnormals, zeros, the limits, and weights
+ * from 1 to the largest. */
+static void test_fixed_weighted_matches_fixed(void) {
+  size_t checked = 0, wrong = 0;
+  uint64_t s = 0x13198a2e03707344ULL;
+  const uint64_t weights[] = {1, 2, 3, 60, 1200, 65535, AGG_MAX_WEIGHT};
+  for (int e = -149; e <= 20; e++) {
+    for (int k = 0; k < 40; k++) {
+      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+      float m = 1.0f + (float)(s >> 40) / 16777216.0f; /* [1, 2) */
+      float d = ldexpf(e == 20 ? 1.0f : m, e);
+      uint64_t w = k < 7 ? weights[k] : 1 + (s >> 20) % AGG_MAX_WEIGHT;
+      const float cases[] = {d, -d, ldexpf(1.5f, e < 20 ? e : 19)};
+      for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        wrong += aggregate_fixed_weighted(w, cases[c]) !=
+                 aggregate_fixed((double)w * (double)cases[c]);
+        checked++;
+      }
+    }
+  }
+  /* w * d * 2^58 exactly half a unit, and either side of it. */
+  const float edges[] = {0x1p-59f,  -0x1p-59f,       0x1.8p-59f, -0x1.8p-59f,
+                         0x1p-60f,  0x1.000002p-59f, 0.0f,       -0.0f,
+                         0x1p-149f, -0x1p-126f,      1048576.0f, -1048576.0f};
+  for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+    for (size_t k = 0; k < sizeof weights / sizeof weights[0]; k++) {
+      wrong += aggregate_fixed_weighted(weights[k], edges[i]) !=
+               aggregate_fixed((double)weights[k] * (double)edges[i]);
+      checked++;
+    }
+  CU_ASSERT(checked > 20000);
+  CU_ASSERT_EQUAL(wrong, 0);
+}
+
+/* aggregate_add's mean is the exact sum of aggregate_fixed's terms, with
+ * values of mixed magnitude (both shift directions) and weights, whether
+ * the values were checked by aggregate_add or beforehand. */
+static void test_mean_is_sum_of_fixed_terms(void) {
+  enum { N = 1000, K = 5 };
+  aggregate *a, *b;
+  CU_ASSERT_EQUAL_FATAL(aggregate_new(AGG_MEAN, N, 0, 0, &a), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(aggregate_new(AGG_MEAN, N, 0, 0, &b), COHORT_OK);
+  static float d[K][N];
+  static agg_i128 want[N];
+  const uint64_t w[K] = {1, 37, 1200, 99999, AGG_MAX_WEIGHT};
+  uint64_t s = 0xa4093822299f31d0ULL;
+  uint64_t total = 0;
+  for (int k = 0; k < K; k++) {
+    for (int i = 0; i < N; i++) {
+      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+      float u = (float)(s >> 40) / 16777216.0f - 0.5f;
+      d[k][i] = ldexpf(u, -(int)((s >> 8) % 40));
+      want[i] += aggregate_fixed((double)w[k] * (double)d[k][i]);
+    }
+    CU_ASSERT_EQUAL(aggregate_add(a, d[k], w[k], NULL, 0), COHORT_OK);
+    CU_ASSERT_EQUAL(aggregate_check_values(AGG_MEAN, d[k], N, NULL, 0),
+                    COHORT_OK);
+    CU_ASSERT_EQUAL(aggregate_add_checked(b, d[k], w[k], NULL, 0), COHORT_OK);
+    total += w[k];
+  }
+  static double ra[N], rb[N];
+  CU_ASSERT_EQUAL_FATAL(aggregate_result(a, ra), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(aggregate_result(b, rb), COHORT_OK);
+  size_t wrong = 0;
+  for (int i = 0; i < N; i++) {
+    double x = ((double)want[i] * 0x1p-58) / (double)total;
+    wrong += memcmp(&x, &ra[i], sizeof x) != 0 || memcmp(&x, &rb[i], sizeof x);
+  }
+  CU_ASSERT_EQUAL(wrong, 0);
+  /* The checked form still refuses what the weight alone rules out. */
+  CU_ASSERT_EQUAL(aggregate_add_checked(b, d[0], 0, NULL, 0), COHORT_EINVAL);
+  CU_ASSERT_EQUAL(aggregate_count(b), K);
+  const float bad[2] = {1, NAN};
+  char why[128] = "";
+  CU_ASSERT_EQUAL(aggregate_check_values(AGG_MEAN, bad, 2, why, sizeof why),
+                  COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(why, "delta[1] is NaN"));
+  aggregate_free(a);
+  aggregate_free(b);
+}
+
 static void test_mean_by_hand(void) {
   aggregate *a;
   CU_ASSERT_EQUAL_FATAL(aggregate_new(AGG_MEAN, 3, 0, 0, &a), COHORT_OK);
@@ -826,6 +909,10 @@ static void test_config_defaults_and_bad_values(void) {
 
 int cohort_register_suites(void) {
   static const test_case agg[] = {
+      {"fixed point: the integer form equals aggregate_fixed on w * d",
+       test_fixed_weighted_matches_fixed},
+      {"fixed point: the mean is the exact sum of the fixed-point terms",
+       test_mean_is_sum_of_fixed_terms},
       {"fixed point: aggregate_fixed is round(x * 2^58) exactly",
        test_fixed_point_matches_round},
       {"weighted mean matches hand computation", test_mean_by_hand},
