@@ -213,50 +213,15 @@ int aggregate_check(const aggregate *a, const float *delta, uint64_t weight,
   return rc ? rc : aggregate_check_values(a->kind, delta, a->n, err, errlen);
 }
 
-__extension__ typedef unsigned __int128 agg_u128;
-
-/* round(w * d * 2^58) for a float d with |d| <= 2^20 and an integer weight
- * w < 2^29: the value aggregate_fixed((double)w * d) returns, computed in
- * 64-bit integers without a branch. d = md * 2^(e - 150) with md its
- * 24-bit significand and e its biased exponent, so w * d * 2^58 = (w * md)
- * * 2^(e - 92), and w * md < 2^53 is exact. A right shift rounds half away
- * from zero on the magnitude (adding half first; at most 62 places, which
- * already gives 0 for anything below one half); the sign is applied to the
- * result, below 2^53, and a left shift of at most 55 places (e <= 147)
- * spreads it over the two 64-bit halves. Zero and subnormal floats (e = 0;
- * below 2^-39 once scaled) give 0. Branch-free because the sign of e - 92
- * follows the data: real updates mix both, and aggregate_fixed's
- * mispredicted branches made it 3-4 times slower on them. */
-static inline agg_i128 fixed_of(uint64_t w, float d) {
-  uint32_t b;
-  memcpy(&b, &d, sizeof b);
-  int e = (int)((b >> 23) & 0xff);
-  uint64_t md = e ? (b & 0x7fffffu) | 0x800000u : 0;
-  int k = e - 92;
-  int left = k > 0 ? (k < 63 ? k : 63) : 0;
-  int right = k < 0 ? (-k < 62 ? -k : 62) : 0;
-  uint64_t half = UINT64_C(1) << right >> 1;
-  int64_t r = (int64_t)((w * md + half) >> right);
-  int64_t s = -(int64_t)(b >> 31);
-  r = (r ^ s) - s;
-  /* The high half: r's top bits, sign-extended (GCC's >> is arithmetic). */
-  uint64_t lo = (uint64_t)r << left;
-  int64_t hi = (r >> 1) >> (63 - left);
-  return (agg_i128)(((agg_u128)(uint64_t)hi << 64) | lo);
-}
-
-agg_i128 aggregate_fixed_weighted(uint64_t weight, float d) {
-  return fixed_of(weight, d);
-}
-
 int aggregate_add_checked(aggregate *a, const float *delta, uint64_t weight,
                           char *err, size_t errlen) {
   int rc = aggregate_check_weight(a, weight, err, errlen);
   if (rc)
     return rc;
   if (a->kind == AGG_MEAN) {
+    const double w = (double)weight;
     for (size_t i = 0; i < a->n; i++)
-      a->sum[i] += fixed_of(weight, delta[i]);
+      a->sum[i] += aggregate_fixed(w * (double)delta[i]);
   } else {
     if (a->count == a->n_alloc) {
       float *row = malloc(a->n * sizeof *row);
@@ -277,7 +242,7 @@ int aggregate_add_checked(aggregate *a, const float *delta, uint64_t weight,
 
 int aggregate_add(aggregate *a, const float *delta, uint64_t weight, char *err,
                   size_t errlen) {
-  int rc = aggregate_check_values(a->kind, delta, a->n, err, errlen);
+  int rc = aggregate_check(a, delta, weight, err, errlen);
   return rc ? rc : aggregate_add_checked(a, delta, weight, err, errlen);
 }
 

@@ -33,10 +33,6 @@ typedef struct aggregate aggregate;
  * test against round(). */
 __extension__ typedef __int128 agg_i128;
 agg_i128 aggregate_fixed(double x);
-/* aggregate_fixed((double)weight * d) for 1 <= weight <= AGG_MAX_WEIGHT and
- * |d| <= AGG_MEAN_MAX_ABS, computed without floating point: the form
- * aggregate_add uses. Exposed for its test against aggregate_fixed. */
-agg_i128 aggregate_fixed_weighted(uint64_t weight, float d);
 
 /* Creates an empty aggregate of n-parameter updates (n > 0).
  * capacity: the most updates it accepts; 0 means no limit, allowed for

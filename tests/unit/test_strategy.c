@@ -104,45 +104,11 @@ static void test_fixed_point_matches_round(void) {
   CU_ASSERT_EQUAL(wrong, 0);
 }
 
-/* The integer form aggregate_add uses against aggregate_fixed on the exact
- * double product: every float exponent a weighted-mean value can have,
- * halves at the rounding point, subnormals, zeros, the limits, and weights
- * from 1 to the largest. */
-static void test_fixed_weighted_matches_fixed(void) {
-  size_t checked = 0, wrong = 0;
-  uint64_t s = 0x13198a2e03707344ULL;
-  const uint64_t weights[] = {1, 2, 3, 60, 1200, 65535, AGG_MAX_WEIGHT};
-  for (int e = -149; e <= 20; e++) {
-    for (int k = 0; k < 40; k++) {
-      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-      float m = 1.0f + (float)(s >> 40) / 16777216.0f; /* [1, 2) */
-      float d = ldexpf(e == 20 ? 1.0f : m, e);
-      uint64_t w = k < 7 ? weights[k] : 1 + (s >> 20) % AGG_MAX_WEIGHT;
-      const float cases[] = {d, -d, ldexpf(1.5f, e < 20 ? e : 19)};
-      for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        wrong += aggregate_fixed_weighted(w, cases[c]) !=
-                 aggregate_fixed((double)w * (double)cases[c]);
-        checked++;
-      }
-    }
-  }
-  /* w * d * 2^58 exactly half a unit, and either side of it. */
-  const float edges[] = {0x1p-59f,  -0x1p-59f,       0x1.8p-59f, -0x1.8p-59f,
-                         0x1p-60f,  0x1.000002p-59f, 0.0f,       -0.0f,
-                         0x1p-149f, -0x1p-126f,      1048576.0f, -1048576.0f};
-  for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
-    for (size_t k = 0; k < sizeof weights / sizeof weights[0]; k++) {
-      wrong += aggregate_fixed_weighted(weights[k], edges[i]) !=
-               aggregate_fixed((double)weights[k] * (double)edges[i]);
-      checked++;
-    }
-  CU_ASSERT(checked > 20000);
-  CU_ASSERT_EQUAL(wrong, 0);
-}
-
-/* aggregate_add's mean is the exact sum of aggregate_fixed's terms, with
- * values of mixed magnitude (both shift directions) and weights, whether
- * the values were checked by aggregate_add or beforehand. */
+/* The mean is the exact sum of aggregate_fixed's terms, values of mixed
+ * magnitude and weights up to the largest, whether aggregate_add checked
+ * the values or aggregate_check_values did beforehand and
+ * aggregate_add_checked added them; the checked form still refuses a bad
+ * weight. */
 static void test_mean_is_sum_of_fixed_terms(void) {
   enum { N = 1000, K = 5 };
   aggregate *a, *b;
@@ -909,9 +875,7 @@ static void test_config_defaults_and_bad_values(void) {
 
 int cohort_register_suites(void) {
   static const test_case agg[] = {
-      {"fixed point: the integer form equals aggregate_fixed on w * d",
-       test_fixed_weighted_matches_fixed},
-      {"fixed point: the mean is the exact sum of the fixed-point terms",
+      {"add and add_checked: the mean is the exact sum of fixed-point terms",
        test_mean_is_sum_of_fixed_terms},
       {"fixed point: aggregate_fixed is round(x * 2^58) exactly",
        test_fixed_point_matches_round},
