@@ -149,9 +149,33 @@ static size_t first_beyond(const float *d, size_t n, float limit) {
   return i;
 }
 
-/* Checks the whole update before anything is changed. */
-int aggregate_check(const aggregate *a, const float *delta, uint64_t weight,
-                    char *err, size_t errlen) {
+int aggregate_check_values(agg_kind kind, const float *delta, size_t n,
+                           char *err, size_t errlen) {
+  const float limit = kind == AGG_MEAN ? AGG_MEAN_MAX_ABS : FLT_MAX;
+  for (size_t i = first_beyond(delta, n, limit); i < n; i++) {
+    float d = delta[i];
+    if (isnan(d)) {
+      errbuf_printf(err, errlen, "delta[%zu] is NaN", i);
+      return COHORT_EINVAL;
+    }
+    if (isinf(d)) {
+      errbuf_printf(err, errlen, "delta[%zu] is %s", i,
+                    d > 0 ? "+inf" : "-inf");
+      return COHORT_EINVAL;
+    }
+    if (kind == AGG_MEAN && fabs((double)d) > AGG_MEAN_MAX_ABS) {
+      errbuf_printf(err, errlen,
+                    "delta[%zu] = %g is beyond the weighted mean's limit of "
+                    "+-1048576 (2^20)",
+                    i, (double)d);
+      return COHORT_EINVAL;
+    }
+  }
+  return COHORT_OK;
+}
+
+int aggregate_check_weight(const aggregate *a, uint64_t weight, char *err,
+                           size_t errlen) {
   if (weight == 0) {
     errbuf_printf(err, errlen,
                   "weight 0: an update must carry at least one example");
@@ -179,32 +203,19 @@ int aggregate_check(const aggregate *a, const float *delta, uint64_t weight,
                   aggregate_kind_name(a->kind), a->capacity);
     return COHORT_EINVAL;
   }
-  const float limit = a->kind == AGG_MEAN ? AGG_MEAN_MAX_ABS : FLT_MAX;
-  for (size_t i = first_beyond(delta, a->n, limit); i < a->n; i++) {
-    float d = delta[i];
-    if (isnan(d)) {
-      errbuf_printf(err, errlen, "delta[%zu] is NaN", i);
-      return COHORT_EINVAL;
-    }
-    if (isinf(d)) {
-      errbuf_printf(err, errlen, "delta[%zu] is %s", i,
-                    d > 0 ? "+inf" : "-inf");
-      return COHORT_EINVAL;
-    }
-    if (a->kind == AGG_MEAN && fabs((double)d) > AGG_MEAN_MAX_ABS) {
-      errbuf_printf(err, errlen,
-                    "delta[%zu] = %g is beyond the weighted mean's limit of "
-                    "+-1048576 (2^20)",
-                    i, (double)d);
-      return COHORT_EINVAL;
-    }
-  }
   return COHORT_OK;
 }
 
-int aggregate_add(aggregate *a, const float *delta, uint64_t weight, char *err,
-                  size_t errlen) {
-  int rc = aggregate_check(a, delta, weight, err, errlen);
+/* Checks the whole update before anything is changed. */
+int aggregate_check(const aggregate *a, const float *delta, uint64_t weight,
+                    char *err, size_t errlen) {
+  int rc = aggregate_check_weight(a, weight, err, errlen);
+  return rc ? rc : aggregate_check_values(a->kind, delta, a->n, err, errlen);
+}
+
+int aggregate_add_checked(aggregate *a, const float *delta, uint64_t weight,
+                          char *err, size_t errlen) {
+  int rc = aggregate_check_weight(a, weight, err, errlen);
   if (rc)
     return rc;
   if (a->kind == AGG_MEAN) {
@@ -227,6 +238,12 @@ int aggregate_add(aggregate *a, const float *delta, uint64_t weight, char *err,
   a->count++;
   a->weight += weight;
   return COHORT_OK;
+}
+
+int aggregate_add(aggregate *a, const float *delta, uint64_t weight, char *err,
+                  size_t errlen) {
+  int rc = aggregate_check(a, delta, weight, err, errlen);
+  return rc ? rc : aggregate_add_checked(a, delta, weight, err, errlen);
 }
 
 int aggregate_replace(aggregate *a, const float *delta, uint64_t weight,

@@ -66,6 +66,26 @@ int aggregate_add(aggregate *a, const float *delta, uint64_t weight, char *err,
 int aggregate_check(const aggregate *a, const float *delta, uint64_t weight,
                     char *err, size_t errlen);
 
+/* The value checks of aggregate_check alone, for an aggregate of kind
+ * (n floats): none NaN or infinite, none beyond AGG_MEAN_MAX_ABS for
+ * AGG_MEAN. Pure and thread-safe: lets a caller check an update before it
+ * takes the lock that serialises the aggregate. COHORT_OK or COHORT_EINVAL
+ * with the reason in err. */
+int aggregate_check_values(agg_kind kind, const float *delta, size_t n,
+                           char *err, size_t errlen);
+
+/* The other half of aggregate_check: the weight against the limits and
+ * the total so far, and the capacity. Changes nothing. */
+int aggregate_check_weight(const aggregate *a, uint64_t weight, char *err,
+                           size_t errlen);
+
+/* aggregate_add for a delta that already passed aggregate_check_values
+ * for this aggregate's kind and length: only the weight and capacity are
+ * checked again (same refusals, same result otherwise). Adding a delta
+ * that did not pass breaks the exact sum's bounds: the caller vouches. */
+int aggregate_add_checked(aggregate *a, const float *delta, uint64_t weight,
+                          char *err, size_t errlen);
+
 /* Replaces an update added earlier, delta with weight, by delta * scale
  * (each value rounded to float) with weight new_weight: the result is
  * what adding that in the first place would have given, whatever the

@@ -278,7 +278,7 @@ static int load_strategy_state(round_engine *e) {
 int round_update_prepare(round_engine *e, const uint8_t *payload, size_t len,
                          uint64_t examples, float *delta, uint64_t *weight,
                          int *within, double *norm, char *why, size_t whylen) {
-  int rc = round_codec_decode(e, payload, len, delta, why, whylen);
+  int rc = round_codec_decode(e, &e->cparams, payload, len, delta, why, whylen);
   if (rc)
     return rc;
   *weight = examples;
@@ -288,8 +288,9 @@ int round_update_prepare(round_engine *e, const uint8_t *payload, size_t len,
 }
 
 int round_update_add(round_engine *e, const float *delta, uint64_t weight,
-                     int within, char *why, size_t whylen) {
-  int rc = aggregate_add(e->agg, delta, weight, why, whylen);
+                     int within, int checked, char *why, size_t whylen) {
+  int rc = checked ? aggregate_add_checked(e->agg, delta, weight, why, whylen)
+                   : aggregate_add(e->agg, delta, weight, why, whylen);
   if (!rc)
     rc = round_dp_add_update(e, delta);
   if (!rc)
@@ -326,7 +327,7 @@ static int resume_participant(void *ctx, const store_participant *sp) {
       round_update_prepare(e, sp->delta, sp->delta_len, sp->examples, delta,
                            &weight, &within, &p->norm, why,
                            sizeof why) == COHORT_OK &&
-      round_update_add(e, delta, weight, within, why, sizeof why) ==
+      round_update_add(e, delta, weight, within, 0, why, sizeof why) ==
           COHORT_OK) {
     p->uploaded = 1;
     crypto_unhex(sp->sha256_hex, p->digest, sizeof p->digest);

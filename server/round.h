@@ -270,6 +270,13 @@ typedef struct upload_chunk {
   size_t wire_bytes; /* request size on the wire */
   uint32_t train_ms; /* the client's training time, as it says */
 } upload_chunk;
+/* One chunk of a client's update (c->data borrowed for the call). When
+ * the update is complete, its digest, decoding and value checks run
+ * without the engine's lock, so that uploads on several threads overlap
+ * there; it is then checked against the round again (the round may have
+ * closed, or another call of the client's may have delivered it) before
+ * it is kept. *next_offset: where the client goes on; *complete: the
+ * update is in (or was already). Thread-safe. */
 round_verdict round_upload(round_engine *e, int64_t client,
                            const upload_chunk *c, uint64_t *next_offset,
                            int *complete);

@@ -637,57 +637,135 @@ static void drop_assembly(participant *p) {
   p->total = p->received = 0;
 }
 
-/* Validates the whole update (bytes, len; p->digest is its claimed digest)
- * and folds it in. On failure nothing is stored. The caller drops any
- * assembly afterwards. */
-static round_verdict finish_upload(round_engine *e, participant *p,
-                                   const uint8_t *bytes, size_t len,
-                                   uint64_t examples) {
+/* An update whose bytes are all in, between the engine's two looks at it.
+ * The digest, the decoding and the value checks (most of an upload's CPU)
+ * run without e->mu, so that uploads on different gRPC workers overlap
+ * there; what they need of the round is copied under the lock first, and
+ * everything the round may have changed meanwhile is checked again once
+ * the lock is back (finish_upload). */
+typedef struct upload_work {
+  int64_t round, client;
+  uint8_t digest[CRYPTO_SHA256_LEN]; /* what the client said it is */
+  const uint8_t *bytes;              /* borrowed from the call, or owned */
+  size_t len;
+  uint8_t *owned; /* the assembly buffer taken from the participant */
+  uint64_t examples;
+  uint32_t train_ms;
+  int masked;      /* a masked input of secure aggregation: hash only */
+  int checked;     /* values checked and norm taken (no central DP) */
+  agg_kind kind;   /* of the aggregate, for the value checks */
+  codec_params cp; /* the round's codec parameters (its seed) */
+  float *delta;    /* decoded, e->agg_dim floats; NULL for masked */
+  double norm;
+} upload_work;
+
+/* Under the lock: what upload_work_run needs of the round. */
+static void upload_work_take(round_engine *e, participant *p,
+                             const upload_chunk *c, upload_work *w) {
+  w->round = e->round;
+  w->client = p->client;
+  memcpy(w->digest, c->sha256, sizeof w->digest);
+  w->examples = c->num_examples;
+  w->train_ms = c->train_ms;
+  w->masked = e->sa.active;
+  /* Central DP clips before the checks and the norm: those stay locked. */
+  w->checked = !w->masked && e->cfg.dp != ROUND_DP_CENTRAL;
+  w->kind = aggregate_kind(e->agg);
+  w->cp = e->cparams;
+}
+
+/* Without the lock: the digest against the bytes, then (unless masked)
+ * the decoding with its length, index and NaN checks, and where nothing
+ * clips later the value checks and the norm. Reads only what never
+ * changes after setup (codec, agg_linear, agg_dim). */
+static round_verdict upload_work_run(const round_engine *e, upload_work *w) {
   uint8_t digest[CRYPTO_SHA256_LEN];
-  round_verdict v = round_ok();
-  float *delta = NULL;
-  if (crypto_sha256(bytes, len, digest) ||
-      !crypto_equal(digest, p->digest, sizeof digest)) {
-    v = round_fail_verdict(
+  if (crypto_sha256(w->bytes, w->len, digest) ||
+      !crypto_equal(digest, w->digest, sizeof digest))
+    return round_fail_verdict(
         GRPC_STATUS_INVALID_ARGUMENT,
         "update digest does not match its bytes; upload it again");
-    goto out;
+  if (w->masked)
+    return round_ok();
+  w->delta = malloc(e->agg_dim * sizeof *w->delta);
+  if (!w->delta)
+    return round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED,
+                              "coordinator out of memory");
+  /* Decoding checks the payload's length, indices and values: NaN and
+   * infinity are refused there. */
+  char why[200];
+  if (round_codec_decode(e, &w->cp, w->bytes, w->len, w->delta, why,
+                         sizeof why) ||
+      (w->checked &&
+       aggregate_check_values(w->kind, w->delta, e->agg_dim, why, sizeof why)))
+    return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
+                              "update refused: %s", why);
+  if (w->checked)
+    w->norm = round_bound_norm(w->delta, e->agg_dim);
+  return round_ok();
+}
+
+/* Back under the lock, with w's bytes digested and decoded: the round may
+ * have moved on, or the client's update may have come in by another call,
+ * while the lock was free, so the upload is checked against the round
+ * again before it is folded in. On failure nothing is stored. */
+static round_verdict finish_upload(round_engine *e, upload_work *w,
+                                   int *complete) {
+  if (w->round != e->round || e->state == ROUND_IDLE) {
+    record_late(e, w->round, w->client);
+    return stale_round(e, w->round, "update");
   }
-  if (e->sa.active) {
+  participant *p = round_find_participant(e, w->client);
+  if (!p)
+    return round_fail_verdict(GRPC_STATUS_PERMISSION_DENIED,
+                              "client %lld was not selected for round %lld",
+                              (long long)w->client, (long long)e->round);
+  round_verdict v = round_ok();
+  if (p->uploaded) {
+    if (!crypto_equal(p->digest, w->digest, CRYPTO_SHA256_LEN))
+      return round_fail_verdict(GRPC_STATUS_ALREADY_EXISTS,
+                                "client %lld already uploaded a different "
+                                "update for round %lld",
+                                (long long)w->client, (long long)e->round);
+    *complete = 1;
+    snprintf(v.detail, sizeof v.detail,
+             "duplicate upload of the same update ignored");
+    return v;
+  }
+  if (!round_accepts_work(e) || e->n_done >= e->target) {
+    record_late(e, e->round, w->client);
+    return round_fail_verdict(GRPC_STATUS_FAILED_PRECONDITION,
+                              "round %lld closed for uploads (%s, %zu of %zu "
+                              "updates in); this update is late and not used",
+                              (long long)e->round, round_state_name(e->state),
+                              e->n_done, e->target);
+  }
+  memcpy(p->digest, w->digest, sizeof p->digest);
+  if (w->masked) {
     /* A masked input: it goes into the secure sum, not the aggregate. */
-    v = round_secagg_masked(e, p, bytes, len, examples);
-    goto out;
+    v = round_secagg_masked(e, p, w->bytes, w->len, w->examples);
+    if (v.code == 0) {
+      *complete = 1;
+      p->train_ms = w->train_ms;
+    }
+    return v;
   }
   /* Capped, not refused: the update stays of use; the client hears why in
-   * the OK answer's detail. */
+   * the OK answer's detail. Central DP clips each update here and weighs
+   * all alike. */
   char note[sizeof v.detail];
-  examples = round_bound_weight(e, p, examples, note, sizeof note);
-  delta = malloc(e->agg_dim * sizeof *delta);
-  if (!delta) {
-    v = round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED,
-                           "coordinator out of memory");
-    goto out;
-  }
-  /* Decoding checks the payload's length, indices and values: NaN and
-   * infinity are refused there. Central DP clips each update here and
-   * weighs all alike. */
-  char why[200];
-  uint64_t weight = 0;
-  int within = 0;
-  double norm = 0;
-  if (round_update_prepare(e, bytes, len, examples, delta, &weight, &within,
-                           &norm, why, sizeof why)) {
-    v = round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT, "update refused: %s",
-                           why);
-    goto out;
-  }
+  uint64_t examples = round_bound_weight(e, p, w->examples, note, sizeof note);
+  uint64_t weight = examples;
+  int within = round_dp_clip_update(e, w->delta, &weight);
+  if (!w->checked)
+    w->norm = round_bound_norm(w->delta, e->agg_dim);
   /* The aggregate's own checks (magnitude, weight) before anything is
    * stored; the add itself comes after the store, which may still fail. */
-  if (aggregate_check(e->agg, delta, weight, why, sizeof why)) {
-    v = round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT, "update refused: %s",
-                           why);
-    goto out;
-  }
+  char why[200];
+  if (w->checked ? aggregate_check_weight(e->agg, weight, why, sizeof why)
+                 : aggregate_check(e->agg, w->delta, weight, why, sizeof why))
+    return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
+                              "update refused: %s", why);
   store_upload u = {.round = e->round,
                     .client = p->client,
                     .bytes_down = p->bytes_down,
@@ -697,28 +775,24 @@ static round_verdict finish_upload(round_engine *e, participant *p,
   crypto_hex(p->digest, sizeof p->digest, u.sha256_hex);
   /* The rows first (with the update itself, so a restarted coordinator can
    * resume the round): if the store fails, the aggregate is untouched. */
-  if (store_participation_uploaded(e->db, &u, bytes, len)) {
-    v = round_store_failed(e);
-    goto out;
-  }
-  if (round_update_add(e, delta, weight, within, why, sizeof why)) {
+  if (store_participation_uploaded(e->db, &u, w->bytes, w->len))
+    return round_store_failed(e);
+  if (round_update_add(e, w->delta, weight, within, 1, why, sizeof why))
     /* Checked above; only memory can fail here. */
-    v = round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", why);
-    goto out;
-  }
+    return round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", why);
   p->uploaded = 1;
   p->examples = examples;
-  p->norm = norm;
+  p->norm = w->norm;
+  p->train_ms = w->train_ms;
   snprintf(v.detail, sizeof v.detail, "%s", note);
   e->n_done++;
+  *complete = 1;
   pthread_cond_broadcast(&e->uploaded);
   log_info("round %lld: update from client %lld (%llu examples, %llu bytes "
            "up), %zu/%zu in",
            (long long)e->round, (long long)p->client,
            (unsigned long long)examples, (unsigned long long)p->bytes_up,
            e->n_done, e->n_parts);
-out:
-  free(delta);
   return v;
 }
 
@@ -748,6 +822,7 @@ round_verdict round_upload(round_engine *e, int64_t client,
         (unsigned long long)c->total_size);
 
   round_verdict v = round_ok();
+  upload_work w = {0};
   pthread_mutex_lock(&e->mu);
   if (c->round != e->round || e->state == ROUND_IDLE) {
     record_late(e, c->round, client);
@@ -803,13 +878,10 @@ round_verdict round_upload(round_engine *e, int64_t client,
     /* The whole update in one chunk, as most are: used in place, no copy. */
     memcpy(p->digest, c->sha256, CRYPTO_SHA256_LEN);
     p->bytes_up += c->wire_bytes;
-    v = finish_upload(e, p, c->data, c->len, c->num_examples);
-    if (v.code == 0) {
-      *next_offset = c->total_size;
-      *complete = 1;
-      p->train_ms = c->train_ms;
-    }
-    goto out;
+    upload_work_take(e, p, c, &w);
+    w.bytes = c->data;
+    w.len = c->len;
+    goto finish;
   }
   if (!p->buf) {
     if (c->offset != 0) {
@@ -835,17 +907,26 @@ round_verdict round_upload(round_engine *e, int64_t client,
   p->received += c->len;
   p->bytes_up += c->wire_bytes;
   *next_offset = p->received;
-  if (p->received == p->total) {
-    v = finish_upload(e, p, p->buf, p->total, c->num_examples);
-    drop_assembly(p);
-    if (v.code == 0) {
-      *complete = 1;
-      p->train_ms = c->train_ms;
-    } else
-      *next_offset = 0;
-  }
+  if (p->received < p->total)
+    goto out;
+  /* The last chunk: the assembled update leaves the participant, so a
+   * call for it while the lock is free starts a new one. */
+  upload_work_take(e, p, c, &w);
+  w.bytes = w.owned = p->buf;
+  w.len = p->total;
+  p->buf = NULL;
+  p->total = p->received = 0;
+finish:
+  pthread_mutex_unlock(&e->mu);
+  v = upload_work_run(e, &w);
+  pthread_mutex_lock(&e->mu);
+  if (v.code == 0)
+    v = finish_upload(e, &w, complete);
+  *next_offset = *complete ? c->total_size : 0;
 out:
   pthread_mutex_unlock(&e->mu);
+  free(w.owned);
+  free(w.delta);
   return v;
 }
 

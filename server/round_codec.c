@@ -3,7 +3,8 @@
  * upload into the domain the aggregate sums in, and the once-per-round map
  * back to a model delta with the codec's coordinator state (FetchSGD's
  * sketches), which is committed with the model. Called with e->mu held,
- * except round_codec_finish (AGGREGATING, lock dropped). */
+ * except round_codec_finish (AGGREGATING, lock dropped) and
+ * round_codec_decode (on a copy of the round's parameters). */
 #include <grpc/status.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,12 +133,12 @@ round_verdict round_codec_check_size(const round_engine *e, uint64_t total) {
                             codec_spec(e->codec));
 }
 
-int round_codec_decode(const round_engine *e, const uint8_t *payload,
-                       size_t len, float *out, char *why, size_t whylen) {
-  return e->agg_linear ? codec_decode_linear(e->codec, &e->cparams, payload,
-                                             len, out, why, whylen)
-                       : codec_decode(e->codec, &e->cparams, payload, len, out,
-                                      why, whylen);
+int round_codec_decode(const round_engine *e, const codec_params *cp,
+                       const uint8_t *payload, size_t len, float *out,
+                       char *why, size_t whylen) {
+  return e->agg_linear
+             ? codec_decode_linear(e->codec, cp, payload, len, out, why, whylen)
+             : codec_decode(e->codec, cp, payload, len, out, why, whylen);
 }
 
 int round_codec_finish(round_engine *e, const double *combined, double *delta,

@@ -193,9 +193,11 @@ int round_done_locked(round_engine *e);
 int round_update_prepare(round_engine *e, const uint8_t *payload, size_t len,
                          uint64_t examples, float *delta, uint64_t *weight,
                          int *within, double *norm, char *why, size_t whylen);
-/* Folds a prepared update into the round's aggregate. */
+/* Folds a prepared update into the round's aggregate. checked: delta
+ * passed aggregate_check (or aggregate_check_values) for this aggregate,
+ * so its values are not checked again. */
 int round_update_add(round_engine *e, const float *delta, uint64_t weight,
-                     int within, char *why, size_t whylen);
+                     int within, int checked, char *why, size_t whylen);
 
 /* ---- round_bound.c: poisoning bounds (docs/security.md) ---- */
 /* An upload's weight: examples capped at what its client declared at
@@ -264,9 +266,12 @@ int round_codec_resume(round_engine *e, const store_codec *sc, char *why,
 /* The upload's total size against the codec's wire size. */
 round_verdict round_codec_check_size(const round_engine *e, uint64_t total);
 /* One upload into out (e->agg_dim floats): the linear domain for mean
- * strategies, the model domain for the robust ones. */
-int round_codec_decode(const round_engine *e, const uint8_t *payload,
-                       size_t len, float *out, char *why, size_t whylen);
+ * strategies, the model domain for the robust ones, with the round's
+ * parameters cp (&e->cparams, or a copy taken under the lock: this reads
+ * nothing else of e that changes, so it may run without e->mu). */
+int round_codec_decode(const round_engine *e, const codec_params *cp,
+                       const uint8_t *payload, size_t len, float *out,
+                       char *why, size_t whylen);
 /* The combined updates (e->agg_dim doubles) to the model delta (dim). */
 int round_codec_finish(round_engine *e, const double *combined, double *delta,
                        char *why, size_t whylen);

@@ -4,6 +4,7 @@
 #include "service.h"
 
 #include <grpc/status.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "log.h"
 #include "pb.h"
 #include "pb_scan.h"
+#include "pb_upload.h"
 
 static void refuse(rpc_reply *rep, int code, const char *detail) {
   rep->code = code;
@@ -29,17 +31,26 @@ static void reply_with(rpc_reply *rep, const ProtobufCMessage *m) {
     refuse(rep, GRPC_STATUS_RESOURCE_EXHAUSTED, "coordinator out of memory");
 }
 
-static ProtobufCMessage *unpack(const ProtobufCMessageDescriptor *d,
-                                const rpc_request *req, rpc_reply *rep) {
-  /* Counted on the wire first: protobuf-c would allocate for every field
-   * of a message of millions before any check could see them. Strings are
-   * checked there too: text goes into logs and the database as it is. */
+/* Counted on the wire first: protobuf-c would allocate for every field of
+ * a message of millions before any check could see them. Strings are
+ * checked there too: text goes into logs and the database as it is.
+ * Returns 0 when refused. */
+static int scanned(const ProtobufCMessageDescriptor *d, const rpc_request *req,
+                   rpc_reply *rep) {
   static const pb_scan_limits lim = {PB_SCAN_MAX_FIELDS, PB_SCAN_MAX_UNKNOWN};
   char why[256];
   if (pb_scan(d, req->body, req->body_len, &lim, why, sizeof why)) {
     refuse(rep, GRPC_STATUS_INVALID_ARGUMENT, why);
-    return NULL;
+    return 0;
   }
+  return 1;
+}
+
+static ProtobufCMessage *unpack(const ProtobufCMessageDescriptor *d,
+                                const rpc_request *req, rpc_reply *rep) {
+  if (!scanned(d, req, rep))
+    return NULL;
+  char why[256];
   ProtobufCMessage *m =
       protobuf_c_message_unpack(d, NULL, req->body_len, req->body);
   if (!m) {
@@ -71,6 +82,30 @@ static int authenticate(round_engine *e, const rpc_request *req, rpc_reply *rep,
   if (v.code)
     apply_verdict(rep, &v);
   return v.code == 0;
+}
+
+/* The opening shared by the calls about one round (Report, SecAgg): the
+ * caller's session, the message of type d, and its round (the uint64_t at
+ * round_at in d's struct) into the engine's int64_t. Returns the unpacked
+ * message, which the caller frees, or NULL when refused (rep says why;
+ * nothing to free). */
+static ProtobufCMessage *open_round_call(round_engine *e,
+                                         const ProtobufCMessageDescriptor *d,
+                                         size_t round_at,
+                                         const rpc_request *req, rpc_reply *rep,
+                                         int64_t *client, int64_t *round) {
+  if (!authenticate(e, req, rep, client))
+    return NULL;
+  ProtobufCMessage *m = unpack(d, req, rep);
+  if (!m)
+    return NULL;
+  uint64_t wire;
+  memcpy(&wire, (const char *)m + round_at, sizeof wire);
+  if (!wire_int64(wire, "round", round, rep)) {
+    protobuf_c_message_free_unpacked(m, NULL);
+    return NULL;
+  }
+  return m;
 }
 
 /* The address of a gRPC peer name without its port ("ipv4:10.0.0.7:4031"
@@ -308,58 +343,54 @@ out:
 
 static void handle_upload(void *ctx, const rpc_request *req, rpc_reply *rep) {
   round_engine *e = ((service *)ctx)->engine;
-  int64_t client;
+  int64_t client, round;
   if (!authenticate(e, req, rep, &client))
     return;
-  Cohort__V1__UploadRequest *m = (Cohort__V1__UploadRequest *)unpack(
-      &cohort__v1__upload_request__descriptor, req, rep);
-  if (!m)
+  /* Read in place, not unpacked: protobuf-c would copy the chunk (up to
+   * 1 MiB) into an allocation of its own before anything looks at it. */
+  pb_upload m;
+  if (!scanned(&cohort__v1__upload_request__descriptor, req, rep))
     return;
-  int64_t round;
-  if (!wire_int64(m->round, "round", &round, rep)) {
-    protobuf_c_message_free_unpacked(&m->base, NULL);
+  if (pb_upload_read(req->body, req->body_len, &m)) {
+    refuse(rep, GRPC_STATUS_INVALID_ARGUMENT,
+           "malformed UploadRequest message");
     return;
   }
+  if (!wire_int64(m.round, "round", &round, rep))
+    return;
   upload_chunk c = {.round = round,
-                    .total_size = m->total_size,
-                    .offset = m->offset,
-                    .data = m->data.data,
-                    .len = m->data.len,
-                    .sha256 = m->update_sha256.data,
-                    .sha256_len = m->update_sha256.len,
-                    .num_examples = m->num_examples,
+                    .total_size = m.total_size,
+                    .offset = m.offset,
+                    .data = m.data,
+                    .len = m.data_len,
+                    .sha256 = m.sha256,
+                    .sha256_len = m.sha256_len,
+                    .num_examples = m.num_examples,
                     .wire_bytes = req->body_len,
-                    .train_ms = m->train_ms};
+                    .train_ms = m.train_ms};
   uint64_t next = 0;
   int complete = 0;
   round_verdict v = round_upload(e, client, &c, &next, &complete);
   if (v.code) {
     apply_verdict(rep, &v);
-  } else {
-    Cohort__V1__UploadResponse r = COHORT__V1__UPLOAD_RESPONSE__INIT;
-    r.next_offset = next;
-    r.complete = complete;
-    reply_with(rep, &r.base);
-    /* An OK reply may still carry a note (a duplicate that was ignored). */
-    snprintf(rep->detail, sizeof rep->detail, "%s", v.detail);
+    return;
   }
-  protobuf_c_message_free_unpacked(&m->base, NULL);
+  Cohort__V1__UploadResponse r = COHORT__V1__UPLOAD_RESPONSE__INIT;
+  r.next_offset = next;
+  r.complete = complete;
+  reply_with(rep, &r.base);
+  /* An OK reply may still carry a note (a duplicate that was ignored). */
+  snprintf(rep->detail, sizeof rep->detail, "%s", v.detail);
 }
 
 static void handle_report(void *ctx, const rpc_request *req, rpc_reply *rep) {
   round_engine *e = ((service *)ctx)->engine;
-  int64_t client;
-  if (!authenticate(e, req, rep, &client))
-    return;
-  Cohort__V1__ReportRequest *m = (Cohort__V1__ReportRequest *)unpack(
-      &cohort__v1__report_request__descriptor, req, rep);
+  int64_t client, round;
+  Cohort__V1__ReportRequest *m = (Cohort__V1__ReportRequest *)open_round_call(
+      e, &cohort__v1__report_request__descriptor,
+      offsetof(Cohort__V1__ReportRequest, round), req, rep, &client, &round);
   if (!m)
     return;
-  int64_t round;
-  if (!wire_int64(m->round, "round", &round, rep)) {
-    protobuf_c_message_free_unpacked(&m->base, NULL);
-    return;
-  }
   const char *names[ROUND_MAX_METRICS];
   double values[ROUND_MAX_METRICS];
   round_verdict v = {0};
@@ -443,18 +474,12 @@ void service_secagg_reply(const round_secagg_reply *out, rpc_reply *rep) {
 
 static void handle_secagg(void *ctx, const rpc_request *req, rpc_reply *rep) {
   round_engine *e = ((service *)ctx)->engine;
-  int64_t client;
-  if (!authenticate(e, req, rep, &client))
-    return;
-  Cohort__V1__SecAggRequest *m = (Cohort__V1__SecAggRequest *)unpack(
-      &cohort__v1__sec_agg_request__descriptor, req, rep);
+  int64_t client, round;
+  Cohort__V1__SecAggRequest *m = (Cohort__V1__SecAggRequest *)open_round_call(
+      e, &cohort__v1__sec_agg_request__descriptor,
+      offsetof(Cohort__V1__SecAggRequest, round), req, rep, &client, &round);
   if (!m)
     return;
-  int64_t round;
-  if (!wire_int64(m->round, "round", &round, rep)) {
-    protobuf_c_message_free_unpacked(&m->base, NULL);
-    return;
-  }
   round_secagg_reply out;
   /* The engine refuses an unknown step and a message over its limit. */
   round_verdict v =

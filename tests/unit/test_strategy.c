@@ -104,6 +104,55 @@ static void test_fixed_point_matches_round(void) {
   CU_ASSERT_EQUAL(wrong, 0);
 }
 
+/* The mean is the exact sum of aggregate_fixed's terms, values of mixed
+ * magnitude and weights up to the largest, whether aggregate_add checked
+ * the values or aggregate_check_values did beforehand and
+ * aggregate_add_checked added them; the checked form still refuses a bad
+ * weight. */
+static void test_mean_is_sum_of_fixed_terms(void) {
+  enum { N = 1000, K = 5 };
+  aggregate *a, *b;
+  CU_ASSERT_EQUAL_FATAL(aggregate_new(AGG_MEAN, N, 0, 0, &a), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(aggregate_new(AGG_MEAN, N, 0, 0, &b), COHORT_OK);
+  static float d[K][N];
+  static agg_i128 want[N];
+  const uint64_t w[K] = {1, 37, 1200, 99999, AGG_MAX_WEIGHT};
+  uint64_t s = 0xa4093822299f31d0ULL;
+  uint64_t total = 0;
+  for (int k = 0; k < K; k++) {
+    for (int i = 0; i < N; i++) {
+      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+      float u = (float)(s >> 40) / 16777216.0f - 0.5f;
+      d[k][i] = ldexpf(u, -(int)((s >> 8) % 40));
+      want[i] += aggregate_fixed((double)w[k] * (double)d[k][i]);
+    }
+    CU_ASSERT_EQUAL(aggregate_add(a, d[k], w[k], NULL, 0), COHORT_OK);
+    CU_ASSERT_EQUAL(aggregate_check_values(AGG_MEAN, d[k], N, NULL, 0),
+                    COHORT_OK);
+    CU_ASSERT_EQUAL(aggregate_add_checked(b, d[k], w[k], NULL, 0), COHORT_OK);
+    total += w[k];
+  }
+  static double ra[N], rb[N];
+  CU_ASSERT_EQUAL_FATAL(aggregate_result(a, ra), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(aggregate_result(b, rb), COHORT_OK);
+  size_t wrong = 0;
+  for (int i = 0; i < N; i++) {
+    double x = ((double)want[i] * 0x1p-58) / (double)total;
+    wrong += memcmp(&x, &ra[i], sizeof x) != 0 || memcmp(&x, &rb[i], sizeof x);
+  }
+  CU_ASSERT_EQUAL(wrong, 0);
+  /* The checked form still refuses what the weight alone rules out. */
+  CU_ASSERT_EQUAL(aggregate_add_checked(b, d[0], 0, NULL, 0), COHORT_EINVAL);
+  CU_ASSERT_EQUAL(aggregate_count(b), K);
+  const float bad[2] = {1, NAN};
+  char why[128] = "";
+  CU_ASSERT_EQUAL(aggregate_check_values(AGG_MEAN, bad, 2, why, sizeof why),
+                  COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(why, "delta[1] is NaN"));
+  aggregate_free(a);
+  aggregate_free(b);
+}
+
 static void test_mean_by_hand(void) {
   aggregate *a;
   CU_ASSERT_EQUAL_FATAL(aggregate_new(AGG_MEAN, 3, 0, 0, &a), COHORT_OK);
@@ -826,6 +875,8 @@ static void test_config_defaults_and_bad_values(void) {
 
 int cohort_register_suites(void) {
   static const test_case agg[] = {
+      {"add and add_checked: the mean is the exact sum of fixed-point terms",
+       test_mean_is_sum_of_fixed_terms},
       {"fixed point: aggregate_fixed is round(x * 2^58) exactly",
        test_fixed_point_matches_round},
       {"weighted mean matches hand computation", test_mean_by_hand},

@@ -1,0 +1,107 @@
+/* UploadRequest read without copying its bytes fields; see pb_upload.h.
+ * Field numbers and types are those of cohort_messages.proto, checked
+ * against protobuf-c's descriptor by test_pb_upload. */
+#include "pb_upload.h"
+
+#include <string.h>
+
+#include "cohort_status.h"
+#include "pb.h"
+
+enum { WIRE_VARINT = 0, WIRE_64 = 1, WIRE_LEN = 2, WIRE_32 = 5 };
+
+/* Reads a varint of at most 10 bytes at *p (< end), as pb_scan does. */
+static int varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
+  uint64_t v = 0;
+  for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+    uint8_t b = *(*p)++;
+    v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) {
+      *out = v;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+/* A Metric as protobuf-c would take it: unpacked once to be sure. */
+static int metric_ok(const uint8_t *p, size_t n) {
+  ProtobufCMessage *m =
+      protobuf_c_message_unpack(&cohort__v1__metric__descriptor, NULL, n, p);
+  if (!m)
+    return 0;
+  protobuf_c_message_free_unpacked(m, NULL);
+  return 1;
+}
+
+int pb_upload_read(const uint8_t *buf, size_t len, pb_upload *out) {
+  memset(out, 0, sizeof *out);
+  const uint8_t *p = buf, *end = buf + len;
+  while (p < end) {
+    uint64_t tag, v = 0;
+    if (varint(&p, end, &tag) || (tag >> 3) == 0)
+      return COHORT_EINVAL;
+    unsigned field = (unsigned)(tag >> 3), wire = (unsigned)(tag & 7);
+    const uint8_t *bytes = NULL;
+    switch (wire) {
+    case WIRE_VARINT:
+      if (varint(&p, end, &v))
+        return COHORT_EINVAL;
+      break;
+    case WIRE_64:
+    case WIRE_32: {
+      size_t n = wire == WIRE_64 ? 8 : 4;
+      if ((size_t)(end - p) < n)
+        return COHORT_EINVAL;
+      p += n;
+      break;
+    }
+    case WIRE_LEN:
+      if (varint(&p, end, &v) || v > (uint64_t)(end - p))
+        return COHORT_EINVAL;
+      bytes = p;
+      p += v;
+      break;
+    default: /* groups, and the wire types that do not exist */
+      return COHORT_EINVAL;
+    }
+    /* Fields 1-8 of UploadRequest; anything else is an unknown field,
+     * which protobuf-c keeps and the handler never reads. */
+    int want_len = field == 4 || field == 5 || field == 7;
+    if (field >= 1 && field <= 8 &&
+        (want_len ? wire != WIRE_LEN : wire != WIRE_VARINT))
+      return COHORT_EINVAL;
+    switch (field) {
+    case 1:
+      out->round = v;
+      break;
+    case 2:
+      out->total_size = v;
+      break;
+    case 3:
+      out->offset = v;
+      break;
+    case 4:
+      out->data = v ? bytes : NULL;
+      out->data_len = (size_t)v;
+      break;
+    case 5:
+      out->sha256 = v ? bytes : NULL;
+      out->sha256_len = (size_t)v;
+      break;
+    case 6:
+      out->num_examples = v;
+      break;
+    case 7:
+      if (!metric_ok(bytes, (size_t)v))
+        return COHORT_EINVAL;
+      break;
+    case 8:
+      out->train_ms = (uint32_t)v;
+      break;
+    default:
+      break;
+    }
+  }
+  return COHORT_OK;
+}
