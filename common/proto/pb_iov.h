@@ -9,15 +9,14 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "pb_wire.h"
+
 typedef struct pb_iov {
   const struct iovec *iov; /* borrowed */
   size_t n;                /* segments */
   size_t i;                /* the segment read next */
   size_t off;              /* and the offset in it */
 } pb_iov;
-
-/* Wire types (the protobuf encoding). */
-enum { PB_WIRE_VARINT = 0, PB_WIRE_I64 = 1, PB_WIRE_LEN = 2, PB_WIRE_I32 = 5 };
 
 void pb_iov_init(pb_iov *r, const struct iovec *iov, size_t n);
 /* 1 when every byte has been read. */

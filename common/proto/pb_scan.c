@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "cohort_status.h"
+#include "pb_wire.h"
 #include "sanitize.h"
 
 typedef struct scan {
@@ -22,20 +23,6 @@ static int fail(scan *sc, const ProtobufCMessageDescriptor *d,
   return COHORT_EINVAL;
 }
 
-/* Reads a varint of at most 10 bytes at *p (< end). */
-static int varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
-  uint64_t v = 0;
-  for (int shift = 0; shift < 64 && *p < end; shift += 7) {
-    uint8_t b = *(*p)++;
-    v |= (uint64_t)(b & 0x7f) << shift;
-    if (!(b & 0x80)) {
-      *out = v;
-      return 0;
-    }
-  }
-  return -1;
-}
-
 /* prefix is the dotted path of the fields that led to d ("facts."). */
 static int scan_message(scan *sc, const ProtobufCMessageDescriptor *d,
                         const uint8_t *p, const uint8_t *end, int depth,
@@ -45,7 +32,8 @@ static int scan_message(scan *sc, const ProtobufCMessageDescriptor *d,
     return fail(sc, d, "messages nested too deep");
   while (p < end) {
     uint64_t tag, v;
-    if (varint(&p, end, &tag) || (tag >> 3) == 0 || (tag >> 3) > 0x1fffffff)
+    if (pb_wire_varint(&p, end, &tag) || (tag >> 3) == 0 ||
+        (tag >> 3) > 0x1fffffff)
       return fail(sc, d, "malformed field tag");
     if (++sc->fields > sc->lim->max_fields) {
       snprintf(what, sizeof what, "more than %zu fields", sc->lim->max_fields);
@@ -59,22 +47,22 @@ static int scan_message(scan *sc, const ProtobufCMessageDescriptor *d,
       return fail(sc, d, what);
     }
     switch (tag & 7) {
-    case 0: /* varint */
-      if (varint(&p, end, &v))
+    case PB_WIRE_VARINT:
+      if (pb_wire_varint(&p, end, &v))
         return fail(sc, d, "truncated varint");
       break;
-    case 1: /* 64-bit */
+    case PB_WIRE_I64:
       if (end - p < 8)
         return fail(sc, d, "truncated 64-bit field");
       p += 8;
       break;
-    case 5: /* 32-bit */
+    case PB_WIRE_I32:
       if (end - p < 4)
         return fail(sc, d, "truncated 32-bit field");
       p += 4;
       break;
-    case 2: /* length-delimited */
-      if (varint(&p, end, &v) || v > (uint64_t)(end - p))
+    case PB_WIRE_LEN:
+      if (pb_wire_varint(&p, end, &v) || v > (uint64_t)(end - p))
         return fail(sc, d, "length beyond the message");
       if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
         char path[128];

@@ -7,22 +7,7 @@
 
 #include "cohort_status.h"
 #include "pb.h"
-
-enum { WIRE_VARINT = 0, WIRE_64 = 1, WIRE_LEN = 2, WIRE_32 = 5 };
-
-/* Reads a varint of at most 10 bytes at *p (< end), as pb_scan does. */
-static int varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
-  uint64_t v = 0;
-  for (int shift = 0; shift < 64 && *p < end; shift += 7) {
-    uint8_t b = *(*p)++;
-    v |= (uint64_t)(b & 0x7f) << shift;
-    if (!(b & 0x80)) {
-      *out = v;
-      return 0;
-    }
-  }
-  return -1;
-}
+#include "pb_wire.h"
 
 /* A Metric as protobuf-c would take it: unpacked once to be sure. */
 static int metric_ok(const uint8_t *p, size_t n) {
@@ -39,25 +24,25 @@ int pb_upload_read(const uint8_t *buf, size_t len, pb_upload *out) {
   const uint8_t *p = buf, *end = buf + len;
   while (p < end) {
     uint64_t tag, v = 0;
-    if (varint(&p, end, &tag) || (tag >> 3) == 0)
+    if (pb_wire_varint(&p, end, &tag) || (tag >> 3) == 0)
       return COHORT_EINVAL;
     unsigned field = (unsigned)(tag >> 3), wire = (unsigned)(tag & 7);
     const uint8_t *bytes = NULL;
     switch (wire) {
-    case WIRE_VARINT:
-      if (varint(&p, end, &v))
+    case PB_WIRE_VARINT:
+      if (pb_wire_varint(&p, end, &v))
         return COHORT_EINVAL;
       break;
-    case WIRE_64:
-    case WIRE_32: {
-      size_t n = wire == WIRE_64 ? 8 : 4;
+    case PB_WIRE_I64:
+    case PB_WIRE_I32: {
+      size_t n = wire == PB_WIRE_I64 ? 8 : 4;
       if ((size_t)(end - p) < n)
         return COHORT_EINVAL;
       p += n;
       break;
     }
-    case WIRE_LEN:
-      if (varint(&p, end, &v) || v > (uint64_t)(end - p))
+    case PB_WIRE_LEN:
+      if (pb_wire_varint(&p, end, &v) || v > (uint64_t)(end - p))
         return COHORT_EINVAL;
       bytes = p;
       p += v;
@@ -69,7 +54,7 @@ int pb_upload_read(const uint8_t *buf, size_t len, pb_upload *out) {
      * which protobuf-c keeps and the handler never reads. */
     int want_len = field == 4 || field == 5 || field == 7;
     if (field >= 1 && field <= 8 &&
-        (want_len ? wire != WIRE_LEN : wire != WIRE_VARINT))
+        (want_len ? wire != PB_WIRE_LEN : wire != PB_WIRE_VARINT))
       return COHORT_EINVAL;
     switch (field) {
     case 1:
