@@ -52,14 +52,16 @@ static void axpy_edge(int rows, int cols, int k, const float *a, size_t rs,
 
 #ifdef NN_ISA_X86
 static const small_arch *arch_get(void) {
-  /* The scalar path does not come here (nn_sgemm_small, _axpy). */
   static const small_arch *const by_isa[] = {
-      &nn_small_arch_sse2, &nn_small_arch_sse2, &nn_small_arch_avx2,
+      &nn_small_arch_scalar, &nn_small_arch_sse2, &nn_small_arch_avx2,
       &nn_small_arch_avx512};
   return by_isa[nn_isa_best()];
 }
 #else
-static const small_arch *arch_get(void) { return &nn_small_arch_generic; }
+static const small_arch *arch_get(void) {
+  return nn_isa_best() == NN_ISA_SCALAR ? &nn_small_arch_scalar
+                                        : &nn_small_arch_generic;
+}
 #endif
 
 typedef struct small_job {
@@ -153,11 +155,6 @@ bool nn_sgemm_small(bool trans_a, bool trans_b, int m, int n, int k,
   if (m <= 0 || n <= 0 || k <= 0 || (!dot && !axpy) ||
       long_side < SMALL_MIN_LONG)
     return false;
-  if (nn_isa_best() == NN_ISA_SCALAR) { /* no short-side scalar kernels */
-    nn_sgemm_builtin(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                     ldc);
-    return true;
-  }
   const small_arch *ar = arch_get();
   small_job g = {ar, trans_a, m, n,           k,           alpha,      beta,
                  a,  b,       c, (size_t)lda, (size_t)ldb, (size_t)ldc};
@@ -177,10 +174,6 @@ void nn_sgemm_small_axpy(bool trans_a, int m, int n, int k, float alpha,
                          float beta, float *c, int ldc) {
   if (m <= 0 || n <= 0 || k <= 0)
     return;
-  if (nn_isa_best() == NN_ISA_SCALAR) {
-    nn_scalar_small_axpy(trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return;
-  }
   const small_arch *ar = arch_get();
   small_job g = {ar, trans_a, m, n,           k,           alpha,      beta,
                  a,  b,       c, (size_t)lda, (size_t)ldb, (size_t)ldc};
