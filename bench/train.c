@@ -27,7 +27,7 @@
 
 typedef struct bench_opts {
   const char *model, *data, *optimizer, *isa;
-  long batch, threads, samples, epochs, seed;
+  long batch, threads, samples, test_samples, epochs, seed;
   double lr, momentum;
 } bench_opts;
 
@@ -42,6 +42,9 @@ static const flag_def FLAGS[] = {
      "engine threads (0 = all online cores)"},
     {"samples", FLAG_INT, &g_opts.samples, "60000", 1, NUM(1e9), "N",
      "train on the first N training images"},
+    {"test-samples", FLAG_INT, &g_opts.test_samples, "10000", 1, NUM(1e9), "N",
+     "evaluate on the first N test images (fewer: a quicker run on a "
+     "slow path)"},
     {"epochs", FLAG_INT, &g_opts.epochs, "1", 1, 1000, "E", "passes over them"},
     {"lr", FLAG_DOUBLE, &g_opts.lr, "0.05", 1e-9, 100, "RATE", "learning rate"},
     {"optimizer", FLAG_STRING, &g_opts.optimizer, "sgd", 0, 0, "NAME",
@@ -134,6 +137,7 @@ int main(int argc, char **argv) {
     goto out;
   }
   nn_dataset_truncate(&train, (size_t)g_opts.samples);
+  nn_dataset_truncate(&test, (size_t)g_opts.test_samples);
   if (nn_zoo_resolve(g_opts.model, nn_dataset_shape(&train), 10, &model, err,
                      sizeof err)) {
     fprintf(stderr, "bench_train: %s\n", err);

@@ -149,11 +149,15 @@ static void axpy_rows(void *ctx, size_t begin, size_t end) {
 bool nn_sgemm_small(bool trans_a, bool trans_b, int m, int n, int k,
                     float alpha, const float *a, int lda, const float *b,
                     int ldb, float beta, float *c, int ldc) {
-  bool dot = !trans_a && trans_b && m <= SMALL_SIDE && k >= DOT_MIN_K;
+  /* The scalar path has no lane reduction, and its blocked kernel no
+   * OpenBLAS to beat: its short-side kernels take every short side. */
+  bool scalar = nn_isa_best() == NN_ISA_SCALAR;
+  bool dot =
+      !trans_a && trans_b && m <= SMALL_SIDE && (k >= DOT_MIN_K || scalar);
   bool axpy = !trans_b && (m <= SMALL_SIDE || k <= SMALL_SIDE);
   double long_side = (double)n * (dot || m <= SMALL_SIDE ? k : m);
   if (m <= 0 || n <= 0 || k <= 0 || (!dot && !axpy) ||
-      long_side < SMALL_MIN_LONG)
+      (long_side < SMALL_MIN_LONG && !scalar))
     return false;
   const small_arch *ar = arch_get();
   small_job g = {ar, trans_a, m, n,           k,           alpha,      beta,

@@ -140,9 +140,15 @@ static NN_INLINE void axpy_body(int mr, int nv, int k, const float *restrict a,
  * at batch 10, whose 10 rows it covers in two groups, not three). */
 SMALL_KERNELS(k, 4, 4)
 const small_arch NN_ISA_SYM(nn_small_arch) = SMALL_ARCH(k, 5, 4, 4);
+#elif NN_VL == 1 && !defined(__aarch64__)
+/* Scalar on 16 registers: 3 x 3 in both kernels, none spilled in the loop
+ * over k (3 x 4 spilled 4 accesses a step to the stack). */
+SMALL_KERNELS(k, 3, 3)
+const small_arch NN_ISA_SYM(nn_small_arch) = SMALL_ARCH(k, 3, 3, 3);
 #elif NN_VL == 8 || NN_VL == 4 || NN_VL == 1
-/* AVX2 (8 floats), SSE2 or NEON (4), scalar (1): 12 of the 16 ymm or
- * xmm registers (NEON has 32) as accumulators, 3 x 4 in both kernels. */
+/* AVX2 (8 floats), SSE2 or NEON (4), scalar on aarch64 (1): 12 of the 16
+ * ymm or xmm registers (NEON has 32) as accumulators, 3 x 4 in both
+ * kernels. */
 SMALL_KERNELS(k, 4, 4)
 const small_arch NN_ISA_SYM(nn_small_arch) = SMALL_ARCH(k, 3, 4, 4);
 #else
