@@ -25,14 +25,16 @@ enum { K = GRAY_K, PAD = GRAY_PAD, TAPS = GRAY_TAPS, CHANNEL_MULTIPLE = 32 };
 
 #ifdef NN_ISA_X86
 static const gray_arch *arch_get(void) {
-  /* The engine's scalar path does not come here (nn_layers.c). */
   static const gray_arch *const by_isa[] = {
-      &nn_gray_arch_sse2, &nn_gray_arch_sse2, &nn_gray_arch_avx2,
+      &nn_gray_arch_scalar, &nn_gray_arch_sse2, &nn_gray_arch_avx2,
       &nn_gray_arch_avx512};
   return by_isa[nn_isa_best()];
 }
 #else
-static const gray_arch *arch_get(void) { return &nn_gray_arch_generic; }
+static const gray_arch *arch_get(void) {
+  return nn_isa_best() == NN_ISA_SCALAR ? &nn_gray_arch_scalar
+                                        : &nn_gray_arch_generic;
+}
 #endif
 
 bool nn_conv_gray_applies(const nn_layer *l) {

@@ -15,7 +15,6 @@
 
 #define VL NN_VL
 typedef nn_vec vec;
-typedef nn_ivec ivec;
 enum { K = GRAY_K, TAPS = GRAY_TAPS };
 
 /* NV vectors of channels per group, PB pixels per forward block (PB x NV
@@ -37,8 +36,12 @@ enum { NV = 2, PB = 8, TAP_ROWS = 5 };
 /* SSE2, 16 xmm, no FMA: one more register for each product; with the
  * pixels GCC keeps, some still go to the stack (fewest at this size). */
 enum { NV = 2, PB = 4, TAP_ROWS = 2 };
+#elif NN_VL == 1
+/* Scalar: 4 channels by 3 pixels, 12 accumulators; taps in passes of 2
+ * rows (10 accumulators). */
+enum { NV = 4, PB = 3, TAP_ROWS = 2 };
 #else
-#error "NN_VL is 16, 8 or 4"
+#error "NN_VL is 16, 8, 4 or 1"
 #endif
 enum { GROUP = NV * VL };
 
@@ -66,22 +69,22 @@ static NN_INLINE void fwd_pixels(int pb, const float *restrict pad, int pw,
       }
     }
   }
-  vec zero = {0};
   for (int p = 0; p < pb; p++)
     for (int v = 0; v < NV; v++) {
       if (relu) /* keep the lanes above 0, as x > 0 ? x : 0 does */
-        acc[p][v] = (vec)((ivec)acc[p][v] & (acc[p][v] > zero));
+        acc[p][v] = NN_VRELU(acc[p][v]);
       NN_VSTORE(out + (size_t)p * co + v * VL, acc[p][v]);
     }
 }
 
-/* A row of output pixels: blocks of PB, then 4, 2 and 1 for the rest. */
+/* A row of output pixels: blocks of PB, then 4 (where PB is larger), 2 and
+ * 1 for the rest. */
 static void fwd_row(const float *pad, int pw, int y, int w, const float *wt,
                     const float *bias, float *out, int co, bool relu) {
   int x = 0;
   for (; x + PB <= w; x += PB)
     fwd_pixels(PB, pad, pw, y, x, wt, bias, out + (size_t)x * co, co, relu);
-  for (; x + 4 <= w; x += 4)
+  for (; PB > 4 && x + 4 <= w; x += 4)
     fwd_pixels(4, pad, pw, y, x, wt, bias, out + (size_t)x * co, co, relu);
   for (; x + 2 <= w; x += 2)
     fwd_pixels(2, pad, pw, y, x, wt, bias, out + (size_t)x * co, co, relu);

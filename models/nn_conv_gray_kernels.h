@@ -31,8 +31,8 @@ typedef struct gray_arch {
   gray_wgrad_fn wgrad;
 } gray_arch;
 
-/* One per build of nn_conv_gray_kernels.c. */
+/* One per build of nn_conv_gray_kernels.c (scalar: every build). */
 extern const gray_arch nn_gray_arch_avx512, nn_gray_arch_avx2,
-    nn_gray_arch_sse2, nn_gray_arch_generic;
+    nn_gray_arch_sse2, nn_gray_arch_generic, nn_gray_arch_scalar;
 
 #endif

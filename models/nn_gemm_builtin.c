@@ -1,7 +1,7 @@
 /* The portable sgemm: GotoBLAS-style cache blocking with packed panels and a
  * register-blocked micro-kernel per ISA (nn_gemm_builtin_kernels.c, built
  * once per ISA at its own vector width, each with the tile that fills its
- * register file; the scalar path's is in nn_scalar.c), picked at run time.
+ * register file, the scalar path's at width 1), picked at run time.
  *
  * Every element of C is summed over k in the same order (KC-sized steps,
  * then p within a step) by the same kernel wherever its tile lies, so the

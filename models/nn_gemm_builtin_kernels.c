@@ -30,8 +30,17 @@ enum { MR = 6, NV = 4, KC = 256, MC = 120 };
 /* SSE2: 12 of the 16 xmm registers; without FMA the product needs one
  * more for its temporary. */
 enum { MR = 6, NV = 2, KC = 256, MC = 96 };
+#elif NN_VL == 1 && defined(__aarch64__)
+/* Scalar on aarch64's 32 FP registers: 24 accumulators. */
+enum { MR = 6, NV = 4, KC = 256, MC = 96 };
+#elif NN_VL == 1
+/* Scalar (portable C) on x86-64's 16 xmm registers: 9 accumulators, B's
+ * 3 and A's element and the product's temporary, none spilled in the loop
+ * over k (3 x 4 spilled 2 accumulators; every shape from 2 x 4 to 4 x 3
+ * ran at the same 11-12 GFLOP/s in isolation, the scalar ceiling). */
+enum { MR = 3, NV = 3, KC = 256, MC = 96 };
 #else
-#error "NN_VL is 16, 8 or 4"
+#error "NN_VL is 16, 8, 4 or 1"
 #endif
 enum { NR = NV * VL, NC = 1024 };
 _Static_assert((int)MR <= (int)GEMM_MAX_MR && (int)NR <= (int)GEMM_MAX_NR,

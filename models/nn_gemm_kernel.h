@@ -1,7 +1,7 @@
 /* The register-blocked micro-kernels of nn_gemm_builtin.c and the
  * blocking that goes with them: one gemm_arch per ISA, from the per-ISA
- * objects of nn_gemm_builtin_kernels.c and from the scalar path
- * (nn_scalar.c). Internal to models/. */
+ * objects of nn_gemm_builtin_kernels.c, the scalar path's among them.
+ * Internal to models/. */
 #ifndef COHORT_NN_GEMM_KERNEL_H
 #define COHORT_NN_GEMM_KERNEL_H
 
@@ -31,46 +31,7 @@ typedef struct gemm_arch {
   gemm_kernel_fn packed, rows, cols;
 } gemm_arch;
 
-/* The scalar path's kernel body (nn_scalar.c, compiled with the
- * vectorisers off); the wrappers fix mr, nr and one of the strides so the
- * loops unroll into mr * nr scalar accumulators. */
-static NN_INLINE void kernel_body(int mr, int nr, int kc,
-                                  const float *restrict a, size_t rs, size_t cs,
-                                  const float *restrict b, float *restrict c,
-                                  size_t ldc, float alpha, float beta) {
-  float acc[GEMM_MAX_MR * GEMM_MAX_NR] = {0};
-  for (int p = 0; p < kc; p++)
-    for (int i = 0; i < mr; i++) {
-      float ai = a[i * rs + p * cs];
-      for (int j = 0; j < nr; j++)
-        acc[i * nr + j] += ai * b[p * nr + j];
-    }
-  if (beta == 0.0f) {
-    for (int i = 0; i < mr; i++)
-      for (int j = 0; j < nr; j++)
-        c[i * ldc + j] = alpha * acc[i * nr + j];
-  } else {
-    for (int i = 0; i < mr; i++)
-      for (int j = 0; j < nr; j++)
-        c[i * ldc + j] = alpha * acc[i * nr + j] + beta * c[i * ldc + j];
-  }
-}
-
-#define GEMM_KERNEL(name, attr, MR, NR, RS, CS)                                \
-  attr static void name(int kc, const float *a, size_t rs, size_t cs,          \
-                        const float *b, float *c, size_t ldc, float alpha,     \
-                        float beta) {                                          \
-    kernel_body(MR, NR, kc, a, RS, CS, b, c, ldc, alpha, beta);                \
-  }
-
-/* The three A layouts of an MR x NR kernel. */
-#define GEMM_KERNELS(prefix, attr, MR, NR)                                     \
-  GEMM_KERNEL(prefix##_packed, attr, MR, NR, 1, MR)                            \
-  GEMM_KERNEL(prefix##_rows, attr, MR, NR, rs, 1)                              \
-  GEMM_KERNEL(prefix##_cols, attr, MR, NR, 1, cs)
-
-/* The scalar path's kernels (nn_scalar.c) and one per build of
- * nn_gemm_builtin_kernels.c. */
+/* One per build of nn_gemm_builtin_kernels.c (scalar: every build). */
 extern const gemm_arch nn_gemm_arch_scalar, nn_gemm_arch_avx512,
     nn_gemm_arch_avx2, nn_gemm_arch_sse2, nn_gemm_arch_generic;
 

@@ -52,14 +52,16 @@ static void axpy_edge(int rows, int cols, int k, const float *a, size_t rs,
 
 #ifdef NN_ISA_X86
 static const small_arch *arch_get(void) {
-  /* The scalar path does not come here (nn_sgemm_small, _axpy). */
   static const small_arch *const by_isa[] = {
-      &nn_small_arch_sse2, &nn_small_arch_sse2, &nn_small_arch_avx2,
+      &nn_small_arch_scalar, &nn_small_arch_sse2, &nn_small_arch_avx2,
       &nn_small_arch_avx512};
   return by_isa[nn_isa_best()];
 }
 #else
-static const small_arch *arch_get(void) { return &nn_small_arch_generic; }
+static const small_arch *arch_get(void) {
+  return nn_isa_best() == NN_ISA_SCALAR ? &nn_small_arch_scalar
+                                        : &nn_small_arch_generic;
+}
 #endif
 
 typedef struct small_job {
@@ -147,17 +149,16 @@ static void axpy_rows(void *ctx, size_t begin, size_t end) {
 bool nn_sgemm_small(bool trans_a, bool trans_b, int m, int n, int k,
                     float alpha, const float *a, int lda, const float *b,
                     int ldb, float beta, float *c, int ldc) {
-  bool dot = !trans_a && trans_b && m <= SMALL_SIDE && k >= DOT_MIN_K;
+  /* The scalar path has no lane reduction, and its blocked kernel no
+   * OpenBLAS to beat: its short-side kernels take every short side. */
+  bool scalar = nn_isa_best() == NN_ISA_SCALAR;
+  bool dot =
+      !trans_a && trans_b && m <= SMALL_SIDE && (k >= DOT_MIN_K || scalar);
   bool axpy = !trans_b && (m <= SMALL_SIDE || k <= SMALL_SIDE);
   double long_side = (double)n * (dot || m <= SMALL_SIDE ? k : m);
   if (m <= 0 || n <= 0 || k <= 0 || (!dot && !axpy) ||
-      long_side < SMALL_MIN_LONG)
+      (long_side < SMALL_MIN_LONG && !scalar))
     return false;
-  if (nn_isa_best() == NN_ISA_SCALAR) { /* no short-side scalar kernels */
-    nn_sgemm_builtin(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                     ldc);
-    return true;
-  }
   const small_arch *ar = arch_get();
   small_job g = {ar, trans_a, m, n,           k,           alpha,      beta,
                  a,  b,       c, (size_t)lda, (size_t)ldb, (size_t)ldc};
@@ -177,10 +178,6 @@ void nn_sgemm_small_axpy(bool trans_a, int m, int n, int k, float alpha,
                          float beta, float *c, int ldc) {
   if (m <= 0 || n <= 0 || k <= 0)
     return;
-  if (nn_isa_best() == NN_ISA_SCALAR) {
-    nn_scalar_small_axpy(trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return;
-  }
   const small_arch *ar = arch_get();
   small_job g = {ar, trans_a, m, n,           k,           alpha,      beta,
                  a,  b,       c, (size_t)lda, (size_t)ldb, (size_t)ldc};

@@ -28,9 +28,4 @@ void nn_sgemm_small_axpy(bool trans_a, int m, int n, int k, float alpha,
                          const float *a, int lda, const float *b, int ldb,
                          float beta, float *c, int ldc);
 
-/* nn_sgemm_small_axpy on the scalar path (nn_scalar.c). */
-void nn_scalar_small_axpy(bool trans_a, int m, int n, int k, float alpha,
-                          const float *a, int lda, const float *b, int ldb,
-                          float beta, float *c, int ldc);
-
 #endif

@@ -39,7 +39,7 @@ static NN_INLINE void dot_body(int mr, int nb, int k, const float *restrict a,
                                size_t lda, const float *restrict b, size_t ldb,
                                float *restrict c, size_t ldc, float alpha,
                                float beta) {
-  vec acc[MAX_MR][MAX_NB] = {{{0}}};
+  vec acc[MAX_MR][MAX_NB] = {0};
   int kv = k / VL * VL;
   for (int p = 0; p < kv; p += VL) {
     vec bv[MAX_NB];
@@ -69,7 +69,7 @@ static NN_INLINE void axpy_body(int mr, int nv, int k, const float *restrict a,
                                 size_t rs, size_t cs, const float *restrict b,
                                 size_t ldb, float *restrict c, size_t ldc,
                                 float alpha, float beta) {
-  vec acc[MAX_MR][MAX_NV] = {{{0}}};
+  vec acc[MAX_MR][MAX_NV] = {0};
   for (int p = 0; p < k; p++) {
     vec bv[MAX_NV];
     for (int v = 0; v < nv; v++)
@@ -140,11 +140,17 @@ static NN_INLINE void axpy_body(int mr, int nv, int k, const float *restrict a,
  * at batch 10, whose 10 rows it covers in two groups, not three). */
 SMALL_KERNELS(k, 4, 4)
 const small_arch NN_ISA_SYM(nn_small_arch) = SMALL_ARCH(k, 5, 4, 4);
-#elif NN_VL == 8 || NN_VL == 4
-/* AVX2 (8 floats), SSE2 or NEON (4): 12 of the 16 ymm or xmm registers
- * (NEON has 32) as accumulators, 3 x 4 in both kernels. */
+#elif NN_VL == 1 && !defined(__aarch64__)
+/* Scalar on 16 registers: 3 x 3 in both kernels, none spilled in the loop
+ * over k (3 x 4 spilled 4 accesses a step to the stack). */
+SMALL_KERNELS(k, 3, 3)
+const small_arch NN_ISA_SYM(nn_small_arch) = SMALL_ARCH(k, 3, 3, 3);
+#elif NN_VL == 8 || NN_VL == 4 || NN_VL == 1
+/* AVX2 (8 floats), SSE2 or NEON (4), scalar on aarch64 (1): 12 of the 16
+ * ymm or xmm registers (NEON has 32) as accumulators, 3 x 4 in both
+ * kernels. */
 SMALL_KERNELS(k, 4, 4)
 const small_arch NN_ISA_SYM(nn_small_arch) = SMALL_ARCH(k, 3, 4, 4);
 #else
-#error "NN_VL is 16, 8 or 4"
+#error "NN_VL is 16, 8, 4 or 1"
 #endif

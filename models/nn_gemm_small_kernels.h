@@ -26,8 +26,8 @@ typedef struct small_arch {
   axpy_fn axpy[MAX_MR][2];
 } small_arch;
 
-/* One per build of nn_gemm_small_kernels.c. */
+/* One per build of nn_gemm_small_kernels.c (scalar: every build). */
 extern const small_arch nn_small_arch_avx512, nn_small_arch_avx2,
-    nn_small_arch_sse2, nn_small_arch_generic;
+    nn_small_arch_sse2, nn_small_arch_generic, nn_small_arch_scalar;
 
 #endif

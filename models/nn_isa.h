@@ -4,8 +4,8 @@
  * own vector width (models/CMakeLists.txt, cohort_isa_kernels): with GCC on
  * x86-64 for AVX-512, AVX2 with FMA and baseline x86-64 (SSE2), elsewhere
  * one portable build (NEON on aarch64). Every build also has a scalar
- * reference path (nn_scalar.c). The best path the CPU runs is picked once
- * at run time, unless COHORT_ISA names one.
+ * reference path, the same kernels at width 1. The best path the CPU runs is
+ * picked once at run time, unless COHORT_ISA names one.
  *
  * The selection (nn_isa_best, nn_isa_check, nn_isa_name) is public; the
  * vector types below are internal to models/. */
@@ -26,8 +26,9 @@
 
 /* In order of preference; the values index the kernels' per-path tables.
  * NN_ISA_BASE is the build's baseline vector path: SSE2 on x86-64, NEON on
- * aarch64, GCC's generic vectors elsewhere. NN_ISA_SCALAR runs plain C
- * loops compiled without vectorisation, and the convolutions by im2col. */
+ * aarch64, GCC's generic vectors elsewhere. NN_ISA_SCALAR runs the same
+ * kernels at width 1 on plain floats (NN_VL 1 below), compiled without
+ * vectorisation. */
 typedef enum nn_isa {
   NN_ISA_SCALAR,
   NN_ISA_BASE,
@@ -66,13 +67,27 @@ int nn_isa_choose(const char *env, unsigned runs, nn_isa *out, char *err,
  * crosses a call. NN_VLOAD and NN_VSTORE are unaligned vector accesses,
  * not memcpy: GCC merges the memcpy of neighbouring vectors into one block
  * copy through the stack. may_alias: the data are floats. */
-#ifdef NN_VL
+#if defined(NN_VL) && NN_VL == 1
+/* The scalar path (NN_KERNEL_ISA scalar): the same kernels at width 1 on
+ * plain floats, portable C. Not a GCC vector of one float: GCC keeps
+ * those in integer registers and on the stack. */
+typedef float nn_vec;
+#define NN_VLOAD(v, p) ((v) = *(const float *)(p))
+#define NN_VSTORE(p, v) (*(float *)(p) = (v))
+/* max(v, 0) with NaN and -0 to +0, as the vector form below. */
+#define NN_VRELU(v) ((v) > 0.0f ? (v) : 0.0f)
+#elif defined(NN_VL)
 typedef float nn_vec __attribute__((vector_size(NN_VL * sizeof(float))));
 typedef int nn_ivec __attribute__((vector_size(NN_VL * sizeof(int))));
 typedef float nn_vec_u __attribute__((vector_size(NN_VL * sizeof(float)),
                                       aligned(sizeof(float)), may_alias));
 #define NN_VLOAD(v, p) ((v) = *(const nn_vec_u *)(p))
 #define NN_VSTORE(p, v) (*(nn_vec_u *)(p) = (v))
+/* Lanes above 0 kept, the others (NaN, -0 included) +0. */
+#define NN_VRELU(v) ((nn_vec)((nn_ivec)(v) & ((v) > 0.0f)))
+#endif
+
+#ifdef NN_VL
 
 /* The exported name of a per-ISA object's symbol: NN_ISA_SYM(nn_x_arch)
  * is nn_x_arch_avx2 in the AVX2 object. */

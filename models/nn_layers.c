@@ -237,16 +237,12 @@ void nn_conv2d_forward_direct(const nn_layer *l, const float *params,
   nn_parallel_for(j.chunks, 1, conv_fwd_range, &j);
 }
 
-/* Winograd and the one-channel kernels are vector code; the scalar path
- * (nn_isa.h) runs every convolution by im2col on its scalar GEMM. */
-static bool vector_conv(void) { return nn_isa_best() != NN_ISA_SCALAR; }
-
 void nn_conv2d_forward_act(const nn_layer *l, const float *params,
                            const float *in, float *col, float *out, int n,
                            bool relu) {
-  if (vector_conv() && nn_winograd_applies(l))
+  if (nn_winograd_applies(l))
     nn_winograd_forward(l, params, in, out, n, relu, col);
-  else if (vector_conv() && nn_conv_gray_applies(l))
+  else if (nn_conv_gray_applies(l))
     nn_conv_gray_forward(l, params, in, col, out, n, relu);
   else
     nn_conv2d_forward_direct(l, params, in, col, out, n, relu);
@@ -350,10 +346,9 @@ void nn_conv2d_backward_direct(const nn_layer *l, const float *params,
 void nn_conv2d_backward(const nn_layer *l, const float *params, const float *in,
                         float *col, const float *dout, float *din,
                         float *scratch, float *grad, int n) {
-  if (vector_conv() && nn_winograd_applies(l))
+  if (nn_winograd_applies(l))
     nn_winograd_backward(l, params, in, dout, din, grad, n, scratch);
-  else if (vector_conv() && nn_conv_gray_applies(l) &&
-           !din) /* its input gradient: im2col */
+  else if (nn_conv_gray_applies(l) && !din) /* its input gradient: im2col */
     nn_conv_gray_backward_weights(l, in, dout, col, scratch, grad, n);
   else
     nn_conv2d_backward_direct(l, params, in, col, dout, din, scratch, grad, n);
@@ -398,9 +393,9 @@ size_t nn_conv2d_scratch_floats(const nn_layer *l, int max_batch, bool din) {
  * CPU: a network's work needs no room for the path it never takes (for the
  * CNN's second layer at batch 32, the im2col path's 20 MB). */
 size_t nn_conv2d_run_col_floats(const nn_layer *l, int max_batch, bool din) {
-  if (vector_conv() && nn_winograd_applies(l))
+  if (nn_winograd_applies(l))
     return nn_winograd_scratch_floats(l, max_batch, false);
-  if (vector_conv() && nn_conv_gray_applies(l))
+  if (nn_conv_gray_applies(l))
     return din ? max2(direct_col(l, max_batch),
                       nn_conv_gray_scratch(l, max_batch))
                : nn_conv_gray_scratch(l, max_batch);
@@ -409,7 +404,7 @@ size_t nn_conv2d_run_col_floats(const nn_layer *l, int max_batch, bool din) {
 
 size_t nn_conv2d_run_scratch_floats(const nn_layer *l, int max_batch,
                                     bool din) {
-  if (vector_conv() && nn_winograd_applies(l))
+  if (nn_winograd_applies(l))
     return nn_winograd_scratch_floats(l, max_batch, true);
   return direct_scratch(l, max_batch, din);
 }

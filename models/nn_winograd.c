@@ -128,13 +128,15 @@ static void job_init(wg_job *j, const nn_layer *l, const float *params,
 
 #ifdef NN_ISA_X86
 static const wg_isa *isa_get(void) {
-  /* The engine's scalar path does not come here (nn_layers.c). */
-  static const wg_isa *const by_isa[] = {&nn_wg_isa_sse2, &nn_wg_isa_sse2,
+  static const wg_isa *const by_isa[] = {&nn_wg_isa_scalar, &nn_wg_isa_sse2,
                                          &nn_wg_isa_avx2, &nn_wg_isa_avx512};
   return by_isa[nn_isa_best()];
 }
 #else
-static const wg_isa *isa_get(void) { return &nn_wg_isa_generic; }
+static const wg_isa *isa_get(void) {
+  return nn_isa_best() == NN_ISA_SCALAR ? &nn_wg_isa_scalar
+                                        : &nn_wg_isa_generic;
+}
 #endif
 
 /* dU^T[xi] += the other chunks' partials, in chunk order, for xi in

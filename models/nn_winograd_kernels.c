@@ -22,7 +22,6 @@
 
 enum { LANES = NN_VL };
 typedef nn_vec vec;
-typedef nn_ivec ivec;
 
 static NN_INLINE vec vload(const float *p, int w) {
   vec v = {0};
@@ -294,7 +293,7 @@ static NN_INLINE void output_tile(int w, const wg_job *j, float *img, int y0,
         continue;
       vec o = y[r * 2 + x] + b;
       if (j->relu) /* NaN and -0 become +0, as in the direct path */
-        o = (vec)((ivec)o & (o > 0.0f));
+        o = NN_VRELU(o);
       vstore(img + ((size_t)oy * g->w + (size_t)ox) * g->co + c0, o, w);
     }
 }

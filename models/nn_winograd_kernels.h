@@ -49,8 +49,8 @@ typedef struct wg_isa {
   nn_range_fn forward, backward, weights, weights_t, dweights;
 } wg_isa;
 
-/* One per build of nn_winograd_kernels.c. */
+/* One per build of nn_winograd_kernels.c (scalar: every build). */
 extern const wg_isa nn_wg_isa_avx512, nn_wg_isa_avx2, nn_wg_isa_sse2,
-    nn_wg_isa_generic;
+    nn_wg_isa_generic, nn_wg_isa_scalar;
 
 #endif
