@@ -320,8 +320,7 @@ static void test_full_disk_stops_once_and_tells_clients_nothing(void) {
   CU_ASSERT(file_has(err, "No space left on device") ||
             file_has(err, "database or disk is full"));
   for (int i = 0; i < 2; i++) {
-    harness_signal(clients[i], SIGTERM);
-    harness_wait(clients[i], 10);
+    harness_stop(clients[i], 10);
     char log[32];
     snprintf(log, sizeof log, "full-client%d.err", i);
     const char *path = harness_path(log);
