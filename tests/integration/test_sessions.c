@@ -24,6 +24,11 @@
 
 #define TOKEN "sessions-token"
 #define DATA_DIR "/usr/share/datasets/fashion-mnist"
+/* The coordinator of most cases: one round of two devices, which poll
+ * every 100 ms without a long poll. */
+#define ROUND_OF_TWO                                                           \
+  "--rounds 1 --clients-per-round 2 --min-clients 2 --retry-ms 100 "           \
+  "--long-poll-max-ms 0 --enroll-token " TOKEN
 
 static void sleep_ms(long ms) {
   nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
@@ -102,9 +107,7 @@ static void test_three_starts_one_client(void) {
   int port = 0;
   pid_t server = harness_start_server(
       "three",
-      "--rounds 1 --clients-per-round 2 --min-clients 2 "
-      "--selection-timeout 120 --selection-window 0 --retry-ms 100 "
-      "--long-poll-max-ms 0 --enroll-token " TOKEN " --linger 2",
+      ROUND_OF_TWO " --selection-timeout 120 --selection-window 0 --linger 2",
       &port, db, sizeof db);
   CU_ASSERT_FATAL(server > 0);
   const char *file = harness_path("three.session");
@@ -194,10 +197,8 @@ static void test_expired_session_renews(void) {
   const char *file = harness_path("expire.session");
   pid_t server = first_session(
       "expire",
-      "--rounds 1 --clients-per-round 2 --min-clients 2 --selection-window 0 "
-      "--retry-ms 100 --long-poll-max-ms 0 --session-ttl 2s "
-      "--enroll-token " TOKEN " --linger 2",
-      &port, db, sizeof db, file, "0/2", old);
+      ROUND_OF_TWO " --selection-window 0 --session-ttl 2s --linger 2", &port,
+      db, sizeof db, file, "0/2", old);
   sleep_ms(2500);
   const char *log = harness_path("expire-a2.err");
   pid_t a = start_device(port, file, "0/2", log);
@@ -224,11 +225,8 @@ static void test_new_database_reenrolls(void) {
   char db[512] = "", old[128], id[32];
   int port = 0;
   const char *file = harness_path("newdb.session");
-  pid_t server = first_session(
-      "olddb",
-      "--rounds 1 --clients-per-round 2 --min-clients 2 --retry-ms 100 "
-      "--long-poll-max-ms 0 --enroll-token " TOKEN " --linger 1",
-      &port, db, sizeof db, file, "0/1", old);
+  pid_t server = first_session("olddb", ROUND_OF_TWO " --linger 1", &port, db,
+                               sizeof db, file, "0/1", old);
   CU_ASSERT_EQUAL(harness_stop(server, 30), 0);
 
   db[0] = '\0'; /* a new database, on the same port */
@@ -260,11 +258,8 @@ static void test_new_database_reenrolls(void) {
 static void test_revoked_and_bad_files(void) {
   char db[512] = "";
   int port = 0;
-  pid_t server = harness_start_server(
-      "revoked",
-      "--rounds 1 --clients-per-round 2 --min-clients 2 --retry-ms 100 "
-      "--long-poll-max-ms 0 --enroll-token " TOKEN " --linger 1",
-      &port, db, sizeof db);
+  pid_t server = harness_start_server("revoked", ROUND_OF_TWO " --linger 1",
+                                      &port, db, sizeof db);
   CU_ASSERT_FATAL(server > 0);
   const char *file = harness_path("revoked.session");
   pid_t a = start_device(port, file, "0/1", harness_path("revoked-a1.err"));
@@ -357,11 +352,8 @@ static cohort_client_t *app_client(int port, app_store *store) {
 static void test_app_store(void) {
   char db[512] = "";
   int port = 0;
-  pid_t server = harness_start_server(
-      "app",
-      "--rounds 1 --clients-per-round 2 --min-clients 2 --retry-ms 100 "
-      "--long-poll-max-ms 0 --enroll-token " TOKEN " --linger 1",
-      &port, db, sizeof db);
+  pid_t server = harness_start_server("app", ROUND_OF_TWO " --linger 1", &port,
+                                      db, sizeof db);
   CU_ASSERT_FATAL(server > 0);
   app_store store = {.len = 0};
   cohort_client_t *c = app_client(port, &store);
