@@ -29,6 +29,7 @@
 #include "test_kill.h"
 #include "trainer_builtin.h"
 #include "update_codec.h"
+#include "upload_loop.h"
 #include "wire.h"
 
 /* The most the client moves in one call, either way: each call holds the
@@ -804,69 +805,72 @@ static int evaluate_by_app(cohort_client_t *c, const Cohort__V1__Task *t,
                      info);
 }
 
+/* upload_loop's transport for cohort-client: one Upload call per chunk,
+ * the progress callback after each answer. With from (whose buffer bytes
+ * is), a chunk's data goes as a tail sent from the update itself, not
+ * packed into a copy: a chunk's size less at an app's peak (issue 22). */
+typedef struct upload_io {
+  cohort_client_t *c;
+  uint64_t round;
+  const uint8_t *bytes;
+  size_t len; /* of the whole update */
+  rpc_shared *from;
+  cohort_cycle_info *info;
+} upload_io;
+
+static int upload_io_send(void *ctx, const Cohort__V1__UploadRequest *req,
+                          uint64_t *next_offset, int *complete) {
+  upload_io *x = ctx;
+  Cohort__V1__UploadRequest head = *req;
+  rpc_tail tail = {.buf = x->from,
+                   .offset = (size_t)(req->data.data - x->bytes),
+                   .len = req->data.len};
+  if (x->from) {
+    head.data.data = NULL;
+    head.data.len = 0;
+  }
+  Cohort__V1__UploadResponse *resp = NULL;
+  int rc = call_timed(
+      x->c, x->c->opt.rpc_timeout_ms, PB_METHOD_UPLOAD, "upload", &head.base,
+      x->from ? &tail : NULL, &cohort__v1__upload_response__descriptor, 1,
+      (ProtobufCMessage **)&resp, &x->info->bytes_up, &x->info->bytes_down);
+  if (rc)
+    return rc;
+  *complete = resp->complete;
+  *next_offset = resp->next_offset;
+  protobuf_c_message_free_unpacked(&resp->base, NULL);
+  callbacks_progress(&x->c->opt, COHORT_STAGE_UPLOAD, x->round,
+                     *complete ? x->len : *next_offset, x->len);
+  if (!*complete)
+    test_kill_point("upload");
+  return COHORT_OK;
+}
+
 /* Uploads the encoded update in the task's chunk size; train_ms, the time
- * spent training it, goes with every chunk. With from (whose buffer bytes
- * is), each chunk is sent from the update itself, not packed into a copy:
- * a chunk's size less at an app's peak (issue 22). */
+ * spent training it, goes with every chunk. from: as in upload_io. */
 static int upload_update(cohort_client_t *c, const Cohort__V1__Task *t,
                          const uint8_t *bytes, size_t len, rpc_shared *from,
                          uint64_t examples, uint32_t train_ms,
                          cohort_cycle_info *info) {
-  uint8_t digest[CRYPTO_SHA256_LEN];
-  int rc = crypto_sha256(bytes, len, digest);
-  if (rc)
-    return rc;
   size_t chunk = t->max_chunk_bytes && t->max_chunk_bytes < CLIENT_CHUNK_BYTES
                      ? t->max_chunk_bytes
                      : CLIENT_CHUNK_BYTES;
   /* The testing aid dies between two halves (test_kill.h). */
   if (test_kill_armed("upload") && len > 1 && chunk > len / 2)
     chunk = len / 2;
-  uint64_t offset = 0;
-  /* The coordinator answers with the offset it wants next, so a resumed or
-   * repeated upload converges; bound the exchanges so a confused peer
-   * cannot keep us here. */
-  size_t max_exchanges = 4 * (len / chunk + 2);
   callbacks_progress(&c->opt, COHORT_STAGE_UPLOAD, t->round, 0, len);
-  for (size_t i = 0; i < max_exchanges; i++) {
-    size_t n = len - (size_t)offset < chunk ? len - (size_t)offset : chunk;
-    Cohort__V1__UploadRequest req = COHORT__V1__UPLOAD_REQUEST__INIT;
-    req.round = t->round;
-    req.total_size = len;
-    req.offset = offset;
-    rpc_tail tail = {.buf = from, .offset = (size_t)offset, .len = n};
-    if (!from) {
-      req.data.data = (uint8_t *)bytes + offset;
-      req.data.len = n;
-    }
-    req.update_sha256.data = digest;
-    req.update_sha256.len = sizeof digest;
-    req.num_examples = examples;
-    req.train_ms = train_ms;
-    Cohort__V1__UploadResponse *resp = NULL;
-    rc = call_timed(
-        c, c->opt.rpc_timeout_ms, PB_METHOD_UPLOAD, "upload", &req.base,
-        from ? &tail : NULL, &cohort__v1__upload_response__descriptor, 1,
-        (ProtobufCMessage **)&resp, &info->bytes_up, &info->bytes_down);
-    if (rc)
-      return rc;
-    int complete = resp->complete;
-    uint64_t next = resp->next_offset;
-    protobuf_c_message_free_unpacked(&resp->base, NULL);
-    callbacks_progress(&c->opt, COHORT_STAGE_UPLOAD, t->round,
-                       complete ? len : next, len);
-    if (complete)
-      return COHORT_OK;
-    test_kill_point("upload");
-    if (next > len) {
-      set_error(c, "upload: coordinator asked for offset %llu of %zu bytes",
-                (unsigned long long)next, len);
-      return COHORT_EPROTO;
-    }
-    offset = next;
-  }
-  set_error(c, "upload: the coordinator never confirmed the update");
-  return COHORT_EPROTO;
+  upload_io io = {.c = c,
+                  .round = t->round,
+                  .bytes = bytes,
+                  .len = len,
+                  .from = from,
+                  .info = info};
+  char err[256] = "";
+  int rc = upload_loop(t->round, bytes, len, chunk, examples, train_ms,
+                       upload_io_send, &io, err, sizeof err);
+  if (err[0])
+    set_error(c, "%s", err);
+  return rc;
 }
 
 /* Sleeps ms in short steps so that cohort_client_stop takes effect soon. */

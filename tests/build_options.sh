@@ -17,6 +17,14 @@ set -euo pipefail
 src=$1
 main=$2
 source "$src/tests/support/script_helpers.sh"
+# The builds go in a fixed folder of the calling build, emptied first and
+# removed at exit: from scratch for CMake, at the same paths every run, so
+# that ccache (whose keys hold absolute paths) has the last run's objects.
+# Under mktemp's new name each time, every compile missed.
+rm -rf "$tmp"
+tmp=$main/build-options
+rm -rf "$tmp"
+mkdir "$tmp"
 launcher=$(cached "$main" CMAKE_C_COMPILER_LAUNCHER)
 common=(-DCOHORT_WERROR=ON -DCOHORT_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
   -DCMAKE_INSTALL_LIBDIR=lib ${launcher:+-DCMAKE_C_COMPILER_LAUNCHER=$launcher})

@@ -14,13 +14,13 @@
 
 #include "clock.h"
 #include "cohort_status.h"
-#include "crypto.h"
 #include "errbuf.h"
 #include "log.h"
 #include "nn_rng.h"
 #include "pb.h"
 #include "sim_secagg.h"
 #include "sim_train.h"
+#include "upload_loop.h"
 #include "wire.h"
 
 /* ---- the simulated clock ---- */
@@ -154,54 +154,47 @@ int sim_download(round_engine *e, const round_task *t, int64_t client,
   return COHORT_OK;
 }
 
+/* upload_loop's transport for cohort-sim: each chunk straight to the round
+ * engine, counted at the size it would have on the wire. */
+typedef struct engine_upload {
+  round_engine *e;
+  int64_t round, client;
+  uint64_t *wire_total;
+} engine_upload;
+
+static int engine_upload_send(void *ctx, const Cohort__V1__UploadRequest *req,
+                              uint64_t *next_offset, int *complete) {
+  engine_upload *u = ctx;
+  upload_chunk c = {.round = u->round,
+                    .total_size = req->total_size,
+                    .offset = req->offset,
+                    .data = req->data.data,
+                    .len = req->data.len,
+                    .sha256 = req->update_sha256.data,
+                    .sha256_len = req->update_sha256.len,
+                    .num_examples = req->num_examples,
+                    .wire_bytes =
+                        protobuf_c_message_get_packed_size(&req->base),
+                    .train_ms = req->train_ms};
+  round_verdict v = round_upload(u->e, u->client, &c, next_offset, complete);
+  if (v.code) {
+    /* Uploads are made only while the round takes them: this is the
+     * coordinator's verdict on the update itself. */
+    log_warn("round %lld: the update of client %lld was refused: %s",
+             (long long)u->round, (long long)u->client, v.detail);
+    return COHORT_EREJECTED;
+  }
+  *u->wire_total += c.wire_bytes;
+  return COHORT_OK;
+}
+
 int sim_upload(round_engine *e, const round_task *t, int64_t client,
                const uint8_t *bytes, size_t len, uint64_t examples,
                uint32_t train_ms, uint64_t *wire_total) {
-  uint8_t digest[CRYPTO_SHA256_LEN];
-  int rc = crypto_sha256(bytes, len, digest);
-  if (rc)
-    return rc;
-  uint64_t offset = 0;
-  for (size_t i = 0; i < 4 * (len / PB_MAX_CHUNK_BYTES + 2); i++) {
-    size_t n = len - offset < PB_MAX_CHUNK_BYTES ? len - (size_t)offset
-                                                 : PB_MAX_CHUNK_BYTES;
-    Cohort__V1__UploadRequest req = COHORT__V1__UPLOAD_REQUEST__INIT;
-    req.round = (uint64_t)t->round;
-    req.total_size = len;
-    req.offset = offset;
-    req.data.len = n;
-    req.update_sha256.len = sizeof digest;
-    req.num_examples = examples;
-    req.train_ms = train_ms;
-    upload_chunk c = {.round = t->round,
-                      .total_size = len,
-                      .offset = offset,
-                      .data = bytes + offset,
-                      .len = n,
-                      .sha256 = digest,
-                      .sha256_len = sizeof digest,
-                      .num_examples = examples,
-                      .wire_bytes =
-                          protobuf_c_message_get_packed_size(&req.base),
-                      .train_ms = train_ms};
-    uint64_t next = 0;
-    int complete = 0;
-    round_verdict v = round_upload(e, client, &c, &next, &complete);
-    if (v.code) {
-      /* Uploads are made only while the round takes them: this is the
-       * coordinator's verdict on the update itself. */
-      log_warn("round %lld: the update of client %lld was refused: %s",
-               (long long)t->round, (long long)client, v.detail);
-      return COHORT_EREJECTED;
-    }
-    *wire_total += c.wire_bytes;
-    if (complete)
-      return COHORT_OK;
-    if (next > len)
-      return COHORT_EPROTO;
-    offset = next;
-  }
-  return COHORT_EPROTO;
+  engine_upload u = {
+      .e = e, .round = t->round, .client = client, .wire_total = wire_total};
+  return upload_loop((uint64_t)t->round, bytes, len, PB_MAX_CHUNK_BYTES,
+                     examples, train_ms, engine_upload_send, &u, NULL, 0);
 }
 
 /* Whether round is still TRAINING (not over, not another round). */

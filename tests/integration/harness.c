@@ -141,6 +141,11 @@ void harness_signal(pid_t pid, int sig) {
       kill(pid, sig);
 }
 
+int harness_stop(pid_t pid, double seconds) {
+  harness_signal(pid, SIGTERM);
+  return harness_wait(pid, seconds);
+}
+
 int harness_identity_key(uint8_t pub[SIGN_PUBLIC_LEN]) {
   sign_key *k = NULL;
   if (sign_key_generate(&k) != COHORT_OK)
@@ -211,16 +216,13 @@ char *harness_read_file(const char *path) {
   return buf;
 }
 
-pid_t harness_start_server(const char *tag, const char *flags, int *port,
-                           char *db_path, size_t db_len) {
+pid_t harness_spawn_server(const char *tag, const char *flags, int port,
+                           const char *db_path) {
   char port_file[512], out[512], err[512], listen[32], words[1024];
-  if (!db_path[0])
-    snprintf(db_path, db_len, "%s/%s.db", harness_dir(), tag);
   snprintf(port_file, sizeof port_file, "%s/%s.port", harness_dir(), tag);
   snprintf(out, sizeof out, "%s/%s.out", harness_dir(), tag);
   snprintf(err, sizeof err, "%s/%s.err", harness_dir(), tag);
-  snprintf(listen, sizeof listen, "127.0.0.1:%d", *port);
-  unlink(port_file);
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
   char *argv[64];
   int n = 0;
   argv[n++] = COHORT_SERVER_BIN;
@@ -229,14 +231,24 @@ pid_t harness_start_server(const char *tag, const char *flags, int *port,
   argv[n++] = "--port-file";
   argv[n++] = port_file;
   argv[n++] = "--db";
-  argv[n++] = db_path;
+  argv[n++] = (char *)db_path;
   snprintf(words, sizeof words, "%s", flags ? flags : "");
   char *save = NULL;
   for (char *w = strtok_r(words, " ", &save); w && n < 63;
        w = strtok_r(NULL, " ", &save))
     argv[n++] = w;
   argv[n] = NULL;
-  pid_t pid = harness_spawn(argv, out, err);
+  return harness_spawn(argv, out, err);
+}
+
+pid_t harness_start_server(const char *tag, const char *flags, int *port,
+                           char *db_path, size_t db_len) {
+  char port_file[512];
+  if (!db_path[0])
+    snprintf(db_path, db_len, "%s/%s.db", harness_dir(), tag);
+  snprintf(port_file, sizeof port_file, "%s/%s.port", harness_dir(), tag);
+  unlink(port_file);
+  pid_t pid = harness_spawn_server(tag, flags, *port, db_path);
   if (pid < 0)
     return -1;
   for (int i = 0; i < 500; i++) { /* up to 10 s */
@@ -257,6 +269,24 @@ pid_t harness_start_server(const char *tag, const char *flags, int *port,
   harness_signal(pid, SIGKILL);
   harness_wait(pid, 5);
   return -1;
+}
+
+pid_t harness_spawn_client(int port, const char *const flags[],
+                           const char *out_path, const char *err_path) {
+  char target[32];
+  snprintf(target, sizeof target, "127.0.0.1:%d", port);
+  char *argv[64];
+  int n = 0;
+  argv[n++] = COHORT_CLIENT_BIN;
+  argv[n++] = "--server";
+  argv[n++] = target;
+  for (; *flags; flags++) {
+    if (n == 63)
+      return -1;
+    argv[n++] = (char *)*flags;
+  }
+  argv[n] = NULL;
+  return harness_spawn(argv, out_path, err_path);
 }
 
 static uint64_t g_rng;

@@ -28,6 +28,10 @@ int harness_wait(pid_t pid, double seconds);
 /* Sends sig to pid (if it is still ours and running). */
 void harness_signal(pid_t pid, int sig);
 
+/* Stops pid as an operator would: SIGTERM, then harness_wait(pid, seconds).
+ * Returns what harness_wait does (0 for a clean stop). */
+int harness_stop(pid_t pid, double seconds);
+
 /* Starts cohort-server with the space-separated flags, --port-file and
  * --db in harness_dir() named after tag, and waits for it to serve. *port
  * is the port to listen on (0: any free one) and receives the bound port;
@@ -35,6 +39,19 @@ void harness_signal(pid_t pid, int sig);
  * database to reuse (a restart). Returns the pid, or -1. */
 pid_t harness_start_server(const char *tag, const char *flags, int *port,
                            char *db_path, size_t db_len);
+
+/* Starts cohort-client with --server 127.0.0.1:port and then flags (a
+ * NULL-terminated list, at most 60), its output as harness_spawn's.
+ * Returns its pid, or -1. */
+pid_t harness_spawn_client(int port, const char *const flags[],
+                           const char *out_path, const char *err_path);
+
+/* Starts cohort-server as harness_start_server does (the same files in
+ * harness_dir(), port 0 for any free one, the database at db_path) but
+ * returns at once, without waiting for it to serve: for a test that kills
+ * it while it opens the store. Returns the pid, or -1. */
+pid_t harness_spawn_server(const char *tag, const char *flags, int port,
+                           const char *db_path);
 
 /* Seeded pseudo-random choices for tests that vary timing (kill instants,
  * pauses): print the seed so that a failure reproduces. */

@@ -103,8 +103,7 @@ void http_federation_stop(http_federation *f) {
       f->clients[i] = 0;
     }
   if (f->server > 0) {
-    harness_signal(f->server, SIGTERM);
-    harness_wait(f->server, 20);
+    harness_stop(f->server, 20);
     f->server = 0;
   }
 }

@@ -38,33 +38,6 @@ int kill_history_committed(const kill_history *h) {
   return n;
 }
 
-/* Starts the coordinator as harness_start_server would but returns at once,
- * so that it can be killed while it opens the store and recovers. */
-static pid_t spawn_server_now(const char *tag, const char *flags, int port,
-                              const char *db) {
-  char listen[32], words[1024], out[64], err[64], port_file[64];
-  snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
-  snprintf(out, sizeof out, "%s.out", tag);
-  snprintf(err, sizeof err, "%s.err", tag);
-  snprintf(port_file, sizeof port_file, "%s.port", tag);
-  snprintf(words, sizeof words, "%s", flags);
-  char *argv[64];
-  int n = 0;
-  argv[n++] = COHORT_SERVER_BIN;
-  argv[n++] = "--listen";
-  argv[n++] = listen;
-  argv[n++] = "--port-file";
-  argv[n++] = (char *)harness_path(port_file);
-  argv[n++] = "--db";
-  argv[n++] = (char *)db;
-  char *save = NULL;
-  for (char *w = strtok_r(words, " ", &save); w && n < 63;
-       w = strtok_r(NULL, " ", &save))
-    argv[n++] = w;
-  argv[n] = NULL;
-  return harness_spawn(argv, harness_path(out), harness_path(err));
-}
-
 static void sha256_hex(const void *data, size_t len, char hex[65]) {
   unsigned char d[SHA256_DIGEST_LENGTH];
   SHA256(data, len, d);
@@ -367,7 +340,7 @@ void kill_loop_run(const kill_loop_config *c) {
     int ahead = committed * c->kills >= (c->rounds - 3) * k;
     long delay;
     if (startup) {
-      server = spawn_server_now(tag, c->flags, port, db);
+      server = harness_spawn_server(tag, c->flags, port, db);
       CU_ASSERT_FATAL(server > 0);
       delay = harness_rand_range(5, startup_ms + 20);
     } else {

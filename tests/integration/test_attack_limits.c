@@ -18,7 +18,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -544,8 +543,7 @@ static long fed_stop(fed *f, int bound) {
   for (int i = 0; i < 2; i++)
     if (f->clients[i] > 0) {
       CU_ASSERT_EQUAL(harness_wait(f->clients[i], 0), -1);
-      harness_signal(f->clients[i], SIGTERM);
-      harness_wait(f->clients[i], 15);
+      harness_stop(f->clients[i], 15);
     }
   atomic_store(&g_sampling, 0);
   pthread_join(f->sampler, NULL);
@@ -560,8 +558,7 @@ static long fed_stop(fed *f, int bound) {
 #endif
   rpc_channel_free(g_ch);
   g_ch = NULL;
-  harness_signal(g_server, SIGTERM);
-  CU_ASSERT_EQUAL(harness_wait(g_server, 30), 0);
+  CU_ASSERT_EQUAL(harness_stop(g_server, 30), 0);
   return max_kb - f->idle_kb;
 }
 

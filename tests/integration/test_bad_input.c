@@ -6,7 +6,6 @@
 #include <grpc/status.h>
 #include <math.h>
 #include <openssl/sha.h>
-#include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +14,9 @@
 
 #include "cunit_main.h"
 #include "db_peek.h"
+#include "fl_client.h"
 #include "harness.h"
 #include "pb.h"
-#include "rpc_client.h"
 
 #define N_PARAMS 7850 /* logreg 784 -> 10 */
 #define TOKEN "bad-input-token"
@@ -26,53 +25,6 @@ static pid_t g_server;
 static rpc_channel *g_ch;
 static char g_db[512];
 static char g_session[65]; /* a registered client's token, for the fuzz test */
-
-typedef struct reply {
-  int code;
-  char detail[256];
-  ProtobufCMessage *msg;
-} reply;
-
-/* One call; the reply message is unpacked with desc when the status is OK. */
-static reply call_raw(const char *method, const char *bearer,
-                      const uint8_t *body, size_t len,
-                      const ProtobufCMessageDescriptor *desc) {
-  reply r = {0};
-  rpc_call_opts o;
-  rpc_call_opts_init(&o);
-  o.timeout_ms = 5000;
-  rpc_result res = {0};
-  if (rpc_call(g_ch, method, bearer, body, len, &o, &res) != 0) {
-    r.code = -1;
-    return r;
-  }
-  r.code = res.code;
-  snprintf(r.detail, sizeof r.detail, "%s", res.detail);
-  if (res.code == GRPC_STATUS_OK && desc)
-    r.msg = protobuf_c_message_unpack(desc, NULL, res.body_len, res.body);
-  rpc_result_clear(&res);
-  return r;
-}
-
-static reply call(const char *method, const char *bearer,
-                  const ProtobufCMessage *m,
-                  const ProtobufCMessageDescriptor *desc) {
-  uint8_t *buf;
-  size_t len;
-  if (pb_pack(m, &buf, &len) != 0) {
-    reply r = {.code = -1};
-    return r;
-  }
-  reply r = call_raw(method, bearer, buf, len, desc);
-  free(buf);
-  return r;
-}
-
-static void reply_free(reply *r) {
-  if (r->msg)
-    protobuf_c_message_free_unpacked(r->msg, NULL);
-  r->msg = NULL;
-}
 
 /* Asserts the code and that the reason is one non-empty line. */
 #define ASSERT_REFUSED(r, want)                                                \
@@ -130,18 +82,13 @@ static int suite_init(void) {
   g_server = harness_start_server("bad-input", flags, &port, g_db, sizeof g_db);
   if (g_server <= 0)
     return -1;
-  char target[64];
-  snprintf(target, sizeof target, "127.0.0.1:%d", port);
-  rpc_channel_config cc = {.target = target,
-                           .max_receive_bytes = PB_MAX_MESSAGE_BYTES,
-                           .max_send_bytes = 8 * 1024 * 1024};
-  return rpc_channel_new(&cc, &g_ch) == 0 ? 0 : -1;
+  g_ch = fl_connect(port);
+  return g_ch ? 0 : -1;
 }
 
 static int suite_clean(void) {
   rpc_channel_free(g_ch);
-  harness_signal(g_server, SIGTERM);
-  return harness_wait(g_server, 30) == 0 ? 0 : -1;
+  return harness_stop(g_server, 30) == 0 ? 0 : -1;
 }
 
 /* Registers a client with a fresh identity key and returns its session
@@ -153,13 +100,13 @@ static void register_client(char token[65]) {
   req.enrollment_token = TOKEN;
   req.identity_key.data = key;
   req.identity_key.len = sizeof key;
-  reply r = call(PB_METHOD_REGISTER, NULL, &req.base,
-                 &cohort__v1__register_response__descriptor);
+  fl_reply r = fl_call(g_ch, PB_METHOD_REGISTER, NULL, &req.base,
+                       &cohort__v1__register_response__descriptor);
   CU_ASSERT_EQUAL_FATAL(r.code, GRPC_STATUS_OK);
   Cohort__V1__RegisterResponse *resp = (Cohort__V1__RegisterResponse *)r.msg;
   CU_ASSERT_EQUAL_FATAL(strlen(resp->session_token), 64);
   snprintf(token, 65, "%s", resp->session_token);
-  reply_free(&r);
+  fl_reply_free(&r);
 }
 
 /* Checks in until the coordinator hands out a task or says to retry; the
@@ -167,15 +114,15 @@ static void register_client(char token[65]) {
 static uint64_t check_in(const char *token, int want_task) {
   for (int i = 0; i < 100; i++) {
     Cohort__V1__CheckInRequest req = COHORT__V1__CHECK_IN_REQUEST__INIT;
-    reply r = call(PB_METHOD_CHECKIN, token, &req.base,
-                   &cohort__v1__check_in_response__descriptor);
+    fl_reply r = fl_call(g_ch, PB_METHOD_CHECKIN, token, &req.base,
+                         &cohort__v1__check_in_response__descriptor);
     CU_ASSERT_EQUAL_FATAL(r.code, GRPC_STATUS_OK);
     Cohort__V1__CheckInResponse *resp = (Cohort__V1__CheckInResponse *)r.msg;
     uint64_t round =
         resp->outcome_case == COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_TASK
             ? resp->task->round
             : 0;
-    reply_free(&r);
+    fl_reply_free(&r);
     if (round || !want_task)
       return round;
     struct timespec nap = {0, 50 * 1000000L};
@@ -200,8 +147,8 @@ static void make_update(update *u, float fill, size_t bad_index,
   SHA256(u->bytes, sizeof u->bytes, u->sha);
 }
 
-static reply upload(const char *token, uint64_t round, const update *u,
-                    uint64_t total, const uint8_t *data, size_t len) {
+static fl_reply upload(const char *token, uint64_t round, const update *u,
+                       uint64_t total, const uint8_t *data, size_t len) {
   Cohort__V1__UploadRequest req = COHORT__V1__UPLOAD_REQUEST__INIT;
   req.round = round;
   req.total_size = total;
@@ -211,58 +158,60 @@ static reply upload(const char *token, uint64_t round, const update *u,
   req.update_sha256.data = (uint8_t *)u->sha;
   req.update_sha256.len = 32;
   req.num_examples = 100;
-  return call(PB_METHOD_UPLOAD, token, &req.base,
-              &cohort__v1__upload_response__descriptor);
+  return fl_call(g_ch, PB_METHOD_UPLOAD, token, &req.base,
+                 &cohort__v1__upload_response__descriptor);
 }
 
-static reply upload_whole(const char *token, uint64_t round, const update *u) {
+static fl_reply upload_whole(const char *token, uint64_t round,
+                             const update *u) {
   return upload(token, round, u, sizeof u->bytes, u->bytes, sizeof u->bytes);
 }
 
 static void test_bad_input_is_refused_and_nothing_stored(void) {
   /* An unknown method gets UNIMPLEMENTED from the catch-all. */
-  reply r = call_raw("/cohort.v1.Coordinator/Nope", NULL, NULL, 0, NULL);
+  fl_reply r =
+      fl_call_raw(g_ch, "/cohort.v1.Coordinator/Nope", NULL, NULL, 0, NULL);
   ASSERT_REFUSED(r, GRPC_STATUS_UNIMPLEMENTED);
 
   /* Enrollment with an unknown or missing token. */
   Cohort__V1__RegisterRequest reg = COHORT__V1__REGISTER_REQUEST__INIT;
   reg.enrollment_token = "not-the-token";
-  r = call(PB_METHOD_REGISTER, NULL, &reg.base, NULL);
+  r = fl_call(g_ch, PB_METHOD_REGISTER, NULL, &reg.base, NULL);
   ASSERT_REFUSED(r, GRPC_STATUS_UNAUTHENTICATED);
   reg.enrollment_token = "";
-  r = call(PB_METHOD_REGISTER, NULL, &reg.base, NULL);
+  r = fl_call(g_ch, PB_METHOD_REGISTER, NULL, &reg.base, NULL);
   ASSERT_REFUSED(r, GRPC_STATUS_UNAUTHENTICATED);
   /* The right token, but no identity key, a short one, one that is not a
    * point of the curve (y = 2), and a key bound to another client. */
   reg.enrollment_token = TOKEN;
-  r = call(PB_METHOD_REGISTER, NULL, &reg.base, NULL);
+  r = fl_call(g_ch, PB_METHOD_REGISTER, NULL, &reg.base, NULL);
   ASSERT_REFUSED(r, GRPC_STATUS_INVALID_ARGUMENT);
   CU_ASSERT_PTR_NOT_NULL(strstr(r.detail, "identity key of 0 bytes"));
   uint8_t key[SIGN_PUBLIC_LEN] = {2};
   reg.identity_key.data = key;
   reg.identity_key.len = sizeof key - 1;
-  r = call(PB_METHOD_REGISTER, NULL, &reg.base, NULL);
+  r = fl_call(g_ch, PB_METHOD_REGISTER, NULL, &reg.base, NULL);
   ASSERT_REFUSED(r, GRPC_STATUS_INVALID_ARGUMENT);
   reg.identity_key.len = sizeof key;
-  r = call(PB_METHOD_REGISTER, NULL, &reg.base, NULL);
+  r = fl_call(g_ch, PB_METHOD_REGISTER, NULL, &reg.base, NULL);
   ASSERT_REFUSED(r, GRPC_STATUS_INVALID_ARGUMENT);
   CU_ASSERT_PTR_NOT_NULL(strstr(r.detail, "not a point"));
   CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM clients"), 0);
   CU_ASSERT_EQUAL_FATAL(harness_identity_key(key), 0);
-  r = call(PB_METHOD_REGISTER, NULL, &reg.base,
-           &cohort__v1__register_response__descriptor);
+  r = fl_call(g_ch, PB_METHOD_REGISTER, NULL, &reg.base,
+              &cohort__v1__register_response__descriptor);
   CU_ASSERT_EQUAL(r.code, GRPC_STATUS_OK);
-  reply_free(&r);
-  r = call(PB_METHOD_REGISTER, NULL, &reg.base, NULL);
+  fl_reply_free(&r);
+  r = fl_call(g_ch, PB_METHOD_REGISTER, NULL, &reg.base, NULL);
   ASSERT_REFUSED(r, GRPC_STATUS_INVALID_ARGUMENT);
   CU_ASSERT_PTR_NOT_NULL(strstr(r.detail, "already bound"));
   CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM clients"), 1);
 
   /* Calls without a session token or with an unknown one. */
   Cohort__V1__CheckInRequest ci = COHORT__V1__CHECK_IN_REQUEST__INIT;
-  r = call(PB_METHOD_CHECKIN, NULL, &ci.base, NULL);
+  r = fl_call(g_ch, PB_METHOD_CHECKIN, NULL, &ci.base, NULL);
   ASSERT_REFUSED(r, GRPC_STATUS_UNAUTHENTICATED);
-  r = call(PB_METHOD_CHECKIN, "0123456789abcdef", &ci.base, NULL);
+  r = fl_call(g_ch, PB_METHOD_CHECKIN, "0123456789abcdef", &ci.base, NULL);
   ASSERT_REFUSED(r, GRPC_STATUS_UNAUTHENTICATED);
 
   char a[65], b[65], c[65];
@@ -273,7 +222,7 @@ static void test_bad_input_is_refused_and_nothing_stored(void) {
 
   /* Bytes that are not a protobuf message. */
   const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0x0f};
-  r = call_raw(PB_METHOD_UPLOAD, a, junk, sizeof junk, NULL);
+  r = fl_call_raw(g_ch, PB_METHOD_UPLOAD, a, junk, sizeof junk, NULL);
   ASSERT_REFUSED(r, GRPC_STATUS_INVALID_ARGUMENT);
 
   uint64_t round = check_in(a, 1);
@@ -323,7 +272,7 @@ static void test_bad_input_is_refused_and_nothing_stored(void) {
   r = upload_whole(a, round, &good);
   CU_ASSERT_EQUAL_FATAL(r.code, GRPC_STATUS_OK);
   CU_ASSERT_TRUE(((Cohort__V1__UploadResponse *)r.msg)->complete);
-  reply_free(&r);
+  fl_reply_free(&r);
   CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM participations"
                                     " WHERE state = 'UPLOADED'"),
                   1);
@@ -333,7 +282,7 @@ static void test_bad_input_is_refused_and_nothing_stored(void) {
   r = upload_whole(a, round, &good);
   CU_ASSERT_EQUAL(r.code, GRPC_STATUS_OK);
   CU_ASSERT_PTR_NOT_NULL(strstr(r.detail, "duplicate"));
-  reply_free(&r);
+  fl_reply_free(&r);
   update other;
   make_update(&other, 0.02f, N_PARAMS, 0);
   r = upload_whole(a, round, &other);
@@ -352,7 +301,7 @@ static void test_bad_input_is_refused_and_nothing_stored(void) {
   make_update(&third, 0.02f, N_PARAMS, 0);
   r = upload_whole(b, round, &third);
   CU_ASSERT_EQUAL(r.code, GRPC_STATUS_OK);
-  reply_free(&r);
+  fl_reply_free(&r);
   for (int i = 0;
        i < 100 && db_peek_int(g_db, "SELECT COUNT(*) FROM rounds WHERE state = "
                                     "'COMMITTED'") != 1;
@@ -397,7 +346,8 @@ static void test_random_bytes_change_nothing(void) {
       size_t len = next_random(&rng) % sizeof body;
       for (size_t k = 0; k < len; k++)
         body[k] = (uint8_t)next_random(&rng);
-      reply r = call_raw(methods[m], i % 2 ? g_session : NULL, body, len, NULL);
+      fl_reply r = fl_call_raw(g_ch, methods[m], i % 2 ? g_session : NULL, body,
+                               len, NULL);
       sent++;
       answered += r.code >= 0 && !strchr(r.detail, '\n');
     }
@@ -409,7 +359,7 @@ static void test_random_bytes_change_nothing(void) {
   CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM models"), models);
   /* Still serving. */
   Cohort__V1__CheckInRequest ci = COHORT__V1__CHECK_IN_REQUEST__INIT;
-  reply r = call(PB_METHOD_CHECKIN, g_session, &ci.base, NULL);
+  fl_reply r = fl_call(g_ch, PB_METHOD_CHECKIN, g_session, &ci.base, NULL);
   CU_ASSERT_EQUAL(r.code, GRPC_STATUS_OK);
 }
 

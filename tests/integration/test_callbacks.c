@@ -10,7 +10,6 @@
 #include <CUnit/CUnit.h>
 #include <math.h>
 #include <pthread.h>
-#include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,12 +45,6 @@ static pid_t start_server(const char *tag, const char *flags, char *target,
   pid_t pid = harness_start_server(tag, all, &port, db, db_len);
   snprintf(target, cap, "127.0.0.1:%d", port);
   return pid;
-}
-
-/* Stops a coordinator whose federation a test left unfinished. */
-static void stop_server(pid_t server) {
-  harness_signal(server, SIGTERM);
-  harness_wait(server, 30);
 }
 
 /* A text column of the database, "" when absent. */
@@ -340,7 +333,7 @@ static void test_eligibility_polled_and_reason_reaches_app(void) {
   /* The poll before the task was told why the one before was refused. */
   CU_ASSERT_PTR_NOT_NULL(strstr(e.heard, "charging"));
   cohort_client_free(c);
-  stop_server(server);
+  harness_stop(server, 30);
 }
 
 /* ---- data in the app's memory, progress, log sink ---- */
@@ -521,7 +514,7 @@ static void test_dataset_callback_failing_in_training(void) {
   cohort_client_free(c);
   cohort_dataset_free(ds);
   free(d);
-  stop_server(server);
+  harness_stop(server, 30);
 }
 
 /* ---- cancellation seen by the app's own trainer and evaluator ---- */
@@ -544,7 +537,7 @@ static void test_train_callback_sees_stop(void) {
   CU_ASSERT_EQUAL(rc, COHORT_ECANCELED);
   CU_ASSERT_EQUAL(cohort_client_cancelled(c), 1);
   cohort_client_free(c);
-  stop_server(server);
+  harness_stop(server, 30);
 }
 
 /* The same for an evaluation callback: stopped, not declined. */
@@ -571,7 +564,7 @@ static void test_eval_callback_sees_stop(void) {
   CU_ASSERT(a.spin_s < 3);
   CU_ASSERT_EQUAL(rc, COHORT_ECANCELED);
   cohort_client_free(c);
-  stop_server(server);
+  harness_stop(server, 30);
 }
 
 int cohort_register_suites(void) {

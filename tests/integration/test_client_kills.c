@@ -205,8 +205,7 @@ static void run_phases(const char *tag, const char *flags, int survivors,
             p->kill_at, (long long)id, (long long)round, how);
   }
 
-  harness_signal(server, SIGTERM);
-  CU_ASSERT_EQUAL(harness_wait(server, 30), 0);
+  CU_ASSERT_EQUAL(harness_stop(server, 30), 0);
   for (int i = 0; i < survivors; i++) {
     harness_signal(honest[i], SIGKILL);
     harness_wait(honest[i], 10);

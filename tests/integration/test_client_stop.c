@@ -11,7 +11,6 @@
  * to stop (loaded) before nn_evaluate_until looked at the stop flag. */
 #include <CUnit/CUnit.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,8 +267,7 @@ static void test_secagg_wait_after_masked_input(void) {
     pthread_join(r[3].thread, NULL);
     cohort_client_free(r[3].c);
   }
-  harness_signal(server, SIGTERM);
-  CU_ASSERT_EQUAL(harness_wait(server, 30), 0);
+  CU_ASSERT_EQUAL(harness_stop(server, 30), 0);
 }
 
 int cohort_register_suites(void) {

@@ -512,8 +512,7 @@ static void test_insecure_transport_is_reported(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(r.body, cases[i].federation));
     http_reply_clear(&r);
   }
-  harness_signal(server, SIGTERM);
-  CU_ASSERT_EQUAL(harness_wait(server, 20), 0);
+  CU_ASSERT_EQUAL(harness_stop(server, 20), 0);
 }
 
 /* Starts a coordinator with flags that must be refused; returns its

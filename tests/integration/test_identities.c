@@ -20,10 +20,10 @@
 
 #include "cunit_main.h"
 #include "db_peek.h"
+#include "fl_client.h"
 #include "harness.h"
 #include "http_client.h"
 #include "pb.h"
-#include "rpc_client.h"
 
 #define TOKEN "identities-token"
 
@@ -34,42 +34,21 @@ typedef struct reply {
 } reply;
 
 static rpc_channel *connect_to(int port) {
-  char target[64];
-  snprintf(target, sizeof target, "127.0.0.1:%d", port);
-  rpc_channel_config cc = {.target = target,
-                           .max_receive_bytes = PB_MAX_MESSAGE_BYTES,
-                           .max_send_bytes = PB_MAX_MESSAGE_BYTES};
-  rpc_channel *ch = NULL;
-  CU_ASSERT_EQUAL_FATAL(rpc_channel_new(&cc, &ch), 0);
+  rpc_channel *ch = fl_connect(port);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ch);
   return ch;
 }
 
-static reply call(rpc_channel *ch, const char *method, const char *bearer,
-                  const ProtobufCMessage *m) {
-  reply r = {.code = -1};
-  uint8_t *buf;
-  size_t len;
-  if (pb_pack(m, &buf, &len) != 0)
-    return r;
-  rpc_call_opts o;
-  rpc_call_opts_init(&o);
-  o.timeout_ms = 2000;
-  rpc_result res = {0};
-  if (rpc_call(ch, method, bearer, buf, len, &o, &res) == 0) {
-    r.code = res.code;
-    snprintf(r.detail, sizeof r.detail, "%s", res.detail);
-    Cohort__V1__RegisterResponse *resp = NULL;
-    if (res.code == GRPC_STATUS_OK && strcmp(method, PB_METHOD_REGISTER) == 0)
-      resp =
-          cohort__v1__register_response__unpack(NULL, res.body_len, res.body);
-    if (resp) {
-      snprintf(r.session, sizeof r.session, "%s", resp->session_token);
-      protobuf_c_message_free_unpacked(&resp->base, NULL);
-    }
-  }
-  rpc_result_clear(&res);
-  free(buf);
-  return r;
+/* The status, the detail and a Register's session token of r, which is
+ * freed. */
+static reply take(fl_reply *r) {
+  reply out = {.code = r->code};
+  snprintf(out.detail, sizeof out.detail, "%s", r->detail);
+  if (r->msg)
+    snprintf(out.session, sizeof out.session, "%s",
+             ((Cohort__V1__RegisterResponse *)r->msg)->session_token);
+  fl_reply_free(r);
+  return out;
 }
 
 /* A Register with a fresh identity key. */
@@ -84,12 +63,15 @@ static reply register_with(rpc_channel *ch, const char *token,
   req.facts = &facts;
   req.identity_key.data = key;
   req.identity_key.len = sizeof key;
-  return call(ch, PB_METHOD_REGISTER, NULL, &req.base);
+  fl_reply r = fl_call(ch, PB_METHOD_REGISTER, NULL, &req.base,
+                       &cohort__v1__register_response__descriptor);
+  return take(&r);
 }
 
 static reply checkin(rpc_channel *ch, const char *session) {
   Cohort__V1__CheckInRequest req = COHORT__V1__CHECK_IN_REQUEST__INIT;
-  return call(ch, PB_METHOD_CHECKIN, session, &req.base);
+  fl_reply r = fl_call(ch, PB_METHOD_CHECKIN, session, &req.base, NULL);
+  return take(&r);
 }
 
 /* Runs `cohort ARGS...` (NULL-terminated), its output to out_name in the
@@ -171,8 +153,7 @@ static void test_tokens_live(void) {
   free(json);
 
   rpc_channel_free(ch);
-  harness_signal(server, SIGTERM);
-  CU_ASSERT_EQUAL(harness_wait(server, 20), 0);
+  CU_ASSERT_EQUAL(harness_stop(server, 20), 0);
   char *log = harness_read_file(harness_path("live.err"));
   CU_ASSERT_FATAL(log != NULL);
   CU_ASSERT_PTR_NULL(strchr(log, '\x1b'));
@@ -213,25 +194,13 @@ static void wait_for_clients(const char *db, int n) {
 /* Starts an honest cohort-client that reports charging=1 (the attacker's
  * raw check-ins report nothing, so they are never selected). */
 static pid_t honest_client(int port, int i, const char *tag) {
-  char target[64], shard[16], err[64];
-  snprintf(target, sizeof target, "127.0.0.1:%d", port);
+  char shard[16], err[64];
   snprintf(shard, sizeof shard, "%d/4", i);
   snprintf(err, sizeof err, "%s-client%d.err", tag, i);
-  char *argv[] = {COHORT_CLIENT_BIN,
-                  "--server",
-                  target,
-                  "--token",
-                  TOKEN,
-                  "--data",
-                  (char *)tiny_data(),
-                  "--shard",
-                  shard,
-                  "--attribute",
-                  "charging=1",
-                  "--threads",
-                  "1",
-                  NULL};
-  return harness_spawn(argv, NULL, harness_path(err));
+  const char *flags[] = {"--token",   TOKEN, "--data",      tiny_data(),
+                         "--shard",   shard, "--attribute", "charging=1",
+                         "--threads", "1",   NULL};
+  return harness_spawn_client(port, flags, NULL, harness_path(err));
 }
 
 static void test_flood(void) {
@@ -318,8 +287,7 @@ static void test_register_flood_defaults(void) {
   CU_ASSERT_EQUAL(named, limited);
   CU_ASSERT_EQUAL(admitted + limited, 1000);
   rpc_channel_free(ch);
-  harness_signal(server, SIGTERM);
-  CU_ASSERT_EQUAL(harness_wait(server, 20), 0);
+  CU_ASSERT_EQUAL(harness_stop(server, 20), 0);
   CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM clients"), admitted);
 }
 
@@ -346,8 +314,7 @@ static void test_address_flood(void) {
   CU_ASSERT(limited > 0);
   CU_ASSERT_EQUAL(unknown + limited, 30);
   rpc_channel_free(ch);
-  harness_signal(server, SIGTERM);
-  CU_ASSERT_EQUAL(harness_wait(server, 20), 0);
+  CU_ASSERT_EQUAL(harness_stop(server, 20), 0);
 }
 
 static void test_client_sessions(void) {
@@ -398,8 +365,7 @@ static void test_client_sessions(void) {
   CU_ASSERT_PTR_NOT_NULL(log ? strstr(log, "the operator revoked this client")
                              : 0);
   free(log);
-  harness_signal(server, SIGTERM);
-  CU_ASSERT_EQUAL(harness_wait(server, 20), 0);
+  CU_ASSERT_EQUAL(harness_stop(server, 20), 0);
 }
 
 #define ADMIN_TOKEN "identities-admin-token-0123456789"
@@ -594,8 +560,7 @@ static void test_tokens_over_api(void) {
   unsetenv("COHORT_ADMIN_TOKEN");
 
   rpc_channel_free(ch);
-  harness_signal(server, SIGTERM);
-  CU_ASSERT_EQUAL(harness_wait(server, 20), 0);
+  CU_ASSERT_EQUAL(harness_stop(server, 20), 0);
   char *log = harness_read_file(harness_path("api.err"));
   CU_ASSERT_FATAL(log != NULL);
   CU_ASSERT_PTR_NOT_NULL(strstr(log, "enrollment token 1 (api phones) "

@@ -110,8 +110,7 @@ static void test_server_log_file_and_sighup(void) {
   struct stat st;
   CU_ASSERT(stat(log, &st) == 0 && (st.st_mode & 0777) == 0600);
   rotate_and_check(server, log);
-  harness_signal(server, SIGTERM);
-  CU_ASSERT_EQUAL(harness_wait(server, 20), 0);
+  CU_ASSERT_EQUAL(harness_stop(server, 20), 0);
   /* The lines after the rotation, the stop included, are in the new file,
    * and every line of both files is JSON. */
   char *now = harness_read_file(log);

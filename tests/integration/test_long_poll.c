@@ -289,8 +289,7 @@ static void test_max_held_paces_the_rest(void) {
   upload(b, 1);
   check_in_join(&held);
   CU_ASSERT_EQUAL(held.outcome, DONE);
-  harness_signal(srv, SIGTERM);
-  CU_ASSERT_EQUAL(harness_wait(srv, 15), 0);
+  CU_ASSERT_EQUAL(harness_stop(srv, 15), 0);
 }
 
 /* A coordinator that stops answers the check-ins it holds (UNAVAILABLE:

@@ -56,28 +56,15 @@ static void test_poisoned_federation(void) {
   CU_ASSERT_EQUAL_FATAL(harness_identity_key(p.key), 0);
   pthread_t thread;
   CU_ASSERT_EQUAL_FATAL(pthread_create(&thread, NULL, fl_poison_rounds, &p), 0);
-  char target[64];
-  snprintf(target, sizeof target, "127.0.0.1:%d", port);
   pid_t clients[HONEST];
   for (int i = 0; i < HONEST; i++) {
     char shard[16], err[32];
     snprintf(shard, sizeof shard, "%d/%d", i, HONEST);
     snprintf(err, sizeof err, "honest%d.err", i);
-    char *argv[] = {COHORT_CLIENT_BIN,
-                    "--server",
-                    target,
-                    "--token",
-                    TOKEN,
-                    "--data",
-                    DATA_DIR,
-                    "--shard",
-                    shard,
-                    "--limit",
-                    "3000",
-                    "--seed",
-                    "7",
-                    NULL};
-    clients[i] = harness_spawn(argv, NULL, harness_path(err));
+    const char *args[] = {"--token", TOKEN, "--data",  DATA_DIR,
+                          "--shard", shard, "--limit", "3000",
+                          "--seed",  "7",   NULL};
+    clients[i] = harness_spawn_client(port, args, NULL, harness_path(err));
     CU_ASSERT_FATAL(clients[i] > 0);
   }
   for (int i = 0; i < HONEST; i++)
@@ -232,8 +219,7 @@ static void test_hostile_requests(void) {
                   0);
 
   rpc_channel_free(ch);
-  harness_signal(server, SIGTERM);
-  CU_ASSERT_EQUAL(harness_wait(server, 20), 0);
+  CU_ASSERT_EQUAL(harness_stop(server, 20), 0);
   /* Nothing of the hostile strings reached the log or the database. */
   char *log = harness_read_file(harness_path("hostile.err"));
   CU_ASSERT_PTR_NOT_NULL_FATAL(log);

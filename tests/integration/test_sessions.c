@@ -10,7 +10,6 @@
  * (cohort_client_set_session_store) makes a second handle the same
  * client. */
 #include <CUnit/CUnit.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +24,11 @@
 
 #define TOKEN "sessions-token"
 #define DATA_DIR "/usr/share/datasets/fashion-mnist"
+/* The coordinator of most cases: one round of two devices, which poll
+ * every 100 ms without a long poll. */
+#define ROUND_OF_TWO                                                           \
+  "--rounds 1 --clients-per-round 2 --min-clients 2 --retry-ms 100 "           \
+  "--long-poll-max-ms 0 --enroll-token " TOKEN
 
 static void sleep_ms(long ms) {
   nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
@@ -34,29 +38,12 @@ static void sleep_ms(long ms) {
  * standard error (debug level) to log. */
 static pid_t start_device(int port, const char *session, const char *shard,
                           const char *log) {
-  char target[64];
-  snprintf(target, sizeof target, "127.0.0.1:%d", port);
-  char *argv[] = {COHORT_CLIENT_BIN,
-                  "--server",
-                  target,
-                  "--token",
-                  TOKEN,
-                  "--data",
-                  DATA_DIR,
-                  "--limit",
-                  "100",
-                  "--shard",
-                  (char *)shard,
-                  "--threads",
-                  "1",
-                  "--long-poll-ms",
-                  "-1",
-                  "--log-level",
-                  "debug",
-                  "--session-file",
-                  (char *)session,
-                  NULL};
-  return harness_spawn(argv, NULL, log);
+  const char *flags[] = {"--token",     TOKEN,   "--data",         DATA_DIR,
+                         "--limit",     "100",   "--shard",        shard,
+                         "--threads",   "1",     "--long-poll-ms", "-1",
+                         "--log-level", "debug", "--session-file", session,
+                         NULL};
+  return harness_spawn_client(port, flags, NULL, log);
 }
 
 /* The value of "name VALUE" in the session file at path, into out ("" when
@@ -109,11 +96,6 @@ static int file_has(const char *path, const char *needle) {
   return yes;
 }
 
-static void stop(pid_t pid) {
-  harness_signal(pid, SIGTERM);
-  CU_ASSERT_EQUAL(harness_wait(pid, 30), 0);
-}
-
 /* A round of two: the device uploads, is restarted twice with the same
  * session file (the second start checks in again while the round still
  * waits for its second update), a second device joins; the round commits
@@ -125,9 +107,7 @@ static void test_three_starts_one_client(void) {
   int port = 0;
   pid_t server = harness_start_server(
       "three",
-      "--rounds 1 --clients-per-round 2 --min-clients 2 "
-      "--selection-timeout 120 --selection-window 0 --retry-ms 100 "
-      "--long-poll-max-ms 0 --enroll-token " TOKEN " --linger 2",
+      ROUND_OF_TWO " --selection-timeout 120 --selection-window 0 --linger 2",
       &port, db, sizeof db);
   CU_ASSERT_FATAL(server > 0);
   const char *file = harness_path("three.session");
@@ -138,7 +118,7 @@ static void test_three_starts_one_client(void) {
   CU_ASSERT_FATAL(a > 0);
   CU_ASSERT_FATAL(wait_count(
       db, "SELECT COUNT(*) FROM participations WHERE state='UPLOADED'", 1));
-  stop(a);
+  CU_ASSERT_EQUAL(harness_stop(a, 30), 0);
   struct stat st;
   CU_ASSERT_EQUAL_FATAL(stat(file, &st), 0);
   CU_ASSERT_EQUAL(st.st_mode & 07777, 0600);
@@ -156,7 +136,7 @@ static void test_three_starts_one_client(void) {
     sleep_ms(50);
   CU_ASSERT(file_has(logs[1], "resumed the saved session of client 1"));
   sleep_ms(1500);
-  stop(a);
+  CU_ASSERT_EQUAL(harness_stop(a, 30), 0);
   CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM clients"), 1);
   CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM participations"), 1);
 
@@ -204,7 +184,7 @@ static pid_t first_session(const char *tag, const char *flags, int *port,
   CU_ASSERT_FATAL(a > 0);
   CU_ASSERT_FATAL(wait_new_token(file, ""));
   session_field(file, "session", old, 128);
-  stop(a);
+  CU_ASSERT_EQUAL(harness_stop(a, 30), 0);
   return server;
 }
 
@@ -217,10 +197,8 @@ static void test_expired_session_renews(void) {
   const char *file = harness_path("expire.session");
   pid_t server = first_session(
       "expire",
-      "--rounds 1 --clients-per-round 2 --min-clients 2 --selection-window 0 "
-      "--retry-ms 100 --long-poll-max-ms 0 --session-ttl 2s "
-      "--enroll-token " TOKEN " --linger 2",
-      &port, db, sizeof db, file, "0/2", old);
+      ROUND_OF_TWO " --selection-window 0 --session-ttl 2s --linger 2", &port,
+      db, sizeof db, file, "0/2", old);
   sleep_ms(2500);
   const char *log = harness_path("expire-a2.err");
   pid_t a = start_device(port, file, "0/2", log);
@@ -247,13 +225,9 @@ static void test_new_database_reenrolls(void) {
   char db[512] = "", old[128], id[32];
   int port = 0;
   const char *file = harness_path("newdb.session");
-  pid_t server = first_session(
-      "olddb",
-      "--rounds 1 --clients-per-round 2 --min-clients 2 --retry-ms 100 "
-      "--long-poll-max-ms 0 --enroll-token " TOKEN " --linger 1",
-      &port, db, sizeof db, file, "0/1", old);
-  harness_signal(server, SIGTERM);
-  CU_ASSERT_EQUAL(harness_wait(server, 30), 0);
+  pid_t server = first_session("olddb", ROUND_OF_TWO " --linger 1", &port, db,
+                               sizeof db, file, "0/1", old);
+  CU_ASSERT_EQUAL(harness_stop(server, 30), 0);
 
   db[0] = '\0'; /* a new database, on the same port */
   server = harness_start_server("newdb",
@@ -284,11 +258,8 @@ static void test_new_database_reenrolls(void) {
 static void test_revoked_and_bad_files(void) {
   char db[512] = "";
   int port = 0;
-  pid_t server = harness_start_server(
-      "revoked",
-      "--rounds 1 --clients-per-round 2 --min-clients 2 --retry-ms 100 "
-      "--long-poll-max-ms 0 --enroll-token " TOKEN " --linger 1",
-      &port, db, sizeof db);
+  pid_t server = harness_start_server("revoked", ROUND_OF_TWO " --linger 1",
+                                      &port, db, sizeof db);
   CU_ASSERT_FATAL(server > 0);
   const char *file = harness_path("revoked.session");
   pid_t a = start_device(port, file, "0/1", harness_path("revoked-a1.err"));
@@ -327,8 +298,7 @@ static void test_revoked_and_bad_files(void) {
   CU_ASSERT(file_has(log, "truncated") && file_has(log, "delete it"));
   CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM clients"), 1);
   free(before);
-  harness_signal(server, SIGTERM);
-  CU_ASSERT_EQUAL(harness_wait(server, 20), 0);
+  CU_ASSERT_EQUAL(harness_stop(server, 20), 0);
 }
 
 /* The app's own storage: the bytes in memory. */
@@ -382,11 +352,8 @@ static cohort_client_t *app_client(int port, app_store *store) {
 static void test_app_store(void) {
   char db[512] = "";
   int port = 0;
-  pid_t server = harness_start_server(
-      "app",
-      "--rounds 1 --clients-per-round 2 --min-clients 2 --retry-ms 100 "
-      "--long-poll-max-ms 0 --enroll-token " TOKEN " --linger 1",
-      &port, db, sizeof db);
+  pid_t server = harness_start_server("app", ROUND_OF_TWO " --linger 1", &port,
+                                      db, sizeof db);
   CU_ASSERT_FATAL(server > 0);
   app_store store = {.len = 0};
   cohort_client_t *c = app_client(port, &store);
@@ -423,8 +390,7 @@ static void test_app_store(void) {
       COHORT_EFORMAT);
   CU_ASSERT_PTR_NOT_NULL(strstr(cohort_client_last_error(c), "corrupt"));
   cohort_client_free(c);
-  harness_signal(server, SIGTERM);
-  CU_ASSERT_EQUAL(harness_wait(server, 20), 0);
+  CU_ASSERT_EQUAL(harness_stop(server, 20), 0);
 }
 
 int cohort_register_suites(void) {
