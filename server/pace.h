@@ -48,8 +48,8 @@ uint32_t pace_retry_ms(const pace_inputs *in, double u);
 uint32_t pace_after_round_ms(double until_end_s, double u, double min_ms,
                              double max_ms);
 
-/* The most check-ins held at once with --max-held 0 (the default, 50,000,
- * holds every client of most fleets):
+/* The most check-ins held at once with --max-held 0, the opt-in cap (the
+ * default --max-held 50000 holds every client of most fleets):
  *   H = max(PACE_HOLD_MIN, PACE_HOLD_FACTOR * S)
  * S: the size of the next selection. Twice a selection keeps one whole
  * selection's worth of candidates waiting when a round opens, and what
