@@ -281,6 +281,14 @@ round_verdict round_upload(round_engine *e, int64_t client,
                            const upload_chunk *c, uint64_t *next_offset,
                            int *complete);
 
+/* Whether client may open a call that carries work (Upload, Report,
+ * SecAgg): it was selected for the current round or the one before (whose
+ * late updates are still recorded). Checked at a call's headers, before
+ * its message is read, so that a registered client that was not selected
+ * cannot hold the coordinator's receive slots with half-sent messages.
+ * Thread-safe. */
+round_verdict round_admit_work(round_engine *e, int64_t client);
+
 /* ---- secure aggregation (the SecAgg call) ---- */
 
 /* The steps of SecAggRequest, numbered as on the wire. */

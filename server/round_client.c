@@ -602,6 +602,20 @@ void round_count_download(round_engine *e, int64_t client, size_t wire_bytes) {
 
 /* ---- upload ---- */
 
+round_verdict round_admit_work(round_engine *e, int64_t client) {
+  pthread_mutex_lock(&e->mu);
+  const seen_client *c = seen_set_find(&e->seen, client);
+  int64_t selected = c ? c->part_round : -1, round = e->round;
+  pthread_mutex_unlock(&e->mu);
+  if (selected >= 1 && selected >= round - 1)
+    return round_ok();
+  return round_fail_verdict(GRPC_STATUS_PERMISSION_DENIED,
+                            "client %lld was not selected for round %lld or "
+                            "the one before: it has no update, report or "
+                            "secure-aggregation message to send",
+                            (long long)client, (long long)round);
+}
+
 /* The answer to an upload or report for a round that is not running. Late
  * answers get FAILED_PRECONDITION, never a status clients retry (such as
  * DEADLINE_EXCEEDED): sending them again cannot help. */

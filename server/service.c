@@ -504,6 +504,19 @@ static void admit_session(void *ctx, const rpc_request *req, rpc_reply *rep) {
   authenticate(((service *)ctx)->engine, req, rep, &client);
 }
 
+/* Upload's, Report's and SecAgg's: a session whose client was selected
+ * lately (round_admit_work), so that only participants hold the receive
+ * slots of the large messages. */
+static void admit_work(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  round_engine *e = ((service *)ctx)->engine;
+  int64_t client;
+  if (!authenticate(e, req, rep, &client))
+    return;
+  round_verdict v = round_admit_work(e, client);
+  if (v.code)
+    apply_verdict(rep, &v);
+}
+
 /* CheckIn's: the address first, so a flood with made-up tokens costs no
  * lookup. */
 static void admit_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
@@ -526,9 +539,9 @@ static const rpc_method_limits METHOD_LIMITS[] = {
     {SERVICE_MAX_REGISTER_BYTES, NULL},
     {0, admit_checkin},
     {0, admit_session},
-    {0, admit_session},
-    {0, admit_session},
-    {0, admit_session},
+    {0, admit_work},
+    {0, admit_work},
+    {0, admit_work},
 };
 _Static_assert(sizeof METHOD_LIMITS / sizeof METHOD_LIMITS[0] ==
                    sizeof METHODS / sizeof METHODS[0],

@@ -624,24 +624,40 @@ static void test_attacks_while_honest_rounds_commit(void) {
                   0);
 }
 
-/* One registered client opens STREAMS Uploads and holds them half-sent,
- * with a receive timeout longer than a round's: without a limit per
- * client it holds every authenticated receive slot (--max-receiving 16),
- * the honest clients' calls wait behind it past the round's deadline and
- * no round commits. With --max-receiving-per-client 2 it holds two. */
+/* Half-sent Uploads. A registered client that was not selected has every
+ * one refused at its headers: without that, 8 sessions would hold the 16
+ * authenticated receive slots. A selected client's are admitted, and with
+ * a receive timeout longer than a round's, without a limit per client it
+ * would hold every slot (--max-receiving 16), the honest clients' calls
+ * would wait behind it past the round's deadline and no round would
+ * commit. With --max-receiving-per-client 2 it holds two. */
 static void test_one_client_cannot_take_the_receive_pool(void) {
   fed f;
+  /* Three selected a round, two updates close it: the honest clients
+   * commit round 1 without the attacker's. */
   fed_start(&f, "hog",
             "--round-timeout 15 --receive-timeout-ms 60000 "
-            "--max-receiving 16 --max-receiving-per-client 2",
+            "--max-receiving 16 --max-receiving-per-client 2 "
+            "--over-select 0.5 --selection-timeout 1",
             0);
   h2_conn c;
+  CU_ASSERT_EQUAL(attack_held_uploads(&c, f.session), 0);
+  h2_close(&c);
+  rpc_result res;
+  CU_ASSERT_EQUAL(
+      call(PB_METHOD_UPLOAD, f.session, (const uint8_t *)"", 0, &res), 0);
+  CU_ASSERT_EQUAL(res.code, GRPC_STATUS_PERMISSION_DENIED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(res.detail, "was not selected"));
+  printf("\n  unselected: all %d half-sent Uploads refused (\"%s\")\n", STREAMS,
+         res.detail);
+  rpc_result_clear(&res);
+
+  int evaluate = 0;
+  CU_ASSERT_EQUAL_FATAL(fl_wait_task(g_ch, f.session, 100, &evaluate, NULL), 1);
   int held = attack_held_uploads(&c, f.session);
-  printf("\n  %d of %d half-sent Uploads of one session admitted\n", held,
-         STREAMS);
+  printf("  selected: %d of %d half-sent Uploads admitted\n", held, STREAMS);
   CU_ASSERT_EQUAL(held, 2);
   /* A further call of that session is refused at its headers, saying why. */
-  rpc_result res;
   CU_ASSERT_EQUAL(
       call(PB_METHOD_UPLOAD, f.session, (const uint8_t *)"", 0, &res), 0);
   CU_ASSERT_EQUAL(res.code, GRPC_STATUS_RESOURCE_EXHAUSTED);
@@ -738,10 +754,10 @@ static void test_all_attacks_at_once(void) {
   /* Meanwhile, here: one session's held Uploads, huge messages from
    * another, Sybils. */
   h2_conn c;
-  /* Part of the load only: the cap per client is asserted on its own
-   * above. Here some of these calls wait unserved behind the other attacks'
-   * (neither admitted nor refused yet), so open streams are not a count of
-   * admitted ones. */
+  /* Part of the load only (its session was never selected, so each is
+   * refused at its headers, asserted on its own above). Here some of these
+   * calls wait unserved behind the other attacks' (not yet refused), so
+   * open streams are not a count of admitted ones. */
   int held = attack_held_uploads(&c, f.session);
   CU_ASSERT(held >= 0);
   printf("  %d of %d held Uploads still open\n", held, STREAMS);

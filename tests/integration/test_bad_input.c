@@ -220,15 +220,21 @@ static void test_bad_input_is_refused_and_nothing_stored(void) {
   register_client(c);
   memcpy(g_session, a, sizeof g_session);
 
-  /* Bytes that are not a protobuf message. */
+  /* A client not selected for any round cannot open an Upload: refused
+   * at its headers, before its message is read. */
   const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0x0f};
   r = fl_call_raw(g_ch, PB_METHOD_UPLOAD, a, junk, sizeof junk, NULL);
-  ASSERT_REFUSED(r, GRPC_STATUS_INVALID_ARGUMENT);
+  ASSERT_REFUSED(r, GRPC_STATUS_PERMISSION_DENIED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.detail, "was not selected"));
 
   uint64_t round = check_in(a, 1);
   CU_ASSERT_FATAL(round == 1);
   CU_ASSERT_EQUAL_FATAL(check_in(b, 1), round);
   CU_ASSERT_EQUAL(check_in(c, 0), 0); /* two per round: c must wait */
+
+  /* Bytes that are not a protobuf message, from a selected client. */
+  r = fl_call_raw(g_ch, PB_METHOD_UPLOAD, a, junk, sizeof junk, NULL);
+  ASSERT_REFUSED(r, GRPC_STATUS_INVALID_ARGUMENT);
 
   update good, nan_update, inf_update;
   make_update(&good, 0.01f, N_PARAMS, 0);
