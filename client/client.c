@@ -393,28 +393,15 @@ static size_t pack_message(const void *m, uint8_t *dst) {
 typedef struct pack_tail {
   const ProtobufCMessage *m;
   size_t tail_len;
-  uint8_t head[11]; /* the field's tag and length */
+  uint8_t head[PB_WIRE_LEN_HEAD_MAX]; /* the field's tag and length */
 } pack_tail;
-
-/* Writes the tag and length that precede a tail of len bytes into head;
- * returns their size. */
-static size_t pack_tail_head(size_t len, uint8_t head[11]) {
-  size_t n = 0;
-  head[n++] = (UPLOAD_DATA_FIELD << 3) | 2; /* length-delimited */
-  uint64_t v = len;
-  do {
-    head[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-    v >>= 7;
-  } while (v);
-  return n;
-}
 
 /* rpc_pack_fn for a pack_tail: the message, then the tail's head (fields
  * may come in any order on the wire). */
 static size_t pack_with_tail(const void *p, uint8_t *dst) {
   const pack_tail *pt = p;
   size_t n = protobuf_c_message_pack(pt->m, dst);
-  return n + pack_tail_head(pt->tail_len, dst + n);
+  return n + pb_wire_len_head(UPLOAD_DATA_FIELD, pt->tail_len, dst + n);
 }
 
 /* Packs m, calls method with a deadline of timeout_ms per attempt; the
@@ -430,7 +417,7 @@ static int call_raw(cohort_client_t *c, int timeout_ms, const char *method,
    * m and sent last: its tag and length close the packed part. */
   pack_tail pt = {.m = m, .tail_len = tail ? tail->len : 0};
   if (tail)
-    len += pack_tail_head(pt.tail_len, pt.head);
+    len += pb_wire_len_head(UPLOAD_DATA_FIELD, pt.tail_len, pt.head);
   rpc_call_opts o;
   rpc_call_opts_init(&o);
   o.timeout_ms = timeout_ms;

@@ -136,19 +136,24 @@ int round_done_locked(round_engine *e) {
   return training_over(e) && e->state == ROUND_IDLE && !e->eval_due;
 }
 
-/* Sets the global model from params (taken over) and computes its wire
- * form and digest. */
-/* The wire form of params (malloc'd into *blob) and its digest. */
+void round_model_release(void *owner) {
+  model_blob *b = owner;
+  if (b && atomic_fetch_sub(&b->refs, 1) == 1)
+    free(b);
+}
+
+/* The wire form of params (one reference, into *blob) and its digest. */
 static int model_wire(const round_engine *e, const float *params,
-                      uint8_t **blob, uint8_t sha[CRYPTO_SHA256_LEN]) {
+                      model_blob **blob, uint8_t sha[CRYPTO_SHA256_LEN]) {
   size_t len = e->model.n_params * sizeof(float);
-  *blob = malloc(len);
+  *blob = malloc(sizeof **blob + len);
   if (!*blob)
     return COHORT_ENOMEM;
-  wire_put_f32le(*blob, params, e->model.n_params);
-  int rc = crypto_sha256(*blob, len, sha);
+  atomic_init(&(*blob)->refs, 1);
+  wire_put_f32le((*blob)->bytes, params, e->model.n_params);
+  int rc = crypto_sha256((*blob)->bytes, len, sha);
   if (rc) {
-    free(*blob);
+    round_model_release(*blob);
     *blob = NULL;
   }
   return rc;
@@ -156,11 +161,11 @@ static int model_wire(const round_engine *e, const float *params,
 
 /* Makes params (taken over), its wire form blob (taken over) and digest
  * the global model of that version. */
-static void adopt_global(round_engine *e, float *params, uint8_t *blob,
+static void adopt_global(round_engine *e, float *params, model_blob *blob,
                          const uint8_t sha[CRYPTO_SHA256_LEN],
                          int64_t version) {
   free(e->global);
-  free(e->blob);
+  round_model_release(e->blob);
   e->global = params;
   e->blob = blob;
   e->blob_len = e->model.n_params * sizeof(float);
@@ -169,7 +174,8 @@ static void adopt_global(round_engine *e, float *params, uint8_t *blob,
 }
 
 static int set_global(round_engine *e, float *params, int64_t version) {
-  uint8_t *blob = NULL, sha[CRYPTO_SHA256_LEN];
+  model_blob *blob = NULL;
+  uint8_t sha[CRYPTO_SHA256_LEN];
   int rc = model_wire(e, params, &blob, sha);
   if (rc) {
     free(params);
@@ -243,7 +249,7 @@ static int load_or_create_model(round_engine *e, char *err, size_t errlen) {
   store_model init = {.version = 0,
                       .round = 0,
                       .parent = -1,
-                      .blob = e->blob,
+                      .blob = e->blob->bytes,
                       .blob_len = e->blob_len};
   snprintf(init.spec, sizeof init.spec, "%s", e->model.spec);
   crypto_hex(e->sha, sizeof e->sha, init.sha256_hex);
@@ -560,7 +566,7 @@ void round_engine_free(round_engine *e) {
   round_secagg_free(e);
   round_dp_free(e);
   free(e->global);
-  free(e->blob);
+  round_model_release(e->blob);
   seen_set_free(&e->seen);
   pthread_mutex_destroy(&e->mu);
   pthread_cond_destroy(&e->uploaded);
@@ -808,7 +814,8 @@ static int aggregate_and_commit(round_engine *e, combine_fn combine) {
    * the store refuses must not leave it serving, or building the next
    * round on, a model that was never committed. */
   int64_t parent = e->version;
-  uint8_t *blob = NULL, sha[CRYPTO_SHA256_LEN];
+  model_blob *blob = NULL;
+  uint8_t sha[CRYPTO_SHA256_LEN];
   rc = model_wire(e, next, &blob, sha);
   if (rc) {
     free(next);
@@ -821,7 +828,7 @@ static int aggregate_and_commit(round_engine *e, combine_fn combine) {
   store_model m = {.version = parent + 1,
                    .round = e->round,
                    .parent = parent,
-                   .blob = blob,
+                   .blob = blob->bytes,
                    .blob_len = e->model.n_params * sizeof(float)};
   snprintf(m.spec, sizeof m.spec, "%s", e->model.spec);
   crypto_hex(sha, sizeof sha, m.sha256_hex);
@@ -839,7 +846,7 @@ static int aggregate_and_commit(round_engine *e, combine_fn combine) {
     strategy_state_load(e->strategy, before, state_len, NULL, 0);
     round_codec_restore_state(e, codec_before);
     free(next);
-    free(blob);
+    round_model_release(blob);
   } else {
     adopt_global(e, next, blob, sha, parent + 1);
   }

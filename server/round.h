@@ -255,6 +255,16 @@ round_verdict round_checkin(round_engine *e, int64_t client,
 round_verdict round_get_model(round_engine *e, int64_t client, int64_t version,
                               uint64_t offset, uint8_t *buf, size_t max_bytes,
                               size_t *len, uint64_t *total, uint8_t sha256[32]);
+/* The same without a copy: *data points at up to max_bytes of the model's
+ * wire form from offset (*len of them), valid until
+ * round_model_release(*owner), whatever the engine does meanwhile. On a
+ * refusal *owner is NULL. */
+round_verdict round_get_model_ref(round_engine *e, int64_t version,
+                                  uint64_t offset, size_t max_bytes,
+                                  const uint8_t **data, size_t *len,
+                                  void **owner, uint64_t *total,
+                                  uint8_t sha256[32]);
+void round_model_release(void *owner); /* accepts NULL */
 void round_count_download(round_engine *e, int64_t client, size_t wire_bytes);
 
 /* ---- upload ---- */

@@ -562,11 +562,13 @@ out:
 
 /* ---- model download ---- */
 
-round_verdict round_get_model(round_engine *e, int64_t client, int64_t version,
-                              uint64_t offset, uint8_t *buf, size_t max_bytes,
-                              size_t *len, uint64_t *total,
-                              uint8_t sha256[32]) {
+round_verdict round_get_model_ref(round_engine *e, int64_t version,
+                                  uint64_t offset, size_t max_bytes,
+                                  const uint8_t **data, size_t *len,
+                                  void **owner, uint64_t *total,
+                                  uint8_t sha256[32]) {
   round_verdict v = round_ok();
+  *owner = NULL;
   pthread_mutex_lock(&e->mu);
   if (version != e->version) {
     v = round_fail_verdict(
@@ -582,12 +584,29 @@ round_verdict round_get_model(round_engine *e, int64_t client, int64_t version,
     size_t n = e->blob_len - (size_t)offset;
     if (n > max_bytes)
       n = max_bytes;
-    memcpy(buf, e->blob + offset, n);
+    atomic_fetch_add(&e->blob->refs, 1);
+    *owner = e->blob;
+    *data = e->blob->bytes + offset;
     *len = n;
     *total = e->blob_len;
     memcpy(sha256, e->sha, sizeof e->sha);
   }
   pthread_mutex_unlock(&e->mu);
+  return v;
+}
+
+round_verdict round_get_model(round_engine *e, int64_t client, int64_t version,
+                              uint64_t offset, uint8_t *buf, size_t max_bytes,
+                              size_t *len, uint64_t *total,
+                              uint8_t sha256[32]) {
+  (void)client;
+  const uint8_t *data;
+  void *owner;
+  round_verdict v = round_get_model_ref(e, version, offset, max_bytes, &data,
+                                        len, &owner, total, sha256);
+  if (!v.code)
+    memcpy(buf, data, *len);
+  round_model_release(owner);
   return v;
 }
 

@@ -5,6 +5,7 @@
 #define COHORT_ROUND_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "aggregate.h"
 #include "codec.h"
@@ -21,6 +22,14 @@
 #define MAX_ENROLL_TOKENS 16
 
 typedef enum round_kind { KIND_TRAIN = 0, KIND_EVALUATE = 1 } round_kind;
+
+/* The wire form of a model version, shared by the engine and the replies
+ * that send it (round_get_model_ref): freed by the last of them to let go,
+ * so a download in flight outlives a commit that replaces the model. */
+typedef struct model_blob {
+  atomic_int refs;
+  uint8_t bytes[];
+} model_blob;
 
 typedef struct participant {
   int64_t client;
@@ -120,7 +129,7 @@ struct round_engine {
   /* The global model: parameters, their wire form and its digest. */
   int64_t version;
   float *global;
-  uint8_t *blob;
+  model_blob *blob;
   size_t blob_len;
   uint8_t sha[CRYPTO_SHA256_LEN];
 

@@ -15,6 +15,7 @@
 #include "pb.h"
 #include "pb_scan.h"
 #include "pb_upload.h"
+#include "pb_wire.h"
 
 static void refuse(rpc_reply *rep, int code, const char *detail) {
   rep->code = code;
@@ -293,6 +294,9 @@ out:
   protobuf_c_message_free_unpacked(&m->base, NULL);
 }
 
+/* GetModelResponse.data's field number (cohort_messages.proto). */
+#define GET_MODEL_DATA_FIELD 4
+
 static void handle_get_model(void *ctx, const rpc_request *req,
                              rpc_reply *rep) {
   round_engine *e = ((service *)ctx)->engine;
@@ -311,33 +315,43 @@ static void handle_get_model(void *ctx, const rpc_request *req,
   size_t max = m->max_bytes && m->max_bytes < PB_MAX_CHUNK_BYTES
                    ? m->max_bytes
                    : PB_MAX_CHUNK_BYTES;
-  uint8_t *buf = malloc(max);
+  const uint8_t *data;
+  size_t len;
+  void *model;
+  uint64_t total;
   uint8_t sha[32];
-  size_t len = 0;
-  uint64_t total = 0;
-  if (!buf) {
-    refuse(rep, GRPC_STATUS_RESOURCE_EXHAUSTED, "coordinator out of memory");
-    goto out;
-  }
-  round_verdict v = round_get_model(e, client, version, m->offset, buf, max,
-                                    &len, &total, sha);
+  round_verdict v = round_get_model_ref(e, version, m->offset, max, &data, &len,
+                                        &model, &total, sha);
   if (v.code) {
     apply_verdict(rep, &v);
     goto out;
   }
+  /* The chunk is sent from the model itself, which every download shares:
+   * the reply is the other fields, then the data field's tag and length,
+   * then the chunk, referenced until gRPC has sent it (field order is free
+   * on the wire). */
   Cohort__V1__GetModelResponse r = COHORT__V1__GET_MODEL_RESPONSE__INIT;
   r.model_version = m->model_version;
   r.total_size = total;
   r.offset = m->offset;
-  r.data.data = buf;
-  r.data.len = len;
   r.model_sha256.data = sha;
   r.model_sha256.len = sizeof sha;
-  reply_with(rep, &r.base);
-  if (rep->code == 0)
-    round_count_download(e, client, rep->body_len);
+  size_t head = protobuf_c_message_get_packed_size(&r.base);
+  rep->body = malloc(head + PB_WIRE_LEN_HEAD_MAX);
+  if (!rep->body) {
+    round_model_release(model);
+    refuse(rep, GRPC_STATUS_RESOURCE_EXHAUSTED, "coordinator out of memory");
+    goto out;
+  }
+  rep->body_len = protobuf_c_message_pack(&r.base, rep->body);
+  rep->body_len +=
+      pb_wire_len_head(GET_MODEL_DATA_FIELD, len, rep->body + rep->body_len);
+  rep->tail = data;
+  rep->tail_len = len;
+  rep->tail_release = round_model_release;
+  rep->tail_arg = model;
+  round_count_download(e, client, rep->body_len + len);
 out:
-  free(buf);
   protobuf_c_message_free_unpacked(&m->base, NULL);
 }
 

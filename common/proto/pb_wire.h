@@ -1,9 +1,11 @@
 /* Protobuf wire format's smallest pieces, shared by the hand-written
  * readers (pb_scan, pb_upload, pb_iov) that walk untrusted bytes without
- * protobuf-c. */
+ * protobuf-c, and by the writers of a message whose last bytes field is
+ * sent from elsewhere, without a copy (an upload's data, a model chunk). */
 #ifndef COHORT_PB_WIRE_H
 #define COHORT_PB_WIRE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Wire types (the protobuf encoding). */
@@ -23,6 +25,22 @@ static inline int pb_wire_varint(const uint8_t **p, const uint8_t *end,
     }
   }
   return -1;
+}
+
+/* The most bytes pb_wire_len_head writes. */
+#define PB_WIRE_LEN_HEAD_MAX 11
+
+/* Writes the tag and length that precede len bytes of length-delimited
+ * field `field` (< 16) into out; returns how many bytes that took. */
+static inline size_t pb_wire_len_head(uint32_t field, uint64_t len,
+                                      uint8_t out[PB_WIRE_LEN_HEAD_MAX]) {
+  size_t n = 0;
+  out[n++] = (uint8_t)(field << 3 | PB_WIRE_LEN);
+  do {
+    out[n++] = (uint8_t)((len & 0x7f) | (len > 0x7f ? 0x80 : 0));
+    len >>= 7;
+  } while (len);
+  return n;
 }
 
 #endif

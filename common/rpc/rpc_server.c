@@ -207,6 +207,53 @@ static int64_t deadline_left_ms(gpr_timespec d) {
  * a held call's close batch is already out, RECV_CLOSE_ON_SERVER. The
  * batch takes the caller's reference; on failure the call is cancelled and
  * the reference dropped here. rep->body is taken over. */
+/* A reply that is not sent: its body freed, its tail let go. */
+static void reply_drop(rpc_reply *rep) {
+  free(rep->body);
+  rep->body = NULL;
+  if (rep->tail_release)
+    rep->tail_release(rep->tail_arg);
+  rep->tail_release = NULL;
+}
+
+/* A tail slice's destroy: gRPC let go of it (on any thread). */
+static void tail_done(void *arg) {
+  rpc_reply *owner = arg;
+  owner->tail_release(owner->tail_arg);
+  free(owner);
+}
+
+/* The message of an OK reply: body (taken over, no copy), then the tail
+ * referenced where there is one. */
+static grpc_byte_buffer *reply_message(rpc_reply *rep) {
+  grpc_slice sl[2];
+  size_t n = 0;
+  if (rep->body && rep->body_len) {
+    /* The slice takes the handler's buffer over and frees it. */
+    sl[n++] = grpc_slice_new(rep->body, rep->body_len, free);
+    rep->body = NULL;
+  }
+  if (rep->tail_release && rep->tail_len) {
+    /* What to release travels with the slice: a copy of the pair. */
+    rpc_reply *owner = malloc(sizeof *owner);
+    if (!owner) {
+      for (size_t i = 0; i < n; i++)
+        grpc_slice_unref(sl[i]);
+      return NULL;
+    }
+    owner->tail_release = rep->tail_release;
+    owner->tail_arg = rep->tail_arg;
+    rep->tail_release = NULL;
+    sl[n++] = grpc_slice_new_with_user_data((void *)rep->tail, rep->tail_len,
+                                            tail_done, owner);
+  }
+  /* Unary clients expect a message even when it is empty. */
+  grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(n ? sl : NULL, n);
+  for (size_t i = 0; i < n; i++)
+    grpc_slice_unref(sl[i]);
+  return bb;
+}
+
 static void slot_reply(rpc_slot *s, rpc_reply *rep) {
   rpc_server *srv = s->w->srv;
   rep->detail[sizeof rep->detail - 1] = '\0';
@@ -218,20 +265,13 @@ static void slot_reply(rpc_slot *s, rpc_reply *rep) {
     srv->observe(srv->observe_ctx, s->catch_all ? srv->n_methods : s->method,
                  rep->code, clock_mono_s() - s->arrived);
   if (rep->code == GRPC_STATUS_OK) {
-    if (rep->body && rep->body_len) {
-      /* The slice takes the handler's buffer over and frees it: no copy. */
-      grpc_slice sl = grpc_slice_new(rep->body, rep->body_len, free);
-      s->reply = grpc_raw_byte_buffer_create(&sl, 1);
-      grpc_slice_unref(sl);
-    } else {
-      /* Unary clients expect a message even when it is empty. */
-      free(rep->body);
-      s->reply = grpc_raw_byte_buffer_create(NULL, 0);
+    s->reply = reply_message(rep);
+    if (!s->reply) {
+      rep->code = GRPC_STATUS_RESOURCE_EXHAUSTED;
+      snprintf(rep->detail, sizeof rep->detail, "coordinator out of memory");
     }
-  } else {
-    free(rep->body);
   }
-  rep->body = NULL;
+  reply_drop(rep);
 
   grpc_op ops[4];
   size_t n = 0;
@@ -301,8 +341,7 @@ void rpc_held_reply(rpc_held *h, rpc_reply *rep) {
   if (!h)
     return;
   if (atomic_load(&h->gone)) {
-    free(rep->body);
-    rep->body = NULL;
+    reply_drop(rep);
     slot_unref(h);
     return;
   }
@@ -384,7 +423,7 @@ static void slot_serve(rpc_slot *s) {
     s->payload = NULL;
     grpc_metadata_array_destroy(&s->md);
     grpc_metadata_array_init(&s->md);
-    free(rep.body);
+    reply_drop(&rep);
     return;
   }
   slot_reply(s, &rep);

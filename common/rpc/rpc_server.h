@@ -39,6 +39,15 @@ typedef struct rpc_reply {
   uint8_t *body;    /* malloc'd reply, taken over by the server; ignored
                        (and freed) when code != OK */
   size_t body_len;
+  /* Optional: tail_len bytes sent after body as they are, referenced, not
+   * copied (a model every download shares). gRPC may hold them after the
+   * call ends: tail_release(tail_arg) runs once it lets go, on any thread,
+   * or at once when the reply is not sent; it is called exactly once
+   * whenever tail_release is set. */
+  const uint8_t *tail;
+  size_t tail_len;
+  void (*tail_release)(void *arg);
+  void *tail_arg;
 } rpc_reply;
 
 typedef void (*rpc_handler_fn)(void *ctx, const rpc_request *req,
@@ -56,9 +65,9 @@ typedef struct rpc_method {
  * with rpc_held_reply, and all of them before rpc_server_stop. */
 rpc_held *rpc_hold(const rpc_request *req);
 
-/* Answers a held call (from any thread) and releases it; rep->body is
- * taken over as in a handler's reply. A call whose client went away meanwhile
- * is only released. */
+/* Answers a held call (from any thread) and releases it; rep->body (and
+ * its tail) is taken over as in a handler's reply. A call whose client went
+ * away meanwhile is only released. */
 void rpc_held_reply(rpc_held *h, rpc_reply *rep);
 
 /* 1 once the client has gone (cancelled, deadline passed, disconnected):

@@ -1231,6 +1231,46 @@ static void commit_round(fixture *f, int64_t r, const update *ua,
   upload_and_commit(f, r, ua, ub);
 }
 
+/* A download's reference to a model (round_get_model_ref) stays valid,
+ * and unchanged, after a commit replaces that model; the version is no
+ * longer served. Under ASan, a freed model would be a use after free. */
+static void test_model_ref_outlives_commit(void) {
+  fixture f;
+  FX_INIT(f);
+  f.cfg.rounds = 2;
+  f.cfg.round_timeout_s = 30;
+  FX_START(f, 2);
+  const uint8_t *data = NULL;
+  size_t len = 0;
+  void *model = NULL;
+  uint64_t total = 0;
+  uint8_t sha[32];
+  round_verdict v = round_get_model_ref(f.e, 0, 0, MODEL_BYTES, &data, &len,
+                                        &model, &total, sha);
+  CU_ASSERT_EQUAL_FATAL(v.code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(len, MODEL_BYTES);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(model);
+  uint8_t *before = malloc(len);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(before);
+  memcpy(before, data, len);
+
+  update *ua = make_update(0), *ub = make_update(1);
+  commit_round(&f, 1, ua, ub);
+  const uint8_t *other;
+  size_t other_len;
+  void *none = &f;
+  v = round_get_model_ref(f.e, 0, 0, 16, &other, &other_len, &none, &total,
+                          sha);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_NOT_FOUND);
+  CU_ASSERT_PTR_NULL(none);
+  CU_ASSERT_EQUAL(memcmp(data, before, len), 0);
+  round_model_release(model);
+  free(before);
+  free(ua);
+  free(ub);
+  fx_close(&f);
+}
+
 static void test_restart_resumes(void) {
   fixture f;
   FX_INIT(f);
@@ -2739,6 +2779,8 @@ int cohort_register_suites(void) {
       {"selection closes with M clients after its timeout",
        test_selection_timeout_with_min_clients},
       {"model download in chunks with digest", test_get_model},
+      {"a download's model reference outlives the commit that replaces it",
+       test_model_ref_outlives_commit},
       {"every refused upload stores nothing",
        test_upload_refusals_store_nothing},
       {"chunked, idempotent uploads commit weighted FedAvg",

@@ -141,11 +141,49 @@ static void h_sleep500(void *ctx, const rpc_request *req, rpc_reply *rep) {
   rep->body_len = 4;
 }
 
+/* A reply's tail: sent by reference, released once (rpc_reply.tail). */
+static uint8_t g_tail[300000];
+static atomic_int g_tail_released, g_tail_wrong_arg;
+static void tail_release(void *arg) {
+  if (arg != g_tail)
+    atomic_store(&g_tail_wrong_arg, 1);
+  atomic_fetch_add(&g_tail_released, 1);
+}
+
+static void with_tail(rpc_reply *rep) {
+  rep->body = dup_bytes("head", 4);
+  rep->body_len = 4;
+  rep->tail = g_tail;
+  rep->tail_len = sizeof g_tail;
+  rep->tail_release = tail_release;
+  rep->tail_arg = g_tail;
+}
+
+static void h_tail(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  (void)ctx;
+  (void)req;
+  with_tail(rep);
+}
+
+/* A refusal with a tail: nothing of it is sent, and it is released. */
+static void h_tail_denied(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  (void)ctx;
+  (void)req;
+  with_tail(rep);
+  rep->code = GRPC_STATUS_PERMISSION_DENIED;
+  snprintf(rep->detail, sizeof rep->detail, "nope");
+}
+
 static const rpc_method k_methods[] = {
-    {"/test.Svc/Echo", h_echo},         {"/test.Svc/Bearer", h_bearer},
-    {"/test.Svc/Deny", h_deny},         {"/test.Svc/Empty", h_empty},
-    {"/test.Svc/Slow", h_slow},         {"/test.Svc/Deadline", h_deadline},
+    {"/test.Svc/Echo", h_echo},
+    {"/test.Svc/Bearer", h_bearer},
+    {"/test.Svc/Deny", h_deny},
+    {"/test.Svc/Empty", h_empty},
+    {"/test.Svc/Slow", h_slow},
+    {"/test.Svc/Deadline", h_deadline},
     {"/test.Svc/Sleep500", h_sleep500},
+    {"/test.Svc/Tail", h_tail},
+    {"/test.Svc/TailDenied", h_tail_denied},
 };
 
 static int start_server(const char *listen, int workers, rpc_server **out,
@@ -417,6 +455,44 @@ static void test_reply_in_place_lists_the_bytes(void) {
     CU_ASSERT_EQUAL(rpc_result_iov(&res, NULL, 0), 0);
     free(msg);
   }
+}
+
+/* Waits up to 2 s for g_tail_released to reach n. */
+static int tail_released(int n) {
+  for (int i = 0; i < 200 && atomic_load(&g_tail_released) < n; i++)
+    sleep_ms(10);
+  return atomic_load(&g_tail_released);
+}
+
+/* A reply's body and its tail arrive as one message; the tail is released
+ * exactly once, with its argument, once gRPC let go of it, and a refusal's
+ * tail is released without being sent. */
+static void test_reply_tail_arrives_whole_released_once(void) {
+  for (size_t i = 0; i < sizeof g_tail; i++)
+    g_tail[i] = (uint8_t)(i * 7 + 3);
+  atomic_store(&g_tail_released, 0);
+  rpc_call_opts o = fast_opts();
+  rpc_result res;
+  CU_ASSERT_EQUAL_FATAL(
+      rpc_call(g_ch, "/test.Svc/Tail", NULL, (const uint8_t *)"x", 1, &o, &res),
+      COHORT_OK);
+  CU_ASSERT_EQUAL(res.code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(res.body_len, 4 + sizeof g_tail);
+  CU_ASSERT(memcmp(res.body, "head", 4) == 0);
+  CU_ASSERT(memcmp(res.body + 4, g_tail, sizeof g_tail) == 0);
+  rpc_result_clear(&res);
+  CU_ASSERT_EQUAL(tail_released(1), 1);
+
+  CU_ASSERT_EQUAL(rpc_call(g_ch, "/test.Svc/TailDenied", NULL,
+                           (const uint8_t *)"x", 1, &o, &res),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(res.code, GRPC_STATUS_PERMISSION_DENIED);
+  CU_ASSERT_PTR_NULL(res.body);
+  rpc_result_clear(&res);
+  CU_ASSERT_EQUAL(tail_released(2), 2);
+  sleep_ms(50); /* and never a second time */
+  CU_ASSERT_EQUAL(atomic_load(&g_tail_released), 2);
+  CU_ASSERT_EQUAL(atomic_load(&g_tail_wrong_arg), 0);
 }
 
 static void test_ok_with_null_body_gives_empty_reply(void) {
@@ -1389,6 +1465,8 @@ int cohort_register_suites(void) {
     return -1;
   static const test_case tests[] = {
       {"echo returns the same bytes", test_echo_returns_same_bytes},
+      {"a reply's tail arrives whole and is released once",
+       test_reply_tail_arrives_whole_released_once},
       {"a packed head and a shared tail arrive whole; the tail is freed once",
        test_packed_head_and_shared_tail_arrive_whole},
       {"reply_in_place lists the reply's bytes",
