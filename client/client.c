@@ -469,6 +469,22 @@ static int call_timed(cohort_client_t *c, int timeout_ms, const char *method,
 }
 
 /* call_timed with the options' deadline. */
+/* How long the coordinator may hold a long poll (a check-in without a
+ * task, a SecAgg step still open): cohort_client_options.long_poll_ms, 0
+ * for the default, negative for none. */
+static uint32_t long_poll_wait_ms(const cohort_client_t *c) {
+  return c->opt.long_poll_ms == 0  ? DEFAULT_LONG_POLL_MS
+         : c->opt.long_poll_ms < 0 ? 0
+                                   : (uint32_t)c->opt.long_poll_ms;
+}
+
+/* A long poll's deadline: its hold, then the usual time for the answer. */
+static int long_poll_timeout(const cohort_client_t *c, uint32_t wait_ms) {
+  return wait_ms > (uint32_t)(INT_MAX - c->opt.rpc_timeout_ms)
+             ? INT_MAX
+             : (int)wait_ms + c->opt.rpc_timeout_ms;
+}
+
 static int call(cohort_client_t *c, const char *method, const char *what,
                 const ProtobufCMessage *m,
                 const ProtobufCMessageDescriptor *desc, int authed,
@@ -891,10 +907,11 @@ static int secagg_io_call(void *ctx, const Cohort__V1__SecAggRequest *req,
   snprintf(what, sizeof what, "round %llu: secure aggregation %s",
            (unsigned long long)req->round,
            secagg_flow_stop_name((secagg_flow_stop)(req->step + 1)));
-  return call(x->c, PB_METHOD_SECAGG, what, &req->base,
-              &cohort__v1__sec_agg_response__descriptor, 1,
-              (ProtobufCMessage **)resp, &x->info->bytes_up,
-              &x->info->bytes_down);
+  /* A held poll (req->wait_ms) leaves the usual time for the answer. */
+  return call_timed(
+      x->c, long_poll_timeout(x->c, req->wait_ms), PB_METHOD_SECAGG, what,
+      &req->base, NULL, &cohort__v1__sec_agg_response__descriptor, 1,
+      (ProtobufCMessage **)resp, &x->info->bytes_up, &x->info->bytes_down);
 }
 
 static int secagg_io_upload(void *ctx, const uint8_t *bytes, size_t len,
@@ -980,7 +997,8 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     secagg_flow_io io = {.ctx = &io_ctx,
                          .call = secagg_io_call,
                          .upload = secagg_io_upload,
-                         .nap = secagg_io_nap};
+                         .nap = secagg_io_nap,
+                         .wait_ms = long_poll_wait_ms(c)};
     /* The testing aid applies to the first secure-aggregation task only. */
     secagg_flow_stop leave = (secagg_flow_stop)c->leave_before_secagg;
     c->leave_before_secagg = COHORT_SECAGG_NEVER;
@@ -1116,15 +1134,9 @@ static int run_once(cohort_client_t *c, cohort_cycle_info *info) {
   req.attributes = attr_ptrs;
   req.n_attributes = n_now;
   /* A long poll: the coordinator may hold the call up to wait_ms while it
-   * has no task for us; the deadline leaves the usual time for the answer
-   * after that. An old coordinator answers at once. */
-  int wait_ms = c->opt.long_poll_ms == 0  ? DEFAULT_LONG_POLL_MS
-                : c->opt.long_poll_ms < 0 ? 0
-                                          : c->opt.long_poll_ms;
-  req.wait_ms = (uint32_t)wait_ms;
-  int timeout_ms = wait_ms > INT_MAX - c->opt.rpc_timeout_ms
-                       ? INT_MAX
-                       : wait_ms + c->opt.rpc_timeout_ms;
+   * has no task for us. An old coordinator answers at once. */
+  req.wait_ms = long_poll_wait_ms(c);
+  int timeout_ms = long_poll_timeout(c, req.wait_ms);
   Cohort__V1__CheckInResponse *resp = NULL;
   test_kill_point("checkin");
   rc = call_timed(c, timeout_ms, PB_METHOD_CHECKIN, "check-in", &req.base, NULL,

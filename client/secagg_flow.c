@@ -87,6 +87,12 @@ static int exchange(secagg_flow *f, Cohort__V1__SecAggStep step,
   req.message.data = (uint8_t *)msg;
   req.message.len = len;
   for (;;) {
+    /* A long poll, never past the time this flow gives up. */
+    double left_s = f->give_up_at - clock_mono_s();
+    req.wait_ms = left_s <= 0 ? 0
+                  : left_s * 1000.0 < f->io.wait_ms
+                      ? (uint32_t)(left_s * 1000.0)
+                      : f->io.wait_ms;
     Cohort__V1__SecAggResponse *r = NULL;
     int rc = f->io.call(f->io.ctx, &req, &r);
     if (rc)

@@ -31,6 +31,10 @@ typedef struct secagg_flow_io {
   int (*upload)(void *ctx, const uint8_t *bytes, size_t len, uint64_t examples);
   /* Waits ms; COHORT_ECANCELED once the client is told to stop. */
   int (*nap)(void *ctx, long ms);
+  /* How long the coordinator may hold a poll until its step closes
+   * (SecAggRequest.wait_ms; call's deadline must leave room for it); 0:
+   * it answers Wait at once and the flow polls. */
+  uint32_t wait_ms;
 } secagg_flow_io;
 
 /* Where a test makes the client leave: it stops right before sending this

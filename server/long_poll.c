@@ -1,4 +1,4 @@
-/* See long_poll.h. Handlers append held check-ins to `items` under the
+/* See long_poll.h. Handlers append held calls to `items` under the
  * poller's lock; the thread takes the whole list out, works on it without
  * the lock (re-asking the engine takes the engine's), and puts back what
  * is still held ahead of what arrived meanwhile, so the order of arrival
@@ -16,36 +16,44 @@
 #include "log.h"
 #include "pace.h"
 
-typedef struct held_checkin {
+typedef enum held_kind { HELD_CHECKIN, HELD_SECAGG } held_kind;
+
+typedef struct held_call {
   rpc_held *call;
+  held_kind kind;
   int64_t client;
+  uint64_t changes; /* round_changes() before the engine's last answer */
+  double until;     /* monotonic: answer RetryLater (Wait) after 0 ms then */
+  /* A check-in, as its client sent it. */
   uint64_t num_examples;
-  uint64_t changes; /* round_changes() of the engine's last answer */
-  double until;     /* monotonic: answer with RetryLater then */
   size_t n_attributes;
   char *names; /* n_attributes NUL-terminated names, back to back */
   double *values;
   char reason[160]; /* the last RetryLater's reason */
-} held_checkin;
+  /* A SecAgg poll. */
+  int64_t round;
+  int step;
+} held_call;
 
 struct long_poll {
   round_engine *engine;
   long_poll_config cfg;
   long_poll_answer_fn answer;
+  long_poll_secagg_answer_fn answer_secagg;
   pthread_t thread;
   pthread_mutex_t mu;
-  held_checkin *items; /* under mu */
+  held_call *items; /* under mu */
   size_t n, cap;
   size_t in_flight; /* taken out by the thread, still held */
   int stopping;     /* under mu */
 };
 
-static void held_free(held_checkin *h) {
+static void held_free(held_call *h) {
   free(h->names);
   free(h->values);
 }
 
-static int held_copy(held_checkin *h, const long_poll_checkin *c) {
+static int held_copy(held_call *h, const long_poll_checkin *c) {
   memset(h, 0, sizeof *h);
   h->client = c->client;
   h->num_examples = c->num_examples;
@@ -72,7 +80,7 @@ static int held_copy(held_checkin *h, const long_poll_checkin *c) {
 }
 
 /* The engine's answer to the held check-in now. */
-static round_verdict ask_engine(long_poll *lp, const held_checkin *h,
+static round_verdict ask_engine(long_poll *lp, const held_call *h,
                                 checkin_result *res) {
   const char *names[ROUND_MAX_ATTRIBUTES];
   const char *p = h->names;
@@ -84,7 +92,7 @@ static round_verdict ask_engine(long_poll *lp, const held_checkin *h,
                        names, h->values, res);
 }
 
-static void answer(long_poll *lp, held_checkin *h, const round_verdict *v,
+static void answer(long_poll *lp, held_call *h, const round_verdict *v,
                    const checkin_result *res) {
   rpc_reply rep;
   memset(&rep, 0, sizeof rep);
@@ -99,7 +107,7 @@ static void answer(long_poll *lp, held_checkin *h, const round_verdict *v,
 }
 
 /* RetryLater with no wait: the hold ran out, the client asks again. */
-static void answer_again(long_poll *lp, held_checkin *h) {
+static void answer_again(long_poll *lp, held_call *h) {
   checkin_result res;
   memset(&res, 0, sizeof res);
   res.kind = CHECKIN_RETRY;
@@ -108,9 +116,57 @@ static void answer_again(long_poll *lp, held_checkin *h) {
   answer(lp, h, &ok, &res);
 }
 
+static void answer_secagg(long_poll *lp, held_call *h, const round_verdict *v,
+                          round_secagg_reply *out) {
+  rpc_reply rep;
+  memset(&rep, 0, sizeof rep);
+  if (v->code) {
+    rep.code = v->code;
+    snprintf(rep.detail, sizeof rep.detail, "%s", v->detail);
+  } else {
+    lp->answer_secagg(out, &rep);
+    if (rep.code == GRPC_STATUS_OK)
+      round_count_download(lp->engine, h->client, rep.body_len);
+  }
+  free(out->message);
+  rpc_held_reply(h->call, &rep);
+}
+
+/* A held SecAgg poll, asked again once the engine moved: 1 while the
+ * answer is still Wait and the hold has time left. */
+static int revisit_secagg(long_poll *lp, held_call *h, uint64_t changes,
+                          double now) {
+  if (h->changes == changes && now < h->until)
+    return 1;
+  round_secagg_reply out;
+  round_verdict v = round_secagg_call(lp->engine, h->client, h->round, h->step,
+                                      NULL, 0, 0, &out);
+  int waiting = !v.code && out.outcome == ROUND_SECAGG_WAIT;
+  if (waiting && now < h->until) {
+    h->changes = changes;
+    return 1;
+  }
+  if (waiting)
+    out.after_ms = 0; /* the hold ran out: poll again at once */
+  answer_secagg(lp, h, &v, &out);
+  return 0;
+}
+
+/* The answer to a call that cannot stay held: ask again at once. */
+static void answer_now(long_poll *lp, held_call *h) {
+  if (h->kind == HELD_CHECKIN) {
+    answer_again(lp, h);
+    return;
+  }
+  round_secagg_reply out;
+  memset(&out, 0, sizeof out);
+  out.outcome = ROUND_SECAGG_WAIT;
+  round_verdict ok = {0};
+  answer_secagg(lp, h, &ok, &out);
+}
+
 /* One pass over the held calls: 1 when h stays held. */
-static int revisit(long_poll *lp, held_checkin *h, uint64_t changes,
-                   double now) {
+static int revisit(long_poll *lp, held_call *h, uint64_t changes, double now) {
   if (rpc_held_gone(h->call)) {
     rpc_reply none;
     memset(&none, 0, sizeof none);
@@ -118,6 +174,8 @@ static int revisit(long_poll *lp, held_checkin *h, uint64_t changes,
     held_free(h);
     return 0;
   }
+  if (h->kind == HELD_SECAGG)
+    return revisit_secagg(lp, h, changes, now);
   if (h->changes != changes) {
     checkin_result res;
     round_verdict v = ask_engine(lp, h, &res);
@@ -145,7 +203,7 @@ static void *poller_main(void *arg) {
       pthread_mutex_unlock(&lp->mu);
       break;
     }
-    held_checkin *work = lp->items;
+    held_call *work = lp->items;
     size_t n = lp->n;
     lp->items = NULL;
     lp->n = lp->cap = 0;
@@ -161,13 +219,13 @@ static void *poller_main(void *arg) {
     /* Put back what is still held, ahead of what came meanwhile. */
     pthread_mutex_lock(&lp->mu);
     size_t total = kept + lp->n;
-    held_checkin *all = total ? realloc(work, total * sizeof *all) : NULL;
+    held_call *all = total ? realloc(work, total * sizeof *all) : NULL;
     if (!total) {
       free(work);
     } else if (!all) {
       /* Out of memory: answer the newer ones now rather than lose them. */
       for (size_t i = 0; i < lp->n; i++)
-        answer_again(lp, &lp->items[i]);
+        answer_now(lp, &lp->items[i]);
       all = work;
       total = kept;
     } else if (lp->n) { /* memcpy from NULL, even of 0 bytes, is UB */
@@ -183,9 +241,10 @@ static void *poller_main(void *arg) {
 }
 
 int long_poll_start(round_engine *e, const long_poll_config *cfg,
-                    long_poll_answer_fn answer_fn, long_poll **out) {
+                    long_poll_answer_fn answer_fn,
+                    long_poll_secagg_answer_fn secagg_fn, long_poll **out) {
   *out = NULL;
-  if (!e || !cfg || !answer_fn || cfg->max_hold_ms < 0)
+  if (!e || !cfg || !answer_fn || !secagg_fn || cfg->max_hold_ms < 0)
     return COHORT_EINVAL;
   long_poll *lp = calloc(1, sizeof *lp);
   if (!lp)
@@ -195,6 +254,7 @@ int long_poll_start(round_engine *e, const long_poll_config *cfg,
   if (lp->cfg.poll_ms <= 0)
     lp->cfg.poll_ms = 50;
   lp->answer = answer_fn;
+  lp->answer_secagg = secagg_fn;
   pthread_mutex_init(&lp->mu, NULL);
   if (pthread_create(&lp->thread, NULL, poller_main, lp) != 0) {
     pthread_mutex_destroy(&lp->mu);
@@ -205,27 +265,20 @@ int long_poll_start(round_engine *e, const long_poll_config *cfg,
   return COHORT_OK;
 }
 
-int long_poll_hold(long_poll *lp, rpc_held *h, const long_poll_checkin *c,
-                   const checkin_result *res, int hold_ms) {
-  if (!lp || !h || !res || hold_ms <= 0)
-    return COHORT_EINVAL;
-  size_t limit = pace_hold_limit(lp->cfg.max_held, res->wanted, res->active,
-                                 res->took_part, res->candidate);
-  if (!limit)
-    return COHORT_ESTATE;
-  held_checkin item;
-  if (held_copy(&item, c))
-    return COHORT_ENOMEM;
-  item.call = h;
-  item.changes = res->changes;
-  item.until = clock_mono_s() + hold_ms / 1000.0;
+/* Appends item (its call set) unless the poller is stopping, limit calls
+ * are held, or, for a SecAgg poll, one of its client's is held already;
+ * COHORT_OK, COHORT_ESTATE or COHORT_ENOMEM. */
+static int append(long_poll *lp, const held_call *item, size_t limit) {
   int rc = COHORT_OK;
   pthread_mutex_lock(&lp->mu);
-  if (lp->stopping || lp->n + lp->in_flight >= limit) {
+  if (lp->stopping || lp->n + lp->in_flight >= limit)
     rc = COHORT_ESTATE;
-  } else if (lp->n == lp->cap) {
+  for (size_t i = 0; !rc && item->kind == HELD_SECAGG && i < lp->n; i++)
+    if (lp->items[i].kind == HELD_SECAGG && lp->items[i].client == item->client)
+      rc = COHORT_ESTATE;
+  if (!rc && lp->n == lp->cap) {
     size_t cap = lp->cap ? 2 * lp->cap : 64;
-    held_checkin *items = realloc(lp->items, cap * sizeof *items);
+    held_call *items = realloc(lp->items, cap * sizeof *items);
     if (items) {
       lp->items = items;
       lp->cap = cap;
@@ -234,11 +287,48 @@ int long_poll_hold(long_poll *lp, rpc_held *h, const long_poll_checkin *c,
     }
   }
   if (!rc)
-    lp->items[lp->n++] = item;
+    lp->items[lp->n++] = *item;
   pthread_mutex_unlock(&lp->mu);
+  return rc;
+}
+
+int long_poll_hold(long_poll *lp, rpc_held *h, const long_poll_checkin *c,
+                   const checkin_result *res, int hold_ms) {
+  if (!lp || !h || !res || hold_ms <= 0)
+    return COHORT_EINVAL;
+  size_t limit = pace_hold_limit(lp->cfg.max_held, res->wanted, res->active,
+                                 res->took_part, res->candidate);
+  if (!limit)
+    return COHORT_ESTATE;
+  held_call item;
+  if (held_copy(&item, c))
+    return COHORT_ENOMEM;
+  item.call = h;
+  item.kind = HELD_CHECKIN;
+  item.changes = res->changes;
+  item.until = clock_mono_s() + hold_ms / 1000.0;
+  int rc = append(lp, &item, limit);
   if (rc)
     held_free(&item);
   return rc;
+}
+
+int long_poll_hold_secagg(long_poll *lp, rpc_held *h, const long_poll_secagg *p,
+                          int hold_ms) {
+  if (!lp || !h || !p || hold_ms <= 0)
+    return COHORT_EINVAL;
+  held_call item;
+  memset(&item, 0, sizeof item);
+  item.call = h;
+  item.kind = HELD_SECAGG;
+  item.client = p->client;
+  item.round = p->round;
+  item.step = p->step;
+  item.changes = p->changes;
+  item.until = clock_mono_s() + hold_ms / 1000.0;
+  return append(lp, &item,
+                lp->cfg.max_held ? lp->cfg.max_held
+                                 : LONG_POLL_SECAGG_MAX_HELD);
 }
 
 size_t long_poll_held(long_poll *lp) {
@@ -255,11 +345,18 @@ void long_poll_stop(long_poll *lp) {
   lp->stopping = 1;
   pthread_mutex_unlock(&lp->mu);
   pthread_join(lp->thread, NULL);
-  /* No check-in is held from now on (long_poll_hold refuses), so the list
-   * is this thread's alone. */
+  /* No call is held from now on (long_poll_hold refuses), so the list is
+   * this thread's alone. */
   int done = round_federation_done(lp->engine);
   for (size_t i = 0; i < lp->n; i++) {
-    held_checkin *h = &lp->items[i];
+    held_call *h = &lp->items[i];
+    if (h->kind == HELD_SECAGG) {
+      round_secagg_reply none = {0};
+      round_verdict v = {.code = GRPC_STATUS_UNAVAILABLE};
+      snprintf(v.detail, sizeof v.detail, "the coordinator is stopping");
+      answer_secagg(lp, h, &v, &none);
+      continue;
+    }
     checkin_result res;
     round_verdict v = {.code = GRPC_STATUS_UNAVAILABLE};
     snprintf(v.detail, sizeof v.detail,

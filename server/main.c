@@ -1036,7 +1036,8 @@ int main(int argc, char **argv) {
   long_poll_config lpc = {.max_hold_ms = (int)g_opts.long_poll_max_ms,
                           .max_held = (size_t)g_opts.max_held};
   if (g_opts.long_poll_max_ms > 0 &&
-      long_poll_start(engine, &lpc, service_checkin_reply, &svc.long_poll)) {
+      long_poll_start(engine, &lpc, service_checkin_reply, service_secagg_reply,
+                      &svc.long_poll)) {
     log_error("cannot start the long-poll thread");
     goto out;
   }

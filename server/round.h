@@ -377,10 +377,12 @@ round_verdict round_decline(round_engine *e, int64_t client, int64_t round,
  * there is nothing to do). Returns COHORT_OK, or an error when the store
  * fails (the coordinator should then stop). */
 int round_tick(round_engine *e);
-/* Blocks up to ms milliseconds or until an upload completes. */
+/* Blocks up to ms milliseconds or until an upload, a report or a
+ * secure-aggregation message arrives. */
 void round_wait(round_engine *e, int ms);
-/* A counter that moves whenever a check-in answered RetryLater might now
- * get another answer (a round opened, selection closed, the federation
+/* A counter that moves whenever a check-in answered RetryLater, or a
+ * SecAgg poll answered Wait, might now get another answer (a round opened,
+ * selection closed, a secure-aggregation phase closed, the federation
  * ended): long polls are re-evaluated when it moves. */
 uint64_t round_changes(round_engine *e);
 /* Blocks until the counter differs from seen, or ms milliseconds; returns

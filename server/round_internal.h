@@ -108,11 +108,11 @@ typedef struct round_dp {
 
 struct round_engine {
   pthread_mutex_t mu;
-  pthread_cond_t uploaded; /* signalled when an upload or report arrives */
+  pthread_cond_t uploaded; /* signalled when an upload, a report or a
+                              secure-aggregation message arrives */
   pthread_cond_t changed;  /* broadcast when `changes` moves */
   uint64_t changes;        /* counts changes of state that can turn a
-                              check-in's RetryLater into a task or the end
-                              (round_changes) */
+                              held call's answer into another (round_changes) */
   round_config cfg;
   store *db;
   nn_model model;

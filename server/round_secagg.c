@@ -318,6 +318,7 @@ static int close_complaints(round_engine *e, double now) {
   log_info("round %lld: secure aggregation complaints closed with %u of %u "
            "client(s) heard, %u dropped",
            (long long)e->round, got, want, dropped);
+  round_changed(e); /* held polls learn whom to leave out */
   return COHORT_OK;
 }
 
@@ -388,6 +389,7 @@ int round_secagg_tick(round_engine *e, double now, int *unmask) {
            "client(s); %s for %.0f s",
            (long long)e->round, secagg_phase_name(ph), got, sa->params.n,
            secagg_phase_name(secagg_server_phase(sa->srv)), phase_s);
+  round_changed(e); /* held polls get the next phase's message */
   return rc;
 }
 
@@ -609,6 +611,9 @@ static round_verdict take_message(round_engine *e, uint32_t i, int step,
   memcpy(kept, d, sizeof d);
   if (ph == SECAGG_UNMASK)
     sa->unmasked[i] = 1;
+  /* The last message of a phase closes it at the scheduler's next tick:
+   * wake it now rather than at its next look (round_wait). */
+  pthread_cond_broadcast(&e->uploaded);
   return round_ok();
 }
 
@@ -662,6 +667,8 @@ static round_verdict complaints_step(round_engine *e, uint32_t i,
     if (rc)
       return secagg_refusal(rc, "MASKED complaints", why);
     memcpy(kept, d, sizeof d);
+    /* The last of them closes the complaints at the next tick: now. */
+    pthread_cond_broadcast(&e->uploaded);
   }
   if (secagg_server_complaints_open(sa->srv)) {
     reply_wait(out, sa->complaints_deadline, now);

@@ -224,9 +224,9 @@ void service_checkin_reply(const checkin_result *res, rpc_reply *rep) {
  * client's deadline, so the answer is not lost to it. */
 #define HOLD_MARGIN_MS 1000
 
-/* How long to hold a check-in that got RetryLater: what the client asked
- * for, within the coordinator's cap and the client's deadline; 0: answer
- * now. */
+/* How long to hold a check-in that got RetryLater, or a SecAgg poll that
+ * got Wait: what the client asked for, within the coordinator's cap and
+ * the client's deadline; 0: answer now. */
 static int hold_ms(const service *svc, const rpc_request *req,
                    uint32_t wait_ms) {
   int64_t ms = wait_ms;
@@ -495,14 +495,34 @@ static void handle_secagg(void *ctx, const rpc_request *req, rpc_reply *rep) {
   if (!m)
     return;
   round_secagg_reply out;
+  long_poll_secagg poll = {.client = client,
+                           .round = round,
+                           .step = (int)m->step,
+                           .changes = round_changes(e)};
   /* The engine refuses an unknown step and a message over its limit. */
   round_verdict v =
       round_secagg_call(e, client, round, (int)m->step, m->message.data,
                         m->message.len, req->body_len, &out);
+  int ms = !v.code && out.outcome == ROUND_SECAGG_WAIT
+               ? hold_ms((service *)ctx, req, m->wait_ms)
+               : 0;
   protobuf_c_message_free_unpacked(&m->base, NULL);
   if (v.code) {
     apply_verdict(rep, &v);
     return;
+  }
+  if (ms > 0) {
+    /* The step is still open: hold the poll until it closes (long_poll.h)
+     * instead of telling the client to come back. */
+    rpc_held *h = rpc_hold(req);
+    if (h && long_poll_hold_secagg(((service *)ctx)->long_poll, h, &poll, ms) ==
+                 COHORT_OK)
+      return;
+    if (h) {
+      service_secagg_reply(&out, rep);
+      rpc_held_reply(h, rep);
+      return;
+    }
   }
   service_secagg_reply(&out, rep);
   free(out.message);

@@ -207,8 +207,7 @@ static int64_t deadline_left_ms(gpr_timespec d) {
  * a held call's close batch is already out, RECV_CLOSE_ON_SERVER. The
  * batch takes the caller's reference; on failure the call is cancelled and
  * the reference dropped here. rep->body is taken over. */
-/* A reply that is not sent: its body freed, its tail let go. */
-static void reply_drop(rpc_reply *rep) {
+void rpc_reply_clear(rpc_reply *rep) {
   free(rep->body);
   rep->body = NULL;
   if (rep->tail_release)
@@ -271,7 +270,7 @@ static void slot_reply(rpc_slot *s, rpc_reply *rep) {
       snprintf(rep->detail, sizeof rep->detail, "coordinator out of memory");
     }
   }
-  reply_drop(rep);
+  rpc_reply_clear(rep);
 
   grpc_op ops[4];
   size_t n = 0;
@@ -341,7 +340,7 @@ void rpc_held_reply(rpc_held *h, rpc_reply *rep) {
   if (!h)
     return;
   if (atomic_load(&h->gone)) {
-    reply_drop(rep);
+    rpc_reply_clear(rep);
     slot_unref(h);
     return;
   }
@@ -423,7 +422,7 @@ static void slot_serve(rpc_slot *s) {
     s->payload = NULL;
     grpc_metadata_array_destroy(&s->md);
     grpc_metadata_array_init(&s->md);
-    reply_drop(&rep);
+    rpc_reply_clear(&rep);
     return;
   }
   slot_reply(s, &rep);

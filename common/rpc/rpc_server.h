@@ -50,6 +50,11 @@ typedef struct rpc_reply {
   void *tail_arg;
 } rpc_reply;
 
+/* Frees a reply that is not sent: its body, and its tail let go
+ * (tail_release). For code that calls handlers itself (fuzzing, tests);
+ * the server does it for the replies it sends. */
+void rpc_reply_clear(rpc_reply *rep);
+
 typedef void (*rpc_handler_fn)(void *ctx, const rpc_request *req,
                                rpc_reply *rep);
 

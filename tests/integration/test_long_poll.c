@@ -4,8 +4,10 @@
  * round opens) or the federation ends; a hold ends with RetryLater 0 at
  * the time asked, within the client's deadline; a client that does not
  * ask is answered at once as before; beyond --max-held, check-ins are
- * paced; a stopping coordinator answers what it holds. The test speaks
- * the protocol itself through the rpc layer. */
+ * paced; a stopping coordinator answers what it holds. A SecAgg poll that
+ * asks to wait (SecAggRequest.wait_ms) is held the same way until its
+ * step closes. The test speaks the protocol itself through the rpc
+ * layer. */
 #include <CUnit/CUnit.h>
 #include <grpc/status.h>
 #include <openssl/sha.h>
@@ -162,6 +164,38 @@ static void upload(const char *token, uint64_t round) {
     protobuf_c_message_free_unpacked(r, NULL);
 }
 
+/* A SecAgg SETUP poll and what came of it. */
+typedef struct setup_poll {
+  const char *token;
+  uint64_t round;
+  uint32_t wait_ms;
+  int code;
+  int outcome; /* COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_* */
+  uint32_t after_ms;
+  double took_s;
+  pthread_t thread;
+} setup_poll;
+
+static void *setup_main(void *arg) {
+  setup_poll *p = arg;
+  Cohort__V1__SecAggRequest req = COHORT__V1__SEC_AGG_REQUEST__INIT;
+  req.round = p->round;
+  req.step = COHORT__V1__SEC_AGG_STEP__SECAGG_SETUP;
+  req.wait_ms = p->wait_ms;
+  double t0 = clock_mono_s();
+  Cohort__V1__SecAggResponse *r = (Cohort__V1__SecAggResponse *)call(
+      PB_METHOD_SECAGG, p->token, &req.base,
+      &cohort__v1__sec_agg_response__descriptor, 30000, &p->code);
+  p->took_s = clock_mono_s() - t0;
+  if (!r)
+    return NULL;
+  if (r->outcome_case == COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_WAIT)
+    p->after_ms = r->wait->after_ms;
+  p->outcome = (int)r->outcome_case;
+  protobuf_c_message_free_unpacked(&r->base, NULL);
+  return NULL;
+}
+
 #define TASK COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_TASK
 #define RETRY COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_RETRY_LATER
 #define DONE COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_DONE
@@ -315,6 +349,58 @@ static void test_stop_answers_held(void) {
   CU_ASSERT_EQUAL(harness_wait(srv, 15), 0);
 }
 
+/* Under secure aggregation, the SETUP poll of a selected client that asks
+ * to wait is held while the round is still selecting, and gets the plan
+ * the moment selection closes; a second poll of that client meanwhile
+ * gets Wait at once (one held each); one that does not ask gets Wait at
+ * once, as before. */
+static void test_secagg_poll_held_until_plan(void) {
+  char db[512] = "";
+  pid_t srv = start("secagg",
+                    "--rounds 1 --selection-window 0 --secagg full "
+                    "--codec q8 --codec-clip 0.05 --clients-per-round 3 "
+                    "--min-clients 3",
+                    db, sizeof db);
+  CU_ASSERT_FATAL(srv > 0);
+  char a[65], b[65], c[65];
+  register_client(a);
+  register_client(b);
+  register_client(c);
+  checkin ca = check_in_now(a, 0, 0);
+  CU_ASSERT_EQUAL_FATAL(ca.outcome, TASK);
+
+  setup_poll now = {.token = a, .round = ca.round};
+  setup_main(&now);
+  CU_ASSERT_EQUAL(now.code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(now.outcome, COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_WAIT);
+  CU_ASSERT(now.after_ms > 0);
+  CU_ASSERT(now.took_s < 2);
+
+  setup_poll held = {.token = a, .round = ca.round, .wait_ms = 20000};
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&held.thread, NULL, setup_main, &held),
+                        0);
+  nap_ms(500);
+  CU_ASSERT_EQUAL(held.outcome, 0); /* still held */
+  setup_poll twice = {.token = a, .round = ca.round, .wait_ms = 20000};
+  setup_main(&twice);
+  CU_ASSERT_EQUAL(twice.outcome, COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_WAIT);
+  CU_ASSERT(twice.took_s < 2);
+
+  /* B is selected: still selecting, still held. */
+  CU_ASSERT_EQUAL(check_in_now(b, 0, 0).outcome, TASK);
+  nap_ms(300);
+  CU_ASSERT_EQUAL(held.outcome, 0);
+  /* C fills the round: selection closes and A's held poll gets the plan. */
+  double t = clock_mono_s();
+  CU_ASSERT_EQUAL(check_in_now(c, 0, 0).outcome, TASK);
+  pthread_join(held.thread, NULL);
+  CU_ASSERT_EQUAL(held.code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(held.outcome, COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_PLAN);
+  CU_ASSERT(held.took_s > 0.7); /* held, not answered at once */
+  CU_ASSERT(clock_mono_s() - t < 5);
+  CU_ASSERT_EQUAL(harness_stop(srv, 15), 0);
+}
+
 static int suite_clean(void) {
   rpc_channel_free(g_ch);
   g_ch = NULL;
@@ -327,6 +413,8 @@ int cohort_register_suites(void) {
        test_held_until_task_and_end},
       {"beyond --max-held check-ins are paced", test_max_held_paces_the_rest},
       {"a stopping coordinator answers held check-ins", test_stop_answers_held},
+      {"a SecAgg poll is held until its step closes, one per client",
+       test_secagg_poll_held_until_plan},
   };
   return test_add_suite("long poll", NULL, suite_clean, tests,
                         sizeof tests / sizeof tests[0]);
