@@ -96,16 +96,21 @@ static round_verdict ask_engine(long_poll *lp, const held_call *h,
                        names, h->values, res);
 }
 
-static void answer(long_poll *lp, held_call *h, const round_verdict *v,
-                   const checkin_result *res) {
+/* A reply that starts as the engine's refusal v, or OK when v is. */
+static rpc_reply verdict_reply(const round_verdict *v) {
   rpc_reply rep;
   memset(&rep, 0, sizeof rep);
-  if (v->code) {
-    rep.code = v->code;
+  rep.code = v->code;
+  if (v->code)
     snprintf(rep.detail, sizeof rep.detail, "%s", v->detail);
-  } else {
+  return rep;
+}
+
+static void answer(long_poll *lp, held_call *h, const round_verdict *v,
+                   const checkin_result *res) {
+  rpc_reply rep = verdict_reply(v);
+  if (!v->code)
     lp->answer(res, &rep);
-  }
   rpc_held_reply(h->call, &rep);
   held_free(h);
 }
@@ -146,12 +151,8 @@ static void secagg_forget(long_poll *lp, int64_t client) {
 /* Answers a held SecAgg poll; the caller then forgets its client. */
 static void answer_secagg(long_poll *lp, held_call *h, const round_verdict *v,
                           round_secagg_reply *out) {
-  rpc_reply rep;
-  memset(&rep, 0, sizeof rep);
-  if (v->code) {
-    rep.code = v->code;
-    snprintf(rep.detail, sizeof rep.detail, "%s", v->detail);
-  } else {
+  rpc_reply rep = verdict_reply(v);
+  if (!v->code) {
     lp->answer_secagg(out, &rep);
     if (rep.code == GRPC_STATUS_OK)
       round_count_download(lp->engine, h->client, rep.body_len);
