@@ -44,6 +44,10 @@ struct long_poll {
   pthread_mutex_t mu;
   held_call *items; /* under mu */
   size_t n, cap;
+  /* The clients with a SecAgg poll held, taken out by the thread or not
+   * (one each), under mu. */
+  int64_t *secagg_clients;
+  size_t n_secagg, cap_secagg;
   size_t in_flight; /* taken out by the thread, still held */
   int stopping;     /* under mu */
 };
@@ -92,16 +96,21 @@ static round_verdict ask_engine(long_poll *lp, const held_call *h,
                        names, h->values, res);
 }
 
-static void answer(long_poll *lp, held_call *h, const round_verdict *v,
-                   const checkin_result *res) {
+/* A reply that starts as the engine's refusal v, or OK when v is. */
+static rpc_reply verdict_reply(const round_verdict *v) {
   rpc_reply rep;
   memset(&rep, 0, sizeof rep);
-  if (v->code) {
-    rep.code = v->code;
+  rep.code = v->code;
+  if (v->code)
     snprintf(rep.detail, sizeof rep.detail, "%s", v->detail);
-  } else {
+  return rep;
+}
+
+static void answer(long_poll *lp, held_call *h, const round_verdict *v,
+                   const checkin_result *res) {
+  rpc_reply rep = verdict_reply(v);
+  if (!v->code)
     lp->answer(res, &rep);
-  }
   rpc_held_reply(h->call, &rep);
   held_free(h);
 }
@@ -116,14 +125,34 @@ static void answer_again(long_poll *lp, held_call *h) {
   answer(lp, h, &ok, &res);
 }
 
+/* Under mu: whether client has a SecAgg poll held, and that it no longer
+ * has. */
+static int secagg_held_locked(const long_poll *lp, int64_t client) {
+  for (size_t i = 0; i < lp->n_secagg; i++)
+    if (lp->secagg_clients[i] == client)
+      return 1;
+  return 0;
+}
+
+static void secagg_forget_locked(long_poll *lp, int64_t client) {
+  for (size_t i = 0; i < lp->n_secagg; i++)
+    if (lp->secagg_clients[i] == client) {
+      lp->secagg_clients[i] = lp->secagg_clients[--lp->n_secagg];
+      return;
+    }
+}
+
+static void secagg_forget(long_poll *lp, int64_t client) {
+  pthread_mutex_lock(&lp->mu);
+  secagg_forget_locked(lp, client);
+  pthread_mutex_unlock(&lp->mu);
+}
+
+/* Answers a held SecAgg poll; the caller then forgets its client. */
 static void answer_secagg(long_poll *lp, held_call *h, const round_verdict *v,
                           round_secagg_reply *out) {
-  rpc_reply rep;
-  memset(&rep, 0, sizeof rep);
-  if (v->code) {
-    rep.code = v->code;
-    snprintf(rep.detail, sizeof rep.detail, "%s", v->detail);
-  } else {
+  rpc_reply rep = verdict_reply(v);
+  if (!v->code) {
     lp->answer_secagg(out, &rep);
     if (rep.code == GRPC_STATUS_OK)
       round_count_download(lp->engine, h->client, rep.body_len);
@@ -149,11 +178,13 @@ static int revisit_secagg(long_poll *lp, held_call *h, uint64_t changes,
   if (waiting)
     out.after_ms = 0; /* the hold ran out: poll again at once */
   answer_secagg(lp, h, &v, &out);
+  secagg_forget(lp, h->client);
   return 0;
 }
 
-/* The answer to a call that cannot stay held: ask again at once. */
-static void answer_now(long_poll *lp, held_call *h) {
+/* The answer to a call that cannot stay held: ask again at once. Under
+ * mu. */
+static void answer_now_locked(long_poll *lp, held_call *h) {
   if (h->kind == HELD_CHECKIN) {
     answer_again(lp, h);
     return;
@@ -163,6 +194,7 @@ static void answer_now(long_poll *lp, held_call *h) {
   out.outcome = ROUND_SECAGG_WAIT;
   round_verdict ok = {0};
   answer_secagg(lp, h, &ok, &out);
+  secagg_forget_locked(lp, h->client);
 }
 
 /* One pass over the held calls: 1 when h stays held. */
@@ -172,6 +204,8 @@ static int revisit(long_poll *lp, held_call *h, uint64_t changes, double now) {
     memset(&none, 0, sizeof none);
     rpc_held_reply(h->call, &none); /* only releases it */
     held_free(h);
+    if (h->kind == HELD_SECAGG)
+      secagg_forget(lp, h->client);
     return 0;
   }
   if (h->kind == HELD_SECAGG)
@@ -225,7 +259,7 @@ static void *poller_main(void *arg) {
     } else if (!all) {
       /* Out of memory: answer the newer ones now rather than lose them. */
       for (size_t i = 0; i < lp->n; i++)
-        answer_now(lp, &lp->items[i]);
+        answer_now_locked(lp, &lp->items[i]);
       all = work;
       total = kept;
     } else if (lp->n) { /* memcpy from NULL, even of 0 bytes, is UB */
@@ -270,12 +304,21 @@ int long_poll_start(round_engine *e, const long_poll_config *cfg,
  * COHORT_OK, COHORT_ESTATE or COHORT_ENOMEM. */
 static int append(long_poll *lp, const held_call *item, size_t limit) {
   int rc = COHORT_OK;
+  int secagg = item->kind == HELD_SECAGG;
   pthread_mutex_lock(&lp->mu);
-  if (lp->stopping || lp->n + lp->in_flight >= limit)
+  if (lp->stopping || lp->n + lp->in_flight >= limit ||
+      (secagg && secagg_held_locked(lp, item->client)))
     rc = COHORT_ESTATE;
-  for (size_t i = 0; !rc && item->kind == HELD_SECAGG && i < lp->n; i++)
-    if (lp->items[i].kind == HELD_SECAGG && lp->items[i].client == item->client)
-      rc = COHORT_ESTATE;
+  if (!rc && secagg && lp->n_secagg == lp->cap_secagg) {
+    size_t cap = lp->cap_secagg ? 2 * lp->cap_secagg : 64;
+    int64_t *c = realloc(lp->secagg_clients, cap * sizeof *c);
+    if (c) {
+      lp->secagg_clients = c;
+      lp->cap_secagg = cap;
+    } else {
+      rc = COHORT_ENOMEM;
+    }
+  }
   if (!rc && lp->n == lp->cap) {
     size_t cap = lp->cap ? 2 * lp->cap : 64;
     held_call *items = realloc(lp->items, cap * sizeof *items);
@@ -286,8 +329,11 @@ static int append(long_poll *lp, const held_call *item, size_t limit) {
       rc = COHORT_ENOMEM;
     }
   }
-  if (!rc)
+  if (!rc) {
     lp->items[lp->n++] = *item;
+    if (secagg)
+      lp->secagg_clients[lp->n_secagg++] = item->client;
+  }
   pthread_mutex_unlock(&lp->mu);
   return rc;
 }
@@ -368,6 +414,9 @@ void long_poll_stop(long_poll *lp) {
   free(lp->items);
   lp->items = NULL;
   lp->n = lp->cap = 0;
+  free(lp->secagg_clients);
+  lp->secagg_clients = NULL;
+  lp->n_secagg = lp->cap_secagg = 0;
 }
 
 void long_poll_free(long_poll *lp) {
