@@ -425,7 +425,10 @@ static void test_abort_current_round(void) {
     CU_ASSERT_EQUAL_FATAL(http_raw(g_fed.http_port, req, strlen(req), &r), 0);
     if (r.status != 409)
       break;
+    nanosleep(&(struct timespec){0, 20000000L}, NULL);
   }
+  if (r.status != 200)
+    printf("\n  abort answered %d: %s\n", r.status, r.body ? r.body : "");
   CU_ASSERT_EQUAL_FATAL(r.status, 200);
   json_object *o = json_tokener_parse(r.body);
   int64_t aborted = field(o, "aborted");
