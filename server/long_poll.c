@@ -299,6 +299,19 @@ int long_poll_start(round_engine *e, const long_poll_config *cfg,
   return COHORT_OK;
 }
 
+/* arr (capacity *cap, n used) with room for one more element of size:
+ * arr itself, or a larger copy (*cap updated), or NULL when out of
+ * memory (arr untouched). */
+static void *grow(void *arr, size_t *cap, size_t n, size_t size) {
+  if (n < *cap)
+    return arr;
+  size_t more = *cap ? 2 * *cap : 64;
+  void *p = realloc(arr, more * size);
+  if (p)
+    *cap = more;
+  return p;
+}
+
 /* Appends item (its call set) unless the poller is stopping, limit calls
  * are held, or, for a SecAgg poll, one of its client's is held already;
  * COHORT_OK, COHORT_ESTATE or COHORT_ENOMEM. */
@@ -309,25 +322,20 @@ static int append(long_poll *lp, const held_call *item, size_t limit) {
   if (lp->stopping || lp->n + lp->in_flight >= limit ||
       (secagg && secagg_held_locked(lp, item->client)))
     rc = COHORT_ESTATE;
-  if (!rc && secagg && lp->n_secagg == lp->cap_secagg) {
-    size_t cap = lp->cap_secagg ? 2 * lp->cap_secagg : 64;
-    int64_t *c = realloc(lp->secagg_clients, cap * sizeof *c);
-    if (c) {
+  if (!rc && secagg) {
+    int64_t *c =
+        grow(lp->secagg_clients, &lp->cap_secagg, lp->n_secagg, sizeof *c);
+    if (c)
       lp->secagg_clients = c;
-      lp->cap_secagg = cap;
-    } else {
+    else
       rc = COHORT_ENOMEM;
-    }
   }
-  if (!rc && lp->n == lp->cap) {
-    size_t cap = lp->cap ? 2 * lp->cap : 64;
-    held_call *items = realloc(lp->items, cap * sizeof *items);
-    if (items) {
+  if (!rc) {
+    held_call *items = grow(lp->items, &lp->cap, lp->n, sizeof *items);
+    if (items)
       lp->items = items;
-      lp->cap = cap;
-    } else {
+    else
       rc = COHORT_ENOMEM;
-    }
   }
   if (!rc) {
     lp->items[lp->n++] = *item;

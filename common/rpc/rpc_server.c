@@ -203,10 +203,6 @@ static int64_t deadline_left_ms(gpr_timespec d) {
   return (int64_t)left.tv_sec * 1000 + left.tv_nsec / 1000000;
 }
 
-/* Starts the one reply batch of a call: the handler's answer and, unless
- * a held call's close batch is already out, RECV_CLOSE_ON_SERVER. The
- * batch takes the caller's reference; on failure the call is cancelled and
- * the reference dropped here. rep->body is taken over. */
 void rpc_reply_clear(rpc_reply *rep) {
   free(rep->body);
   rep->body = NULL;
@@ -215,10 +211,16 @@ void rpc_reply_clear(rpc_reply *rep) {
   rep->tail_release = NULL;
 }
 
+/* What releases a reply's tail, carried by its slice. */
+typedef struct tail_owner {
+  void (*release)(void *arg);
+  void *arg;
+} tail_owner;
+
 /* A tail slice's destroy: gRPC let go of it (on any thread). */
 static void tail_done(void *arg) {
-  rpc_reply *owner = arg;
-  owner->tail_release(owner->tail_arg);
+  tail_owner *owner = arg;
+  owner->release(owner->arg);
   free(owner);
 }
 
@@ -233,15 +235,14 @@ static grpc_byte_buffer *reply_message(rpc_reply *rep) {
     rep->body = NULL;
   }
   if (rep->tail_release && rep->tail_len) {
-    /* What to release travels with the slice: a copy of the pair. */
-    rpc_reply *owner = malloc(sizeof *owner);
+    tail_owner *owner = malloc(sizeof *owner);
     if (!owner) {
       for (size_t i = 0; i < n; i++)
         grpc_slice_unref(sl[i]);
       return NULL;
     }
-    owner->tail_release = rep->tail_release;
-    owner->tail_arg = rep->tail_arg;
+    owner->release = rep->tail_release;
+    owner->arg = rep->tail_arg;
     rep->tail_release = NULL;
     sl[n++] = grpc_slice_new_with_user_data((void *)rep->tail, rep->tail_len,
                                             tail_done, owner);
@@ -253,6 +254,10 @@ static grpc_byte_buffer *reply_message(rpc_reply *rep) {
   return bb;
 }
 
+/* Starts the one reply batch of a call: the handler's answer and, unless
+ * a held call's close batch is already out, RECV_CLOSE_ON_SERVER. The
+ * batch takes the caller's reference; on failure the call is cancelled and
+ * the reference dropped here. rep->body and its tail are taken over. */
 static void slot_reply(rpc_slot *s, rpc_reply *rep) {
   rpc_server *srv = s->w->srv;
   rep->detail[sizeof rep->detail - 1] = '\0';
