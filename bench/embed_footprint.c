@@ -3,7 +3,9 @@
  * mlp:200,200) built twice, with libcohort taking part in a federation
  * (bench_embed_footprint HOST:PORT TOKEN) and with libcohort's calls
  * removed (bench_embed_footprint_bare ROUNDS: the same trainer on a vector
- * of its own, as many rounds). bench/embed_footprint.sh runs both under
+ * of its own, as many rounds). A third argument, a directory, keeps the
+ * global model in a file there (cohort_client_set_model_dir), as an app on
+ * a device short of memory would. bench/embed_footprint.sh runs both under
  * GNU time and prints the difference of their peak RSS. */
 #include <math.h>
 #include <stdio.h>
@@ -51,8 +53,9 @@ int main(int argc, char **argv) {
 }
 #else
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: %s HOST:PORT ENROLLMENT_TOKEN\n", argv[0]);
+  if (argc != 3 && argc != 4) {
+    fprintf(stderr, "usage: %s HOST:PORT ENROLLMENT_TOKEN [MODEL_DIR]\n",
+            argv[0]);
     return 2;
   }
   cohort_client_options o;
@@ -62,6 +65,8 @@ int main(int argc, char **argv) {
   o.train = train;
   cohort_client_t *c = NULL;
   int rc = cohort_client_new(&o, &c);
+  if (rc == COHORT_OK && argc == 4)
+    rc = cohort_client_set_model_dir(c, argv[3]);
   if (rc == COHORT_OK)
     rc = cohort_client_run(c);
   if (rc != COHORT_OK)

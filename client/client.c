@@ -5,6 +5,9 @@
 
 #include <grpc/status.h>
 #include <limits.h>
+#ifdef __GLIBC__
+#include <malloc.h> /* malloc_trim */
+#endif
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -19,6 +22,7 @@
 #include "cohort_testing.h"
 #include "crypto.h"
 #include "identity.h"
+#include "kept_model.h"
 #include "log.h"
 #include "options.h"
 #include "pb.h"
@@ -70,13 +74,9 @@ struct cohort_client {
   int secagg_insider; /* the testing aid of cohort_testing.h */
 
   /* The last global model downloaded, kept so a repeated task for the same
-   * version needs no second download; decoded in place, so the download
-   * buffer is the one copy of the global weights (the update is the trained
-   * weights minus these). */
-  uint64_t model_version;
-  uint8_t model_sha[CRYPTO_SHA256_LEN];
-  float *model;
-  size_t model_len; /* bytes */
+   * version needs no second download; the update is the trained weights
+   * minus it. */
+  kept_model kept;
 
   /* The signing identity (key, certificate, the authority peers need):
    * registered with, and for secure aggregation to sign with and to check
@@ -201,6 +201,7 @@ int cohort_client_new(const cohort_client_options *app, cohort_client_t **out) {
   cohort_client_t *c = calloc(1, sizeof *c);
   if (!c)
     return COHORT_ENOMEM;
+  kept_model_init(&c->kept);
   c->opt = *o;
   builtin_threads_set(o->threads);
   for (size_t i = 0; i < o->n_attributes; i++) {
@@ -259,7 +260,7 @@ void cohort_client_free(cohort_client_t *c) {
   free(c->platform);
   for (size_t i = 0; i < COHORT_MAX_ATTRIBUTES; i++)
     free((char *)c->attributes[i].name);
-  bigbuf_free(c->model, c->model_len);
+  kept_model_free(&c->kept);
   update_codec_free(&c->codec);
   client_identity_clear(&c->identity);
   client_session_close(&c->saved);
@@ -310,6 +311,12 @@ int cohort_client_set_session_store(cohort_client_t *c,
     return COHORT_EINVAL;
   session_store store = {.load = load, .save = save, .user = user};
   return set_session(c, &store);
+}
+
+int cohort_client_set_model_dir(cohort_client_t *c, const char *dir) {
+  if (!c || (dir && !*dir))
+    return COHORT_EINVAL;
+  return kept_model_use_dir(&c->kept, dir, c->last_error, sizeof c->last_error);
 }
 
 void cohort_client_stop(cohort_client_t *c) {
@@ -568,8 +575,7 @@ static int do_register(cohort_client_t *c) {
  * reply and no unpacked one (issue 22). COHORT_EPROTO with the error set
  * for a malformed or misfitting reply. */
 static int model_chunk_read(cohort_client_t *c, const rpc_result *r,
-                            uint8_t *blob, uint64_t model_size, uint64_t offset,
-                            size_t *got) {
+                            uint64_t model_size, uint64_t offset, size_t *got) {
   struct iovec few[64], *iov = few;
   size_t n = rpc_result_iov(r, few, 64);
   if (n > 64) {
@@ -614,7 +620,10 @@ static int model_chunk_read(cohort_client_t *c, const rpc_result *r,
               (unsigned long long)offset, (unsigned long long)model_size);
     rc = COHORT_EPROTO;
   } else {
-    rc = pb_iov_copy(&data, blob + offset, (size_t)len);
+    char err[160] = "";
+    rc = kept_model_append(&c->kept, &data, (size_t)len, err, sizeof err);
+    if (rc == COHORT_EIO)
+      set_error(c, "download: %s", err);
     *got = (size_t)len;
   }
   if (iov != few)
@@ -622,7 +631,16 @@ static int model_chunk_read(cohort_client_t *c, const rpc_result *r,
   return rc;
 }
 
-/* Downloads the task's model into c->model unless it is already there;
+/* Gives the heap's free pages back to the system: a download leaves
+ * gRPC's read buffers, about three chunks' worth, free but resident in
+ * malloc's heap for the rest of the process (issue 22). glibc only. */
+static void release_free_heap(void) {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
+/* Downloads the task's model into c->kept unless it is already there;
  * verifies size and digest. */
 static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
                           cohort_cycle_info *info) {
@@ -634,19 +652,13 @@ static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
               (unsigned long long)t->model_size, t->model_sha256.len);
     return COHORT_EPROTO;
   }
-  if (c->model && c->model_version == t->model_version &&
-      c->model_len == t->model_size &&
-      memcmp(c->model_sha, t->model_sha256.data, CRYPTO_SHA256_LEN) == 0)
+  if (kept_model_has(&c->kept, t->model_version, t->model_size,
+                     t->model_sha256.data))
     return COHORT_OK;
-  /* Another model: the one kept is of no more use, and would double the
-   * peak while the new one arrives. */
-  bigbuf_free(c->model, c->model_len);
-  c->model = NULL;
-  uint8_t *blob = bigbuf_alloc(t->model_size);
-  if (!blob)
-    return COHORT_ENOMEM;
+  int rc = kept_model_begin(&c->kept, t->model_size);
+  if (rc)
+    return rc;
   uint64_t offset = 0;
-  int rc = COHORT_OK;
   callbacks_progress(&c->opt, COHORT_STAGE_DOWNLOAD, t->round, 0,
                      t->model_size);
   /* The testing aid dies between two halves (test_kill.h). */
@@ -668,7 +680,7 @@ static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
     if (rc)
       break;
     size_t got = 0;
-    rc = model_chunk_read(c, &r, blob, t->model_size, offset, &got);
+    rc = model_chunk_read(c, &r, t->model_size, offset, &got);
     rpc_result_clear(&r);
     if (rc)
       break;
@@ -676,29 +688,16 @@ static int download_model(cohort_client_t *c, const Cohort__V1__Task *t,
     callbacks_progress(&c->opt, COHORT_STAGE_DOWNLOAD, t->round, offset,
                        t->model_size);
   }
-  uint8_t digest[CRYPTO_SHA256_LEN];
-  if (!rc && (crypto_sha256(blob, t->model_size, digest) ||
-              memcmp(digest, t->model_sha256.data, sizeof digest) != 0)) {
-    set_error(c, "download: model version %llu does not match its digest",
-              (unsigned long long)t->model_version);
-    rc = COHORT_EDIGEST;
-  }
   if (rc) {
-    bigbuf_free(blob, t->model_size);
+    kept_model_drop(&c->kept);
     return rc;
   }
-  /* bigbuf's alignment suits floats; each is read out before it is
-   * written back, so the bytes become the weights in place. */
-  float *weights = (float *)(void *)blob;
-  for (size_t i = 0; i < t->model_size / sizeof(float); i++) {
-    float v;
-    wire_get_f32le(&v, blob + i * sizeof v, 1);
-    weights[i] = v;
+  if (kept_model_finish(&c->kept, t->model_version, t->model_sha256.data)) {
+    set_error(c, "download: model version %llu does not match its digest",
+              (unsigned long long)t->model_version);
+    return COHORT_EDIGEST;
   }
-  c->model = weights; /* the stale one was freed above */
-  c->model_len = t->model_size;
-  c->model_version = t->model_version;
-  memcpy(c->model_sha, digest, sizeof digest);
+  release_free_heap();
   return COHORT_OK;
 }
 
@@ -939,20 +938,28 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
   int rc = download_model(c, t, info);
   if (rc)
     return rc;
-  size_t n = c->model_len / sizeof(float);
-  const float *global = c->model;
-  /* Cache-line aligned (at least) for the kernels' whole-line loads
-   * (nn_train.h). */
-  size_t params_len = c->model_len;
-  float *params = bigbuf_alloc(params_len);
+  size_t n = c->kept.len / sizeof(float);
+  size_t params_len = c->kept.len;
+  float *params = NULL, *global_copy = NULL;
   uint8_t *wire = NULL, *owned_wire = NULL;
   rpc_shared *shared = NULL;
   builtin_model *m = NULL;
-  if (!params) {
-    rc = COHORT_ENOMEM;
-    goto out;
+  char err[240];
+  int evaluate = t->kind == COHORT__V1__TASK_KIND__TASK_EVALUATE;
+  /* The global weights in memory, for what reads them whole: the app's
+   * evaluation and the built-in trainer. Kept in a file, they are loaded
+   * for those; the app's trainer needs only its working copy. */
+  const float *global = kept_model_weights(&c->kept);
+  if (!global && (evaluate || c->opt.dataset)) {
+    global_copy = bigbuf_alloc(params_len);
+    rc = global_copy ? kept_model_load(&c->kept, global_copy, err, sizeof err)
+                     : COHORT_ENOMEM;
+    if (rc) {
+      set_error(c, "task: %s", rc == COHORT_ENOMEM ? "out of memory" : err);
+      goto out;
+    }
+    global = global_copy;
   }
-  memcpy(params, global, c->model_len);
 
   const Cohort__V1__TrainingPlan *plan = t->plan;
   cohort_train_request req = {
@@ -970,13 +977,20 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
       .classes = t->classes,
       .client = c};
   cohort_train_result res = {.struct_size = sizeof res, .train_loss = NAN};
-  int evaluate = t->kind == COHORT__V1__TASK_KIND__TASK_EVALUATE;
   if (evaluate && (c->opt.evaluate || !c->opt.dataset)) {
     rc = evaluate_by_app(c, t, &req, global, n, info);
     goto out;
   }
+  /* Cache-line aligned (at least) for the kernels' whole-line loads
+   * (nn_train.h). */
+  params = bigbuf_alloc(params_len);
+  rc = params ? kept_model_load(&c->kept, params, err, sizeof err)
+              : COHORT_ENOMEM;
+  if (rc) {
+    set_error(c, "task: %s", rc == COHORT_ENOMEM ? "out of memory" : err);
+    goto out;
+  }
   if (c->opt.dataset) {
-    char err[160];
     rc = builtin_model_for_task(c->opt.dataset, t, n, &m, err, sizeof err);
     if (rc) {
       set_error(c, "task: %s", err);
@@ -1041,8 +1055,12 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     rc = COHORT_ECALLBACK;
     goto out;
   }
-  for (size_t i = 0; i < n; i++)
-    params[i] -= global[i]; /* the delta is all that leaves the device */
+  /* The delta is all that leaves the device. */
+  rc = kept_model_subtract(&c->kept, params, err, sizeof err);
+  if (rc) {
+    set_error(c, "task: %s", err);
+    goto out;
+  }
   size_t bad = wire_first_nonfinite(params, n);
   if (bad < n) {
     set_error(c, "training produced a non-finite update (element %zu)", bad);
@@ -1055,7 +1073,7 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     goto out;
   }
   size_t wire_len = 0;
-  char err[240] = "out of memory";
+  snprintf(err, sizeof err, "out of memory");
   rc = update_codec_encode_in_place(&c->codec, t->codec, t->codec_seed.data,
                                     t->codec_seed.len, t->codec_clip, params, n,
                                     &wire, &wire_len, err, sizeof err);
@@ -1089,6 +1107,7 @@ out:
   if ((void *)wire != (void *)params)
     free(wire); /* another codec's own block */
   bigbuf_free(params, params_len);
+  bigbuf_free(global_copy, params_len);
   builtin_model_free(m);
   return rc;
 }

@@ -3,14 +3,19 @@
  * its digest before training, uploads in the chunk size the task allows,
  * resumes an upload from the offset the coordinator asks for, and
  * registers with a fresh identity key or the one (and certificate) it was
- * given in files. */
+ * given in files; a model kept in a file instead of memory is checked on
+ * every read. */
 #include <CUnit/CUnit.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <grpc/status.h>
 #include <openssl/sha.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cohort.h"
 #include "cohort_status.h"
@@ -284,6 +289,103 @@ static void test_bad_download_chunk_is_refused(void) {
   g_fake.get_model_calls = 0;
 }
 
+/* 1 when what the fake received is exactly the delta train() made. */
+static int received_the_delta(void) {
+  const float *delta = (const float *)g_fake.received;
+  int wrong = 0;
+  for (size_t i = 0; i < N_PARAMS; i++) {
+    float trained = g_fake.model[i] + (float)(i % 7) * 0.5f;
+    wrong += delta[i] != trained - g_fake.model[i];
+  }
+  return g_fake.received_len == MODEL_BYTES && wrong == 0;
+}
+
+static void fake_new_round(void) {
+  g_fake.complete = 0;
+  g_fake.received_len = 0;
+  g_fake.upload_calls = 0;
+  g_fake.get_model_calls = 0;
+}
+
+/* The descriptor of the client's unnamed model file in dir (found through
+ * /proc/self/fd, as any process of this user could), or -1. */
+static int open_kept_file(const char *dir) {
+  DIR *fds = opendir("/proc/self/fd");
+  int found = -1;
+  struct dirent *e;
+  while (fds && found < 0 && (e = readdir(fds)) != NULL) {
+    char link[PATH_MAX + 32], target[PATH_MAX];
+    snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n <= 0)
+      continue;
+    target[n] = '\0';
+    if (strncmp(target, dir, strlen(dir)) == 0 && strstr(target, "(deleted)"))
+      found = open(link, O_RDWR | O_CLOEXEC);
+  }
+  if (fds)
+    closedir(fds);
+  return found;
+}
+
+/* Kept in a file (cohort_client_set_model_dir): the same delta as in
+ * memory, the file 0600 and nameless (the directory stays empty), a
+ * repeated task of the same version served from it without a second
+ * download, and a file changed behind the client's back refused before
+ * anything is trained on it. */
+static void test_model_kept_in_a_file(void) {
+  char dir[256];
+  CU_ASSERT_FATAL(test_tmpdir_make(dir, sizeof dir, "kept") == 0);
+  seen s = {0};
+  cohort_client_t *c = new_client(&s);
+  CU_ASSERT_EQUAL(cohort_client_set_model_dir(c, "/nonexistent/dir"),
+                  COHORT_EIO);
+  CU_ASSERT_PTR_NOT_NULL(strstr(cohort_client_last_error(c), "/nonexistent"));
+  CU_ASSERT_EQUAL_FATAL(cohort_client_set_model_dir(c, dir), COHORT_OK);
+  fake_new_round();
+  cohort_cycle_info info;
+  CU_ASSERT_EQUAL_FATAL(cohort_client_run_once(c, &info), COHORT_OK);
+  CU_ASSERT_EQUAL(info.outcome, COHORT_CYCLE_TRAINED);
+  CU_ASSERT_EQUAL(s.calls, 1);
+  CU_ASSERT(s.head[0] == g_fake.model[0] && s.head[2] == g_fake.model[2]);
+  CU_ASSERT_TRUE(g_fake.complete);
+  CU_ASSERT_TRUE(received_the_delta());
+  DIR *d = opendir(dir);
+  int names = 0;
+  for (struct dirent *e; d && (e = readdir(d)) != NULL;)
+    names += e->d_name[0] != '.';
+  if (d)
+    closedir(d);
+  CU_ASSERT_EQUAL(names, 0);
+  int fd = open_kept_file(dir);
+  CU_ASSERT_FATAL(fd >= 0);
+  struct stat st;
+  CU_ASSERT_EQUAL(fstat(fd, &st), 0);
+  CU_ASSERT_EQUAL(st.st_mode & 0777, 0600);
+  CU_ASSERT_EQUAL(st.st_size, MODEL_BYTES);
+
+  /* The same version again: no download, the same delta. */
+  fake_new_round();
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
+  CU_ASSERT_EQUAL(g_fake.get_model_calls, 0);
+  CU_ASSERT_EQUAL(s.calls, 2);
+  CU_ASSERT_TRUE(received_the_delta());
+
+  /* One weight changed in the file: refused, not trained on. */
+  float evil = 1e6f;
+  CU_ASSERT_EQUAL(pwrite(fd, &evil, sizeof evil, 400), (ssize_t)sizeof evil);
+  close(fd);
+  fake_new_round();
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_EDIGEST);
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr(cohort_client_last_error(c), "changed since it was downloaded"));
+  CU_ASSERT_EQUAL(s.calls, 2);
+  CU_ASSERT_EQUAL(g_fake.upload_calls, 0);
+  cohort_client_free(c);
+  fake_new_round();
+  test_tmpdir_remove(dir);
+}
+
 static void test_chunked_download_and_resumed_upload(void) {
   g_fake.forget_once = 1;
   seen s = {0};
@@ -301,15 +403,8 @@ static void test_chunked_download_and_resumed_upload(void) {
   CU_ASSERT_EQUAL(g_fake.upload_calls,
                   (MODEL_BYTES + UPLOAD_CHUNK - 1) / UPLOAD_CHUNK + 2);
   CU_ASSERT_TRUE(g_fake.complete);
-  CU_ASSERT_EQUAL(g_fake.received_len, MODEL_BYTES);
   /* What arrived is exactly the delta the callback made. */
-  const float *delta = (const float *)g_fake.received;
-  int wrong = 0;
-  for (size_t i = 0; i < N_PARAMS; i++) {
-    float trained = g_fake.model[i] + (float)(i % 7) * 0.5f;
-    wrong += delta[i] != trained - g_fake.model[i];
-  }
-  CU_ASSERT_EQUAL(wrong, 0);
+  CU_ASSERT_TRUE(received_the_delta());
   /* Then the fake says the federation is over. */
   CU_ASSERT_EQUAL(cohort_client_run(c), COHORT_OK);
   cohort_client_free(c);
@@ -445,6 +540,8 @@ int cohort_register_suites(void) {
                    test_corrupt_model_is_not_trained_on) ||
       !CU_add_test(s, "a bad download chunk is refused",
                    test_bad_download_chunk_is_refused) ||
+      !CU_add_test(s, "the model kept in a file: same delta, checked reads",
+                   test_model_kept_in_a_file) ||
       !CU_add_test(s, "chunked download and a resumed upload",
                    test_chunked_download_and_resumed_upload) ||
       !CU_add_test(s, "a fresh identity key for each registration",
