@@ -13,6 +13,7 @@
 #include "bigbuf.h"
 #include "cohort_status.h"
 #include "errbuf.h"
+#include "fd_io.h"
 #include "wire.h"
 
 /* Floats read from the file at a time: 8 KiB, on the stack twice over. */
@@ -114,20 +115,6 @@ int kept_model_begin(kept_model *k, size_t len) {
   return COHORT_OK;
 }
 
-static int pwrite_all(int fd, const uint8_t *p, size_t len, off_t at) {
-  while (len > 0) {
-    ssize_t w = pwrite(fd, p, len, at);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return -1;
-    p += w;
-    len -= (size_t)w;
-    at += w;
-  }
-  return 0;
-}
-
 int kept_model_append(kept_model *k, pb_iov *src, size_t n, char *err,
                       size_t errlen) {
   if (!k->hash || n > k->len - k->received)
@@ -150,7 +137,7 @@ int kept_model_append(kept_model *k, pb_iov *src, size_t n, char *err,
       return rc;
     if (crypto_sha256_update(k->hash, block, m))
       return COHORT_ENOMEM;
-    if (pwrite_all(k->fd, block, m, (off_t)k->received) != 0)
+    if (fd_pwrite_all(k->fd, block, m, (off_t)k->received) != 0)
       return errbuf_fail(err, errlen, COHORT_EIO, "the kept model's file", "%s",
                          strerror(errno));
     k->received += m;

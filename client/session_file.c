@@ -13,6 +13,7 @@
 #include "cohort_status.h"
 #include "durable.h"
 #include "errbuf.h"
+#include "fd_io.h"
 
 int session_file_read(const char *path, uint8_t *buf, size_t cap, size_t *len,
                       char *err, size_t errlen) {
@@ -55,19 +56,6 @@ int session_file_read(const char *path, uint8_t *buf, size_t cap, size_t *len,
   return rc;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t len) {
-  while (len > 0) {
-    ssize_t w = write(fd, p, len);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return -1;
-    p += w;
-    len -= (size_t)w;
-  }
-  return 0;
-}
-
 int session_file_write(const char *path, const uint8_t *buf, size_t len,
                        char *err, size_t errlen) {
   size_t n = strlen(path) + sizeof ".tmp-XXXXXX";
@@ -84,7 +72,7 @@ int session_file_write(const char *path, const uint8_t *buf, size_t len,
     free(tmp);
     return rc;
   }
-  int ok = write_all(fd, buf, len) == 0 && fsync(fd) == 0;
+  int ok = fd_write_all(fd, buf, len) == 0 && fsync(fd) == 0;
   int saved = errno;
   ok = close(fd) == 0 && ok;
   if (ok && rename(tmp, path) != 0) {

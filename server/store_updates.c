@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cohort_status.h"
+#include "fd_io.h"
 
 struct store_updates {
   pthread_mutex_t mu; /* the open file and its end */
@@ -148,17 +149,10 @@ int store_updates_append(store_updates *u, int64_t round, const uint8_t *data,
     rc = open_file(u, round, why, whylen);
   /* A failed or short write leaves bytes no row names; the next append
    * writes over them. */
-  for (size_t done = 0; !rc && done < len;) {
-    ssize_t n = pwrite(u->fd, data + done, len - done, (off_t)(u->end + done));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      snprintf(why, whylen, "update file of round %" PRId64 ": %s", round,
-               n < 0 ? strerror(errno) : "nothing written");
-      rc = COHORT_EIO;
-    } else {
-      done += (size_t)n;
-    }
+  if (!rc && fd_pwrite_all(u->fd, data, len, (off_t)u->end) != 0) {
+    snprintf(why, whylen, "update file of round %" PRId64 ": %s", round,
+             strerror(errno));
+    rc = COHORT_EIO;
   }
   if (!rc) {
     *offset = u->end;

@@ -18,6 +18,7 @@
 
 #include "cohort_status.h"
 #include "errbuf.h"
+#include "fd_io.h"
 
 /* With SIM_REPORT_MAX_SERIES series of SIM_REPORT_MAX_POINTS points in four
  * plots a report is a few megabytes; the cap only stops a runaway. */
@@ -632,22 +633,6 @@ int sim_report_render(const char *title, const sim_series *series,
 
 /* ---- Atomic write ---- */
 
-static int write_all(int fd, const char *p, size_t n) {
-  while (n) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0) {
-      if (w == 0)
-        errno = EIO;
-      return -1;
-    }
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
 /* fsyncs the folder holding path, so that the rename survives a crash. */
 static void sync_dir(const char *path) {
   const char *slash = strrchr(path, '/');
@@ -688,7 +673,7 @@ int sim_report_write_html(const char *path, const char *title,
     return rc;
   }
   /* mkstemp makes it 0600; a report is meant to be shared. */
-  if (fchmod(fd, 0644) != 0 || write_all(fd, html, len) != 0 ||
+  if (fchmod(fd, 0644) != 0 || fd_write_all(fd, html, len) != 0 ||
       fsync(fd) != 0) {
     rc = errbuf_fail(err, errlen, COHORT_EIO, path, "writing %s failed: %s",
                      tmp, strerror(errno));

@@ -1,0 +1,37 @@
+/* See fd_io.h. */
+#define _XOPEN_SOURCE 700 /* pwrite */
+#include "fd_io.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+/* at < 0: write at the descriptor's offset. */
+static int write_loop(int fd, const unsigned char *p, size_t len, off_t at) {
+  while (len > 0) {
+    ssize_t w = at < 0 ? write(fd, p, len) : pwrite(fd, p, len, at);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0) {
+      if (w == 0)
+        errno = EIO;
+      return -1;
+    }
+    p += w;
+    len -= (size_t)w;
+    if (at >= 0)
+      at += w;
+  }
+  return 0;
+}
+
+int fd_write_all(int fd, const void *p, size_t len) {
+  return write_loop(fd, p, len, -1);
+}
+
+int fd_pwrite_all(int fd, const void *p, size_t len, off_t at) {
+  if (at < 0) {
+    errno = EINVAL;
+    return -1;
+  }
+  return write_loop(fd, p, len, at);
+}
