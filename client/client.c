@@ -631,6 +631,21 @@ static int model_chunk_read(cohort_client_t *c, const rpc_result *r,
   return rc;
 }
 
+/* A copy of the kept global weights, in a buffer of their size (bigbuf's:
+ * cache-line aligned at least, for the kernels' whole-line loads,
+ * nn_train.h), or NULL with *rc and the error set. */
+static float *copy_of_kept(cohort_client_t *c, int *rc) {
+  char err[160] = "out of memory";
+  float *w = bigbuf_alloc(c->kept.len);
+  *rc = w ? kept_model_load(&c->kept, w, err, sizeof err) : COHORT_ENOMEM;
+  if (*rc) {
+    set_error(c, "task: %s", err);
+    bigbuf_free(w, c->kept.len);
+    return NULL;
+  }
+  return w;
+}
+
 /* Gives the heap's free pages back to the system: a download leaves
  * gRPC's read buffers, about three chunks' worth, free but resident in
  * malloc's heap for the rest of the process (issue 22). glibc only. */
@@ -951,13 +966,8 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
    * for those; the app's trainer needs only its working copy. */
   const float *global = kept_model_weights(&c->kept);
   if (!global && (evaluate || c->opt.dataset)) {
-    global_copy = bigbuf_alloc(params_len);
-    rc = global_copy ? kept_model_load(&c->kept, global_copy, err, sizeof err)
-                     : COHORT_ENOMEM;
-    if (rc) {
-      set_error(c, "task: %s", rc == COHORT_ENOMEM ? "out of memory" : err);
+    if (!(global_copy = copy_of_kept(c, &rc)))
       goto out;
-    }
     global = global_copy;
   }
 
@@ -981,15 +991,8 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     rc = evaluate_by_app(c, t, &req, global, n, info);
     goto out;
   }
-  /* Cache-line aligned (at least) for the kernels' whole-line loads
-   * (nn_train.h). */
-  params = bigbuf_alloc(params_len);
-  rc = params ? kept_model_load(&c->kept, params, err, sizeof err)
-              : COHORT_ENOMEM;
-  if (rc) {
-    set_error(c, "task: %s", rc == COHORT_ENOMEM ? "out of memory" : err);
+  if (!(params = copy_of_kept(c, &rc)))
     goto out;
-  }
   if (c->opt.dataset) {
     rc = builtin_model_for_task(c->opt.dataset, t, n, &m, err, sizeof err);
     if (rc) {
