@@ -8,7 +8,9 @@
 
 #include "cohort_status.h"
 #include "errbuf.h"
+#include "nn_bytes_kernels.h"
 #include "nn_dataset.h"
+#include "nn_isa.h"
 
 void nn_dataset_gather(const nn_dataset *ds, const uint32_t *rows, size_t k,
                        float *x, uint8_t *y) {
@@ -21,9 +23,7 @@ void nn_dataset_gather(const nn_dataset *ds, const uint32_t *rows, size_t k,
     } else if (ds->x8_offsets) {
       nn_dataset_unpack_row(ds, r, dst);
     } else if (ds->x8) {
-      const uint8_t *src = ds->x8 + r * dim;
-      for (size_t j = 0; j < dim; j++)
-        dst[j] = ds->x8_value[src[j]];
+      nn_dataset_bytes_to_floats(ds, ds->x8 + r * dim, dim, dst);
     } else {
       memcpy(dst, ds->x + r * dim, dim * sizeof *dst);
     }
@@ -52,10 +52,42 @@ const float *nn_dataset_span(const nn_dataset *ds, size_t first, size_t k,
   }
   if (!ds->x8)
     return ds->x + first * ds->dim;
-  const uint8_t *src = ds->x8 + first * ds->dim;
-  for (size_t j = 0; j < k * ds->dim; j++)
-    buf[j] = ds->x8_value[src[j]];
+  nn_dataset_bytes_to_floats(ds, ds->x8 + first * ds->dim, k * ds->dim, buf);
   return buf;
+}
+
+#ifdef NN_ISA_X86
+static const bytes_arch *bytes_get(void) {
+  static const bytes_arch *const by_isa[] = {
+      &nn_bytes_arch_scalar, &nn_bytes_arch_sse2, &nn_bytes_arch_avx2,
+      &nn_bytes_arch_avx512};
+  return by_isa[nn_isa_best()];
+}
+#else
+static const bytes_arch *bytes_get(void) {
+  return nn_isa_best() == NN_ISA_SCALAR ? &nn_bytes_arch_scalar
+                                        : &nn_bytes_arch_generic;
+}
+#endif
+
+void nn_dataset_set_x8_divisor(nn_dataset *ds, float divisor) {
+  for (int b = 0; b < 256; b++)
+    ds->x8_value[b] = (float)b / divisor;
+  ds->x8_divisor = divisor;
+}
+
+/* A lookup per feature is a gather GCC cannot vectorise; for logistic
+ * regression, whose training is a few flops per feature, it was most of
+ * the time (docs/benchmarks.md, issue 20). The division gives the table's
+ * values bit for bit (nn_dataset_set_x8_divisor made them so). */
+void nn_dataset_bytes_to_floats(const nn_dataset *ds, const uint8_t *src,
+                                size_t n, float *dst) {
+  if (ds->x8_divisor != 0.0f) {
+    bytes_get()->to_float(src, n, ds->x8_divisor, dst);
+    return;
+  }
+  for (size_t j = 0; j < n; j++)
+    dst[j] = ds->x8_value[src[j]];
 }
 
 /* Bytes of one example's features as stored. */
@@ -73,6 +105,7 @@ int nn_dataset_alloc_like(const nn_dataset *like, size_t n, nn_dataset *out) {
   out->height = like->height;
   out->width = like->width;
   memcpy(out->x8_value, like->x8_value, sizeof out->x8_value);
+  out->x8_divisor = like->x8_divisor;
   if (n == 0)
     return COHORT_OK;
   size_t row = row_bytes(like);

@@ -24,6 +24,10 @@ typedef struct nn_dataset {
   float *x;
   uint8_t *x8;
   float x8_value[256];
+  /* When not 0, x8_value[b] is (float)b / x8_divisor for every byte b
+   * (nn_dataset_set_x8_divisor), and bytes become floats by that division,
+   * vectorised, rather than by a lookup per feature. */
+  float x8_divisor;
   /* Set by nn_dataset_pack: x8 then holds each example packed (see there),
    * example i at x8 + x8_offsets[i], x8_offsets[n] bytes in all. Only
    * nn_dataset_gather, nn_dataset_span, nn_dataset_truncate and
@@ -46,6 +50,15 @@ typedef struct nn_dataset {
  * < ds->n. The values are those the features stand for, bit for bit. */
 void nn_dataset_gather(const nn_dataset *ds, const uint32_t *rows, size_t k,
                        float *x, uint8_t *y);
+
+/* Sets ds's table of byte values to (float)b / divisor for every byte b,
+ * and x8_divisor to divisor. */
+void nn_dataset_set_x8_divisor(nn_dataset *ds, float divisor);
+
+/* dst[0 .. n) = the values of the bytes src[0 .. n) in ds's table, with the
+ * vector kernel of the CPU's path when ds->x8_divisor is set. */
+void nn_dataset_bytes_to_floats(const nn_dataset *ds, const uint8_t *src,
+                                size_t n, float *dst);
 
 /* Packs ds's byte features in place, so that a client's share costs about
  * what its non-zero bytes do: an example whose bitmap of non-zero features

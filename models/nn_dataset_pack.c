@@ -66,8 +66,7 @@ void nn_dataset_unpack_row(const nn_dataset *ds, size_t row, float *x) {
   const uint8_t *src = ds->x8 + ds->x8_offsets[row];
   const float *value = ds->x8_value;
   if (ds->x8_offsets[row + 1] - ds->x8_offsets[row] == dim) {
-    for (size_t j = 0; j < dim; j++)
-      x[j] = value[src[j]];
+    nn_dataset_bytes_to_floats(ds, src, dim, x);
     return;
   }
   /* Every feature the zero byte's value, then the set bits' bytes over it,

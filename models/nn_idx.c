@@ -237,10 +237,9 @@ static int idx_open_labelled(const char *images_path, const char *labels_path,
   out->height = (int)idims[1];
   out->width = (int)idims[2];
   out->n_classes = max_label + 1;
-  /* A table keeps byte / 255.0f exact (255 -> 1.0f) without a divide per
-   * pixel when a batch becomes floats. */
-  for (int i = 0; i < 256; i++)
-    out->x8_value[i] = (float)i / 255.0f;
+  /* byte / 255.0f, exact for 255 -> 1.0f; a table, and a division that
+   * vectorises when a batch becomes floats. */
+  nn_dataset_set_x8_divisor(out, 255.0f);
   out->y = y;
   y = NULL;
 
@@ -407,6 +406,7 @@ int nn_idx_load_rows(const char *images_path, const char *labels_path,
   out->width = hdr.width;
   out->n_classes = hdr.n_classes; /* of the whole file, as nn_idx_load */
   memcpy(out->x8_value, hdr.x8_value, sizeof out->x8_value);
+  out->x8_divisor = hdr.x8_divisor;
   out->x8 = x;
   out->y = y;
   x = NULL;

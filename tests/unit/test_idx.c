@@ -155,6 +155,40 @@ static void test_plain_values_read_back_exactly(void) {
   CU_ASSERT(ds.x == NULL && ds.y == NULL && ds.n == 0);
 }
 
+/* Bytes become the table's floats through the vector kernel of the path
+ * this run takes (ctest runs this program once per path, COHORT_ISA),
+ * bit for bit: every byte value, at every alignment and tail length; and
+ * the pixel table is byte / 255.0f, exactly, as before it was a product. */
+static void test_bytes_convert_as_the_table_says(void) {
+  nn_dataset ds;
+  memset(&ds, 0, sizeof ds);
+  static const float divisors[] = {255.0f, 10.0f, 3.7e3f, 1e30f};
+  uint8_t src[600];
+  for (size_t i = 0; i < sizeof src; i++)
+    src[i] = (uint8_t)(i * 7 + i / 256);
+  float out[600];
+  int wrong = 0;
+  for (size_t s = 0; s < sizeof divisors / sizeof divisors[0]; s++) {
+    nn_dataset_set_x8_divisor(&ds, divisors[s]);
+    for (size_t off = 0; off < 5; off++)
+      for (size_t n = 0; n < 70; n += 3) {
+        size_t len = 512 + n;
+        memset(out, 0xff, sizeof out);
+        nn_dataset_bytes_to_floats(&ds, src + off, len, out);
+        for (size_t j = 0; j < len; j++)
+          wrong += memcmp(&out[j], &ds.x8_value[src[off + j]], 4) != 0;
+        wrong += out[len] == out[len]; /* past the end: untouched (NaN) */
+      }
+  }
+  CU_ASSERT_EQUAL(wrong, 0);
+  nn_dataset_set_x8_divisor(&ds, 255.0f);
+  int differ = 0;
+  for (int b = 0; b < 256; b++)
+    differ += ds.x8_value[b] != (float)b / 255.0f;
+  CU_ASSERT_EQUAL(differ, 0);
+  CU_ASSERT(ds.x8_value[255] == 1.0f);
+}
+
 static void test_gzip_and_mixed_read_back_exactly(void) {
   const char *im = write_images("g-img.gz", 0x803, 4, 2, 5, 4 * 10, 1);
   const char *lb = write_labels("g-lab.gz", 0x801, 4, 4, 1);
@@ -477,6 +511,7 @@ static void test_fashion_mnist_test_set(void) {
 int cohort_register_suites(void) {
   static const test_case tests[] = {
       {"plain values read back exactly", test_plain_values_read_back_exactly},
+      {"bytes convert as the table says", test_bytes_convert_as_the_table_says},
       {"gzip and mixed read back exactly",
        test_gzip_and_mixed_read_back_exactly},
       {"trailing bytes are ignored", test_trailing_bytes_are_ignored},
