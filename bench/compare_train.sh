@@ -31,6 +31,18 @@ done
 cnn_samples=${CNN_SAMPLES:-6000}
 acc_lr=${ACC_LR:-0.1}
 py=${TORCH_PYTHON:-/usr/bin/python3}
+# PyTorch runs its convolutions in oneDNN, which picks its own instruction
+# set whatever ATEN_CPU_CAPABILITY says: on a CPU with AVX-512 they ran on
+# AVX-512 ("jit:avx512_core" in ONEDNN_VERBOSE) while the engine was held
+# to AVX2. Emulating an AVX2 or SSE machine caps oneDNN the same way.
+case ${COHORT_ISA:-} in
+avx2) : "${ONEDNN_MAX_CPU_ISA:=AVX2}" ;;
+sse2) : "${ONEDNN_MAX_CPU_ISA:=SSE41}" ;;
+esac
+if [ -n "${ONEDNN_MAX_CPU_ISA:-}" ]; then
+  export ONEDNN_MAX_CPU_ISA
+  echo "PyTorch's oneDNN capped at $ONEDNN_MAX_CPU_ISA" >&2
+fi
 [ -n "$out" ] || out=$(mktemp /tmp/compare_train.XXXXXX)
 : >"$out"
 "$root/bench/train" --help >/dev/null # builds bench_train when missing

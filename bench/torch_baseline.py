@@ -160,6 +160,10 @@ def main():
         "test_loss": round(test_loss / tx.shape[0], 5),
         "test_accuracy": round(correct / tx.shape[0], 4),
         "backend": "torch " + torch.__version__,
+        # What the run let PyTorch use: ATen's own kernels, and oneDNN's
+        # (its convolutions), which ATEN_CPU_CAPABILITY does not limit.
+        "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY", ""),
+        "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA", ""),
     }, separators=(",", ":")))
 
 
