@@ -508,6 +508,20 @@ COHORT_API int cohort_client_set_session_store(cohort_client_t *c,
                                                cohort_session_save_cb save,
                                                void *user);
 
+/* Keeps the global model in an unnamed file in dir (the app's cache
+ * directory; mode 0600, gone when the process ends) instead of in memory,
+ * from the next download on: while the app's training callback runs, the
+ * client then holds one copy of the model, the working weights, rather
+ * than two. The file is written once per model and read twice per task
+ * (to start the working copy and to take the delta), in 8 KiB blocks, its
+ * digest checked on every read. The built-in trainer and the evaluation
+ * callback read the whole model and load it into memory for the task.
+ * dir NULL: back to memory. Drops the model kept so far. Call it between
+ * cycles, on the thread that runs the client. Returns COHORT_OK,
+ * COHORT_EINVAL (an empty dir) or COHORT_EIO (no file can be made in dir),
+ * with the reason in cohort_client_last_error. */
+COHORT_API int cohort_client_set_model_dir(cohort_client_t *c, const char *dir);
+
 typedef enum cohort_cycle_outcome {
   COHORT_CYCLE_TRAINED = 0,   /* trained and uploaded an update */
   COHORT_CYCLE_RETRY = 1,     /* no task now; try again after retry_after_ms */
