@@ -26,6 +26,12 @@
 #define DATA_DIR "/usr/share/datasets/fashion-mnist"
 /* The coordinator of most cases: one round of two devices, which poll
  * every 100 ms without a long poll. */
+/* Where both devices must hear that the federation is over and exit 0,
+ * the coordinator lingers up to 30 s for them (it stops 1 s after the
+ * last one is told, so this costs nothing when all goes well): with 2 s,
+ * an ASan build on a loaded machine once checked in after the coordinator
+ * had gone and kept retrying past the test's 120 s wait. */
+#define LINGER_FOR_ALL " --linger 30"
 #define ROUND_OF_TWO                                                           \
   "--rounds 1 --clients-per-round 2 --min-clients 2 --retry-ms 100 "           \
   "--long-poll-max-ms 0 --enroll-token " TOKEN
@@ -107,7 +113,8 @@ static void test_three_starts_one_client(void) {
   int port = 0;
   pid_t server = harness_start_server(
       "three",
-      ROUND_OF_TWO " --selection-timeout 120 --selection-window 0 --linger 2",
+      ROUND_OF_TWO
+      " --selection-timeout 120 --selection-window 0" LINGER_FOR_ALL,
       &port, db, sizeof db);
   CU_ASSERT_FATAL(server > 0);
   const char *file = harness_path("three.session");
@@ -197,8 +204,8 @@ static void test_expired_session_renews(void) {
   const char *file = harness_path("expire.session");
   pid_t server = first_session(
       "expire",
-      ROUND_OF_TWO " --selection-window 0 --session-ttl 2s --linger 2", &port,
-      db, sizeof db, file, "0/2", old);
+      ROUND_OF_TWO " --selection-window 0 --session-ttl 2s" LINGER_FOR_ALL,
+      &port, db, sizeof db, file, "0/2", old);
   sleep_ms(2500);
   const char *log = harness_path("expire-a2.err");
   pid_t a = start_device(port, file, "0/2", log);
