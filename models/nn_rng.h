@@ -1,7 +1,7 @@
 /* Seeded pseudo-random numbers for simulation and training: initialisation,
  * shuffling, dropout masks, data partitioning. Deterministic for a seed and
- * identical on every platform. Never use it for secrets (common/crypto/crypto.h has
- * the CSPRNG). */
+ * identical on every platform. Never use it for secrets (common/crypto/crypto.h
+ * has the CSPRNG). */
 #ifndef COHORT_NN_RNG_H
 #define COHORT_NN_RNG_H
 

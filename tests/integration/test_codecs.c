@@ -123,8 +123,8 @@ static void test_sketch(void) {
    * round seed, so the accuracy after three rounds varies from run to run
    * (0.40-0.60 seen, on a loaded machine too); the bound shows that the
    * model learns, at three times chance (0.1). */
-  codec_case c = {"sketch", "--codec sketch:3x1000+ef --lr 0.1", 12000,
-                  12500, 0.30};
+  codec_case c = {"sketch", "--codec sketch:3x1000+ef --lr 0.1", 12000, 12500,
+                  0.30};
   run_case(&c);
 }
 

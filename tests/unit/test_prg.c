@@ -1,7 +1,7 @@
-/* Tests of the seed expander (common/crypto/prg.h): its keystream is AES-256-CTR's
- * (vectors computed with `openssl enc -aes-256-ctr`, key 00..1f, IV 0, over
- * zeros), it is reproducible for a seed and distinct across seeds and
- * derived labels, and its bounded integers and uniforms stay in range. */
+/* Tests of the seed expander (common/crypto/prg.h): its keystream is
+ * AES-256-CTR's (vectors computed with `openssl enc -aes-256-ctr`, key 00..1f,
+ * IV 0, over zeros), it is reproducible for a seed and distinct across seeds
+ * and derived labels, and its bounded integers and uniforms stay in range. */
 #include <math.h>
 #include <string.h>
 

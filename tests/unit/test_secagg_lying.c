@@ -2841,8 +2841,7 @@ static void test_placed_false_dropout(void) {
   /* The documented limit: x_u + x_h, u at place 0 and h at place 1. */
   CU_ASSERT_EQUAL(v.smallest, 2);
   CU_ASSERT(v.smallest && v.set_of[u] == v.smallest_root);
-  CU_ASSERT(v.smallest &&
-            v.set_of[at_place(&pl, 1)] == v.smallest_root);
+  CU_ASSERT(v.smallest && v.set_of[at_place(&pl, 1)] == v.smallest_root);
   verdict_free(&v);
   placed_free(&pl);
 }

@@ -181,8 +181,7 @@ static void test_key_files(void) {
   /* Never replaces an existing key. */
   CU_ASSERT_EQUAL(sign_key_save(k, path, err, sizeof err), COHORT_EIO);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "id.pem"));
-  CU_ASSERT_EQUAL_FATAL(sign_key_load(path, &back, err, sizeof err),
-                        COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(sign_key_load(path, &back, err, sizeof err), COHORT_OK);
   uint8_t a[SIGN_PUBLIC_LEN], b[SIGN_PUBLIC_LEN], sig[SIGN_LEN];
   sign_key_public(k, a);
   sign_key_public(back, b);
@@ -193,9 +192,10 @@ static void test_key_files(void) {
   FILE *f = fopen(other, "w");
   CU_ASSERT_PTR_NOT_NULL_FATAL(f);
   /* An X25519 key (openssl genpkey -algorithm X25519). */
-  fputs("-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VuBCIEIKgKLf3kF6chb179nAqIaC"
-        "sBSsDcgRz65JOOnEydJZJg\n-----END PRIVATE KEY-----\n",
-        f);
+  fputs(
+      "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VuBCIEIKgKLf3kF6chb179nAqIaC"
+      "sBSsDcgRz65JOOnEydJZJg\n-----END PRIVATE KEY-----\n",
+      f);
   fclose(f);
   sign_key *x = NULL;
   CU_ASSERT_EQUAL(sign_key_load(other, &x, err, sizeof err), COHORT_EFORMAT);
