@@ -527,6 +527,13 @@ static int register_once(cohort_client_t *c) {
     req.enrollment_cert.data = c->identity.cert;
     req.enrollment_cert.len = sizeof c->identity.cert;
   }
+  uint8_t possession[SIGN_LEN];
+  if (sign_possession(c->identity.key, c->enrollment_token, possession)) {
+    set_error(c, "register: cannot sign the proof of possession");
+    return COHORT_EIO;
+  }
+  req.possession.data = possession;
+  req.possession.len = sizeof possession;
   Cohort__V1__RegisterResponse *resp = NULL;
   rc = call(c, PB_METHOD_REGISTER, "register", &req.base,
             &cohort__v1__register_response__descriptor, 0,

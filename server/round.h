@@ -184,6 +184,8 @@ typedef struct round_registration {
   size_t identity_key_len; /* SIGN_PUBLIC_LEN */
   const uint8_t *enrollment_cert;
   size_t enrollment_cert_len; /* 0 (none) or SIGN_CERT_LEN */
+  const uint8_t *possession;  /* sign_possession's proof */
+  size_t possession_len;      /* 0 (none) or SIGN_LEN */
 } round_registration;
 /* Register: checks the enrollment token (one given by flag, or a stored
  * one that is not revoked, expired or used up), the identity key (a valid
@@ -192,7 +194,9 @@ typedef struct round_registration {
  * a stored token in the same transaction, and a session token that expires
  * after cfg.session_ttl_s (written to token_out; only its hash is stored).
  * A key whose client's session expired gets that client a new session
- * (without taking a use); a revoked client's key is refused. */
+ * (without taking a use) when the request proves it holds the key
+ * (possession, checked whenever present); a revoked client's key is
+ * refused. */
 round_verdict round_register(round_engine *e, const round_registration *r,
                              int64_t *client_id, char token_out[65]);
 /* Maps a bearer token to its client id; UNAUTHENTICATED when missing,

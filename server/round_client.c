@@ -78,13 +78,27 @@ static round_verdict check_registration(const round_registration *r) {
     return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
                               "enrollment certificate of %zu bytes; one has %d",
                               r->enrollment_cert_len, SIGN_CERT_LEN);
+  if (r->possession_len != 0 && r->possession_len != SIGN_LEN)
+    return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
+                              "proof of possession of %zu bytes; an Ed25519 "
+                              "signature has %d",
+                              r->possession_len, SIGN_LEN);
+  if (r->possession_len &&
+      sign_check_possession(r->identity_key, r->enrollment_token,
+                            r->possession) != COHORT_OK)
+    return round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
+                              "proof of possession refused: it is not the "
+                              "identity key's signature of this registration");
   return round_ok();
 }
 
 /* Under the lock: the key's certificate from the enrollment authority,
  * when there is one, and no other client bound to the key, unless that
- * client's session expired: *renew is then its id, to give it a new
- * session. */
+ * client's session expired and the request proves it holds the key
+ * (check_registration verified the proof): *renew is then its id, to give
+ * it a new session. Without the proof, whoever copied the public key and
+ * its certificate (every peer in secure aggregation sees both) would take
+ * the client over. */
 static round_verdict check_identity_locked(round_engine *e,
                                            const round_registration *r,
                                            double now, int64_t *renew) {
@@ -114,6 +128,13 @@ static round_verdict check_identity_locked(round_engine *e,
                               "again",
                               (long long)other);
   if (ses.expires_at > 0 && now >= ses.expires_at) {
+    if (!r->possession_len)
+      return round_fail_verdict(
+          GRPC_STATUS_UNAUTHENTICATED,
+          "the session of client %lld, bound to this identity key, expired; "
+          "renewing it needs the key's proof of possession, which this "
+          "request lacks (update the client library)",
+          (long long)other);
     *renew = other;
     return round_ok();
   }

@@ -155,7 +155,9 @@ static void handle_register(void *ctx, const rpc_request *req, rpc_reply *rep) {
                             .identity_key = m->identity_key.data,
                             .identity_key_len = m->identity_key.len,
                             .enrollment_cert = m->enrollment_cert.data,
-                            .enrollment_cert_len = m->enrollment_cert.len};
+                            .enrollment_cert_len = m->enrollment_cert.len,
+                            .possession = m->possession.data,
+                            .possession_len = m->possession.len};
   round_verdict v = round_register(e, &reg, &id, token);
   if (v.code) {
     apply_verdict(rep, &v);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cohort_status.h"
+#include "crypto.h"
 #include "errbuf.h"
 
 #define CERT_CONTEXT "cohort enrollment v1"
@@ -243,4 +244,33 @@ int sign_check_cert(const uint8_t authority_pub[SIGN_PUBLIC_LEN],
   cert_message(client_pub, msg);
   int rc = sign_verify(authority_pub, msg, sizeof msg, cert);
   return rc == COHORT_OK ? COHORT_OK : COHORT_EAUTH;
+}
+
+#define POSSESSION_CONTEXT "cohort registration v1"
+#define POSSESSION_LEN                                                         \
+  (sizeof POSSESSION_CONTEXT - 1 + SIGN_PUBLIC_LEN + CRYPTO_SHA256_LEN)
+
+static int possession_message(const uint8_t pub[SIGN_PUBLIC_LEN],
+                              const char *enrollment_token,
+                              uint8_t msg[POSSESSION_LEN]) {
+  memcpy(msg, POSSESSION_CONTEXT, sizeof POSSESSION_CONTEXT - 1);
+  memcpy(msg + sizeof POSSESSION_CONTEXT - 1, pub, SIGN_PUBLIC_LEN);
+  return crypto_sha256(enrollment_token, strlen(enrollment_token),
+                       msg + sizeof POSSESSION_CONTEXT - 1 + SIGN_PUBLIC_LEN);
+}
+
+int sign_possession(const sign_key *k, const char *enrollment_token,
+                    uint8_t sig[SIGN_LEN]) {
+  uint8_t pub[SIGN_PUBLIC_LEN], msg[POSSESSION_LEN];
+  sign_key_public(k, pub);
+  int rc = possession_message(pub, enrollment_token, msg);
+  return rc ? rc : sign_message(k, msg, sizeof msg, sig);
+}
+
+int sign_check_possession(const uint8_t pub[SIGN_PUBLIC_LEN],
+                          const char *enrollment_token,
+                          const uint8_t sig[SIGN_LEN]) {
+  uint8_t msg[POSSESSION_LEN];
+  int rc = possession_message(pub, enrollment_token, msg);
+  return rc ? rc : sign_verify(pub, msg, sizeof msg, sig);
 }

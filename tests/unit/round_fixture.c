@@ -82,6 +82,17 @@ round_registration fx_registration(const char *token, const uint8_t *pub) {
                               .identity_key_len = SIGN_PUBLIC_LEN};
 }
 
+void fx_prove(round_registration *r, int n, uint8_t sig[SIGN_LEN]) {
+  sign_key *k = NULL;
+  uint8_t pub[SIGN_PUBLIC_LEN];
+  fx_identity(n, &k, pub);
+  CU_ASSERT_EQUAL_FATAL(sign_possession(k, r->enrollment_token, sig),
+                        COHORT_OK);
+  sign_key_free(k);
+  r->possession = sig;
+  r->possession_len = SIGN_LEN;
+}
+
 int new_engine(fixture *f) {
   char err[256] = "";
   int rc = round_engine_new(&f->cfg, f->db, &f->e, err, sizeof err);

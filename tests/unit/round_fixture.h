@@ -59,6 +59,9 @@ void fx_identity(int n, sign_key **key, uint8_t pub[SIGN_PUBLIC_LEN]);
 /* A Register with enrollment token `token`, platform "test" and the public
  * key pub (borrowed, 32 bytes), without a certificate. */
 round_registration fx_registration(const char *token, const uint8_t *pub);
+/* Adds to r the proof that it holds identity n's key (fx_identity), in sig,
+ * which must outlive r. */
+void fx_prove(round_registration *r, int n, uint8_t sig[SIGN_LEN]);
 
 /* Creates f->e from f->cfg on f->db and adds ENROLL; prints the engine's
  * reason to stderr when it refuses. Returns COHORT_OK or its error. */

@@ -166,6 +166,31 @@ static void test_certificates(void) {
   sign_key_free(rogue);
 }
 
+/* A proof of possession binds the key to one enrollment token: it does not
+ * verify for another token, under another key, changed by one bit, or as a
+ * certificate (nor a certificate as a proof). */
+static void test_possession(void) {
+  sign_key *client = NULL, *rogue = NULL;
+  CU_ASSERT_EQUAL_FATAL(sign_key_generate(&client), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(sign_key_generate(&rogue), COHORT_OK);
+  uint8_t cpub[SIGN_PUBLIC_LEN], rpub[SIGN_PUBLIC_LEN], proof[SIGN_LEN];
+  uint8_t cert[SIGN_CERT_LEN];
+  sign_key_public(client, cpub);
+  sign_key_public(rogue, rpub);
+  CU_ASSERT_EQUAL_FATAL(sign_possession(client, "token-a", proof), COHORT_OK);
+  CU_ASSERT_EQUAL(sign_check_possession(cpub, "token-a", proof), COHORT_OK);
+  CU_ASSERT_EQUAL(sign_check_possession(cpub, "token-b", proof), COHORT_EAUTH);
+  CU_ASSERT_EQUAL(sign_check_possession(rpub, "token-a", proof), COHORT_EAUTH);
+  proof[17] ^= 4;
+  CU_ASSERT_EQUAL(sign_check_possession(cpub, "token-a", proof), COHORT_EAUTH);
+  CU_ASSERT_EQUAL_FATAL(sign_possession(client, "token-a", proof), COHORT_OK);
+  CU_ASSERT_EQUAL(sign_check_cert(cpub, cpub, proof), COHORT_EAUTH);
+  CU_ASSERT_EQUAL_FATAL(sign_certify(client, cpub, cert), COHORT_OK);
+  CU_ASSERT_EQUAL(sign_check_possession(cpub, "token-a", cert), COHORT_EAUTH);
+  sign_key_free(client);
+  sign_key_free(rogue);
+}
+
 static void test_key_files(void) {
   char dir[256], path[300], other[300];
   CU_ASSERT_EQUAL_FATAL(test_tmpdir_make(dir, sizeof dir, "sign"), 0);
@@ -216,6 +241,8 @@ int cohort_register_suites(void) {
       {"public keys: canonical curve points outside the small-order ones",
        test_public_check},
       {"certificates bind one key to the authority", test_certificates},
+      {"a proof of possession binds the key to one enrollment token",
+       test_possession},
       {"key files are 0600 PEM, never overwritten, type-checked",
        test_key_files},
   };

@@ -29,12 +29,13 @@ static int64_t add_token(fixture *f, const char *secret, int64_t max_uses,
   return id;
 }
 
-/* A Register with token and identity n (a key no client has yet). */
+/* A Register with token and identity n, proving it holds n's key. */
 static round_verdict register_as(fixture *f, const char *token, int n,
                                  int64_t *id, char session[65]) {
-  uint8_t pub[SIGN_PUBLIC_LEN];
+  uint8_t pub[SIGN_PUBLIC_LEN], proof[SIGN_LEN];
   fx_identity(n, NULL, pub);
   round_registration r = fx_registration(token, pub);
+  fx_prove(&r, n, proof);
   return round_register(f->e, &r, id, session);
 }
 
@@ -161,6 +162,8 @@ static void test_sessions(void) {
   /* The expired client registers again with its key: the same client, a
    * new session; the old token stays dead. */
   r = fx_registration(ENROLL, f.key[0]);
+  uint8_t proof[SIGN_LEN];
+  fx_prove(&r, 1, proof);
   CU_ASSERT_EQUAL(round_register(f.e, &r, &id, session).code, 0);
   CU_ASSERT_EQUAL(id, f.id[0]);
   CU_ASSERT_EQUAL(round_authenticate(f.e, session, &who).code, 0);
@@ -194,6 +197,54 @@ static void test_renew_with_used_token(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "used up"));
   CU_ASSERT_EQUAL(count(&f, "SELECT uses FROM enrollment_tokens"), 1);
   CU_ASSERT_EQUAL(clients(&f), 1);
+  fx_close(&f);
+}
+
+/* The adversary holds a victim's public identity key (and its certificate:
+ * every peer in secure aggregation sees both) and an enrollment token of
+ * its own, and waits for the victim's session to expire. Without a proof of
+ * possession, with one made by its own key, with the victim's proof for
+ * another token, or with one of the wrong size, it gets no session and no
+ * client; the victim, proving its key, renews its own. A first
+ * registration still needs no proof (older clients send none). */
+static void test_copied_key_renews_nothing(void) {
+  fixture f;
+  FX_INIT(f);
+  f.cfg.session_ttl_s = 0.3;
+  FX_START(f, 0);
+  add_token(&f, "tok-attacker", 0, 0);
+  int64_t victim = 0, id = 0, who = 0;
+  char session[65];
+  CU_ASSERT_EQUAL_FATAL(register_as(&f, ENROLL, 90, &victim, session).code, 0);
+  sleep_s(0.4);
+  uint8_t pub[SIGN_PUBLIC_LEN], own[SIGN_LEN], seen[SIGN_LEN];
+  fx_identity(90, NULL, pub);
+  round_registration r = fx_registration("tok-attacker", pub);
+  round_verdict v = round_register(f.e, &r, &id, session);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "proof of possession"));
+  fx_prove(&r, 91, own);
+  v = round_register(f.e, &r, &id, session);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "proof of possession refused"));
+  round_registration victims = fx_registration(ENROLL, pub);
+  fx_prove(&victims, 90, seen);
+  r.possession = seen;
+  v = round_register(f.e, &r, &id, session);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
+  r.possession_len = SIGN_LEN - 1;
+  CU_ASSERT_EQUAL(round_register(f.e, &r, &id, session).code,
+                  GRPC_STATUS_INVALID_ARGUMENT);
+  CU_ASSERT_EQUAL(clients(&f), 1);
+  CU_ASSERT_EQUAL(register_as(&f, ENROLL, 90, &id, session).code, 0);
+  CU_ASSERT_EQUAL(id, victim);
+  CU_ASSERT_EQUAL(round_authenticate(f.e, session, &who).code, 0);
+  CU_ASSERT_EQUAL(who, victim);
+  uint8_t fresh[SIGN_PUBLIC_LEN];
+  fx_identity(92, NULL, fresh);
+  r = fx_registration("tok-attacker", fresh);
+  CU_ASSERT_EQUAL(round_register(f.e, &r, &id, session).code, 0);
+  CU_ASSERT_EQUAL(clients(&f), 2);
   fx_close(&f);
 }
 
@@ -290,6 +341,9 @@ int cohort_register_suites(void) {
       {"a used-up token renews the expired session of the client it "
        "admitted, and admits no other",
        test_renew_with_used_token},
+      {"a copied identity key renews no one's session; the key's holder "
+       "does",
+       test_copied_key_renews_nothing},
       {"no enrollment or session token is in the database in clear",
        test_no_token_in_clear},
       {"a schema 9 database's sessions get a day at the upgrade",
