@@ -29,7 +29,8 @@ void kept_model_init(kept_model *k) {
  * behind by a crash. */
 static int open_unnamed(const char *dir) {
 #ifdef O_TMPFILE
-  int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  /* O_EXCL: nobody can give it a name later (linkat). */
+  int fd = open(dir, O_TMPFILE | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
     return fd;
 #endif
@@ -40,8 +41,12 @@ static int open_unnamed(const char *dir) {
     return -1;
   }
   int fd2 = mkostemp(path, O_CLOEXEC);
-  if (fd2 >= 0)
-    unlink(path);
+  if (fd2 >= 0 && unlink(path) != 0) {
+    int saved = errno; /* it would stay named: not kept there */
+    close(fd2);
+    errno = saved;
+    return -1;
+  }
   return fd2;
 }
 
@@ -149,10 +154,10 @@ int kept_model_append(kept_model *k, pb_iov *src, size_t n, char *err,
 int kept_model_finish(kept_model *k, uint64_t version,
                       const uint8_t sha[CRYPTO_SHA256_LEN]) {
   uint8_t digest[CRYPTO_SHA256_LEN];
-  int ok = k->hash && k->received == k->len &&
-           crypto_sha256_end(k->hash, digest) == 0 &&
-           memcmp(digest, sha, sizeof digest) == 0;
+  int ended = k->hash && crypto_sha256_end(k->hash, digest) == 0;
   k->hash = NULL; /* ended above, or there was none */
+  int ok =
+      ended && k->received == k->len && memcmp(digest, sha, sizeof digest) == 0;
   if (!ok) {
     kept_model_drop(k);
     return COHORT_EDIGEST;
@@ -189,19 +194,29 @@ static int file_pass(const kept_model *k, float *dst, int subtract, char *err,
   int rc = COHORT_OK;
   for (size_t at = 0; !rc && at < k->len;) {
     size_t m = k->len - at < sizeof raw ? k->len - at : sizeof raw;
-    ssize_t r = pread(k->fd, raw, m, (off_t)at);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0 || (size_t)r % sizeof(float) != 0) {
+    /* A whole block (reads may come short), so that floats never straddle
+     * two reads. */
+    size_t got = 0;
+    int failed = 0; /* errno of a failed read */
+    while (got < m && !failed) {
+      ssize_t r = pread(k->fd, raw + got, m - got, (off_t)(at + got));
+      if (r < 0 && errno != EINTR)
+        failed = errno;
+      else if (r == 0)
+        break;
+      else if (r > 0)
+        got += (size_t)r;
+    }
+    if (got < m) {
       rc = errbuf_fail(err, errlen, COHORT_EIO, "the kept model's file", "%s",
-                       r < 0 ? strerror(errno) : "shorter than the model");
+                       failed ? strerror(failed) : "shorter than the model");
       break;
     }
-    if (crypto_sha256_update(hash, raw, (size_t)r)) {
+    if (crypto_sha256_update(hash, raw, m)) {
       rc = COHORT_ENOMEM;
       break;
     }
-    size_t count = (size_t)r / sizeof(float);
+    size_t count = m / sizeof(float);
     float *out = dst + at / sizeof(float);
     wire_get_f32le(vals, raw, count);
     if (subtract)
@@ -209,7 +224,7 @@ static int file_pass(const kept_model *k, float *dst, int subtract, char *err,
         out[i] -= vals[i];
     else
       memcpy(out, vals, count * sizeof(float));
-    at += (size_t)r;
+    at += m;
   }
   uint8_t digest[CRYPTO_SHA256_LEN];
   if (crypto_sha256_end(hash, digest) != 0 && !rc)
@@ -220,21 +235,30 @@ static int file_pass(const kept_model *k, float *dst, int subtract, char *err,
   return rc;
 }
 
-int kept_model_load(const kept_model *k, float *dst, char *err, size_t errlen) {
+/* file_pass, dropping a model that cannot be read back as it came, so that
+ * the next task downloads it again instead of failing on it for good. */
+static int checked_pass(kept_model *k, float *dst, int subtract, char *err,
+                        size_t errlen) {
+  int rc = file_pass(k, dst, subtract, err, errlen);
+  if (rc == COHORT_EDIGEST || rc == COHORT_EIO)
+    kept_model_drop(k);
+  return rc;
+}
+
+int kept_model_load(kept_model *k, float *dst, char *err, size_t errlen) {
   if (!k->whole)
     return COHORT_ESTATE;
   if (k->fd >= 0)
-    return file_pass(k, dst, 0, err, errlen);
+    return checked_pass(k, dst, 0, err, errlen);
   memcpy(dst, k->mem, k->len);
   return COHORT_OK;
 }
 
-int kept_model_subtract(const kept_model *k, float *dst, char *err,
-                        size_t errlen) {
+int kept_model_subtract(kept_model *k, float *dst, char *err, size_t errlen) {
   if (!k->whole)
     return COHORT_ESTATE;
   if (k->fd >= 0)
-    return file_pass(k, dst, 1, err, errlen);
+    return checked_pass(k, dst, 1, err, errlen);
   for (size_t i = 0; i < k->len / sizeof(float); i++)
     dst[i] -= k->mem[i];
   return COHORT_OK;

@@ -55,10 +55,13 @@ int kept_model_finish(kept_model *k, uint64_t version,
 
 /* The weights when kept in memory; NULL when they are in the file. */
 const float *kept_model_weights(const kept_model *k);
-/* dst (len / 4 floats) = the kept weights. */
-int kept_model_load(const kept_model *k, float *dst, char *err, size_t errlen);
-/* dst -= the kept weights: a trained copy becomes its delta. */
-int kept_model_subtract(const kept_model *k, float *dst, char *err,
-                        size_t errlen);
+/* dst (len / 4 floats) = the kept weights. From the file, every read
+ * checks the digest: a model changed there (COHORT_EDIGEST) or that cannot
+ * be read back (COHORT_EIO) is dropped, so the next task downloads it
+ * again; dst may then hold part of it, unusable. */
+int kept_model_load(kept_model *k, float *dst, char *err, size_t errlen);
+/* dst -= the kept weights: a trained copy becomes its delta. Fails as
+ * kept_model_load does. */
+int kept_model_subtract(kept_model *k, float *dst, char *err, size_t errlen);
 
 #endif

@@ -381,6 +381,14 @@ static void test_model_kept_in_a_file(void) {
       strstr(cohort_client_last_error(c), "changed since it was downloaded"));
   CU_ASSERT_EQUAL(s.calls, 2);
   CU_ASSERT_EQUAL(g_fake.upload_calls, 0);
+  /* The changed model was dropped: the next task downloads it again and
+   * trains, instead of failing on it until the version changes. */
+  fake_new_round();
+  int downloads = g_fake.get_model_calls;
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
+  CU_ASSERT(g_fake.get_model_calls > downloads);
+  CU_ASSERT_EQUAL(s.calls, 3);
+  CU_ASSERT_TRUE(received_the_delta());
   cohort_client_free(c);
   fake_new_round();
   test_tmpdir_remove(dir);
