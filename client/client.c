@@ -1058,6 +1058,7 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     if (rc)
       goto out;
   }
+  test_kill_by_end_of("train");
   double train_ms = (clock_mono_s() - train_start) * 1000.0;
   io_ctx.train_ms = train_ms < UINT32_MAX ? (uint32_t)train_ms : UINT32_MAX;
   if (res.num_examples == 0) {

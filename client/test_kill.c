@@ -64,3 +64,9 @@ void test_kill_point(const char *phase) {
           phase, delay);
   pthread_detach(t);
 }
+
+void test_kill_by_end_of(const char *phase) {
+  long ms;
+  if (named(phase, &ms))
+    die(phase);
+}

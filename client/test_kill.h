@@ -9,7 +9,8 @@
  *   checkin               as the check-in is sent (use :MS to die while the
  *                         coordinator holds it)
  *   download              the first half of the model received
- *   train                 local training begun (:MS to die during it)
+ *   train                 local training begun (:MS to die during it, at
+ *                         its end at the latest)
  *   upload                the first half of the update accepted
  *   secagg-advertised     ADVERTISE answered, before SHARE is sent
  *   secagg-shared         SHARE answered, before the masked upload
@@ -33,5 +34,10 @@ int test_kill_armed(const char *phase);
  * once, or MS milliseconds later from a timer thread (the caller goes on
  * meanwhile). Says so on stderr first. */
 void test_kill_point(const char *phase);
+/* Where a phase with a delay ends: kills the process at once when
+ * COHORT_TEST_KILL_AT names phase, so that a timer thread that a loaded
+ * machine ran late cannot let it get past the phase (the training's end,
+ * for train:MS). */
+void test_kill_by_end_of(const char *phase);
 
 #endif
