@@ -114,6 +114,14 @@ static round_verdict check_identity_locked(round_engine *e,
         GRPC_STATUS_UNAUTHENTICATED,
         "enrollment certificate refused: it is not the enrollment "
         "authority's certificate of this identity key");
+  /* Certificates are public: without the proof, whoever copied one would
+   * bind the owner's key to itself before the owner registers. */
+  if (e->has_authority && !r->possession_len)
+    return round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
+                              "this coordinator registers certified identity "
+                              "keys only with the key's proof of possession, "
+                              "which this request lacks (update the client "
+                              "library)");
   int64_t other = 0;
   store_session ses;
   int rc = store_client_by_identity(e->db, r->identity_key, &other);

@@ -347,7 +347,16 @@ static void test_register_with_authority(void) {
    * authority the coordinator was given counts. */
   CU_ASSERT_EQUAL(sign_check_cert(rpub, pub, forged), COHORT_OK);
 
+  /* A copy of the key and its certificate, which peers see, binds nothing
+   * without the key's proof of possession. */
   r = with_cert(fx_registration(ENROLL, pub), cert);
+  assert_register_refused(&f, &r, GRPC_STATUS_UNAUTHENTICATED,
+                          "only with the key's proof of possession");
+  uint8_t proof[SIGN_LEN];
+  fx_prove(&r, 2, proof); /* made with another key */
+  assert_register_refused(&f, &r, GRPC_STATUS_UNAUTHENTICATED,
+                          "proof of possession refused");
+  fx_prove(&r, 1, proof);
   int64_t id = 0;
   char tok[65];
   CU_ASSERT_EQUAL_FATAL(round_register(f.e, &r, &id, tok).code, GRPC_STATUS_OK);
@@ -2771,7 +2780,8 @@ int cohort_register_suites(void) {
        test_register_binds_identity},
       {"register refuses a missing, short, invalid or bound identity key",
        test_register_refuses_bad_identity},
-      {"with an enrollment authority only certified keys register",
+      {"with an enrollment authority only certified keys register, with "
+       "their proof of possession",
        test_register_with_authority},
       {"check-in selects K clients, others retry",
        test_checkin_selects_up_to_k},
