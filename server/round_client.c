@@ -101,8 +101,9 @@ static round_verdict check_registration(const round_registration *r) {
  * the client over. */
 static round_verdict check_identity_locked(round_engine *e,
                                            const round_registration *r,
-                                           double now, int64_t *renew) {
-  *renew = 0;
+                                           double now, int64_t *renew,
+                                           int64_t *renew_token) {
+  *renew = *renew_token = 0;
   if (e->has_authority && !r->enrollment_cert_len)
     return round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
                               "this coordinator registers only identity keys "
@@ -144,6 +145,7 @@ static round_verdict check_identity_locked(round_engine *e,
           "request lacks (update the client library)",
           (long long)other);
     *renew = other;
+    *renew_token = ses.token_id;
     return round_ok();
   }
   return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
@@ -242,15 +244,17 @@ round_verdict round_register(round_engine *e, const round_registration *r,
   /* Checked before the lock, but told only to a caller with a valid
    * token: an unknown one hears nothing else. */
   round_verdict request = check_registration(r);
-  int64_t token_id = 0, renew = 0;
+  int64_t token_id = 0, renew = 0, renew_token = 0;
   int used_up = 0;
   pthread_mutex_lock(&e->mu);
   double now = clock_wall_s();
   round_verdict v =
       check_enrollment_locked(e, digest, now, &token_id, &used_up);
   if (!v.code)
-    v = request.code ? request : check_identity_locked(e, r, now, &renew);
-  if (!v.code && used_up && !renew) {
+    v = request.code ? request
+                     : check_identity_locked(e, r, now, &renew, &renew_token);
+  /* A used-up token still renews the client its own use admitted. */
+  if (!v.code && used_up && (!renew || renew_token != token_id)) {
     log_info("registration refused: enrollment token %lld is used up",
              (long long)token_id);
     v = round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,

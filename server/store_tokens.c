@@ -261,6 +261,7 @@ static void read_session(sqlite3_stmt *st, store_session *out) {
   out->client = sqlite3_column_int64(st, 0);
   out->expires_at = real_or_zero(st, 1);
   out->revoked_at = real_or_zero(st, 2);
+  out->token_id = sqlite3_column_int64(st, 3);
 }
 
 static int find_session(store *s, const char *sql, const char *hash, int64_t id,
@@ -284,17 +285,21 @@ static int find_session(store *s, const char *sql, const char *hash, int64_t id,
 
 int store_session_find(store *s, const char *session_sha256_hex,
                        store_session *out) {
-  return find_session(s,
-                      "SELECT id, session_expires_at, revoked_at FROM clients"
-                      " WHERE token_sha256 = ?1",
-                      session_sha256_hex, 0, out);
+  return find_session(
+      s,
+      "SELECT id, session_expires_at, revoked_at, enrollment_token"
+      " FROM clients"
+      " WHERE token_sha256 = ?1",
+      session_sha256_hex, 0, out);
 }
 
 int store_session_of(store *s, int64_t id, store_session *out) {
-  return find_session(s,
-                      "SELECT id, session_expires_at, revoked_at FROM clients"
-                      " WHERE id = ?1",
-                      NULL, id, out);
+  return find_session(
+      s,
+      "SELECT id, session_expires_at, revoked_at, enrollment_token"
+      " FROM clients"
+      " WHERE id = ?1",
+      NULL, id, out);
 }
 
 int store_session_renew(store *s, int64_t id, const char *session_sha256_hex,

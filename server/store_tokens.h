@@ -67,6 +67,8 @@ typedef struct store_session {
   int64_t client;
   double expires_at; /* 0: never (a client made before sessions expired) */
   double revoked_at;
+  int64_t token_id; /* the stored enrollment token that admitted it; 0: a
+                       flag token, or none recorded */
 } store_session;
 
 /* The session with that token hash; COHORT_ENOTFOUND when none. */

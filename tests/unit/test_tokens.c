@@ -176,7 +176,8 @@ static void test_sessions(void) {
 static void test_renew_with_used_token(void) {
   /* A persistent key enrolled with a one-use token: the use is its own, so
    * the token still renews its expired session, and takes no second use;
-   * another key is refused. */
+   * another key is refused, and so is the renewal of a client that another
+   * token admitted. */
   fixture f;
   FX_INIT(f);
   f.cfg.session_ttl_s = 0.3;
@@ -188,6 +189,8 @@ static void test_renew_with_used_token(void) {
                         0);
   CU_ASSERT_EQUAL(register_as(&f, "tok-device", 70, &again, session).code,
                   GRPC_STATUS_INVALID_ARGUMENT); /* still active: bound */
+  int64_t other = 0;
+  CU_ASSERT_EQUAL_FATAL(register_as(&f, ENROLL, 72, &other, session).code, 0);
   sleep_s(0.4);
   CU_ASSERT_EQUAL(register_as(&f, "tok-device", 70, &again, session).code, 0);
   CU_ASSERT_EQUAL(again, id);
@@ -195,8 +198,14 @@ static void test_renew_with_used_token(void) {
   round_verdict v = register_as(&f, "tok-device", 71, &again, session);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
   CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "used up"));
+  /* Nor does it renew a client that another token admitted. */
+  v = register_as(&f, "tok-device", 72, &again, session);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "used up"));
+  CU_ASSERT_EQUAL(register_as(&f, ENROLL, 72, &again, session).code, 0);
+  CU_ASSERT_EQUAL(again, other);
   CU_ASSERT_EQUAL(count(&f, "SELECT uses FROM enrollment_tokens"), 1);
-  CU_ASSERT_EQUAL(clients(&f), 1);
+  CU_ASSERT_EQUAL(clients(&f), 2);
   fx_close(&f);
 }
 
