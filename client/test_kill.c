@@ -37,9 +37,10 @@ int test_kill_armed(const char *phase) {
   return named(phase, &ms);
 }
 
-static void die(const char *phase) {
+/* Says the variable's whole value (PHASE:MS), whichever point fired. */
+static void die(void) {
   fprintf(stderr, "testing aid: COHORT_TEST_KILL_AT=%s reached; SIGKILL\n",
-          phase);
+          getenv("COHORT_TEST_KILL_AT"));
   fflush(stderr);
   kill(getpid(), SIGKILL);
 }
@@ -47,7 +48,7 @@ static void die(const char *phase) {
 static void *die_later(void *arg) {
   long *ms = arg;
   clock_sleep_ms(*ms);
-  die(getenv("COHORT_TEST_KILL_AT"));
+  die();
   return NULL;
 }
 
@@ -57,7 +58,7 @@ void test_kill_point(const char *phase) {
     return;
   pthread_t t;
   if (delay == 0 || pthread_create(&t, NULL, die_later, &delay) != 0) {
-    die(phase);
+    die();
     return;
   }
   fprintf(stderr, "testing aid: COHORT_TEST_KILL_AT=%s: SIGKILL in %ld ms\n",
@@ -68,5 +69,5 @@ void test_kill_point(const char *phase) {
 void test_kill_by_end_of(const char *phase) {
   long ms;
   if (named(phase, &ms))
-    die(phase);
+    die();
 }
