@@ -45,7 +45,9 @@ void corpus_rpc(void) {
   uint8_t seed[SIGN_SEED_LEN], pub[SIGN_PUBLIC_LEN];
   memset(seed, 9, sizeof seed);
   sign_key *k = NULL;
-  if (sign_key_from_seed(seed, &k))
+  uint8_t proof[SIGN_LEN];
+  if (sign_key_from_seed(seed, &k) ||
+      sign_possession(k, FUZZ_RPC_ENROLL, proof))
     exit(1);
   sign_key_public(k, pub);
   sign_key_free(k);
@@ -58,6 +60,10 @@ void corpus_rpc(void) {
   reg.identity_key.data = pub;
   reg.identity_key.len = sizeof pub;
   call("register", REGISTER, FUZZ_BEARER_NONE, &reg.base);
+  reg.possession.data = proof;
+  reg.possession.len = sizeof proof;
+  call("register-proven", REGISTER, FUZZ_BEARER_NONE, &reg.base);
+  reg.possession.len = 0;
 
   Cohort__V1__Metric charging = COHORT__V1__METRIC__INIT, *attrs[1];
   charging.name = "charging";
