@@ -196,20 +196,10 @@ static int file_pass(const kept_model *k, float *dst, int subtract, char *err,
     size_t m = k->len - at < sizeof raw ? k->len - at : sizeof raw;
     /* A whole block (reads may come short), so that floats never straddle
      * two reads. */
-    size_t got = 0;
-    int failed = 0; /* errno of a failed read */
-    while (got < m && !failed) {
-      ssize_t r = pread(k->fd, raw + got, m - got, (off_t)(at + got));
-      if (r < 0 && errno != EINTR)
-        failed = errno;
-      else if (r == 0)
-        break;
-      else if (r > 0)
-        got += (size_t)r;
-    }
-    if (got < m) {
+    ssize_t got = fd_pread_full(k->fd, raw, m, (off_t)at);
+    if (got != (ssize_t)m) {
       rc = errbuf_fail(err, errlen, COHORT_EIO, "the kept model's file", "%s",
-                       failed ? strerror(failed) : "shorter than the model");
+                       got < 0 ? strerror(errno) : "shorter than the model");
       break;
     }
     if (crypto_sha256_update(hash, raw, m)) {

@@ -67,7 +67,6 @@ void test_kill_point(const char *phase) {
 }
 
 void test_kill_by_end_of(const char *phase) {
-  long ms;
-  if (named(phase, &ms))
+  if (test_kill_armed(phase))
     die();
 }

@@ -179,17 +179,12 @@ int store_updates_read(store_updates *u, int64_t round, uint64_t offset,
   int rc = fd < 0 ? COHORT_ENOTFOUND : COHORT_OK;
   if (!rc && !(buf = malloc(len ? (size_t)len : 1)))
     rc = COHORT_ENOMEM;
-  for (uint64_t done = 0; !rc && done < len;) {
-    ssize_t n =
-        pread(fd, buf + done, (size_t)(len - done), (off_t)(offset + done));
-    if (n < 0 && errno == EINTR)
-      continue;
+  if (!rc) {
+    ssize_t n = fd_pread_full(fd, buf, (size_t)len, (off_t)offset);
     if (n < 0)
       rc = COHORT_EIO;
-    else if (n == 0)
+    else if ((uint64_t)n < len)
       rc = COHORT_ENOTFOUND; /* short: cut by a crash or by hand */
-    else
-      done += (uint64_t)n;
   }
   if (own >= 0)
     close(own);

@@ -1,5 +1,5 @@
 /* See fd_io.h. */
-#define _XOPEN_SOURCE 700 /* pwrite */
+#define _XOPEN_SOURCE 700 /* pwrite, pread */
 #include "fd_io.h"
 
 #include <errno.h>
@@ -34,4 +34,19 @@ int fd_pwrite_all(int fd, const void *p, size_t len, off_t at) {
     return -1;
   }
   return write_loop(fd, p, len, at);
+}
+
+ssize_t fd_pread_full(int fd, void *p, size_t len, off_t at) {
+  size_t got = 0;
+  while (got < len) {
+    ssize_t r = pread(fd, (unsigned char *)p + got, len - got, at + (off_t)got);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0)
+      return -1;
+    if (r == 0)
+      break;
+    got += (size_t)r;
+  }
+  return (ssize_t)got;
 }

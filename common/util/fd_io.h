@@ -1,6 +1,6 @@
-/* Whole writes to a file descriptor: write(2) and pwrite(2) may write less
- * than asked, or be interrupted by a signal, and every writer of a file
- * needs the loop that finishes the job. */
+/* Whole writes and reads on a file descriptor: write(2), pwrite(2) and
+ * pread(2) may do less than asked, or be interrupted by a signal, and
+ * every user of a file needs the loop that finishes the job. */
 #ifndef COHORT_FD_IO_H
 #define COHORT_FD_IO_H
 
@@ -12,5 +12,9 @@
  * (EIO when the system wrote nothing and said no more). */
 int fd_write_all(int fd, const void *p, size_t len);
 int fd_pwrite_all(int fd, const void *p, size_t len, off_t at);
+/* Reads len bytes at offset at into p, retrying after EINTR and short
+ * reads: the bytes read, fewer than len only where the file ends, or -1
+ * with errno set. */
+ssize_t fd_pread_full(int fd, void *p, size_t len, off_t at);
 
 #endif

@@ -24,14 +24,14 @@
 
 #define TOKEN "sessions-token"
 #define DATA_DIR "/usr/share/datasets/fashion-mnist"
-/* The coordinator of most cases: one round of two devices, which poll
- * every 100 ms without a long poll. */
 /* Where both devices must hear that the federation is over and exit 0,
  * the coordinator lingers up to 30 s for them (it stops 1 s after the
  * last one is told, so this costs nothing when all goes well): with 2 s,
  * an ASan build on a loaded machine once checked in after the coordinator
  * had gone and kept retrying past the test's 120 s wait. */
 #define LINGER_FOR_ALL " --linger 30"
+/* The coordinator of most cases: one round of two devices, which poll
+ * every 100 ms without a long poll. */
 #define ROUND_OF_TWO                                                           \
   "--rounds 1 --clients-per-round 2 --min-clients 2 --retry-ms 100 "           \
   "--long-poll-max-ms 0 --enroll-token " TOKEN
