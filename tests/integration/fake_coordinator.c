@@ -73,10 +73,12 @@ static void reply(rpc_reply *rep, const ProtobufCMessage *m) {
 }
 
 static void on_register(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  atomic_fetch_add(&g.busy, 1);
   Cohort__V1__RegisterResponse r = COHORT__V1__REGISTER_RESPONSE__INIT;
   r.client_id = 1;
   r.session_token = "fake-session";
   reply(rep, &r.base);
+  atomic_fetch_sub(&g.busy, 1);
 }
 
 static void answer_task(rpc_reply *rep) {
@@ -113,6 +115,7 @@ static void answer_task(rpc_reply *rep) {
 }
 
 static void on_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  atomic_fetch_add(&g.busy, 1);
   Cohort__V1__CheckInRequest *m =
       cohort__v1__check_in_request__unpack(NULL, req->body_len, req->body);
   if (m) {
@@ -145,9 +148,11 @@ static void on_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
     answer_task(rep);
   }
   atomic_fetch_add(&g.checkins_answered, 1);
+  atomic_fetch_sub(&g.busy, 1);
 }
 
 static void on_get_model(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  atomic_fetch_add(&g.busy, 1);
   hold(&g.hold_get_model);
   const fake_model *model = task_model();
   /* The CNN's 6.6 MB in the largest chunks, the rest in small ones. */
@@ -176,16 +181,20 @@ static void on_get_model(void *ctx, const rpc_request *req, rpc_reply *rep) {
   }
   if (m)
     cohort__v1__get_model_request__free_unpacked(m, NULL);
+  atomic_fetch_sub(&g.busy, 1);
 }
 
 static void on_report(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  atomic_fetch_add(&g.busy, 1);
   if (atomic_fetch_add(&g.reports, 1) == 0)
     atomic_store(&g.report_ms, (long long)(mono_s() * 1000));
   Cohort__V1__ReportResponse r = COHORT__V1__REPORT_RESPONSE__INIT;
   reply(rep, &r.base);
+  atomic_fetch_sub(&g.busy, 1);
 }
 
 static void on_upload(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  atomic_fetch_add(&g.busy, 1);
   Cohort__V1__UploadRequest *m =
       cohort__v1__upload_request__unpack(NULL, req->body_len, req->body);
   if (atomic_fetch_add(&g.uploads, 1) == 0)
@@ -197,11 +206,13 @@ static void on_upload(void *ctx, const rpc_request *req, rpc_reply *rep) {
   hold(&g.hold_upload);
   rep->code = GRPC_STATUS_UNAVAILABLE;
   snprintf(rep->detail, sizeof rep->detail, "the fake takes no uploads");
+  atomic_fetch_sub(&g.busy, 1);
 }
 
 /* A coordinator still gathering the round's peers: every SecAgg call is
  * held while hold_secagg is set, then told to wait a second. */
 static void on_secagg(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  atomic_fetch_add(&g.busy, 1);
   atomic_fetch_add(&g.secagg_calls, 1);
   hold(&g.hold_secagg);
   Cohort__V1__SecAggResponse r = COHORT__V1__SEC_AGG_RESPONSE__INIT;
@@ -211,6 +222,7 @@ static void on_secagg(void *ctx, const rpc_request *req, rpc_reply *rep) {
   r.wait = &later;
   r.deadline_ms = 60000;
   reply(rep, &r.base);
+  atomic_fetch_sub(&g.busy, 1);
 }
 
 static const rpc_method METHODS[] = {
@@ -272,7 +284,9 @@ void fake_release_all(void) {
 
 void fake_reset(checkin_mode mode) {
   fake_release_all();
-  for (int i = 0; i < 500 && atomic_load(&g.held) > 0; i++)
+  /* Not only held: a handler let go goes on counting (bytes served, a
+   * report) until it returns. */
+  for (int i = 0; i < 500 && atomic_load(&g.busy) > 0; i++)
     sleep_ms(10);
   atomic_store(&g.checkins, 0);
   atomic_store(&g.checkins_answered, 0);

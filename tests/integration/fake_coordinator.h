@@ -33,6 +33,7 @@ typedef struct fake_state {
   /* Handlers that block while their flag is set (and HOLD_MAX_S at most). */
   atomic_int hold_checkin, hold_get_model, hold_upload, hold_secagg;
   atomic_int held; /* handlers blocked right now */
+  atomic_int busy; /* handlers not yet returned, held or not */
   /* What the fake has seen. */
   atomic_int checkins, checkins_answered, reports, uploads, secagg_calls;
   atomic_int models_served; /* downloads served to their last byte */
@@ -56,7 +57,7 @@ size_t fake_model_bytes(void);
 
 /* Lets every held handler go. */
 void fake_release_all(void);
-/* Forgets what the fake saw, once nothing of the last test is held, then
+/* Forgets what the fake saw, once every handler has returned, then
  * sets the check-in mode (and the logreg task, one epoch). */
 void fake_reset(checkin_mode mode);
 

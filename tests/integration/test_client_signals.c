@@ -29,10 +29,10 @@ static int suite_clean(void) {
   return 0;
 }
 
-/* fake_reset, once nothing of the last test is held. */
+/* fake_reset, once every handler of the last test has returned. */
 static void reset(checkin_mode mode) {
   fake_reset(mode);
-  CU_ASSERT_EQUAL(atomic_load(&g.held), 0);
+  CU_ASSERT_EQUAL(atomic_load(&g.busy), 0);
 }
 
 /* The client has loaded its data (the line it prints next) and is about
