@@ -528,7 +528,9 @@ static int register_once(cohort_client_t *c) {
     req.enrollment_cert.len = sizeof c->identity.cert;
   }
   uint8_t possession[SIGN_LEN];
-  if (sign_possession(c->identity.key, c->enrollment_token, possession)) {
+  req.possession_time_ms = (int64_t)(clock_wall_s() * 1000.0);
+  if (sign_possession(c->identity.key, c->enrollment_token,
+                      req.possession_time_ms, possession)) {
     set_error(c, "register: cannot sign the proof of possession");
     return COHORT_EIO;
   }

@@ -175,6 +175,11 @@ int round_add_enrollment_token(round_engine *e, const char *token);
 int round_set_enroll_authority(round_engine *e,
                                const uint8_t pub[SIGN_PUBLIC_LEN]);
 
+/* How far a proof of possession's signed time may be from the
+ * coordinator's clock, either way: room for devices' clocks, and how long
+ * a proof captured before it reached the coordinator stays usable. */
+#define ROUND_POSSESSION_SKEW_S 600
+
 /* A Register request as received (lengths unchecked: the engine checks
  * them). */
 typedef struct round_registration {
@@ -186,6 +191,7 @@ typedef struct round_registration {
   size_t enrollment_cert_len; /* 0 (none) or SIGN_CERT_LEN */
   const uint8_t *possession;  /* sign_possession's proof */
   size_t possession_len;      /* 0 (none) or SIGN_LEN */
+  int64_t possession_time_ms; /* when the client signed it, by its clock */
 } round_registration;
 /* Register: checks the enrollment token (one given by flag, or a stored
  * one that is not revoked, expired or used up), the identity key (a valid
@@ -195,7 +201,9 @@ typedef struct round_registration {
  * after cfg.session_ttl_s (written to token_out; only its hash is stored).
  * A key whose client's session expired gets that client a new session
  * (without taking a use) when the request proves it holds the key
- * (possession, checked whenever present); a revoked client's key is
+ * (possession, checked whenever present, signed within
+ * ROUND_POSSESSION_SKEW_S of the coordinator's clock and, to renew, later
+ * than the last proof accepted for the client); a revoked client's key is
  * refused. */
 round_verdict round_register(round_engine *e, const round_registration *r,
                              int64_t *client_id, char token_out[65]);

@@ -83,12 +83,24 @@ static round_verdict check_registration(const round_registration *r) {
                               "proof of possession of %zu bytes; an Ed25519 "
                               "signature has %d",
                               r->possession_len, SIGN_LEN);
-  if (r->possession_len &&
-      sign_check_possession(r->identity_key, r->enrollment_token,
-                            r->possession) != COHORT_OK)
+  if (!r->possession_len)
+    return round_ok();
+  if (sign_check_possession(r->identity_key, r->enrollment_token,
+                            r->possession_time_ms, r->possession) != COHORT_OK)
     return round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
                               "proof of possession refused: it is not the "
                               "identity key's signature of this registration");
+  /* Signed, so the time is the key holder's: a proof made long ago (and
+   * never delivered, or held back) is no longer accepted. */
+  double apart = (double)r->possession_time_ms / 1000.0 - clock_wall_s();
+  if (apart > ROUND_POSSESSION_SKEW_S || apart < -ROUND_POSSESSION_SKEW_S)
+    return round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
+                              "proof of possession signed %.0f s %s the "
+                              "coordinator's clock (at most %d s apart); set "
+                              "the device's clock",
+                              apart < 0 ? -apart : apart,
+                              apart < 0 ? "behind" : "ahead of",
+                              ROUND_POSSESSION_SKEW_S);
   return round_ok();
 }
 
@@ -143,6 +155,15 @@ static round_verdict check_identity_locked(round_engine *e,
           "the session of client %lld, bound to this identity key, expired; "
           "renewing it needs the key's proof of possession, which this "
           "request lacks (update the client library)",
+          (long long)other);
+    /* Whoever saw an earlier Register of the key holds a valid proof; only
+     * a newer one comes from the holder now. */
+    if (r->possession_time_ms <= ses.possession_ms)
+      return round_fail_verdict(
+          GRPC_STATUS_UNAUTHENTICATED,
+          "proof of possession refused: it is not newer than the last one "
+          "accepted for client %lld (a Register replayed, or the device's "
+          "clock went back)",
           (long long)other);
     *renew = other;
     *renew_token = ses.token_id;
@@ -203,16 +224,18 @@ static round_verdict enroll_locked(round_engine *e, const round_registration *r,
   int rc;
   if (renew) {
     *client_id = renew;
-    rc = store_session_renew(e->db, renew, hash_hex, expires, now);
+    rc = store_session_renew(e->db, renew, hash_hex, expires,
+                             r->possession_time_ms, now);
   } else {
-    store_enrollment en = {.session_sha256_hex = hash_hex,
-                           .platform = r->platform,
-                           .identity = r->identity_key,
-                           .cert = r->enrollment_cert_len ? r->enrollment_cert
-                                                          : NULL,
-                           .token_id = token_id,
-                           .session_expires_at = expires,
-                           .now = now};
+    store_enrollment en = {
+        .session_sha256_hex = hash_hex,
+        .platform = r->platform,
+        .identity = r->identity_key,
+        .cert = r->enrollment_cert_len ? r->enrollment_cert : NULL,
+        .token_id = token_id,
+        .session_expires_at = expires,
+        .possession_ms = r->possession_len ? r->possession_time_ms : 0,
+        .now = now};
     rc = store_client_enroll(e->db, &en, client_id);
   }
   if (rc == COHORT_EAUTH)

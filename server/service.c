@@ -157,7 +157,8 @@ static void handle_register(void *ctx, const rpc_request *req, rpc_reply *rep) {
                             .enrollment_cert = m->enrollment_cert.data,
                             .enrollment_cert_len = m->enrollment_cert.len,
                             .possession = m->possession.data,
-                            .possession_len = m->possession.len};
+                            .possession_len = m->possession.len,
+                            .possession_time_ms = m->possession_time_ms};
   round_verdict v = round_register(e, &reg, &id, token);
   if (v.code) {
     apply_verdict(rep, &v);

@@ -431,7 +431,8 @@ int store_open_with(const char *path, const store_options *opt, store **out,
       (version < 8 && migrate(s, MIGRATE_V8)) ||
       (version < 9 && migrate(s, MIGRATE_V9)) ||
       (version < 10 && migrate(s, STORE_MIGRATE_V10)) ||
-      (version < 11 && migrate(s, STORE_MIGRATE_V11))) {
+      (version < 11 && migrate(s, STORE_MIGRATE_V11)) ||
+      (version < 12 && migrate(s, STORE_MIGRATE_V12))) {
     snprintf(err, errlen,
              "database %s: cannot create or upgrade the schema: "
              "%s",

@@ -33,6 +33,13 @@ const char *const STORE_MIGRATE_V10 =
     "  CAST(strftime('%s', 'now') AS REAL) + 86400;"
     "PRAGMA user_version = 10;";
 
+/* Version 12: the signed time of the newest proof of possession accepted
+ * for each client (ms since the epoch; 0: none yet), so that a proof seen
+ * once cannot renew the client again. */
+const char *const STORE_MIGRATE_V12 =
+    "ALTER TABLE clients ADD COLUMN possession_ms INTEGER NOT NULL DEFAULT 0;"
+    "PRAGMA user_version = 12;";
+
 int store_open_admin(const char *path, store **out, char *err, size_t errlen) {
   return store_open_existing(path, SQLITE_OPEN_READWRITE, out, err, errlen);
 }
@@ -219,8 +226,9 @@ static int add_client(store *s, const store_enrollment *e, int64_t *id) {
   int rc = store_prepare(
       s,
       "INSERT INTO clients (token_sha256, platform, registered_at, last_seen,"
-      " identity_key, enrollment_cert, enrollment_token, session_expires_at)"
-      " VALUES (?1, ?2, ?3, ?3, ?4, ?5, ?6, ?7)",
+      " identity_key, enrollment_cert, enrollment_token, session_expires_at,"
+      " possession_ms)"
+      " VALUES (?1, ?2, ?3, ?3, ?4, ?5, ?6, ?7, ?8)",
       &st);
   if (rc)
     return rc;
@@ -238,6 +246,7 @@ static int add_client(store *s, const store_enrollment *e, int64_t *id) {
   else
     sqlite3_bind_null(st, 6);
   bind_real_or_null(st, 7, e->session_expires_at);
+  sqlite3_bind_int64(st, 8, e->possession_ms);
   rc = store_run(s, st, "add client");
   if (!rc)
     *id = sqlite3_last_insert_rowid(s->db);
@@ -262,6 +271,7 @@ static void read_session(sqlite3_stmt *st, store_session *out) {
   out->expires_at = real_or_zero(st, 1);
   out->revoked_at = real_or_zero(st, 2);
   out->token_id = sqlite3_column_int64(st, 3);
+  out->possession_ms = sqlite3_column_int64(st, 4);
 }
 
 static int find_session(store *s, const char *sql, const char *hash, int64_t id,
@@ -287,8 +297,8 @@ int store_session_find(store *s, const char *session_sha256_hex,
                        store_session *out) {
   return find_session(
       s,
-      "SELECT id, session_expires_at, revoked_at, enrollment_token"
-      " FROM clients"
+      "SELECT id, session_expires_at, revoked_at, enrollment_token,"
+      " possession_ms FROM clients"
       " WHERE token_sha256 = ?1",
       session_sha256_hex, 0, out);
 }
@@ -296,18 +306,19 @@ int store_session_find(store *s, const char *session_sha256_hex,
 int store_session_of(store *s, int64_t id, store_session *out) {
   return find_session(
       s,
-      "SELECT id, session_expires_at, revoked_at, enrollment_token"
-      " FROM clients"
+      "SELECT id, session_expires_at, revoked_at, enrollment_token,"
+      " possession_ms FROM clients"
       " WHERE id = ?1",
       NULL, id, out);
 }
 
 int store_session_renew(store *s, int64_t id, const char *session_sha256_hex,
-                        double expires_at, double now) {
+                        double expires_at, int64_t possession_ms, double now) {
   sqlite3_stmt *st;
   int rc = store_prepare(s,
                          "UPDATE clients SET token_sha256 = ?2,"
-                         " session_expires_at = ?3, last_seen = ?4"
+                         " session_expires_at = ?3, last_seen = ?4,"
+                         " possession_ms = ?5"
                          " WHERE id = ?1 AND revoked_at IS NULL",
                          &st);
   if (rc)
@@ -316,6 +327,7 @@ int store_session_renew(store *s, int64_t id, const char *session_sha256_hex,
   sqlite3_bind_text(st, 2, session_sha256_hex, -1, SQLITE_TRANSIENT);
   bind_real_or_null(st, 3, expires_at);
   sqlite3_bind_double(st, 4, now);
+  sqlite3_bind_int64(st, 5, possession_ms);
   rc = store_run(s, st, "renew session");
   /* Revoked between the caller's check and now, by the admin CLI. */
   return rc ? rc : sqlite3_changes(s->db) == 1 ? COHORT_OK : COHORT_EAUTH;

@@ -53,6 +53,7 @@ typedef struct store_enrollment {
   int64_t token_id; /* the stored token it enrolls with; 0: a token the
                        coordinator was given by flag, which has no row */
   double session_expires_at;
+  int64_t possession_ms; /* signed time of its proof of possession; 0: none */
   double now;
 } store_enrollment;
 
@@ -67,8 +68,10 @@ typedef struct store_session {
   int64_t client;
   double expires_at; /* 0: never (a client made before sessions expired) */
   double revoked_at;
-  int64_t token_id; /* the stored enrollment token that admitted it; 0: a
-                       flag token, or none recorded */
+  int64_t token_id;      /* the stored enrollment token that admitted it; 0: a
+                            flag token, or none recorded */
+  int64_t possession_ms; /* signed time of the newest proof of possession
+                            accepted for it (ms since the epoch); 0: none */
 } store_session;
 
 /* The session with that token hash; COHORT_ENOTFOUND when none. */
@@ -77,9 +80,9 @@ int store_session_find(store *s, const char *session_sha256_hex,
 /* The session of client id; COHORT_ENOTFOUND when there is no such client. */
 int store_session_of(store *s, int64_t id, store_session *out);
 /* A new session token (its hash) and expiry for client id, which replaces
- * the old one. */
+ * the old one, given on a proof of possession signed at possession_ms. */
 int store_session_renew(store *s, int64_t id, const char *session_sha256_hex,
-                        double expires_at, double now);
+                        double expires_at, int64_t possession_ms, double now);
 
 typedef struct store_client_info {
   int64_t id;
@@ -105,7 +108,8 @@ int store_client_revoke(store *s, int64_t id, double now);
  * creates or upgrades one (err says to start the coordinator on it). */
 int store_open_admin(const char *path, store **out, char *err, size_t errlen);
 
-/* The schema step from 9 to 10 (store.c runs it). */
+/* The schema steps from 9 to 10 and from 11 to 12 (store.c runs them). */
 extern const char *const STORE_MIGRATE_V10;
+extern const char *const STORE_MIGRATE_V12;
 
 #endif

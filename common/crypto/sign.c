@@ -248,29 +248,36 @@ int sign_check_cert(const uint8_t authority_pub[SIGN_PUBLIC_LEN],
 
 #define POSSESSION_CONTEXT "cohort registration v1"
 #define POSSESSION_LEN                                                         \
-  (sizeof POSSESSION_CONTEXT - 1 + SIGN_PUBLIC_LEN + CRYPTO_SHA256_LEN)
+  (sizeof POSSESSION_CONTEXT - 1 + SIGN_PUBLIC_LEN + CRYPTO_SHA256_LEN + 8)
 
 static int possession_message(const uint8_t pub[SIGN_PUBLIC_LEN],
-                              const char *enrollment_token,
+                              const char *enrollment_token, int64_t time_ms,
                               uint8_t msg[POSSESSION_LEN]) {
-  memcpy(msg, POSSESSION_CONTEXT, sizeof POSSESSION_CONTEXT - 1);
-  memcpy(msg + sizeof POSSESSION_CONTEXT - 1, pub, SIGN_PUBLIC_LEN);
-  return crypto_sha256(enrollment_token, strlen(enrollment_token),
-                       msg + sizeof POSSESSION_CONTEXT - 1 + SIGN_PUBLIC_LEN);
+  uint8_t *p = msg;
+  memcpy(p, POSSESSION_CONTEXT, sizeof POSSESSION_CONTEXT - 1);
+  p += sizeof POSSESSION_CONTEXT - 1;
+  memcpy(p, pub, SIGN_PUBLIC_LEN);
+  p += SIGN_PUBLIC_LEN;
+  int rc = crypto_sha256(enrollment_token, strlen(enrollment_token), p);
+  p += CRYPTO_SHA256_LEN;
+  uint64_t t = (uint64_t)time_ms;
+  for (int i = 7; i >= 0; i--, t >>= 8)
+    p[i] = (uint8_t)t;
+  return rc;
 }
 
 int sign_possession(const sign_key *k, const char *enrollment_token,
-                    uint8_t sig[SIGN_LEN]) {
+                    int64_t time_ms, uint8_t sig[SIGN_LEN]) {
   uint8_t pub[SIGN_PUBLIC_LEN], msg[POSSESSION_LEN];
   sign_key_public(k, pub);
-  int rc = possession_message(pub, enrollment_token, msg);
+  int rc = possession_message(pub, enrollment_token, time_ms, msg);
   return rc ? rc : sign_message(k, msg, sizeof msg, sig);
 }
 
 int sign_check_possession(const uint8_t pub[SIGN_PUBLIC_LEN],
-                          const char *enrollment_token,
+                          const char *enrollment_token, int64_t time_ms,
                           const uint8_t sig[SIGN_LEN]) {
   uint8_t msg[POSSESSION_LEN];
-  int rc = possession_message(pub, enrollment_token, msg);
+  int rc = possession_message(pub, enrollment_token, time_ms, msg);
   return rc ? rc : sign_verify(pub, msg, sizeof msg, sig);
 }

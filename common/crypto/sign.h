@@ -72,17 +72,19 @@ int sign_check_cert(const uint8_t authority_pub[SIGN_PUBLIC_LEN],
 
 /* ---- proof of possession at registration ----
  * A client's signature, under its own identity key, of
- * "cohort registration v1" || the key || SHA-256(enrollment token). Peers
- * see a client's public key and certificate, never its Register, so this
- * is what only the key's holder can show: the coordinator renews an
- * expired session bound to a key only for a Register that carries it
- * (docs/security.md). */
+ * "cohort registration v1" || the key || SHA-256(enrollment token) ||
+ * time_ms (big-endian int64, the client's clock in ms since the epoch).
+ * Peers see a client's public key and certificate, never its Register, so
+ * this is what only the key's holder can show: the coordinator renews an
+ * expired session bound to a key only for a Register that carries it, and
+ * only with a time newer than the last proof it accepted for that client,
+ * so a proof seen once renews nothing again (docs/security.md). */
 int sign_possession(const sign_key *k, const char *enrollment_token,
-                    uint8_t sig[SIGN_LEN]);
-/* COHORT_OK when sig is pub's proof for enrollment_token, else
+                    int64_t time_ms, uint8_t sig[SIGN_LEN]);
+/* COHORT_OK when sig is pub's proof for enrollment_token at time_ms, else
  * COHORT_EAUTH (COHORT_EIO, COHORT_ENOMEM when OpenSSL fails). */
 int sign_check_possession(const uint8_t pub[SIGN_PUBLIC_LEN],
-                          const char *enrollment_token,
+                          const char *enrollment_token, int64_t time_ms,
                           const uint8_t sig[SIGN_LEN]);
 
 #endif

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "cohort_status.h"
 #include "crypto.h"
 #include "db_peek.h"
@@ -82,15 +83,21 @@ round_registration fx_registration(const char *token, const uint8_t *pub) {
                               .identity_key_len = SIGN_PUBLIC_LEN};
 }
 
-void fx_prove(round_registration *r, int n, uint8_t sig[SIGN_LEN]) {
+void fx_prove_at(round_registration *r, int n, int64_t time_ms,
+                 uint8_t sig[SIGN_LEN]) {
   sign_key *k = NULL;
   uint8_t pub[SIGN_PUBLIC_LEN];
   fx_identity(n, &k, pub);
-  CU_ASSERT_EQUAL_FATAL(sign_possession(k, r->enrollment_token, sig),
+  CU_ASSERT_EQUAL_FATAL(sign_possession(k, r->enrollment_token, time_ms, sig),
                         COHORT_OK);
   sign_key_free(k);
   r->possession = sig;
   r->possession_len = SIGN_LEN;
+  r->possession_time_ms = time_ms;
+}
+
+void fx_prove(round_registration *r, int n, uint8_t sig[SIGN_LEN]) {
+  fx_prove_at(r, n, (int64_t)(clock_wall_s() * 1000.0), sig);
 }
 
 int new_engine(fixture *f) {

@@ -59,9 +59,11 @@ void fx_identity(int n, sign_key **key, uint8_t pub[SIGN_PUBLIC_LEN]);
 /* A Register with enrollment token `token`, platform "test" and the public
  * key pub (borrowed, 32 bytes), without a certificate. */
 round_registration fx_registration(const char *token, const uint8_t *pub);
-/* Adds to r the proof that it holds identity n's key (fx_identity), in sig,
- * which must outlive r. */
+/* Adds to r the proof that it holds identity n's key (fx_identity), signed
+ * now, in sig, which must outlive r; fx_prove_at signs time_ms instead. */
 void fx_prove(round_registration *r, int n, uint8_t sig[SIGN_LEN]);
+void fx_prove_at(round_registration *r, int n, int64_t time_ms,
+                 uint8_t sig[SIGN_LEN]);
 
 /* Creates f->e from f->cfg on f->db and adds ENROLL; prints the engine's
  * reason to stderr when it refuses. Returns COHORT_OK or its error. */

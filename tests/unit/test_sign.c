@@ -166,8 +166,9 @@ static void test_certificates(void) {
   sign_key_free(rogue);
 }
 
-/* A proof of possession binds the key to one enrollment token: it does not
- * verify for another token, under another key, changed by one bit, or as a
+/* A proof of possession binds the key to one enrollment token and one
+ * time: it does not verify for another token, another time (1 ms or the
+ * sign bit apart), under another key, changed by one bit, or as a
  * certificate (nor a certificate as a proof). */
 static void test_possession(void) {
   sign_key *client = NULL, *rogue = NULL;
@@ -177,16 +178,27 @@ static void test_possession(void) {
   uint8_t cert[SIGN_CERT_LEN];
   sign_key_public(client, cpub);
   sign_key_public(rogue, rpub);
-  CU_ASSERT_EQUAL_FATAL(sign_possession(client, "token-a", proof), COHORT_OK);
-  CU_ASSERT_EQUAL(sign_check_possession(cpub, "token-a", proof), COHORT_OK);
-  CU_ASSERT_EQUAL(sign_check_possession(cpub, "token-b", proof), COHORT_EAUTH);
-  CU_ASSERT_EQUAL(sign_check_possession(rpub, "token-a", proof), COHORT_EAUTH);
+  const int64_t t = 1796300000123;
+  CU_ASSERT_EQUAL_FATAL(sign_possession(client, "token-a", t, proof),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL(sign_check_possession(cpub, "token-a", t, proof), COHORT_OK);
+  CU_ASSERT_EQUAL(sign_check_possession(cpub, "token-b", t, proof),
+                  COHORT_EAUTH);
+  CU_ASSERT_EQUAL(sign_check_possession(cpub, "token-a", t + 1, proof),
+                  COHORT_EAUTH);
+  CU_ASSERT_EQUAL(sign_check_possession(cpub, "token-a", t | INT64_MIN, proof),
+                  COHORT_EAUTH);
+  CU_ASSERT_EQUAL(sign_check_possession(rpub, "token-a", t, proof),
+                  COHORT_EAUTH);
   proof[17] ^= 4;
-  CU_ASSERT_EQUAL(sign_check_possession(cpub, "token-a", proof), COHORT_EAUTH);
-  CU_ASSERT_EQUAL_FATAL(sign_possession(client, "token-a", proof), COHORT_OK);
+  CU_ASSERT_EQUAL(sign_check_possession(cpub, "token-a", t, proof),
+                  COHORT_EAUTH);
+  CU_ASSERT_EQUAL_FATAL(sign_possession(client, "token-a", t, proof),
+                        COHORT_OK);
   CU_ASSERT_EQUAL(sign_check_cert(cpub, cpub, proof), COHORT_EAUTH);
   CU_ASSERT_EQUAL_FATAL(sign_certify(client, cpub, cert), COHORT_OK);
-  CU_ASSERT_EQUAL(sign_check_possession(cpub, "token-a", cert), COHORT_EAUTH);
+  CU_ASSERT_EQUAL(sign_check_possession(cpub, "token-a", t, cert),
+                  COHORT_EAUTH);
   sign_key_free(client);
   sign_key_free(rogue);
 }

@@ -251,13 +251,16 @@ static void test_client_identity(void) {
   store_close(s);
 }
 
-/* Schema 10's tables and columns removed, as schemas 1 to 9 were. */
+/* Back from schema 12 to 11: no time of the last proof of possession. */
+#define POSSESSION_V11 "ALTER TABLE clients DROP COLUMN possession_ms;"
+
 /* Back from schema 11 to 10: no record of failed rounds. */
 #define OFFENDERS_V10                                                          \
   "DROP TABLE client_failures;"                                                \
   "ALTER TABLE clients DROP COLUMN rounds_failed;"                             \
   "ALTER TABLE clients DROP COLUMN excluded_until;"
 
+/* Schema 10's tables and columns removed, as schemas 1 to 9 were. */
 #define TOKENS_V9                                                              \
   "DROP TABLE enrollment_tokens;"                                              \
   "ALTER TABLE clients DROP COLUMN enrollment_token;"                          \
@@ -290,21 +293,22 @@ static void make_v5_database(const char *path) {
   store_close(s);
   sqlite3 *db = NULL;
   CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &db), SQLITE_OK);
-  CU_ASSERT_EQUAL(sqlite3_exec(db,
-                               "DROP INDEX clients_identity_key;"
-                               "ALTER TABLE clients DROP COLUMN identity_key;"
-                               "ALTER TABLE clients DROP COLUMN "
-                               "enrollment_cert;"
-                               "ALTER TABLE rounds DROP COLUMN "
-                               "secagg_attested;"
-                               "ALTER TABLE rounds DROP COLUMN "
-                               "dp_sampling_rate;"
-                               "ALTER TABLE rounds DROP COLUMN dp_sampling;"
-                               "ALTER TABLE privacy_ledger DROP COLUMN "
-                               "sampling;" UPDATES_V8 OFFENDERS_V10 TOKENS_V9
-                               "PRAGMA user_version = 5;",
-                               NULL, NULL, NULL),
-                  SQLITE_OK);
+  CU_ASSERT_EQUAL(
+      sqlite3_exec(db,
+                   "DROP INDEX clients_identity_key;"
+                   "ALTER TABLE clients DROP COLUMN identity_key;"
+                   "ALTER TABLE clients DROP COLUMN "
+                   "enrollment_cert;"
+                   "ALTER TABLE rounds DROP COLUMN "
+                   "secagg_attested;"
+                   "ALTER TABLE rounds DROP COLUMN "
+                   "dp_sampling_rate;"
+                   "ALTER TABLE rounds DROP COLUMN dp_sampling;"
+                   "ALTER TABLE privacy_ledger DROP COLUMN "
+                   "sampling;" UPDATES_V8 POSSESSION_V11 OFFENDERS_V10 TOKENS_V9
+                   "PRAGMA user_version = 5;",
+                   NULL, NULL, NULL),
+      SQLITE_OK);
   sqlite3_close(db);
   CU_ASSERT_EQUAL_FATAL(db_peek_int(path, "PRAGMA user_version"), 5);
 }
@@ -859,7 +863,7 @@ static void test_v8_blob_updates_resume(void) {
   CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &db), SQLITE_OK);
   char sql[1024];
   snprintf(sql, sizeof sql,
-           UPDATES_V8 OFFENDERS_V10 TOKENS_V9
+           UPDATES_V8 POSSESSION_V11 OFFENDERS_V10 TOKENS_V9
            "INSERT INTO updates VALUES (1, %lld, 3, '%s',"
            " X'0102030405');"
            "UPDATE participations SET state = 'UPLOADED',"
@@ -940,7 +944,8 @@ static void test_events(void) {
 }
 
 /* A schema 10 database (clients, no record of failed rounds) upgrades:
- * its clients have failed no round and are excluded from nothing. */
+ * its clients have failed no round, are excluded from nothing and have
+ * shown no proof of possession yet (any proof renews them). */
 static void test_v10_database_migrates(void) {
   char path[256], err[256] = "";
   store *s = open_fresh(path, sizeof path);
@@ -950,14 +955,16 @@ static void test_v10_database_migrates(void) {
   store_close(s);
   sqlite3 *db = NULL;
   CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &db), SQLITE_OK);
-  CU_ASSERT_EQUAL(sqlite3_exec(db, OFFENDERS_V10 "PRAGMA user_version = 10;",
-                               NULL, NULL, NULL),
-                  SQLITE_OK);
+  CU_ASSERT_EQUAL(
+      sqlite3_exec(db, POSSESSION_V11 OFFENDERS_V10 "PRAGMA user_version = 10;",
+                   NULL, NULL, NULL),
+      SQLITE_OK);
   sqlite3_close(db);
   CU_ASSERT_EQUAL_FATAL(store_open(path, &s, err, sizeof err), COHORT_OK);
   CU_ASSERT_EQUAL(db_peek_int(path, "PRAGMA user_version"),
                   STORE_SCHEMA_VERSION);
   CU_ASSERT_EQUAL(db_peek_int(path, "SELECT rounds_failed FROM clients"), 0);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT possession_ms FROM clients"), 0);
   CU_ASSERT_EQUAL(
       db_peek_int(path, "SELECT excluded_until IS NULL FROM clients"), 1);
   CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM client_failures"), 0);

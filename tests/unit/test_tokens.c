@@ -257,6 +257,70 @@ static void test_copied_key_renews_nothing(void) {
   fx_close(&f);
 }
 
+/* The adversary saw the victim's Registers (a proxy that terminates TLS in
+ * front of the coordinator) and holds the victim's enrollment token from
+ * them: it replays each proof it saw once the session it bought expired,
+ * also after a coordinator restart, and tries proofs the victim signed but
+ * that never arrived, made 11 minutes before and after now. None renews the
+ * victim's session or makes a client; the victim's own fresh proof does,
+ * and the one after it again. */
+static void test_replayed_proof_renews_nothing(void) {
+  fixture f;
+  FX_INIT(f);
+  f.cfg.session_ttl_s = 0.3;
+  FX_START(f, 0);
+  uint8_t pub[SIGN_PUBLIC_LEN], first[SIGN_LEN], second[SIGN_LEN];
+  uint8_t stale[SIGN_LEN];
+  fx_identity(95, NULL, pub);
+  round_registration seen1 = fx_registration(ENROLL, pub);
+  fx_prove(&seen1, 95, first);
+  int64_t victim = 0, id = 0, who = 0;
+  char session[65];
+  CU_ASSERT_EQUAL_FATAL(round_register(f.e, &seen1, &victim, session).code, 0);
+  sleep_s(0.4);
+  round_verdict v = round_register(f.e, &seen1, &id, session);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "not newer than the last one"));
+  /* The victim renews; its proof is seen too. */
+  round_registration seen2 = fx_registration(ENROLL, pub);
+  fx_prove(&seen2, 95, second);
+  CU_ASSERT_EQUAL_FATAL(round_register(f.e, &seen2, &id, session).code, 0);
+  CU_ASSERT_EQUAL(id, victim);
+  sleep_s(0.4);
+  restart_engine(&f);
+  CU_ASSERT_EQUAL(round_register(f.e, &seen2, &id, session).code,
+                  GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_EQUAL(round_register(f.e, &seen1, &id, session).code,
+                  GRPC_STATUS_UNAUTHENTICATED);
+  /* Signed by the key, but not now: held back, or a clock far off. */
+  int64_t now_ms = (int64_t)(clock_wall_s() * 1000.0);
+  const int64_t eleven_min = 11 * 60 * 1000;
+  round_registration old = fx_registration(ENROLL, pub);
+  fx_prove_at(&old, 95, now_ms - eleven_min, stale);
+  v = round_register(f.e, &old, &id, session);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "behind the coordinator's clock"));
+  fx_prove_at(&old, 95, now_ms + eleven_min, stale);
+  v = round_register(f.e, &old, &id, session);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "ahead of the coordinator's clock"));
+  /* A proof signed for one time does not pass for another. */
+  old.possession_time_ms = now_ms;
+  v = round_register(f.e, &old, &id, session);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "proof of possession refused"));
+  CU_ASSERT_EQUAL(round_authenticate(f.e, session, &who).code,
+                  GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_EQUAL(clients(&f), 1);
+  /* The holder, signing now, renews its own client. */
+  CU_ASSERT_EQUAL(register_as(&f, ENROLL, 95, &id, session).code, 0);
+  CU_ASSERT_EQUAL(id, victim);
+  CU_ASSERT_EQUAL(round_authenticate(f.e, session, &who).code, 0);
+  CU_ASSERT_EQUAL(who, victim);
+  CU_ASSERT_EQUAL(clients(&f), 1);
+  fx_close(&f);
+}
+
 /* Whether needle occurs in the file at path (missing file: no). */
 static int file_contains(const char *path, const char *needle) {
   FILE *fp = fopen(path, "rb");
@@ -312,8 +376,9 @@ static void test_v9_sessions_expire(void) {
   store_close(f.db);
   f.db = NULL;
   /* Schema 9: no token table, no session columns (nor schema 11's record
-   * of failed rounds). */
-  const char *downgrade[] = {"DROP TABLE client_failures",
+   * of failed rounds, nor schema 12's time of the last proof). */
+  const char *downgrade[] = {"ALTER TABLE clients DROP COLUMN possession_ms",
+                             "DROP TABLE client_failures",
                              "ALTER TABLE clients DROP COLUMN rounds_failed",
                              "ALTER TABLE clients DROP COLUMN excluded_until",
                              "DROP TABLE enrollment_tokens",
@@ -353,6 +418,9 @@ int cohort_register_suites(void) {
       {"a copied identity key renews no one's session; the key's holder "
        "does",
        test_copied_key_renews_nothing},
+      {"a proof of possession seen once, or signed 11 minutes off, renews "
+       "nothing, also after a restart",
+       test_replayed_proof_renews_nothing},
       {"no enrollment or session token is in the database in clear",
        test_no_token_in_clear},
       {"a schema 9 database's sessions get a day at the upgrade",
