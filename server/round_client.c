@@ -105,12 +105,12 @@ static round_verdict check_registration(const round_registration *r) {
 }
 
 /* Under the lock: the key's certificate from the enrollment authority,
- * when there is one, and no other client bound to the key, unless that
- * client's session expired and the request proves it holds the key
- * (check_registration verified the proof): *renew is then its id, to give
- * it a new session. Without the proof, whoever copied the public key and
- * its certificate (every peer in secure aggregation sees both) would take
- * the client over. */
+ * when there is one, and no other client bound to the key, unless the
+ * request proves it holds the key (check_registration verified the proof)
+ * and that client's session expired or was made without a proof: *renew
+ * is then its id, to give it a new session. Without the proof, whoever
+ * copied the public key and its certificate (every peer in secure
+ * aggregation sees both) would take the client over. */
 static round_verdict check_identity_locked(round_engine *e,
                                            const round_registration *r,
                                            double now, int64_t *renew,
@@ -148,30 +148,38 @@ static round_verdict check_identity_locked(round_engine *e,
                               "revoked by the operator; it cannot register "
                               "again",
                               (long long)other);
-  if (ses.expires_at > 0 && now >= ses.expires_at) {
-    if (!r->possession_len)
-      return round_fail_verdict(
-          GRPC_STATUS_UNAUTHENTICATED,
-          "the session of client %lld, bound to this identity key, expired; "
-          "renewing it needs the key's proof of possession, which this "
-          "request lacks (update the client library)",
-          (long long)other);
-    /* Whoever saw an earlier Register of the key holds a valid proof; only
-     * a newer one comes from the holder now. */
-    if (r->possession_time_ms <= ses.possession_ms)
-      return round_fail_verdict(
-          GRPC_STATUS_UNAUTHENTICATED,
-          "proof of possession refused: it is not newer than the last one "
-          "accepted for client %lld (a Register replayed, or the device's "
-          "clock went back)",
-          (long long)other);
-    *renew = other;
-    *renew_token = ses.token_id;
-    return round_ok();
-  }
-  return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
-                            "identity key is already bound to another "
-                            "client; each client needs its own key");
+  int expired = ses.expires_at > 0 && now >= ses.expires_at;
+  /* A client bound by a Register that proved nothing (an older library,
+   * or whoever copied the public key before its holder first registered)
+   * is taken back by the holder's proof, live session or not. */
+  int unproven = ses.possession_ms == 0;
+  if (!expired && !(unproven && r->possession_len))
+    return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
+                              "identity key is already bound to another "
+                              "client; each client needs its own key");
+  if (!r->possession_len)
+    return round_fail_verdict(
+        GRPC_STATUS_UNAUTHENTICATED,
+        "the session of client %lld, bound to this identity key, expired; "
+        "renewing it needs the key's proof of possession, which this "
+        "request lacks (update the client library)",
+        (long long)other);
+  /* Whoever saw an earlier Register of the key holds a valid proof; only a
+   * newer one comes from the holder now. */
+  if (r->possession_time_ms <= ses.possession_ms)
+    return round_fail_verdict(
+        GRPC_STATUS_UNAUTHENTICATED,
+        "proof of possession refused: it is not newer than the last one "
+        "accepted for client %lld (a Register replayed, or the device's "
+        "clock went back)",
+        (long long)other);
+  if (!expired)
+    log_info("client %lld: the holder of its identity key proved it; the "
+             "session registered without a proof is replaced",
+             (long long)other);
+  *renew = other;
+  *renew_token = ses.token_id;
+  return round_ok();
 }
 
 /* Under the lock: whether the enrollment token admits a registration now;

@@ -257,6 +257,46 @@ static void test_copied_key_renews_nothing(void) {
   fx_close(&f);
 }
 
+/* Without an enrollment authority a first registration needs no proof
+ * (older clients send none). The adversary, with a valid token of its own,
+ * copied a victim's persistent public key before the victim first
+ * registered, and registers it first. The victim's Register, proving the
+ * key, takes the client back: the squatter's session stops working, and it
+ * can register the key again neither with nor without the victim's token.
+ * A client that proved its key is not replaced while its session lasts. */
+static void test_squatted_key_taken_back(void) {
+  fixture f;
+  FX_INIT(f);
+  FX_START(f, 0);
+  add_token(&f, "tok-attacker", 0, 0);
+  uint8_t pub[SIGN_PUBLIC_LEN];
+  fx_identity(97, NULL, pub);
+  round_registration squat = fx_registration("tok-attacker", pub);
+  int64_t squatter = 0, id = 0, who = 0;
+  char taken[65], own[65], again[65];
+  CU_ASSERT_EQUAL_FATAL(round_register(f.e, &squat, &squatter, taken).code, 0);
+  CU_ASSERT_EQUAL(round_authenticate(f.e, taken, &who).code, 0);
+  CU_ASSERT_EQUAL(register_as(&f, ENROLL, 97, &id, own).code, 0);
+  CU_ASSERT_EQUAL(id, squatter);
+  CU_ASSERT_EQUAL(round_authenticate(f.e, taken, &who).code,
+                  GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_EQUAL(round_authenticate(f.e, own, &who).code, 0);
+  CU_ASSERT_EQUAL(who, squatter);
+  round_verdict v = round_register(f.e, &squat, &id, again);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "already bound"));
+  squat.enrollment_token = ENROLL;
+  CU_ASSERT_EQUAL(round_register(f.e, &squat, &id, again).code,
+                  GRPC_STATUS_INVALID_ARGUMENT);
+  /* The holder itself, proving the key again, keeps its one session. */
+  sleep_s(0.002);
+  CU_ASSERT_EQUAL(register_as(&f, ENROLL, 97, &id, again).code,
+                  GRPC_STATUS_INVALID_ARGUMENT);
+  CU_ASSERT_EQUAL(round_authenticate(f.e, own, &who).code, 0);
+  CU_ASSERT_EQUAL(clients(&f), 1);
+  fx_close(&f);
+}
+
 /* The adversary saw the victim's Registers (a proxy that terminates TLS in
  * front of the coordinator) and holds the victim's enrollment token from
  * them: it replays each proof it saw once the session it bought expired,
@@ -418,6 +458,8 @@ int cohort_register_suites(void) {
       {"a copied identity key renews no one's session; the key's holder "
        "does",
        test_copied_key_renews_nothing},
+      {"a key squatted without a proof is taken back by its holder's proof",
+       test_squatted_key_taken_back},
       {"a proof of possession seen once, or signed 11 minutes off, renews "
        "nothing, also after a restart",
        test_replayed_proof_renews_nothing},
