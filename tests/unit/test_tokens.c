@@ -297,13 +297,13 @@ static void test_squatted_key_taken_back(void) {
   fx_close(&f);
 }
 
-/* The adversary saw the victim's Registers (a proxy that terminates TLS in
- * front of the coordinator) and holds the victim's enrollment token from
- * them: it replays each proof it saw once the session it bought expired,
- * also after a coordinator restart, and tries proofs the victim signed but
- * that never arrived, made 11 minutes before and after now. None renews the
- * victim's session or makes a client; the victim's own fresh proof does,
- * and the one after it again. */
+/* The adversary has copies of the victim's Registers (a request log kept
+ * by a proxy that terminates TLS) and so the victim's enrollment token: it
+ * replays each proof it saw once the session it bought expired, also after a
+ * coordinator restart, and tries proofs the victim signed but that never
+ * arrived, made 11 minutes before and after now. None renews the victim's
+ * session or makes a client; the victim's own fresh proof does, and the one
+ * after it again. */
 static void test_replayed_proof_renews_nothing(void) {
   fixture f;
   FX_INIT(f);
