@@ -90,30 +90,45 @@ static round_verdict check_registration(const round_registration *r) {
     return round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
                               "proof of possession refused: it is not the "
                               "identity key's signature of this registration");
-  /* Signed, so the time is the key holder's: a proof made long ago (and
-   * never delivered, or held back) is no longer accepted. */
-  double apart = (double)r->possession_time_ms / 1000.0 - clock_wall_s();
-  if (apart > ROUND_POSSESSION_SKEW_S || apart < -ROUND_POSSESSION_SKEW_S)
-    return round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
-                              "proof of possession signed %.0f s %s the "
-                              "coordinator's clock (at most %d s apart); set "
-                              "the device's clock",
-                              apart < 0 ? -apart : apart,
-                              apart < 0 ? "behind" : "ahead of",
-                              ROUND_POSSESSION_SKEW_S);
   return round_ok();
+}
+
+/* The signed time of r's proof (check_registration verified it) when it is
+ * within ROUND_POSSESSION_SKEW_S of now; 0 when r has no proof or one made
+ * at another time, which proves nothing: a proof made long ago may have
+ * been held back, and a device whose clock is wrong still registers for
+ * the first time (without an enrollment authority), unproven. */
+static int64_t fresh_proof_ms(const round_registration *r, double now) {
+  double apart = (double)r->possession_time_ms / 1000.0 - now;
+  if (!r->possession_len || apart > ROUND_POSSESSION_SKEW_S ||
+      apart < -ROUND_POSSESSION_SKEW_S)
+    return 0;
+  return r->possession_time_ms;
+}
+
+/* Where a proof was needed and r's was signed at another time. */
+static round_verdict stale_proof_verdict(const round_registration *r,
+                                         double now) {
+  double apart = (double)r->possession_time_ms / 1000.0 - now;
+  return round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
+                            "proof of possession signed %.0f s %s the "
+                            "coordinator's clock (at most %d s apart); set "
+                            "the device's clock",
+                            fabs(apart), apart < 0 ? "behind" : "ahead of",
+                            ROUND_POSSESSION_SKEW_S);
 }
 
 /* Under the lock: the key's certificate from the enrollment authority,
  * when there is one, and no other client bound to the key, unless the
- * request proves it holds the key (check_registration verified the proof)
- * and that client's session expired or was made without a proof: *renew
- * is then its id, to give it a new session. Without the proof, whoever
- * copied the public key and its certificate (every peer in secure
- * aggregation sees both) would take the client over. */
+ * request proves it holds the key now (proven_ms, fresh_proof_ms) and that
+ * client's session expired or was made without a proof: *renew is then
+ * its id, to give it a new session. Without the proof, whoever copied the
+ * public key and its certificate (every peer in secure aggregation sees
+ * both) would take the client over. */
 static round_verdict check_identity_locked(round_engine *e,
                                            const round_registration *r,
-                                           double now, int64_t *renew,
+                                           int64_t proven_ms, double now,
+                                           int64_t *renew,
                                            int64_t *renew_token) {
   *renew = *renew_token = 0;
   if (e->has_authority && !r->enrollment_cert_len)
@@ -135,6 +150,8 @@ static round_verdict check_identity_locked(round_engine *e,
                               "keys only with the key's proof of possession, "
                               "which this request lacks (update the client "
                               "library)");
+  if (e->has_authority && !proven_ms)
+    return stale_proof_verdict(r, now);
   int64_t other = 0;
   store_session ses;
   int rc = store_client_by_identity(e->db, r->identity_key, &other);
@@ -164,9 +181,11 @@ static round_verdict check_identity_locked(round_engine *e,
         "renewing it needs the key's proof of possession, which this "
         "request lacks (update the client library)",
         (long long)other);
+  if (!proven_ms)
+    return stale_proof_verdict(r, now);
   /* Whoever saw an earlier Register of the key holds a valid proof; only a
    * newer one comes from the holder now. */
-  if (r->possession_time_ms <= ses.possession_ms)
+  if (proven_ms <= ses.possession_ms)
     return round_fail_verdict(
         GRPC_STATUS_UNAUTHENTICATED,
         "proof of possession refused: it is not newer than the last one "
@@ -220,9 +239,11 @@ static round_verdict check_enrollment_locked(round_engine *e,
 }
 
 /* Under the lock, once every check passed: the new client, or the new
- * session of the client renew (its session expired). */
+ * session of the client renew (its session expired, or was made without
+ * a proof); either keeps proven_ms as the time of its latest proof. */
 static round_verdict enroll_locked(round_engine *e, const round_registration *r,
-                                   int64_t token_id, int64_t renew, double now,
+                                   int64_t token_id, int64_t renew,
+                                   int64_t proven_ms, double now,
                                    int64_t *client_id, char token_out[65]) {
   char hash_hex[CRYPTO_SHA256_HEX_LEN];
   if (crypto_new_token(token_out) || crypto_sha256_hex(token_out, hash_hex))
@@ -232,18 +253,17 @@ static round_verdict enroll_locked(round_engine *e, const round_registration *r,
   int rc;
   if (renew) {
     *client_id = renew;
-    rc = store_session_renew(e->db, renew, hash_hex, expires,
-                             r->possession_time_ms, now);
+    rc = store_session_renew(e->db, renew, hash_hex, expires, proven_ms, now);
   } else {
-    store_enrollment en = {
-        .session_sha256_hex = hash_hex,
-        .platform = r->platform,
-        .identity = r->identity_key,
-        .cert = r->enrollment_cert_len ? r->enrollment_cert : NULL,
-        .token_id = token_id,
-        .session_expires_at = expires,
-        .possession_ms = r->possession_len ? r->possession_time_ms : 0,
-        .now = now};
+    store_enrollment en = {.session_sha256_hex = hash_hex,
+                           .platform = r->platform,
+                           .identity = r->identity_key,
+                           .cert = r->enrollment_cert_len ? r->enrollment_cert
+                                                          : NULL,
+                           .token_id = token_id,
+                           .session_expires_at = expires,
+                           .possession_ms = proven_ms,
+                           .now = now};
     rc = store_client_enroll(e->db, &en, client_id);
   }
   if (rc == COHORT_EAUTH)
@@ -281,9 +301,11 @@ round_verdict round_register(round_engine *e, const round_registration *r,
   double now = clock_wall_s();
   round_verdict v =
       check_enrollment_locked(e, digest, now, &token_id, &used_up);
+  int64_t proven_ms = fresh_proof_ms(r, now);
   if (!v.code)
-    v = request.code ? request
-                     : check_identity_locked(e, r, now, &renew, &renew_token);
+    v = request.code
+            ? request
+            : check_identity_locked(e, r, proven_ms, now, &renew, &renew_token);
   /* A used-up token still renews the client its own use admitted. */
   if (!v.code && used_up && (!renew || renew_token != token_id)) {
     log_info("registration refused: enrollment token %lld is used up",
@@ -294,7 +316,8 @@ round_verdict round_register(round_engine *e, const round_registration *r,
                            (long long)token_id);
   }
   if (!v.code)
-    v = enroll_locked(e, r, token_id, renew, now, client_id, token_out);
+    v = enroll_locked(e, r, token_id, renew, proven_ms, now, client_id,
+                      token_out);
   pthread_mutex_unlock(&e->mu);
   return v;
 }

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "cohort_status.h"
 #include "crypto.h"
 #include "cunit_main.h"
@@ -356,6 +357,10 @@ static void test_register_with_authority(void) {
   fx_prove(&r, 2, proof); /* made with another key */
   assert_register_refused(&f, &r, GRPC_STATUS_UNAUTHENTICATED,
                           "proof of possession refused");
+  /* The key's own proof, held back for an hour (or a clock an hour off). */
+  fx_prove_at(&r, 1, (int64_t)(clock_wall_s() * 1000.0) - 3600 * 1000, proof);
+  assert_register_refused(&f, &r, GRPC_STATUS_UNAUTHENTICATED,
+                          "behind the coordinator's clock");
   fx_prove(&r, 1, proof);
   int64_t id = 0;
   char tok[65];

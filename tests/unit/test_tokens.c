@@ -361,6 +361,36 @@ static void test_replayed_proof_renews_nothing(void) {
   fx_close(&f);
 }
 
+/* A device whose clock is two hours off still registers for the first time
+ * without an authority: its proof proves nothing then, and the client is
+ * kept as unproven. It cannot renew until its clock is set, and is told
+ * how far off it is; once set, its proof renews it. */
+static void test_clock_off_registers_unproven(void) {
+  fixture f;
+  FX_INIT(f);
+  f.cfg.session_ttl_s = 0.3;
+  FX_START(f, 0);
+  uint8_t pub[SIGN_PUBLIC_LEN], sig[SIGN_LEN];
+  fx_identity(98, NULL, pub);
+  int64_t off = (int64_t)(clock_wall_s() * 1000.0) - 2 * 3600 * 1000;
+  round_registration r = fx_registration(ENROLL, pub);
+  fx_prove_at(&r, 98, off, sig);
+  int64_t id = 0, again = 0;
+  char session[65];
+  CU_ASSERT_EQUAL_FATAL(round_register(f.e, &r, &id, session).code, 0);
+  CU_ASSERT_EQUAL(count(&f, "SELECT possession_ms FROM clients"), 0);
+  sleep_s(0.4);
+  fx_prove_at(&r, 98, off + 1000, sig);
+  round_verdict v = round_register(f.e, &r, &again, session);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "s behind the coordinator's clock"));
+  CU_ASSERT_EQUAL(register_as(&f, ENROLL, 98, &again, session).code, 0);
+  CU_ASSERT_EQUAL(again, id);
+  CU_ASSERT(count(&f, "SELECT possession_ms FROM clients") > off + 1000);
+  CU_ASSERT_EQUAL(clients(&f), 1);
+  fx_close(&f);
+}
+
 /* Whether needle occurs in the file at path (missing file: no). */
 static int file_contains(const char *path, const char *needle) {
   FILE *fp = fopen(path, "rb");
@@ -460,6 +490,9 @@ int cohort_register_suites(void) {
        test_copied_key_renews_nothing},
       {"a key squatted without a proof is taken back by its holder's proof",
        test_squatted_key_taken_back},
+      {"a device with its clock off registers unproven, renews once it is "
+       "set",
+       test_clock_off_registers_unproven},
       {"a proof of possession seen once, or signed 11 minutes off, renews "
        "nothing, also after a restart",
        test_replayed_proof_renews_nothing},
