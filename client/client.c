@@ -63,9 +63,10 @@ struct cohort_client {
   cohort_attribute attributes[COHORT_MAX_ATTRIBUTES]; /* names owned */
   rpc_channel *ch;
   uint64_t id;
-  char session[65]; /* empty until registered */
-  int revoked;      /* the operator revoked this client: it stops */
-  long wait_ms;     /* a rate limit's "retry in N ms", until the next try */
+  char session[65];      /* empty until registered */
+  int64_t last_proof_ms; /* signed time of the last proof of possession */
+  int revoked;           /* the operator revoked this client: it stops */
+  long wait_ms; /* a rate limit's "retry in N ms", until the next try */
   char last_error[256];
   volatile sig_atomic_t stop;
   /* The coordinator's reason for not selecting this client at the last
@@ -356,6 +357,7 @@ static int call_status(cohort_client_t *c, const char *what,
   set_error(c, "%s: %s", what, r->detail[0] ? r->detail : "no detail");
   static const char expired[] = PB_DETAIL_SESSION_EXPIRED;
   static const char revoked[] = PB_DETAIL_SESSION_REVOKED;
+  static const char not_newer[] = PB_DETAIL_PROOF_NOT_NEWER;
   static const char limited[] = PB_DETAIL_RATE_LIMITED;
   switch (r->code) {
   case GRPC_STATUS_UNAUTHENTICATED:
@@ -365,6 +367,8 @@ static int call_status(cohort_client_t *c, const char *what,
       c->session[0] = '\0';
       return COHORT_EREJECTED;
     }
+    if (strncmp(r->detail, not_newer, sizeof not_newer - 1) == 0)
+      return COHORT_EREJECTED; /* do_register signs a new proof */
     c->revoked |= strncmp(r->detail, revoked, sizeof revoked - 1) == 0;
     return COHORT_EAUTH;
   case GRPC_STATUS_RESOURCE_EXHAUSTED:
@@ -528,7 +532,12 @@ static int register_once(cohort_client_t *c) {
     req.enrollment_cert.len = sizeof c->identity.cert;
   }
   uint8_t possession[SIGN_LEN];
-  req.possession_time_ms = (int64_t)(clock_wall_s() * 1000.0);
+  /* Later than any proof sent before, even within one ms (do_register's
+   * second try), so that the coordinator takes it as the newest. */
+  int64_t now_ms = (int64_t)(clock_wall_s() * 1000.0);
+  req.possession_time_ms =
+      now_ms > c->last_proof_ms ? now_ms : c->last_proof_ms + 1;
+  c->last_proof_ms = req.possession_time_ms;
   if (sign_possession(c->identity.key, c->enrollment_token,
                       req.possession_time_ms, possession)) {
     set_error(c, "register: cannot sign the proof of possession");
@@ -561,10 +570,15 @@ static int do_register(cohort_client_t *c) {
                           c->session))
     return COHORT_OK;
   int rc = register_once(c);
-  /* A Register whose reply was lost, sent again by the retries, finds its
-   * key bound to the client the first one made: a key of our own making
-   * (or saved with a session the coordinator no longer has) is replaced,
-   * and the registration tried once more. */
+  /* A Register whose reply was lost, sent again by the retries, carries a
+   * proof the coordinator already took: a new proof of the same key takes
+   * back the client the first one made (the newest proof wins). */
+  if (rc == COHORT_EREJECTED)
+    rc = register_once(c);
+  /* A coordinator older than that keeps the key bound to that client
+   * instead: a key of our own making (or saved with a session the
+   * coordinator no longer has) is replaced, and the registration tried
+   * once more. */
   if (rc == COHORT_EREJECTED && !c->identity.from_file) {
     c->identity.saved = 0;
     rc = register_once(c);

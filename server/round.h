@@ -199,12 +199,12 @@ typedef struct round_registration {
  * key's certificate; creates a client bound to the key, taking one use of
  * a stored token in the same transaction, and a session token that expires
  * after cfg.session_ttl_s (written to token_out; only its hash is stored).
- * A key whose client's session expired gets that client a new session
- * (without taking a use) when the request proves it holds the key
+ * A key bound to a client gets that client a new session (without taking a
+ * use), expired or not, when the request proves it holds the key
  * (possession, checked whenever present, signed within
- * ROUND_POSSESSION_SKEW_S of the coordinator's clock and, to renew, later
- * than the last proof accepted for the client); a revoked client's key is
- * refused. */
+ * ROUND_POSSESSION_SKEW_S of the coordinator's clock and later than the
+ * last proof accepted for the client: the newest proof wins); a revoked
+ * client's key is refused. */
 round_verdict round_register(round_engine *e, const round_registration *r,
                              int64_t *client_id, char token_out[65]);
 /* Maps a bearer token to its client id; UNAUTHENTICATED when missing,

@@ -165,12 +165,14 @@ static round_verdict check_identity_locked(round_engine *e,
                               "revoked by the operator; it cannot register "
                               "again",
                               (long long)other);
+  /* The newest proof wins, live session or not: only the key's holder
+   * makes one, so a client bound by a Register that proved nothing (an
+   * older library, or whoever copied the public key before its holder
+   * first registered) is taken back by the holder, and so is one whose
+   * session a proof the coordinator never saw (held back, or refused
+   * before it was read) bought: the holder's next Register ends it. */
   int expired = ses.expires_at > 0 && now >= ses.expires_at;
-  /* A client bound by a Register that proved nothing (an older library,
-   * or whoever copied the public key before its holder first registered)
-   * is taken back by the holder's proof, live session or not. */
-  int unproven = ses.possession_ms == 0;
-  if (!expired && !(unproven && r->possession_len))
+  if (!expired && !r->possession_len)
     return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
                               "identity key is already bound to another "
                               "client; each client needs its own key");
@@ -188,13 +190,14 @@ static round_verdict check_identity_locked(round_engine *e,
   if (proven_ms <= ses.possession_ms)
     return round_fail_verdict(
         GRPC_STATUS_UNAUTHENTICATED,
-        "proof of possession refused: it is not newer than the last one "
-        "accepted for client %lld (a Register replayed, or the device's "
-        "clock went back)",
+        PB_DETAIL_PROOF_NOT_NEWER
+        " than the last one accepted for client "
+        "%lld: a Register replayed, or the device's clock went back",
         (long long)other);
   if (!expired)
-    log_info("client %lld: the holder of its identity key proved it; the "
-             "session registered without a proof is replaced",
+    log_info("client %lld: a newer proof of its identity key replaces its "
+             "session (a restart with the same key, another process "
+             "holding it, or a Register whose reply was lost)",
              (long long)other);
   *renew = other;
   *renew_token = ses.token_id;
@@ -250,20 +253,20 @@ static round_verdict enroll_locked(round_engine *e, const round_registration *r,
     return round_fail_verdict(GRPC_STATUS_INTERNAL,
                               "cannot make a session token");
   double expires = now + e->cfg.session_ttl_s;
+  store_enrollment en = {.session_sha256_hex = hash_hex,
+                         .platform = r->platform,
+                         .identity = r->identity_key,
+                         .cert =
+                             r->enrollment_cert_len ? r->enrollment_cert : NULL,
+                         .token_id = token_id,
+                         .session_expires_at = expires,
+                         .possession_ms = proven_ms,
+                         .now = now};
   int rc;
   if (renew) {
     *client_id = renew;
-    rc = store_session_renew(e->db, renew, hash_hex, expires, proven_ms, now);
+    rc = store_session_renew(e->db, renew, &en);
   } else {
-    store_enrollment en = {.session_sha256_hex = hash_hex,
-                           .platform = r->platform,
-                           .identity = r->identity_key,
-                           .cert = r->enrollment_cert_len ? r->enrollment_cert
-                                                          : NULL,
-                           .token_id = token_id,
-                           .session_expires_at = expires,
-                           .possession_ms = proven_ms,
-                           .now = now};
     rc = store_client_enroll(e->db, &en, client_id);
   }
   if (rc == COHORT_EAUTH)

@@ -312,22 +312,28 @@ int store_session_of(store *s, int64_t id, store_session *out) {
       NULL, id, out);
 }
 
-int store_session_renew(store *s, int64_t id, const char *session_sha256_hex,
-                        double expires_at, int64_t possession_ms, double now) {
+int store_session_renew(store *s, int64_t id, const store_enrollment *e) {
   sqlite3_stmt *st;
   int rc = store_prepare(s,
                          "UPDATE clients SET token_sha256 = ?2,"
                          " session_expires_at = ?3, last_seen = ?4,"
-                         " possession_ms = ?5"
+                         " possession_ms = ?5, enrollment_cert = ?6,"
+                         " platform = ?7"
                          " WHERE id = ?1 AND revoked_at IS NULL",
                          &st);
   if (rc)
     return rc;
   sqlite3_bind_int64(st, 1, id);
-  sqlite3_bind_text(st, 2, session_sha256_hex, -1, SQLITE_TRANSIENT);
-  bind_real_or_null(st, 3, expires_at);
-  sqlite3_bind_double(st, 4, now);
-  sqlite3_bind_int64(st, 5, possession_ms);
+  sqlite3_bind_text(st, 2, e->session_sha256_hex, -1, SQLITE_TRANSIENT);
+  bind_real_or_null(st, 3, e->session_expires_at);
+  sqlite3_bind_double(st, 4, e->now);
+  sqlite3_bind_int64(st, 5, e->possession_ms);
+  if (e->cert)
+    sqlite3_bind_blob(st, 6, e->cert, SIGN_CERT_LEN, SQLITE_TRANSIENT);
+  else
+    sqlite3_bind_null(st, 6);
+  sqlite3_bind_text(st, 7, e->platform ? e->platform : "", -1,
+                    SQLITE_TRANSIENT);
   rc = store_run(s, st, "renew session");
   /* Revoked between the caller's check and now, by the admin CLI. */
   return rc ? rc : sqlite3_changes(s->db) == 1 ? COHORT_OK : COHORT_EAUTH;

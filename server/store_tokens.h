@@ -44,7 +44,8 @@ int store_token_list(store *s, store_enroll_token **out, size_t *n);
  * when it already is. */
 int store_token_revoke(store *s, int64_t id, double now);
 
-/* A registration's new client (store_client_enroll). */
+/* A registration's new client (store_client_enroll), or the new session of
+ * a client bound to the same key (store_session_renew). */
 typedef struct store_enrollment {
   const char *session_sha256_hex; /* hash of its session token */
   const char *platform;           /* NULL: "" */
@@ -79,10 +80,10 @@ int store_session_find(store *s, const char *session_sha256_hex,
                        store_session *out);
 /* The session of client id; COHORT_ENOTFOUND when there is no such client. */
 int store_session_of(store *s, int64_t id, store_session *out);
-/* A new session token (its hash) and expiry for client id, which replaces
- * the old one, given on a proof of possession signed at possession_ms. */
-int store_session_renew(store *s, int64_t id, const char *session_sha256_hex,
-                        double expires_at, int64_t possession_ms, double now);
+/* A new session for client id, on a proof of possession of its key: the
+ * session token's hash, expiry, proof time, certificate and platform of e
+ * (its identity and token_id are not used) replace the client's. */
+int store_session_renew(store *s, int64_t id, const store_enrollment *e);
 
 typedef struct store_client_info {
   int64_t id;

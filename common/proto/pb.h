@@ -23,11 +23,14 @@
 
 /* How some refusals' status details begin, so that a client can tell them
  * apart from others of the same status code: an UNAUTHENTICATED session
- * that the operator revoked (stop) or that expired (register again), and a
- * RESOURCE_EXHAUSTED rate limit (retry after the time the detail names,
- * "retry in N ms"). */
+ * that the operator revoked (stop) or that expired (register again), a
+ * Register whose proof of possession is not newer than one the coordinator
+ * accepted (the same Register sent again after its reply was lost: sign a
+ * new proof), and a RESOURCE_EXHAUSTED rate limit (retry after the time
+ * the detail names, "retry in N ms"). */
 #define PB_DETAIL_SESSION_REVOKED "session revoked"
 #define PB_DETAIL_SESSION_EXPIRED "session expired"
+#define PB_DETAIL_PROOF_NOT_NEWER "proof of possession not newer"
 #define PB_DETAIL_RATE_LIMITED "rate limited"
 
 /* Serializes m into a malloc'd buffer (*out, *len); a message packing to

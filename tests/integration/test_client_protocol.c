@@ -45,12 +45,15 @@ typedef struct fake {
   uint8_t received[MODEL_BYTES];
   uint64_t received_len;
   int complete;
-  /* Registers: the keys and certificates sent, and how many more to refuse
-   * as a coordinator refuses a key that is bound already. */
+  /* Registers: the keys, certificates and proof times sent, and how many
+   * more to refuse as a coordinator before the newest proof won refuses a
+   * key that is bound already, or as one now refuses a proof it took
+   * before (the same Register again, its reply lost). */
   int register_calls;
-  int refuse_registers;
+  int refuse_registers, refuse_as_replay;
   uint8_t keys[4][SIGN_PUBLIC_LEN];
   size_t key_len[4], cert_len[4];
+  int64_t proof_ms[4];
   uint8_t cert[SIGN_CERT_LEN]; /* the last one sent */
 } fake;
 
@@ -74,10 +77,17 @@ static void on_register(void *ctx, const rpc_request *req, rpc_reply *rep) {
            m->identity_key.len < SIGN_PUBLIC_LEN ? m->identity_key.len
                                                  : SIGN_PUBLIC_LEN);
     f->cert_len[i] = m->enrollment_cert.len;
+    f->proof_ms[i] = m->possession_time_ms;
   }
   if (m->enrollment_cert.len == SIGN_CERT_LEN)
     memcpy(f->cert, m->enrollment_cert.data, SIGN_CERT_LEN);
-  if (f->refuse_registers > 0) {
+  if (f->refuse_as_replay > 0) {
+    f->refuse_as_replay--;
+    rep->code = GRPC_STATUS_UNAUTHENTICATED;
+    snprintf(rep->detail, sizeof rep->detail,
+             PB_DETAIL_PROOF_NOT_NEWER " than the last one accepted for "
+                                       "client 1");
+  } else if (f->refuse_registers > 0) {
     f->refuse_registers--;
     rep->code = GRPC_STATUS_INVALID_ARGUMENT;
     snprintf(rep->detail, sizeof rep->detail,
@@ -424,6 +434,7 @@ static void test_chunked_download_and_resumed_upload(void) {
 static void forget_registers(void) {
   g_fake.register_calls = 0;
   g_fake.refuse_registers = 0;
+  g_fake.refuse_as_replay = 0;
   memset(g_fake.key_len, 0, sizeof g_fake.key_len);
   memset(g_fake.cert_len, 0, sizeof g_fake.cert_len);
 }
@@ -520,19 +531,36 @@ static void test_persistent_identity(void) {
   CU_ASSERT_EQUAL(cohort_client_set_identity(c, key_path, NULL), COHORT_ESTATE);
   cohort_client_free(c);
 
-  /* A persistent key that is bound already is not replaced: the
+  /* A Register whose reply was lost, sent again by the retries, is refused
+   * as a replay of its proof: the same key signs a newer proof, which takes
+   * its client back. */
+  forget_registers();
+  g_fake.refuse_as_replay = 1;
+  c = new_client(&s);
+  CU_ASSERT_EQUAL(cohort_client_set_identity(c, key_path, cert_path),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
+  CU_ASSERT_EQUAL(cohort_client_id(c), 1);
+  CU_ASSERT_EQUAL_FATAL(g_fake.register_calls, 2);
+  CU_ASSERT_EQUAL(memcmp(g_fake.keys[1], pub, sizeof pub), 0);
+  CU_ASSERT(g_fake.proof_ms[1] > g_fake.proof_ms[0]);
+  cohort_client_free(c);
+
+  /* A persistent key that a coordinator keeps bound (one from before the
+   * newest proof won) is not replaced: after one more proof, the
    * registration fails for good, with the coordinator's reason. */
   forget_registers();
-  g_fake.refuse_registers = 3;
+  g_fake.refuse_registers = 4;
   c = new_client(&s);
   CU_ASSERT_EQUAL(cohort_client_set_identity(c, key_path, cert_path),
                   COHORT_OK);
   CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_EAUTH);
-  CU_ASSERT_EQUAL(g_fake.register_calls, 1);
+  CU_ASSERT_EQUAL(g_fake.register_calls, 2);
   CU_ASSERT_PTR_NOT_NULL(
       strstr(cohort_client_last_error(c), "already bound to another client"));
   CU_ASSERT_EQUAL(cohort_client_run(c), COHORT_EAUTH);
-  CU_ASSERT_EQUAL(g_fake.register_calls, 2);
+  CU_ASSERT_EQUAL(g_fake.register_calls, 4);
+  CU_ASSERT_EQUAL(memcmp(g_fake.keys[3], pub, sizeof pub), 0);
   CU_ASSERT_EQUAL(cohort_client_id(c), 0);
   cohort_client_free(c);
   g_fake.refuse_registers = 0;

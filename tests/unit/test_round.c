@@ -366,9 +366,10 @@ static void test_register_with_authority(void) {
   char tok[65];
   CU_ASSERT_EQUAL_FATAL(round_register(f.e, &r, &id, tok).code, GRPC_STATUS_OK);
   assert_identity(&f, id, pub, cert);
-  /* A certified key is still one client's only. */
-  assert_register_refused(&f, &r, GRPC_STATUS_INVALID_ARGUMENT,
-                          "already bound to another client");
+  /* A certified key is still one client's only: the same Register again
+   * is a replay. */
+  assert_register_refused(&f, &r, GRPC_STATUS_UNAUTHENTICATED,
+                          "not newer than the last one");
   sign_key_free(authority);
   sign_key_free(rogue);
   fx_close(&f);

@@ -187,8 +187,10 @@ static void test_renew_with_used_token(void) {
   char session[65];
   CU_ASSERT_EQUAL_FATAL(register_as(&f, "tok-device", 70, &id, session).code,
                         0);
+  sleep_s(0.002); /* a later proof, by the ms */
   CU_ASSERT_EQUAL(register_as(&f, "tok-device", 70, &again, session).code,
-                  GRPC_STATUS_INVALID_ARGUMENT); /* still active: bound */
+                  0); /* still active: the holder's newer proof renews it */
+  CU_ASSERT_EQUAL(again, id);
   int64_t other = 0;
   CU_ASSERT_EQUAL_FATAL(register_as(&f, ENROLL, 72, &other, session).code, 0);
   sleep_s(0.4);
@@ -260,10 +262,12 @@ static void test_copied_key_renews_nothing(void) {
 /* Without an enrollment authority a first registration needs no proof
  * (older clients send none). The adversary, with a valid token of its own,
  * copied a victim's persistent public key before the victim first
- * registered, and registers it first. The victim's Register, proving the
- * key, takes the client back: the squatter's session stops working, and it
- * can register the key again neither with nor without the victim's token.
- * A client that proved its key is not replaced while its session lasts. */
+ * registered, and registers it first, with a certificate of junk (stored
+ * unchecked without an authority) and a platform of its own. The victim's
+ * Register, proving the key, takes the client back: the squatter's session
+ * stops working, the client's certificate and platform become the
+ * victim's, and the squatter can register the key again neither with nor
+ * without the victim's token. */
 static void test_squatted_key_taken_back(void) {
   fixture f;
   FX_INIT(f);
@@ -271,13 +275,34 @@ static void test_squatted_key_taken_back(void) {
   add_token(&f, "tok-attacker", 0, 0);
   uint8_t pub[SIGN_PUBLIC_LEN];
   fx_identity(97, NULL, pub);
+  uint8_t junk[SIGN_CERT_LEN], cert[SIGN_CERT_LEN], stored[SIGN_CERT_LEN];
+  uint8_t apub[SIGN_PUBLIC_LEN], got[SIGN_PUBLIC_LEN], proof[SIGN_LEN];
+  sign_key *authority = NULL;
+  fx_identity(90, &authority, apub);
+  CU_ASSERT_EQUAL_FATAL(sign_certify(authority, pub, cert), COHORT_OK);
+  sign_key_free(authority);
+  memset(junk, 0xa5, sizeof junk);
   round_registration squat = fx_registration("tok-attacker", pub);
+  squat.enrollment_cert = junk;
+  squat.enrollment_cert_len = SIGN_CERT_LEN;
+  squat.platform = "squatter";
   int64_t squatter = 0, id = 0, who = 0;
   char taken[65], own[65], again[65];
   CU_ASSERT_EQUAL_FATAL(round_register(f.e, &squat, &squatter, taken).code, 0);
   CU_ASSERT_EQUAL(round_authenticate(f.e, taken, &who).code, 0);
-  CU_ASSERT_EQUAL(register_as(&f, ENROLL, 97, &id, own).code, 0);
+  round_registration mine = fx_registration(ENROLL, pub);
+  mine.enrollment_cert = cert;
+  mine.enrollment_cert_len = SIGN_CERT_LEN;
+  fx_prove(&mine, 97, proof);
+  CU_ASSERT_EQUAL(round_register(f.e, &mine, &id, own).code, 0);
   CU_ASSERT_EQUAL(id, squatter);
+  int has_cert = 0;
+  CU_ASSERT_EQUAL_FATAL(store_client_identity(f.db, id, got, stored, &has_cert),
+                        COHORT_OK);
+  CU_ASSERT_TRUE(has_cert && sign_check_cert(apub, pub, stored) == COHORT_OK);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM clients"
+                            " WHERE platform = 'squatter'"),
+                  0);
   CU_ASSERT_EQUAL(round_authenticate(f.e, taken, &who).code,
                   GRPC_STATUS_UNAUTHENTICATED);
   CU_ASSERT_EQUAL(round_authenticate(f.e, own, &who).code, 0);
@@ -288,10 +313,46 @@ static void test_squatted_key_taken_back(void) {
   squat.enrollment_token = ENROLL;
   CU_ASSERT_EQUAL(round_register(f.e, &squat, &id, again).code,
                   GRPC_STATUS_INVALID_ARGUMENT);
-  /* The holder itself, proving the key again, keeps its one session. */
+  CU_ASSERT_EQUAL(round_authenticate(f.e, own, &who).code, 0);
+  CU_ASSERT_EQUAL(clients(&f), 1);
+  fx_close(&f);
+}
+
+/* The adversary has a fresh proof of the victim's key that the coordinator
+ * never accepted (a Register refused by a rate limit before it was read,
+ * or lost, kept in a request log) and uses it within its 10 minutes, once
+ * the victim's session expired: it buys one session of the victim's
+ * client. The victim's next Register, with a newer proof, takes the client
+ * back at once (the newest proof wins), and the adversary's session stops
+ * working; replaying that proof again buys nothing. */
+static void test_newest_proof_wins(void) {
+  fixture f;
+  FX_INIT(f);
+  f.cfg.session_ttl_s = 0.3;
+  FX_START(f, 0);
+  uint8_t pub[SIGN_PUBLIC_LEN], first[SIGN_LEN], held[SIGN_LEN];
+  fx_identity(94, NULL, pub);
+  int64_t victim = 0, id = 0, who = 0;
+  char mine[65], stolen[65], own[65];
+  round_registration r1 = fx_registration(ENROLL, pub);
+  fx_prove(&r1, 94, first);
+  CU_ASSERT_EQUAL_FATAL(round_register(f.e, &r1, &victim, mine).code, 0);
+  sleep_s(0.4);
+  round_registration never_arrived = fx_registration(ENROLL, pub);
+  fx_prove(&never_arrived, 94, held);
+  CU_ASSERT_EQUAL_FATAL(round_register(f.e, &never_arrived, &id, stolen).code,
+                        0);
+  CU_ASSERT_EQUAL(id, victim);
   sleep_s(0.002);
-  CU_ASSERT_EQUAL(register_as(&f, ENROLL, 97, &id, again).code,
-                  GRPC_STATUS_INVALID_ARGUMENT);
+  CU_ASSERT_EQUAL(register_as(&f, ENROLL, 94, &id, own).code, 0);
+  CU_ASSERT_EQUAL(id, victim);
+  CU_ASSERT_EQUAL(round_authenticate(f.e, stolen, &who).code,
+                  GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_EQUAL(round_authenticate(f.e, own, &who).code, 0);
+  CU_ASSERT_EQUAL(who, victim);
+  round_verdict v = round_register(f.e, &never_arrived, &id, stolen);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "not newer than the last one"));
   CU_ASSERT_EQUAL(round_authenticate(f.e, own, &who).code, 0);
   CU_ASSERT_EQUAL(clients(&f), 1);
   fx_close(&f);
@@ -488,8 +549,12 @@ int cohort_register_suites(void) {
       {"a copied identity key renews no one's session; the key's holder "
        "does",
        test_copied_key_renews_nothing},
-      {"a key squatted without a proof is taken back by its holder's proof",
+      {"a key squatted without a proof is taken back by its holder's proof, "
+       "with its certificate and platform",
        test_squatted_key_taken_back},
+      {"a proof the coordinator never saw buys one session, until the "
+       "holder's newer proof",
+       test_newest_proof_wins},
       {"a device with its clock off registers unproven, renews once it is "
        "set",
        test_clock_off_registers_unproven},
