@@ -65,6 +65,7 @@ struct cohort_client {
   uint64_t id;
   char session[65];      /* empty until registered */
   int64_t last_proof_ms; /* signed time of the last proof of possession */
+  int proof_not_newer;   /* the last Register's proof was refused as old */
   int revoked;           /* the operator revoked this client: it stops */
   long wait_ms; /* a rate limit's "retry in N ms", until the next try */
   char last_error[256];
@@ -356,19 +357,25 @@ static int call_status(cohort_client_t *c, const char *what,
   }
   set_error(c, "%s: %s", what, r->detail[0] ? r->detail : "no detail");
   static const char expired[] = PB_DETAIL_SESSION_EXPIRED;
+  static const char unknown[] = PB_DETAIL_SESSION_UNKNOWN;
   static const char revoked[] = PB_DETAIL_SESSION_REVOKED;
   static const char not_newer[] = PB_DETAIL_PROOF_NOT_NEWER;
   static const char limited[] = PB_DETAIL_RATE_LIMITED;
   switch (r->code) {
   case GRPC_STATUS_UNAUTHENTICATED:
-    if (strncmp(r->detail, expired, sizeof expired - 1) == 0) {
-      /* This round is lost; the next cycle registers again, with the
-       * enrollment token this client still holds. */
+    if (strncmp(r->detail, expired, sizeof expired - 1) == 0 ||
+        strncmp(r->detail, unknown, sizeof unknown - 1) == 0) {
+      /* Expired, or no longer known (a new database, or our key registered
+       * again elsewhere: another process with it, or a proof of ours the
+       * coordinator had not seen). This round is lost; we register again,
+       * with the enrollment token this client still holds. */
       c->session[0] = '\0';
       return COHORT_EREJECTED;
     }
-    if (strncmp(r->detail, not_newer, sizeof not_newer - 1) == 0)
-      return COHORT_EREJECTED; /* do_register signs a new proof */
+    if (strncmp(r->detail, not_newer, sizeof not_newer - 1) == 0) {
+      c->proof_not_newer = 1; /* do_register signs a new proof */
+      return COHORT_EREJECTED;
+    }
     c->revoked |= strncmp(r->detail, revoked, sizeof revoked - 1) == 0;
     return COHORT_EAUTH;
   case GRPC_STATUS_RESOURCE_EXHAUSTED:
@@ -569,6 +576,7 @@ static int do_register(cohort_client_t *c) {
   if (client_session_take(&c->saved, c->server, &c->identity, &c->id,
                           c->session))
     return COHORT_OK;
+  c->proof_not_newer = 0;
   int rc = register_once(c);
   /* A Register whose reply was lost, sent again by the retries, carries a
    * proof the coordinator already took: a new proof of the same key takes
@@ -586,6 +594,13 @@ static int do_register(cohort_client_t *c) {
   if (!rc)
     rc = client_session_save(&c->saved, c->server, &c->identity, c->id,
                              c->session, c->last_error, sizeof c->last_error);
+  /* Still older than a proof the coordinator took: this device's clock
+   * went back. The coordinator allows clocks 10 minutes apart, so waiting
+   * (as for a coordinator that is away) ends it. */
+  if (rc == COHORT_EREJECTED && c->proof_not_newer) {
+    c->wait_ms = 60000;
+    return COHORT_EUNAVAIL;
+  }
   /* The coordinator refused the enrollment itself (a bad certificate, a
    * key bound to another client): trying again will not help. */
   return rc == COHORT_EREJECTED ? COHORT_EAUTH : rc;
@@ -1189,9 +1204,12 @@ static int run_once(cohort_client_t *c, cohort_cycle_info *info) {
                   &cohort__v1__check_in_response__descriptor, 1,
                   (ProtobufCMessage **)&resp, &info->bytes_up,
                   &info->bytes_down);
-  if (rc == COHORT_EAUTH && !c->revoked) {
-    /* The coordinator no longer knows our session (a new database):
-     * enroll again, once. */
+  if ((rc == COHORT_EAUTH && !c->revoked) ||
+      (rc == COHORT_EREJECTED && !c->session[0])) {
+    /* The coordinator no longer knows our session (a new database, our
+     * key registered again elsewhere) or it expired: enroll again, once.
+     * (Two processes holding one identity key take turns this way.) */
+    log_warn("%s; registering again", c->last_error);
     c->session[0] = '\0';
     rc = do_register(c);
     if (!rc)

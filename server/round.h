@@ -203,8 +203,10 @@ typedef struct round_registration {
  * use), expired or not, when the request proves it holds the key
  * (possession, checked whenever present, signed within
  * ROUND_POSSESSION_SKEW_S of the coordinator's clock and later than the
- * last proof accepted for the client: the newest proof wins); a revoked
- * client's key is refused. */
+ * last proof accepted for the client: the newest proof wins), unless that
+ * client was bound without a proof: a new client then replaces it, which
+ * is retired (revoked, its key released); a revoked client's key is
+ * refused. */
 round_verdict round_register(round_engine *e, const round_registration *r,
                              int64_t *client_id, char token_out[65]);
 /* Maps a bearer token to its client id; UNAUTHENTICATED when missing,

@@ -118,19 +118,26 @@ static round_verdict stale_proof_verdict(const round_registration *r,
                             ROUND_POSSESSION_SKEW_S);
 }
 
+/* What a Register does with the client already bound to its key. */
+typedef struct bound_client {
+  int64_t renew;       /* give this client a new session; 0: none */
+  int64_t renew_token; /* the stored token that admitted it (0: a flag's) */
+  int64_t retire;      /* a new client replaces this unproven one; 0: none */
+} bound_client;
+
 /* Under the lock: the key's certificate from the enrollment authority,
  * when there is one, and no other client bound to the key, unless the
- * request proves it holds the key now (proven_ms, fresh_proof_ms) and that
- * client's session expired or was made without a proof: *renew is then
- * its id, to give it a new session. Without the proof, whoever copied the
- * public key and its certificate (every peer in secure aggregation sees
- * both) would take the client over. */
+ * request proves it holds the key now (proven_ms, fresh_proof_ms) with a
+ * proof newer than the last one accepted for that client: that client then
+ * gets a new session (b->renew), or, bound by a Register that proved
+ * nothing, is replaced by a new client (b->retire). Without the proof,
+ * whoever copied the public key and its certificate (every peer in secure
+ * aggregation sees both) would take the client over. */
 static round_verdict check_identity_locked(round_engine *e,
                                            const round_registration *r,
                                            int64_t proven_ms, double now,
-                                           int64_t *renew,
-                                           int64_t *renew_token) {
-  *renew = *renew_token = 0;
+                                           bound_client *b) {
+  memset(b, 0, sizeof *b);
   if (e->has_authority && !r->enrollment_cert_len)
     return round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
                               "this coordinator registers only identity keys "
@@ -166,11 +173,11 @@ static round_verdict check_identity_locked(round_engine *e,
                               "again",
                               (long long)other);
   /* The newest proof wins, live session or not: only the key's holder
-   * makes one, so a client bound by a Register that proved nothing (an
+   * makes one, so a session that a proof the coordinator never saw (held
+   * back, or refused before it was read) bought ends at the holder's next
+   * Register, and a client bound by a Register that proved nothing (an
    * older library, or whoever copied the public key before its holder
-   * first registered) is taken back by the holder, and so is one whose
-   * session a proof the coordinator never saw (held back, or refused
-   * before it was read) bought: the holder's next Register ends it. */
+   * first registered) is taken from whoever bound it. */
   int expired = ses.expires_at > 0 && now >= ses.expires_at;
   if (!expired && !r->possession_len)
     return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
@@ -194,13 +201,20 @@ static round_verdict check_identity_locked(round_engine *e,
         " than the last one accepted for client "
         "%lld: a Register replayed, or the device's clock went back",
         (long long)other);
+  if (ses.possession_ms == 0) {
+    /* Whoever bound it may not hold the key: its token, failed rounds and
+     * exclusions stay on its client, which is retired, and the holder
+     * starts a client of its own, with a use of its own token. */
+    b->retire = other;
+    return round_ok();
+  }
   if (!expired)
     log_info("client %lld: a newer proof of its identity key replaces its "
              "session (a restart with the same key, another process "
              "holding it, or a Register whose reply was lost)",
              (long long)other);
-  *renew = other;
-  *renew_token = ses.token_id;
+  b->renew = other;
+  b->renew_token = ses.token_id;
   return round_ok();
 }
 
@@ -241,11 +255,11 @@ static round_verdict check_enrollment_locked(round_engine *e,
   return round_ok();
 }
 
-/* Under the lock, once every check passed: the new client, or the new
- * session of the client renew (its session expired, or was made without
- * a proof); either keeps proven_ms as the time of its latest proof. */
+/* Under the lock, once every check passed: the new client (retiring
+ * b->retire), or the new session of b->renew; either keeps proven_ms as
+ * the time of its latest proof. */
 static round_verdict enroll_locked(round_engine *e, const round_registration *r,
-                                   int64_t token_id, int64_t renew,
+                                   int64_t token_id, const bound_client *b,
                                    int64_t proven_ms, double now,
                                    int64_t *client_id, char token_out[65]) {
   char hash_hex[CRYPTO_SHA256_HEX_LEN];
@@ -261,7 +275,9 @@ static round_verdict enroll_locked(round_engine *e, const round_registration *r,
                          .token_id = token_id,
                          .session_expires_at = expires,
                          .possession_ms = proven_ms,
+                         .retire = b->retire,
                          .now = now};
+  int64_t renew = b->renew;
   int rc;
   if (renew) {
     *client_id = renew;
@@ -269,13 +285,17 @@ static round_verdict enroll_locked(round_engine *e, const round_registration *r,
   } else {
     rc = store_client_enroll(e->db, &en, client_id);
   }
+  if (rc == COHORT_EAUTH && renew)
+    return round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
+                              "client %lld was revoked by the operator "
+                              "meanwhile",
+                              (long long)renew);
   if (rc == COHORT_EAUTH)
     return round_fail_verdict(
         GRPC_STATUS_UNAUTHENTICATED,
-        renew ? "client %lld was revoked by the operator meanwhile"
-              : "enrollment token %lld was revoked, expired or used up "
-                "meanwhile",
-        (long long)(renew ? renew : token_id));
+        "enrollment token %lld was revoked, expired or used up meanwhile%s",
+        (long long)token_id,
+        b->retire ? ", or the client bound to this key was revoked" : "");
   if (rc)
     return round_store_failed(e);
   char platform[SANITIZE_NAME_LEN];
@@ -284,6 +304,11 @@ static round_verdict enroll_locked(round_engine *e, const round_registration *r,
   log_info("client %lld %s (%s%s)", (long long)*client_id,
            renew ? "has a new session" : "registered", platform,
            r->enrollment_cert_len ? ", with an enrollment certificate" : "");
+  if (b->retire)
+    log_info("client %lld, bound to the same identity key by a Register "
+             "without a proof of possession, is revoked: the key's holder "
+             "proved it and is client %lld",
+             (long long)b->retire, (long long)*client_id);
   return round_ok();
 }
 
@@ -298,7 +323,8 @@ round_verdict round_register(round_engine *e, const round_registration *r,
   /* Checked before the lock, but told only to a caller with a valid
    * token: an unknown one hears nothing else. */
   round_verdict request = check_registration(r);
-  int64_t token_id = 0, renew = 0, renew_token = 0;
+  int64_t token_id = 0;
+  bound_client b = {0};
   int used_up = 0;
   pthread_mutex_lock(&e->mu);
   double now = clock_wall_s();
@@ -306,11 +332,10 @@ round_verdict round_register(round_engine *e, const round_registration *r,
       check_enrollment_locked(e, digest, now, &token_id, &used_up);
   int64_t proven_ms = fresh_proof_ms(r, now);
   if (!v.code)
-    v = request.code
-            ? request
-            : check_identity_locked(e, r, proven_ms, now, &renew, &renew_token);
+    v = request.code ? request
+                     : check_identity_locked(e, r, proven_ms, now, &b);
   /* A used-up token still renews the client its own use admitted. */
-  if (!v.code && used_up && (!renew || renew_token != token_id)) {
+  if (!v.code && used_up && (!b.renew || b.renew_token != token_id)) {
     log_info("registration refused: enrollment token %lld is used up",
              (long long)token_id);
     v = round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
@@ -319,8 +344,7 @@ round_verdict round_register(round_engine *e, const round_registration *r,
                            (long long)token_id);
   }
   if (!v.code)
-    v = enroll_locked(e, r, token_id, renew, proven_ms, now, client_id,
-                      token_out);
+    v = enroll_locked(e, r, token_id, &b, proven_ms, now, client_id, token_out);
   pthread_mutex_unlock(&e->mu);
   return v;
 }
@@ -340,7 +364,7 @@ round_verdict round_authenticate(round_engine *e, const char *bearer,
   round_verdict v = round_ok();
   if (rc == COHORT_ENOTFOUND)
     v = round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
-                           "unknown session token; register again");
+                           PB_DETAIL_SESSION_UNKNOWN "; register again");
   else if (rc)
     v = round_store_failed(e);
   else if (ses.revoked_at > 0)

@@ -253,6 +253,24 @@ static int add_client(store *s, const store_enrollment *e, int64_t *id) {
   return rc;
 }
 
+/* Revokes client id, bound to its key by a Register without a proof, and
+ * releases the key, if it is still so. */
+static int retire_unproven(store *s, int64_t id, double now) {
+  sqlite3_stmt *st;
+  int rc = store_prepare(s,
+                         "UPDATE clients SET identity_key = NULL,"
+                         " revoked_at = ?2, session_expires_at = ?2"
+                         " WHERE id = ?1 AND revoked_at IS NULL"
+                         " AND possession_ms = 0",
+                         &st);
+  if (rc)
+    return rc;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite3_bind_double(st, 2, now);
+  rc = store_run(s, st, "retire unproven client");
+  return rc ? rc : sqlite3_changes(s->db) == 1 ? COHORT_OK : COHORT_EAUTH;
+}
+
 int store_client_enroll(store *s, const store_enrollment *e, int64_t *id) {
   /* IMMEDIATE: the write lock from the start, so that the token's use count
    * read by the UPDATE cannot change under it from another process. */
@@ -261,6 +279,8 @@ int store_client_enroll(store *s, const store_enrollment *e, int64_t *id) {
     return rc;
   if (e->token_id)
     rc = take_use(s, e->token_id, e->now);
+  if (!rc && e->retire)
+    rc = retire_unproven(s, e->retire, e->now);
   if (!rc)
     rc = add_client(s, e, id);
   return store_finish(s, rc);

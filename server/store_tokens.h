@@ -55,13 +55,17 @@ typedef struct store_enrollment {
                        coordinator was given by flag, which has no row */
   double session_expires_at;
   int64_t possession_ms; /* signed time of its proof of possession; 0: none */
+  /* The client bound to the same key by a Register without a proof, which
+   * the new one replaces (revoked, its key released); 0: none. */
+  int64_t retire;
   double now;
 } store_enrollment;
 
-/* In one transaction: takes one use of the token (when token_id is not 0)
- * and adds the client. COHORT_EAUTH, with nothing written, when the token
- * is revoked, expired or used up by then (a concurrent registration or
- * `cohort tokens revoke` won the race). */
+/* In one transaction: takes one use of the token (when token_id is not 0),
+ * retires e->retire and adds the client. COHORT_EAUTH, with nothing
+ * written, when the token is revoked, expired or used up by then, or the
+ * client to retire was revoked or proven (a concurrent registration,
+ * `cohort tokens revoke` or `cohort clients revoke` won the race). */
 int store_client_enroll(store *s, const store_enrollment *e, int64_t *id);
 
 /* A client's session: its id, expiry and revocation (0: none). */

@@ -23,13 +23,16 @@
 
 /* How some refusals' status details begin, so that a client can tell them
  * apart from others of the same status code: an UNAUTHENTICATED session
- * that the operator revoked (stop) or that expired (register again), a
+ * that the operator revoked (stop), that expired or that the coordinator
+ * does not know (a new database, or a newer proof of the client's key
+ * registered elsewhere: register again), a
  * Register whose proof of possession is not newer than one the coordinator
  * accepted (the same Register sent again after its reply was lost: sign a
  * new proof), and a RESOURCE_EXHAUSTED rate limit (retry after the time
  * the detail names, "retry in N ms"). */
 #define PB_DETAIL_SESSION_REVOKED "session revoked"
 #define PB_DETAIL_SESSION_EXPIRED "session expired"
+#define PB_DETAIL_SESSION_UNKNOWN "unknown session token"
 #define PB_DETAIL_PROOF_NOT_NEWER "proof of possession not newer"
 #define PB_DETAIL_RATE_LIMITED "rate limited"
 

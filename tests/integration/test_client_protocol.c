@@ -40,6 +40,9 @@ typedef struct fake {
    * its data, 3 says the model is bigger. */
   int bad_chunk;
   int forget_once; /* answer the second upload chunk with offset 0 */
+  /* Answer the next download as a coordinator that no longer knows the
+   * session (a new database, or the key registered again elsewhere). */
+  int session_unknown_once;
   int get_model_calls;
   int upload_calls;
   uint8_t received[MODEL_BYTES];
@@ -143,6 +146,15 @@ static void on_get_model(void *ctx, const rpc_request *req, rpc_reply *rep) {
       cohort__v1__get_model_request__unpack(NULL, req->body_len, req->body);
   pthread_mutex_lock(&f->mu);
   f->get_model_calls++;
+  if (f->session_unknown_once) {
+    f->session_unknown_once = 0;
+    rep->code = GRPC_STATUS_UNAUTHENTICATED;
+    snprintf(rep->detail, sizeof rep->detail,
+             PB_DETAIL_SESSION_UNKNOWN "; register again");
+    pthread_mutex_unlock(&f->mu);
+    cohort__v1__get_model_request__free_unpacked(m, NULL);
+    return;
+  }
   uint64_t off = m->offset;
   size_t n = MODEL_BYTES - off < SERVE_CHUNK ? MODEL_BYTES - off : SERVE_CHUNK;
   Cohort__V1__GetModelResponse r = COHORT__V1__GET_MODEL_RESPONSE__INIT;
@@ -272,6 +284,31 @@ static void test_corrupt_model_is_not_trained_on(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(cohort_client_last_error(c), "digest"));
   CU_ASSERT_EQUAL(s.calls, 0);
   CU_ASSERT_EQUAL(g_fake.upload_calls, 0);
+  cohort_client_free(c);
+  g_fake.corrupt_digest = 0;
+  g_fake.get_model_calls = 0;
+}
+
+/* A session the coordinator no longer knows in the middle of a round (its
+ * key registered again elsewhere, by a proof it had not seen): the round
+ * is lost, not the client, which registers again in its next cycle and
+ * goes on (there to a download that fails its digest, so that the fake's
+ * round stays open for the tests after this one). */
+static void test_unknown_session_mid_round(void) {
+  g_fake.register_calls = 0;
+  g_fake.get_model_calls = 0;
+  g_fake.session_unknown_once = 1;
+  seen s = {0};
+  cohort_client_t *c = new_client(&s);
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, NULL), COHORT_EREJECTED);
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr(cohort_client_last_error(c), PB_DETAIL_SESSION_UNKNOWN));
+  CU_ASSERT_EQUAL(g_fake.register_calls, 1);
+  g_fake.corrupt_digest = 1;
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, NULL), COHORT_EDIGEST);
+  CU_ASSERT_EQUAL(g_fake.register_calls, 2);
+  CU_ASSERT(g_fake.get_model_calls > 1);
+  CU_ASSERT_EQUAL(s.calls, 0);
   cohort_client_free(c);
   g_fake.corrupt_digest = 0;
   g_fake.get_model_calls = 0;
@@ -546,6 +583,20 @@ static void test_persistent_identity(void) {
   CU_ASSERT(g_fake.proof_ms[1] > g_fake.proof_ms[0]);
   cohort_client_free(c);
 
+  /* Refused as not newer twice, by a coordinator that took a proof from
+   * this key's clock before it went back: the client waits, as for a
+   * coordinator that is away, instead of giving up. */
+  forget_registers();
+  g_fake.refuse_as_replay = 2;
+  c = new_client(&s);
+  CU_ASSERT_EQUAL(cohort_client_set_identity(c, key_path, cert_path),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_EUNAVAIL);
+  CU_ASSERT_EQUAL(g_fake.register_calls, 2);
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr(cohort_client_last_error(c), PB_DETAIL_PROOF_NOT_NEWER));
+  cohort_client_free(c);
+
   /* A persistent key that a coordinator keeps bound (one from before the
    * newest proof won) is not replaced: after one more proof, the
    * registration fails for good, with the coordinator's reason. */
@@ -576,6 +627,10 @@ int cohort_register_suites(void) {
                    test_corrupt_model_is_not_trained_on) ||
       !CU_add_test(s, "a bad download chunk is refused",
                    test_bad_download_chunk_is_refused) ||
+      !CU_add_test(s,
+                   "a session unknown mid-round costs the round; the client "
+                   "registers again",
+                   test_unknown_session_mid_round) ||
       !CU_add_test(s, "the model kept in a file: same delta, checked reads",
                    test_model_kept_in_a_file) ||
       !CU_add_test(s, "chunked download and a resumed upload",

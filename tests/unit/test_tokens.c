@@ -15,6 +15,7 @@
 #include "crypto.h"
 #include "pb.h"
 #include "round_fixture.h"
+#include "store_offenders.h"
 #include "store_tokens.h"
 
 /* A stored enrollment token whose secret is `secret`; its id. */
@@ -263,16 +264,20 @@ static void test_copied_key_renews_nothing(void) {
  * (older clients send none). The adversary, with a valid token of its own,
  * copied a victim's persistent public key before the victim first
  * registered, and registers it first, with a certificate of junk (stored
- * unchecked without an authority) and a platform of its own. The victim's
- * Register, proving the key, takes the client back: the squatter's session
- * stops working, the client's certificate and platform become the
- * victim's, and the squatter can register the key again neither with nor
- * without the victim's token. */
+ * unchecked without an authority) and a platform of its own, and gets the
+ * client excluded. The victim's Register, proving the key with a one-use
+ * token of its own, makes a new client with the victim's certificate and
+ * platform, its token's use and a clean record, and retires the squatter's
+ * (revoked: its session stops working). The squatter can register the key
+ * again neither with nor without the victim's token; the victim's used-up
+ * token still renews the victim's client. */
 static void test_squatted_key_taken_back(void) {
   fixture f;
   FX_INIT(f);
+  f.cfg.session_ttl_s = 0.3;
   FX_START(f, 0);
   add_token(&f, "tok-attacker", 0, 0);
+  int64_t victims_token = add_token(&f, "tok-victim", 1, 0);
   uint8_t pub[SIGN_PUBLIC_LEN];
   fx_identity(97, NULL, pub);
   uint8_t junk[SIGN_CERT_LEN], cert[SIGN_CERT_LEN], stored[SIGN_CERT_LEN];
@@ -286,35 +291,54 @@ static void test_squatted_key_taken_back(void) {
   squat.enrollment_cert = junk;
   squat.enrollment_cert_len = SIGN_CERT_LEN;
   squat.platform = "squatter";
-  int64_t squatter = 0, id = 0, who = 0;
+  int64_t squatter = 0, id = 0, again_id = 0, who = 0;
   char taken[65], own[65], again[65];
   CU_ASSERT_EQUAL_FATAL(round_register(f.e, &squat, &squatter, taken).code, 0);
   CU_ASSERT_EQUAL(round_authenticate(f.e, taken, &who).code, 0);
-  round_registration mine = fx_registration(ENROLL, pub);
+  CU_ASSERT_EQUAL(store_client_exclude(f.db, squatter, clock_wall_s() + 600),
+                  COHORT_OK);
+  round_registration mine = fx_registration("tok-victim", pub);
   mine.enrollment_cert = cert;
   mine.enrollment_cert_len = SIGN_CERT_LEN;
   fx_prove(&mine, 97, proof);
-  CU_ASSERT_EQUAL(round_register(f.e, &mine, &id, own).code, 0);
-  CU_ASSERT_EQUAL(id, squatter);
+  CU_ASSERT_EQUAL_FATAL(round_register(f.e, &mine, &id, own).code, 0);
+  CU_ASSERT_NOT_EQUAL(id, squatter);
   int has_cert = 0;
   CU_ASSERT_EQUAL_FATAL(store_client_identity(f.db, id, got, stored, &has_cert),
                         COHORT_OK);
   CU_ASSERT_TRUE(has_cert && sign_check_cert(apub, pub, stored) == COHORT_OK);
-  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM clients"
-                            " WHERE platform = 'squatter'"),
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM clients WHERE platform ="
+                            " 'squatter' AND revoked_at IS NULL"),
                   0);
-  CU_ASSERT_EQUAL(round_authenticate(f.e, taken, &who).code,
-                  GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM clients WHERE"
+                            " identity_key IS NOT NULL"),
+                  1);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM clients WHERE"
+                            " excluded_until IS NOT NULL"
+                            " AND revoked_at IS NULL"),
+                  0);
+  char uses[80];
+  snprintf(uses, sizeof uses,
+           "SELECT uses FROM enrollment_tokens WHERE id = %lld",
+           (long long)victims_token);
+  CU_ASSERT_EQUAL(count(&f, uses), 1);
+  round_verdict v = round_authenticate(f.e, taken, &who);
+  CU_ASSERT_EQUAL(strncmp(v.detail, PB_DETAIL_SESSION_REVOKED,
+                          strlen(PB_DETAIL_SESSION_REVOKED)),
+                  0);
   CU_ASSERT_EQUAL(round_authenticate(f.e, own, &who).code, 0);
-  CU_ASSERT_EQUAL(who, squatter);
-  round_verdict v = round_register(f.e, &squat, &id, again);
+  CU_ASSERT_EQUAL(who, id);
+  v = round_register(f.e, &squat, &again_id, again);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_INVALID_ARGUMENT);
   CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "already bound"));
-  squat.enrollment_token = ENROLL;
-  CU_ASSERT_EQUAL(round_register(f.e, &squat, &id, again).code,
+  squat.enrollment_token = "tok-victim";
+  CU_ASSERT_EQUAL(round_register(f.e, &squat, &again_id, again).code,
                   GRPC_STATUS_INVALID_ARGUMENT);
-  CU_ASSERT_EQUAL(round_authenticate(f.e, own, &who).code, 0);
-  CU_ASSERT_EQUAL(clients(&f), 1);
+  /* Its own token, used up by the take-back, renews the victim's client. */
+  sleep_s(0.4);
+  CU_ASSERT_EQUAL(register_as(&f, "tok-victim", 97, &again_id, again).code, 0);
+  CU_ASSERT_EQUAL(again_id, id);
+  CU_ASSERT_EQUAL(clients(&f), 2);
   fx_close(&f);
 }
 
@@ -425,7 +449,9 @@ static void test_replayed_proof_renews_nothing(void) {
 /* A device whose clock is two hours off still registers for the first time
  * without an authority: its proof proves nothing then, and the client is
  * kept as unproven. It cannot renew until its clock is set, and is told
- * how far off it is; once set, its proof renews it. */
+ * how far off it is; once set, its proof makes it a client of its own (an
+ * unproven client may have been anyone's), and the unproven one is
+ * retired. */
 static void test_clock_off_registers_unproven(void) {
   fixture f;
   FX_INIT(f);
@@ -446,9 +472,12 @@ static void test_clock_off_registers_unproven(void) {
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
   CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "s behind the coordinator's clock"));
   CU_ASSERT_EQUAL(register_as(&f, ENROLL, 98, &again, session).code, 0);
-  CU_ASSERT_EQUAL(again, id);
-  CU_ASSERT(count(&f, "SELECT possession_ms FROM clients") > off + 1000);
-  CU_ASSERT_EQUAL(clients(&f), 1);
+  CU_ASSERT_NOT_EQUAL(again, id);
+  CU_ASSERT(count(&f, "SELECT possession_ms FROM clients WHERE"
+                      " revoked_at IS NULL") > off + 1000);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM clients WHERE"
+                            " revoked_at IS NULL"),
+                  1);
   fx_close(&f);
 }
 
@@ -549,14 +578,14 @@ int cohort_register_suites(void) {
       {"a copied identity key renews no one's session; the key's holder "
        "does",
        test_copied_key_renews_nothing},
-      {"a key squatted without a proof is taken back by its holder's proof, "
-       "with its certificate and platform",
+      {"a key squatted without a proof goes to its holder's proof, as a new "
+       "client; the squatter's is retired",
        test_squatted_key_taken_back},
       {"a proof the coordinator never saw buys one session, until the "
        "holder's newer proof",
        test_newest_proof_wins},
-      {"a device with its clock off registers unproven, renews once it is "
-       "set",
+      {"a device with its clock off registers unproven, proves its key once "
+       "its clock is set",
        test_clock_off_registers_unproven},
       {"a proof of possession seen once, or signed 11 minutes off, renews "
        "nothing, also after a restart",
