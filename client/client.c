@@ -65,8 +65,10 @@ struct cohort_client {
   uint64_t id;
   char session[65];      /* empty until registered */
   int64_t last_proof_ms; /* signed time of the last proof of possession */
-  int proof_not_newer;   /* the last Register's proof was refused as old */
-  int revoked;           /* the operator revoked this client: it stops */
+  /* The last Register's proof was refused as not newer (set by
+   * call_status, cleared by register_once). */
+  int proof_not_newer;
+  int revoked;  /* the operator revoked this client: it stops */
   long wait_ms; /* a rate limit's "retry in N ms", until the next try */
   char last_error[256];
   volatile sig_atomic_t stop;
@@ -513,6 +515,7 @@ static int call(cohort_client_t *c, const char *method, const char *what,
 
 /* One Register with a fresh identity (or the persistent one). */
 static int register_once(cohort_client_t *c) {
+  c->proof_not_newer = 0;
   int rc = client_identity_renew(&c->identity);
   if (rc) {
     set_error(c, "register: cannot make an identity key");
@@ -576,7 +579,6 @@ static int do_register(cohort_client_t *c) {
   if (client_session_take(&c->saved, c->server, &c->identity, &c->id,
                           c->session))
     return COHORT_OK;
-  c->proof_not_newer = 0;
   int rc = register_once(c);
   /* A Register whose reply was lost, sent again by the retries, carries a
    * proof the coordinator already took: a new proof of the same key takes
