@@ -204,21 +204,28 @@ int store_token_revoke(store *s, int64_t id, double now) {
 
 /* ---- clients and sessions ---- */
 
+/* Runs the UPDATE sql with id as ?1 and now as ?2: COHORT_EAUTH unless it
+ * changed exactly one row. */
+static int update_one(store *s, const char *sql, int64_t id, double now,
+                      const char *what) {
+  sqlite3_stmt *st;
+  int rc = store_prepare(s, sql, &st);
+  if (rc)
+    return rc;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite3_bind_double(st, 2, now);
+  rc = store_run(s, st, what);
+  return rc ? rc : sqlite3_changes(s->db) == 1 ? COHORT_OK : COHORT_EAUTH;
+}
+
 /* One use of token id at now, if it still admits one. */
 static int take_use(store *s, int64_t token, double now) {
-  sqlite3_stmt *st;
-  int rc = store_prepare(
+  return update_one(
       s,
       "UPDATE enrollment_tokens SET uses = uses + 1 WHERE id = ?1"
       " AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?2)"
       " AND (max_uses IS NULL OR uses < max_uses)",
-      &st);
-  if (rc)
-    return rc;
-  sqlite3_bind_int64(st, 1, token);
-  sqlite3_bind_double(st, 2, now);
-  rc = store_run(s, st, "use enrollment token");
-  return rc ? rc : sqlite3_changes(s->db) == 1 ? COHORT_OK : COHORT_EAUTH;
+      token, now, "use enrollment token");
 }
 
 static int add_client(store *s, const store_enrollment *e, int64_t *id) {
@@ -256,19 +263,12 @@ static int add_client(store *s, const store_enrollment *e, int64_t *id) {
 /* Revokes client id, bound to its key by a Register without a proof, and
  * releases the key, if it is still so. */
 static int retire_unproven(store *s, int64_t id, double now) {
-  sqlite3_stmt *st;
-  int rc = store_prepare(s,
-                         "UPDATE clients SET identity_key = NULL,"
-                         " revoked_at = ?2, session_expires_at = ?2"
-                         " WHERE id = ?1 AND revoked_at IS NULL"
-                         " AND possession_ms = 0",
-                         &st);
-  if (rc)
-    return rc;
-  sqlite3_bind_int64(st, 1, id);
-  sqlite3_bind_double(st, 2, now);
-  rc = store_run(s, st, "retire unproven client");
-  return rc ? rc : sqlite3_changes(s->db) == 1 ? COHORT_OK : COHORT_EAUTH;
+  return update_one(s,
+                    "UPDATE clients SET identity_key = NULL,"
+                    " revoked_at = ?2, session_expires_at = ?2"
+                    " WHERE id = ?1 AND revoked_at IS NULL"
+                    " AND possession_ms = 0",
+                    id, now, "retire unproven client");
 }
 
 int store_client_enroll(store *s, const store_enrollment *e, int64_t *id) {

@@ -506,6 +506,15 @@ static void test_fresh_identity_per_registration(void) {
   cohort_client_free(c);
 }
 
+/* A client with the identity key and certificate in those files. */
+static cohort_client_t *client_with_identity(seen *s, const char *key_path,
+                                             const char *cert_path) {
+  cohort_client_t *c = new_client(s);
+  CU_ASSERT_EQUAL(cohort_client_set_identity(c, key_path, cert_path),
+                  COHORT_OK);
+  return c;
+}
+
 static void test_persistent_identity(void) {
   char dir[256], key_path[300], cert_path[300], auth_path[300];
   char rogue_path[300];
@@ -573,9 +582,7 @@ static void test_persistent_identity(void) {
    * its client back. */
   forget_registers();
   g_fake.refuse_as_replay = 1;
-  c = new_client(&s);
-  CU_ASSERT_EQUAL(cohort_client_set_identity(c, key_path, cert_path),
-                  COHORT_OK);
+  c = client_with_identity(&s, key_path, cert_path);
   CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
   CU_ASSERT_EQUAL(cohort_client_id(c), 1);
   CU_ASSERT_EQUAL_FATAL(g_fake.register_calls, 2);
@@ -588,9 +595,7 @@ static void test_persistent_identity(void) {
    * coordinator that is away, instead of giving up. */
   forget_registers();
   g_fake.refuse_as_replay = 2;
-  c = new_client(&s);
-  CU_ASSERT_EQUAL(cohort_client_set_identity(c, key_path, cert_path),
-                  COHORT_OK);
+  c = client_with_identity(&s, key_path, cert_path);
   CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_EUNAVAIL);
   CU_ASSERT_EQUAL(g_fake.register_calls, 2);
   CU_ASSERT_PTR_NOT_NULL(
@@ -602,9 +607,7 @@ static void test_persistent_identity(void) {
    * registration fails for good, with the coordinator's reason. */
   forget_registers();
   g_fake.refuse_registers = 4;
-  c = new_client(&s);
-  CU_ASSERT_EQUAL(cohort_client_set_identity(c, key_path, cert_path),
-                  COHORT_OK);
+  c = client_with_identity(&s, key_path, cert_path);
   CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_EAUTH);
   CU_ASSERT_EQUAL(g_fake.register_calls, 2);
   CU_ASSERT_PTR_NOT_NULL(
