@@ -120,9 +120,9 @@ static round_verdict stale_proof_verdict(const round_registration *r,
 
 /* What a Register does with the client already bound to its key. */
 typedef struct bound_client {
-  int64_t renew;       /* give this client a new session; 0: none */
-  int64_t renew_token; /* the stored token that admitted it (0: a flag's) */
-  int64_t retire;      /* a new client replaces this unproven one; 0: none */
+  int64_t renew;  /* give this client a new session; 0: none */
+  int64_t retire; /* a new client replaces this unproven one; 0: none */
+  int64_t token;  /* the stored token that admitted either (0: a flag's) */
 } bound_client;
 
 /* Under the lock: the key's certificate from the enrollment authority,
@@ -204,8 +204,10 @@ static round_verdict check_identity_locked(round_engine *e,
   if (ses.possession_ms == 0) {
     /* Whoever bound it may not hold the key: its token, failed rounds and
      * exclusions stay on its client, which is retired, and the holder
-     * starts a client of its own, with a use of its own token. */
+     * starts a client of its own, with a use of its own token (the retired
+     * client's, when that was the same token). */
     b->retire = other;
+    b->token = ses.token_id;
     return round_ok();
   }
   if (!expired)
@@ -214,7 +216,7 @@ static round_verdict check_identity_locked(round_engine *e,
              "holding it, or a Register whose reply was lost)",
              (long long)other);
   b->renew = other;
-  b->renew_token = ses.token_id;
+  b->token = ses.token_id;
   return round_ok();
 }
 
@@ -256,11 +258,12 @@ static round_verdict check_enrollment_locked(round_engine *e,
 }
 
 /* Under the lock, once every check passed: the new client (retiring
- * b->retire), or the new session of b->renew; either keeps proven_ms as
- * the time of its latest proof. */
+ * b->retire, and taking over its use of token_id when own_use), or the new
+ * session of b->renew; either keeps proven_ms as the time of its latest
+ * proof. */
 static round_verdict enroll_locked(round_engine *e, const round_registration *r,
                                    int64_t token_id, const bound_client *b,
-                                   int64_t proven_ms, double now,
+                                   int own_use, int64_t proven_ms, double now,
                                    int64_t *client_id, char token_out[65]) {
   char hash_hex[CRYPTO_SHA256_HEX_LEN];
   if (crypto_new_token(token_out) || crypto_sha256_hex(token_out, hash_hex))
@@ -276,6 +279,7 @@ static round_verdict enroll_locked(round_engine *e, const round_registration *r,
                          .session_expires_at = expires,
                          .possession_ms = proven_ms,
                          .retire = b->retire,
+                         .use_of_retired = own_use && b->retire,
                          .now = now};
   int64_t renew = b->renew;
   int rc;
@@ -334,8 +338,10 @@ round_verdict round_register(round_engine *e, const round_registration *r,
   if (!v.code)
     v = request.code ? request
                      : check_identity_locked(e, r, proven_ms, now, &b);
-  /* A used-up token still renews the client its own use admitted. */
-  if (!v.code && used_up && (!b.renew || b.renew_token != token_id)) {
+  /* A used-up token still renews the client its own use admitted, or
+   * passes that use on from the unproven client it admitted. */
+  int own_use = (b.renew || b.retire) && token_id && b.token == token_id;
+  if (!v.code && used_up && !own_use) {
     log_info("registration refused: enrollment token %lld is used up",
              (long long)token_id);
     v = round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
@@ -344,7 +350,8 @@ round_verdict round_register(round_engine *e, const round_registration *r,
                            (long long)token_id);
   }
   if (!v.code)
-    v = enroll_locked(e, r, token_id, &b, proven_ms, now, client_id, token_out);
+    v = enroll_locked(e, r, token_id, &b, own_use, proven_ms, now, client_id,
+                      token_out);
   pthread_mutex_unlock(&e->mu);
   return v;
 }

@@ -228,16 +228,26 @@ static void choose_graph(round_engine *e, uint32_t n, uint32_t *k,
 }
 
 /* The registered identity of each of the n clients of the round. */
-static int load_identities(round_engine *e, const int64_t *ids, uint32_t n,
-                           secagg_peer_identity *out, char *why,
-                           size_t whylen) {
+/* The identities of the n clients ids (sorted), into out; a client with
+ * none on record any more (retired since its selection: the holder of its
+ * key proved it and is another client, docs/protocol.md) is left out of
+ * ids, as a dropout before ADVERTISE would be. *kept: how many are left. */
+static int load_identities(round_engine *e, int64_t *ids, uint32_t n,
+                           secagg_peer_identity *out, uint32_t *kept) {
+  *kept = 0;
   for (uint32_t i = 0; i < n; i++) {
-    int rc = store_client_identity(e->db, ids[i], out[i].pub, out[i].cert,
-                                   &out[i].has_cert);
+    secagg_peer_identity *who = &out[*kept];
+    int rc = store_client_identity(e->db, ids[i], who->pub, who->cert,
+                                   &who->has_cert);
+    if (rc == COHORT_ENOTFOUND) {
+      log_warn("round %lld: client %lld left out of secure aggregation: it "
+               "has no identity key on record any more (retired)",
+               (long long)e->round, (long long)ids[i]);
+      continue;
+    }
     if (rc)
-      return errbuf_fail(why, whylen, rc, NULL,
-                         "client %lld has no identity key on record",
-                         (long long)ids[i]);
+      return rc;
+    ids[(*kept)++] = ids[i];
   }
   return COHORT_OK;
 }
@@ -245,39 +255,41 @@ static int load_identities(round_engine *e, const int64_t *ids, uint32_t n,
 int round_secagg_start(round_engine *e, double now, int *failed) {
   round_secagg *sa = &e->sa;
   *failed = 0;
-  uint32_t n = (uint32_t)e->n_parts;
+  uint32_t selected = (uint32_t)e->n_parts, n = 0;
   char why[300] = "", reason[400];
-  secagg_params p = {.n = n};
-  sa->ids = malloc((n ? n : 1) * sizeof *sa->ids);
-  sa->digest = calloc(n ? n : 1, sizeof *sa->digest);
-  sa->unmasked = calloc(n ? n : 1, 1);
-  int rc = sa->ids && sa->digest && sa->unmasked ? COHORT_OK : COHORT_ENOMEM;
+  secagg_params p = {0};
+  size_t cap = selected ? selected : 1;
+  sa->ids = malloc(cap * sizeof *sa->ids);
+  sa->digest = calloc(cap, sizeof *sa->digest);
+  sa->unmasked = calloc(cap, 1);
+  secagg_peer_identity *who = calloc(cap, sizeof *who);
+  int rc =
+      sa->ids && sa->digest && sa->unmasked && who ? COHORT_OK : COHORT_ENOMEM;
   if (!rc)
     rc = crypto_random(p.round_seed, sizeof p.round_seed);
+  if (!rc) {
+    for (uint32_t i = 0; i < selected; i++)
+      sa->ids[i] = e->parts[i].client;
+    qsort(sa->ids, selected, sizeof *sa->ids, cmp_id);
+    rc = load_identities(e, sa->ids, selected, who, &n);
+  }
   if (rc) {
     snprintf(why, sizeof why, "%s", cohort_strerror(rc));
   } else if (n < 2) {
     rc = COHORT_EINVAL;
     snprintf(why, sizeof why, "it needs at least 2 clients");
   } else {
-    for (uint32_t i = 0; i < n; i++)
-      sa->ids[i] = e->parts[i].client;
-    qsort(sa->ids, n, sizeof *sa->ids, cmp_id);
+    p.n = n;
     choose_graph(e, n, &p.degree, &p.threshold);
     p.ring_bits = codec_ring_bits(e->codec) + ceil_log2(n);
     p.dim = codec_linear_dim(e->codec, &e->cparams);
     if (e->cfg.dp == ROUND_DP_DISTRIBUTED)
       rc = round_dp_plan_secagg(e, n, p.threshold, &p.ring_bits, &p.dim, why,
                                 sizeof why);
-    secagg_peer_identity *who = rc ? NULL : calloc(n, sizeof *who);
-    if (!rc && !who)
-      rc = COHORT_ENOMEM;
-    if (!rc)
-      rc = load_identities(e, sa->ids, n, who, why, sizeof why);
     if (!rc)
       rc = secagg_server_new(&p, who, &sa->srv, why, sizeof why);
-    free(who);
   }
+  free(who);
   if (rc) {
     snprintf(reason, sizeof reason,
              "secure aggregation cannot start with %u client(s): %s", n, why);

@@ -277,7 +277,7 @@ int store_client_enroll(store *s, const store_enrollment *e, int64_t *id) {
   int rc = store_exec(s, "BEGIN IMMEDIATE");
   if (rc)
     return rc;
-  if (e->token_id)
+  if (e->token_id && !e->use_of_retired)
     rc = take_use(s, e->token_id, e->now);
   if (!rc && e->retire)
     rc = retire_unproven(s, e->retire, e->now);

@@ -58,6 +58,8 @@ typedef struct store_enrollment {
   /* The client bound to the same key by a Register without a proof, which
    * the new one replaces (revoked, its key released); 0: none. */
   int64_t retire;
+  int use_of_retired; /* token_id admitted retire: its use passes on, and
+                         no new one is taken */
   double now;
 } store_enrollment;
 

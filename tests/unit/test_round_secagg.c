@@ -989,6 +989,55 @@ static void test_restart_fails_secagg_round(void) {
   fx_close(&f);
 }
 
+/* A client selected for a secure-aggregation round and then retired (the
+ * holder of its key, which it had registered without a proof, proved it:
+ * a new client, docs/protocol.md) has no identity key on record when
+ * selection closes. It is left out, as a dropout before ADVERTISE would
+ * be; the round starts with the other three instead of failing (which a
+ * token holder could otherwise do to every round, with a fresh key of its
+ * own each time). */
+static void test_retired_participant_left_out(void) {
+  fixture f;
+  FX_INIT(f);
+  f.cfg.codec_spec = "q8";
+  f.cfg.codec_clip = CLIP;
+  f.cfg.secagg = ROUND_SECAGG_FULL;
+  f.cfg.clients_per_round = 4;
+  f.cfg.min_clients = 3;
+  f.cfg.selection_timeout_s = 30;
+  FX_START(f, 3);
+  fx_identity(4, NULL, f.key[3]);
+  round_registration unproven = fx_registration(ENROLL, f.key[3]);
+  CU_ASSERT_EQUAL_FATAL(
+      round_register(f.e, &unproven, &f.id[3], f.token[3]).code,
+      GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  checkin_result res;
+  CU_ASSERT_EQUAL_FATAL(checkin(&f, 3, &res).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(res.kind, CHECKIN_TASK);
+  for (int i = 0; i < 2; i++)
+    CU_ASSERT_EQUAL_FATAL(checkin(&f, i, &res).code, GRPC_STATUS_OK);
+  uint8_t proof[SIGN_LEN];
+  char session[65];
+  int64_t holder = 0;
+  round_registration proven = fx_registration(ENROLL, f.key[3]);
+  fx_prove(&proven, 4, proof);
+  CU_ASSERT_EQUAL_FATAL(round_register(f.e, &proven, &holder, session).code,
+                        GRPC_STATUS_OK);
+  CU_ASSERT_NOT_EQUAL(holder, f.id[3]);
+  CU_ASSERT_EQUAL_FATAL(checkin(&f, 2, &res).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "TRAINING");
+  round_secagg_reply r;
+  round_verdict v =
+      round_secagg_call(f.e, f.id[0], 1, ROUND_SECAGG_SETUP, NULL, 0, 0, &r);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(r.outcome, ROUND_SECAGG_PLAN);
+  CU_ASSERT_EQUAL(r.plan.clients, 3);
+  free(r.message);
+  fx_close(&f);
+}
+
 /* Distributed DP: clients encode with the plan's DP encoding in a ring of
  * --dp-bits; the committed model is x0 plus the decoded ring sum over the
  * survivors (bit for bit what the test's own decoding gives), whose noise
@@ -1125,6 +1174,9 @@ int cohort_register_suites(void) {
        test_bad_calls_refused_nothing_changes},
       {"restart during a secagg round fails it; next round commits",
        test_restart_fails_secagg_round},
+      {"a participant retired during selection is left out; the round "
+       "starts",
+       test_retired_participant_left_out},
       {"distributed DP: ring of --dp-bits, decoded noised mean committed, "
        "ledger",
        test_distributed_dp_round},

@@ -447,20 +447,21 @@ static void test_replayed_proof_renews_nothing(void) {
 }
 
 /* A device whose clock is two hours off still registers for the first time
- * without an authority: its proof proves nothing then, and the client is
- * kept as unproven. It cannot renew until its clock is set, and is told
- * how far off it is; once set, its proof makes it a client of its own (an
- * unproven client may have been anyone's), and the unproven one is
- * retired. */
+ * without an authority, with its one-use token: its proof proves nothing
+ * then, and the client is kept as unproven. It cannot renew until its
+ * clock is set, and is told how far off it is; once set, its proof makes
+ * it a client of its own (an unproven client may have been anyone's),
+ * which takes over the token's one use, and the unproven one is retired. */
 static void test_clock_off_registers_unproven(void) {
   fixture f;
   FX_INIT(f);
   f.cfg.session_ttl_s = 0.3;
   FX_START(f, 0);
+  int64_t one_use = add_token(&f, "tok-device", 1, 0);
   uint8_t pub[SIGN_PUBLIC_LEN], sig[SIGN_LEN];
   fx_identity(98, NULL, pub);
   int64_t off = (int64_t)(clock_wall_s() * 1000.0) - 2 * 3600 * 1000;
-  round_registration r = fx_registration(ENROLL, pub);
+  round_registration r = fx_registration("tok-device", pub);
   fx_prove_at(&r, 98, off, sig);
   int64_t id = 0, again = 0;
   char session[65];
@@ -471,8 +472,13 @@ static void test_clock_off_registers_unproven(void) {
   round_verdict v = round_register(f.e, &r, &again, session);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
   CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "s behind the coordinator's clock"));
-  CU_ASSERT_EQUAL(register_as(&f, ENROLL, 98, &again, session).code, 0);
+  CU_ASSERT_EQUAL(register_as(&f, "tok-device", 98, &again, session).code, 0);
   CU_ASSERT_NOT_EQUAL(again, id);
+  char uses[80];
+  snprintf(uses, sizeof uses,
+           "SELECT uses FROM enrollment_tokens WHERE id = %lld",
+           (long long)one_use);
+  CU_ASSERT_EQUAL(count(&f, uses), 1);
   CU_ASSERT(count(&f, "SELECT possession_ms FROM clients WHERE"
                       " revoked_at IS NULL") > off + 1000);
   CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM clients WHERE"
