@@ -261,10 +261,14 @@ static int add_client(store *s, const store_enrollment *e, int64_t *id) {
 }
 
 /* Revokes client id, bound to its key by a Register without a proof, and
- * releases the key, if it is still so. */
+ * releases the key, if it is still so. Its session token is forgotten
+ * rather than revoked: whoever holds it then hears "unknown session", and
+ * the key's holder (a device that lost the reply that made its new
+ * client) registers again instead of stopping as a revoked client. */
 static int retire_unproven(store *s, int64_t id, double now) {
   return update_one(s,
                     "UPDATE clients SET identity_key = NULL,"
+                    " token_sha256 = 'retired ' || id,"
                     " revoked_at = ?2, session_expires_at = ?2"
                     " WHERE id = ?1 AND revoked_at IS NULL"
                     " AND possession_ms = 0",
