@@ -17,6 +17,7 @@
 #include "cohort_status.h"
 #include "durable.h"
 #include "errbuf.h"
+#include "fd_io.h"
 #include "nn_safetensors.h"
 #include "wire.h"
 
@@ -975,23 +976,6 @@ int nn_safetensors_parse(const void *buf, size_t len, const char *name,
   return COHORT_OK;
 }
 
-/* Reads up to len bytes; returns the count (short only at the end of the
- * file) or -1 with errno set. */
-static ssize_t st_read_full(int fd, void *buf, size_t len) {
-  size_t got = 0;
-  while (got < len) {
-    ssize_t r = read(fd, (char *)buf + got, len - got);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r < 0)
-      return -1;
-    if (r == 0)
-      break;
-    got += (size_t)r;
-  }
-  return (ssize_t)got;
-}
-
 int nn_safetensors_load(const char *path, nn_st_file *out, char *err,
                         size_t errlen) {
   uint8_t len8[8], *stage = NULL;
@@ -1028,7 +1012,7 @@ int nn_safetensors_load(const char *path, nn_st_file *out, char *err,
                      (unsigned long long)size);
     goto out;
   }
-  ssize_t got = st_read_full(fd, len8, 8);
+  ssize_t got = fd_pread_full(fd, len8, 8, 0);
   if (got != 8)
     goto read_fail;
   uint64_t hlen = st_get_u64le(len8);
@@ -1042,7 +1026,7 @@ int nn_safetensors_load(const char *path, nn_st_file *out, char *err,
                      (unsigned long long)hlen);
     goto out;
   }
-  got = st_read_full(fd, text, (size_t)hlen);
+  got = fd_pread_full(fd, text, (size_t)hlen, 8);
   if (got < 0 || (uint64_t)got != hlen)
     goto read_fail;
   rc = st_read_header(path, text, (size_t)hlen, size - 8 - hlen, out, err,
@@ -1061,7 +1045,7 @@ int nn_safetensors_load(const char *path, nn_st_file *out, char *err,
     size_t k = out->n_floats - done;
     if (k > ST_CHUNK / 4)
       k = ST_CHUNK / 4;
-    got = st_read_full(fd, stage, 4 * k);
+    got = fd_pread_full(fd, stage, 4 * k, (off_t)(8 + hlen + 4 * done));
     if (got < 0 || (size_t)got != 4 * k)
       goto read_fail;
     wire_get_f32le(out->data + done, stage, k);

@@ -174,19 +174,28 @@ int store_token_list(store *s, store_enroll_token **out, size_t *n) {
             : read_rows(s, st, sizeof **out, read_token_row, (void **)out, n);
 }
 
-/* UPDATE sql (?1 = id, ?2 = now) that marks a row revoked if it is not;
- * tells an unknown id from one revoked before. */
-static int revoke(store *s, const char *update, const char *exists, int64_t id,
-                  double now) {
+/* Runs the UPDATE sql with id as ?1 and now as ?2: COHORT_EAUTH unless it
+ * changed exactly one row. */
+static int update_one(store *s, const char *sql, int64_t id, double now,
+                      const char *what) {
   sqlite3_stmt *st;
-  int rc = store_prepare(s, update, &st);
+  int rc = store_prepare(s, sql, &st);
   if (rc)
     return rc;
   sqlite3_bind_int64(st, 1, id);
   sqlite3_bind_double(st, 2, now);
-  rc = store_run(s, st, "revoke");
-  if (rc || sqlite3_changes(s->db) == 1)
+  rc = store_run(s, st, what);
+  return rc ? rc : sqlite3_changes(s->db) == 1 ? COHORT_OK : COHORT_EAUTH;
+}
+
+/* UPDATE sql (?1 = id, ?2 = now) that marks a row revoked if it is not;
+ * tells an unknown id from one revoked before. */
+static int revoke(store *s, const char *update, const char *exists, int64_t id,
+                  double now) {
+  int rc = update_one(s, update, id, now, "revoke");
+  if (rc != COHORT_EAUTH)
     return rc;
+  sqlite3_stmt *st;
   if ((rc = store_prepare(s, exists, &st)))
     return rc;
   sqlite3_bind_int64(st, 1, id);
@@ -203,20 +212,6 @@ int store_token_revoke(store *s, int64_t id, double now) {
 }
 
 /* ---- clients and sessions ---- */
-
-/* Runs the UPDATE sql with id as ?1 and now as ?2: COHORT_EAUTH unless it
- * changed exactly one row. */
-static int update_one(store *s, const char *sql, int64_t id, double now,
-                      const char *what) {
-  sqlite3_stmt *st;
-  int rc = store_prepare(s, sql, &st);
-  if (rc)
-    return rc;
-  sqlite3_bind_int64(st, 1, id);
-  sqlite3_bind_double(st, 2, now);
-  rc = store_run(s, st, what);
-  return rc ? rc : sqlite3_changes(s->db) == 1 ? COHORT_OK : COHORT_EAUTH;
-}
 
 /* One use of token id at now, if it still admits one. */
 static int take_use(store *s, int64_t token, double now) {
