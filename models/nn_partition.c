@@ -24,20 +24,25 @@
 #define PART_UNOWNED UINT32_MAX
 #define PART_KNOWN                                                             \
   "known specs: iid, shards:S (S >= 1 shards per client), labels:C (C "        \
-  "labels per client), dirichlet:ALPHA (label skew), quantity:ALPHA (size "    \
-  "skew), ALPHA a number > 0"
+  "labels per client), labelsets:L+L,L,... (each client's labels), "           \
+  "dirichlet:ALPHA (label skew), quantity:ALPHA (size skew), ALPHA a number "  \
+  "> 0"
 
 typedef enum part_kind {
   PART_IID,
   PART_SHARDS,
   PART_LABELS,
+  PART_LABELSETS,
   PART_DIRICHLET,
   PART_QUANTITY
 } part_kind;
 
-/* Parses spec into kind and its parameter (shards, labels or alpha). */
+/* Parses spec into kind and its parameter (shards, labels or alpha; for
+ * labelsets, *sets points into spec at the sets, checked later against the
+ * data set by part_labelsets_check). */
 static int part_parse(const char *spec, part_kind *kind, long *shards,
-                      double *alpha, char *err, size_t errlen) {
+                      double *alpha, const char **sets, char *err,
+                      size_t errlen) {
   if (!spec || !*spec)
     return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
                        "empty partition spec; " PART_KNOWN);
@@ -85,6 +90,17 @@ static int part_parse(const char *spec, part_kind *kind, long *shards,
                          show, spec, what, s);
     *kind = shards_spec ? PART_SHARDS : PART_LABELS;
     *shards = s;
+    return COHORT_OK;
+  }
+  if (name_len == 9 && strncmp(spec, "labelsets", 9) == 0) {
+    if (!arg || !*arg)
+      return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                         "partition spec \"%.*s\": missing the clients' label "
+                         "sets, e.g. labelsets:0+6,1+6 for two clients; "
+                         "" PART_KNOWN,
+                         show, spec);
+    *kind = PART_LABELSETS;
+    *sets = arg;
     return COHORT_OK;
   }
   int dir = name_len == 9 && strncmp(spec, "dirichlet", 9) == 0;
@@ -253,34 +269,131 @@ static void part_client_labels(nn_rng *r, part_deck *d, int c, int k, int per) {
     part_deck_swap(d, j, j + (int)nn_rng_below(r, (uint64_t)(k - j)));
 }
 
-/* labels:C. Each label's examples, shuffled, are cut into as many
- * near-equal parts as clients hold the label (the first ones one example
- * larger, as numpy's array_split), the parts going to those clients in
- * ascending order; examples of a label no client holds stay unowned. */
-static void part_labels(nn_rng *r, uint64_t seed, int k, int per,
-                        const uint8_t *y, size_t n, int n_clients,
-                        uint32_t *work, uint32_t *owner) {
-  size_t holders[256] = {0}, taken[256] = {0}, start[257];
+/* labelsets: checks the written sets (labels joined by '+', sets by ','):
+ * one non-empty set per client, each label below classes and named once in
+ * its set. Bounded by the spec's length; nothing allocated. */
+static int part_labelsets_check(const char *spec, const char *sets,
+                                int n_clients, int classes, char *err,
+                                size_t errlen) {
+  const char *p = sets;
+  long count = 0;
+  for (;;) {
+    unsigned char seen[256] = {0};
+    for (;;) {
+      if (*p < '0' || *p > '9')
+        return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                           "partition spec \"%.*s\": client %ld's label set: "
+                           "expected a label (a whole number) at \"%.*s\"; "
+                           "sets are labels joined by '+', separated by ','",
+                           PART_SHOW, spec, count, PART_SHOW, p);
+      const char *digits = p;
+      long v = 0;
+      while (*p >= '0' && *p <= '9') {
+        if (v < 100000) /* past every label: stop before overflowing */
+          v = v * 10 + (*p - '0');
+        p++;
+      }
+      if (v >= classes)
+        return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                           "partition spec \"%.*s\": client %ld's label set "
+                           "names label %.*s, but the data set's labels are "
+                           "0 to %d",
+                           PART_SHOW, spec, count,
+                           (int)(p - digits) < PART_SHOW ? (int)(p - digits)
+                                                         : PART_SHOW,
+                           digits, classes - 1);
+      if (seen[v]++)
+        return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                           "partition spec \"%.*s\": client %ld's label set "
+                           "names label %ld twice",
+                           PART_SHOW, spec, count, v);
+      if (*p != '+')
+        break;
+      p++;
+    }
+    count++;
+    if (*p == '\0')
+      break;
+    if (*p != ',')
+      return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                         "partition spec \"%.*s\": unexpected \"%.*s\" after "
+                         "client %ld's label set; sets are labels joined by "
+                         "'+', separated by ','",
+                         PART_SHOW, spec, PART_SHOW, p, count - 1);
+    p++;
+  }
+  if (count != n_clients)
+    return errbuf_fail(err, errlen, COHORT_EINVAL, NULL,
+                       "partition spec \"%.*s\": %ld label sets for %d "
+                       "clients; give one set per client",
+                       PART_SHOW, spec, count, n_clients);
+  return COHORT_OK;
+}
+
+/* The clients' label sets, one client at a time in ascending order: drawn
+ * (labels:C) or read from checked text (labelsets). part_sets_start
+ * rewinds, so part_labels's two passes see the same sets without storing
+ * one per client. */
+typedef struct part_sets {
+  const char *written, *at; /* labelsets: the sets' text and a cursor */
+  uint64_t seed;
+  int k, per; /* labels:C: the data set's labels and C */
+  nn_rng r;
   part_deck d;
-  nn_rng sets;
-  part_deck_init(&d, k);
-  nn_rng_seed(&sets, nn_rng_mix(seed, PART_LABEL_STREAM));
+} part_sets;
+
+static void part_sets_start(part_sets *s) {
+  s->at = s->written;
+  part_deck_init(&s->d, s->k);
+  nn_rng_seed(&s->r, nn_rng_mix(s->seed, PART_LABEL_STREAM));
+}
+
+/* Client c's labels into set; returns how many. */
+static int part_sets_next(part_sets *s, int c, uint8_t set[256]) {
+  if (!s->written) {
+    part_client_labels(&s->r, &s->d, c, s->k, s->per);
+    memcpy(set, s->d.deck, (size_t)s->per);
+    return s->per;
+  }
+  int n = 0;
+  for (;;) {
+    int v = 0;
+    while (*s->at >= '0' && *s->at <= '9')
+      v = v * 10 + (*s->at++ - '0');
+    set[n++] = (uint8_t)v;
+    if (*s->at != '+')
+      break;
+    s->at++;
+  }
+  if (*s->at == ',')
+    s->at++;
+  return n;
+}
+
+/* labels:C and labelsets. Each label's examples, shuffled, are cut into as
+ * many near-equal parts as clients hold the label (the first ones one
+ * example larger, as numpy's array_split), the parts going to those clients
+ * in ascending order; examples of a label no client holds stay unowned. */
+static void part_labels(nn_rng *r, part_sets *sets, const uint8_t *y, size_t n,
+                        int n_clients, uint32_t *work, uint32_t *owner) {
+  size_t holders[256] = {0}, taken[256] = {0}, start[257];
+  uint8_t set[256];
+  part_sets_start(sets);
   for (int c = 0; c < n_clients; c++) {
-    part_client_labels(&sets, &d, c, k, per);
-    for (int j = 0; j < per; j++)
-      holders[d.deck[j]]++;
+    int m = part_sets_next(sets, c, set);
+    for (int j = 0; j < m; j++)
+      holders[set[j]]++;
   }
   part_by_label(y, n, work, start);
   for (size_t i = 0; i < n; i++)
     owner[i] = PART_UNOWNED;
-  for (int l = 0; l < k; l++)
+  for (int l = 0; l < sets->k; l++)
     nn_rng_shuffle(r, work + start[l], start[l + 1] - start[l]);
-  part_deck_init(&d, k);
-  nn_rng_seed(&sets, nn_rng_mix(seed, PART_LABEL_STREAM));
+  part_sets_start(sets);
   for (int c = 0; c < n_clients; c++) {
-    part_client_labels(&sets, &d, c, k, per);
-    for (int j = 0; j < per; j++) {
-      int l = d.deck[j];
+    int m = part_sets_next(sets, c, set);
+    for (int j = 0; j < m; j++) {
+      int l = set[j];
       size_t cnt = start[l + 1] - start[l], part = taken[l]++;
       size_t base = cnt / holders[l], extra = cnt % holders[l];
       size_t first = start[l] + part * base + (part < extra ? part : extra);
@@ -300,6 +413,7 @@ int nn_partition_make(const nn_dataset *ds, const char *spec, int n_clients,
   part_kind kind = PART_IID;
   long shards = 0;
   double alpha = 0;
+  const char *written_sets = NULL;
   int rc;
 
   if (err && errlen)
@@ -319,7 +433,7 @@ int nn_partition_make(const nn_dataset *ds, const char *spec, int n_clients,
                        "partition: the number of clients must be 1 to %d, got "
                        "%d",
                        PART_MAX_CLIENTS, n_clients);
-  rc = part_parse(spec, &kind, &shards, &alpha, err, errlen);
+  rc = part_parse(spec, &kind, &shards, &alpha, &written_sets, err, errlen);
   if (rc)
     return rc;
   size_t n = ds->n, k = (size_t)n_clients;
@@ -339,6 +453,12 @@ int nn_partition_make(const nn_dataset *ds, const char *spec, int n_clients,
                        "the data set has %d labels; use labels:1 to "
                        "labels:%d",
                        PART_SHOW, spec, shards, classes, classes);
+  if (kind == PART_LABELSETS) {
+    rc = part_labelsets_check(spec, written_sets, n_clients, classes, err,
+                              errlen);
+    if (rc)
+      return rc;
+  }
 
   /* n may be 0 ("iid" of nothing): keep the allocations non-zero. */
   owner = malloc((n ? n : 1) * sizeof *owner);
@@ -397,9 +517,14 @@ int nn_partition_make(const nn_dataset *ds, const char *spec, int n_clients,
     break;
   }
   case PART_LABELS:
-    part_labels(&r, seed, classes, (int)shards, ds->y, n, n_clients, work,
-                owner);
+  case PART_LABELSETS: {
+    part_sets sets = {.written = written_sets,
+                      .seed = seed,
+                      .k = classes,
+                      .per = (int)shards};
+    part_labels(&r, &sets, ds->y, n, n_clients, work, owner);
     break;
+  }
   case PART_DIRICHLET:
     part_by_label(ds->y, n, work, start);
     for (int c = 0; c < 256; c++) {

@@ -1,6 +1,6 @@
 /* Splitting one data set among the simulated clients of a federation: IID,
  * label-sorted shards (McMahan et al. 2017), a fixed number of labels per
- * client (NIID-Bench's #C=k), Dirichlet label skew and Dirichlet quantity
+ * client (NIID-Bench's #C=k, drawn or given), Dirichlet label skew and Dirichlet quantity
  * skew, all deterministic for a seed (nn_rng only). */
 #ifndef COHORT_NN_PARTITION_H
 #define COHORT_NN_PARTITION_H
@@ -46,6 +46,15 @@ typedef struct nn_partition {
  *                      clients, labels that no client drew are left out of
  *                      the partition (offsets[n_clients] < n). Needs
  *                      1 <= C <= K.
+ *   "labelsets:SETS"   labels:C with each client's labels written out
+ *                      instead of drawn: one set per client in client order,
+ *                      sets separated by ',', labels within a set by '+'
+ *                      (labelsets:0+6,1+6,2+0 gives three clients two labels
+ *                      each), so a partition drawn by another framework's
+ *                      generator can be replayed; each label's examples are
+ *                      then cut as for labels:C (with the seed's shuffle).
+ *                      Needs exactly n_clients non-empty sets, each label
+ *                      below K and named once in its set.
  *   "dirichlet:ALPHA"  label skew: for each label c, p ~ Dirichlet(ALPHA, ...,
  *                      ALPHA) over the clients and c's examples, shuffled,
  *                      are cut in proportions p (cumulative rounding, so the

@@ -63,6 +63,7 @@ static const flag_def FLAGS[] = {
     {"partition", FLAG_STRING, &g_opts.partition, "iid", 0, 0, "SPEC",
      "how the data is split over the N clients: iid, shards:S (sorted by "
      "label, S shards each), labels:C (C labels each, NIID-Bench's #C=k), "
+     "labelsets:L+L,L+L,... (each client's labels, in client order), "
      "dirichlet:ALPHA (label skew), quantity:ALPHA (size skew); every "
      "client of a federation gives the same SPEC and --seed"},
     {"limit", FLAG_INT, &g_opts.limit, "0", 0, 1e9, "N",

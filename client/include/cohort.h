@@ -99,7 +99,8 @@ typedef struct cohort_dataset_options {
                             features as they are) */
   const char *partition; /* "iid" (default), "shards:S" (sorted by label, S
                             shards per client), "labels:C" (C labels per
-                            client, NIID-Bench's #C=k), "dirichlet:ALPHA"
+                            client, NIID-Bench's #C=k), "labelsets:0+6,1+6"
+                            (each client's labels given), "dirichlet:ALPHA"
                             (label skew), "quantity:ALPHA" (size skew) */
   int client_index;      /* this client's share, in [0, client_count) */
   int client_count;      /* clients sharing the data (default 1: all of it) */

@@ -25,7 +25,8 @@ const flag_def *sim_flags(sim_options *o, size_t *n) {
      "evaluate the global model on the first N held-out examples (0: all)"},
     {"partition", FLAG_STRING, &o->partition, "iid", 0, 0, "SPEC",
      "how the examples are split among the clients: iid, shards:S, "
-     "dirichlet:ALPHA, quantity:ALPHA or labels:C (models/nn_partition.h)"},
+     "dirichlet:ALPHA, quantity:ALPHA, labels:C or labelsets:L+L,L+L,... "
+     "(models/nn_partition.h)"},
     {"model", FLAG_STRING, &o->model, "logreg", 0, 0, "SPEC",
      "the zoo model: logreg, mlp[:H,H...], cnn or lenet"},
     {"rounds", FLAG_INT, &o->rounds, "5", 1, NUM(1000000), "R",

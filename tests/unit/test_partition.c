@@ -499,6 +499,65 @@ static void test_labels_with_few_clients(void) {
   nn_dataset_close(&ds);
 }
 
+/* labelsets: each client holds exactly the labels written for it (here
+ * NIID-Bench's own #C=2 draw for its init_seed 0), each label's examples
+ * split near-evenly among its holders in client order; the seed only
+ * shuffles within labels, so two seeds give the same label sets. */
+static void test_labelsets_give_the_written_labels(void) {
+  static const char *spec = "labelsets:0+6,1+6,2+0,3+4,4+8,5+7,6+4,7+5,8+9,9+3";
+  static const int want[10][2] = {{0, 6}, {1, 6}, {2, 0}, {3, 4}, {4, 8},
+                                  {5, 7}, {6, 4}, {7, 5}, {8, 9}, {9, 3}};
+  nn_dataset ds;
+  make_ds(&ds, 3001, 10, 0);
+  char err[256];
+  nn_partition p, q;
+  CU_ASSERT_EQUAL_FATAL(
+      nn_partition_make(&ds, spec, 10, 5, &p, err, sizeof err), COHORT_OK);
+  CU_ASSERT_EQUAL(owned_disjoint(&p, ds.n), ds.n);
+  size_t label_n[256] = {0}, hist[256];
+  for (size_t i = 0; i < ds.n; i++)
+    label_n[ds.y[i]]++;
+  int holders[10] = {0};
+  for (int c = 0; c < 10; c++)
+    for (int j = 0; j < 2; j++)
+      holders[want[c][j]]++;
+  for (int c = 0; c < 10; c++) {
+    client_hist(&p, &ds, c, hist);
+    CU_ASSERT_EQUAL(distinct_labels(hist), 2);
+    for (int j = 0; j < 2; j++) {
+      int l = want[c][j];
+      size_t even = label_n[l] / (size_t)holders[l];
+      CU_ASSERT(hist[l] == even || hist[l] == even + 1);
+    }
+  }
+  CU_ASSERT_EQUAL_FATAL(
+      nn_partition_make(&ds, spec, 10, 6, &q, err, sizeof err), COHORT_OK);
+  CU_ASSERT(!same_partition(&p, &q));
+  for (int c = 0; c < 10; c++) {
+    size_t h2[256];
+    client_hist(&p, &ds, c, hist);
+    client_hist(&q, &ds, c, h2);
+    CU_ASSERT_EQUAL(memcmp(hist, h2, sizeof hist), 0);
+  }
+  nn_partition_free(&q);
+  nn_partition_free(&p);
+  /* Sets of different sizes; a label nobody holds stays unowned. */
+  CU_ASSERT_EQUAL_FATAL(
+      nn_partition_make(&ds, "labelsets:3,1+2+3,9", 3, 1, &p, err, sizeof err),
+      COHORT_OK);
+  CU_ASSERT_EQUAL(owned_disjoint(&p, ds.n),
+                  label_n[1] + label_n[2] + label_n[3] + label_n[9]);
+  client_hist(&p, &ds, 0, hist);
+  CU_ASSERT(distinct_labels(hist) == 1 && hist[3] > 0);
+  client_hist(&p, &ds, 1, hist);
+  CU_ASSERT(distinct_labels(hist) == 3 && hist[1] == label_n[1] &&
+            hist[2] == label_n[2]);
+  client_hist(&p, &ds, 2, hist);
+  CU_ASSERT(distinct_labels(hist) == 1 && hist[9] == label_n[9]);
+  nn_partition_free(&p);
+  nn_dataset_close(&ds);
+}
+
 static void test_bad_specs_are_refused(void) {
   nn_dataset ds;
   make_ds(&ds, 100, 10, 0);
@@ -530,6 +589,25 @@ static void test_bad_specs_are_refused(void) {
   expect_bad_spec(&ds, "labels:11", 4,
                   "11 labels per client, but the data set has 10 labels; use "
                   "labels:1 to labels:10");
+  expect_bad_spec(&ds, "labelsets", 2, "missing the clients' label sets");
+  expect_bad_spec(&ds, "labelsets:", 2, "e.g. labelsets:0+6,1+6");
+  expect_bad_spec(&ds, "labelsets:0+1,2", 3, "2 label sets for 3 clients");
+  expect_bad_spec(&ds, "labelsets:0,1,2", 2, "3 label sets for 2 clients");
+  expect_bad_spec(&ds, "labelsets:0+10,1", 2,
+                  "client 0's label set names label 10, but the data set's "
+                  "labels are 0 to 9");
+  expect_bad_spec(&ds, "labelsets:0,1+4+1", 2,
+                  "client 1's label set names label 1 twice");
+  expect_bad_spec(&ds, "labelsets:0,,1", 3,
+                  "client 1's label set: expected a label (a whole number) "
+                  "at \",1\"");
+  expect_bad_spec(&ds, "labelsets:0+,1", 2, "client 0's label set: expected");
+  expect_bad_spec(&ds, "labelsets:0,1,", 2, "client 2's label set: expected");
+  expect_bad_spec(&ds, "labelsets:0;1", 2, "unexpected \";1\" after client 0");
+  expect_bad_spec(&ds, "labelsets:-1,1", 2, "expected a label");
+  expect_bad_spec(&ds, "labelsets:0 +1,2", 2, "unexpected \" +1,2\"");
+  expect_bad_spec(&ds, "labelsets:99999999999999999999999,1", 2,
+                  "names label 99999999999999999999999, but");
   expect_bad_spec(&ds, "iid", 0, "number of clients must be 1 to");
   expect_bad_spec(&ds, "iid", -3, "got -3");
   expect_bad_spec(&ds, "shards:3", 34, "34 clients x 3 shards = 102 shards");
@@ -747,6 +825,8 @@ int cohort_register_suites(void) {
       {"every client gets an example", test_every_client_gets_an_example},
       {"quantity skew follows alpha", test_quantity_skew_follows_alpha},
       {"labels give exactly C labels", test_labels_give_exactly_c_labels},
+      {"labelsets give the written labels",
+       test_labelsets_give_the_written_labels},
       {"labels with few clients", test_labels_with_few_clients},
       {"bad specs are refused", test_bad_specs_are_refused},
       {"subset copies rows in order", test_subset_copies_rows_in_order},
