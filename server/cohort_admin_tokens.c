@@ -289,10 +289,7 @@ static int load_clients(store *s, void **rows, size_t *n) {
 
 static void print_client(const void *row, int json, double now) {
   const store_client_info *c = row;
-  const char *state =
-      c->revoked_at > 0                                           ? "revoked"
-      : c->session_expires_at > 0 && now >= c->session_expires_at ? "expired"
-                                                                  : "active";
+  const char *state = c->state;
   if (json) {
     printf("{\"id\":%lld,\"session\":\"%s\"", (long long)c->id, state);
     if (c->token_id)

@@ -315,9 +315,11 @@ static void print_client(json_object *c) {
   char until[32] = "-";
   if (excluded > (double)time(NULL))
     snprintf(until, sizeof until, "%.0f s more", excluded - (double)time(NULL));
-  printf("%-8lld %-16s %-14s %-9s %-6lld %s\n",
+  /* A coordinator before the session state sends none. */
+  const char *session = json_object_get_string(live_get(c, "session"));
+  printf("%-8lld %-8s %-16s %-14s %-9s %-6lld %s\n",
          (long long)json_object_get_int64(live_get(c, "id")),
-         platform[0] ? platform : "-", ago,
+         session ? session : "-", platform[0] ? platform : "-", ago,
          json_object_get_boolean(live_get(c, "certified")) ? "yes" : "no",
          (long long)json_object_get_int64(live_get(c, "rounds_failed")), until);
 }
@@ -328,8 +330,8 @@ int live_clients_list(const char *prog, int argc, char **argv) {
                       "[--server URL] [--token-file PATH] [--json]\n\n"
                       "Registered clients of a running coordinator.",
                       "/api/clients", "clients",
-                      "client   platform         last seen      certified "
-                      "failed excluded\n",
+                      "client   session  platform         last seen      "
+                      "certified failed excluded\n",
                       print_client, argc, argv);
 }
 

@@ -373,6 +373,8 @@ static void read_client_row(sqlite3_stmt *st, void *item) {
   c->has_cert = sqlite3_column_type(st, 8) != SQLITE_NULL;
   c->rounds_failed = sqlite3_column_int64(st, 9);
   c->excluded_until = real_or_zero(st, 10);
+  snprintf(c->state, sizeof c->state, "%s",
+           (const char *)sqlite3_column_text(st, 11));
 }
 
 int store_client_list(store *s, store_client_info **out, size_t *n) {
@@ -381,7 +383,8 @@ int store_client_list(store *s, store_client_info **out, size_t *n) {
                          "SELECT id, platform, registered_at, last_seen,"
                          " session_expires_at, revoked_at, enrollment_token,"
                          " identity_key, enrollment_cert, rounds_failed,"
-                         " excluded_until FROM clients ORDER BY id",
+                         " excluded_until, " STORE_CLIENT_STATE_SQL
+                         " FROM clients ORDER BY id",
                          &st);
   return rc ? rc
             : read_rows(s, st, sizeof **out, read_client_row, (void **)out, n);

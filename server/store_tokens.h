@@ -91,8 +91,20 @@ int store_session_of(store *s, int64_t id, store_session *out);
  * (its identity and token_id are not used) replace the client's. */
 int store_session_renew(store *s, int64_t id, const store_enrollment *e);
 
+/* A client's session state as SQL over the clients table, one of:
+ * "retired" (its key went to the key's proven holder as a new client:
+ * docs/security.md, "A squatter"), "revoked" (by the operator), "expired",
+ * "active". One definition for `cohort clients list` and /api/clients. */
+#define STORE_CLIENT_STATE_SQL                                                 \
+  "CASE WHEN token_sha256 LIKE 'retired %' THEN 'retired'"                     \
+  " WHEN revoked_at IS NOT NULL THEN 'revoked'"                                \
+  " WHEN session_expires_at IS NOT NULL AND session_expires_at <="             \
+  " (julianday('now') - 2440587.5) * 86400.0 THEN 'expired'"                   \
+  " ELSE 'active' END"
+
 typedef struct store_client_info {
   int64_t id;
+  char state[8];     /* STORE_CLIENT_STATE_SQL's, when listed */
   char platform[65]; /* as the client sent it: sanitize before showing */
   double registered_at, last_seen;
   double session_expires_at, revoked_at; /* 0: none */

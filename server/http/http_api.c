@@ -16,6 +16,7 @@
 #include "export.h"
 #include "http_internal.h"
 #include "log.h"
+#include "store_tokens.h"
 
 #define PAGE_DEFAULT 100
 #define PAGE_MAX 1000
@@ -122,7 +123,7 @@ void http_api_clients(const http_request *req, http_response *res) {
        "SELECT id, platform, registered_at, last_seen,"
        " identity_key IS NOT NULL AS has_identity_key,"
        " enrollment_cert IS NOT NULL AS certified, rounds_failed,"
-       " excluded_until"
+       " excluded_until, " STORE_CLIENT_STATE_SQL " AS session"
        " FROM clients WHERE id > ?1 ORDER BY id LIMIT ?2",
        "clients");
 }

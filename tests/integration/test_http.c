@@ -173,9 +173,12 @@ static void test_api_pages_and_models(void) {
   CU_ASSERT_EQUAL(r.status, 200);
   CU_ASSERT_PTR_NULL(strstr(r.body, "token"));
   json_object *c = json_tokener_parse(r.body);
-  CU_ASSERT_EQUAL(
-      json_object_array_length(json_object_object_get(c, "clients")),
-      HTTP_FED_CLIENTS);
+  json_object *rows = json_object_object_get(c, "clients");
+  CU_ASSERT_EQUAL(json_object_array_length(rows), HTTP_FED_CLIENTS);
+  for (size_t i = 0; i < json_object_array_length(rows); i++)
+    CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(
+                               json_object_array_get_idx(rows, i), "session")),
+                           "active");
   CU_ASSERT_PTR_NULL(json_object_object_get(c, "next_after"));
   json_object_put(c);
   http_reply_clear(&r);

@@ -525,6 +525,20 @@ static void test_tokens_over_api(void) {
   r = api(http, "POST", "/api/clients/99/revoke", ADMIN_TOKEN, NULL);
   CU_ASSERT_EQUAL(r.status, 404);
   http_reply_clear(&r);
+  /* Listed as revoked, the others as active. */
+  r = api(http, "GET", "/api/clients", ADMIN_TOKEN, NULL);
+  json_object *listed = json_tokener_parse(r.body ? r.body : "");
+  json_object *rows = json_object_object_get(listed, "clients");
+  CU_ASSERT(json_object_array_length(rows) >= 1);
+  for (size_t i = 0; i < json_object_array_length(rows); i++) {
+    json_object *row = json_object_array_get_idx(rows, i);
+    int64_t id = json_object_get_int64(json_object_object_get(row, "id"));
+    CU_ASSERT_STRING_EQUAL(
+        json_object_get_string(json_object_object_get(row, "session")),
+        id == 1 ? "revoked" : "active");
+  }
+  json_object_put(listed);
+  http_reply_clear(&r);
 
   /* The same through `cohort --server`, the token in a new 0600 file. */
   char server_url[64], out_file[600];

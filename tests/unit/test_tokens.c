@@ -40,6 +40,20 @@ static round_verdict register_as(fixture *f, const char *token, int n,
   return round_register(f->e, &r, id, session);
 }
 
+/* Client id's state as `cohort clients list` shows it ("" if none). */
+static const char *state_of(fixture *f, int64_t id) {
+  static char state[8];
+  store_client_info *rows = NULL;
+  size_t n = 0;
+  state[0] = '\0';
+  CU_ASSERT_EQUAL_FATAL(store_client_list(f->db, &rows, &n), COHORT_OK);
+  for (size_t i = 0; i < n; i++)
+    if (rows[i].id == id)
+      snprintf(state, sizeof state, "%s", rows[i].state);
+  free(rows);
+  return state;
+}
+
 static int64_t clients(fixture *f) {
   return count(f, "SELECT COUNT(*) FROM clients");
 }
@@ -154,12 +168,15 @@ static void test_sessions(void) {
   v = round_register(f.e, &r, &id, session);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
   CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "revoked"));
+  CU_ASSERT_STRING_EQUAL(state_of(&f, f.id[0]), "active");
+  CU_ASSERT_STRING_EQUAL(state_of(&f, f.id[1]), "revoked");
   sleep_s(0.6);
   v = round_authenticate(f.e, f.token[0], &who);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
   CU_ASSERT_EQUAL(strncmp(v.detail, PB_DETAIL_SESSION_EXPIRED,
                           strlen(PB_DETAIL_SESSION_EXPIRED)),
                   0);
+  CU_ASSERT_STRING_EQUAL(state_of(&f, f.id[0]), "expired");
   /* The expired client registers again with its key: the same client, a
    * new session; the old token stays dead. */
   r = fx_registration(ENROLL, f.key[0]);
@@ -329,6 +346,9 @@ static void test_squatted_key_taken_back(void) {
                   0);
   CU_ASSERT_EQUAL(round_authenticate(f.e, own, &who).code, 0);
   CU_ASSERT_EQUAL(who, id);
+  /* Listed as what it is: retired, not revoked by anyone. */
+  CU_ASSERT_STRING_EQUAL(state_of(&f, squatter), "retired");
+  CU_ASSERT_STRING_EQUAL(state_of(&f, id), "active");
   v = round_register(f.e, &squat, &again_id, again);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_INVALID_ARGUMENT);
   CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "already bound"));
