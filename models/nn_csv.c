@@ -11,10 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "cohort_status.h"
 #include "errbuf.h"
+#include "fd_io.h"
 #include "nn_dataset.h"
 
 #define CSV_CHUNK (1u << 16)               /* bytes per gzread */
@@ -430,9 +432,15 @@ static int csv_scan(const char *path, const nn_csv_options *opt_in,
   rd.path = path;
   ld.path = path;
   ld.scale = opt.scale;
+  struct stat st;
+  int fd = fd_open_regular(path, &st);
+  if (fd < 0)
+    return csv_fail(err, errlen, COHORT_EIO, path, 0, "cannot open: %s",
+                    fd_open_strerror(errno));
   errno = 0;
-  rd.gz = gzopen(path, "rb");
+  rd.gz = gzdopen(fd, "rb");
   if (!rd.gz) {
+    close(fd);
     /* zlib leaves errno at 0 when its own allocation failed. */
     if (errno == 0)
       return csv_fail(err, errlen, COHORT_ENOMEM, path, 0,

@@ -12,6 +12,7 @@
 
 #include "cohort_status.h"
 #include "errbuf.h"
+#include "fd_io.h"
 #include "nn_dataset.h"
 
 #define IDX_MAGIC_IMAGES 0x00000803u /* u8, 3 dimensions */
@@ -27,9 +28,16 @@
 #define IDX_FIRST_ALLOC ((size_t)1 << 20)
 
 static int idx_open(const char *path, gzFile *gz, char *err, size_t errlen) {
+  *gz = NULL;
+  struct stat st;
+  int fd = fd_open_regular(path, &st);
+  if (fd < 0)
+    return errbuf_fail(err, errlen, COHORT_EIO, path, "cannot open: %s",
+                       fd_open_strerror(errno));
   errno = 0;
-  *gz = gzopen(path, "rb");
+  *gz = gzdopen(fd, "rb");
   if (!*gz) {
+    close(fd);
     /* zlib leaves errno at 0 when its own allocation failed. */
     if (errno == 0)
       return errbuf_fail(err, errlen, COHORT_ENOMEM, path,

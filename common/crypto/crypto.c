@@ -11,9 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cohort_status.h"
 #include "errbuf.h"
+#include "fd_io.h"
 #include "prg.h"
 
 struct crypto_sha256_ctx {
@@ -88,9 +90,16 @@ int crypto_unhex(const char *hex, uint8_t *out, size_t len) {
 int crypto_unhex_file(const char *path, uint8_t *out, size_t len, char *err,
                       size_t errlen) {
   char text[2 * 256 + 64]; /* bigger files are refused, not read whole */
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return errbuf_fail(err, errlen, COHORT_EIO, path, "%s", strerror(errno));
+  struct stat st;
+  int fd = fd_open_regular(path, &st);
+  FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
+  if (!f) {
+    int e = errno;
+    if (fd >= 0)
+      close(fd);
+    return errbuf_fail(err, errlen, COHORT_EIO, path, "%s",
+                       fd_open_strerror(e));
+  }
   size_t n = fread(text, 1, sizeof text - 1, f);
   int whole = feof(f) && !ferror(f);
   fclose(f);

@@ -17,6 +17,8 @@
 #include "cohort_status.h"
 #include "crypto.h"
 #include "errbuf.h"
+#include "fd_io.h"
+#include "log.h"
 
 #define CERT_CONTEXT "cohort enrollment v1"
 
@@ -55,18 +57,38 @@ int sign_key_from_seed(const uint8_t seed[SIGN_SEED_LEN], sign_key **out) {
       out);
 }
 
+/* OpenSSL's callback for an encrypted PEM: no passphrase. Without it,
+ * OpenSSL prompts on the terminal or reads the process's standard input,
+ * which a library must never do; an encrypted key is refused instead. */
+static int no_passphrase(char *buf, int size, int rwflag, void *u) {
+  (void)buf, (void)size, (void)rwflag, (void)u;
+  return -1;
+}
+
 int sign_key_load(const char *path, sign_key **out, char *err, size_t errlen) {
   *out = NULL;
-  FILE *f = fopen(path, "r");
-  if (!f)
+  struct stat st;
+  int fd = fd_open_regular(path, &st);
+  FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
+  if (!f) {
+    int e = errno;
+    if (fd >= 0)
+      close(fd);
     return errbuf_fail(err, errlen, COHORT_EIO, NULL, "%s: %s", path,
-                       strerror(errno));
-  EVP_PKEY *pkey = PEM_read_PrivateKey(f, NULL, NULL, NULL);
+                       fd_open_strerror(e));
+  }
+  if (st.st_mode & (S_IRWXG | S_IRWXO))
+    log_warn("%s: the identity key is readable by group or others; chmod "
+             "600 it",
+             path);
+  EVP_PKEY *pkey = PEM_read_PrivateKey(f, NULL, no_passphrase, NULL);
   fclose(f);
   if (!pkey || EVP_PKEY_get_id(pkey) != EVP_PKEY_ED25519) {
     EVP_PKEY_free(pkey);
     return errbuf_fail(err, errlen, COHORT_EFORMAT, NULL,
-                       "%s: not a PEM Ed25519 private key", path);
+                       "%s: not a PEM Ed25519 private key without a "
+                       "passphrase",
+                       path);
   }
   int rc = wrap(pkey, out);
   if (rc)

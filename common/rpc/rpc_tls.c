@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cohort_status.h"
+#include "fd_io.h"
 #include "log.h"
 
 #define DEBIAN_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
@@ -32,16 +33,13 @@ static int read_pem_file(const char *path, const char *what, int secret,
                          char **out, char *err, size_t errlen) {
   int rc = COHORT_OK;
   char *buf = NULL;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    snprintf(err, errlen, "%s %s: %s", what, path, strerror(errno));
-    return COHORT_EIO;
-  }
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    snprintf(err, errlen, "%s %s: not a regular file", what, path);
-    rc = COHORT_EINVAL;
-    goto out;
+  /* A missing file, or a FIFO planted there (which must not hang the
+   * caller), is a wrong setting: COHORT_EINVAL, as the API documents. */
+  int fd = fd_open_regular(path, &st);
+  if (fd < 0) {
+    snprintf(err, errlen, "%s %s: %s", what, path, fd_open_strerror(errno));
+    return COHORT_EINVAL;
   }
   if (st.st_size <= 0 ||
       (unsigned long long)st.st_size > RPC_TLS_MAX_FILE_BYTES) {

@@ -3,6 +3,8 @@
 #include "fd_io.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <string.h>
 #include <unistd.h>
 
 /* at < 0: write at the descriptor's offset. */
@@ -49,4 +51,28 @@ ssize_t fd_pread_full(int fd, void *p, size_t len, off_t at) {
     got += (size_t)r;
   }
   return (ssize_t)got;
+}
+
+int fd_open_regular(const char *path, struct stat *st) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0)
+    return -1;
+  int flags = fcntl(fd, F_GETFL);
+  if (fstat(fd, st) != 0 || flags < 0 ||
+      fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  if (!S_ISREG(st->st_mode)) {
+    close(fd);
+    errno = EINVAL;
+    return -1;
+  }
+  return fd;
+}
+
+const char *fd_open_strerror(int errnum) {
+  return errnum == EINVAL ? "not a regular file" : strerror(errnum);
 }

@@ -5,6 +5,7 @@
 #define COHORT_FD_IO_H
 
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 /* Writes all len bytes of p to fd at its offset (fd_write_all) or at
@@ -16,5 +17,15 @@ int fd_pwrite_all(int fd, const void *p, size_t len, off_t at);
  * reads: the bytes read, fewer than len only where the file ends, or -1
  * with errno set. */
 ssize_t fd_pread_full(int fd, void *p, size_t len, off_t at);
+
+/* Opens path read-only if it is a regular file, without blocking on a FIFO
+ * or device planted there (opened O_NONBLOCK, then checked) and without
+ * taking a terminal as controlling terminal; the descriptor is blocking
+ * again when returned, with *st filled. Or -1 with errno set: EINVAL when
+ * path is not a regular file (fd_open_strerror says so). */
+int fd_open_regular(const char *path, struct stat *st);
+/* strerror for fd_open_regular's errno: EINVAL reads "not a regular
+ * file". */
+const char *fd_open_strerror(int errnum);
 
 #endif

@@ -4,6 +4,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cohort_status.h"
 #include "crypto.h"
@@ -165,6 +167,14 @@ static void test_unhex_file(void) {
   p = write_text(dir, "big", big);
   CU_ASSERT_EQUAL(crypto_unhex_file(p, out, sizeof out, err, sizeof err),
                   COHORT_EFORMAT);
+  /* A FIFO is refused at once, not waited on. */
+  char fifo[300];
+  snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+  CU_ASSERT_EQUAL_FATAL(mkfifo(fifo, 0600), 0);
+  CU_ASSERT_EQUAL(crypto_unhex_file(fifo, out, sizeof out, err, sizeof err),
+                  COHORT_EIO);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "not a regular file"));
+  unlink(fifo);
   char missing[300];
   snprintf(missing, sizeof missing, "%s/missing", dir);
   CU_ASSERT_EQUAL(crypto_unhex_file(missing, out, sizeof out, err, sizeof err),

@@ -322,6 +322,27 @@ static void test_corrupt_gzip_refused(void) {
   CU_ASSERT(strstr(err, "train-images-idx3-ubyte.gz") != NULL);
 }
 
+/* A FIFO where the images or a CSV file should be is refused at once as
+ * not a regular file, not waited on for a writer that never comes. */
+static void test_fifo_refused(void) {
+  char path[256], err[256] = "";
+  write_pair("fifo", 64, 4, 4, 0);
+  snprintf(path, sizeof path, "%s/fifo/train-images-idx3-ubyte", tmpdir);
+  CU_ASSERT_FATAL(unlink(path) == 0 && mkfifo(path, 0600) == 0);
+  snprintf(path, sizeof path, "%s/fifo", tmpdir);
+  cohort_dataset_t *d = NULL;
+  int rc = cohort_dataset_load_idx(path, 0, 8, 0, &d, err, sizeof err);
+  CU_ASSERT_EQUAL(rc, COHORT_EIO);
+  CU_ASSERT(d == NULL);
+  CU_ASSERT(strstr(err, "not a regular file") != NULL);
+  snprintf(path, sizeof path, "%s/fifo.csv", tmpdir);
+  CU_ASSERT_FATAL(mkfifo(path, 0600) == 0);
+  nn_dataset all;
+  CU_ASSERT_EQUAL(nn_dataset_load_path(path, 1, &all, err, sizeof err),
+                  COHORT_EIO);
+  CU_ASSERT(strstr(err, "not a regular file") != NULL);
+}
+
 /* The real data set, when installed: a quarter with a held-out part. */
 static void test_fashion_mnist_same(void) {
   if (access(FASHION_DIR, R_OK) != 0) {
@@ -484,6 +505,7 @@ int cohort_register_suites(void) {
       {"contiguous shards as before", test_shard_as_before},
       {"truncated file refused", test_truncated_file_refused},
       {"corrupt gzip refused", test_corrupt_gzip_refused},
+      {"a FIFO is refused, not waited on", test_fifo_refused},
       {"Fashion-MNIST quarter as before", test_fashion_mnist_same},
       {"packed bytes read back as the same floats", test_pack_same_floats},
       {"peak memory follows the share", test_peak_follows_share},

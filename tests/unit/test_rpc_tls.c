@@ -88,6 +88,8 @@ static void test_wrong_files_are_named(void) {
   CU_ASSERT(fseek(f, RPC_TLS_MAX_FILE_BYTES + 1, SEEK_SET) == 0);
   fputc('x', f);
   fclose(f);
+  /* A FIFO would block a plain open until a writer came. */
+  CU_ASSERT_FATAL(mkfifo(path("fifo.pem"), 0600) == 0);
   const struct {
     rpc_tls_config cfg;
     int is_server;
@@ -114,6 +116,10 @@ static void test_wrong_files_are_named(void) {
       {{.key_file = path("a/server.key")}, 1, "go together"},
       {{.enabled = 1}, 1, "needs --tls-cert"},
       {{.enabled = 1, .ca_file = g_dir}, 0, "not a regular file"},
+      {{.enabled = 1, .ca_file = path("fifo.pem")}, 0, "not a regular file"},
+      {{.cert_file = path("a/server.crt"), .key_file = path("fifo.pem")},
+       1,
+       "fifo.pem: not a regular file"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     rpc_tls_pem pem;

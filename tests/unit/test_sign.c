@@ -3,10 +3,13 @@
  * check of a public key's encoding, the enrollment authority's
  * certificates, and key files (PEM, 0600, never overwritten, a wrong key
  * type refused). */
+#include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cohort_status.h"
 #include "crypto.h"
@@ -240,8 +243,52 @@ static void test_key_files(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "Ed25519"));
   snprintf(other, sizeof other, "%s/missing.pem", dir);
   CU_ASSERT_EQUAL(sign_key_load(other, &x, err, sizeof err), COHORT_EIO);
+  /* A directory, and a FIFO (which would block a plain open until a
+   * writer came): COHORT_EIO at once, "not a regular file". */
+  CU_ASSERT_EQUAL(sign_key_load(dir, &x, err, sizeof err), COHORT_EIO);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "not a regular file"));
+  snprintf(other, sizeof other, "%s/fifo", dir);
+  CU_ASSERT_EQUAL_FATAL(mkfifo(other, 0600), 0);
+  CU_ASSERT_EQUAL(sign_key_load(other, &x, err, sizeof err), COHORT_EIO);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "not a regular file"));
+  unlink(other);
   sign_key_free(k);
   sign_key_free(back);
+  test_tmpdir_remove(dir);
+}
+
+/* An encrypted key is refused; the passphrase is never asked for. With no
+ * terminal OpenSSL's default reads it from standard input, so the test
+ * offers it there: loading must still fail, and leave stdin unread. */
+static void test_encrypted_key_refused(void) {
+  char dir[256], path[300], err[200] = "";
+  CU_ASSERT_EQUAL_FATAL(test_tmpdir_make(dir, sizeof dir, "signenc"), 0);
+  snprintf(path, sizeof path, "%s/enc.pem", dir);
+  EVP_PKEY *pkey = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(pkey);
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  CU_ASSERT_EQUAL(PEM_write_PrivateKey(f, pkey, EVP_aes_256_cbc(),
+                                       (unsigned char *)"secret", 6, NULL,
+                                       NULL),
+                  1);
+  fclose(f);
+  EVP_PKEY_free(pkey);
+  int p[2], saved = dup(0);
+  CU_ASSERT_EQUAL_FATAL(pipe(p), 0);
+  CU_ASSERT_EQUAL(write(p[1], "secret\nsecret\n", 14), 14);
+  close(p[1]);
+  CU_ASSERT_EQUAL_FATAL(dup2(p[0], 0), 0);
+  close(p[0]);
+  sign_key *k = NULL;
+  CU_ASSERT_EQUAL(sign_key_load(path, &k, err, sizeof err), COHORT_EFORMAT);
+  CU_ASSERT_PTR_NULL(k);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "without a passphrase"));
+  char left[32];
+  CU_ASSERT_EQUAL(read(0, left, sizeof left), 14);
+  dup2(saved, 0);
+  close(saved);
+  sign_key_free(k);
   test_tmpdir_remove(dir);
 }
 
@@ -257,6 +304,8 @@ int cohort_register_suites(void) {
        test_possession},
       {"key files are 0600 PEM, never overwritten, type-checked",
        test_key_files},
+      {"an encrypted key is refused without asking for a passphrase",
+       test_encrypted_key_refused},
   };
   return test_add_suite("sign", NULL, NULL, tests,
                         sizeof tests / sizeof tests[0]);
