@@ -5,6 +5,7 @@
 
 #include "errbuf.h"
 #include "log.h"
+#include "pb.h"
 
 void callbacks_progress(const cohort_client_options *o, cohort_stage stage,
                         uint64_t round, uint64_t done, uint64_t total) {
@@ -54,6 +55,14 @@ int callbacks_eligibility(const cohort_client_options *o,
                     "check-in: the eligibility callback left attribute %d "
                     "without a name",
                     i);
+      return COHORT_ECALLBACK;
+    }
+    if (!pb_attribute_valid(now[i].name, strlen(now[i].name), now[i].value)) {
+      errbuf_printf(err, errlen,
+                    "check-in: the eligibility callback's attribute '%.40s' "
+                    "needs a name of 1-%d characters of [a-z0-9_.] and a "
+                    "finite value",
+                    now[i].name, PB_ATTRIBUTE_NAME_MAX);
       return COHORT_ECALLBACK;
     }
     size_t j = 0;

@@ -177,11 +177,21 @@ static int options_check(const cohort_client_options *o) {
                       o->n_attributes, COHORT_MAX_ATTRIBUTES);
     return COHORT_EINVAL;
   }
-  for (size_t i = 0; i < o->n_attributes; i++)
-    if (!o->attributes[i].name) {
-      options_set_error("cohort_client_new: attribute %zu has no name", i);
+  for (size_t i = 0; i < o->n_attributes; i++) {
+    const cohort_attribute *a = &o->attributes[i];
+    if (!a->name || !pb_attribute_valid(a->name, strlen(a->name), a->value)) {
+      options_set_error("cohort_client_new: attribute %zu ('%.40s') needs a "
+                        "name of 1-%d characters of [a-z0-9_.] and a finite "
+                        "value",
+                        i, a->name ? a->name : "", PB_ATTRIBUTE_NAME_MAX);
       return COHORT_EINVAL;
     }
+  }
+  if (!isfinite(o->give_up_after_s)) {
+    options_set_error("cohort_client_new: give_up_after_s must be a finite "
+                      "number of seconds (0: the default, 300)");
+    return COHORT_EINVAL;
+  }
   secagg_policy p;
   if (o->leave_before_secagg < COHORT_SECAGG_NEVER ||
       o->leave_before_secagg > COHORT_SECAGG_CONSISTENCY || policy_of(o, &p)) {
@@ -442,6 +452,9 @@ static int call_raw(cohort_client_t *c, int timeout_ms, const char *method,
   rpc_call_opts_init(&o);
   o.timeout_ms = timeout_ms;
   o.cancel = &c->stop;
+  /* Retries end with the time cohort_client_run allows an absent
+   * coordinator, so that it gives up near give_up_after_s. */
+  o.retry_budget_ms = (int64_t)(c->opt.give_up_after_s * 1000);
   /* Every call of this protocol is safe to repeat: check-ins return the
    * same task, downloads are by offset, uploads are idempotent by digest, a
    * report overwrites itself, and a repeated Register is refused for its
@@ -1161,6 +1174,10 @@ static int run_once(cohort_client_t *c, cohort_cycle_info *info) {
   memset(info, 0, sizeof *info);
   info->train_loss = NAN;
   c->last_error[0] = '\0';
+  if (c->stop) { /* cohort_client_stop: no more cycles, not even a skip */
+    set_error(c, "stopped: cohort_client_stop was called");
+    return COHORT_ECANCELED;
+  }
   int rc;
   if (!c->session[0]) {
     if ((rc = do_register(c)) != COHORT_OK)
@@ -1276,10 +1293,13 @@ int cohort_client_run_once_sized(cohort_client_t *c, cohort_cycle_info *info,
 }
 
 int cohort_client_run(cohort_client_t *c) {
+  if (!c)
+    return COHORT_EINVAL;
   double unreachable_since = -1;
   long backoff_ms = 200;
   while (!c->stop) {
     cohort_cycle_info info;
+    double cycle_started = clock_mono_s();
     int rc = run_once(c, &info);
     if (rc == COHORT_OK) {
       unreachable_since = -1;
@@ -1310,14 +1330,17 @@ int cohort_client_run(cohort_client_t *c) {
     }
     if (rc == COHORT_EUNAVAIL) {
       /* The coordinator may be restarting: keep trying for a while. */
+      /* Unreachable since the cycle that found it so began; no new cycle
+       * starts past the limit. */
       if (unreachable_since < 0)
-        unreachable_since = clock_mono_s();
-      if (clock_mono_s() - unreachable_since > c->opt.give_up_after_s) {
+        unreachable_since = cycle_started;
+      long wait_ms = c->wait_ms > backoff_ms ? c->wait_ms : backoff_ms;
+      c->wait_ms = 0;
+      if (clock_mono_s() - unreachable_since + wait_ms / 1000.0 >=
+          c->opt.give_up_after_s) {
         log_error("%s; giving up", c->last_error);
         return rc;
       }
-      long wait_ms = c->wait_ms > backoff_ms ? c->wait_ms : backoff_ms;
-      c->wait_ms = 0;
       log_warn("%s; retrying in %ld ms", c->last_error, wait_ms);
       if (nap(c, wait_ms) != COHORT_OK)
         break;

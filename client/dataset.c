@@ -140,14 +140,9 @@ static int load_share(const char *path, share_choice *c, cohort_dataset_t **out,
   return COHORT_OK;
 }
 
-int cohort_dataset_load_idx(const char *dir, int shard_index, int shard_count,
-                            size_t limit, cohort_dataset_t **out, char *err,
-                            size_t errlen) {
-  char scratch[8];
-  if (!err || errlen == 0) {
-    err = scratch;
-    errlen = sizeof scratch;
-  }
+static int load_idx(const char *dir, int shard_index, int shard_count,
+                    size_t limit, cohort_dataset_t **out, char *err,
+                    size_t errlen) {
   if (!dir || !out || shard_count < 1 || shard_index < 0 ||
       shard_index >= shard_count) {
     snprintf(err, errlen, "shard %d/%d: need 0 <= index < count", shard_index,
@@ -162,6 +157,14 @@ int cohort_dataset_load_idx(const char *dir, int shard_index, int shard_count,
   share_choice c = {
       .client = shard_index, .n_clients = shard_count, .limit = limit};
   return load_share(dir, &c, out, err, errlen);
+}
+
+int cohort_dataset_load_idx(const char *dir, int shard_index, int shard_count,
+                            size_t limit, cohort_dataset_t **out, char *err,
+                            size_t errlen) {
+  char why[256] = "";
+  int rc = load_idx(dir, shard_index, shard_count, limit, out, why, sizeof why);
+  return options_loader_done(rc, why, err, errlen);
 }
 
 /* The app's options, read as far as their struct_size, into *o; a path is
@@ -179,8 +182,8 @@ static int read_options(const cohort_dataset_options *app,
   return COHORT_OK;
 }
 
-int cohort_dataset_load(const cohort_dataset_options *app,
-                        cohort_dataset_t **out, char *err, size_t errlen) {
+static int load(const cohort_dataset_options *app, cohort_dataset_t **out,
+                char *err, size_t errlen) {
   cohort_dataset_options opts;
   const cohort_dataset_options *o = &opts;
   if (!out) {
@@ -189,11 +192,6 @@ int cohort_dataset_load(const cohort_dataset_options *app,
   }
   if (read_options(app, &opts, err, errlen))
     return COHORT_EINVAL;
-  char scratch[8];
-  if (!err || errlen == 0) { /* the readers below want somewhere to write */
-    err = scratch;
-    errlen = sizeof scratch;
-  }
   if (o->client_count < 1 || o->client_index < 0 ||
       o->client_index >= o->client_count) {
     snprintf(err, errlen, "client %d of %d: need 0 <= index < count",
@@ -213,8 +211,14 @@ int cohort_dataset_load(const cohort_dataset_options *app,
   return load_share(o->path, &c, out, err, errlen);
 }
 
-int cohort_dataset_partition_summary(const cohort_dataset_options *app, FILE *f,
-                                     char *err, size_t errlen) {
+int cohort_dataset_load(const cohort_dataset_options *app,
+                        cohort_dataset_t **out, char *err, size_t errlen) {
+  char why[256] = "";
+  return options_loader_done(load(app, out, why, sizeof why), why, err, errlen);
+}
+
+static int summary(const cohort_dataset_options *app, FILE *f, char *err,
+                   size_t errlen) {
   cohort_dataset_options opts;
   const cohort_dataset_options *o = &opts;
   if (!f) {
@@ -223,11 +227,6 @@ int cohort_dataset_partition_summary(const cohort_dataset_options *app, FILE *f,
   }
   if (read_options(app, &opts, err, errlen))
     return COHORT_EINVAL;
-  char scratch[8];
-  if (!err || errlen == 0) { /* the readers below want somewhere to write */
-    err = scratch;
-    errlen = sizeof scratch;
-  }
   nn_dataset all = {0};
   int rc = nn_dataset_load_path(o->path, 1, &all, err, errlen);
   if (rc)
@@ -241,6 +240,13 @@ int cohort_dataset_partition_summary(const cohort_dataset_options *app, FILE *f,
   }
   nn_dataset_close(&all);
   return rc;
+}
+
+int cohort_dataset_partition_summary(const cohort_dataset_options *app, FILE *f,
+                                     char *err, size_t errlen) {
+  char why[256] = "";
+  return options_loader_done(summary(app, f, why, sizeof why), why, err,
+                             errlen);
 }
 
 size_t cohort_dataset_size(const cohort_dataset_t *ds) {

@@ -8,6 +8,7 @@
 #include "cohort.h"
 #include "dataset.h"
 #include "errbuf.h"
+#include "options.h"
 
 /* Larger shapes are a mistake, not an image. */
 #define MAX_FEATURES (1u << 24)
@@ -44,10 +45,9 @@ static int read_labels(cohort_dataset_t *d, size_t n, int classes, float *x,
   return COHORT_OK;
 }
 
-int cohort_dataset_from_callback(size_t n, int channels, int height, int width,
-                                 int classes, cohort_example_cb example,
-                                 void *user, cohort_dataset_t **out, char *err,
-                                 size_t errlen) {
+static int from_callback(size_t n, int channels, int height, int width,
+                         int classes, cohort_example_cb example, void *user,
+                         cohort_dataset_t **out, char *err, size_t errlen) {
   if (!out || !example) {
     errbuf_printf(err, errlen, "dataset: an example callback is required");
     return COHORT_EINVAL;
@@ -99,4 +99,14 @@ int cohort_dataset_from_callback(size_t n, int channels, int height, int width,
   d->ds.fetch_failures = &d->fetch_failures;
   *out = d;
   return COHORT_OK;
+}
+
+int cohort_dataset_from_callback(size_t n, int channels, int height, int width,
+                                 int classes, cohort_example_cb example,
+                                 void *user, cohort_dataset_t **out, char *err,
+                                 size_t errlen) {
+  char why[256] = "";
+  int rc = from_callback(n, channels, height, width, classes, example, user,
+                         out, why, sizeof why);
+  return options_loader_done(rc, why, err, errlen);
 }

@@ -14,8 +14,9 @@
   "train with a callback (cohort_client_options.train)"
 
 static int no_engine(const char *what, char *err, size_t errlen) {
-  errbuf_printf(err, errlen, "%s: " NO_ENGINE, what);
-  return COHORT_EINVAL;
+  char why[256];
+  snprintf(why, sizeof why, "%s: " NO_ENGINE, what);
+  return options_loader_done(COHORT_EINVAL, why, err, errlen);
 }
 
 int cohort_dataset_load_idx(const char *dir, int shard_index, int shard_count,

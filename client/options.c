@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "errbuf.h"
 #include "secagg_flow.h"
 
 static _Thread_local char g_last_error[256];
@@ -127,4 +128,11 @@ int options_client_copy(cohort_client_options *dst,
 int options_dataset_copy(cohort_dataset_options *dst,
                          const cohort_dataset_options *src) {
   return copy_sized(&dataset_options, dst, src);
+}
+
+int options_loader_done(int rc, const char *why, char *err, size_t errlen) {
+  options_set_error("%s", rc ? why : "");
+  if (rc)
+    errbuf_printf(err, errlen, "%s", why);
+  return rc;
 }

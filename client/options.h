@@ -22,5 +22,9 @@ int options_dataset_copy(cohort_dataset_options *dst,
 /* Sets the calling thread's cohort_last_error. */
 void options_set_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
+/* A dataset loader's end: its reason (or "" on success) becomes the
+ * thread's cohort_last_error, as the header promises, and the caller's
+ * err (may be NULL); returns rc. */
+int options_loader_done(int rc, const char *why, char *err, size_t errlen);
 
 #endif

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pb.h"
+
 static const struct {
   const char *text;
   elig_op op;
@@ -22,15 +24,7 @@ static const char *op_text(elig_op op) {
 }
 
 int elig_valid_name(const char *s, size_t len, size_t max) {
-  if (len == 0 || len > max)
-    return 0;
-  for (size_t i = 0; i < len; i++) {
-    char c = s[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
-          c == '.'))
-      return 0;
-  }
-  return 1;
+  return len <= max && pb_attribute_valid(s, len, 0);
 }
 
 int elig_parse(const char *text, elig_rule *out, char *err, size_t errlen) {

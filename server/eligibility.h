@@ -7,7 +7,9 @@
 
 #include <stddef.h>
 
-#define ELIG_MAX_NAME 32
+#include "pb.h"
+
+#define ELIG_MAX_NAME PB_ATTRIBUTE_NAME_MAX
 
 typedef enum elig_op {
   ELIG_GE,

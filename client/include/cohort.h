@@ -316,9 +316,11 @@ typedef struct cohort_client_options {
                              cores. Process-wide: the last client
                              created sets it */
   int rpc_timeout_ms;     /* deadline of each call (default 30000) */
-  double give_up_after_s; /* cohort_client_run gives up after the
+  double give_up_after_s; /* cohort_client_run gives up once the
                              coordinator has been unreachable this
-                             long (default 300) */
+                             long (default 300; each call's retries
+                             end with it too, so run returns within
+                             about this plus one rpc_timeout_ms) */
   /* Testing aid, for checking how a deployment copes with clients that
    * drop out of secure aggregation: in the first secure-aggregation round
    * this client takes part in, it leaves right before sending this step's
@@ -428,8 +430,9 @@ COHORT_API void cohort_client_free(cohort_client_t *c);
  * registering again with the same database, is refused. Call it before
  * the first cycle. The key stays in c's memory until cohort_client_free.
  * Returns COHORT_OK, COHORT_EINVAL (NULL c or key_path), COHORT_ESTATE (c
- * has registered already), COHORT_EIO (a file cannot be read),
- * COHORT_EFORMAT (not an Ed25519 private key, not 128 hex digits) or
+ * has registered already), COHORT_EIO (a file cannot be read, or is not
+ * a regular file), COHORT_EFORMAT (not an unencrypted Ed25519 private key:
+ * no passphrase is ever asked for; not 128 hex digits) or
  * COHORT_EAUTH (the certificate does not certify this key under the
  * authority given to cohort_client_set_enroll_authority); the reason,
  * naming the file, is in cohort_client_last_error. On failure c keeps the

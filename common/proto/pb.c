@@ -1,6 +1,7 @@
 /* protobuf-c packing helper; see pb.h. */
 #include "pb.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #include "cohort_status.h"
@@ -13,4 +14,16 @@ int pb_pack(const ProtobufCMessage *m, uint8_t **out, size_t *len) {
   *len = protobuf_c_message_pack(m, buf);
   *out = buf;
   return COHORT_OK;
+}
+
+int pb_attribute_valid(const char *name, size_t len, double value) {
+  if (!name || len == 0 || len > PB_ATTRIBUTE_NAME_MAX || !isfinite(value))
+    return 0;
+  for (size_t i = 0; i < len; i++) {
+    char c = name[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+          c == '.'))
+      return 0;
+  }
+  return 1;
 }

@@ -21,6 +21,12 @@
 /* Message limit set on both sides: a chunk plus generous protobuf room. */
 #define PB_MAX_MESSAGE_BYTES (4 * 1024 * 1024)
 
+/* A check-in attribute's name is 1 to PB_ATTRIBUTE_NAME_MAX characters of
+ * [a-z0-9_.], and its value finite: the coordinator refuses others, and
+ * the client checks its own before it asks. */
+#define PB_ATTRIBUTE_NAME_MAX 32
+int pb_attribute_valid(const char *name, size_t len, double value);
+
 /* How some refusals' status details begin, so that a client can tell them
  * apart from others of the same status code: an UNAUTHENTICATED session
  * that the operator revoked (stop), that expired or that the coordinator

@@ -114,6 +114,7 @@ void rpc_call_opts_init(rpc_call_opts *o) {
   o->max_attempts = 6;
   o->backoff_initial_ms = 100;
   o->backoff_max_ms = 5000;
+  o->retry_budget_ms = 0;
   o->cancel = NULL;
   o->reply_in_place = 0;
 }
@@ -491,6 +492,7 @@ static int call_slices(rpc_channel *ch, const char *method, const char *bearer,
   int attempts =
       opts->idempotent && opts->max_attempts > 1 ? opts->max_attempts : 1;
   int rc = COHORT_OK;
+  double started = clock_mono_s();
   for (int attempt = 0;; attempt++) {
     if (opts->cancel && *opts->cancel) {
       rc = COHORT_ECANCELED;
@@ -506,6 +508,10 @@ static int call_slices(rpc_channel *ch, const char *method, const char *bearer,
     if (!retryable || attempt + 1 >= attempts)
       break;
     int64_t wait = backoff_ms(opts, attempt);
+    if (opts->retry_budget_ms > 0 &&
+        (clock_mono_s() - started) * 1000 + (double)wait >=
+            (double)opts->retry_budget_ms)
+      break;
     log_debug("rpc %s: attempt %d got status %d, retrying in %lld ms", method,
               attempt + 1, res->code, (long long)wait);
     nap(opts->cancel, wait); /* a cancel is seen at the loop's top */

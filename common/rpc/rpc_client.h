@@ -36,6 +36,10 @@ typedef struct rpc_call_opts {
   int max_attempts;       /* tries in all for idempotent calls (>= 1) */
   int backoff_initial_ms; /* first retry waits up to this (full jitter) */
   int backoff_max_ms;     /* cap of the backoff */
+  /* > 0: no retry starts once this many ms have passed since the first
+   * attempt, so a call against a coordinator that is down ends within
+   * about this plus one timeout_ms (0: max_attempts alone bounds it). */
+  int64_t retry_budget_ms;
   /* Non-NULL: the call ends within about RPC_CANCEL_POLL_MS once *cancel is
    * set (the attempt in flight is cancelled, no retry follows) and returns
    * COHORT_ECANCELED. Set from another thread or a signal handler. */
@@ -50,7 +54,8 @@ typedef struct rpc_call_opts {
 #define RPC_CANCEL_POLL_MS 50
 
 /* Sensible defaults: 10 s, wait-for-ready, not idempotent, 6 attempts,
- * 100 ms initial backoff, 5 s cap, no cancel flag, the reply in body. */
+ * 100 ms initial backoff, 5 s cap, no retry budget, no cancel flag, the
+ * reply in body. */
 void rpc_call_opts_init(rpc_call_opts *o);
 
 typedef struct rpc_result {

@@ -257,9 +257,10 @@ static void test_only_training_callback_runs_to_the_end(void) {
 
 typedef struct eligibility {
   int calls;
-  int skip;        /* skip the next check-in */
-  double charging; /* what it says */
-  char heard[128]; /* the last not_selected it was given */
+  int skip;         /* skip the next check-in */
+  double charging;  /* what it says */
+  const char *name; /* its attribute's name; NULL: "charging" */
+  char heard[128];  /* the last not_selected it was given */
 } eligibility;
 
 static int poll_eligibility(void *user, const char *not_selected,
@@ -273,7 +274,7 @@ static int poll_eligibility(void *user, const char *not_selected,
   }
   if (cap < 1)
     return 0;
-  attrs[0].name = "charging";
+  attrs[0].name = e->name ? e->name : "charging";
   attrs[0].value = e->charging;
   return 1;
 }
@@ -332,6 +333,19 @@ static void test_eligibility_polled_and_reason_reaches_app(void) {
   CU_ASSERT_EQUAL(info.not_selected[0], '\0');
   /* The poll before the task was told why the one before was refused. */
   CU_ASSERT_PTR_NOT_NULL(strstr(e.heard, "charging"));
+  /* A name the coordinator would refuse is the callback's error, caught
+   * before any check-in (not a refusal at every one). */
+  e.name = "Charging!";
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_ECALLBACK);
+  CU_ASSERT_PTR_NOT_NULL(strstr(cohort_client_last_error(c), "Charging!"));
+  e.name = NULL;
+  /* Stopped, a registered client's cycle ends at once as cancelled, even
+   * one the callback would skip, without asking the callback again. */
+  cohort_client_stop(c);
+  e.skip = 1;
+  calls = e.calls;
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_ECANCELED);
+  CU_ASSERT_EQUAL(e.calls, calls);
   cohort_client_free(c);
   harness_stop(server, 30);
 }

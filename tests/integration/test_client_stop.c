@@ -197,6 +197,35 @@ static void test_unreachable(void) {
   report("connecting (unreachable)", t);
 }
 
+/* Without a stop, cohort_client_run gives up on an absent coordinator
+ * near give_up_after_s: within it plus one call's deadline (the call in
+ * flight when the time runs out), not after a whole cycle of retries of
+ * rpc_timeout_ms each (64 s here before). */
+static void test_gives_up_in_time(void) {
+  int port = closed_port();
+  CU_ASSERT_FATAL(port > 0);
+  char target[64];
+  snprintf(target, sizeof target, "127.0.0.1:%d", port);
+  cohort_client_options o;
+  cohort_client_options_init(&o);
+  o.server = target;
+  o.enrollment_token = "stop-token";
+  o.train = train_cb;
+  o.give_up_after_s = 2;
+  o.rpc_timeout_ms = 3000;
+  cohort_client_t *c = NULL;
+  CU_ASSERT_EQUAL_FATAL(cohort_client_new(&o, &c), COHORT_OK);
+  double t0 = mono_s();
+  CU_ASSERT_EQUAL(cohort_client_run(c), COHORT_EUNAVAIL);
+  double took = mono_s() - t0;
+  fprintf(stderr,
+          "\n    gave up after %.1f s (give_up_after_s 2, "
+          "rpc_timeout_ms 3000) ",
+          took);
+  CU_ASSERT(took < 2 + 3 + 2);
+  cohort_client_free(c);
+}
+
 static void test_on_the_fake(void) {
   const scenario all[] = {
       {"backing off (UNAVAILABLE)", CHECKIN_UNAVAILABLE, FAKE_TASK_LOGREG, 0,
@@ -274,6 +303,8 @@ int cohort_register_suites(void) {
   static const test_case tests[] = {
       {"cohort_client_stop while the coordinator is unreachable",
        test_unreachable},
+      {"cohort_client_run gives up near give_up_after_s",
+       test_gives_up_in_time},
       {"cohort_client_stop while backing off, waiting, downloading, training "
        "the CNN, uploading and waiting at secure aggregation's SETUP",
        test_on_the_fake},

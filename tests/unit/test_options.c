@@ -153,6 +153,69 @@ static void test_unknown_sizes_refused(void) {
                   COHORT_EINVAL);
 }
 
+/* Values the header rules out are refused by cohort_client_new, naming
+ * the field, not sent to the coordinator to be refused at every check-in:
+ * attribute names outside [a-z0-9_.]{1,32}, non-finite attribute values,
+ * a give_up_after_s that is not a number of seconds. */
+static void test_bad_values_refused(void) {
+  static const cohort_attribute bad[][1] = {
+      {{"Bad Name!", 1}},
+      {{"", 1}},
+      {{"a23456789012345678901234567890123", 1}},
+      {{"ok", 1.0 / 0.0}},
+      {{"ok", 0.0 / 0.0}}};
+  cohort_client_options o;
+  cohort_client_options_init(&o);
+  o.server = "127.0.0.1:1";
+  o.enrollment_token = "t";
+  o.train = train;
+  cohort_client_t *c = NULL;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    o.attributes = bad[i];
+    o.n_attributes = 1;
+    CU_ASSERT_EQUAL(cohort_client_new(&o, &c), COHORT_EINVAL);
+    CU_ASSERT_PTR_NULL(c);
+    CU_ASSERT_PTR_NOT_NULL(strstr(cohort_last_error(), "attribute 0"));
+  }
+  static const cohort_attribute good[] = {{"charging", 1}, {"a.b_9", -2}};
+  o.attributes = good;
+  o.n_attributes = 2;
+  o.give_up_after_s = 0.0 / 0.0;
+  CU_ASSERT_EQUAL(cohort_client_new(&o, &c), COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(cohort_last_error(), "give_up_after_s"));
+  o.give_up_after_s = 1.0 / 0.0;
+  CU_ASSERT_EQUAL(cohort_client_new(&o, &c), COHORT_EINVAL);
+  o.give_up_after_s = 0;
+  CU_ASSERT_EQUAL_FATAL(cohort_client_new(&o, &c), COHORT_OK);
+  /* Stopped before it ran: every later cycle is COHORT_ECANCELED at once,
+   * and run of nothing is refused, not a crash. */
+  cohort_client_stop(c);
+  cohort_cycle_info info;
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_ECANCELED);
+  CU_ASSERT_EQUAL(cohort_client_run(c), COHORT_ECANCELED);
+  CU_ASSERT_EQUAL(cohort_client_run(NULL), COHORT_EINVAL);
+  cohort_client_free(c);
+}
+
+/* A dataset loader's failure is also cohort_last_error, replacing an
+ * earlier call's reason; success clears it. */
+static void test_loader_reason_is_last_error(void) {
+  cohort_dataset_options d;
+  cohort_dataset_options_init(&d);
+  cohort_dataset_t *ds = NULL;
+  CU_ASSERT_EQUAL(cohort_dataset_load(NULL, &ds, NULL, 0), COHORT_EINVAL);
+  d.path = "/nonexistent-cohort-data";
+  d.client_count = 0;
+  CU_ASSERT_EQUAL(cohort_dataset_load(&d, &ds, NULL, 0), COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(cohort_last_error(), "need 0 <= index"));
+  char err[256] = "";
+  CU_ASSERT_NOT_EQUAL(cohort_dataset_load_idx("/nonexistent-cohort-data", 0, 1,
+                                              0, &ds, err, sizeof err),
+                      COHORT_OK);
+  CU_ASSERT_STRING_EQUAL(cohort_last_error(), err);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent-cohort-data"));
+}
+
 /* The fields a callback reads are those the struct says it has. */
 static void test_has_field(void) {
   cohort_train_request r = {.struct_size = sizeof r};
@@ -174,7 +237,11 @@ int cohort_register_suites(void) {
                    test_new_with_old_size) ||
       !CU_add_test(s, "unknown sizes are refused",
                    test_unknown_sizes_refused) ||
-      !CU_add_test(s, "COHORT_HAS_FIELD", test_has_field))
+      !CU_add_test(s, "COHORT_HAS_FIELD", test_has_field) ||
+      !CU_add_test(s, "values the header rules out are refused",
+                   test_bad_values_refused) ||
+      !CU_add_test(s, "a dataset loader's reason is cohort_last_error",
+                   test_loader_reason_is_last_error))
     return -1;
   return 0;
 }
