@@ -63,7 +63,11 @@ struct cohort_client {
   cohort_attribute attributes[COHORT_MAX_ATTRIBUTES]; /* names owned */
   rpc_channel *ch;
   uint64_t id;
-  char session[65];      /* empty until registered */
+  char session[65]; /* empty until registered */
+  /* Registered, but the session's save failed (COHORT_EIO then): the
+   * next cycle saves it again before anything else, so that a restart
+   * does not register a second client. */
+  int session_unsaved;
   int64_t last_proof_ms; /* signed time of the last proof of possession */
   /* The last Register's proof was refused as not newer (set by
    * call_status, cleared by register_once). */
@@ -606,9 +610,11 @@ static int do_register(cohort_client_t *c) {
     c->identity.saved = 0;
     rc = register_once(c);
   }
-  if (!rc)
+  if (!rc) {
     rc = client_session_save(&c->saved, c->server, &c->identity, c->id,
                              c->session, c->last_error, sizeof c->last_error);
+    c->session_unsaved = rc != COHORT_OK;
+  }
   /* Still older than a proof the coordinator took: this device's clock
    * went back. The coordinator allows clocks 10 minutes apart, so waiting
    * (as for a coordinator that is away) ends it. */
@@ -1179,6 +1185,13 @@ static int run_once(cohort_client_t *c, cohort_cycle_info *info) {
     return COHORT_ECANCELED;
   }
   int rc;
+  if (c->session[0] && c->session_unsaved) {
+    rc = client_session_save(&c->saved, c->server, &c->identity, c->id,
+                             c->session, c->last_error, sizeof c->last_error);
+    if (rc)
+      return rc;
+    c->session_unsaved = 0;
+  }
   if (!c->session[0]) {
     if ((rc = do_register(c)) != COHORT_OK)
       return rc;

@@ -498,7 +498,9 @@ typedef int (*cohort_session_save_cb)(void *user, const uint8_t *buf,
  * register a second time behind the app's back; delete the file to enroll
  * the device anew), with the reason, naming the file, in
  * cohort_client_last_error. A failure to save it after a registration ends
- * that cycle with COHORT_EIO, which also stops cohort_client_run. */
+ * that cycle with COHORT_EIO, which also stops cohort_client_run; the
+ * next cycle saves it again before anything else (and ends with COHORT_EIO
+ * while that fails), so a restart is never a second client. */
 COHORT_API int cohort_client_set_session_file(cohort_client_t *c,
                                               const char *path);
 

@@ -313,6 +313,7 @@ typedef struct app_store {
   uint8_t bytes[COHORT_SESSION_MAX_BYTES];
   size_t len;
   int saves;
+  int fail_saves; /* the next this many saves fail (a full disk) */
 } app_store;
 
 static int app_load(void *user, uint8_t *buf, size_t cap, size_t *len) {
@@ -324,6 +325,10 @@ static int app_load(void *user, uint8_t *buf, size_t cap, size_t *len) {
 
 static int app_save(void *user, const uint8_t *buf, size_t len) {
   app_store *s = user;
+  if (s->fail_saves > 0) {
+    s->fail_saves--;
+    return -1;
+  }
   if (len > sizeof s->bytes)
     return -1;
   memcpy(s->bytes, buf, len);
@@ -380,6 +385,22 @@ static void test_app_store(void) {
   CU_ASSERT_EQUAL(cohort_client_id(c), 1);
   CU_ASSERT_EQUAL(store.saves, 1); /* nothing new to save */
   CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM clients"), 1);
+  cohort_client_free(c);
+
+  /* A save that fails (COHORT_EIO) is tried again at the next cycle, so
+   * the app restarted later is still the same client, not a new one. */
+  app_store flaky = {.fail_saves = 1};
+  c = app_client(port, &flaky);
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_EIO);
+  CU_ASSERT_EQUAL(flaky.saves, 0);
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
+  CU_ASSERT_EQUAL(flaky.saves, 1);
+  uint64_t flaky_id = cohort_client_id(c);
+  cohort_client_free(c);
+  c = app_client(port, &flaky);
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
+  CU_ASSERT_EQUAL(cohort_client_id(c), flaky_id);
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM clients"), 2);
   cohort_client_free(c);
 
   /* Damaged bytes: refused, the handle keeps no store. */
