@@ -32,7 +32,7 @@ static json_object *row_object(sqlite3_stmt *st) {
       v = json_object_new_int64(sqlite3_column_int64(st, i));
       break;
     case SQLITE_FLOAT:
-      v = json_object_new_double(sqlite3_column_double(st, i));
+      v = http_json_double(sqlite3_column_double(st, i));
       break;
     case SQLITE_TEXT:
       v = json_object_new_string((const char *)sqlite3_column_text(st, i));

@@ -24,7 +24,7 @@
 
 /* Wall-clock seconds, or null for 0 (never, not revoked). */
 static json_object *time_or_null(double t) {
-  return t > 0 ? json_object_new_double(t) : NULL;
+  return t > 0 ? http_json_double(t) : NULL;
 }
 
 static json_object *token_object(const store_enroll_token *t, double now) {
@@ -39,8 +39,7 @@ static json_object *token_object(const store_enroll_token *t, double now) {
       o, "max_uses", t->max_uses ? json_object_new_int64(t->max_uses) : NULL);
   json_object_object_add(o, "expires_at", time_or_null(t->expires_at));
   json_object_object_add(o, "revoked_at", time_or_null(t->revoked_at));
-  json_object_object_add(o, "created_at",
-                         json_object_new_double(t->created_at));
+  json_object_object_add(o, "created_at", http_json_double(t->created_at));
   return o;
 }
 

@@ -77,6 +77,10 @@ void http_dashboard(const http_request *req, http_response *res);
 /* {"error": message} with the status. */
 void http_json_error(http_response *res, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* x as a JSON number, or NULL (json null) when it is not finite: json-c
+ * would write Infinity or NaN, which no JSON parser takes, and one such
+ * value in the database would break every answer that holds it. */
+json_object *http_json_double(double x);
 /* Serializes obj (taken over) as the 200 body. */
 void http_json_reply(http_response *res, json_object *obj);
 

@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <openssl/crypto.h>
@@ -73,6 +74,10 @@ void http_json_error(http_response *res, unsigned status, const char *fmt,
   json_object_object_add(o, "error", json_object_new_string(msg));
   http_json_reply(res, o);
   res->status = status;
+}
+
+json_object *http_json_double(double x) {
+  return isfinite(x) ? json_object_new_double(x) : NULL;
 }
 
 void http_json_reply(http_response *res, json_object *obj) {

@@ -64,8 +64,8 @@ int http_federation_start(http_federation *f, const char *tag, int min_rounds,
            "--http 127.0.0.1:0 --http-port-file %s%s%s",
            port_file, with_token ? " --admin-token-file " : "",
            with_token ? token_file : "");
-  char db[512] = "";
-  f->server = harness_start_server(tag, flags, &f->grpc_port, db, sizeof db);
+  f->server =
+      harness_start_server(tag, flags, &f->grpc_port, f->db, sizeof f->db);
   if (f->server < 0)
     return -1;
   for (int i = 0; i < 250 && f->http_port <= 0; i++) {

@@ -13,6 +13,7 @@
 typedef struct http_federation {
   pid_t server, clients[HTTP_FED_CLIENTS];
   int grpc_port, http_port;
+  char db[512]; /* the coordinator's database */
 } http_federation;
 
 /* Starts it (tag names its files) and waits until min_rounds training

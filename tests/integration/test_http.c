@@ -8,7 +8,9 @@
  * or with a token file others can read. */
 #include <CUnit/CUnit.h>
 #include <json-c/json.h>
+#include <math.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include "cunit_main.h"
+#include "db_peek.h"
 #include "harness.h"
 #include "http_client.h"
 #include "http_federation.h"
@@ -221,6 +224,57 @@ static void test_api_errors(void) {
   CU_ASSERT_EQUAL_FATAL(http_raw(g_fed.http_port, post, strlen(post), &r), 0);
   assert_json_error(&r, 405, "does not take POST");
   http_reply_clear(&r);
+}
+
+/* Sets column of round 1 to x (an infinity, which SQLite stores as
+ * such), as a federated loss that overflowed once did. */
+static void plant_round_value(const char *column, double x) {
+  sqlite3 *db = NULL;
+  sqlite3_stmt *st = NULL;
+  char sql[128];
+  snprintf(sql, sizeof sql, "UPDATE rounds SET %s = ?1 WHERE id = 1", column);
+  CU_ASSERT_EQUAL_FATAL(sqlite3_open(g_fed.db, &db), SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
+  CU_ASSERT_EQUAL(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+  sqlite3_bind_double(st, 1, x);
+  CU_ASSERT_EQUAL(sqlite3_step(st), SQLITE_DONE);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
+/* A non-finite value in the database (fed_loss +Inf, loss -Inf) is null
+ * in the answer: json-c would write Infinity, which is not JSON, and the
+ * dashboard's JSON.parse would fail on every poll from then on. */
+static void test_non_finite_values_are_null(void) {
+  double fed_loss =
+      db_peek_double(g_fed.db, "SELECT fed_loss FROM rounds WHERE id = 1");
+  double loss =
+      db_peek_double(g_fed.db, "SELECT loss FROM rounds WHERE id = 1");
+  plant_round_value("fed_loss", INFINITY);
+  plant_round_value("loss", -INFINITY);
+  http_reply r;
+  CU_ASSERT_EQUAL_FATAL(
+      http_get(g_fed.http_port, "/api/rounds?limit=1", HTTP_FED_TOKEN, &r), 0);
+  CU_ASSERT_EQUAL(r.status, 200);
+  CU_ASSERT_PTR_NULL(strstr(r.body, "Infinity"));
+  CU_ASSERT_PTR_NULL(strstr(r.body, "NaN"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"fed_loss\":null"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"loss\":null"));
+  json_tokener *tok = json_tokener_new();
+  json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+  json_object *o = json_tokener_parse_ex(tok, r.body, (int)r.body_len);
+  CU_ASSERT_EQUAL(json_tokener_get_error(tok), json_tokener_success);
+  json_object *round = json_object_array_get_idx(
+                  json_object_object_get(o, "rounds"), 0),
+              *v;
+  CU_ASSERT(json_object_object_get_ex(round, "fed_loss", &v) && v == NULL);
+  CU_ASSERT_EQUAL(field(round, "id"), 1);
+  json_object_put(o);
+  json_tokener_free(tok);
+  http_reply_clear(&r);
+  /* The round's own figures back (NaN binds as NULL). */
+  plant_round_value("fed_loss", fed_loss);
+  plant_round_value("loss", loss);
 }
 
 /* The adversary sends 1 MiB of headers, then a 1 MiB body: neither is
@@ -569,6 +623,9 @@ int cohort_register_suites(void) {
       {"the JSON API pages rounds and clients and describes models",
        test_api_pages_and_models},
       {"bad requests get JSON errors with the right status", test_api_errors},
+      {"a non-finite value in the database is null in /api/rounds, which "
+       "stays JSON",
+       test_non_finite_values_are_null},
       {"oversized headers and bodies are refused, the port still serves",
        test_oversized_requests_are_refused},
       {"the dashboard loads nothing from elsewhere",
