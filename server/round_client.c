@@ -22,6 +22,12 @@
 #define MAX_PLATFORM 64
 /* Example counts above this are not believable and could skew the average. */
 #define MAX_EXAMPLES 1000000000ULL
+/* Largest magnitude of a reported metric. The rounds' federated figures
+ * are SUM(value * examples) over the reports: with at most MAX_EXAMPLES
+ * examples each, a bounded value keeps such a sum below 1e21 per report,
+ * where 1.7e308 (finite) times a few examples was +Inf, stored as the
+ * round's fed_loss. No real loss or score comes near the bound. */
+#define MAX_METRIC_MAGNITUDE 1e12
 
 /* clients.last_seen is for operators, not for correctness: write it at most
  * this often per client, so a fleet polling every second does not cost a
@@ -1093,7 +1099,7 @@ static int ends_with(const char *s, const char *tail) {
 
 /* One reported metric: a valid name and a value in its range. Accuracies
  * and losses feed the rounds' federated evaluation, which an out-of-range
- * value would own. */
+ * value would own, or overflow to infinity. */
 static round_verdict check_metric(const char *name, double value) {
   if (!valid_name(name, ROUND_MAX_METRIC_NAME))
     return round_fail_verdict(
@@ -1103,6 +1109,11 @@ static round_verdict check_metric(const char *name, double value) {
   if (!isfinite(value))
     return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
                               "metric %s is not a finite number", name);
+  if (fabs(value) > MAX_METRIC_MAGNITUDE)
+    return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
+                              "metric %s = %g is out of range: at most %g in "
+                              "magnitude",
+                              name, value, MAX_METRIC_MAGNITUDE);
   if (strcmp(name, "eval_examples") == 0)
     return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
                               "metric name eval_examples is the "

@@ -190,6 +190,10 @@ static void test_reports_out_of_range_refused(void) {
       {"global_accuracy", -0.1, 10, "global_accuracy"},
       {"top5_accuracy", 1.5, 10, "top5_accuracy"},
       {"global_loss", -1, 10, "global_loss"},
+      /* Finite, but times the examples it overflowed fed_loss to +Inf. */
+      {"global_loss", 1.7e308, 10, "at most 1e+12"},
+      {"global_loss", 1.000001e12, 10, "global_loss"},
+      {"perplexity", -1e13, 10, "perplexity"},
       {"global_accuracy", 0.5, FX_DECLARED + 1, "num_examples"},
       {"global_accuracy", 0.5, 1000000000, "num_examples"},
       {"eval_examples", 1e9, 0, "eval_examples"},
@@ -206,6 +210,8 @@ static void test_reports_out_of_range_refused(void) {
   CU_ASSERT_EQUAL(report1(&f, "global_loss", 0, FX_DECLARED).code,
                   GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM metrics"), 3);
+  CU_ASSERT_EQUAL(report1(&f, "global_loss", 1e12, FX_DECLARED).code,
+                  GRPC_STATUS_OK);
   fx_close(&f);
 }
 
