@@ -128,6 +128,26 @@ void http_api_clients(const http_request *req, http_response *res) {
        "clients");
 }
 
+/* Why version could not be exported, told to the peer without export's
+ * message, which names the database's path: that goes to the log. The
+ * caller saw the version's row, so a missing one means its parameters were
+ * pruned (--keep-models), for good: 410. */
+static void export_failed(http_response *res, int64_t version, int rc,
+                          const char *why) {
+  log_warn("http: model version %lld not exported: %s", (long long)version,
+           why);
+  if (rc == COHORT_ENOTFOUND)
+    http_json_error(res, MHD_HTTP_GONE,
+                    "model version %lld: its parameters were pruned "
+                    "(--keep-models); /api/models/%lld still describes it",
+                    (long long)version, (long long)version);
+  else
+    http_json_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                    "model version %lld cannot be exported (%s); the "
+                    "coordinator's log says why",
+                    (long long)version, cohort_strerror(rc));
+}
+
 /* The model as safetensors (export.c) through a file in a private
  * temporary folder, unlinked once open: the response streams from it. */
 static void model_file(const http_request *req, http_response *res,
@@ -145,8 +165,9 @@ static void model_file(const http_request *req, http_response *res,
   snprintf(ver, sizeof ver, "%lld", (long long)version);
   int fd = -1;
   struct stat st;
-  if (export_model(req->srv->db_path, ver, path, err, sizeof err) != COHORT_OK)
-    http_json_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR, "%s", err);
+  int rc = export_model(req->srv->db_path, ver, path, err, sizeof err);
+  if (rc != COHORT_OK)
+    export_failed(res, version, rc, err);
   else if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &st) != 0)
     http_json_error(res, MHD_HTTP_INTERNAL_SERVER_ERROR,
                     "cannot read the exported model: %s", strerror(errno));

@@ -45,6 +45,12 @@ int http_federation_current(const http_federation *f) {
 
 int http_federation_start(http_federation *f, const char *tag, int min_rounds,
                           int with_token) {
+  return http_federation_start_with(f, tag, min_rounds, with_token, "");
+}
+
+int http_federation_start_with(http_federation *f, const char *tag,
+                               int min_rounds, int with_token,
+                               const char *extra_flags) {
   memset(f, 0, sizeof *f);
   char token_file[512], port_file[512], flags[2048], name[64];
   snprintf(name, sizeof name, "%s.token", tag);
@@ -61,9 +67,9 @@ int http_federation_start(http_federation *f, const char *tag, int min_rounds,
            "--rounds 1000 --clients-per-round 2 --min-clients 2 "
            "--eval-data " DATA_DIR " --eval-limit 1000 "
            "--enroll-token fed-token --retry-ms 100 --linger 1 "
-           "--http 127.0.0.1:0 --http-port-file %s%s%s",
+           "--http 127.0.0.1:0 --http-port-file %s%s%s %s",
            port_file, with_token ? " --admin-token-file " : "",
-           with_token ? token_file : "");
+           with_token ? token_file : "", extra_flags);
   f->server =
       harness_start_server(tag, flags, &f->grpc_port, f->db, sizeof f->db);
   if (f->server < 0)

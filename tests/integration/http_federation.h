@@ -23,6 +23,11 @@ typedef struct http_federation {
 int http_federation_start(http_federation *f, const char *tag, int min_rounds,
                           int with_token);
 
+/* The same with extra_flags added to the coordinator's. */
+int http_federation_start_with(http_federation *f, const char *tag,
+                               int min_rounds, int with_token,
+                               const char *extra_flags);
+
 /* Training rounds committed so far, from /api/federation (-1: no answer). */
 int http_federation_committed(const http_federation *f);
 

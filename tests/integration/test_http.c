@@ -351,6 +351,33 @@ static void test_model_download(void) {
   http_reply_clear(&r);
 }
 
+/* A version pruned by --keep-models: its metadata still answers, its
+ * file is 410 Gone, naming the version; the reason export gave, which
+ * names the database's path, goes to the coordinator's log only. */
+static void test_pruned_model_is_gone(void) {
+  http_federation pruned;
+  CU_ASSERT_EQUAL_FATAL(
+      http_federation_start_with(&pruned, "pruned", 3, 1, "--keep-models 1"),
+      0);
+  http_reply r;
+  CU_ASSERT_EQUAL(
+      http_get(pruned.http_port, "/api/models/1", HTTP_FED_TOKEN, &r), 0);
+  CU_ASSERT_EQUAL(r.status, 200);
+  http_reply_clear(&r);
+  CU_ASSERT_EQUAL(http_get(pruned.http_port, "/api/models/1/safetensors",
+                           HTTP_FED_TOKEN, &r),
+                  0);
+  assert_json_error(&r, 410, "model version 1: its parameters were pruned");
+  CU_ASSERT_PTR_NULL(strstr(r.body, pruned.db));
+  CU_ASSERT_PTR_NULL(strstr(r.body, harness_dir()));
+  http_reply_clear(&r);
+  http_federation_stop(&pruned);
+  char *log = harness_read_file(harness_path("pruned.err"));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(log);
+  CU_ASSERT_PTR_NOT_NULL(strstr(log, "model version 1 not exported"));
+  free(log);
+}
+
 /* The adversary is a web page the operator visits: its script or form
  * sends the operator's browser to the port, with the page's Origin. Even
  * holding the token (a leaked one in a page's script), it is refused. */
@@ -631,6 +658,9 @@ int cohort_register_suites(void) {
       {"the dashboard loads nothing from elsewhere",
        test_dashboard_is_self_contained},
       {"a model downloads as safetensors", test_model_download},
+      {"a model pruned by --keep-models is 410 Gone, its path only in the "
+       "log",
+       test_pruned_model_is_gone},
       {"requests from another site's page are refused",
        test_cross_site_requests_refused},
       {"cohort status, rounds, clients, models export, privacy report",
