@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cohort_status.h"
+#include "sanitize.h"
 #include "store_sql.h"
 
 /* Version 10: enrollment tokens made and revoked by the operator, each
@@ -59,11 +60,32 @@ static void bind_real_or_null(sqlite3_stmt *st, int i, double v) {
 
 /* ---- enrollment tokens ---- */
 
+int store_label_check(const char *label, size_t len, char *err, size_t errlen) {
+  size_t at = 0;
+  const char *why = label ? sanitize_refusal(label, len, &at) : NULL;
+  if (!label || len == 0 || len > STORE_LABEL_MAX)
+    snprintf(err, errlen, "label is required, 1 to %d bytes", STORE_LABEL_MAX);
+  else if (why)
+    snprintf(err, errlen,
+             "label: %s at byte %zu (a label is printable text, valid "
+             "UTF-8)",
+             why, at);
+  else
+    return COHORT_OK;
+  return COHORT_EINVAL;
+}
+
 int store_token_add(store *s, const char *token_sha256_hex, const char *label,
                     int64_t max_uses, double expires_at, double now,
                     int64_t *id) {
-  if (!label || !*label || strlen(label) > STORE_LABEL_MAX || max_uses < 0)
+  /* The operator's mistake, not the database's: told, not logged. */
+  if (store_label_check(label, label ? strlen(label) : 0, s->last_error,
+                        sizeof s->last_error) != COHORT_OK)
     return COHORT_EINVAL;
+  if (max_uses < 0) {
+    snprintf(s->last_error, sizeof s->last_error, "uses must not be negative");
+    return COHORT_EINVAL;
+  }
   sqlite3_stmt *st;
   int rc = store_prepare(s,
                          "INSERT INTO enrollment_tokens (token_sha256, label,"

@@ -27,8 +27,16 @@ typedef struct store_enroll_token {
   double created_at;
 } store_enroll_token;
 
+/* Whether len bytes (a NUL inside counted: the length a JSON string had)
+ * may be a token's label: 1 to STORE_LABEL_MAX bytes of text that
+ * sanitize_refusal passes, since labels are listed by the API and the CLI
+ * and logged. COHORT_OK, or COHORT_EINVAL with err naming the problem and
+ * its byte offset, never quoting the label. */
+int store_label_check(const char *label, size_t len, char *err, size_t errlen);
+
 /* A new token with the hash of its secret (64 hex digits); label is
- * required (at most STORE_LABEL_MAX bytes, else COHORT_EINVAL). */
+ * required and must pass store_label_check (else COHORT_EINVAL, with
+ * store_errmsg saying why). */
 int store_token_add(store *s, const char *token_sha256_hex, const char *label,
                     int64_t max_uses, double expires_at, double now,
                     int64_t *id);

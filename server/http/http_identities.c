@@ -71,6 +71,7 @@ void http_api_tokens(const http_request *req, http_response *res) {
 /* What POST /api/tokens asks for. */
 typedef struct token_request {
   const char *label, *expires;
+  size_t label_len; /* the JSON string's, which may hold a NUL */
   int64_t uses;
 } token_request;
 
@@ -100,10 +101,12 @@ static int read_token_request(const http_request *req, http_response *res,
     return -1;
   }
   json_object_object_foreach(o, key, val) {
-    if (strcmp(key, "label") == 0 && json_object_is_type(val, json_type_string))
+    if (strcmp(key, "label") == 0 &&
+        json_object_is_type(val, json_type_string)) {
       out->label = json_object_get_string(val);
-    else if (strcmp(key, "expires") == 0 &&
-             json_object_is_type(val, json_type_string))
+      out->label_len = (size_t)json_object_get_string_len(val);
+    } else if (strcmp(key, "expires") == 0 &&
+               json_object_is_type(val, json_type_string))
       out->expires = json_object_get_string(val);
     else if (strcmp(key, "uses") == 0 &&
              json_object_is_type(val, json_type_int))
@@ -116,9 +119,12 @@ static int read_token_request(const http_request *req, http_response *res,
       return -1;
     }
   }
-  if (!out->label || !*out->label || strlen(out->label) > STORE_LABEL_MAX) {
-    http_json_error(res, MHD_HTTP_BAD_REQUEST,
-                    "label is required, 1 to %d bytes", STORE_LABEL_MAX);
+  /* The JSON string's own length, not strlen: "a\u0000b" would otherwise
+   * be stored as "a". */
+  char why[200];
+  if (store_label_check(out->label, out->label_len, why, sizeof why) !=
+      COHORT_OK) {
+    http_json_error(res, MHD_HTTP_BAD_REQUEST, "%s", why);
     return -1;
   }
   if (out->uses < 0 || out->uses > MAX_USES) {

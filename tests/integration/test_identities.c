@@ -24,6 +24,7 @@
 #include "harness.h"
 #include "http_client.h"
 #include "pb.h"
+#include "sanitize.h"
 
 #define TOKEN "identities-token"
 
@@ -128,6 +129,18 @@ static void test_tokens_live(void) {
   CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM clients"), 0);
   reply ok = register_with(ch, token, "linux");
   CU_ASSERT_EQUAL(ok.code, GRPC_STATUS_OK);
+
+  /* A label that would clear the operator's screen when listed: refused
+   * by the store, as over the API, and nothing stored. */
+  const char *escape[] = {"tokens",  "create",      "--db", db,
+                          "--label", "evil\x1b[2J", NULL};
+  CU_ASSERT_EQUAL(run_cohort("escape.out", escape), 1);
+  char *err = harness_read_file(harness_path("cohort.err"));
+  CU_ASSERT_PTR_NOT_NULL(err ? strstr(err, "label: a control character at "
+                                           "byte 4")
+                             : NULL);
+  free(err);
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM enrollment_tokens"), 1);
   const char *revoke[] = {"tokens", "revoke", "--db", db, "1", NULL};
   CU_ASSERT_EQUAL(run_cohort("revoke.out", revoke), 0);
   reply refused = register_with(ch, token, "linux");
@@ -459,6 +472,34 @@ static void attacker_without_token(int port, const char *db,
   CU_ASSERT_EQUAL(checkin(ch, session).code, GRPC_STATUS_OK);
 }
 
+/* Labels that would cut (a NUL: "a\u0000b" was stored as "a"), forge
+ * a line or rewrite a screen (ESC, newline), or make /api/tokens invalid
+ * UTF-8: 400 naming the problem, nothing stored, the list still clean. */
+static void refused_labels(int http, const char *db) {
+  static const struct {
+    const char *body, *why;
+  } bad[] = {
+      {"{\"label\":\"a\\u0000b\"}", "label: a NUL byte at byte 1"},
+      {"{\"label\":\"evil\\u001b[2J\"}", "label: a control character"},
+      {"{\"label\":\"line\\nERROR forged\"}", "label: a control character"},
+      {"{\"label\":\"bad \xff\xfe\"}", "label: invalid UTF-8 at byte 4"},
+      {"{\"label\":\"\\u202etxt.exe\"}", "bidirectional override"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    http_reply r = api(http, "POST", "/api/tokens", ADMIN_TOKEN, bad[i].body);
+    CU_ASSERT_EQUAL(r.status, 400);
+    char error[256];
+    json_field(&r, "error", error, sizeof error);
+    CU_ASSERT_PTR_NOT_NULL(strstr(error, bad[i].why));
+    http_reply_clear(&r);
+  }
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM enrollment_tokens"), 1);
+  http_reply r = api(http, "GET", "/api/tokens", ADMIN_TOKEN, NULL);
+  CU_ASSERT_EQUAL(r.status, 200);
+  CU_ASSERT_PTR_NULL(sanitize_refusal(r.body, r.body_len, NULL));
+  http_reply_clear(&r);
+}
+
 static void test_tokens_over_api(void) {
   char db[512] = "";
   int port = 0, http = 0;
@@ -503,6 +544,7 @@ static void test_tokens_over_api(void) {
     http_reply_clear(&r);
   }
   CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM enrollment_tokens"), 1);
+  refused_labels(http, db);
 
   /* Revoked: the next registration with it is refused, at once. */
   r = api(http, "POST", "/api/tokens/1/revoke", ADMIN_TOKEN, NULL);
