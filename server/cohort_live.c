@@ -17,7 +17,7 @@
 #include "flags.h"
 
 #define MAX_JSON_BYTES (64u << 20)
-#define MAX_TOKEN 512
+#define MAX_TOKEN 512 /* characters, as cohort-server's --admin-token-file */
 
 live_opts g_live;
 
@@ -64,13 +64,26 @@ static size_t on_data(char *p, size_t size, size_t n, void *ctx) {
   return len;
 }
 
+/* Room for a token, "\r\n" and the NUL. */
+#define TOKEN_BUF (MAX_TOKEN + 3)
+
+/* A token longer than MAX_TOKEN is refused, not cut: cut, it would be
+ * refused with a 401 that does not say why. Returns -1. */
+static int too_long(const char *prog, const char *from, const char *file) {
+  fprintf(stderr, "%s: %s%s: the token is longer than %d characters\n", prog,
+          from, file ? file : "", MAX_TOKEN);
+  return -1;
+}
+
 /* The admin token into tok (empty when none is configured). 0 or -1. */
-static int read_token(const char *prog, char tok[MAX_TOKEN]) {
+static int read_token(const char *prog, char tok[TOKEN_BUF]) {
   tok[0] = '\0';
   const char *env = getenv("COHORT_ADMIN_TOKEN");
   if (!g_live.token_file) {
+    if (env && strlen(env) > MAX_TOKEN)
+      return too_long(prog, "$COHORT_ADMIN_TOKEN", NULL);
     if (env)
-      snprintf(tok, MAX_TOKEN, "%s", env);
+      snprintf(tok, TOKEN_BUF, "%s", env);
     return 0;
   }
   FILE *f = fopen(g_live.token_file, "r");
@@ -79,10 +92,14 @@ static int read_token(const char *prog, char tok[MAX_TOKEN]) {
             strerror(errno));
     return -1;
   }
-  if (!fgets(tok, MAX_TOKEN, f))
+  if (!fgets(tok, TOKEN_BUF, f))
     tok[0] = '\0';
+  /* Without its newline (and before the end) the line did not fit. */
+  int whole = strchr(tok, '\n') != NULL || feof(f);
   fclose(f);
   tok[strcspn(tok, "\r\n")] = '\0';
+  if (!whole || strlen(tok) > MAX_TOKEN)
+    return too_long(prog, "--token-file ", g_live.token_file);
   if (!tok[0]) {
     fprintf(stderr, "%s: --token-file %s: no token on its first line\n", prog,
             g_live.token_file);
@@ -93,7 +110,7 @@ static int read_token(const char *prog, char tok[MAX_TOKEN]) {
 
 int live_call(const char *prog, const char *method, const char *path,
               const char *json_body, FILE *file, json_object **out) {
-  char tok[MAX_TOKEN], url[2048], auth[MAX_TOKEN + 32] = "";
+  char tok[TOKEN_BUF], url[2048], auth[TOKEN_BUF + 32] = "";
   body b = {.file = file};
   struct curl_slist *headers = NULL;
   int rc = 1;

@@ -31,6 +31,7 @@
 #define CONNECTION_MEMORY (32u << 10) /* request line + headers */
 #define MAX_REQUEST_BODY 4096         /* POST /api/tokens' JSON, at most */
 #define MIN_TOKEN_LEN 16
+#define MAX_TOKEN_LEN 512 /* as `cohort --token-file` (cohort_live.c) */
 
 typedef struct http_route {
   const char *method; /* GET (which HEAD also takes) or POST */
@@ -497,7 +498,7 @@ void http_server_stop(http_server *h) {
 int http_read_token_file(const char *path, char **token, char *err,
                          size_t errlen) {
   *token = NULL;
-  char line[512];
+  char line[MAX_TOKEN_LEN + 3]; /* the token, "\r\n" and the NUL */
   int rc = COHORT_OK;
   FILE *f = fopen(path, "r");
   if (!f) {
@@ -515,7 +516,18 @@ int http_read_token_file(const char *path, char **token, char *err,
   }
   if (!fgets(line, sizeof line, f))
     line[0] = '\0';
+  /* A line that did not fit was cut: the token kept would not be the one
+   * clients send, and every request would be refused without a word. */
+  int whole = strchr(line, '\n') != NULL || feof(f);
   line[strcspn(line, "\r\n")] = '\0';
+  if (!whole || strlen(line) > MAX_TOKEN_LEN) {
+    snprintf(err, errlen,
+             "--admin-token-file %s: the token on its first line is longer "
+             "than %d characters",
+             path, MAX_TOKEN_LEN);
+    rc = COHORT_EINVAL;
+    goto out;
+  }
   if (strlen(line) < MIN_TOKEN_LEN) {
     snprintf(err, errlen,
              "--admin-token-file %s: the token on its first line is shorter "

@@ -497,6 +497,44 @@ static void test_cohort_live_commands(void) {
   free(text);
 }
 
+/* Writes a 0600 token file holding len characters of c and a newline;
+ * its path (harness_path's buffer). */
+static const char *long_token_file(const char *name, size_t len, char c) {
+  const char *path = harness_path(name);
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  for (size_t i = 0; i < len; i++)
+    fputc(c, f);
+  fputc('\n', f);
+  fclose(f);
+  chmod(path, 0600);
+  return path;
+}
+
+/* `cohort --token-file` and $COHORT_ADMIN_TOKEN cut a token to 511
+ * characters, the server's 401 then saying nothing of why: a token over
+ * 512 characters is refused before anything is sent. */
+static void test_cohort_refuses_long_token(void) {
+  char path[512], *text;
+  snprintf(path, sizeof path, "%s",
+           long_token_file("cli-long.token", 513, 'c'));
+  const char *from_file[] = {"status", "--token-file", path, NULL};
+  CU_ASSERT_EQUAL(run_cohort(from_file, &text), 1);
+  CU_ASSERT(text && strstr(text, "longer than 512 characters"));
+  CU_ASSERT(text && !strstr(text, "HTTP 401"));
+  free(text);
+  char env[601];
+  memset(env, 'e', 600);
+  env[600] = '\0';
+  setenv("COHORT_ADMIN_TOKEN", env, 1);
+  const char *from_env[] = {"status", NULL};
+  CU_ASSERT_EQUAL(run_cohort(from_env, &text), 1);
+  unsetenv("COHORT_ADMIN_TOKEN");
+  CU_ASSERT(text && strstr(text, "$COHORT_ADMIN_TOKEN: the token is longer "
+                                 "than 512 characters"));
+  free(text);
+}
+
 /* POST /api/rounds/current/abort fails the running round, and the
  * federation goes on with the next. Last: it leaves dropouts behind. */
 static void test_abort_current_round(void) {
@@ -641,6 +679,53 @@ static void test_refuses_token_file_others_read(void) {
   free(err);
 }
 
+/* A token of 600 characters was cut to 511, and every client sending it
+ * whole was refused with a 401 that said nothing: refused at start. */
+static void test_refuses_token_too_long(void) {
+  char flags[1024];
+  snprintf(flags, sizeof flags,
+           "--enroll-token t --http 127.0.0.1:0 --admin-token-file %s",
+           long_token_file("long.token", 600, 'k'));
+  char *err = refused_start("long", flags);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(err);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "longer than 512 characters"));
+  CU_ASSERT_PTR_NULL(strstr(err, "kkkkkkkkkkkkkkkk"));
+  free(err);
+}
+
+/* A token of the longest length allowed is taken whole: it is served,
+ * its 511-character prefix is not. */
+static void test_longest_token_is_whole(void) {
+  char flags[1024], token[513];
+  memset(token, 'm', 512);
+  token[512] = '\0';
+  const char *port_file = harness_path("longest.http-port");
+  snprintf(flags, sizeof flags,
+           "--enroll-token t --http 127.0.0.1:0 --http-port-file %s "
+           "--admin-token-file %s",
+           port_file, long_token_file("longest.token", 512, 'm'));
+  int port = 0, http = 0;
+  char db[512] = "";
+  pid_t server = harness_start_server("longest", flags, &port, db, sizeof db);
+  CU_ASSERT_FATAL(server > 0);
+  for (int i = 0; i < 250 && http <= 0; i++) {
+    char *text = harness_read_file(harness_path("longest.http-port"));
+    http = text ? atoi(text) : 0;
+    free(text);
+    if (http <= 0)
+      nanosleep(&(struct timespec){0, 20 * 1000000L}, NULL);
+  }
+  http_reply r;
+  CU_ASSERT_EQUAL(http_get(http, "/metrics", token, &r), 0);
+  CU_ASSERT_EQUAL(r.status, 200);
+  http_reply_clear(&r);
+  token[511] = '\0';
+  CU_ASSERT_EQUAL(http_get(http, "/metrics", token, &r), 0);
+  CU_ASSERT_EQUAL(r.status, 401);
+  http_reply_clear(&r);
+  CU_ASSERT_EQUAL(harness_stop(server, 20), 0);
+}
+
 int cohort_register_suites(void) {
   static const test_case running[] = {
       {"data paths refuse a missing or wrong admin token",
@@ -665,6 +750,8 @@ int cohort_register_suites(void) {
        test_cross_site_requests_refused},
       {"cohort status, rounds, clients, models export, privacy report",
        test_cohort_live_commands},
+      {"cohort refuses a token over 512 characters rather than cut it",
+       test_cohort_refuses_long_token},
       {"plaintext gRPC beyond loopback shows in /metrics and "
        "/api/federation; loopback does not",
        test_insecure_transport_is_reported},
@@ -676,6 +763,10 @@ int cohort_register_suites(void) {
        test_refuses_open_port_beyond_loopback},
       {"an admin token file others can read: refused",
        test_refuses_token_file_others_read},
+      {"an admin token longer than 512 characters: refused, not cut",
+       test_refuses_token_too_long},
+      {"an admin token of 512 characters is taken whole",
+       test_longest_token_is_whole},
   };
   int rc = test_add_suite("http side port", suite_init, suite_clean, running,
                           sizeof running / sizeof running[0]);
