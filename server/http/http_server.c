@@ -315,6 +315,17 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   *con_cls = NULL;
 }
 
+/* Leaves a path or query value as sent: no route needs percent-escapes,
+ * and decoded they let a path mean what its route does not say: %00 cut it
+ * (/api/models/5%00 was model 5, /api/tokens/1/revoke%00x revoked token 1)
+ * and %2F made a separator (/api/tokens/1%2Frevoke). Undecoded, such
+ * paths match no route, or fail its number's check. */
+static size_t keep_escaped(void *cls, struct MHD_Connection *conn, char *s) {
+  (void)cls;
+  (void)conn;
+  return strlen(s);
+}
+
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
   (void)cls;
   char msg[256];
@@ -452,7 +463,8 @@ int http_server_start(const http_config *cfg, http_server **out,
       (unsigned)MAX_PER_ADDRESS, MHD_OPTION_CONNECTION_TIMEOUT,
       (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
       (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-      NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+      NULL, MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
+      MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
   if (!srv->daemon) {
     snprintf(err, errlen,
              "--http %s: cannot serve there (is the port in "

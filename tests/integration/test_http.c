@@ -208,6 +208,11 @@ static void test_api_errors(void) {
       {"/api/models/abc", 400, "model version"},
       {"/api/models/", 400, "model version"},
       {"/api/models/999999", 404, "no model version 999999"},
+      /* Escapes are not decoded: %00 no longer cuts, %2F is no '/'. */
+      {"/api/models/1%00", 400, "model version"},
+      {"/api/models/1%2Fsafetensors", 400, "model version"},
+      {"/api/rounds?limit=%31", 400, "limit"},
+      {"/metrics%00", 404, "no such path"},
       {"/api/nothing", 404, "no such path"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

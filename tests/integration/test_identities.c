@@ -546,6 +546,19 @@ static void test_tokens_over_api(void) {
   CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM enrollment_tokens"), 1);
   refused_labels(http, db);
 
+  /* Paths that decoded to token 1's revocation: refused, not revoked. */
+  static const char *escaped[] = {"/api/tokens/1%2Frevoke",
+                                  "/api/tokens/1/revoke%00x"};
+  for (size_t i = 0; i < sizeof escaped / sizeof escaped[0]; i++) {
+    r = api(http, "POST", escaped[i], ADMIN_TOKEN, NULL);
+    CU_ASSERT_EQUAL(r.status, 400);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "ID/revoke"));
+    http_reply_clear(&r);
+  }
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM enrollment_tokens"
+                                  " WHERE revoked_at IS NOT NULL"),
+                  0);
+
   /* Revoked: the next registration with it is refused, at once. */
   r = api(http, "POST", "/api/tokens/1/revoke", ADMIN_TOKEN, NULL);
   CU_ASSERT_EQUAL(r.status, 200);
