@@ -5,10 +5,13 @@
 
 #include <json-c/json.h>
 #include <microhttpd.h>
+#include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "http_buf.h"
+#include "http_deadline.h"
 #include "http_server.h"
 #include "store.h"
 
@@ -29,6 +32,12 @@ typedef struct http_totals {
 
 struct http_server {
   struct MHD_Daemon *daemon;
+  /* The daemon's turns run on this thread (http_server.c: serve), which
+   * sweeps overdue requests between them (http_deadline.h). */
+  pthread_t loop;
+  int loop_started;
+  atomic_int stopping;
+  http_conns conns;
   sqlite3 *db; /* read-only; used only by the daemon's one thread */
   char *db_path;
   store *admin; /* read-write, for the admin actions; the daemon's thread */

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "cohort_status.h"
 #include "http_internal.h"
 #include "log.h"
@@ -28,6 +29,12 @@
 #define MAX_CONNECTIONS 64
 #define MAX_PER_ADDRESS 16
 #define IDLE_TIMEOUT_S 10
+/* A request (line, headers and body) must arrive whole within this from
+ * when it is awaited, however it trickles (http_deadline.h). */
+#define REQUEST_DEADLINE_S 10
+/* How long one turn of the daemon may wait for activity: the sweep's
+ * granularity, and how soon a stop is seen. */
+#define TURN_MS 250
 #define CONNECTION_MEMORY (32u << 10) /* request line + headers */
 #define MAX_REQUEST_BODY 4096         /* POST /api/tokens' JSON, at most */
 #define MIN_TOKEN_LEN 16
@@ -303,16 +310,33 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                         rs->body_bytes};
     route->handler(&req, &res);
   }
+  http_deadline_answering(conn);
   return send_response(conn, &res);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
   (void)cls;
-  (void)conn;
   (void)toe;
   free(*con_cls);
   *con_cls = NULL;
+  http_deadline_next(conn);
+}
+
+/* The daemon's loop: its turns, and between two of them (when it touches
+ * no socket) the requests past their deadline cut. */
+static void *serve(void *arg) {
+  http_server *srv = arg;
+  while (!atomic_load(&srv->stopping)) {
+    MHD_run_wait(srv->daemon, TURN_MS);
+    size_t cut =
+        http_deadline_sweep(&srv->conns, clock_mono_s(), REQUEST_DEADLINE_S);
+    if (cut)
+      log_info("http: closed %zu connection(s) whose request did not arrive "
+               "within %d s",
+               cut, REQUEST_DEADLINE_S);
+  }
+  return NULL;
 }
 
 /* Leaves a path or query value as sent: no route needs percent-escapes,
@@ -453,8 +477,11 @@ int http_server_start(const http_config *cfg, http_server **out,
     goto out;
   }
 
-  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
-                   MHD_USE_ERROR_LOG |
+  /* No internal thread: serve() runs the daemon, so that it can cut
+   * overdue requests between turns. MHD_USE_AUTO: epoll, not select,
+   * whose descriptors stop at FD_SETSIZE (a coordinator with thousands
+   * of clients has more). */
+  unsigned flags = MHD_USE_AUTO | MHD_USE_ERROR_LOG |
                    (sa.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
   srv->daemon = MHD_start_daemon(
       flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR,
@@ -463,7 +490,8 @@ int http_server_start(const http_config *cfg, http_server **out,
       (unsigned)MAX_PER_ADDRESS, MHD_OPTION_CONNECTION_TIMEOUT,
       (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
       (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-      NULL, MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
+      NULL, MHD_OPTION_NOTIFY_CONNECTION, http_deadline_notify, &srv->conns,
+      MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
       MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
   if (!srv->daemon) {
     snprintf(err, errlen,
@@ -485,6 +513,12 @@ int http_server_start(const http_config *cfg, http_server **out,
   *bound_port = ntohs(bound.ss_family == AF_INET6
                           ? ((struct sockaddr_in6 *)&bound)->sin6_port
                           : ((struct sockaddr_in *)&bound)->sin_port);
+  if (pthread_create(&srv->loop, NULL, serve, srv) != 0) {
+    snprintf(err, errlen, "--http %s: cannot start its thread", cfg->listen);
+    rc = COHORT_EIO;
+    goto out;
+  }
+  srv->loop_started = 1;
 
 out:
   if (rc != COHORT_OK) {
@@ -498,6 +532,10 @@ out:
 void http_server_stop(http_server *h) {
   if (!h)
     return;
+  if (h->loop_started) {
+    atomic_store(&h->stopping, 1);
+    pthread_join(h->loop, NULL);
+  }
   if (h->daemon)
     MHD_stop_daemon(h->daemon);
   sqlite3_close(h->db);

@@ -7,14 +7,18 @@
  * coordinator refuses to open the port beyond loopback without a token,
  * or with a token file others can read. */
 #include <CUnit/CUnit.h>
+#include <arpa/inet.h>
+#include <errno.h>
 #include <json-c/json.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -310,6 +314,80 @@ static void test_oversized_requests_are_refused(void) {
   CU_ASSERT_EQUAL(http_get(g_fed.http_port, "/metrics", HTTP_FED_TOKEN, &r), 0);
   CU_ASSERT_EQUAL(r.status, 200);
   http_reply_clear(&r);
+}
+
+static double mono_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* A connection to 127.0.0.1:port from from_ip, or -1. */
+static int connect_from(const char *from_ip, int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  inet_pton(AF_INET, from_ip, &a.sin_addr);
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    if (fd >= 0)
+      close(fd);
+    return -1;
+  }
+  a.sin_port = htons((uint16_t)port);
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* Slowloris: the adversary opens connections (from 127.0.0.2, so the test's
+ * own requests keep their per-address room) and sends one header line a
+ * second, so the idle timeout never fires. Each is cut once its request
+ * has not arrived whole within the deadline (10 s), and the port answers
+ * meanwhile. Before the deadline, all were still open after 20 s. */
+static void test_trickled_requests_are_cut(void) {
+  enum { N = 8 };
+  int fd[N];
+  double t0 = mono_now(), closed_at[N];
+  for (int i = 0; i < N; i++) {
+    fd[i] = connect_from("127.0.0.2", g_fed.http_port);
+    CU_ASSERT_FATAL(fd[i] >= 0);
+    const char *start = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+    CU_ASSERT(send(fd[i], start, strlen(start), MSG_NOSIGNAL) > 0);
+    closed_at[i] = -1;
+  }
+  int open = N, answered_meanwhile = 0;
+  while (open > 0 && mono_now() - t0 < 20) {
+    nanosleep(&(struct timespec){1, 0}, NULL);
+    for (int i = 0; i < N; i++) {
+      if (closed_at[i] >= 0)
+        continue;
+      char b[64];
+      ssize_t r = recv(fd[i], b, sizeof b, MSG_DONTWAIT);
+      if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) ||
+          send(fd[i], "X-a: b\r\n", 8, MSG_NOSIGNAL) < 0) {
+        closed_at[i] = mono_now() - t0;
+        open--;
+      }
+    }
+    if (!answered_meanwhile && mono_now() - t0 > 4) {
+      http_reply r;
+      CU_ASSERT_EQUAL(http_get(g_fed.http_port, "/metrics", HTTP_FED_TOKEN, &r),
+                      0);
+      answered_meanwhile = r.status == 200;
+      http_reply_clear(&r);
+    }
+  }
+  CU_ASSERT_EQUAL(open, 0);
+  CU_ASSERT(answered_meanwhile);
+  for (int i = 0; i < N; i++) {
+    /* Not before the deadline, and within a turn or two after it. */
+    if (closed_at[i] >= 0 && (closed_at[i] < 9 || closed_at[i] > 13))
+      fprintf(stderr, "\nconnection %d closed at %.1f s\n", i, closed_at[i]);
+    CU_ASSERT(closed_at[i] >= 9 && closed_at[i] <= 13);
+    close(fd[i]);
+  }
 }
 
 /* The page is served without the token (it holds no data) and refers to
@@ -743,6 +821,9 @@ int cohort_register_suites(void) {
       {"a non-finite value in the database is null in /api/rounds, which "
        "stays JSON",
        test_non_finite_values_are_null},
+      {"a request trickled a line at a time is cut at its deadline; the "
+       "port serves meanwhile",
+       test_trickled_requests_are_cut},
       {"oversized headers and bodies are refused, the port still serves",
        test_oversized_requests_are_refused},
       {"the dashboard loads nothing from elsewhere",
