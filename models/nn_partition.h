@@ -1,7 +1,7 @@
 /* Splitting one data set among the simulated clients of a federation: IID,
  * label-sorted shards (McMahan et al. 2017), a fixed number of labels per
- * client (NIID-Bench's #C=k, drawn or given), Dirichlet label skew and Dirichlet quantity
- * skew, all deterministic for a seed (nn_rng only). */
+ * client (NIID-Bench's #C=k, drawn or given), Dirichlet label skew and
+ * Dirichlet quantity skew, all deterministic for a seed (nn_rng only). */
 #ifndef COHORT_NN_PARTITION_H
 #define COHORT_NN_PARTITION_H
 

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cohort_status.h"
 #include "errbuf.h"
@@ -91,15 +90,10 @@ int crypto_unhex_file(const char *path, uint8_t *out, size_t len, char *err,
                       size_t errlen) {
   char text[2 * 256 + 64]; /* bigger files are refused, not read whole */
   struct stat st;
-  int fd = fd_open_regular(path, &st);
-  FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
-  if (!f) {
-    int e = errno;
-    if (fd >= 0)
-      close(fd);
+  FILE *f = fd_fopen_regular(path, &st);
+  if (!f)
     return errbuf_fail(err, errlen, COHORT_EIO, path, "%s",
-                       fd_open_strerror(e));
-  }
+                       fd_open_strerror(errno));
   size_t n = fread(text, 1, sizeof text - 1, f);
   int whole = feof(f) && !ferror(f);
   fclose(f);

@@ -68,15 +68,10 @@ static int no_passphrase(char *buf, int size, int rwflag, void *u) {
 int sign_key_load(const char *path, sign_key **out, char *err, size_t errlen) {
   *out = NULL;
   struct stat st;
-  int fd = fd_open_regular(path, &st);
-  FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
-  if (!f) {
-    int e = errno;
-    if (fd >= 0)
-      close(fd);
+  FILE *f = fd_fopen_regular(path, &st);
+  if (!f)
     return errbuf_fail(err, errlen, COHORT_EIO, NULL, "%s: %s", path,
-                       fd_open_strerror(e));
-  }
+                       fd_open_strerror(errno));
   if (st.st_mode & (S_IRWXG | S_IRWXO))
     log_warn("%s: the identity key is readable by group or others; chmod "
              "600 it",

@@ -73,6 +73,17 @@ int fd_open_regular(const char *path, struct stat *st) {
   return fd;
 }
 
+FILE *fd_fopen_regular(const char *path, struct stat *st) {
+  int fd = fd_open_regular(path, st);
+  FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
+  if (!f && fd >= 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+  }
+  return f;
+}
+
 const char *fd_open_strerror(int errnum) {
   return errnum == EINVAL ? "not a regular file" : strerror(errnum);
 }

@@ -5,6 +5,7 @@
 #define COHORT_FD_IO_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -24,6 +25,8 @@ ssize_t fd_pread_full(int fd, void *p, size_t len, off_t at);
  * again when returned, with *st filled. Or -1 with errno set: EINVAL when
  * path is not a regular file (fd_open_strerror says so). */
 int fd_open_regular(const char *path, struct stat *st);
+/* fd_open_regular as a stdio stream for reading, or NULL with errno set. */
+FILE *fd_fopen_regular(const char *path, struct stat *st);
 /* strerror for fd_open_regular's errno: EINVAL reads "not a regular
  * file". */
 const char *fd_open_strerror(int errnum);
