@@ -19,6 +19,7 @@
 #include "dp_ddp.h"
 #include "duration.h"
 #include "export.h"
+#include "fd_io.h"
 #include "flags.h"
 #include "http_rpc_stats.h"
 #include "http_server.h"
@@ -622,15 +623,22 @@ static int rate_limits_from_flags(service *svc) {
 
 /* Adds every non-empty line of path as an enrollment token. */
 static int add_token_file(round_engine *engine, const char *path) {
-  FILE *f = fopen(path, "r");
+  struct stat st;
+  FILE *f = fd_fopen_regular(path, &st);
   if (!f) {
-    log_error("--enroll-token-file %s: %s", path, strerror(errno));
+    log_error("--enroll-token-file %s: %s", path, fd_open_strerror(errno));
     return -1;
   }
   char line[512];
-  int added = 0, rc = 0;
-  while (fgets(line, sizeof line, f)) {
-    line[strcspn(line, "\r\n")] = '\0';
+  int added = 0, rc = 0, got;
+  while ((got = fd_read_line(f, line, sizeof line)) != 0) {
+    if (got < 0) {
+      log_error("--enroll-token-file %s: line %d is longer than %zu "
+                "characters; one token per line",
+                path, added + 1, sizeof line - 2);
+      rc = -1;
+      break;
+    }
     if (!line[0])
       continue;
     if (round_add_enrollment_token(engine, line) != 0) {

@@ -19,6 +19,7 @@
 
 #include "cohort.h"
 #include "cohort_testing.h"
+#include "fd_io.h"
 #include "flags.h"
 #include "log.h"
 
@@ -216,14 +217,21 @@ static int parse_attributes(cohort_attribute *attrs, char (*names)[40]) {
 
 /* The first line of --token-file into buf. 0, or -1 with a message. */
 static int read_token_file(const char *path, char *buf, size_t size) {
-  FILE *f = fopen(path, "r");
+  struct stat st;
+  FILE *f = fd_fopen_regular(path, &st);
   if (!f) {
-    log_error("--token-file %s: %s", path, strerror(errno));
+    log_error("--token-file %s: %s", path, fd_open_strerror(errno));
     return -1;
   }
-  int rc = fgets(buf, (int)size, f) ? 0 : -1;
+  int got = fd_read_line(f, buf, size);
   fclose(f);
-  buf[rc ? 0 : strcspn(buf, "\r\n")] = '\0';
+  if (got < 0) {
+    buf[0] = '\0';
+    log_error("--token-file %s: the token on its first line is longer than "
+              "%zu characters",
+              path, size - 2);
+    return -1;
+  }
   if (!buf[0]) {
     log_error("--token-file %s: no token on its first line", path);
     return -1;

@@ -84,6 +84,17 @@ FILE *fd_fopen_regular(const char *path, struct stat *st) {
   return f;
 }
 
+int fd_read_line(FILE *f, char *buf, size_t size) {
+  if (!fgets(buf, (int)size, f)) {
+    buf[0] = '\0';
+    return 0;
+  }
+  size_t n = strcspn(buf, "\r\n");
+  int whole = buf[n] != '\0' || feof(f);
+  buf[n] = '\0';
+  return whole ? 1 : -1;
+}
+
 const char *fd_open_strerror(int errnum) {
   return errnum == EINVAL ? "not a regular file" : strerror(errnum);
 }

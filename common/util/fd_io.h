@@ -27,6 +27,11 @@ ssize_t fd_pread_full(int fd, void *p, size_t len, off_t at);
 int fd_open_regular(const char *path, struct stat *st);
 /* fd_open_regular as a stdio stream for reading, or NULL with errno set. */
 FILE *fd_fopen_regular(const char *path, struct stat *st);
+/* Reads one line of f into buf (size bytes, its NUL included) without its
+ * "\r\n": 1, 0 at the end of the file, or -1 when the line does not fit.
+ * A secret cut there would be another secret, and its tail would read as
+ * the next line: callers refuse the file. */
+int fd_read_line(FILE *f, char *buf, size_t size);
 /* strerror for fd_open_regular's errno: EINVAL reads "not a regular
  * file". */
 const char *fd_open_strerror(int errnum);

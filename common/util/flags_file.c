@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fd_io.h"
 #include "flags.h"
 #include "flags_impl.h"
 
@@ -130,13 +131,11 @@ int flags_load_file(const flag_def *defs, size_t n, const char *path, char *err,
       .path = path, .defs = defs, .n = n, .err = err, .errlen = errlen};
   int rc = -1;
   struct stat st;
-  c.f = fopen(path, "r");
+  /* A regular file only: a FIFO that nobody writes would hang the process
+   * (fd_io.h), a directory or device is no configuration. */
+  c.f = fd_fopen_regular(path, &st);
   if (!c.f) {
-    snprintf(err, errlen, "--config %s: %s", path, strerror(errno));
-    goto out;
-  }
-  if (fstat(fileno(c.f), &st) != 0 || S_ISDIR(st.st_mode)) {
-    snprintf(err, errlen, "--config %s: not a file", path);
+    snprintf(err, errlen, "--config %s: %s", path, fd_open_strerror(errno));
     goto out;
   }
   c.seen = calloc(n ? n : 1, 1);

@@ -54,8 +54,11 @@ void log_set_format(log_format format) { atomic_store(&g_format, (int)format); }
 
 /* Opens path for appending, 0600, and puts it on standard error. */
 static int attach(const char *path, char *err, size_t errlen) {
-  int fd =
-      open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+  /* O_NONBLOCK: a FIFO planted at path must not hang the process (without a
+   * reader the open fails at once; with one it is refused below). */
+  int fd = open(
+      path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+      0600);
   if (fd < 0) {
     snprintf(err, errlen, "log file %s: %s", path, strerror(errno));
     return -1;
@@ -66,6 +69,8 @@ static int attach(const char *path, char *err, size_t errlen) {
   int rc = -1;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
     snprintf(err, errlen, "log file %s: not a regular file", path);
+  else if (fcntl(fd, F_SETFL, O_WRONLY | O_APPEND) != 0)
+    snprintf(err, errlen, "log file %s: %s", path, strerror(errno));
   else if ((st.st_mode & 077) && fchmod(fd, 0600) != 0)
     snprintf(err, errlen, "log file %s: cannot make it 0600: %s", path,
              strerror(errno));

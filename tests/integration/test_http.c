@@ -737,6 +737,44 @@ static char *refused_start(const char *tag, const char *flags) {
   return harness_read_file(harness_path(name));
 }
 
+/* An enrollment token file's line of 511 characters was read as two
+ * tokens, 510 characters and the rest, so a one-character tail enrolled
+ * clients: the coordinator refuses the file at start. cohort-client's
+ * --token-file cut a long token (refused by the coordinator, unexplained):
+ * refused too. */
+static void test_refuses_long_enrollment_token_lines(void) {
+  char path[512], flags[1024];
+  snprintf(path, sizeof path, "%s",
+           long_token_file("enroll-long.token", 511, 'e'));
+  snprintf(flags, sizeof flags, "--enroll-token-file %s", path);
+  char *err = refused_start("enroll-long", flags);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(err);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "line 1 is longer than 510 characters"));
+  CU_ASSERT_PTR_NULL(strstr(err, "eeeeeeeeeeeeeeee"));
+  free(err);
+  /* 510 characters are one token, whole. */
+  int port = 0;
+  char db[512] = "";
+  snprintf(path, sizeof path, "%s",
+           long_token_file("enroll-510.token", 510, 'f'));
+  snprintf(flags, sizeof flags, "--enroll-token-file %s", path);
+  pid_t pid = harness_start_server("enroll-510", flags, &port, db, sizeof db);
+  CU_ASSERT(pid > 0);
+  CU_ASSERT_EQUAL(harness_stop(pid, 20), 0);
+
+  snprintf(path, sizeof path, "%s",
+           long_token_file("client-long.token", 600, 'g'));
+  const char *client_flags[] = {"--token-file", path, NULL};
+  pid_t c = harness_spawn_client(1, client_flags, NULL,
+                                 harness_path("client-long.err"));
+  CU_ASSERT_EQUAL(harness_wait(c, 30), 2);
+  char *cerr = harness_read_file(harness_path("client-long.err"));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(cerr);
+  CU_ASSERT_PTR_NOT_NULL(strstr(cerr, "longer than"));
+  CU_ASSERT_PTR_NULL(strstr(cerr, "gggggggggggggggg"));
+  free(cerr);
+}
+
 static void test_refuses_open_port_beyond_loopback(void) {
   char *err = refused_start("open", "--enroll-token t --http 0.0.0.0:0");
   CU_ASSERT_PTR_NOT_NULL_FATAL(err);
@@ -851,6 +889,8 @@ int cohort_register_suites(void) {
        test_refuses_token_file_others_read},
       {"an admin token longer than 512 characters: refused, not cut",
        test_refuses_token_too_long},
+      {"enrollment token lines too long: refused, not split into tokens",
+       test_refuses_long_enrollment_token_lines},
       {"an admin token of 512 characters is taken whole",
        test_longest_token_is_whole},
   };

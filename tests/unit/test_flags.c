@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cunit_main.h"
@@ -394,7 +395,14 @@ static void test_config_file_problems(void) {
   CU_ASSERT_EQUAL(parse_args("--config", missing, NULL), FLAGS_ERROR);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "absent.conf"));
   CU_ASSERT_EQUAL(parse_args("--config", dir, NULL), FLAGS_ERROR);
-  CU_ASSERT_PTR_NOT_NULL(strstr(err, "not a file"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "not a regular file"));
+  /* A FIFO nobody writes: refused at once, not waited on for ever. */
+  char fifo[700];
+  snprintf(fifo, sizeof fifo, "%s/fifo.conf", dir);
+  CU_ASSERT_EQUAL_FATAL(mkfifo(fifo, 0600), 0);
+  CU_ASSERT_EQUAL(parse_args("--config", fifo, NULL), FLAGS_ERROR);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "not a regular file"));
+  unlink(fifo);
   write_conf("port = 5\n");
   CU_ASSERT_EQUAL(parse_args("--config", conf, "--config", conf, NULL),
                   FLAGS_ERROR);

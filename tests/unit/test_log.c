@@ -170,6 +170,12 @@ static void test_file_is_0600_and_appended(void) {
   restore_stderr();
   CU_ASSERT_EQUAL_FATAL(stat(path_of("fresh.log"), &st), 0);
   CU_ASSERT_EQUAL(st.st_mode & 0777, 0600);
+  /* A FIFO nobody reads is refused at once, not waited on for ever; stderr
+   * stays where it was. */
+  CU_ASSERT_EQUAL_FATAL(mkfifo(path_of("fifo.log"), 0600), 0);
+  CU_ASSERT_EQUAL(log_open_file(path_of("fifo.log"), err, sizeof err), -1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "fifo.log"));
+  unlink(path_of("fifo.log"));
 }
 
 static void test_reopen_after_rename(void) {
