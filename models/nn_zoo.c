@@ -158,7 +158,7 @@ int nn_zoo_resolve(const char *spec, nn_shape input, int classes, nn_model *out,
   } else if (strncmp(base, "mlp:", 4) == 0) {
     nn_net_flatten(net);
     rc = build_mlp(net, base + 4, dropout, classes, err, errlen);
-    if (rc)
+    if (rc && !net->error) /* its spec did not parse: err says why */
       return rc;
   } else if (strcmp(base, "cnn") == 0) {
     if (input.h < 4 || input.w < 4) {
@@ -189,6 +189,11 @@ int nn_zoo_resolve(const char *spec, nn_shape input, int classes, nn_model *out,
              "model %s cannot take examples of %dx%dx%d "
              "(too large or too small)",
              spec, input.h, input.w, input.c);
+    return COHORT_EINVAL;
+  }
+  if (net->n_params > NN_ZOO_MAX_PARAMS) {
+    snprintf(err, errlen, "model %s has %zu parameters; at most %zu", spec,
+             net->n_params, NN_ZOO_MAX_PARAMS);
     return COHORT_EINVAL;
   }
   snprintf(out->spec, sizeof out->spec, "%s", spec);

@@ -25,6 +25,11 @@
 #define NN_ZOO_SPECS                                                           \
   "logreg, mlp:H1[,H2,...], cnn, lenet (each optionally /dropout=P)"
 #define NN_MAX_SPEC 64
+/* The most parameters a zoo model may have: 512 MiB of float32 weights.
+ * A model is kept whole in memory several times over (global, update,
+ * sums) and stored as one SQLite blob (at most 1e9 bytes by default); a
+ * larger one is refused before anything is allocated. */
+#define NN_ZOO_MAX_PARAMS ((size_t)1 << 27)
 
 typedef struct nn_model {
   char spec[NN_MAX_SPEC];
@@ -33,8 +38,9 @@ typedef struct nn_model {
   nn_net net;
 } nn_model;
 
-/* Builds spec for examples of shape input and classes labels. A bad spec or
- * a shape the model cannot take gets COHORT_EINVAL and a reason in err. */
+/* Builds spec for examples of shape input and classes labels. A bad spec, a
+ * shape the model cannot take or more than NN_ZOO_MAX_PARAMS parameters
+ * gets COHORT_EINVAL and a reason in err. */
 int nn_zoo_resolve(const char *spec, nn_shape input, int classes, nn_model *out,
                    char *err, size_t errlen);
 

@@ -652,7 +652,13 @@ int store_insert_model(store *s, const store_model *m, double now) {
   sqlite3_bind_text(st, 4, m->spec, -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(st, 5, m->sha256_hex, -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(st, 6, (sqlite3_int64)m->blob_len);
-  sqlite3_bind_blob64(st, 7, m->blob, m->blob_len, SQLITE_STATIC);
+  /* A blob past SQLite's length limit would bind as NULL. */
+  if (sqlite3_bind_blob64(st, 7, m->blob, m->blob_len, SQLITE_STATIC) !=
+      SQLITE_OK) {
+    sqlite3_finalize(st);
+    return store_fail_with(s, COHORT_EINVAL, "insert model",
+                           "its parameters are more bytes than SQLite takes");
+  }
   sqlite3_bind_double(st, 8, now);
   return store_run(s, st, "insert model");
 }

@@ -140,6 +140,8 @@ bad-flags)
   refuse "--dp 'lots'" --dp lots
   refuse "--strategy 'fedbest'" --strategy fedbest
   refuse "--report $tmp/no/r.html: cannot write" --report "$tmp/no/r.html"
+  # A folder passed the folder's check, ran every round, then failed.
+  refuse "--report $tmp: cannot write it" --report "$tmp"
   refuse "--nonsense" --nonsense 1
   refuse "--momentum: 1 is outside" --momentum 1
   refuse "--weight-decay: -1 is outside" --weight-decay -1
@@ -154,6 +156,22 @@ bad-flags)
   [[ $? != 0 && $out == *"$tmp/nowhere"* ]] || fail "--data nowhere gave: $out"
   out=$("$sim" --model mlp:x 2>&1)
   [[ $? != 0 && $out == *"mlp:x"* ]] || fail "--model mlp:x gave: $out"
+  # A layer too large was an error message of uninitialised bytes; a
+  # model too large allocated 4.6 GB before SQLite refused it.
+  out=$("$sim" --limit 500 --model mlp:65536,65536 2>&1)
+  [[ $? != 0 && $out == *"cannot take examples of 28x28x1"* ]] ||
+    fail "--model mlp:65536,65536 gave: $out"
+  out=$("$sim" --limit 500 --model mlp:65536,8192 2>&1)
+  [[ $? != 0 && $out == *"has 588406794 parameters; at most 134217728"* ]] ||
+    fail "--model mlp:65536,8192 gave: $out"
+  # Settings under which no round can commit: ended, not failing rounds
+  # for ever (it ran 230,000 rounds a minute, its memory growing).
+  out=$(timeout 60 "$sim" "${small[@]}" --model mlp:200,200 --network 4g \
+    --round-timeout 0.1 --log-level error \
+    2>&1 >/dev/null)
+  rc=$?
+  [[ $rc == 1 && $out == *"1000 rounds in a row failed"* ]] ||
+    fail "a run that cannot commit gave status $rc: $out"
   ;;
 *)
   echo "unknown check $check"

@@ -49,9 +49,15 @@ static int seed_main_thread(uint64_t seed) {
   return crypto_random_simulate(bytes);
 }
 
-/* Whether the folder of path can take a new file (the report is written
- * beside it and renamed over it), so a long run does not end unable to. */
+/* Whether path can become the report: not a folder (nor a name ending in
+ * '/'), and its folder can take a new file (the report is written beside
+ * it and renamed over it), so a long run does not end unable to. */
 static int writable_dir_of(const char *path) {
+  struct stat st;
+  size_t len = strlen(path);
+  if (len == 0 || path[len - 1] == '/' ||
+      (stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
+    return 0;
   char dir[4096];
   snprintf(dir, sizeof dir, "%s", path);
   char *slash = strrchr(dir, '/');
@@ -100,7 +106,9 @@ static int check_options(sim_options *o, round_config *cfg, sim_net_spec *net,
                    "it or name another)",
                    o->db);
   if (!bad && rank == 0 && o->report && !writable_dir_of(o->report))
-    bad = snprintf(err, sizeof err, "--report %s: cannot write in its folder",
+    bad = snprintf(err, sizeof err,
+                   "--report %s: cannot write it (a folder, or a folder "
+                   "that cannot take a new file)",
                    o->report);
   if (!bad)
     return COHORT_OK;

@@ -52,12 +52,19 @@ void sim_clock_set(double t) {
 
 /* ---- one round ---- */
 
+/* This many failed rounds in a row end the run: with settings under which
+ * no round can commit (a deadline shorter than any upload, dropouts
+ * certain), the loop would otherwise fail rounds for ever, each adding its
+ * rows. A run that commits now and then never gets near it. */
+#define SIM_MAX_FAILED_IN_A_ROW 1000
+
 typedef struct run {
   const sim_loop_config *lc;
   sim_world *w;
   round_engine *e;
   uint64_t upload_bytes; /* all clients', since the start */
   size_t dropped;        /* this round's drawn dropouts */
+  int failed_in_a_row;   /* rounds failed since the last commit */
   char *err;
   size_t errlen;
 } run;
@@ -330,6 +337,7 @@ static int report_round(run *r, int64_t *reported, size_t *lines_done,
     printf("round %lld: FAILED clients %lld/%zu sim %.3f s\n",
            (long long)o.round, (long long)o.result.clients_aggregated, selected,
            g_now);
+  r->failed_in_a_row = o.committed ? 0 : r->failed_in_a_row + 1;
   sim_record rec = {.round = o.round,
                     .committed = o.committed,
                     .selected = selected,
@@ -403,6 +411,14 @@ int sim_loop_run(const sim_loop_config *lc, sim_world *w, round_engine *e,
     }
     if (!rc)
       rc = report_round(&r, &reported, &lines_done, sel.n);
+    if (!rc && r.failed_in_a_row >= SIM_MAX_FAILED_IN_A_ROW)
+      rc = errbuf_fail(err, errlen, COHORT_ESTATE, NULL,
+                       "%d rounds in a row failed, none committed (the "
+                       "last: round %lld, %zu selected); with these settings "
+                       "no round can commit: check --round-timeout against "
+                       "the --network's links, its drop-* rates and "
+                       "--min-clients",
+                       r.failed_in_a_row, (long long)round, sel.n);
   }
   free(chunk);
   sim_selected_free(&sel);
