@@ -9,10 +9,30 @@
 #include "cohort_version.h"
 #include "flags_impl.h"
 
+/* The first control character of text, or NULL. A value holding one could
+ * not be written back by --print-config (a newline there starts another
+ * key) and would reach the log as it is. */
+static const char *control_char(const char *text) {
+  for (const char *p = text; *p; p++)
+    if ((unsigned char)*p < 0x20 || *p == 0x7f)
+      return p;
+  return NULL;
+}
+
 int flags_set_value(const flag_def *d, const char *label, const char *text,
                     char *err, size_t errlen) {
   char *end = NULL;
-  switch (flags_base_type(d)) {
+  int type = flags_base_type(d);
+  const char *ctl = type == FLAG_STRING || type == FLAG_STRING_LIST
+                        ? control_char(text)
+                        : NULL;
+  if (ctl) {
+    snprintf(err, errlen,
+             "%s: a control character (0x%02x) at byte %zu of its value", label,
+             (unsigned char)*ctl, (size_t)(ctl - text));
+    return -1;
+  }
+  switch (type) {
   case FLAG_STRING:
     *(const char **)d->target = text;
     return 0;

@@ -113,6 +113,13 @@ static void test_non_number_is_error(void) {
     CU_ASSERT_EQUAL(parse_args("--lr", bad_doubles[i], NULL), FLAGS_ERROR);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "--lr"));
   }
+  /* A control character in a text value: a newline would start another
+   * key in --print-config's output, an escape would reach the log. */
+  CU_ASSERT_EQUAL(parse_args("--host", "a.csv\nport = 1", NULL), FLAGS_ERROR);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "--host: a control character (0x0a)"));
+  CU_ASSERT_EQUAL(parse_args("--peer", "h:1\x1b[2J", NULL), FLAGS_ERROR);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "--peer: a control character (0x1b)"));
+  CU_ASSERT_EQUAL(parse_args("--host", "tab\there", NULL), FLAGS_ERROR);
 }
 
 static void test_unknown_flag_is_error(void) {
