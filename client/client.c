@@ -1342,9 +1342,9 @@ int cohort_client_run(cohort_client_t *c) {
       continue;
     }
     if (rc == COHORT_EUNAVAIL) {
-      /* The coordinator may be restarting: keep trying for a while. */
-      /* Unreachable since the cycle that found it so began; no new cycle
-       * starts past the limit. */
+      /* The coordinator may be restarting: keep trying for a while,
+       * counted from the start of the cycle that found it unreachable; no
+       * new cycle starts past the limit. */
       if (unreachable_since < 0)
         unreachable_since = cycle_started;
       long wait_ms = c->wait_ms > backoff_ms ? c->wait_ms : backoff_ms;
