@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "fd_io.h"
 #include "flags.h"
 
 #define MAX_JSON_BYTES (64u << 20)
@@ -86,18 +87,15 @@ static int read_token(const char *prog, char tok[TOKEN_BUF]) {
       snprintf(tok, TOKEN_BUF, "%s", env);
     return 0;
   }
-  FILE *f = fopen(g_live.token_file, "r");
+  struct stat st;
+  FILE *f = fd_fopen_regular(g_live.token_file, &st);
   if (!f) {
     fprintf(stderr, "%s: --token-file %s: %s\n", prog, g_live.token_file,
-            strerror(errno));
+            fd_open_strerror(errno));
     return -1;
   }
-  if (!fgets(tok, TOKEN_BUF, f))
-    tok[0] = '\0';
-  /* Without its newline (and before the end) the line did not fit. */
-  int whole = strchr(tok, '\n') != NULL || feof(f);
+  int whole = fd_read_line(f, tok, TOKEN_BUF) >= 0;
   fclose(f);
-  tok[strcspn(tok, "\r\n")] = '\0';
   if (!whole || strlen(tok) > MAX_TOKEN)
     return too_long(prog, "--token-file ", g_live.token_file);
   if (!tok[0]) {

@@ -20,6 +20,7 @@
 
 #include "clock.h"
 #include "cohort_status.h"
+#include "fd_io.h"
 #include "http_internal.h"
 #include "log.h"
 #include "store_tokens.h"
@@ -550,13 +551,14 @@ int http_read_token_file(const char *path, char **token, char *err,
   *token = NULL;
   char line[MAX_TOKEN_LEN + 3]; /* the token, "\r\n" and the NUL */
   int rc = COHORT_OK;
-  FILE *f = fopen(path, "r");
+  struct stat st;
+  FILE *f = fd_fopen_regular(path, &st);
   if (!f) {
-    snprintf(err, errlen, "--admin-token-file %s: %s", path, strerror(errno));
+    snprintf(err, errlen, "--admin-token-file %s: %s", path,
+             fd_open_strerror(errno));
     return COHORT_EIO;
   }
-  struct stat st;
-  if (fstat(fileno(f), &st) != 0 || (st.st_mode & 077)) {
+  if (st.st_mode & 077) {
     snprintf(err, errlen,
              "--admin-token-file %s: readable by others; it holds a secret "
              "(chmod 600 %s)",
@@ -564,13 +566,9 @@ int http_read_token_file(const char *path, char **token, char *err,
     rc = COHORT_EINVAL;
     goto out;
   }
-  if (!fgets(line, sizeof line, f))
-    line[0] = '\0';
-  /* A line that did not fit was cut: the token kept would not be the one
-   * clients send, and every request would be refused without a word. */
-  int whole = strchr(line, '\n') != NULL || feof(f);
-  line[strcspn(line, "\r\n")] = '\0';
-  if (!whole || strlen(line) > MAX_TOKEN_LEN) {
+  /* A line that did not fit would be cut: the token kept would not be the
+   * one clients send, and every request would be refused without a word. */
+  if (fd_read_line(f, line, sizeof line) < 0 || strlen(line) > MAX_TOKEN_LEN) {
     snprintf(err, errlen,
              "--admin-token-file %s: the token on its first line is longer "
              "than %d characters",
