@@ -76,6 +76,25 @@ static char *read_line(char *buf, int size, void *stream) {
     fail_line(c, "NUL byte in the line");
     return NULL;
   }
+  /* libinih (Debian builds it with multi-line values) reads any indented
+   * line that is not a comment as the previous key's value continued:
+   * "  port = 5" under "eligible = a=1" would be one more eligibility
+   * condition, silently. And a [section] line with no key under it would
+   * pass unseen. Both are refused. */
+  size_t lead = strspn(buf, " \t");
+  char first = buf[lead];
+  if (first != '\0' && first != '\n' && first != '\r' && first != '#' &&
+      first != ';') {
+    if (lead > 0) {
+      fail_line(c, "an indented line (it would continue the previous key's "
+                   "value); write each key at the start of its line");
+      return NULL;
+    }
+    if (first == '[') {
+      fail_line(c, "a [section] line; the file has no sections");
+      return NULL;
+    }
+  }
   /* A full buffer without the newline: the line fits only if the newline
    * or the end of the file comes next. */
   if (len + 1 == (size_t)size && buf[len - 1] != '\n' &&

@@ -361,7 +361,11 @@ static void test_config_errors_name_file_line_and_key(void) {
   expect_refused("port = 1\nport = 2\n", 2, "port: given twice");
   expect_refused("host =\n", 1, "host: empty value");
   expect_refused("# ok\nport 80\n", 2, "expected 'key = value'");
-  expect_refused("[server]\nport = 80\n", 2, "port: key under section");
+  expect_refused("[server]\nport = 80\n", 1, "a [section] line");
+  expect_refused("port = 1\n[x]\n", 2, "a [section] line");
+  /* libinih would read an indented line as the value above continued. */
+  expect_refused("peer = a:1\n  b:2\n", 2, "an indented line");
+  expect_refused("host = h\n\tport = 5\n", 2, "an indented line");
   /* A secret is refused inline, and the message says what to do. */
   expect_refused("secret = hunter2\n", 1, "secret: secrets are not accepted");
   CU_ASSERT_PTR_NULL(strstr(err, "hunter2"));
