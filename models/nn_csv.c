@@ -432,8 +432,7 @@ static int csv_scan(const char *path, const nn_csv_options *opt_in,
   rd.path = path;
   ld.path = path;
   ld.scale = opt.scale;
-  struct stat st;
-  int fd = fd_open_regular(path, &st);
+  int fd = fd_open_regular(path, NULL);
   if (fd < 0)
     return csv_fail(err, errlen, COHORT_EIO, path, 0, "cannot open: %s",
                     fd_open_strerror(errno));

@@ -29,8 +29,7 @@
 
 static int idx_open(const char *path, gzFile *gz, char *err, size_t errlen) {
   *gz = NULL;
-  struct stat st;
-  int fd = fd_open_regular(path, &st);
+  int fd = fd_open_regular(path, NULL);
   if (fd < 0)
     return errbuf_fail(err, errlen, COHORT_EIO, path, "cannot open: %s",
                        fd_open_strerror(errno));

@@ -87,8 +87,7 @@ static int read_token(const char *prog, char tok[TOKEN_BUF]) {
       snprintf(tok, TOKEN_BUF, "%s", env);
     return 0;
   }
-  struct stat st;
-  FILE *f = fd_fopen_regular(g_live.token_file, &st);
+  FILE *f = fd_fopen_regular(g_live.token_file, NULL);
   if (!f) {
     fprintf(stderr, "%s: --token-file %s: %s\n", prog, g_live.token_file,
             fd_open_strerror(errno));

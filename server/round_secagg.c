@@ -227,7 +227,6 @@ static void choose_graph(round_engine *e, uint32_t n, uint32_t *k,
   *t = want < floor ? floor : want;
 }
 
-/* The registered identity of each of the n clients of the round. */
 /* The identities of the n clients ids (sorted), into out; a client with
  * none on record any more (retired since its selection: the holder of its
  * key proved it and is another client, docs/protocol.md) is left out of

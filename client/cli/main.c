@@ -217,8 +217,7 @@ static int parse_attributes(cohort_attribute *attrs, char (*names)[40]) {
 
 /* The first line of --token-file into buf. 0, or -1 with a message. */
 static int read_token_file(const char *path, char *buf, size_t size) {
-  struct stat st;
-  FILE *f = fd_fopen_regular(path, &st);
+  FILE *f = fd_fopen_regular(path, NULL);
   if (!f) {
     log_error("--token-file %s: %s", path, fd_open_strerror(errno));
     return -1;

@@ -89,8 +89,7 @@ int crypto_unhex(const char *hex, uint8_t *out, size_t len) {
 int crypto_unhex_file(const char *path, uint8_t *out, size_t len, char *err,
                       size_t errlen) {
   char text[2 * 256 + 64]; /* bigger files are refused, not read whole */
-  struct stat st;
-  FILE *f = fd_fopen_regular(path, &st);
+  FILE *f = fd_fopen_regular(path, NULL);
   if (!f)
     return errbuf_fail(err, errlen, COHORT_EIO, path, "%s",
                        fd_open_strerror(errno));

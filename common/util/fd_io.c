@@ -54,6 +54,9 @@ ssize_t fd_pread_full(int fd, void *p, size_t len, off_t at) {
 }
 
 int fd_open_regular(const char *path, struct stat *st) {
+  struct stat mine;
+  if (!st)
+    st = &mine;
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0)
     return -1;

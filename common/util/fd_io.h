@@ -22,8 +22,8 @@ ssize_t fd_pread_full(int fd, void *p, size_t len, off_t at);
 /* Opens path read-only if it is a regular file, without blocking on a FIFO
  * or device planted there (opened O_NONBLOCK, then checked) and without
  * taking a terminal as controlling terminal; the descriptor is blocking
- * again when returned, with *st filled. Or -1 with errno set: EINVAL when
- * path is not a regular file (fd_open_strerror says so). */
+ * again when returned, with *st filled (st may be NULL). Or -1 with errno
+ * set: EINVAL when path is not a regular file (fd_open_strerror says so). */
 int fd_open_regular(const char *path, struct stat *st);
 /* fd_open_regular as a stdio stream for reading, or NULL with errno set. */
 FILE *fd_fopen_regular(const char *path, struct stat *st);

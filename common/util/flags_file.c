@@ -149,10 +149,9 @@ int flags_load_file(const flag_def *defs, size_t n, const char *path, char *err,
   file_ctx c = {
       .path = path, .defs = defs, .n = n, .err = err, .errlen = errlen};
   int rc = -1;
-  struct stat st;
   /* A regular file only: a FIFO that nobody writes would hang the process
    * (fd_io.h), a directory or device is no configuration. */
-  c.f = fd_fopen_regular(path, &st);
+  c.f = fd_fopen_regular(path, NULL);
   if (!c.f) {
     snprintf(err, errlen, "--config %s: %s", path, fd_open_strerror(errno));
     goto out;

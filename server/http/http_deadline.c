@@ -36,7 +36,6 @@ void http_deadline_notify(void *cls, struct MHD_Connection *c,
     if (k->next)
       k->next->prev = k;
     conns->head = k;
-    conns->n++;
     *socket_context = k;
   } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && k) {
     /* Called before libmicrohttpd closes the descriptor: from here on no
@@ -47,7 +46,6 @@ void http_deadline_notify(void *cls, struct MHD_Connection *c,
       conns->head = k->next;
     if (k->next)
       k->next->prev = k->prev;
-    conns->n--;
     free(k);
     *socket_context = NULL;
   }

@@ -18,7 +18,6 @@ typedef struct http_conn http_conn;
 /* The connections the daemon holds, for MHD_OPTION_NOTIFY_CONNECTION. */
 typedef struct http_conns {
   http_conn *head;
-  size_t n;
 } http_conns;
 
 /* MHD_OPTION_NOTIFY_CONNECTION's callback (cls: the http_conns): a
