@@ -623,19 +623,19 @@ static int rate_limits_from_flags(service *svc) {
 
 /* Adds every non-empty line of path as an enrollment token. */
 static int add_token_file(round_engine *engine, const char *path) {
-  struct stat st;
-  FILE *f = fd_fopen_regular(path, &st);
+  FILE *f = fd_fopen_regular(path, NULL);
   if (!f) {
     log_error("--enroll-token-file %s: %s", path, fd_open_strerror(errno));
     return -1;
   }
   char line[512];
-  int added = 0, rc = 0, got;
+  int added = 0, rc = 0, got, at = 0;
   while ((got = fd_read_line(f, line, sizeof line)) != 0) {
+    at++;
     if (got < 0) {
       log_error("--enroll-token-file %s: line %d is longer than %zu "
                 "characters; one token per line",
-                path, added + 1, sizeof line - 2);
+                path, at, sizeof line - 2);
       rc = -1;
       break;
     }

@@ -752,6 +752,21 @@ static void test_refuses_long_enrollment_token_lines(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "line 1 is longer than 510 characters"));
   CU_ASSERT_PTR_NULL(strstr(err, "eeeeeeeeeeeeeeee"));
   free(err);
+  /* The line is named by its number in the file, blank lines counted. */
+  const char *mixed = harness_path("enroll-mixed.token");
+  FILE *f = fopen(mixed, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("a-good-enrollment-token\n\n", f);
+  for (int i = 0; i < 600; i++)
+    fputc('m', f);
+  fputc('\n', f);
+  fclose(f);
+  chmod(mixed, 0600);
+  snprintf(flags, sizeof flags, "--enroll-token-file %s", mixed);
+  err = refused_start("enroll-mixed", flags);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(err);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "line 3 is longer than 510 characters"));
+  free(err);
   /* 510 characters are one token, whole. */
   int port = 0;
   char db[512] = "";
