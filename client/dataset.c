@@ -162,7 +162,7 @@ static int load_idx(const char *dir, int shard_index, int shard_count,
 int cohort_dataset_load_idx(const char *dir, int shard_index, int shard_count,
                             size_t limit, cohort_dataset_t **out, char *err,
                             size_t errlen) {
-  char why[256] = "";
+  char why[LOADER_WHY_LEN] = "";
   int rc = load_idx(dir, shard_index, shard_count, limit, out, why, sizeof why);
   return options_loader_done(rc, why, err, errlen);
 }
@@ -213,7 +213,7 @@ static int load(const cohort_dataset_options *app, cohort_dataset_t **out,
 
 int cohort_dataset_load(const cohort_dataset_options *app,
                         cohort_dataset_t **out, char *err, size_t errlen) {
-  char why[256] = "";
+  char why[LOADER_WHY_LEN] = "";
   return options_loader_done(load(app, out, why, sizeof why), why, err, errlen);
 }
 
@@ -244,7 +244,7 @@ static int summary(const cohort_dataset_options *app, FILE *f, char *err,
 
 int cohort_dataset_partition_summary(const cohort_dataset_options *app, FILE *f,
                                      char *err, size_t errlen) {
-  char why[256] = "";
+  char why[LOADER_WHY_LEN] = "";
   return options_loader_done(summary(app, f, why, sizeof why), why, err,
                              errlen);
 }

@@ -105,7 +105,7 @@ int cohort_dataset_from_callback(size_t n, int channels, int height, int width,
                                  int classes, cohort_example_cb example,
                                  void *user, cohort_dataset_t **out, char *err,
                                  size_t errlen) {
-  char why[256] = "";
+  char why[LOADER_WHY_LEN] = "";
   int rc = from_callback(n, channels, height, width, classes, example, user,
                          out, why, sizeof why);
   return options_loader_done(rc, why, err, errlen);

@@ -14,7 +14,7 @@
   "train with a callback (cohort_client_options.train)"
 
 static int no_engine(const char *what, char *err, size_t errlen) {
-  char why[256];
+  char why[LOADER_WHY_LEN];
   snprintf(why, sizeof why, "%s: " NO_ENGINE, what);
   return options_loader_done(COHORT_EINVAL, why, err, errlen);
 }

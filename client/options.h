@@ -24,7 +24,10 @@ void options_set_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
 /* A dataset loader's end: its reason (or "" on success) becomes the
  * thread's cohort_last_error, as the header promises, and the caller's
- * err (may be NULL); returns rc. */
+ * err (may be NULL); returns rc. Loaders write their reason into a buffer
+ * of LOADER_WHY_LEN, room for a long path, which the caller's err may
+ * have. */
+#define LOADER_WHY_LEN 1024
 int options_loader_done(int rc, const char *why, char *err, size_t errlen);
 
 #endif

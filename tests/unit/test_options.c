@@ -214,6 +214,15 @@ static void test_loader_reason_is_last_error(void) {
                       COHORT_OK);
   CU_ASSERT_STRING_EQUAL(cohort_last_error(), err);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent-cohort-data"));
+  /* The caller's err gets the whole reason, a long path included, though
+   * cohort_last_error keeps only its first 255 bytes. */
+  char path[401], big[1024] = "";
+  path[0] = '/';
+  memset(path + 1, 'p', sizeof path - 2);
+  path[sizeof path - 1] = '\0';
+  CU_ASSERT_NOT_EQUAL(
+      cohort_dataset_load_idx(path, 0, 1, 0, &ds, big, sizeof big), COHORT_OK);
+  CU_ASSERT_PTR_NOT_NULL(strstr(big, path));
 }
 
 /* The fields a callback reads are those the struct says it has. */
