@@ -63,6 +63,7 @@ typedef struct http_response {
   size_t len;
   int body_static;
   int fd; /* >= 0: the body is this file's len bytes instead (closed after) */
+  int close; /* close the connection after it: nothing more is read */
 } http_response;
 
 typedef void (*http_handler_fn)(const http_request *req, http_response *res);

@@ -14,10 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "admin_token.h"
 #include "clock.h"
 #include "cohort_status.h"
 #include "fd_io.h"
@@ -39,7 +41,6 @@
 #define CONNECTION_MEMORY (32u << 10) /* request line + headers */
 #define MAX_REQUEST_BODY 4096         /* POST /api/tokens' JSON, at most */
 #define MIN_TOKEN_LEN 16
-#define MAX_TOKEN_LEN 512 /* as `cohort --token-file` (cohort_live.c) */
 
 typedef struct http_route {
   const char *method; /* GET (which HEAD also takes) or POST */
@@ -223,6 +224,36 @@ static const char *foreign_request(const http_server *srv,
   return NULL;
 }
 
+typedef struct framing_headers {
+  int content_length, transfer_encoding;
+} framing_headers;
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind,
+                                     const char *key, const char *value) {
+  (void)kind;
+  (void)value;
+  framing_headers *f = cls;
+  f->content_length += strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0;
+  f->transfer_encoding +=
+      strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0;
+  return MHD_YES;
+}
+
+/* A request whose body's length two readers may take differently: two
+ * Content-Length headers (libmicrohttpd takes the first), or one beside
+ * Transfer-Encoding (it takes the chunks). A proxy in front that read the
+ * other would pass the rest of the body on as a request of its own
+ * (request smuggling, RFC 9112 section 6.3). Returns the reason, or NULL. */
+static const char *ambiguous_framing(struct MHD_Connection *conn) {
+  framing_headers f = {0};
+  MHD_get_connection_values(conn, MHD_HEADER_KIND, count_framing, &f);
+  if (f.content_length > 1)
+    return "more than one Content-Length";
+  if (f.content_length && f.transfer_encoding)
+    return "both Content-Length and Transfer-Encoding";
+  return NULL;
+}
+
 static enum MHD_Result send_response(struct MHD_Connection *conn,
                                      http_response *res) {
   struct MHD_Response *r;
@@ -249,6 +280,8 @@ static enum MHD_Result send_response(struct MHD_Connection *conn,
                           "default-src 'none'; script-src 'unsafe-inline'; "
                           "style-src 'unsafe-inline'; connect-src 'self'; "
                           "img-src data:; frame-ancestors 'none'");
+  if (res->close)
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
   if (res->status == MHD_HTTP_UNAUTHORIZED)
     MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
                             "Bearer realm=\"cohort\"");
@@ -289,7 +322,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
   int path_known;
   const http_route *route = route_for(url, method, &path_known);
   const char *foreign = foreign_request(srv, conn);
-  if (rs->body_bytes > MAX_REQUEST_BODY)
+  const char *framing = ambiguous_framing(conn);
+  if (framing) {
+    http_json_error(&res, MHD_HTTP_BAD_REQUEST,
+                    "refused: %s (the body's length is ambiguous)", framing);
+    res.close = 1;
+  } else if (rs->body_bytes > MAX_REQUEST_BODY)
     http_json_error(&res, MHD_HTTP_CONTENT_TOO_LARGE,
                     "request body of %zu bytes; at most %d", rs->body_bytes,
                     MAX_REQUEST_BODY);
@@ -549,7 +587,7 @@ void http_server_stop(http_server *h) {
 int http_read_token_file(const char *path, char **token, char *err,
                          size_t errlen) {
   *token = NULL;
-  char line[MAX_TOKEN_LEN + 3]; /* the token, "\r\n" and the NUL */
+  char line[ADMIN_TOKEN_MAX_LEN + 3]; /* the token, "\r\n" and the NUL */
   int rc = COHORT_OK;
   struct stat st;
   FILE *f = fd_fopen_regular(path, &st);
@@ -568,11 +606,12 @@ int http_read_token_file(const char *path, char **token, char *err,
   }
   /* A line that did not fit would be cut: the token kept would not be the
    * one clients send, and every request would be refused without a word. */
-  if (fd_read_line(f, line, sizeof line) < 0 || strlen(line) > MAX_TOKEN_LEN) {
+  if (fd_read_line(f, line, sizeof line) < 0 ||
+      strlen(line) > ADMIN_TOKEN_MAX_LEN) {
     snprintf(err, errlen,
              "--admin-token-file %s: the token on its first line is longer "
              "than %d characters",
-             path, MAX_TOKEN_LEN);
+             path, ADMIN_TOKEN_MAX_LEN);
     rc = COHORT_EINVAL;
     goto out;
   }

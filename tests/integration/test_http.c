@@ -235,6 +235,42 @@ static void test_api_errors(void) {
   http_reply_clear(&r);
 }
 
+static double mono_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Requests whose body length two readers could take differently, each
+ * carrying a second request where its body would be: refused with 400 and
+ * the connection closed, so the second is never read as a request (with
+ * libmicrohttpd alone the first Content-Length won and /metrics answered
+ * too). */
+static void test_ambiguous_framing_refused(void) {
+  static const char *const framing[][2] = {
+      {"Content-Length: 0\r\nContent-Length: 42", ""},
+      /* Valid chunks (none), for libmicrohttpd to read the rest as a
+       * request of its own where a proxy would count 47 bytes of body. */
+      {"Content-Length: 47\r\nTransfer-Encoding: chunked", "0\r\n\r\n"},
+  };
+  for (size_t i = 0; i < sizeof framing / sizeof framing[0]; i++) {
+    char req[512];
+    int n = snprintf(req, sizeof req,
+                     "POST /api/tokens HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     "Authorization: Bearer " HTTP_FED_TOKEN "\r\n%s\r\n\r\n"
+                     "%sGET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+                     framing[i][0], framing[i][1]);
+    http_reply r;
+    double t0 = mono_now();
+    CU_ASSERT_EQUAL_FATAL(http_raw(g_fed.http_port, req, (size_t)n, &r), 0);
+    assert_json_error(&r, 400, "ambiguous");
+    /* One answer, and the connection closed at once, not at a timeout. */
+    CU_ASSERT_PTR_NULL(r.body ? strstr(r.body, "HTTP/1.") : NULL);
+    CU_ASSERT(mono_now() - t0 < 5.0);
+    http_reply_clear(&r);
+  }
+}
+
 /* Sets column of round 1 to x (an infinity, which SQLite stores as
  * such), as a federated loss that overflowed once did. */
 static void plant_round_value(const char *column, double x) {
@@ -314,12 +350,6 @@ static void test_oversized_requests_are_refused(void) {
   CU_ASSERT_EQUAL(http_get(g_fed.http_port, "/metrics", HTTP_FED_TOKEN, &r), 0);
   CU_ASSERT_EQUAL(r.status, 200);
   http_reply_clear(&r);
-}
-
-static double mono_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 /* A connection to 127.0.0.1:port from from_ip, or -1. */
@@ -871,6 +901,8 @@ int cohort_register_suites(void) {
       {"the JSON API pages rounds and clients and describes models",
        test_api_pages_and_models},
       {"bad requests get JSON errors with the right status", test_api_errors},
+      {"a request with two body lengths is refused and its connection closed",
+       test_ambiguous_framing_refused},
       {"a non-finite value in the database is null in /api/rounds, which "
        "stays JSON",
        test_non_finite_values_are_null},
