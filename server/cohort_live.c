@@ -14,11 +14,11 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "admin_token.h"
 #include "fd_io.h"
 #include "flags.h"
 
 #define MAX_JSON_BYTES (64u << 20)
-#define MAX_TOKEN 512 /* characters, as cohort-server's --admin-token-file */
 
 live_opts g_live;
 
@@ -66,13 +66,13 @@ static size_t on_data(char *p, size_t size, size_t n, void *ctx) {
 }
 
 /* Room for a token, "\r\n" and the NUL. */
-#define TOKEN_BUF (MAX_TOKEN + 3)
+#define TOKEN_BUF (ADMIN_TOKEN_MAX_LEN + 3)
 
-/* A token longer than MAX_TOKEN is refused, not cut: cut, it would be
+/* A token longer than ADMIN_TOKEN_MAX_LEN is refused, not cut: cut, it would be
  * refused with a 401 that does not say why. Returns -1. */
 static int too_long(const char *prog, const char *from, const char *file) {
   fprintf(stderr, "%s: %s%s: the token is longer than %d characters\n", prog,
-          from, file ? file : "", MAX_TOKEN);
+          from, file ? file : "", ADMIN_TOKEN_MAX_LEN);
   return -1;
 }
 
@@ -81,7 +81,7 @@ static int read_token(const char *prog, char tok[TOKEN_BUF]) {
   tok[0] = '\0';
   const char *env = getenv("COHORT_ADMIN_TOKEN");
   if (!g_live.token_file) {
-    if (env && strlen(env) > MAX_TOKEN)
+    if (env && strlen(env) > ADMIN_TOKEN_MAX_LEN)
       return too_long(prog, "$COHORT_ADMIN_TOKEN", NULL);
     if (env)
       snprintf(tok, TOKEN_BUF, "%s", env);
@@ -95,7 +95,7 @@ static int read_token(const char *prog, char tok[TOKEN_BUF]) {
   }
   int whole = fd_read_line(f, tok, TOKEN_BUF) >= 0;
   fclose(f);
-  if (!whole || strlen(tok) > MAX_TOKEN)
+  if (!whole || strlen(tok) > ADMIN_TOKEN_MAX_LEN)
     return too_long(prog, "--token-file ", g_live.token_file);
   if (!tok[0]) {
     fprintf(stderr, "%s: --token-file %s: no token on its first line\n", prog,
