@@ -106,7 +106,7 @@ nn_isa nn_isa_best(void) {
 
 int nn_isa_check(char *err, size_t cap) {
   pthread_once(&g_once, choose_once);
-  if (g_refused && cap)
-    snprintf(err, cap, "%s", g_err);
+  if (cap) /* "" when accepted, as the engine-off build writes */
+    snprintf(err, cap, "%s", g_refused ? g_err : "");
   return g_refused ? -1 : 0;
 }

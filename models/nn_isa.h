@@ -42,8 +42,9 @@ typedef enum nn_isa {
  * once); thread-safe. */
 nn_isa nn_isa_best(void);
 
-/* 0 when COHORT_ISA is unset, empty or names a path this CPU and build run;
- * else -1 with a message in err that names the paths they do run. A
+/* 0, with err "", when COHORT_ISA is unset, empty or names a path this CPU
+ * and build run; else -1 with a message in err that names the paths they
+ * do run. A
  * library does not exit: programs call this at start and refuse to run. */
 int nn_isa_check(char *err, size_t cap);
 

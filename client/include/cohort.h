@@ -637,9 +637,10 @@ COHORT_API int cohort_set_log_format(int format);
 
 /* Whether the training kernels can run as the COHORT_ISA environment
  * variable asks (avx512, avx2, sse2, neon or scalar; unset: the best this
- * CPU runs). Returns COHORT_OK, or COHORT_EINVAL with a message in err
- * (cap bytes) naming the paths this CPU and build run; the library then
- * uses the best of them. The variable is read once per process. */
+ * CPU runs). Returns COHORT_OK with err set to "", or COHORT_EINVAL with
+ * a message in err (cap bytes) naming the paths this CPU and build run;
+ * the library then uses the best of them. The variable is read once per
+ * process. */
 COHORT_API int cohort_isa_check(char *err, size_t cap);
 
 #ifdef __cplusplus

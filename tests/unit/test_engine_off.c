@@ -67,7 +67,9 @@ static void test_datasets_say_why(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(err, MISSING));
   CU_ASSERT_EQUAL(cohort_dataset_size(NULL), 0);
   cohort_dataset_free(NULL);
+  snprintf(err, sizeof err, "stale");
   CU_ASSERT_EQUAL(cohort_isa_check(err, sizeof err), COHORT_OK);
+  CU_ASSERT_STRING_EQUAL(err, "");
 }
 
 int cohort_register_suites(void) {
