@@ -79,8 +79,9 @@ int flags_set_value(const flag_def *d, const char *label, const char *text,
       return -1;
     }
     if (v < d->min || v > d->max) {
-      snprintf(err, errlen, "%s: %g is outside [%.15g, %.15g]", label, v,
-               d->min, d->max);
+      /* The value as written: %g would round 0.9000001 to the bound. */
+      snprintf(err, errlen, "%s: %.64s is outside [%.15g, %.15g]", label,
+               text, d->min, d->max);
       return -1;
     }
     *(double *)d->target = v;

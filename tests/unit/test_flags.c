@@ -100,6 +100,9 @@ static void test_int_out_of_range_names_flag(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "--lr"));
   CU_ASSERT_EQUAL(parse_args("--lr", "-0.1", NULL), FLAGS_ERROR);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "--lr"));
+  /* Just past the bound: the value as written, not rounded onto it. */
+  CU_ASSERT_EQUAL(parse_args("--lr", "10.0000001", NULL), FLAGS_ERROR);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "--lr: 10.0000001 is outside [0, 10]"));
 }
 
 static void test_non_number_is_error(void) {
