@@ -148,6 +148,21 @@ bad-flags)
   refuse "--batch: -1 is outside" --batch -1
   touch "$tmp/exists.db"
   refuse "--db $tmp/exists.db exists" --db "$tmp/exists.db"
+  # Two outputs on one file overwrote each other (the CSV truncated the
+  # store, the report replaced the CSV at the end): refused before either
+  # is made, however the two names are spelled.
+  refuse "--db $tmp/r.db and --csv $tmp/./r.db name the same file" \
+    --db "$tmp/r.db" --csv "$tmp/./r.db"
+  refuse "--csv $tmp/out and --jsonl $tmp/../${tmp##*/}/out name the same" \
+    --csv "$tmp/out" --jsonl "$tmp/../${tmp##*/}/out"
+  touch "$tmp/target.csv"
+  ln -s target.csv "$tmp/link.html"
+  refuse "--csv $tmp/target.csv and --report $tmp/link.html name the same" \
+    --csv "$tmp/target.csv" --report "$tmp/link.html"
+  refuse "--jsonl $tmp/log and --log-file $tmp/log name the same" \
+    --jsonl "$tmp/log" --log-file "$tmp/log"
+  [[ ! -e $tmp/r.db && ! -e $tmp/out && ! -e $tmp/log && ! -s $tmp/target.csv ]] ||
+    fail "an output was made or written before the refusal"
   # Refused at the start of the run, still with a reason and no output.
   out=$("$sim" --partition wild --csv "$tmp/p.csv" 2>&1)
   [[ $? != 0 && $out == *"--partition wild"* ]] ||

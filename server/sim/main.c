@@ -5,6 +5,7 @@
  * and device model (docs/simulation.md). */
 #define _GNU_SOURCE /* open_memstream */
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,48 @@ static int writable_dir_of(const char *path) {
   return access(dir, W_OK) == 0;
 }
 
+/* path as an absolute name without links: realpath of the file, or of
+ * its folder when the file does not exist yet. */
+static void canonical_name(const char *path, char *out, size_t len) {
+  char buf[PATH_MAX], dir[PATH_MAX] = ".";
+  if (realpath(path, buf)) {
+    snprintf(out, len, "%s", buf);
+    return;
+  }
+  const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+  if (slash)
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path + 1), path);
+  if (realpath(dir, buf))
+    snprintf(out, len, "%s/%s", buf, base);
+  else
+    snprintf(out, len, "%s", path);
+}
+
+static int same_file(const char *a, const char *b) {
+  struct stat sa, sb;
+  if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  char ca[PATH_MAX + 256], cb[PATH_MAX + 256];
+  canonical_name(a, ca, sizeof ca);
+  canonical_name(b, cb, sizeof cb);
+  return strcmp(ca, cb) == 0;
+}
+
+/* Two outputs naming one file would overwrite each other: the CSV
+ * truncating the store or the log, the report replacing the CSV at the
+ * end, the CSV and JSON lines interleaved. Writes the reason; 0 if none. */
+static int outputs_collide(const sim_options *o, char *err, size_t errlen) {
+  const char *flag[] = {"--db", "--csv", "--jsonl", "--report", "--log-file"};
+  const char *path[] = {strcmp(o->db, ":memory:") ? o->db : NULL, o->csv,
+                        o->jsonl, o->report, o->log_file};
+  for (size_t i = 0; i < sizeof path / sizeof path[0]; i++)
+    for (size_t j = i + 1; path[i] && j < sizeof path / sizeof path[0]; j++)
+      if (path[j] && same_file(path[i], path[j]))
+        return snprintf(err, errlen, "%s %s and %s %s name the same file",
+                        flag[i], path[i], flag[j], path[j]);
+  return 0;
+}
+
 /* Points fd at /dev/null; returns a copy of what it was, for unsilence
  * (-1 when it cannot). */
 static int silence(int fd) {
@@ -96,7 +139,8 @@ static int check_options(sim_options *o, round_config *cfg, sim_net_spec *net,
                          int rank) {
   char err[512] = "";
   struct stat st;
-  int bad = log_configure(o->log_level, o->log_format, o->log_file, err,
+  int bad = outputs_collide(o, err, sizeof err) ||
+            log_configure(o->log_level, o->log_format, o->log_file, err,
                           sizeof err) ||
             sim_config_apply(o, cfg, net, err, sizeof err);
   if (!bad && rank == 0 && strcmp(o->db, ":memory:") != 0 &&
