@@ -974,6 +974,11 @@ int main(int argc, char **argv) {
     log_error("%s", err);
     goto out;
   }
+  if (store_files_name_check(g_opts.db, err, sizeof err)) {
+    log_error("--db: %s", err);
+    exit_code = 2;
+    goto out;
+  }
   int on_disk = store_files_on_disk(g_opts.db); /* not ":memory:" */
   fresh_db = on_disk && access(g_opts.db, F_OK) != 0;
   if ((on_disk &&

@@ -321,6 +321,8 @@ int store_open_readonly(const char *path, store **out, char *err,
 
 int store_open_existing(const char *path, int mode, store **out, char *err,
                         size_t errlen) {
+  if (store_files_name_check(path, err, errlen))
+    return COHORT_EINVAL;
   store *s = calloc(1, sizeof *s);
   if (!s || store_updates_open(path, &s->updates)) {
     free(s);
@@ -373,7 +375,9 @@ int store_open_with(const char *path, const store_options *opt, store **out,
                     char *err, size_t errlen) {
   store_options none = {0};
   opt = opt ? opt : &none;
-  int rc = store_files_prepare(path, err, errlen);
+  int rc = store_files_name_check(path, err, errlen);
+  if (!rc)
+    rc = store_files_prepare(path, err, errlen);
   if (rc)
     return rc;
   store *s = calloc(1, sizeof *s);

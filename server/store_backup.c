@@ -14,6 +14,7 @@
 
 #include "cohort_status.h"
 #include "store.h"
+#include "store_files.h"
 
 /* Runs sql on db and checks that its first column reads want (NULL: any
  * result). */
@@ -79,6 +80,9 @@ out:
 int store_backup(const char *src_path, const char *dst_path, char *err,
                  size_t errlen) {
   char tmp[4096];
+  if (store_files_name_check(src_path, err, errlen) ||
+      store_files_name_check(dst_path, err, errlen))
+    return COHORT_EINVAL;
   if (access(dst_path, F_OK) == 0) {
     snprintf(err, errlen, "%s exists; give a new file name", dst_path);
     return COHORT_EINVAL;

@@ -13,8 +13,20 @@
 #include "log.h"
 
 int store_files_on_disk(const char *db_path) {
-  return db_path && db_path[0] && strcmp(db_path, ":memory:") != 0 &&
-         strncmp(db_path, "file:", 5) != 0;
+  return db_path && db_path[0] && strcmp(db_path, ":memory:") != 0;
+}
+
+/* Debian's SQLite reads URIs in every open: `--db file:x.db` made x.db
+ * with the umask's mode and no lock, and the updates folder a stray
+ * "file:x.db.updates". */
+int store_files_name_check(const char *db_path, char *err, size_t errlen) {
+  if (!db_path || strncmp(db_path, "file:", 5) != 0)
+    return COHORT_OK;
+  snprintf(err, errlen,
+           "database %s: SQLite would read this name as a URI; give a file "
+           "path (./%s for a file of that name)",
+           db_path, db_path);
+  return COHORT_EINVAL;
 }
 
 /* Sets path to mode when it exists with bits for the group or others: an

@@ -8,8 +8,13 @@
 
 #include <stddef.h>
 
-/* Whether db_path names a file on disk (not ":memory:", "" or a URI). */
+/* Whether db_path names a file on disk (not ":memory:" or ""). */
 int store_files_on_disk(const char *db_path);
+
+/* COHORT_OK, or COHORT_EINVAL with the reason in err when SQLite would
+ * read db_path as a URI ("file:..."), opening a file of another name than
+ * the one whose modes, lock and updates folder are kept. */
+int store_files_name_check(const char *db_path, char *err, size_t errlen);
 
 /* Before SQLite opens db_path: creates a missing database as an empty 0600
  * file (SQLite then gives -wal and -shm the database file's mode), tightens

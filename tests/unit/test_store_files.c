@@ -266,6 +266,29 @@ static void test_backup_is_private_consistent_copy(void) {
   store_close(s);
 }
 
+/* A name SQLite reads as a URI opened another file than the one whose
+ * modes, lock and updates folder the store keeps (x.db under the umask,
+ * beside a stray "file:x.db.updates"): refused, nothing made. */
+static void test_uri_name_refused_before_anything_is_made(void) {
+  char file[256], uri[300], plain[256], err[512] = "";
+  fresh_path(file, sizeof file);
+  snprintf(uri, sizeof uri, "file:%s", file);
+  store *s = NULL;
+  mode_t old = umask(0);
+  CU_ASSERT_EQUAL(store_open(uri, &s, err, sizeof err), COHORT_EINVAL);
+  umask(old);
+  CU_ASSERT_PTR_NULL(s);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "URI"));
+  CU_ASSERT_EQUAL(mode_of(file), 0xffffu);
+  CU_ASSERT_EQUAL(mode_of_suffix(uri, ".updates"), 0xffffu);
+  CU_ASSERT_EQUAL(store_open_readonly(uri, &s, err, sizeof err), COHORT_EINVAL);
+  /* A backup from or to such a name: refused too. */
+  s = open_with_initial(plain, sizeof plain);
+  CU_ASSERT_EQUAL(store_backup(plain, uri, err, sizeof err), COHORT_EINVAL);
+  CU_ASSERT_EQUAL(mode_of(file), 0xffffu);
+  store_close(s);
+}
+
 int cohort_register_suites(void) {
   static const test_case tests[] = {
       {"database, -wal and -shm are 0600 under umask 0",
@@ -281,6 +304,8 @@ int cohort_register_suites(void) {
       {"--keep-models prunes, sparing the latest and a running round's base",
        test_keep_models_spares_latest_and_running_base},
       {"--keep-models 0 keeps every version", test_keep_models_zero_keeps_all},
+      {"a name SQLite reads as a URI is refused before anything is made",
+       test_uri_name_refused_before_anything_is_made},
       {"a backup of a live store is a 0600, self-contained, consistent copy",
        test_backup_is_private_consistent_copy},
   };
