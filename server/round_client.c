@@ -362,6 +362,22 @@ round_verdict round_register(round_engine *e, const round_registration *r,
   return v;
 }
 
+/* The refusal of session ses at wall-clock time now, or OK. */
+static round_verdict session_verdict(const store_session *ses, double now) {
+  if (ses->revoked_at > 0)
+    return round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
+                              PB_DETAIL_SESSION_REVOKED
+                              ": client %lld was revoked by the operator",
+                              (long long)ses->client);
+  if (ses->expires_at > 0 && now >= ses->expires_at)
+    return round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
+                              PB_DETAIL_SESSION_EXPIRED
+                              ": the session of client %lld expired; "
+                              "register again",
+                              (long long)ses->client);
+  return round_ok();
+}
+
 round_verdict round_authenticate(round_engine *e, const char *bearer,
                                  int64_t *client_id) {
   if (!bearer)
@@ -380,21 +396,33 @@ round_verdict round_authenticate(round_engine *e, const char *bearer,
                            PB_DETAIL_SESSION_UNKNOWN "; register again");
   else if (rc)
     v = round_store_failed(e);
-  else if (ses.revoked_at > 0)
-    v = round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
-                           PB_DETAIL_SESSION_REVOKED
-                           ": client %lld was revoked by the operator",
-                           (long long)ses.client);
-  else if (ses.expires_at > 0 && clock_wall_s() >= ses.expires_at)
-    v = round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
-                           PB_DETAIL_SESSION_EXPIRED
-                           ": the session of client %lld expired; register "
-                           "again",
-                           (long long)ses.client);
   else
+    v = session_verdict(&ses, clock_wall_s());
+  if (!v.code)
     *client_id = ses.client;
   pthread_mutex_unlock(&e->mu);
   return v;
+}
+
+int round_session_live_locked(round_engine *e, int64_t client,
+                              round_verdict *why) {
+  store_session ses;
+  int rc = store_session_of(e->db, client, &ses);
+  /* A retired client's session reads as unknown, as its token does
+   * (retire_unproven): its holder registers again rather than stop. */
+  if (rc == COHORT_OK && ses.retired)
+    rc = COHORT_ENOTFOUND;
+  if (rc == COHORT_ENOTFOUND) {
+    *why = round_fail_verdict(GRPC_STATUS_UNAUTHENTICATED,
+                              PB_DETAIL_SESSION_UNKNOWN "; register again");
+    return COHORT_EAUTH;
+  }
+  if (rc) {
+    *why = round_store_failed(e);
+    return rc;
+  }
+  *why = session_verdict(&ses, clock_wall_s());
+  return why->code ? COHORT_EAUTH : COHORT_OK;
 }
 
 /* ---- helpers under the lock ---- */
@@ -656,6 +684,10 @@ round_verdict round_checkin(round_engine *e, int64_t client,
       goto out;
     }
   }
+  /* A check-in held by a long poll was authenticated when it came: the
+   * operator may have revoked its client since, or its session expired. */
+  if (round_session_live_locked(e, client, &v) != COHORT_OK)
+    goto out;
   if (store_participation_select(e->db, e->round, client, clock_wall_s())) {
     v = round_store_failed(e);
     goto out;

@@ -243,6 +243,14 @@ int round_select_candidate(round_engine *e, seen_client *seen);
  * whose check-in asks (0: the scheduler). The seen pointers callers hold
  * are invalid after it. */
 int round_select_draw(round_engine *e, double now, int64_t caller);
+/* Under the lock: COHORT_OK when client's session still admits it to a
+ * round; COHORT_EAUTH when it is revoked, expired or gone (*why says so,
+ * as round_authenticate would); a store error otherwise (*why is
+ * round_store_failed's). A check-in held by a long poll, and a candidate
+ * waiting for its draw, were authenticated when they came, perhaps before
+ * the operator revoked the client (round_client.c). */
+int round_session_live_locked(round_engine *e, int64_t client,
+                              round_verdict *why);
 
 /* ---- offenders, round_offenders.c (docs/rounds.md, "Offenders") ---- */
 /* At a round's end, participants still present: those that completed work

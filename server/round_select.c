@@ -82,11 +82,14 @@ int round_select_draw(round_engine *e, double now, int64_t caller) {
   size_t k = e->select_max - e->n_parts;
   if (k > e->n_cands)
     k = e->n_cands;
-  size_t pool = e->n_cands;
+  size_t pool = e->n_cands, drawn = 0;
+  int64_t last = 0;
   int rc = COHORT_OK;
   /* A partial Fisher-Yates shuffle: the drawn ones move to the end, the
-   * rest stay candidates for the next window. */
-  for (size_t i = 0; !rc && i < k; i++) {
+   * rest stay candidates for the next window. A candidate the operator
+   * revoked since its check-in (or whose session expired) is taken out
+   * as if drawn, and not selected. */
+  while (!rc && drawn < k && pool) {
     size_t j = 0;
     rc = uniform_below(pool, &j);
     if (rc)
@@ -94,26 +97,37 @@ int round_select_draw(round_engine *e, double now, int64_t caller) {
     int64_t id = e->cands[j];
     e->cands[j] = e->cands[--pool];
     e->cands[pool] = id;
-    rc = store_participation_select(e->db, e->round, id, clock_wall_s());
+    round_verdict why;
+    rc = round_session_live_locked(e, id, &why);
+    if (rc == COHORT_EAUTH) {
+      log_info("round %lld: candidate %lld left out: %s", (long long)e->round,
+               (long long)id, why.detail);
+      rc = COHORT_OK;
+      continue;
+    }
+    if (!rc)
+      rc = store_participation_select(e->db, e->round, id, clock_wall_s());
     if (!rc && !round_add_participant(e, id))
       rc = COHORT_ENOMEM;
+    drawn++;
+    last = id;
   }
   size_t offered = e->n_cands;
   e->n_cands = pool; /* the drawn ones are participants now, or lost to a
                         store that failed */
   if (rc)
     return rc;
-  if (k == 1)
+  if (drawn == 1)
     log_info("round %lld: selected client %lld (%zu/%zu)", (long long)e->round,
-             (long long)e->cands[pool], e->n_parts, e->select_max);
+             (long long)last, e->n_parts, e->select_max);
   else
     log_info("round %lld: drew %zu of %zu candidate(s) (%zu/%zu selected)",
-             (long long)e->round, k, offered, e->n_parts, e->select_max);
+             (long long)e->round, drawn, offered, e->n_parts, e->select_max);
   e->draw_at = now + e->cfg.selection_window_s;
   /* Held check-ins learn of a draw by a change; a caller drawn alone hears
    * it in its answer, and waking every held call for it would cost a pass
    * over them per selected client. */
-  if (!(k == 1 && e->cands[pool] == caller))
+  if (!(drawn == 1 && last == caller))
     round_changed(e);
   return COHORT_OK;
 }

@@ -313,6 +313,7 @@ static void read_session(sqlite3_stmt *st, store_session *out) {
   out->revoked_at = real_or_zero(st, 2);
   out->token_id = sqlite3_column_int64(st, 3);
   out->possession_ms = sqlite3_column_int64(st, 4);
+  out->retired = sqlite3_column_int(st, 5);
 }
 
 static int find_session(store *s, const char *sql, const char *hash, int64_t id,
@@ -339,7 +340,7 @@ int store_session_find(store *s, const char *session_sha256_hex,
   return find_session(
       s,
       "SELECT id, session_expires_at, revoked_at, enrollment_token,"
-      " possession_ms FROM clients"
+      " possession_ms, token_sha256 LIKE 'retired %' FROM clients"
       " WHERE token_sha256 = ?1",
       session_sha256_hex, 0, out);
 }
@@ -348,7 +349,7 @@ int store_session_of(store *s, int64_t id, store_session *out) {
   return find_session(
       s,
       "SELECT id, session_expires_at, revoked_at, enrollment_token,"
-      " possession_ms FROM clients"
+      " possession_ms, token_sha256 LIKE 'retired %' FROM clients"
       " WHERE id = ?1",
       NULL, id, out);
 }

@@ -87,6 +87,8 @@ typedef struct store_session {
                             flag token, or none recorded */
   int64_t possession_ms; /* signed time of the newest proof of possession
                             accepted for it (ms since the epoch); 0: none */
+  int retired; /* retired by the coordinator, not revoked by the operator:
+                  its key's proven holder is another client now */
 } store_session;
 
 /* The session with that token hash; COHORT_ENOTFOUND when none. */

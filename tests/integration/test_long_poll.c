@@ -40,14 +40,17 @@ static int connect_to(int port) {
   return rpc_channel_new(&cc, &g_ch);
 }
 
-/* One call, unpacked with desc when OK; *code gets the status. */
-static ProtobufCMessage *call(const char *method, const char *bearer,
-                              const ProtobufCMessage *m,
-                              const ProtobufCMessageDescriptor *desc,
-                              int timeout_ms, int *code) {
+/* One call, unpacked with desc when OK; *code gets the status, and
+ * detail (when not NULL, 256 bytes) its details. */
+static ProtobufCMessage *call_detail(const char *method, const char *bearer,
+                                     const ProtobufCMessage *m,
+                                     const ProtobufCMessageDescriptor *desc,
+                                     int timeout_ms, int *code, char *detail) {
   uint8_t *buf;
   size_t len;
   *code = -1;
+  if (detail)
+    detail[0] = '\0';
   if (pb_pack(m, &buf, &len) != 0)
     return NULL;
   rpc_call_opts o;
@@ -58,6 +61,8 @@ static ProtobufCMessage *call(const char *method, const char *bearer,
   ProtobufCMessage *out = NULL;
   if (rpc_call(g_ch, method, bearer, buf, len, &o, &res) == 0) {
     *code = res.code;
+    if (detail)
+      snprintf(detail, 256, "%s", res.detail);
     if (res.code == GRPC_STATUS_OK)
       out = protobuf_c_message_unpack(desc, NULL, res.body_len, res.body);
   }
@@ -66,7 +71,16 @@ static ProtobufCMessage *call(const char *method, const char *bearer,
   return out;
 }
 
-static void register_client(char token[65]) {
+static ProtobufCMessage *call(const char *method, const char *bearer,
+                              const ProtobufCMessage *m,
+                              const ProtobufCMessageDescriptor *desc,
+                              int timeout_ms, int *code) {
+  return call_detail(method, bearer, m, desc, timeout_ms, code, NULL);
+}
+
+/* Registers a client with a fresh key: its session token into token, and
+ * its id. */
+static uint64_t register_client(char token[65]) {
   uint8_t key[SIGN_PUBLIC_LEN];
   CU_ASSERT_EQUAL_FATAL(harness_identity_key(key), 0);
   Cohort__V1__RegisterRequest req = COHORT__V1__REGISTER_REQUEST__INIT;
@@ -79,7 +93,9 @@ static void register_client(char token[65]) {
       &cohort__v1__register_response__descriptor, 5000, &code);
   CU_ASSERT_EQUAL_FATAL(code, GRPC_STATUS_OK);
   snprintf(token, 65, "%s", r->session_token);
+  uint64_t id = r->client_id;
   protobuf_c_message_free_unpacked(&r->base, NULL);
+  return id;
 }
 
 /* A check-in and what came of it. */
@@ -88,7 +104,8 @@ typedef struct checkin {
   uint32_t wait_ms;
   int timeout_ms;
   int code;
-  int outcome; /* COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_* */
+  char detail[256]; /* the status's, when not OK */
+  int outcome;      /* COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_* */
   uint64_t round;
   uint32_t after_ms;
   double took_s;
@@ -100,10 +117,10 @@ static void check_in(checkin *c) {
   req.num_examples = 100;
   req.wait_ms = c->wait_ms;
   double t0 = clock_mono_s();
-  Cohort__V1__CheckInResponse *r = (Cohort__V1__CheckInResponse *)call(
+  Cohort__V1__CheckInResponse *r = (Cohort__V1__CheckInResponse *)call_detail(
       PB_METHOD_CHECKIN, c->token, &req.base,
       &cohort__v1__check_in_response__descriptor,
-      c->timeout_ms ? c->timeout_ms : 30000, &c->code);
+      c->timeout_ms ? c->timeout_ms : 30000, &c->code, c->detail);
   c->took_s = clock_mono_s() - t0;
   c->outcome = 0;
   if (!r)
@@ -299,6 +316,60 @@ static void test_held_until_task_and_end(void) {
   free(out);
 }
 
+/* Runs `cohort clients revoke --db db id`, as an operator would while the
+ * coordinator serves; its exit status. */
+static int revoke_client(const char *db, uint64_t id) {
+  char text[32];
+  snprintf(text, sizeof text, "%llu", (unsigned long long)id);
+  char *argv[] = {COHORT_ADMIN_BIN, "clients", "revoke", "--db",
+                  (char *)db,       text,      NULL};
+  pid_t pid = harness_spawn(argv, NULL, harness_path("revoke.err"));
+  return pid > 0 ? harness_wait(pid, 30) : -1;
+}
+
+/* A check-in held while the operator revokes its client gets no task when
+ * the next round opens: it is told its session was revoked, and the
+ * round's slots go to the clients that are still in. */
+static void test_revoked_while_held(void) {
+  char db[512] = "";
+  pid_t srv =
+      start("revoked", "--rounds 2 --selection-window 0", db, sizeof db);
+  CU_ASSERT_FATAL(srv > 0);
+  char a[65], b[65], c[65];
+  register_client(a);
+  register_client(b);
+  uint64_t cid = register_client(c);
+  CU_ASSERT_EQUAL_FATAL(check_in_now(a, 20000, 0).outcome, TASK);
+  CU_ASSERT_EQUAL_FATAL(check_in_now(b, 20000, 0).outcome, TASK);
+
+  /* C is held (round 1 is full), then revoked. */
+  checkin held = {.token = c, .wait_ms = 20000};
+  check_in_start(&held);
+  nap_ms(500);
+  CU_ASSERT_EQUAL(held.outcome, 0);
+  CU_ASSERT_EQUAL_FATAL(revoke_client(db, cid), 0);
+  upload(a, 1);
+  upload(b, 1);
+  check_in_join(&held);
+  /* Round 2 opens: C's held call is refused, not given a slot. */
+  CU_ASSERT_EQUAL(held.code, GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_NOT_EQUAL(held.outcome, TASK);
+  CU_ASSERT_PTR_NOT_NULL(strstr(held.detail, PB_DETAIL_SESSION_REVOKED));
+  /* Both of round 2's slots are still there for A and B. */
+  checkin ca = check_in_now(a, 0, 0), cb = check_in_now(b, 0, 0);
+  CU_ASSERT_EQUAL(ca.outcome, TASK);
+  CU_ASSERT_EQUAL(cb.outcome, TASK);
+  CU_ASSERT_EQUAL(ca.round, 2);
+  /* And C's own check-ins are refused as before. */
+  checkin again = check_in_now(c, 0, 0);
+  CU_ASSERT_EQUAL(again.code, GRPC_STATUS_UNAUTHENTICATED);
+  if (ca.outcome == TASK && cb.outcome == TASK) {
+    upload(a, 2);
+    upload(b, 2);
+  }
+  CU_ASSERT_EQUAL(harness_stop(srv, 15), 0);
+}
+
 /* Beyond --max-held, a check-in that asks to wait is paced instead. */
 static void test_max_held_paces_the_rest(void) {
   char db[512] = "";
@@ -411,6 +482,9 @@ int cohort_register_suites(void) {
   static const test_case tests[] = {
       {"held check-in gets the next round's task and the end at once",
        test_held_until_task_and_end},
+      {"a check-in held while its client is revoked gets no task; the "
+       "others get the slots",
+       test_revoked_while_held},
       {"beyond --max-held check-ins are paced", test_max_held_paces_the_rest},
       {"a stopping coordinator answers held check-ins", test_stop_answers_held},
       {"a SecAgg poll is held until its step closes, one per client",

@@ -13,6 +13,7 @@
 #include "cohort_status.h"
 #include "db_peek.h"
 #include "round_fixture.h"
+#include "store_tokens.h"
 
 #define N_SYBIL 4
 #define N_HONEST 4
@@ -295,6 +296,45 @@ static void test_not_selected_reasons(void) {
   fx_close(&f);
 }
 
+/* Candidates the operator revoked after they checked in are left out of
+ * the draw: 40 revoked identities and one honest client wait for one slot,
+ * and the honest one gets it (drawn among all 41, it would with p = 1/41),
+ * the revoked ones hear nothing but "not drawn". */
+#define N_REVOKED 40
+static void test_revoked_candidates_not_drawn(void) {
+  fixture f;
+  FX_INIT(f);
+  f.cfg.rounds = 1;
+  f.cfg.clients_per_round = 1;
+  f.cfg.selection_window_s = 30; /* the draw comes when all are in */
+  f.cfg.selection_timeout_s = 60;
+  FX_START(f, 0);
+  int64_t revoked[N_REVOKED];
+  for (int i = 0; i < N_REVOKED; i++)
+    revoked[i] = register_identity(&f, 31 + i);
+  int64_t honest = register_identity(&f, 21);
+  for (int i = 0; i < N_REVOKED; i++)
+    check_in(&f, revoked[i]);
+  check_in(&f, honest);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "OPEN");
+  for (int i = 0; i < N_REVOKED; i++) {
+    CU_ASSERT_EQUAL(check_in(&f, revoked[i]).kind, CHECKIN_RETRY);
+    CU_ASSERT_EQUAL(store_client_revoke(f.db, revoked[i], clock_wall_s()),
+                    COHORT_OK);
+  }
+  /* The last active client in: the draw, among the live candidates. */
+  checkin_result r = check_in(&f, honest);
+  CU_ASSERT_EQUAL(r.kind, CHECKIN_TASK);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM participations"), 1);
+  char sql[200];
+  snprintf(sql, sizeof sql,
+           "SELECT COUNT(*) FROM participations WHERE client_id = %lld",
+           (long long)honest);
+  CU_ASSERT_EQUAL(count(&f, sql), 1);
+  fx_close(&f);
+}
+
 /* A client that declines an evaluation task (it has no way to evaluate,
  * docs/rounds.md) has answered: it is not charged a failed round, while one
  * that says nothing is; and once every participant has reported or
@@ -377,6 +417,8 @@ int cohort_register_suites(void) {
       {"a client that never uploads is excluded after N failures, recovers",
        test_offender_excluded_then_recovers},
       {"a client not selected hears why", test_not_selected_reasons},
+      {"candidates revoked before the draw are not drawn",
+       test_revoked_candidates_not_drawn},
       {"a declined evaluation is not a failed round",
        test_declined_evaluation_not_charged},
   };

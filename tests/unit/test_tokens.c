@@ -349,6 +349,16 @@ static void test_squatted_key_taken_back(void) {
   /* Listed as what it is: retired, not revoked by anyone. */
   CU_ASSERT_STRING_EQUAL(state_of(&f, squatter), "retired");
   CU_ASSERT_STRING_EQUAL(state_of(&f, id), "active");
+  /* A check-in of the squatter's client held since before (long_poll.h)
+   * hears at its selection what its token would: unknown, not revoked, so
+   * that a device holding it registers again rather than stop. */
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  checkin_result held;
+  v = round_checkin(f.e, squatter, 100, 0, NULL, NULL, &held);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_EQUAL(strncmp(v.detail, PB_DETAIL_SESSION_UNKNOWN,
+                          strlen(PB_DETAIL_SESSION_UNKNOWN)),
+                  0);
   v = round_register(f.e, &squat, &again_id, again);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_INVALID_ARGUMENT);
   CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "already bound"));
