@@ -364,8 +364,9 @@ static const flag_def FLAGS[] = {
      "asks of it, at least 10/30)"},
     {"rate-checkin-per-address", FLAG_STRING, &g_opts.rate_checkin_address,
      "auto", 0, 0, "RATE/BURST|auto|off",
-     "CheckIn calls one source address may make (auto: 100 clients' worth "
-     "of --rate-checkin-per-client; raise it for fleets behind one NAT)"},
+     "CheckIn calls one source address may make, and apart from them its "
+     "other calls with a refused session (auto: 100 clients' worth of "
+     "--rate-checkin-per-client; raise it for fleets behind one NAT)"},
     {"rate-table-size", FLAG_INT, &g_opts.rate_table, "16384", 64, NUM(1 << 24),
      "N",
      "clients and addresses each rate limit tracks at once; beyond them it "

@@ -88,7 +88,10 @@ static bucket *find(ratelimit *r, const char *key, int *found) {
   return oldest;
 }
 
-int64_t ratelimit_take(ratelimit *r, const char *key, double now_s) {
+/* ratelimit_take when take, ratelimit_wait when not: the wait for key's
+ * bucket at now_s, after taking a token from it if take. */
+static int64_t bucket_wait(ratelimit *r, const char *key, double now_s,
+                           int take) {
   if (!r)
     return 0;
   char k[RATELIMIT_KEY_MAX + 1];
@@ -100,6 +103,10 @@ int64_t ratelimit_take(ratelimit *r, const char *key, double now_s) {
   pthread_mutex_lock(&r->mu);
   int found;
   bucket *b = find(r, k, &found);
+  if (!found && !take) {
+    pthread_mutex_unlock(&r->mu); /* a full bucket, not stored */
+    return 0;
+  }
   if (!found) {
     memcpy(b->key, k, len + 1);
     b->tokens = r->cfg.burst;
@@ -114,7 +121,8 @@ int64_t ratelimit_take(ratelimit *r, const char *key, double now_s) {
    * table rather than being evicted into a fresh, full bucket. */
   int64_t wait_ms = 0;
   if (b->tokens >= 1) {
-    b->tokens -= 1;
+    if (take)
+      b->tokens -= 1;
   } else {
     wait_ms = (int64_t)ceil((1 - b->tokens) / r->cfg.rate * 1000);
     if (wait_ms < 1)
@@ -122,4 +130,12 @@ int64_t ratelimit_take(ratelimit *r, const char *key, double now_s) {
   }
   pthread_mutex_unlock(&r->mu);
   return wait_ms;
+}
+
+int64_t ratelimit_take(ratelimit *r, const char *key, double now_s) {
+  return bucket_wait(r, key, now_s, 1);
+}
+
+int64_t ratelimit_wait(ratelimit *r, const char *key, double now_s) {
+  return bucket_wait(r, key, now_s, 0);
 }

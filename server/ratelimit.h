@@ -1,7 +1,8 @@
 /* Token-bucket rate limits keyed by a short string (a client id, a source
  * address), in a table of fixed size: a flood of new keys evicts the
- * buckets idle longest instead of growing memory. Used on Register and
- * CheckIn (service.c); docs/security.md, "Rate limits". */
+ * buckets idle longest instead of growing memory. Used on Register,
+ * CheckIn and the sessions other calls present (service.c);
+ * docs/security.md, "Rate limits". */
 #ifndef COHORT_RATELIMIT_H
 #define COHORT_RATELIMIT_H
 
@@ -30,5 +31,9 @@ void ratelimit_free(ratelimit *r);
  * the slot of the key idle longest among those it may use. A NULL limiter
  * always allows. Thread-safe. */
 int64_t ratelimit_take(ratelimit *r, const char *key, double now_s);
+/* What ratelimit_take would answer, taking nothing: 0 when key's bucket
+ * holds a token (or key is not in the table), else the milliseconds until
+ * it does. For a limit charged only by calls that fail. Thread-safe. */
+int64_t ratelimit_wait(ratelimit *r, const char *key, double now_s);
 
 #endif

@@ -533,12 +533,42 @@ static void handle_secagg(void *ctx, const rpc_request *req, rpc_reply *rep) {
     round_count_download(e, client, rep->body_len);
 }
 
+/* The admission of a call that needs a session, as CheckIn's is limited
+ * by address before any lookup (admit_checkin): a call from an address
+ * whose bucket of refused sessions is empty is refused before its token is
+ * looked up, and a refused session takes a token from that bucket (kept in
+ * the per-address check-in limiter under a key of its own). A flood of
+ * made-up tokens on GetModel, Upload, Report or SecAgg then costs no more
+ * lookups than one on CheckIn, while calls with a valid session cost their
+ * address nothing. Returns 1 when admitted. */
+static int admit_looked_up(service *svc, const rpc_request *req, rpc_reply *rep,
+                           int64_t *client) {
+  char addr[RATELIMIT_KEY_MAX + 1], key[RATELIMIT_KEY_MAX + 16];
+  peer_address(req->peer, addr, sizeof addr);
+  snprintf(key, sizeof key, "refused %s", addr);
+  int64_t ms = ratelimit_wait(svc->checkin_per_address, key, clock_mono_s());
+  if (ms) {
+    rep->code = GRPC_STATUS_RESOURCE_EXHAUSTED;
+    snprintf(rep->detail, sizeof rep->detail,
+             PB_DETAIL_RATE_LIMITED ": too many refused sessions from this "
+                                    "address; retry in %lld ms",
+             (long long)ms);
+    log_debug("%s: %s", addr, rep->detail);
+    return 0;
+  }
+  if (authenticate(svc->engine, req, rep, client))
+    return 1;
+  if (rep->code == GRPC_STATUS_UNAUTHENTICATED)
+    ratelimit_take(svc->checkin_per_address, key, clock_mono_s());
+  return 0;
+}
+
 /* Admit hook of the methods that need a session: a call without a valid
  * one is refused before its message is read, so only clients that
  * registered can send the large messages. */
 static void admit_session(void *ctx, const rpc_request *req, rpc_reply *rep) {
   int64_t client;
-  authenticate(((service *)ctx)->engine, req, rep, &client);
+  admit_looked_up(ctx, req, rep, &client);
 }
 
 /* Upload's, Report's and SecAgg's: a session whose client was selected
@@ -547,7 +577,7 @@ static void admit_session(void *ctx, const rpc_request *req, rpc_reply *rep) {
 static void admit_work(void *ctx, const rpc_request *req, rpc_reply *rep) {
   round_engine *e = ((service *)ctx)->engine;
   int64_t client;
-  if (!authenticate(e, req, rep, &client))
+  if (!admit_looked_up(ctx, req, rep, &client))
     return;
   round_verdict v = round_admit_work(e, client);
   if (v.code)
@@ -558,10 +588,11 @@ static void admit_work(void *ctx, const rpc_request *req, rpc_reply *rep) {
  * lookup. */
 static void admit_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
   char key[RATELIMIT_KEY_MAX + 1];
+  int64_t client;
   peer_address(req->peer, key, sizeof key);
   if (!rate_limited(((service *)ctx)->checkin_per_address, key,
                     "check-ins from this address", rep))
-    admit_session(ctx, req, rep);
+    authenticate(((service *)ctx)->engine, req, rep, &client);
 }
 
 static const rpc_method METHODS[] = {

@@ -36,6 +36,29 @@ static void test_burst_then_wait(void) {
   ratelimit_free(NULL);
 }
 
+/* ratelimit_wait answers as ratelimit_take would and takes nothing: a
+ * limit charged only by the calls that fail (service.c's refused
+ * sessions). */
+static void test_wait_takes_nothing(void) {
+  ratelimit *r = make(2, 3, 64);
+  double t = 100;
+  for (int i = 0; i < 10; i++)
+    CU_ASSERT_EQUAL(ratelimit_wait(r, "a", t), 0); /* unknown: full */
+  for (int i = 0; i < 3; i++) {
+    CU_ASSERT_EQUAL(ratelimit_wait(r, "a", t), 0);
+    CU_ASSERT_EQUAL(ratelimit_take(r, "a", t), 0);
+  }
+  int64_t wait = ratelimit_wait(r, "a", t);
+  CU_ASSERT(wait >= 499 && wait <= 500);
+  CU_ASSERT_EQUAL(ratelimit_take(r, "a", t), wait);
+  CU_ASSERT_EQUAL(ratelimit_wait(r, "a", t + 0.5), 0); /* refilled */
+  CU_ASSERT_EQUAL(ratelimit_wait(r, "a", t + 0.5), 0); /* still there */
+  CU_ASSERT_EQUAL(ratelimit_take(r, "a", t + 0.5), 0);
+  CU_ASSERT_NOT_EQUAL(ratelimit_wait(r, "a", t + 0.5), 0);
+  CU_ASSERT_EQUAL(ratelimit_wait(NULL, "a", t), 0);
+  ratelimit_free(r);
+}
+
 static void test_bad_config(void) {
   ratelimit *r = NULL;
   ratelimit_config zero_rate = {.rate = 0, .burst = 5, .slots = 64};
@@ -84,6 +107,7 @@ int cohort_register_suites(void) {
       {"a burst, then refusals naming the wait, refilled at the rate",
        test_burst_then_wait},
       {"a rate, burst or size that cannot work is refused", test_bad_config},
+      {"a wait is told without taking a token", test_wait_takes_nothing},
       {"100,000 addresses through 64 slots: each gets its burst, a key in "
        "use stays limited",
        test_flood_of_keys},
