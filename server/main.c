@@ -444,7 +444,8 @@ static const flag_def FLAGS[] = {
      "write the bound port here once serving (for scripts and tests)"},
     {"http", FLAG_STRING, &g_opts.http, NULL, 0, 0, "HOST:PORT",
      "serve /metrics, the JSON API and the dashboard over HTTP here (off by "
-     "default; port 0 picks a free port; beyond loopback it needs "
+     "default; port 0 picks a free port; beyond loopback, and to make or "
+     "revoke tokens, revoke clients or abort rounds, it needs "
      "--admin-token-file; docs/operations.md)"},
     {"http-port-file", FLAG_STRING, &g_opts.http_port_file, NULL, 0, 0, "PATH",
      "write the bound HTTP port here once serving"},

@@ -343,6 +343,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
     http_json_error(&res, MHD_HTTP_UNAUTHORIZED,
                     "admin token required: send Authorization: Bearer "
                     "<the token of --admin-token-file>");
+  else if (strcmp(route->method, "POST") == 0 && !srv->need_token)
+    /* Without a token the port is on loopback, where every local user
+     * reaches it: reading is theirs, admitting, revoking and aborting the
+     * operator's alone. */
+    http_json_error(&res, MHD_HTTP_FORBIDDEN,
+                    "%s changes the federation: it needs an admin token "
+                    "(start the coordinator with --admin-token-file); "
+                    "without one this port only reads",
+                    route->path);
   else {
     rs->body[rs->body_bytes] = '\0';
     http_request req = {srv, conn, url + strlen(route->path), rs->body,

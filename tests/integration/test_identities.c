@@ -433,22 +433,28 @@ static void json_field(const http_reply *r, const char *key, char *out,
   json_object_put(o);
 }
 
-/* A coordinator with the side port on loopback and an admin token. */
-static pid_t start_api_server(char *db, size_t db_len, int *grpc_port,
-                              int *http_port) {
-  char token_file[600], port_file[600], flags[2048];
-  snprintf(token_file, sizeof token_file, "%s", harness_path("api.token"));
-  snprintf(port_file, sizeof port_file, "%s", harness_path("api.http-port"));
-  FILE *f = fopen(token_file, "w");
-  CU_ASSERT_FATAL(f != NULL);
-  fputs(ADMIN_TOKEN "\n", f);
-  fclose(f);
-  chmod(token_file, 0600);
+/* A coordinator with the side port on loopback, with an admin token when
+ * with_token, named tag. */
+static pid_t start_side_port(const char *tag, int with_token, char *db,
+                             size_t db_len, int *grpc_port, int *http_port) {
+  char token_file[600], port_file[600], name[64], flags[2048];
+  snprintf(name, sizeof name, "%s.token", tag);
+  snprintf(token_file, sizeof token_file, "%s", harness_path(name));
+  snprintf(name, sizeof name, "%s.http-port", tag);
+  snprintf(port_file, sizeof port_file, "%s", harness_path(name));
+  if (with_token) {
+    FILE *f = fopen(token_file, "w");
+    CU_ASSERT_FATAL(f != NULL);
+    fputs(ADMIN_TOKEN "\n", f);
+    fclose(f);
+    chmod(token_file, 0600);
+  }
   snprintf(flags, sizeof flags,
            "--rounds 1 --clients-per-round 5 --linger 1 --http 127.0.0.1:0 "
-           "--http-port-file %s --admin-token-file %s",
-           port_file, token_file);
-  pid_t server = harness_start_server("api", flags, grpc_port, db, db_len);
+           "--http-port-file %s%s%s",
+           port_file, with_token ? " --admin-token-file " : "",
+           with_token ? token_file : "");
+  pid_t server = harness_start_server(tag, flags, grpc_port, db, db_len);
   CU_ASSERT_FATAL(server > 0);
   *http_port = 0;
   for (int i = 0; i < 250 && *http_port <= 0; i++) {
@@ -460,6 +466,12 @@ static pid_t start_api_server(char *db, size_t db_len, int *grpc_port,
   }
   CU_ASSERT_FATAL(*http_port > 0);
   return server;
+}
+
+/* A coordinator with the side port on loopback and an admin token. */
+static pid_t start_api_server(char *db, size_t db_len, int *grpc_port,
+                              int *http_port) {
+  return start_side_port("api", 1, db, db_len, grpc_port, http_port);
 }
 
 /* The adversary has the side port but not the admin token: it tries to
@@ -491,6 +503,58 @@ static void attacker_without_token(int port, const char *db,
                                   " WHERE revoked_at IS NOT NULL"),
                   0);
   CU_ASSERT_EQUAL(checkin(ch, session).code, GRPC_STATUS_OK);
+}
+
+/* Without an admin token the side port is served on loopback, where every
+ * local user reaches it: another user of the coordinator's machine tries to
+ * make itself an enrollment token, revoke the operator's token and an
+ * honest client, and abort the round. Each is refused (403, naming
+ * --admin-token-file) and changes nothing; reading still works. */
+static void test_side_port_without_token_only_reads(void) {
+  char db[512] = "";
+  int port = 0, http = 0;
+  pid_t server = start_side_port("open", 0, db, sizeof db, &port, &http);
+  rpc_channel *ch = connect_to(port);
+  const char *create[] = {"tokens",  "create",     "--db", db,
+                          "--label", "operator's", NULL};
+  CU_ASSERT_EQUAL_FATAL(run_cohort("open-create.out", create), 0);
+  char *token = harness_read_file(harness_path("open-create.out"));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(token);
+  token[strcspn(token, "\n")] = '\0';
+  reply ok = register_with(ch, token, "linux");
+  free(token);
+  CU_ASSERT_EQUAL_FATAL(ok.code, GRPC_STATUS_OK);
+  static const struct {
+    const char *path, *body;
+  } tries[] = {
+      {"/api/tokens", "{\"label\":\"mine\"}"},
+      {"/api/tokens/1/revoke", NULL},
+      {"/api/clients/1/revoke", NULL},
+      {"/api/rounds/current/abort", NULL},
+  };
+  for (size_t t = 0; t < sizeof tries / sizeof tries[0]; t++) {
+    http_reply r = api(http, "POST", tries[t].path, NULL, tries[t].body);
+    CU_ASSERT_EQUAL(r.status, 403);
+    CU_ASSERT_PTR_NOT_NULL(r.body ? strstr(r.body, "--admin-token-file") : 0);
+    CU_ASSERT_PTR_NULL(r.body ? strstr(r.body, "\"token\":") : 0);
+    http_reply_clear(&r);
+  }
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM enrollment_tokens"), 1);
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM enrollment_tokens"
+                                  " WHERE revoked_at IS NOT NULL"),
+                  0);
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM clients"
+                                  " WHERE revoked_at IS NOT NULL"),
+                  0);
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM rounds"
+                                  " WHERE state = 'FAILED'"),
+                  0);
+  CU_ASSERT_EQUAL(checkin(ch, ok.session).code, GRPC_STATUS_OK);
+  http_reply r = api(http, "GET", "/api/federation", NULL, NULL);
+  CU_ASSERT_EQUAL(r.status, 200);
+  http_reply_clear(&r);
+  rpc_channel_free(ch);
+  CU_ASSERT_EQUAL(harness_stop(server, 20), 0);
 }
 
 /* Labels that would cut (a NUL: "a\u0000b" was stored as "a"), forge
@@ -680,6 +744,9 @@ int cohort_register_suites(void) {
       {"a client registers again when its session expires and stops when "
        "revoked",
        test_client_sessions},
+      {"without an admin token the side port only reads: a local user can "
+       "make no token, revoke nothing, abort no round",
+       test_side_port_without_token_only_reads},
       {"tokens and revocation over the HTTP API and cohort --server: the "
        "admin token is required, a revoked token and client are refused, "
        "no token reaches the log",
