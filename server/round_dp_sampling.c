@@ -170,14 +170,34 @@ static int close_poisson(round_engine *e, double now, size_t m, int *ready) {
   return round_fail(e, reason);
 }
 
-/* The candidates of this round (their ids into *ids, malloc'd). */
-static size_t candidates(const round_engine *e, int64_t **ids) {
-  size_t n = 0;
+/* The candidates of this round (their ids into *ids, malloc'd, *n of
+ * them), less those the operator revoked since they checked in (or whose
+ * session expired): they would take a slot no update fills. COHORT_OK, or
+ * COHORT_ENOMEM or the store's error (*ids NULL). */
+static int candidates(round_engine *e, int64_t **ids, size_t *n) {
+  *n = 0;
   *ids = malloc((e->seen.n ? e->seen.n : 1) * sizeof **ids);
-  for (size_t i = 0; *ids && i < e->seen.n; i++)
-    if (e->seen.items[i].sampled_round == e->round && e->seen.items[i].sampled)
-      (*ids)[n++] = e->seen.items[i].id;
-  return n;
+  if (!*ids)
+    return COHORT_ENOMEM;
+  for (size_t i = 0; i < e->seen.n; i++) {
+    const seen_client *c = &e->seen.items[i];
+    if (c->sampled_round != e->round || !c->sampled)
+      continue;
+    round_verdict why;
+    int rc = round_session_live_locked(e, c->id, &why);
+    if (rc == COHORT_EAUTH) {
+      log_info("round %lld: candidate %lld left out: %s", (long long)e->round,
+               (long long)c->id, why.detail);
+      continue;
+    }
+    if (rc) {
+      free(*ids);
+      *ids = NULL;
+      return rc;
+    }
+    (*ids)[(*n)++] = c->id;
+  }
+  return COHORT_OK;
 }
 
 static int close_fixed(round_engine *e, double now, size_t m, int *ready) {
@@ -185,10 +205,10 @@ static int close_fixed(round_engine *e, double now, size_t m, int *ready) {
   if (!window_over && !all_active_checked_in(e, now))
     return COHORT_OK;
   int64_t *ids = NULL;
-  size_t n = candidates(e, &ids);
-  if (!ids)
-    return COHORT_ENOMEM;
-  int rc = COHORT_OK;
+  size_t n = 0;
+  int rc = candidates(e, &ids, &n);
+  if (rc)
+    return rc;
   if (n < m)
     goto out; /* selection stays open, as a plain round's does */
   size_t k = e->select_max < n ? e->select_max : n;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "cohort_status.h"
 #include "cunit_main.h"
 #include "db_peek.h"
@@ -21,6 +22,7 @@
 #include "dp_clip.h"
 #include "prg.h"
 #include "round_fixture.h"
+#include "store_tokens.h"
 
 #define K 4 /* clients per round */
 
@@ -526,6 +528,51 @@ static void test_fixed_size_charges_k_over_candidates(void) {
   fx_close(&f);
 }
 
+/* --dp-sampling fixed: candidates the operator revoked after they checked
+ * in are not drawn, and not counted in the rate: of 6 candidates, 4
+ * revoked, the 2 live ones are drawn and the round is charged 2 of 2
+ * (drawn among all 6, both live ones would be with p = 1/15). */
+static void test_fixed_size_leaves_out_revoked(void) {
+  const double z = 1.0;
+  const int n = 6, live = 2;
+  fixture f;
+  dp_init(&f, ROUND_DP_CENTRAL, z, 0.05);
+  f.cfg.dp_sampling = ROUND_DP_FIXED;
+  f.cfg.clients_per_round = 2;
+  f.cfg.min_clients = 2;
+  f.cfg.dp_population = 0;
+  FX_START(f, n);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "OPEN");
+  for (int i = 0; i < n; i++)
+    CU_ASSERT_EQUAL(check_in_id(&f, f.id[i]).kind, CHECKIN_RETRY);
+  for (int i = live; i < n; i++)
+    CU_ASSERT_EQUAL(store_client_revoke(f.db, f.id[i], clock_wall_s()),
+                    COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "TRAINING");
+  char sql[200];
+  snprintf(sql, sizeof sql,
+           "SELECT COUNT(*) FROM participations WHERE client_id IN "
+           "(%lld, %lld)",
+           (long long)f.id[0], (long long)f.id[1]);
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM participations"), live);
+  CU_ASSERT_EQUAL(count(&f, sql), live);
+  update *u = update_with_norm(80, 0.01);
+  for (int i = 0; i < live; i++) {
+    CU_ASSERT_EQUAL(check_in_id(&f, f.id[i]).kind, CHECKIN_TASK);
+    CU_ASSERT_EQUAL(send_all(&f, f.id[i], 1, u, 100).code, GRPC_STATUS_OK);
+  }
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "COMMITTED");
+  CU_ASSERT_DOUBLE_EQUAL(ledger(&f, "sampling_rate", 1), 1.0, 1e-15);
+  char how[96] = "";
+  ledger_text(&f, "sampling", 1, how, sizeof how);
+  CU_ASSERT_STRING_EQUAL(how, "fixed 2 of 2 candidates");
+  free(u);
+  fx_close(&f);
+}
+
 /* A restart cannot redraw a round's coins: a DP round interrupted while
  * selecting fails; one interrupted in TRAINING goes on and is charged the
  * rate it sampled with, even when the restarted coordinator would now
@@ -642,6 +689,9 @@ int cohort_register_suites(void) {
       {"fixed-size: K drawn from the window's candidates, charged K over "
        "them",
        test_fixed_size_charges_k_over_candidates},
+      {"fixed-size: candidates revoked before the draw are neither drawn "
+       "nor counted",
+       test_fixed_size_leaves_out_revoked},
       {"restart: a selecting round fails, a training round keeps its rate",
        test_restart_keeps_the_sampled_rate},
   };
