@@ -126,6 +126,24 @@ static int check_pair(const rpc_tls_config *cfg, const rpc_tls_pem *pem,
              cfg->key_file, cfg->cert_file);
     goto out;
   }
+  /* Outside its dates every peer refuses it at the handshake, where it
+   * reads as a certificate from an unknown CA. */
+  if (X509_cmp_current_time(X509_get0_notAfter(cert)) < 0 ||
+      X509_cmp_current_time(X509_get0_notBefore(cert)) > 0) {
+    int expired = X509_cmp_current_time(X509_get0_notAfter(cert)) < 0;
+    char when[64] = "";
+    BIO *m = BIO_new(BIO_s_mem());
+    if (m && ASN1_TIME_print(m, expired ? X509_get0_notAfter(cert)
+                                        : X509_get0_notBefore(cert)) == 1)
+      BIO_read(m, when, (int)sizeof when - 1);
+    BIO_free(m);
+    snprintf(err, errlen,
+             "--tls-cert %s: the certificate %s %s; every peer would refuse "
+             "it (%s)",
+             cfg->cert_file, expired ? "expired on" : "is not valid before",
+             when, expired ? "renew it" : "check this machine's clock");
+    goto out;
+  }
   rc = COHORT_OK;
 out:
   EVP_PKEY_free(key);

@@ -3,6 +3,9 @@
  * files are read (bounded, named in every error, loose keys warned about)
  * and which handshake failures a client can explain. */
 #include <CUnit/CUnit.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +80,38 @@ static void test_server_files_load(void) {
   rpc_tls_pem_clear(NULL);
 }
 
+/* A self-signed P-256 certificate for localhost valid from from_days to
+ * to_days from now, into name.crt, and its key into name.key (0600). */
+static void write_cert(const char *name, long from_days, long to_days) {
+  EVP_PKEY *k = EVP_EC_gen("P-256");
+  X509 *x = X509_new();
+  CU_ASSERT_FATAL(k && x);
+  X509_set_version(x, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+  X509_time_adj_ex(X509_getm_notBefore(x), (int)from_days, 0, NULL);
+  X509_time_adj_ex(X509_getm_notAfter(x), (int)to_days, 0, NULL);
+  X509_set_pubkey(x, k);
+  X509_NAME *n = X509_get_subject_name(x);
+  X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC,
+                             (const unsigned char *)"localhost", -1, -1, 0);
+  X509_set_issuer_name(x, n);
+  CU_ASSERT_FATAL(X509_sign(x, k, EVP_sha256()) > 0);
+  char file[64];
+  snprintf(file, sizeof file, "%s.crt", name);
+  FILE *f = fopen(path(file), "w");
+  CU_ASSERT_FATAL(f != NULL);
+  PEM_write_X509(f, x);
+  fclose(f);
+  snprintf(file, sizeof file, "%s.key", name);
+  f = fopen(path(file), "w");
+  CU_ASSERT_FATAL(f != NULL);
+  PEM_write_PrivateKey(f, k, NULL, NULL, 0, NULL, NULL);
+  fclose(f);
+  chmod(path(file), 0600);
+  X509_free(x);
+  EVP_PKEY_free(k);
+}
+
 /* Each wrong file is refused with a reason naming it. */
 static void test_wrong_files_are_named(void) {
   FILE *f = fopen(path("junk.pem"), "w");
@@ -90,6 +125,10 @@ static void test_wrong_files_are_named(void) {
   fclose(f);
   /* A FIFO would block a plain open until a writer came. */
   CU_ASSERT_FATAL(mkfifo(path("fifo.pem"), 0600) == 0);
+  /* Outside their dates: named at start, not at every handshake as a
+   * certificate of an unknown CA. */
+  write_cert("expired", -30, -1);
+  write_cert("future", 2, 30);
   const struct {
     rpc_tls_config cfg;
     int is_server;
@@ -120,6 +159,15 @@ static void test_wrong_files_are_named(void) {
       {{.cert_file = path("a/server.crt"), .key_file = path("fifo.pem")},
        1,
        "fifo.pem: not a regular file"},
+      {{.cert_file = path("expired.crt"), .key_file = path("expired.key")},
+       1,
+       "expired.crt: the certificate expired on"},
+      {{.cert_file = path("expired.crt"), .key_file = path("expired.key")},
+       0,
+       "expired.crt: the certificate expired on"},
+      {{.cert_file = path("future.crt"), .key_file = path("future.key")},
+       1,
+       "future.crt: the certificate is not valid before"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     rpc_tls_pem pem;
