@@ -171,6 +171,16 @@ static int revisit_secagg(long_poll *lp, held_call *h, uint64_t changes,
   round_verdict v = round_secagg_call(lp->engine, h->client, h->round, h->step,
                                       NULL, 0, 0, &out);
   int waiting = !v.code && out.outcome == ROUND_SECAGG_WAIT;
+  if (!v.code && !waiting) {
+    /* Authenticated when it came: what it gets now is only for a client
+     * the operator has not revoked since. */
+    round_verdict live = round_session_live(lp->engine, h->client);
+    if (live.code) {
+      free(out.message);
+      memset(&out, 0, sizeof out);
+      v = live;
+    }
+  }
   if (waiting && now < h->until) {
     h->changes = changes;
     return 1;

@@ -214,6 +214,10 @@ round_verdict round_register(round_engine *e, const round_registration *r,
  * PB_DETAIL_SESSION_EXPIRED or PB_DETAIL_SESSION_REVOKED). */
 round_verdict round_authenticate(round_engine *e, const char *bearer,
                                  int64_t *client_id);
+/* Whether client's session still holds, as round_authenticate would say
+ * of its token: for a call held since it was authenticated (long_poll.h),
+ * whose client the operator may have revoked meanwhile. */
+round_verdict round_session_live(round_engine *e, int64_t client);
 
 /* ---- check-in ---- */
 typedef enum checkin_kind {

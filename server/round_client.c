@@ -425,6 +425,14 @@ int round_session_live_locked(round_engine *e, int64_t client,
   return why->code ? COHORT_EAUTH : COHORT_OK;
 }
 
+round_verdict round_session_live(round_engine *e, int64_t client) {
+  round_verdict v;
+  pthread_mutex_lock(&e->mu);
+  round_session_live_locked(e, client, &v);
+  pthread_mutex_unlock(&e->mu);
+  return v;
+}
+
 /* ---- helpers under the lock ---- */
 
 static int round_accepts_work(round_engine *e) {

@@ -472,6 +472,37 @@ static void test_secagg_poll_held_until_plan(void) {
   CU_ASSERT_EQUAL(harness_stop(srv, 15), 0);
 }
 
+/* A SecAgg poll held while the operator revokes its client is not
+ * answered with the round's plan when selection closes: it is told its
+ * session was revoked. */
+static void test_secagg_poll_revoked_while_held(void) {
+  char db[512] = "";
+  pid_t srv = start("secagg-revoked",
+                    "--rounds 1 --selection-window 0 --secagg full "
+                    "--codec q8 --codec-clip 0.05 --clients-per-round 3 "
+                    "--min-clients 3 --round-timeout 10",
+                    db, sizeof db);
+  CU_ASSERT_FATAL(srv > 0);
+  char a[65], b[65], c[65];
+  uint64_t aid = register_client(a);
+  register_client(b);
+  register_client(c);
+  checkin ca = check_in_now(a, 0, 0);
+  CU_ASSERT_EQUAL_FATAL(ca.outcome, TASK);
+  setup_poll held = {.token = a, .round = ca.round, .wait_ms = 20000};
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&held.thread, NULL, setup_main, &held),
+                        0);
+  nap_ms(500);
+  CU_ASSERT_EQUAL(held.outcome, 0); /* held */
+  CU_ASSERT_EQUAL_FATAL(revoke_client(db, aid), 0);
+  CU_ASSERT_EQUAL(check_in_now(b, 0, 0).outcome, TASK);
+  CU_ASSERT_EQUAL(check_in_now(c, 0, 0).outcome, TASK);
+  pthread_join(held.thread, NULL);
+  CU_ASSERT_EQUAL(held.code, GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_NOT_EQUAL(held.outcome, COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_PLAN);
+  CU_ASSERT_EQUAL(harness_stop(srv, 15), 0);
+}
+
 static int suite_clean(void) {
   rpc_channel_free(g_ch);
   g_ch = NULL;
@@ -489,6 +520,8 @@ int cohort_register_suites(void) {
       {"a stopping coordinator answers held check-ins", test_stop_answers_held},
       {"a SecAgg poll is held until its step closes, one per client",
        test_secagg_poll_held_until_plan},
+      {"a SecAgg poll held while its client is revoked gets no plan",
+       test_secagg_poll_revoked_while_held},
   };
   return test_add_suite("long poll", NULL, suite_clean, tests,
                         sizeof tests / sizeof tests[0]);
