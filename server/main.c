@@ -355,9 +355,9 @@ static const flag_def FLAGS[] = {
      "at once (docs/security.md)"},
     {"rate-register-total", FLAG_STRING, &g_opts.rate_register_total, "50/500",
      0, 0, "RATE/BURST|off",
-     "Register calls all addresses together may make: bounds a flood of "
-     "identities from many addresses (raise it to enroll a large fleet at "
-     "once)"},
+     "registrations the coordinator admits from all addresses together "
+     "(refused ones spend none): bounds a flood of identities from many "
+     "addresses (raise it to enroll a large fleet at once)"},
     {"rate-checkin-per-client", FLAG_STRING, &g_opts.rate_checkin_client,
      "auto", 0, 0, "RATE/BURST|auto|off",
      "CheckIn calls one client may make (auto: four times what --retry-ms "

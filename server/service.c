@@ -119,11 +119,10 @@ static void peer_address(const char *peer, char *out, size_t len) {
     *colon = '\0';
 }
 
-/* Takes a token from key's bucket of r; when there is none, refuses the
- * call with RESOURCE_EXHAUSTED and the wait, and returns 1. */
-static int rate_limited(ratelimit *r, const char *key, const char *what,
-                        rpc_reply *rep) {
-  int64_t ms = ratelimit_take(r, key, clock_mono_s());
+/* Refuses the call with RESOURCE_EXHAUSTED and the wait ms when ms is not
+ * 0, and returns 1; 0 otherwise. */
+static int refused_for(int64_t ms, const char *key, const char *what,
+                       rpc_reply *rep) {
   if (!ms)
     return 0;
   rep->code = GRPC_STATUS_RESOURCE_EXHAUSTED;
@@ -134,15 +133,26 @@ static int rate_limited(ratelimit *r, const char *key, const char *what,
   return 1;
 }
 
+/* Takes a token from key's bucket of r; when there is none, refuses the
+ * call with RESOURCE_EXHAUSTED and the wait, and returns 1. */
+static int rate_limited(ratelimit *r, const char *key, const char *what,
+                        rpc_reply *rep) {
+  return refused_for(ratelimit_take(r, key, clock_mono_s()), key, what, rep);
+}
+
 static void handle_register(void *ctx, const rpc_request *req, rpc_reply *rep) {
   service *svc = ctx;
   round_engine *e = svc->engine;
   char addr[RATELIMIT_KEY_MAX + 1];
   peer_address(req->peer, addr, sizeof addr);
+  /* The coordinator-wide bucket is spent only by the registrations it
+   * admits: one that any Register spent, a stranger without a token could
+   * empty it from a few addresses and keep every device from enrolling.
+   * Once it is empty, every Register waits, before its message is read. */
   if (rate_limited(svc->register_per_address, addr,
                    "registrations from this address", rep) ||
-      rate_limited(svc->register_total, "all",
-                   "registrations on this coordinator", rep))
+      refused_for(ratelimit_wait(svc->register_total, "all", clock_mono_s()),
+                  "all", "registrations on this coordinator", rep))
     return;
   Cohort__V1__RegisterRequest *m = (Cohort__V1__RegisterRequest *)unpack(
       &cohort__v1__register_request__descriptor, req, rep);
@@ -163,6 +173,7 @@ static void handle_register(void *ctx, const rpc_request *req, rpc_reply *rep) {
   if (v.code) {
     apply_verdict(rep, &v);
   } else {
+    ratelimit_take(svc->register_total, "all", clock_mono_s());
     Cohort__V1__RegisterResponse r = COHORT__V1__REGISTER_RESPONSE__INIT;
     r.client_id = (uint64_t)id;
     r.session_token = token;

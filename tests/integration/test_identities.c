@@ -305,6 +305,41 @@ static void test_register_flood_defaults(void) {
   CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM clients"), admitted);
 }
 
+/* A stranger without a token floods Register from many addresses (the
+ * per-address limit off stands for them) to spend the coordinator-wide
+ * budget, so that no device can enroll. Its calls are refused for their
+ * token and spend nothing: the operator's devices then register, and the
+ * coordinator-wide limit still holds for them. */
+static void test_register_flood_made_up_tokens(void) {
+  char db[512] = "";
+  int port = 0;
+  pid_t server = harness_start_server("regjunk",
+                                      "--rounds 1 --enroll-token " TOKEN
+                                      " --rate-register-per-address off "
+                                      "--rate-register-total 1/5 --linger 1",
+                                      &port, db, sizeof db);
+  CU_ASSERT_FATAL(server > 0);
+  rpc_channel *ch = connect_to(port);
+  int unknown = 0;
+  for (int i = 0; i < 50; i++)
+    unknown += register_with(ch, "made-up-token", "x").code ==
+               GRPC_STATUS_UNAUTHENTICATED;
+  CU_ASSERT_EQUAL(unknown, 50);
+  int admitted = 0, limited = 0;
+  double t0 = now_s();
+  for (int i = 0; i < 10; i++) {
+    reply r = register_with(ch, TOKEN, "linux");
+    admitted += r.code == GRPC_STATUS_OK;
+    limited += rate_limited(&r);
+  }
+  CU_ASSERT(admitted >= 5 && admitted <= 5 + 1 + (int)(now_s() - t0));
+  CU_ASSERT(limited > 0);
+  CU_ASSERT_EQUAL(admitted + limited, 10);
+  rpc_channel_free(ch);
+  CU_ASSERT_EQUAL(harness_stop(server, 20), 0);
+  CU_ASSERT_EQUAL(db_peek_int(db, "SELECT COUNT(*) FROM clients"), admitted);
+}
+
 static void test_address_flood(void) {
   char db[512] = "";
   int port = 0;
@@ -738,6 +773,9 @@ int cohort_register_suites(void) {
       {"a Register flood with the shared token stops at the coordinator-wide "
        "default limit",
        test_register_flood_defaults},
+      {"a Register flood with made-up tokens spends no coordinator-wide "
+       "budget; devices with a token still enroll",
+       test_register_flood_made_up_tokens},
       {"a flood with made-up tokens from one address is limited, on CheckIn "
        "and on the other methods",
        test_address_flood},
