@@ -13,8 +13,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "admin_token.h"
+#include "durable.h"
 #include "fd_io.h"
 #include "flags.h"
 
@@ -413,22 +415,35 @@ int live_models_export(const char *prog, int argc, char **argv) {
     fprintf(stderr, "%s: the coordinator has no model yet\n", prog);
     return 1;
   }
-  /* Written beside the target and renamed: never a half-written FILE. */
+  /* Written beside the target and renamed: never a half-written FILE.
+   * The temporary file is a new one (mkstemp: 0600, O_EXCL), so a link an
+   * attacker left at its name is not followed and the model is not open
+   * to others whatever the umask; fsynced, then its folder once renamed. */
   char tmp[4096], path[64];
-  snprintf(tmp, sizeof tmp, "%s.part", g_live.out);
+  snprintf(tmp, sizeof tmp, "%s.part-XXXXXX", g_live.out);
   snprintf(path, sizeof path, "/api/models/%lld/safetensors", version);
-  FILE *f = fopen(tmp, "wb");
+  int fd = mkstemp(tmp);
+  FILE *f = fd < 0 ? NULL : fdopen(fd, "wb");
   if (!f) {
-    fprintf(stderr, "%s: %s: %s\n", prog, tmp, strerror(errno));
+    fprintf(stderr, "%s: cannot create %s: %s\n", prog, tmp, strerror(errno));
+    if (fd >= 0) {
+      close(fd);
+      unlink(tmp);
+    }
     return 1;
   }
   rc = live_call(prog, "GET", path, NULL, f, NULL);
   long size = ftell(f);
+  if ((fflush(f) != 0 || fsync(fileno(f)) != 0) && !rc) {
+    fprintf(stderr, "%s: %s: %s\n", prog, tmp, strerror(errno));
+    rc = 1;
+  }
   if (fclose(f) != 0 && !rc) {
     fprintf(stderr, "%s: %s: %s\n", prog, tmp, strerror(errno));
     rc = 1;
   }
-  if (!rc && rename(tmp, g_live.out) != 0) {
+  if (!rc &&
+      (rename(tmp, g_live.out) != 0 || durable_sync_folder(g_live.out) != 0)) {
     fprintf(stderr, "%s: %s: %s\n", prog, g_live.out, strerror(errno));
     rc = 1;
   }

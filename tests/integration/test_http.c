@@ -8,6 +8,7 @@
  * or with a token file others can read. */
 #include <CUnit/CUnit.h>
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <json-c/json.h>
 #include <math.h>
@@ -543,6 +544,18 @@ static int run_cohort(const char *const *args, char **text) {
   return rc;
 }
 
+/* Whether folder holds a file whose name starts with prefix. */
+static int has_file_starting(const char *folder, const char *prefix) {
+  DIR *d = opendir(folder);
+  struct dirent *de;
+  int found = 0;
+  while (d && !found && (de = readdir(d)))
+    found = strncmp(de->d_name, prefix, strlen(prefix)) == 0;
+  if (d)
+    closedir(d);
+  return found;
+}
+
 /* `cohort` against the running coordinator: the token from a file or the
  * environment (never a flag value), each command's lines and --json. */
 static void test_cohort_live_commands(void) {
@@ -581,12 +594,30 @@ static void test_cohort_live_commands(void) {
   snprintf(model, sizeof model, "%s", harness_path("exported.safetensors"));
   const char *export[] = {"models", "export", "--model", "1",
                           "--out",  model,    NULL};
+  /* A link left where the old temporary file name was (FILE.part) is not
+   * followed, and the model is 0600 under a umask of 000. */
+  char part[600], victim[512];
+  snprintf(part, sizeof part, "%s.part", model);
+  snprintf(victim, sizeof victim, "%s", harness_path("victim"));
+  FILE *vf = fopen(victim, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(vf);
+  fputs("secret\n", vf);
+  fclose(vf);
+  CU_ASSERT_EQUAL(symlink(victim, part), 0);
+  mode_t umask_was = umask(0);
   CU_ASSERT_EQUAL(run_cohort(export, &text), 0);
+  umask(umask_was);
   CU_ASSERT(text && strstr(text, "model version 1"));
   free(text);
   struct stat st;
-  CU_ASSERT_EQUAL(stat(model, &st), 0);
+  CU_ASSERT_EQUAL(lstat(model, &st), 0);
+  CU_ASSERT(S_ISREG(st.st_mode));
+  CU_ASSERT_EQUAL(st.st_mode & 0777, 0600);
   CU_ASSERT(st.st_size > 7850 * 4);
+  char *left = harness_read_file(victim);
+  CU_ASSERT(left && strcmp(left, "secret\n") == 0);
+  free(left);
+  unlink(part);
   /* An unknown version: the API's reason, and no file left behind. */
   const char *missing[] = {"models", "export", "--model", "999999",
                            "--out",  model,    NULL};
@@ -595,8 +626,7 @@ static void test_cohort_live_commands(void) {
   CU_ASSERT(text && strstr(text, "HTTP 404: no model version 999999"));
   free(text);
   CU_ASSERT_NOT_EQUAL(access(model, F_OK), 0);
-  CU_ASSERT_NOT_EQUAL(access(harness_path("exported.safetensors.part"), F_OK),
-                      0);
+  CU_ASSERT_FALSE(has_file_starting(harness_dir(), "exported.safetensors."));
   const char *privacy[] = {"privacy", "report", NULL};
   CU_ASSERT_EQUAL(run_cohort(privacy, &text), 0);
   CU_ASSERT(text && strstr(text, "no differentially private"));
