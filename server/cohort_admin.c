@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +135,9 @@ static int is_help(const char *arg) {
 }
 
 int main(int argc, char **argv) {
+  /* Past a file size limit a write fails with EFBIG and the command says
+   * so (a backup removes its partial copy), rather than die of SIGXFSZ. */
+  signal(SIGXFSZ, SIG_IGN);
   if (argc < 2 || is_help(argv[1])) {
     print_usage(argc < 2 ? stderr : stdout, NULL);
     return argc < 2 ? 2 : 0;

@@ -744,6 +744,11 @@ static int take_export(int *argc, char **argv, const char **version,
 }
 
 int main(int argc, char **argv) {
+  /* A file size limit (ulimit -f, systemd's LimitFSIZE) then fails the
+   * write with EFBIG, which the store takes for a full disk and stops on
+   * cleanly, naming the file; SIGXFSZ's default action killed the process
+   * mid-write without a word. */
+  signal(SIGXFSZ, SIG_IGN);
   const char *export_version = NULL, *export_file = NULL;
   int exporting = take_export(&argc, argv, &export_version, &export_file);
   if (exporting < 0) {

@@ -7,7 +7,8 @@
  * and tells clients nothing of SQLite; `cohort backup` copies a database
  * while rounds run, and a coordinator started on the copy resumes from its
  * committed rounds; a database an operator holds locked stops the
- * coordinator cleanly, and a restart resumes the round. The read-only and
+ * coordinator cleanly, and a restart resumes the round; a file size limit
+ * stops the coordinator as a full disk does. The read-only and
  * full-disk cases mount a read-only bind or a small tmpfs in a private mount
  * namespace (`unshare -m`) when run as root; a non-root run makes the file
  * read-only with chmod and skips the full disk (test_store_files covers
@@ -330,6 +331,83 @@ static void test_full_disk_stops_once_and_tells_clients_nothing(void) {
   }
 }
 
+/* A file size limit (ulimit -f, systemd's LimitFSIZE) that the database
+ * outgrows within the first rounds: the write fails with EFBIG and the
+ * coordinator stops once, status 1, as on a full disk, its database
+ * intact. SIGXFSZ's default action used to kill it mid-write, without a
+ * line in its log (status 128 + SIGXFSZ). `cohort backup` past such a
+ * limit fails the same way and removes its partial copy. Needs no root. */
+static void test_file_size_limit_stops_once(void) {
+  char db[600], port_file[600];
+  snprintf(db, sizeof db, "%s/fsize.db", harness_dir());
+  snprintf(port_file, sizeof port_file, "%s/fsize.port", harness_dir());
+  /* 400 kB in dash's 512-byte blocks: the WAL passes it in round 2 or 3. */
+  char *argv[] = {"/bin/sh",
+                  "-c",
+                  "ulimit -f 800 && exec \"$@\"",
+                  "sh",
+                  COHORT_SERVER_BIN,
+                  "--db",
+                  db,
+                  "--enroll-token",
+                  TOKEN,
+                  "--listen",
+                  "127.0.0.1:0",
+                  "--port-file",
+                  port_file,
+                  "--rounds",
+                  "50",
+                  "--clients-per-round",
+                  "2",
+                  "--min-clients",
+                  "2",
+                  "--retry-ms",
+                  "100",
+                  "--linger",
+                  "1",
+                  NULL};
+  const char *err = harness_path("fsize.err");
+  pid_t server = harness_spawn(argv, NULL, err);
+  CU_ASSERT_FATAL(server > 0);
+  char *text = NULL;
+  for (int i = 0; i < 500 && !text; i++) {
+    clock_sleep_ms(20);
+    text = harness_read_file(port_file);
+  }
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  int port = atoi(text);
+  free(text);
+  pid_t clients[2] = {start_client(port, "fsize-client0.err"),
+                      start_client(port, "fsize-client1.err")};
+  CU_ASSERT_EQUAL(harness_wait(server, 120), 1);
+  CU_ASSERT_EQUAL(count_in(err, "can no longer be written"), 1);
+  for (int i = 0; i < 2; i++)
+    harness_stop(clients[i], 10);
+  char check[16];
+  CU_ASSERT_STRING_EQUAL(
+      db_peek_text(db, "PRAGMA integrity_check", check, sizeof check), "ok");
+  CU_ASSERT(db_peek_int(db, "SELECT COUNT(*) FROM rounds"
+                            " WHERE state = 'COMMITTED'") < 50);
+  /* `cohort backup` past the limit (32 kB) fails and leaves no copy. */
+  char copy[600], tmp[620];
+  snprintf(copy, sizeof copy, "%s/fsize-backup.db", harness_dir());
+  snprintf(tmp, sizeof tmp, "%s.tmp", copy);
+  char *backup[] = {"/bin/sh",
+                    "-c",
+                    "ulimit -f 64 && exec \"$@\"",
+                    "sh",
+                    COHORT_ADMIN_BIN,
+                    "backup",
+                    db,
+                    copy,
+                    NULL};
+  pid_t pid = harness_spawn(backup, NULL, harness_path("fsize-backup.err"));
+  CU_ASSERT_EQUAL(harness_wait(pid, 30), 1);
+  CU_ASSERT(file_has(harness_path("fsize-backup.err"), "backup failed"));
+  CU_ASSERT_FALSE(exists(copy));
+  CU_ASSERT_FALSE(exists(tmp));
+}
+
 /* An operator's sqlite3 holds a write transaction past the coordinator's
  * busy timeout (5 s) while a round waits for its deadline, its two updates
  * kept: the round's next step fails with "database is locked", and the
@@ -505,6 +583,9 @@ int cohort_register_suites(void) {
        test_locked_database_stops_then_resumes},
       {"cohort backup of a live database restores and resumes",
        test_backup_while_running_then_restore_and_resume},
+      {"a file size limit stops the coordinator once, as a full disk does, "
+       "not SIGXFSZ",
+       test_file_size_limit_stops_once},
   };
   return test_add_suite("dbops", NULL, NULL, tests,
                         sizeof tests / sizeof tests[0]);
