@@ -4,10 +4,13 @@
  * WAL mode that sees one committed state and does not block the
  * coordinator's writes (a copy in several steps would restart whenever the
  * coordinator commits). */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -77,6 +80,52 @@ out:
   return rc;
 }
 
+/* path made absolute through its folder's real path (path itself, a link
+ * perhaps, not followed); 0 when its folder does not resolve. */
+static int absolute(const char *path, char *out, size_t len) {
+  char dir[PATH_MAX], real[PATH_MAX];
+  const char *slash = strrchr(path, '/');
+  if (slash)
+    snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path),
+             path);
+  else
+    snprintf(dir, sizeof dir, ".");
+  if (!realpath(dir, real))
+    return 0;
+  snprintf(out, len, "%s/%s", strcmp(real, "/") ? real : "",
+           slash ? slash + 1 : path);
+  return 1;
+}
+
+/* The suffix of one of the database's own files whose name dst would
+ * take, or NULL. With the coordinator stopped, DB-wal and DB-shm do not
+ * exist, so a copy there would be made; SQLite, opening DB next, takes it
+ * for DB's write-ahead log (or hot journal) and resets or deletes it, and
+ * the coordinator prunes DB.updates/: the backup would be lost. Both the
+ * name given and the file a link there leads to (SQLite's -wal follows
+ * it) are compared. */
+static const char *companion_of(const char *src_path, const char *dst_path) {
+  static const char *const suffixes[] = {"-wal", "-shm", "-journal", ".lock",
+                                         ".updates"};
+  char dst[2 * PATH_MAX], given[2 * PATH_MAX], real[PATH_MAX];
+  char own[2 * PATH_MAX + 16];
+  if (!absolute(dst_path, dst, sizeof dst) ||
+      !absolute(src_path, given, sizeof given) || !realpath(src_path, real))
+    return NULL; /* the open or the create below names the problem */
+  const char *srcs[] = {given, real};
+  for (int k = 0; k < 2; k++) {
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+      snprintf(own, sizeof own, "%s%s", srcs[k], suffixes[i]);
+      size_t n = strlen(own);
+      /* The file itself, or one inside DB.updates/. */
+      if (strcmp(dst, own) == 0 || (strcmp(suffixes[i], ".updates") == 0 &&
+                                    strncmp(dst, own, n) == 0 && dst[n] == '/'))
+        return suffixes[i];
+    }
+  }
+  return NULL;
+}
+
 int store_backup(const char *src_path, const char *dst_path, char *err,
                  size_t errlen) {
   char tmp[4096];
@@ -90,6 +139,15 @@ int store_backup(const char *src_path, const char *dst_path, char *err,
   if (access(src_path, R_OK) != 0) {
     snprintf(err, errlen, "database %s: %s", src_path, strerror(errno));
     return COHORT_EIO;
+  }
+  const char *own = companion_of(src_path, dst_path);
+  if (own) {
+    snprintf(err, errlen,
+             "%s is a name of the database %s's own files (its %s): SQLite "
+             "or the coordinator would remove a copy there; give another "
+             "file name",
+             dst_path, src_path, own);
+    return COHORT_EINVAL;
   }
   snprintf(tmp, sizeof tmp, "%s.tmp", dst_path);
   /* Created 0600 before SQLite writes a byte: the copy holds what the

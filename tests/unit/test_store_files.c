@@ -2,7 +2,8 @@
  * the umask, loose modes tightened, a read-only file refused by name, one
  * coordinator per database (the lock names its holder), a full database
  * marked fatal, old model versions pruned (never the latest nor a running
- * round's base), and a backup that is a private, consistent copy. */
+ * round's base), and a backup that is a private, consistent copy, never
+ * made under one of the database's own file names. */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -289,6 +290,38 @@ static void test_uri_name_refused_before_anything_is_made(void) {
   store_close(s);
 }
 
+/* With the coordinator stopped DB-wal and DB-shm do not exist; a copy
+ * made there was taken by SQLite for DB's log and reset at the next start
+ * (DB-journal deleted as a hot journal, DB.updates/ pruned). */
+static void test_backup_refuses_the_databases_own_names(void) {
+  char path[256], copy[300], err[512] = "";
+  store *s = open_with_initial(path, sizeof path);
+  commit_round(s, 1, 0, 1);
+  store_close(s);
+  CU_ASSERT_EQUAL(mode_of_suffix(path, "-wal"), 0xffffu);
+  snprintf(copy, sizeof copy, "%s.updates", path);
+  mkdir(copy, 0700); /* made at the first upload */
+  const char *suffixes[] = {"-wal", "-shm", "-journal", ".lock",
+                            ".updates/round-1"};
+  for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+    snprintf(copy, sizeof copy, "%s%s", path, suffixes[i]);
+    err[0] = '\0';
+    CU_ASSERT_EQUAL(store_backup(path, copy, err, sizeof err), COHORT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "give another file name"));
+    CU_ASSERT_EQUAL(mode_of(copy), 0xffffu);
+    CU_ASSERT_EQUAL(mode_of_suffix(copy, ".tmp"), 0xffffu);
+  }
+  /* The same names reached through another spelling of the folder. */
+  char *slash = strrchr(path, '/');
+  snprintf(copy, sizeof copy, "%.*s/./%s-wal", (int)(slash - path), path,
+           slash + 1);
+  CU_ASSERT_EQUAL(store_backup(path, copy, err, sizeof err), COHORT_EINVAL);
+  /* A name that only starts like them is a file like any other. */
+  snprintf(copy, sizeof copy, "%s-wal.backup", path);
+  CU_ASSERT_EQUAL(store_backup(path, copy, err, sizeof err), COHORT_OK);
+  CU_ASSERT_EQUAL(mode_of(copy), 0600);
+}
+
 int cohort_register_suites(void) {
   static const test_case tests[] = {
       {"database, -wal and -shm are 0600 under umask 0",
@@ -308,6 +341,9 @@ int cohort_register_suites(void) {
        test_uri_name_refused_before_anything_is_made},
       {"a backup of a live store is a 0600, self-contained, consistent copy",
        test_backup_is_private_consistent_copy},
+      {"a backup refuses the database's own -wal, -shm, -journal, .lock "
+       "and .updates/ names",
+       test_backup_refuses_the_databases_own_names},
   };
   return test_add_suite("store files", suite_init, suite_cleanup, tests,
                         sizeof tests / sizeof tests[0]);
