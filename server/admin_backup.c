@@ -33,20 +33,23 @@ int admin_backup(int argc, char **argv) {
     fprintf(stderr, "cohort backup: %s\n", err);
     return 1;
   }
-  /* Read the copy back as a coordinator would, and say what it holds. */
-  store *copy = NULL;
-  int64_t rounds = 0;
+  /* Read the copy back and say what it holds. Its schema may be another
+   * build's (a backup taken before an upgrade, with the new binaries
+   * installed): the copy is still good, and is kept. */
+  int64_t version = 0, rounds = 0;
   struct stat st = {0};
-  if (store_open_readonly(argv[2], &copy, err, sizeof err) != COHORT_OK ||
-      store_round_count_committed(copy, &rounds) != COHORT_OK ||
+  if (store_backup_describe(argv[2], &version, &rounds, err, sizeof err) !=
+          COHORT_OK ||
       stat(argv[2], &st) != 0) {
     fprintf(stderr, "cohort backup: the copy %s cannot be read back: %s\n",
-            argv[2], copy ? store_errmsg(copy) : err);
-    store_close(copy);
+            argv[2], err);
     return 1;
   }
-  store_close(copy);
-  printf("backed up %s to %s: %lld bytes, %lld committed training rounds\n",
+  printf("backed up %s to %s: %lld bytes, %lld committed training rounds",
          argv[1], argv[2], (long long)st.st_size, (long long)rounds);
+  if (version != STORE_SCHEMA_VERSION)
+    printf(" (schema version %lld; this build's is %d)", (long long)version,
+           STORE_SCHEMA_VERSION);
+  putchar('\n');
   return 0;
 }

@@ -68,6 +68,13 @@ void store_set_keep_models(store *s, int64_t keep);
 int store_backup(const char *src_path, const char *dst_path, char *err,
                  size_t errlen);
 
+/* What the copy at path holds, read as it is, of whatever schema version:
+ * its version and its committed training rounds. A backup of a database
+ * that another build made (or that this build has not upgraded yet) is a
+ * good copy; store_open_readonly would refuse it. */
+int store_backup_describe(const char *path, int64_t *version, int64_t *rounds,
+                          char *err, size_t errlen);
+
 /* ---- clients ---- */
 /* A new client: the hash of its session token, its platform (NULL: ""),
  * its identity key and the enrollment authority's certificate of it (NULL:

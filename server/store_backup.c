@@ -191,3 +191,31 @@ out:
   }
   return rc;
 }
+
+int store_backup_describe(const char *path, int64_t *version, int64_t *rounds,
+                          char *err, size_t errlen) {
+  sqlite3 *db = NULL;
+  char got[256];
+  int rc = COHORT_EDB;
+  if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+      exec_expect(db, "PRAGMA user_version", NULL, got, sizeof got)) {
+    snprintf(err, errlen, "%s", sqlite3_errmsg(db));
+    goto out;
+  }
+  *version = strtoll(got, NULL, 10);
+  /* Rounds had no kind before schema 2: all were training rounds. */
+  if (exec_expect(db,
+                  *version >= 2 ? "SELECT COUNT(*) FROM rounds WHERE state ="
+                                  " 'COMMITTED' AND kind = 'TRAIN'"
+                                : "SELECT COUNT(*) FROM rounds WHERE state ="
+                                  " 'COMMITTED'",
+                  NULL, got, sizeof got)) {
+    snprintf(err, errlen, "%s", got);
+    goto out;
+  }
+  *rounds = strtoll(got, NULL, 10);
+  rc = COHORT_OK;
+out:
+  sqlite3_close(db);
+  return rc;
+}

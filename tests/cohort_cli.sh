@@ -6,7 +6,8 @@
 # enroll` end to end: key files 0600 and never replaced, certificates that
 # verify (with OpenSSL too) under the authority only, and a real
 # cohort-server with --enroll-authority that registers a cohort-client with
-# a certified identity and refuses one without.
+# a certified identity and refuses one without; `cohort backup` of its
+# database and of one of another schema version.
 # usage: cohort_cli.sh COHORT COHORT-SERVER COHORT-CLIENT
 set -uo pipefail
 cohort=$1
@@ -248,6 +249,21 @@ for key in auth.pem client.pem other.pem rogue.pem; do
 done
 check "no PEM private key in the logs" \
   eval '! grep -q "PRIVATE KEY" server.log client.log'
+
+# ---- cohort backup of a database of another schema version ----
+# Taken before an upgrade with the new binaries installed, the copy is good:
+# it is kept and reported (it was refused on reading it back, exit 1, and
+# left in place with advice to start a coordinator on it).
+version=$(sqlite3 fed.db 'PRAGMA user_version')
+cp fed.db older.db
+sqlite3 older.db "PRAGMA user_version = $((version - 1))"
+expect 0 "backed up older.db to older.bak: .*1 committed training rounds \
+\(schema version $((version - 1)); this build's is $version\)" \
+  backup older.db older.bak
+check "... and the copy is kept, of that version" \
+  [ "$(sqlite3 older.bak 'PRAGMA user_version')" == $((version - 1)) ]
+expect 0 "backed up fed.db to fed.bak: .*1 committed training rounds$" \
+  backup fed.db fed.bak
 cd / || exit 1
 
 if [[ $fails -ne 0 ]]; then
