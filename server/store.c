@@ -334,6 +334,12 @@ int store_open_existing(const char *path, int mode, store **out, char *err,
           SQLITE_OK ||
       store_get_int(s, "PRAGMA user_version", &version)) {
     snprintf(err, errlen, "database %s: %s", path, store_errmsg(s));
+  } else if (version > STORE_SCHEMA_VERSION) {
+    /* A coordinator of this build refuses it too: no advice to start one. */
+    snprintf(err, errlen,
+             "database %s has schema version %lld; this build knows up to %d "
+             "(a newer build made it: use that build's programs)",
+             path, (long long)version, STORE_SCHEMA_VERSION);
   } else if (version != STORE_SCHEMA_VERSION) {
     snprintf(err, errlen,
              "database %s has schema version %lld, not %d (start the "

@@ -145,6 +145,13 @@ static void test_newer_schema_refused(void) {
   CU_ASSERT_PTR_EQUAL(s, (store *)(uintptr_t)1);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "99"));
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "version"));
+  /* A reader (cohort tokens, --export) refuses it too, without telling
+   * the operator to start a coordinator on it, which refuses it as well. */
+  CU_ASSERT_NOT_EQUAL(store_open_readonly(path, &s, err, sizeof err),
+                      COHORT_OK);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "schema version 99"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "a newer build made it"));
+  CU_ASSERT_PTR_NULL(strstr(err, "upgrade"));
   /* The schema was not touched. */
   CU_ASSERT_EQUAL(db_peek_int(path, "PRAGMA user_version"), 99);
   CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM sqlite_master WHERE "
