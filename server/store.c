@@ -206,6 +206,15 @@ const char *store_fatal(store *s) {
   return s && atomic_load(&s->fatal) ? s->fatal_why : NULL;
 }
 
+int store_file_moved(store *s) {
+  int moved = 0;
+  if (!s || !s->db ||
+      sqlite3_file_control(s->db, "main", SQLITE_FCNTL_HAS_MOVED, &moved) !=
+          SQLITE_OK)
+    return 0;
+  return moved != 0;
+}
+
 /* Failures that the next call would meet again: the coordinator stops on
  * them rather than fail every client's call in a loop. */
 static void note_fatal(store *s, int code) {

@@ -50,6 +50,12 @@ const char *store_errmsg(store *s);
  * on. Safe to call from any thread. */
 const char *store_fatal(store *s);
 
+/* 1 when the database file is no longer at its path: deleted, renamed or
+ * replaced while open (an operator's rm or mv). What is committed then
+ * goes to a file that no path names, lost at close. 0 otherwise, also for
+ * an in-memory database. One stat(2); call from the thread that ticks. */
+int store_file_moved(store *s);
+
 /* Keep the parameters of only the `keep` newest model versions (0: all),
  * pruned by every store_round_commit after it inserts the new model. The
  * latest and the base of any unfinished round are never pruned; a pruned
