@@ -72,7 +72,15 @@ int export_model(const char *db_path, const char *version, const char *file,
     goto out;
   rc = want < 0 ? store_model_latest(db, &sm) : store_model_get(db, want, &sm);
   if (rc) {
-    snprintf(err, errlen, "no model version %s in %s", version, db_path);
+    /* A pruned version has its row: saying there is none contradicted the
+     * store's own log line. */
+    if (rc == COHORT_ENOTFOUND && strstr(store_errmsg(db), "was pruned"))
+      snprintf(err, errlen,
+               "model version %s in %s was pruned (--keep-models): its row "
+               "and digest are kept, its parameters are not",
+               version, db_path);
+    else
+      snprintf(err, errlen, "no model version %s in %s", version, db_path);
     goto out;
   }
   uint8_t digest[CRYPTO_SHA256_LEN];

@@ -271,6 +271,21 @@ static void test_export_unknown_version(void) {
   refused(db_path, "2", "no model version 2");
 }
 
+/* A version --keep-models pruned keeps its row with empty parameters: the
+ * refusal says so, rather than that there is no such version. */
+static void test_export_pruned_version(void) {
+  char copy[300];
+  snprintf(copy, sizeof copy, "%s/pruned.sqlite", dir);
+  unlink(copy);
+  CU_ASSERT_EQUAL_FATAL(copy_database(copy), SQLITE_OK);
+  CU_ASSERT_EQUAL_FATAL(
+      db_exec(copy, "UPDATE models SET params = x'' WHERE version = 0"),
+      SQLITE_OK);
+  refused(copy, "0", "model version 0 in");
+  refused(copy, "0", "was pruned (--keep-models)");
+  refused(copy, "2", "no model version 2");
+}
+
 static void test_export_tampered_model(void) {
   char copy[300];
   snprintf(copy, sizeof copy, "%s/tampered.sqlite", dir);
@@ -328,6 +343,7 @@ int cohort_register_suites(void) {
       {"missing database refused, not created", test_export_missing_database},
       {"bad version text refused", test_export_bad_version_text},
       {"unknown version refused", test_export_unknown_version},
+      {"pruned version refused as pruned", test_export_pruned_version},
       {"tampered model refused, no file", test_export_tampered_model},
       {"non-database and settings-less database refused",
        test_export_not_a_coordinator_database},
