@@ -30,10 +30,13 @@ int store_files_name_check(const char *db_path, char *err, size_t errlen) {
 }
 
 /* Sets path to mode when it exists with bits for the group or others: an
- * operator's copy or an older build may have left it readable. */
-static void tighten(const char *path, mode_t mode) {
+ * operator's copy or an older build may have left it readable. Only a file
+ * of the type expected (S_IFREG, S_IFDIR): a --db naming a directory by
+ * mistake must not lose its x bits to a file's 0600. */
+static void tighten(const char *path, mode_t type, mode_t mode) {
   struct stat st;
-  if (lstat(path, &st) != 0 || S_ISLNK(st.st_mode) || (st.st_mode & 077) == 0)
+  if (lstat(path, &st) != 0 || (st.st_mode & S_IFMT) != type ||
+      (st.st_mode & 077) == 0)
     return;
   if (chmod(path, mode) == 0)
     log_warn("%s had mode %04o, open to other users; set to %04o", path,
@@ -93,6 +96,14 @@ static int check_writable(const char *db_path, char *err, size_t errlen) {
     return COHORT_EIO;
   }
   snprintf(updates, sizeof updates, "%s.updates", db_path);
+  struct stat st;
+  if (stat(updates, &st) == 0 && !S_ISDIR(st.st_mode)) {
+    snprintf(err, errlen,
+             "updates folder %s is not a directory: move the file away (the "
+             "coordinator keeps a round's updates in that folder)",
+             updates);
+    return COHORT_EIO;
+  }
   if (access(updates, F_OK) == 0 && access(updates, W_OK | X_OK) != 0) {
     snprintf(err, errlen, "updates folder %s is not writable (%s)", updates,
              strerror(errno));
@@ -113,14 +124,29 @@ int store_files_prepare(const char *db_path, char *err, size_t errlen) {
     if (rc)
       return rc;
   }
+  struct stat st;
+  if (stat(db_path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    snprintf(err, errlen,
+             "database %s is a directory: give the database file's path "
+             "(e.g. %s/cohort.db)",
+             db_path, db_path);
+    return COHORT_EIO;
+  }
+  if (stat(db_path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    snprintf(err, errlen,
+             "database %s is not a regular file (a FIFO, a device or a "
+             "socket): give the database file's path",
+             db_path);
+    return COHORT_EIO;
+  }
   char path[4096];
   const char *suffixes[] = {"", "-wal", "-shm"};
   for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
     snprintf(path, sizeof path, "%s%s", db_path, suffixes[i]);
-    tighten(path, 0600);
+    tighten(path, S_IFREG, 0600);
   }
   snprintf(path, sizeof path, "%s.updates", db_path);
-  tighten(path, 0700);
+  tighten(path, S_IFDIR, 0700);
   return check_writable(db_path, err, errlen);
 }
 

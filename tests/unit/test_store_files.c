@@ -141,6 +141,43 @@ static void test_read_only_file_refused_by_name(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "writing"));
 }
 
+/* --db naming a directory (or a FIFO) by mistake: refused by name, its
+ * mode left alone. The tightening of loose modes made a directory 0600,
+ * which no one but root could enter any more. */
+static void test_directory_or_fifo_refused_mode_kept(void) {
+  char path[256], err[512] = "";
+  store *s = NULL;
+  fresh_path(path, sizeof path);
+  CU_ASSERT_EQUAL_FATAL(mkdir(path, 0755), 0);
+  chmod(path, 0755); /* whatever the umask */
+  CU_ASSERT_NOT_EQUAL(store_open(path, &s, err, sizeof err), COHORT_OK);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "is a directory"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, path));
+  CU_ASSERT_EQUAL(mode_of(path), 0755);
+  rmdir(path);
+  fresh_path(path, sizeof path);
+  CU_ASSERT_EQUAL_FATAL(mkfifo(path, 0644), 0);
+  chmod(path, 0644);
+  err[0] = '\0';
+  CU_ASSERT_NOT_EQUAL(store_open(path, &s, err, sizeof err), COHORT_OK);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "not a regular file"));
+  CU_ASSERT_EQUAL(mode_of(path), 0644);
+  unlink(path);
+  /* A file named like the updates folder is not made 0700 either, and is
+   * refused at start (not at the first upload, with ENOTDIR). */
+  char updates[300];
+  fresh_path(path, sizeof path);
+  snprintf(updates, sizeof updates, "%s.updates", path);
+  FILE *f = fopen(updates, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fclose(f);
+  chmod(updates, 0644);
+  CU_ASSERT_NOT_EQUAL(store_open(path, &s, err, sizeof err), COHORT_OK);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "is not a directory"));
+  CU_ASSERT_EQUAL(mode_of(updates), 0644);
+  unlink(updates);
+}
+
 static void test_lock_refuses_second_holder_and_names_first(void) {
   char path[256], lock_path[300], err[512] = "", want[64];
   fresh_path(path, sizeof path);
@@ -331,6 +368,9 @@ int cohort_register_suites(void) {
        test_loose_modes_tightened},
       {"a read-only database is refused, naming the file",
        test_read_only_file_refused_by_name},
+      {"a directory or FIFO given as the database is refused, its mode "
+       "kept",
+       test_directory_or_fifo_refused_mode_kept},
       {"the lock refuses a second holder and names the first",
        test_lock_refuses_second_holder_and_names_first},
       {"SQLITE_FULL marks the store fatal", test_full_database_is_fatal},
