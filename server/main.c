@@ -491,15 +491,16 @@ typedef struct scheduler {
 static void *scheduler_main(void *arg) {
   scheduler *s = arg;
   while (!atomic_load(&s->stop)) {
-    /* Rounds committed to a database an operator deleted or replaced
-     * would be reported and lost: stop before the next step instead. */
-    if (store_file_moved(s->db)) {
-      log_error("database %s was deleted, renamed or replaced while the "
-                "coordinator ran; stopping the coordinator: what it commits "
-                "now is in no file. Put the database back (moving %s-wal and "
-                "%s-shm aside first: they belong to the lost file) and start "
-                "it again",
-                g_opts.db, g_opts.db, g_opts.db);
+    /* Rounds committed to a database an operator deleted, replaced or
+     * truncated would be reported and lost: stop before the next step. */
+    const char *lost = store_file_lost(s->db);
+    if (lost) {
+      log_error("database %s %s while the coordinator ran; stopping the "
+                "coordinator: what it commits now would be lost. Put the "
+                "database back, or restore a backup (moving %s-wal and "
+                "%s-shm aside first: they belong to the lost file), and "
+                "start it again",
+                g_opts.db, lost, g_opts.db, g_opts.db);
       atomic_store(&s->failed, 1);
       break;
     }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cohort_status.h"
 #include "log.h"
@@ -206,13 +207,22 @@ const char *store_fatal(store *s) {
   return s && atomic_load(&s->fatal) ? s->fatal_why : NULL;
 }
 
-int store_file_moved(store *s) {
+const char *store_file_lost(store *s) {
   int moved = 0;
   if (!s || !s->db ||
       sqlite3_file_control(s->db, "main", SQLITE_FCNTL_HAS_MOVED, &moved) !=
           SQLITE_OK)
-    return 0;
-  return moved != 0;
+    return NULL;
+  if (moved)
+    return "was deleted, renamed or replaced";
+  const char *path = sqlite3_db_filename(s->db, "main");
+  struct stat st;
+  if (!path || !path[0] || stat(path, &st) != 0)
+    return NULL;
+  if ((int64_t)st.st_size < s->file_size_seen)
+    return "shrank";
+  s->file_size_seen = (int64_t)st.st_size;
+  return NULL;
 }
 
 /* Failures that the next call would meet again: the coordinator stops on

@@ -50,11 +50,13 @@ const char *store_errmsg(store *s);
  * on. Safe to call from any thread. */
 const char *store_fatal(store *s);
 
-/* 1 when the database file is no longer at its path: deleted, renamed or
- * replaced while open (an operator's rm or mv). What is committed then
- * goes to a file that no path names, lost at close. 0 otherwise, also for
- * an in-memory database. One stat(2); call from the thread that ticks. */
-int store_file_moved(store *s);
+/* NULL while the database file is the one the store opened; otherwise
+ * what happened to it: "was deleted, renamed or replaced" (an operator's
+ * rm or mv; what is committed then goes to a file no path names, lost at
+ * close) or "shrank" (truncated, or overwritten in place by a smaller
+ * file: SQLite reads zeros where pages were and corrupts it). Also NULL
+ * for an in-memory database. A stat(2) or two; call from one thread. */
+const char *store_file_lost(store *s);
 
 /* Keep the parameters of only the `keep` newest model versions (0: all),
  * pruned by every store_round_commit after it inserts the new model. The

@@ -23,6 +23,10 @@ struct store {
    * read-only or failing disk); fatal_why is written before it. */
   atomic_int fatal;
   char fatal_why[320];
+  /* The largest size the database file had at a store_file_lost check:
+   * it never shrinks while the coordinator runs (no VACUUM, no
+   * auto_vacuum). Only the scheduler's thread reads and writes it. */
+  int64_t file_size_seen;
 };
 
 /* Records that the store can no longer write, with the reason (the first

@@ -9,7 +9,7 @@
  * committed rounds; a database an operator holds locked stops the
  * coordinator cleanly, and a restart resumes the round; a file size limit
  * stops the coordinator as a full disk does, and so does a database
- * deleted under it. The read-only and
+ * deleted or truncated under it. The read-only and
  * full-disk cases mount a read-only bind or a small tmpfs in a private mount
  * namespace (`unshare -m`) when run as root; a non-root run makes the file
  * read-only with chmod and skips the full disk (test_store_files covers
@@ -409,19 +409,25 @@ static void test_file_size_limit_stops_once(void) {
   CU_ASSERT_FALSE(exists(tmp));
 }
 
-/* The database removed under a running coordinator (an operator's rm, or
- * a restore done without stopping it): it stops, once, status 1, naming
- * the file, rather than go on committing rounds into a file no path names
- * and report the federation done (status 0) with every round lost. */
-static void test_deleted_database_stops_once(void) {
+/* The database removed or truncated under a running coordinator (an
+ * operator's rm, a restore done without stopping it, a stray truncate or
+ * `: > db`): it stops, once, status 1, naming the file and what happened,
+ * rather than go on committing rounds into a file no path names (or into
+ * a file of zeros, which SQLite then reads as a malformed database) and
+ * report the federation done, status 0, with every round lost. */
+static void lose_database_while_running(const char *tag, int truncate_it,
+                                        const char *what) {
   const char *flags = "--rounds 100000 --clients-per-round 2 --min-clients 2 "
                       "--retry-ms 100 --linger 1 --enroll-token " TOKEN;
   int port = 0;
-  char db[512] = "";
-  pid_t server = harness_start_server("deleted", flags, &port, db, sizeof db);
+  char db[512] = "", name[64];
+  pid_t server = harness_start_server(tag, flags, &port, db, sizeof db);
   CU_ASSERT_FATAL(server > 0);
-  pid_t clients[2] = {start_client(port, "deleted-client0.err"),
-                      start_client(port, "deleted-client1.err")};
+  pid_t clients[2];
+  for (int i = 0; i < 2; i++) {
+    snprintf(name, sizeof name, "%s-client%d.err", tag, i);
+    clients[i] = start_client(port, name);
+  }
   int64_t committed = 0;
   for (int i = 0; i < 3000 && committed < 2; i++) {
     clock_sleep_ms(10);
@@ -429,12 +435,20 @@ static void test_deleted_database_stops_once(void) {
                                 " WHERE state = 'COMMITTED'");
   }
   CU_ASSERT_FATAL(committed >= 2);
-  CU_ASSERT_EQUAL_FATAL(unlink(db), 0);
+  CU_ASSERT_EQUAL_FATAL(truncate_it ? truncate(db, 0) : unlink(db), 0);
   CU_ASSERT_EQUAL(harness_wait(server, 30), 1);
-  const char *err = harness_path("deleted.err");
-  CU_ASSERT_EQUAL(count_in(err, "was deleted, renamed or replaced"), 1);
+  snprintf(name, sizeof name, "%s.err", tag);
+  CU_ASSERT_EQUAL(count_in(harness_path(name), what), 1);
   for (int i = 0; i < 2; i++)
     harness_stop(clients[i], 10);
+}
+
+static void test_deleted_database_stops_once(void) {
+  lose_database_while_running("deleted", 0, "was deleted, renamed or replaced");
+}
+
+static void test_truncated_database_stops_once(void) {
+  lose_database_while_running("truncated", 1, "shrank while the coordinator");
 }
 
 /* An operator's sqlite3 holds a write transaction past the coordinator's
@@ -617,6 +631,8 @@ int cohort_register_suites(void) {
        test_file_size_limit_stops_once},
       {"a database deleted under a running coordinator stops it once",
        test_deleted_database_stops_once},
+      {"a database truncated under a running coordinator stops it once",
+       test_truncated_database_stops_once},
   };
   return test_add_suite("dbops", NULL, NULL, tests,
                         sizeof tests / sizeof tests[0]);
