@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cohort_status.h"
+#include "durable.h"
 #include "store.h"
 #include "store_files.h"
 
@@ -173,8 +174,11 @@ int store_backup(const char *src_path, const char *dst_path, char *err,
   sqlite3_busy_timeout(src, 10000);
   rc = copy_into(src, tmp, err, errlen);
   if (!rc) {
+    /* The copy's bytes, then its name: a backup reported done is there
+     * after a power cut. */
     fd = open(tmp, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || fsync(fd) != 0 || rename(tmp, dst_path) != 0) {
+    if (fd < 0 || fsync(fd) != 0 || rename(tmp, dst_path) != 0 ||
+        durable_sync_folder(dst_path) != 0) {
       snprintf(err, errlen, "cannot write %s: %s", dst_path, strerror(errno));
       rc = COHORT_EIO;
     }

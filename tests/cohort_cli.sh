@@ -264,6 +264,19 @@ check "... and the copy is kept, of that version" \
   [ "$(sqlite3 older.bak 'PRAGMA user_version')" == $((version - 1)) ]
 expect 0 "backed up fed.db to fed.bak: .*1 committed training rounds$" \
   backup fed.db fed.bak
+# The copy's name is fsynced with its folder once renamed into it, or a
+# power cut could take a backup reported done (strace shows it; skipped
+# where strace is missing or cannot trace).
+if strace -o /dev/null true 2>/dev/null; then
+  strace -f -y -e trace=fsync,rename -o backup.trace "$cohort" backup fed.db \
+    synced.bak >/dev/null 2>&1
+  here=$(pwd -P)
+  check "cohort backup fsyncs the copy's folder after the rename" eval \
+    'sed -n "/rename(\"synced.bak.tmp\", \"synced.bak\")/,\$p" backup.trace |
+      grep -q "fsync([0-9]*<$here>)"'
+else
+  echo "(skipped: the backup's folder fsync, without strace)"
+fi
 cd / || exit 1
 
 if [[ $fails -ne 0 ]]; then
