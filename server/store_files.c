@@ -132,6 +132,15 @@ int store_files_prepare(const char *db_path, char *err, size_t errlen) {
              db_path, db_path);
     return COHORT_EIO;
   }
+  if (stat(db_path, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 1) {
+    snprintf(err, errlen,
+             "database %s has %lu names (hard links): SQLite would keep a "
+             "separate -wal for each, and a coordinator started under another "
+             "name would not see this one's lock; remove the other links "
+             "(find / -xdev -samefile %s)",
+             db_path, (unsigned long)st.st_nlink, db_path);
+    return COHORT_EIO;
+  }
   if (stat(db_path, &st) == 0 && !S_ISREG(st.st_mode)) {
     snprintf(err, errlen,
              "database %s is not a regular file (a FIFO, a device or a "

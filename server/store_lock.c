@@ -1,8 +1,10 @@
 /* The coordinator's lock on its database; see store_lock.h. */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "store_lock.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,13 +88,36 @@ static void describe(store_lock *l, const char *listen) {
     fsync(l->fd);
 }
 
+/* <db>.lock beside the file the database really is, so that every name
+ * for it (a symbolic link, a path through "..", a relative one) takes the
+ * same lock: by the name given, a coordinator started on a link ran beside
+ * the one on the file. A database not made yet resolves through its
+ * folder. */
+static void lock_path_of(const char *db_path, char *out, size_t len) {
+  char real[PATH_MAX], dir[PATH_MAX];
+  const char *slash = strrchr(db_path, '/');
+  if (slash)
+    snprintf(dir, sizeof dir, "%.*s",
+             slash == db_path ? 1 : (int)(slash - db_path), db_path);
+  else
+    snprintf(dir, sizeof dir, ".");
+  int n = -1;
+  if (realpath(db_path, real))
+    n = snprintf(out, len, "%s.lock", real);
+  else if (realpath(dir, real))
+    n = snprintf(out, len, "%s/%s.lock", strcmp(real, "/") ? real : "",
+                 slash ? slash + 1 : db_path);
+  if (n < 0 || (size_t)n >= len)
+    snprintf(out, len, "%s.lock", db_path);
+}
+
 int store_lock_take(const char *db_path, const char *listen, store_lock **out,
                     char *err, size_t errlen) {
   store_lock *l = calloc(1, sizeof *l);
   if (!l)
     return COHORT_ENOMEM;
   l->fd = -1;
-  snprintf(l->path, sizeof l->path, "%s.lock", db_path);
+  lock_path_of(db_path, l->path, sizeof l->path);
   int rc = open_locked(l, db_path, err, errlen);
   if (rc) {
     free(l);

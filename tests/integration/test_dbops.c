@@ -132,6 +132,36 @@ static void test_second_coordinator_refused_until_first_killed(void) {
   CU_ASSERT(file_has(err, want));
   snprintf(want, sizeof want, "listening on 127.0.0.1:%d", port);
   CU_ASSERT(file_has(err, want));
+  /* Other names for the same file take the same lock: a symbolic link
+   * and a path through "..". They each took their own <name>.lock and ran
+   * beside the first. A hard link, for which SQLite would keep a second
+   * -wal, is refused. */
+  char alias[600], dotdot[700];
+  const char *slash = strrchr(db, '/');
+  snprintf(alias, sizeof alias, "%s/lock-alias.db", harness_dir());
+  CU_ASSERT_EQUAL_FATAL(symlink(db, alias), 0);
+  snprintf(dotdot, sizeof dotdot, "%.*s/../%s%s", (int)(slash - db), db,
+           strrchr(harness_dir(), '/') + 1, slash);
+  const char *names[] = {alias, dotdot};
+  for (int i = 0; i < 2; i++) {
+    int port_x = 0;
+    char name[600], tag[32];
+    snprintf(name, sizeof name, "%s", names[i]);
+    snprintf(tag, sizeof tag, "lock-alias%d", i);
+    CU_ASSERT_EQUAL(
+        harness_start_server(tag, flags, &port_x, name, sizeof name), -1);
+    snprintf(tag, sizeof tag, "lock-alias%d.err", i);
+    CU_ASSERT(file_has(harness_path(tag), "in use by another coordinator"));
+  }
+  unlink(alias);
+  snprintf(alias, sizeof alias, "%s/lock-hard.db", harness_dir());
+  CU_ASSERT_EQUAL_FATAL(link(db, alias), 0);
+  int port_h = 0;
+  CU_ASSERT_EQUAL(
+      harness_start_server("lock-hard", flags, &port_h, alias, sizeof alias),
+      -1);
+  CU_ASSERT(file_has(harness_path("lock-hard.err"), "hard links"));
+  unlink(alias);
 
   /* SIGKILL leaves the lock file, not the lock. */
   harness_signal(first, SIGKILL);
