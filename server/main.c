@@ -532,17 +532,23 @@ static void *scheduler_main(void *arg) {
 }
 
 /* Writes the port through a temporary file and rename, so a reader never
- * sees a half-written number. */
+ * sees a half-written number. The temporary file is a new one (mkstemp),
+ * so a link planted at its name is not followed (fopen of PATH.tmp wrote
+ * the port into the link's target), and 0644 whatever the umask. */
 static int write_port_file(const char *path, int port) {
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  if (!f)
+  char tmp[4096], text[16];
+  snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path);
+  int fd = mkstemp(tmp);
+  if (fd < 0)
     return -1;
-  fprintf(f, "%d\n", port);
-  if (fclose(f) != 0)
+  int n = snprintf(text, sizeof text, "%d\n", port);
+  int ok = fchmod(fd, 0644) == 0 && write(fd, text, (size_t)n) == n;
+  ok = close(fd) == 0 && ok;
+  if (!ok || rename(tmp, path) != 0) {
+    unlink(tmp);
     return -1;
-  return rename(tmp, path);
+  }
+  return 0;
 }
 
 /* A --rate-* flag's value, "RATE/BURST" or "RATE" (a second's worth at

@@ -175,6 +175,32 @@ static void test_second_coordinator_refused_until_first_killed(void) {
   CU_ASSERT_EQUAL(harness_wait(again, 10), 128 + SIGKILL);
 }
 
+/* --port-file wrote PORT.tmp with fopen: a link planted at that name had
+ * its target overwritten with the port number. */
+static void test_port_file_link_not_followed(void) {
+  char victim[600], planted[620], port_file[600];
+  snprintf(victim, sizeof victim, "%s/port-victim", harness_dir());
+  snprintf(port_file, sizeof port_file, "%s/portlink.port", harness_dir());
+  snprintf(planted, sizeof planted, "%s.tmp", port_file);
+  FILE *f = fopen(victim, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("precious\n", f);
+  fclose(f);
+  CU_ASSERT_EQUAL_FATAL(symlink(victim, planted), 0);
+  int port = 0;
+  char db[512] = "";
+  pid_t server = harness_start_server(
+      "portlink", "--rounds 1 --enroll-token " TOKEN, &port, db, sizeof db);
+  CU_ASSERT_FATAL(server > 0);
+  harness_signal(server, SIGTERM);
+  CU_ASSERT_EQUAL(harness_wait(server, 30), 0);
+  CU_ASSERT(file_has(victim, "precious"));
+  struct stat st;
+  CU_ASSERT_EQUAL(lstat(port_file, &st), 0);
+  CU_ASSERT(S_ISREG(st.st_mode));
+  unlink(planted);
+}
+
 static void test_failed_start_leaves_no_file(void) {
   char db[512];
   snprintf(db, sizeof db, "%s/never.db", harness_dir());
@@ -645,6 +671,8 @@ int cohort_register_suites(void) {
       {"a second coordinator is refused and names the first; SIGKILL frees "
        "the lock",
        test_second_coordinator_refused_until_first_killed},
+      {"a link planted at the port file's temporary name is not followed",
+       test_port_file_link_not_followed},
       {"a bad --model, a busy port or a refused flag leave no file",
        test_failed_start_leaves_no_file},
       {"a read-only database or folder is refused at start by name",
