@@ -155,6 +155,13 @@ int store_backup(const char *src_path, const char *dst_path, char *err,
    * database holds. */
   int fd =
       open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == EEXIST) {
+    snprintf(err, errlen,
+             "%s exists: a backup to %s is running, or one was stopped before "
+             "it finished; if none is running, remove it and %s-journal",
+             tmp, dst_path, tmp);
+    return COHORT_EIO;
+  }
   if (fd < 0 || fchmod(fd, 0600) != 0) {
     snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
     if (fd >= 0) {

@@ -301,6 +301,19 @@ static void test_backup_is_private_consistent_copy(void) {
   store_close(back);
   /* An existing file is never overwritten. */
   CU_ASSERT_EQUAL(store_backup(path, copy, err, sizeof err), COHORT_EINVAL);
+  /* A backup killed mid-copy leaves FILE.tmp, which the next one does not
+   * overwrite either: it says what the file is and what to do. */
+  char other[320], tmp[330];
+  snprintf(other, sizeof other, "%s.second", path);
+  snprintf(tmp, sizeof tmp, "%s.tmp", other);
+  FILE *f = fopen(tmp, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fclose(f);
+  CU_ASSERT_NOT_EQUAL(store_backup(path, other, err, sizeof err), COHORT_OK);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "was stopped before it finished"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "remove it"));
+  CU_ASSERT_EQUAL(mode_of(other), 0xffffu);
+  CU_ASSERT_NOT_EQUAL(mode_of(tmp), 0xffffu); /* left for the operator */
   store_close(s);
 }
 
