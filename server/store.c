@@ -219,7 +219,7 @@ const char *store_file_lost(store *s) {
   struct stat st;
   if (!path || !path[0] || stat(path, &st) != 0)
     return NULL;
-  if ((int64_t)st.st_size < s->file_size_seen)
+  if ((int64_t)st.st_size < s->file_size_seen && !s->may_shrink)
     return "shrank";
   s->file_size_seen = (int64_t)st.st_size;
   return NULL;
@@ -471,6 +471,9 @@ int store_open_with(const char *path, const store_options *opt, store **out,
   if (version > 0 && version < STORE_SCHEMA_VERSION)
     log_info("database %s upgraded from schema %lld to %d", path,
              (long long)version, STORE_SCHEMA_VERSION);
+  int64_t vacuum = 0;
+  s->may_shrink =
+      store_get_int(s, "PRAGMA auto_vacuum", &vacuum) != COHORT_OK || vacuum;
   /* A crash between a round's end and the unlink of its file left it. */
   store_updates_prune(s->updates, round_unfinished, s);
   rc = COHORT_OK;

@@ -24,9 +24,14 @@ struct store {
   atomic_int fatal;
   char fatal_why[320];
   /* The largest size the database file had at a store_file_lost check:
-   * it never shrinks while the coordinator runs (no VACUUM, no
-   * auto_vacuum). Only the scheduler's thread reads and writes it. */
+   * it never shrinks while the coordinator runs (no VACUUM, and no
+   * auto_vacuum unless may_shrink). Only the scheduler's thread reads and
+   * writes it. */
   int64_t file_size_seen;
+  /* The database vacuums itself (PRAGMA auto_vacuum, set when it was
+   * made, or a SQLite built to default to it): its checkpoints shrink it
+   * after --keep-models prunes, so a smaller file is not a truncated one. */
+  int may_shrink;
 };
 
 /* Records that the store can no longer write, with the reason (the first

@@ -5,6 +5,7 @@
  * round's base), and a backup that is a private, consistent copy, never
  * made under one of the database's own file names. */
 #include <CUnit/CUnit.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,6 +264,53 @@ static void test_keep_models_spares_latest_and_running_base(void) {
   store_close(s);
 }
 
+/* A database made with auto_vacuum gives pruned pages back at the next
+ * checkpoint, so its file shrinks while the coordinator runs: the check
+ * for a truncated database (store_file_lost) must not stop on that. A
+ * plain database never shrinks, and truncating it is seen. */
+static void test_self_vacuuming_database_may_shrink(void) {
+  char path[256];
+  fresh_path(path, sizeof path);
+  sqlite3 *db = NULL;
+  CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &db), SQLITE_OK);
+  CU_ASSERT_EQUAL(
+      sqlite3_exec(db, "PRAGMA auto_vacuum = FULL", NULL, NULL, NULL),
+      SQLITE_OK);
+  sqlite3_close(db);
+  store *s = open_store(path);
+  store_set_keep_models(s, 1);
+  store_model m = model(0, -1);
+  free(m.blob);
+  m.blob_len = 1 << 20; /* pages enough to see the file shrink */
+  m.blob = calloc(1, m.blob_len);
+  CU_ASSERT_EQUAL_FATAL(store_model_put_initial(s, &m, 1.0), COHORT_OK);
+  store_model_clear(&m);
+  CU_ASSERT_PTR_NULL(store_file_lost(s));
+  struct stat before, after;
+  db = NULL;
+  CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &db), SQLITE_OK);
+  CU_ASSERT_EQUAL(
+      sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL),
+      SQLITE_OK);
+  CU_ASSERT_EQUAL(stat(path, &before), 0);
+  CU_ASSERT_PTR_NULL(store_file_lost(s)); /* the size it has grown to */
+  commit_round(s, 1, 0, 1);               /* prunes version 0's megabyte */
+  CU_ASSERT_EQUAL(
+      sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL),
+      SQLITE_OK);
+  sqlite3_close(db);
+  CU_ASSERT_EQUAL(stat(path, &after), 0);
+  CU_ASSERT(after.st_size < before.st_size);
+  CU_ASSERT_PTR_NULL(store_file_lost(s));
+  store_close(s);
+  /* The same on a plain database is a truncation. */
+  s = open_with_initial(path, sizeof path);
+  CU_ASSERT_PTR_NULL(store_file_lost(s));
+  CU_ASSERT_EQUAL(truncate(path, 0), 0);
+  CU_ASSERT_PTR_NOT_NULL(store_file_lost(s));
+  store_close(s);
+}
+
 static void test_keep_models_zero_keeps_all(void) {
   char path[256];
   store *s = open_with_initial(path, sizeof path);
@@ -392,6 +440,8 @@ int cohort_register_suites(void) {
       {"--keep-models 0 keeps every version", test_keep_models_zero_keeps_all},
       {"a name SQLite reads as a URI is refused before anything is made",
        test_uri_name_refused_before_anything_is_made},
+      {"a self-vacuuming database may shrink; a plain one truncated is lost",
+       test_self_vacuuming_database_may_shrink},
       {"a backup of a live store is a 0600, self-contained, consistent copy",
        test_backup_is_private_consistent_copy},
       {"a backup refuses the database's own -wal, -shm, -journal, .lock "
