@@ -363,9 +363,18 @@ static void test_random_bytes_change_nothing(void) {
   CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM participations"),
                   uploads);
   CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM models"), models);
-  /* Still serving. */
+  /* Still serving: a check-in answers, within three tries a second apart
+   * (the junk spent this session's check-in burst, and sanitized on a
+   * starved machine one call once outlasted its 5 s deadline). */
   Cohort__V1__CheckInRequest ci = COHORT__V1__CHECK_IN_REQUEST__INIT;
-  fl_reply r = fl_call(g_ch, PB_METHOD_CHECKIN, g_session, &ci.base, NULL);
+  fl_reply r = {.code = -1};
+  for (int try = 0; try < 3 && r.code != GRPC_STATUS_OK; try++) {
+    if (try)
+      nanosleep(&(struct timespec){1, 0}, NULL);
+    r = fl_call(g_ch, PB_METHOD_CHECKIN, g_session, &ci.base, NULL);
+    if (r.code != GRPC_STATUS_OK)
+      printf("\n  check-in after the junk: status %d: %s\n", r.code, r.detail);
+  }
   CU_ASSERT_EQUAL(r.code, GRPC_STATUS_OK);
 }
 
