@@ -27,6 +27,7 @@
 #include "options.h"
 #include "pb.h"
 #include "pb_iov.h"
+#include "pb_scan.h"
 #include "rpc_client.h"
 #include "secagg_flow.h"
 #include "session.h"
@@ -496,6 +497,17 @@ static int call_timed(cohort_client_t *c, int timeout_ms, const char *method,
                     received);
   if (rc)
     return rc;
+  /* Counted on the wire first, as the coordinator does with requests:
+   * protobuf-c would allocate for every field of a reply of millions (some
+   * 60 bytes of heap for 3 on the wire) before anything could look at it.
+   * Its strings are checked there too: they reach the app and the log. */
+  static const pb_scan_limits lim = {PB_SCAN_MAX_FIELDS, PB_SCAN_MAX_UNKNOWN};
+  char why[256];
+  if (pb_scan(desc, r.body, r.body_len, &lim, why, sizeof why)) {
+    set_error(c, "%s: reply refused: %s", what, why);
+    rpc_result_clear(&r);
+    return COHORT_EPROTO;
+  }
   *reply = protobuf_c_message_unpack(desc, NULL, r.body_len, r.body);
   if (!*reply) {
     set_error(c, "%s: malformed reply from the coordinator", what);

@@ -1,0 +1,338 @@
+/* libcohort against a hostile coordinator: a scripted fake (our rpc server
+ * in this process) whose replies are well-formed enough to be read but
+ * carry what an attacker controlling the coordinator, or a plaintext path
+ * to it, would put there. The client must refuse each with a reason that
+ * names the problem, in bounded memory and time, without calling the app's
+ * trainer or uploading anything. */
+#include <CUnit/CUnit.h>
+#include <grpc/status.h>
+#include <math.h>
+#include <openssl/sha.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cohort.h"
+#include "cohort_status.h"
+#include "cunit_main.h"
+#include "pb.h"
+#include "pb_wire.h"
+#include "rpc_server.h"
+
+#define N_PARAMS 7850
+#define MODEL_BYTES (N_PARAMS * 4)
+
+/* What the fake does wrong; all zero: an honest logreg task. */
+typedef struct fake {
+  pthread_mutex_t mu;
+  float model[N_PARAMS];
+  uint8_t sha[32];
+  /* Unknown varint fields appended to the CheckIn reply. */
+  size_t junk_fields;
+  /* When set, CheckIn answers RetryLater with this reason instead. */
+  const char *retry_reason;
+  /* Replaces the task's plan and strings before the reply is packed. */
+  void (*edit)(Cohort__V1__Task *t, Cohort__V1__TrainingPlan *p);
+  int checkins, get_model_calls, uploads;
+} fake;
+
+static fake g_fake;
+static rpc_server *g_srv;
+static char g_target[64];
+
+static void reply(rpc_reply *rep, const ProtobufCMessage *m) {
+  pb_pack(m, &rep->body, &rep->body_len);
+}
+
+static void on_register(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  (void)ctx;
+  (void)req;
+  Cohort__V1__RegisterResponse r = COHORT__V1__REGISTER_RESPONSE__INIT;
+  r.client_id = 1;
+  r.session_token = "fake-session";
+  reply(rep, &r.base);
+}
+
+/* The reply, then junk_fields fields a coordinator may add (field 1000,
+ * varint 0: three bytes each), which protobuf-c keeps as unknown fields. */
+static void reply_with_junk(rpc_reply *rep, const ProtobufCMessage *m,
+                            size_t junk) {
+  size_t len = protobuf_c_message_get_packed_size(m);
+  uint8_t *buf = malloc(len + 3 * junk);
+  if (!buf)
+    return;
+  protobuf_c_message_pack(m, buf);
+  for (size_t i = 0; i < junk; i++) {
+    buf[len + 3 * i] = (uint8_t)(((1000 << 3) & 0x7f) | 0x80);
+    buf[len + 3 * i + 1] = (uint8_t)(1000 >> 4);
+    buf[len + 3 * i + 2] = 0;
+  }
+  rep->body = buf;
+  rep->body_len = len + 3 * junk;
+}
+
+static void on_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  fake *f = ctx;
+  (void)req;
+  pthread_mutex_lock(&f->mu);
+  f->checkins++;
+  Cohort__V1__CheckInResponse r = COHORT__V1__CHECK_IN_RESPONSE__INIT;
+  Cohort__V1__Task task = COHORT__V1__TASK__INIT;
+  Cohort__V1__TrainingPlan plan = COHORT__V1__TRAINING_PLAN__INIT;
+  task.round = 1;
+  task.model_version = 3;
+  task.model_sha256.data = f->sha;
+  task.model_sha256.len = 32;
+  task.model_size = MODEL_BYTES;
+  task.model_spec = "logreg";
+  plan.epochs = 1;
+  plan.batch_size = 8;
+  plan.learning_rate = 0.1f;
+  task.plan = &plan;
+  task.codec = "fp32";
+  task.deadline_ms = 10000;
+  if (f->edit)
+    f->edit(&task, &plan);
+  r.outcome_case = COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_TASK;
+  r.task = &task;
+  Cohort__V1__RetryLater later = COHORT__V1__RETRY_LATER__INIT;
+  if (f->retry_reason) {
+    later.after_ms = 10;
+    later.reason = (char *)f->retry_reason;
+    r.outcome_case = COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_RETRY_LATER;
+    r.retry_later = &later;
+  }
+  reply_with_junk(rep, &r.base, f->junk_fields);
+  pthread_mutex_unlock(&f->mu);
+}
+
+static void on_get_model(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  fake *f = ctx;
+  Cohort__V1__GetModelRequest *m =
+      cohort__v1__get_model_request__unpack(NULL, req->body_len, req->body);
+  pthread_mutex_lock(&f->mu);
+  f->get_model_calls++;
+  uint64_t off = m && m->offset < MODEL_BYTES ? m->offset : 0;
+  Cohort__V1__GetModelResponse r = COHORT__V1__GET_MODEL_RESPONSE__INIT;
+  r.model_version = 3;
+  r.total_size = MODEL_BYTES;
+  r.offset = off;
+  r.data.data = (uint8_t *)f->model + off;
+  r.data.len = MODEL_BYTES - off;
+  r.model_sha256.data = f->sha;
+  r.model_sha256.len = 32;
+  reply(rep, &r.base);
+  pthread_mutex_unlock(&f->mu);
+  if (m)
+    cohort__v1__get_model_request__free_unpacked(m, NULL);
+}
+
+static void on_upload(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  fake *f = ctx;
+  Cohort__V1__UploadRequest *m =
+      cohort__v1__upload_request__unpack(NULL, req->body_len, req->body);
+  pthread_mutex_lock(&f->mu);
+  f->uploads++;
+  pthread_mutex_unlock(&f->mu);
+  Cohort__V1__UploadResponse r = COHORT__V1__UPLOAD_RESPONSE__INIT;
+  r.complete = 1;
+  r.next_offset = m ? m->total_size : 0;
+  reply(rep, &r.base);
+  if (m)
+    cohort__v1__upload_request__free_unpacked(m, NULL);
+}
+
+static void on_report(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  (void)ctx;
+  (void)req;
+  Cohort__V1__ReportResponse r = COHORT__V1__REPORT_RESPONSE__INIT;
+  reply(rep, &r.base);
+}
+
+static const rpc_method METHODS[] = {
+    {PB_METHOD_REGISTER, on_register},  {PB_METHOD_CHECKIN, on_checkin},
+    {PB_METHOD_GETMODEL, on_get_model}, {PB_METHOD_UPLOAD, on_upload},
+    {PB_METHOD_REPORT, on_report},
+};
+
+/* The model with its digest, as the fake serves it. */
+static void set_model(float first) {
+  for (size_t i = 0; i < N_PARAMS; i++)
+    g_fake.model[i] = (float)i * 1e-4f;
+  g_fake.model[0] = first;
+  SHA256((const uint8_t *)g_fake.model, MODEL_BYTES, g_fake.sha);
+}
+
+static int suite_init(void) {
+  pthread_mutex_init(&g_fake.mu, NULL);
+  set_model(0);
+  rpc_server_config cfg = {.listen = "127.0.0.1:0",
+                           .workers = 1,
+                           .max_receive_bytes = PB_MAX_MESSAGE_BYTES,
+                           .max_send_bytes = PB_MAX_MESSAGE_BYTES,
+                           .methods = METHODS,
+                           .n_methods = sizeof METHODS / sizeof METHODS[0],
+                           .ctx = &g_fake};
+  int port = 0;
+  if (rpc_server_start(&cfg, &g_srv, &port) != 0)
+    return -1;
+  snprintf(g_target, sizeof g_target, "127.0.0.1:%d", port);
+  cohort_set_log_level(4);
+  return 0;
+}
+
+static int suite_clean(void) {
+  rpc_server_stop(g_srv, 1000);
+  pthread_mutex_destroy(&g_fake.mu);
+  return 0;
+}
+
+/* The fake back to an honest coordinator, its counters to zero. */
+static void fake_honest(void) {
+  pthread_mutex_lock(&g_fake.mu);
+  g_fake.junk_fields = 0;
+  g_fake.edit = NULL;
+  g_fake.retry_reason = NULL;
+  g_fake.checkins = g_fake.get_model_calls = g_fake.uploads = 0;
+  pthread_mutex_unlock(&g_fake.mu);
+  set_model(0);
+}
+
+typedef struct seen {
+  int calls;
+  cohort_train_request req; /* the last one */
+} seen;
+
+static int train(void *user, const cohort_train_request *req, float *params,
+                 size_t n, cohort_train_result *result) {
+  seen *s = user;
+  s->calls++;
+  s->req = *req;
+  for (size_t i = 0; i < n; i++)
+    params[i] += 0.01f;
+  result->num_examples = 42;
+  return 0;
+}
+
+static cohort_client_t *new_client(seen *s) {
+  cohort_client_options o;
+  cohort_client_options_init(&o);
+  o.server = g_target;
+  o.enrollment_token = "any";
+  o.train = train;
+  o.train_user = s;
+  o.rpc_timeout_ms = 5000;
+  cohort_client_t *c = NULL;
+  CU_ASSERT_EQUAL(cohort_client_new(&o, &c), COHORT_OK);
+  return c;
+}
+
+/* The honest fake: the client trains and uploads (so that what the tests
+ * below refuse is the fault they put in, not the fake). */
+static void test_honest_task_is_trained(void) {
+  fake_honest();
+  seen s = {0};
+  cohort_client_t *c = new_client(&s);
+  cohort_cycle_info info;
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
+  CU_ASSERT_EQUAL(info.outcome, COHORT_CYCLE_TRAINED);
+  CU_ASSERT_EQUAL(s.calls, 1);
+  CU_ASSERT_EQUAL(g_fake.uploads, 1);
+  cohort_client_free(c);
+}
+
+/* This process's peak resident set size in KiB since the last
+ * peak_reset (VmHWM). */
+static long peak_kib(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long kib = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+      break;
+  if (f)
+    fclose(f);
+  return kib;
+}
+
+static void peak_reset(void) {
+  FILE *f = fopen("/proc/self/clear_refs", "w");
+  if (f) {
+    fputs("5", f);
+    fclose(f);
+  }
+}
+
+/* A CheckIn reply of nearly 4 MiB of three-byte fields: protobuf-c would
+ * keep each as an unknown field (about 60 bytes of heap for every 3 on the
+ * wire) before the client could look at the task. Counted on the wire
+ * first, it is refused by name, in little memory; a few fields a newer
+ * coordinator might add are still taken. */
+static void test_reply_of_millions_of_fields_is_refused(void) {
+  fake_honest();
+  seen s = {0};
+  cohort_client_t *c = new_client(&s);
+  g_fake.junk_fields = 40;
+  cohort_cycle_info info;
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
+  CU_ASSERT_EQUAL(info.outcome, COHORT_CYCLE_TRAINED);
+  CU_ASSERT_EQUAL(s.calls, 1);
+  g_fake.junk_fields = (PB_MAX_MESSAGE_BYTES - 4096) / 3;
+  g_fake.uploads = 0;
+  peak_reset();
+  long before = peak_kib();
+  int rc = cohort_client_run_once(c, &info);
+  long grown = peak_kib() - before;
+  printf("\n    %zu fields: rc %d, peak RSS +%ld KiB, \"%s\"\n",
+         g_fake.junk_fields, rc, grown, cohort_client_last_error(c));
+  CU_ASSERT_EQUAL(rc, COHORT_EPROTO);
+  CU_ASSERT_PTR_NOT_NULL(strstr(cohort_client_last_error(c), "fields"));
+  CU_ASSERT_EQUAL(s.calls, 1);
+  CU_ASSERT_EQUAL(g_fake.uploads, 0);
+  /* The reply itself (4 MiB) in gRPC's buffers and the fake's, a few
+   * times over; not 30 times. */
+  CU_ASSERT(before > 0 && grown < 40 * 1024);
+  cohort_client_free(c);
+  fake_honest();
+}
+
+/* A reason with a terminal escape and a forged log line: refused as a
+ * whole, so that it reaches neither the app (cohort_cycle_info.not_selected)
+ * nor the log; a plain one is passed on. */
+static void test_reason_with_control_characters_is_refused(void) {
+  fake_honest();
+  seen s = {0};
+  cohort_client_t *c = new_client(&s);
+  cohort_cycle_info info;
+  g_fake.retry_reason = "battery below 0.8";
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
+  CU_ASSERT_EQUAL(info.outcome, COHORT_CYCLE_RETRY);
+  CU_ASSERT_STRING_EQUAL(info.not_selected, "battery below 0.8");
+  g_fake.retry_reason = "\x1b[2J\x1b[Hok\nERROR forged line";
+  memset(&info, 0, sizeof info);
+  int rc = cohort_client_run_once(c, &info);
+  CU_ASSERT_EQUAL(rc, COHORT_EPROTO);
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr(cohort_client_last_error(c), "retry_later.reason"));
+  CU_ASSERT_PTR_NULL(strchr(info.not_selected, 0x1b));
+  CU_ASSERT_PTR_NULL(strchr(cohort_client_last_error(c), 0x1b));
+  CU_ASSERT_EQUAL(s.calls, 0);
+  cohort_client_free(c);
+  fake_honest();
+}
+
+int cohort_register_suites(void) {
+  CU_pSuite s = CU_add_suite("hostile coordinator", suite_init, suite_clean);
+  if (!s ||
+      !CU_add_test(s, "an honest task is trained and uploaded",
+                   test_honest_task_is_trained) ||
+      !CU_add_test(s,
+                   "a reply of millions of fields is refused, named, in "
+                   "bounded memory",
+                   test_reply_of_millions_of_fields_is_refused) ||
+      !CU_add_test(s, "a reason with control characters is refused",
+                   test_reason_with_control_characters_is_refused))
+    return -1;
+  return 0;
+}
