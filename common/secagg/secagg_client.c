@@ -46,6 +46,7 @@
 #include "kex.h"
 #include "mask.h"
 #include "pb.h"
+#include "pb_scan.h"
 #include "secagg.h"
 #include "secagg_pack.h"
 #include "shamir.h"
@@ -97,6 +98,23 @@ static int fail(const secagg_client *c, char *err, size_t errlen, int rc,
   errbuf_vfail(err, errlen, rc, who, fmt, ap);
   va_end(ap);
   return rc;
+}
+
+/* The coordinator's message of type d, counted on the wire before
+ * protobuf-c decodes it: at most k + 1 entries (its neighbours and
+ * itself) of per_entry fields each, and a few unknown fields. protobuf-c
+ * would otherwise make a struct of every entry of a message of millions
+ * (a 4 MiB SecAggPeers of empty entries took 340 MB) before any check. */
+static int scan_incoming(const secagg_client *c,
+                         const ProtobufCMessageDescriptor *d,
+                         const uint8_t *msg, size_t len, size_t per_entry,
+                         char *err, size_t errlen) {
+  pb_scan_limits lim = {((size_t)c->p.degree + 1) * per_entry + 16,
+                        PB_SCAN_MAX_UNKNOWN};
+  char why[200];
+  if (pb_scan(d, msg, len, &lim, why, sizeof why))
+    return fail(c, err, errlen, COHORT_EINVAL, "%s", why);
+  return COHORT_OK;
 }
 
 static int wrong_phase(const secagg_client *c, secagg_phase want, char *err,
@@ -306,6 +324,10 @@ int secagg_client_share(secagg_client *c, const uint8_t *peers,
   uint8_t *sealed = NULL;
   Cohort__V1__SecAggShare *sh = NULL, **shp = NULL;
   uint8_t plain[SECAGG_PLAIN_LEN];
+  /* An entry and its six fields. */
+  if (scan_incoming(c, &cohort__v1__sec_agg_peers__descriptor, peers, peers_len,
+                    7, err, errlen))
+    return COHORT_EINVAL;
   Cohort__V1__SecAggPeers *m =
       cohort__v1__sec_agg_peers__unpack(NULL, peers_len, peers);
   if (!m)
@@ -540,14 +562,16 @@ static int take_shares(secagg_client *c, const uint8_t *shares,
   uint8_t *got = calloc(k ? k : 1, 1), *bad = calloc(k ? k : 1, 1);
   uint64_t(*ksh)[SECAGG_CHUNKS] = calloc(k ? k : 1, sizeof *ksh);
   uint64_t(*ssh)[SECAGG_CHUNKS] = calloc(k ? k : 1, sizeof *ssh);
-  Cohort__V1__SecAggShares *m =
-      cohort__v1__sec_agg_shares__unpack(NULL, shares_len, shares);
-  int rc = COHORT_OK;
-  if (!got || !bad || !ksh || !ssh)
+  /* An entry and its three fields. */
+  int rc = scan_incoming(c, &cohort__v1__sec_agg_shares__descriptor, shares,
+                         shares_len, 4, err, errlen);
+  Cohort__V1__SecAggShares *m = NULL;
+  if (!rc && (!got || !bad || !ksh || !ssh))
     rc = COHORT_ENOMEM;
-  else if (!m)
+  if (!rc &&
+      !(m = cohort__v1__sec_agg_shares__unpack(NULL, shares_len, shares)))
     rc = fail(c, err, errlen, COHORT_EINVAL, "SecAggShares does not parse");
-  else
+  if (!rc)
     rc = open_shares(c, m, got, bad, ksh, ssh, err, errlen);
   for (uint32_t s = 0; s < k && !rc && strict; s++)
     if (bad[s])
@@ -713,6 +737,9 @@ int secagg_client_mask_checked(secagg_client *c, const uint8_t *leave_out,
   int rc = check_input(c, input, err, errlen);
   if (rc)
     return rc;
+  if (scan_incoming(c, &cohort__v1__sec_agg_complaints__descriptor, leave_out,
+                    leave_out_len, 1, err, errlen))
+    return COHORT_EINVAL;
   Cohort__V1__SecAggComplaints *m =
       cohort__v1__sec_agg_complaints__unpack(NULL, leave_out_len, leave_out);
   if (!m)
@@ -753,6 +780,9 @@ int secagg_client_attest(secagg_client *c, const uint8_t *survivors,
   uint8_t *alive = NULL, (*tags)[SECAGG_TAG_LEN] = NULL;
   uint8_t digest[CRYPTO_SHA256_LEN];
   Cohort__V1__SecAggTag *tg = NULL, **tgp = NULL;
+  if (scan_incoming(c, &cohort__v1__sec_agg_survivors__descriptor, survivors,
+                    survivors_len, 1, err, errlen))
+    return COHORT_EINVAL;
   Cohort__V1__SecAggSurvivors *m =
       cohort__v1__sec_agg_survivors__unpack(NULL, survivors_len, survivors);
   if (!m)
@@ -850,6 +880,10 @@ int secagg_client_unmask(secagg_client *c, const uint8_t *attestations,
   int rc = COHORT_OK;
   uint8_t *seen = NULL;
   Cohort__V1__SecAggReveal *rv = NULL, **rvp = NULL;
+  /* An entry and its three fields. */
+  if (scan_incoming(c, &cohort__v1__sec_agg_attestations__descriptor,
+                    attestations, attestations_len, 4, err, errlen))
+    return COHORT_EINVAL;
   Cohort__V1__SecAggAttestations *m = cohort__v1__sec_agg_attestations__unpack(
       NULL, attestations_len, attestations);
   if (!m)

@@ -45,6 +45,9 @@ typedef struct fake {
   int masked_waited; /* the first MASKED poll after the upload was a Wait */
   int dropped;       /* answer client 0's complaints: it was dropped */
   int finished;
+  /* When set, ADVERTISE is answered with these bytes for SecAggPeers. */
+  const uint8_t *peers;
+  size_t peers_len;
   char err[256];
 } fake;
 
@@ -205,6 +208,10 @@ static int fake_call(void *ctx, const Cohort__V1__SecAggRequest *req,
     r.outcome_case = COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_MESSAGE;
     r.message.data = msg;
     r.message.len = msg_len;
+    if (f->peers && req->step == COHORT__V1__SEC_AGG_STEP__SECAGG_ADVERTISE) {
+      r.message.data = (uint8_t *)f->peers;
+      r.message.len = f->peers_len;
+    }
     f->answered = req->step;
   }
   *resp = heap(&r);
@@ -551,6 +558,63 @@ static void test_dp_plan_checked(void) {
   fake_free(&f);
 }
 
+/* This process's peak resident set size in KiB since the last reset of
+ * it (VmHWM; writing 5 to /proc/self/clear_refs resets it). */
+static long peak_kib(int reset) {
+  FILE *f = fopen(reset ? "/proc/self/clear_refs" : "/proc/self/status",
+                  reset ? "w" : "r");
+  char line[256];
+  long kib = -1;
+  if (f && reset)
+    fputs("5", f);
+  while (f && !reset && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+      break;
+  if (f)
+    fclose(f);
+  return kib;
+}
+
+/* SecAggPeers of two million empty entries (two bytes each on the wire,
+ * the most a reply holds): protobuf-c would make a 128-byte struct of
+ * each before the client could see that it has two neighbours. Counted on
+ * the wire first against what the plan's degree allows, it is refused by
+ * name in little memory, before any key agreement. */
+static void test_peers_of_millions_of_entries_refused(void) {
+  fake f;
+  fake_init(&f);
+  size_t entries = (PB_MAX_MESSAGE_BYTES - 4096) / 2;
+  uint8_t *junk = malloc(2 * entries);
+  CU_ASSERT_FATAL(junk != NULL);
+  for (size_t i = 0; i < entries; i++) {
+    junk[2 * i] = (1 << 3) | 2; /* peers = 1, length-delimited */
+    junk[2 * i + 1] = 0;
+  }
+  f.peers = junk;
+  f.peers_len = 2 * entries;
+  Cohort__V1__Task t = task_of("q8");
+  secagg_flow_io io = io_of(&f);
+  secagg_flow flow;
+  char err[256] = "";
+  peak_kib(1);
+  long before = peak_kib(0);
+  int rc = secagg_flow_begin(&flow, &io, &f.trust, &t, DIM, clock_mono_s() + 30,
+                             SECAGG_FLOW_NEVER, err, sizeof err);
+  long grown = peak_kib(0) - before;
+  printf("\n    %zu entries: rc %d, peak RSS +%ld KiB, \"%s\"\n", entries, rc,
+         grown, err);
+  CU_ASSERT_EQUAL(rc, COHORT_EABORTED);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "SecAggPeers"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "fields"));
+  CU_ASSERT_EQUAL(f.calls[COHORT__V1__SEC_AGG_STEP__SECAGG_SHARE], 0);
+  /* The message itself, copied a few times (8 MiB each way); not 70 times
+   * over. */
+  CU_ASSERT(before > 0 && grown < 48 * 1024);
+  secagg_flow_end(&flow);
+  free(junk);
+  fake_free(&f);
+}
+
 /* A coordinator that answers Wait for ever, announcing no deadline: the
  * flow gives up at its own. */
 static void test_step_that_never_closes_times_out(void) {
@@ -589,6 +653,9 @@ int cohort_register_suites(void) {
        test_dp_plan_checked},
       {"a step that never closes times out",
        test_step_that_never_closes_times_out},
+      {"SecAggPeers of millions of entries is refused, named, in bounded "
+       "memory",
+       test_peers_of_millions_of_entries_refused},
   };
   return test_add_suite("secagg flow", NULL, NULL, tests,
                         sizeof tests / sizeof tests[0]);
