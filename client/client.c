@@ -1010,6 +1010,44 @@ static int secagg_io_nap(void *ctx, long ms) {
   return nap(((task_io *)ctx)->c, ms);
 }
 
+/* The largest plan and input a task may ask for: the built-in trainer's
+ * limits (nn_train.c, nn_shape_parse), which cohort-server's own flags stay
+ * within, so that an app's trainer is never handed more. */
+#define TASK_MAX_EPOCHS 10000
+#define TASK_MAX_BATCH 65536
+#define TASK_MAX_MU 1e6f
+#define TASK_MAX_SIDE 65535
+
+/* Whether the task's plan and input shape are ones to train or evaluate
+ * with; COHORT_EPROTO with the field named when not. 0 in a field is a
+ * coordinator from before it: run_task's default. */
+static int task_check(cohort_client_t *c, const Cohort__V1__Task *t) {
+  const Cohort__V1__TrainingPlan *p = t->plan;
+  const char *bad = NULL;
+  if (p && p->epochs > TASK_MAX_EPOCHS)
+    bad = "epochs";
+  else if (p && p->batch_size > TASK_MAX_BATCH)
+    bad = "batch size";
+  else if (p && (!(p->learning_rate >= 0) || !isfinite(p->learning_rate)))
+    bad = "learning rate";
+  else if (p && !(p->fedprox_mu >= 0 && p->fedprox_mu <= TASK_MAX_MU))
+    bad = "FedProx mu";
+  else if (t->input_channels > TASK_MAX_SIDE ||
+           t->input_height > TASK_MAX_SIDE || t->input_width > TASK_MAX_SIDE)
+    bad = "input shape";
+  if (!bad)
+    return COHORT_OK;
+  set_error(c,
+            "round %llu: the task's %s is out of range (epochs %u, batch "
+            "size %u, learning rate %g, FedProx mu %g, input %ux%ux%u); "
+            "not run",
+            (unsigned long long)t->round, bad, p ? p->epochs : 0,
+            p ? p->batch_size : 0, p ? p->learning_rate : 0.0,
+            p ? p->fedprox_mu : 0.0, t->input_height, t->input_width,
+            t->input_channels);
+  return COHORT_EPROTO;
+}
+
 /* Download, evaluate, train and upload for one task; under secure
  * aggregation, the key exchange before training and the masked upload and
  * unmasking after it. */
@@ -1021,7 +1059,10 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
   secagg_flow flow;
   memset(&flow, 0, sizeof flow);
   task_io io_ctx = {.c = c, .t = t, .info = info};
-  int rc = download_model(c, t, info);
+  int rc = task_check(c, t);
+  if (rc)
+    return rc;
+  rc = download_model(c, t, info);
   if (rc)
     return rc;
   size_t n = c->kept.len / sizeof(float);

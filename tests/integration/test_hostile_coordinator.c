@@ -322,6 +322,73 @@ static void test_reason_with_control_characters_is_refused(void) {
   fake_honest();
 }
 
+/* Plans no cohort-server sends: each a field out of the range the
+ * built-in trainer takes (and an app's trainer would loop on, divide by or
+ * step with). */
+static void plan_epochs(Cohort__V1__Task *t, Cohort__V1__TrainingPlan *p) {
+  (void)t;
+  p->epochs = UINT32_MAX;
+}
+static void plan_batch(Cohort__V1__Task *t, Cohort__V1__TrainingPlan *p) {
+  (void)t;
+  p->batch_size = UINT32_MAX;
+}
+static void plan_lr_inf(Cohort__V1__Task *t, Cohort__V1__TrainingPlan *p) {
+  (void)t;
+  p->learning_rate = INFINITY;
+}
+static void plan_lr_nan(Cohort__V1__Task *t, Cohort__V1__TrainingPlan *p) {
+  (void)t;
+  p->learning_rate = NAN;
+}
+static void plan_mu_nan(Cohort__V1__Task *t, Cohort__V1__TrainingPlan *p) {
+  (void)t;
+  p->fedprox_mu = NAN;
+}
+static void plan_mu_negative(Cohort__V1__Task *t, Cohort__V1__TrainingPlan *p) {
+  (void)t;
+  p->fedprox_mu = -1;
+}
+static void shape_huge(Cohort__V1__Task *t, Cohort__V1__TrainingPlan *p) {
+  (void)p;
+  t->input_channels = UINT32_MAX;
+  t->input_height = UINT32_MAX;
+  t->input_width = 7850;
+}
+
+/* Each is refused before the model is downloaded, naming the field; the
+ * app's trainer is never called with it. */
+static void test_absurd_plan_is_refused(void) {
+  static const struct {
+    void (*edit)(Cohort__V1__Task *, Cohort__V1__TrainingPlan *);
+    const char *names;
+  } cases[] = {{plan_epochs, "epochs"},        {plan_batch, "batch size"},
+               {plan_lr_inf, "learning rate"}, {plan_lr_nan, "learning rate"},
+               {plan_mu_nan, "FedProx mu"},    {plan_mu_negative, "FedProx mu"},
+               {shape_huge, "input shape"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    fake_honest();
+    g_fake.edit = cases[i].edit;
+    seen s = {0};
+    cohort_client_t *c = new_client(&s);
+    cohort_cycle_info info;
+    int rc = cohort_client_run_once(c, &info);
+    if (rc != COHORT_EPROTO || s.calls)
+      printf("\n    case %zu: rc %d, trained %d (epochs %u, batch %u, lr %g, "
+             "mu %g), \"%s\"\n",
+             i, rc, s.calls, s.req.epochs, s.req.batch_size,
+             s.req.learning_rate, s.req.fedprox_mu,
+             cohort_client_last_error(c));
+    CU_ASSERT_EQUAL(rc, COHORT_EPROTO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(cohort_client_last_error(c), cases[i].names));
+    CU_ASSERT_EQUAL(s.calls, 0);
+    CU_ASSERT_EQUAL(g_fake.get_model_calls, 0);
+    CU_ASSERT_EQUAL(g_fake.uploads, 0);
+    cohort_client_free(c);
+  }
+  fake_honest();
+}
+
 int cohort_register_suites(void) {
   CU_pSuite s = CU_add_suite("hostile coordinator", suite_init, suite_clean);
   if (!s ||
@@ -332,7 +399,9 @@ int cohort_register_suites(void) {
                    "bounded memory",
                    test_reply_of_millions_of_fields_is_refused) ||
       !CU_add_test(s, "a reason with control characters is refused",
-                   test_reason_with_control_characters_is_refused))
+                   test_reason_with_control_characters_is_refused) ||
+      !CU_add_test(s, "an absurd training plan is refused before the download",
+                   test_absurd_plan_is_refused))
     return -1;
   return 0;
 }
