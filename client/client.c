@@ -1048,6 +1048,23 @@ static int task_check(cohort_client_t *c, const Cohort__V1__Task *t) {
   return COHORT_EPROTO;
 }
 
+/* Whether the n weights of the task's model (w) are all finite; a NaN or
+ * an infinity is the coordinator's, refused before any trainer or
+ * evaluation sees it (it would come back as a non-finite update, blamed
+ * on the app's trainer). */
+static int model_check(cohort_client_t *c, const Cohort__V1__Task *t,
+                       const float *w, size_t n) {
+  size_t bad = wire_first_nonfinite(w, n);
+  if (bad >= n)
+    return COHORT_OK;
+  set_error(c,
+            "round %llu: the coordinator's model version %llu has a "
+            "non-finite weight (element %zu of %zu); not run",
+            (unsigned long long)t->round, (unsigned long long)t->model_version,
+            bad, n);
+  return COHORT_EPROTO;
+}
+
 /* Download, evaluate, train and upload for one task; under secure
  * aggregation, the key exchange before training and the masked upload and
  * unmasking after it. */
@@ -1082,6 +1099,8 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
       goto out;
     global = global_copy;
   }
+  if (global && (rc = model_check(c, t, global, n)) != COHORT_OK)
+    goto out;
 
   const Cohort__V1__TrainingPlan *plan = t->plan;
   cohort_train_request req = {
@@ -1104,6 +1123,8 @@ static int run_task(cohort_client_t *c, const Cohort__V1__Task *t,
     goto out;
   }
   if (!(params = copy_of_kept(c, &rc)))
+    goto out;
+  if (!global && (rc = model_check(c, t, params, n)) != COHORT_OK)
     goto out;
   if (c->opt.dataset) {
     rc = builtin_model_for_task(c->opt.dataset, t, n, &m, err, sizeof err);

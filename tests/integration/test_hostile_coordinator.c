@@ -389,6 +389,40 @@ static void test_absurd_plan_is_refused(void) {
   fake_honest();
 }
 
+/* A model whose digest matches but which holds a NaN or an infinity: not
+ * handed to the app's trainer, and refused as the coordinator's fault
+ * (before, the app trained on it and was then blamed for the non-finite
+ * update, COHORT_ECALLBACK, which ends cohort_client_run). */
+static void test_nonfinite_model_is_refused(void) {
+  const float bad[] = {NAN, INFINITY, -INFINITY, NAN};
+  char dir[256];
+  CU_ASSERT_FATAL(test_tmpdir_make(dir, sizeof dir, "kept") == 0);
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    fake_honest();
+    set_model(bad[i]);
+    seen s = {0};
+    cohort_client_t *c = new_client(&s);
+    /* The last one kept in a file, where the app's trainer is handed a
+     * copy and the library holds none of its own. */
+    if (i == 3)
+      CU_ASSERT_EQUAL(cohort_client_set_model_dir(c, dir), COHORT_OK);
+    cohort_cycle_info info;
+    int rc = cohort_client_run_once(c, &info);
+    CU_ASSERT_EQUAL(rc, COHORT_EPROTO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(cohort_client_last_error(c), "non-finite"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(cohort_client_last_error(c), "coordinator's model"));
+    if (rc != COHORT_EPROTO)
+      printf("\n    %g: rc %d, trained %d, \"%s\"\n", bad[i], rc, s.calls,
+             cohort_client_last_error(c));
+    CU_ASSERT_EQUAL(s.calls, 0);
+    CU_ASSERT_EQUAL(g_fake.uploads, 0);
+    cohort_client_free(c);
+  }
+  test_tmpdir_remove(dir);
+  fake_honest();
+}
+
 int cohort_register_suites(void) {
   CU_pSuite s = CU_add_suite("hostile coordinator", suite_init, suite_clean);
   if (!s ||
@@ -401,7 +435,9 @@ int cohort_register_suites(void) {
       !CU_add_test(s, "a reason with control characters is refused",
                    test_reason_with_control_characters_is_refused) ||
       !CU_add_test(s, "an absurd training plan is refused before the download",
-                   test_absurd_plan_is_refused))
+                   test_absurd_plan_is_refused) ||
+      !CU_add_test(s, "a model with a NaN or an infinity is not trained on",
+                   test_nonfinite_model_is_refused))
     return -1;
   return 0;
 }
