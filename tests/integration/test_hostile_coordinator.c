@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cohort.h"
 #include "cohort_status.h"
@@ -30,6 +31,9 @@ typedef struct fake {
   uint8_t sha[32];
   /* Unknown varint fields appended to the CheckIn reply. */
   size_t junk_fields;
+  /* When set, Register answers with this session token, or client id 0. */
+  const char *session_token;
+  int zero_id;
   /* When set, CheckIn answers RetryLater with this reason instead. */
   const char *retry_reason;
   /* Replaces the task's plan and strings before the reply is packed. */
@@ -46,12 +50,15 @@ static void reply(rpc_reply *rep, const ProtobufCMessage *m) {
 }
 
 static void on_register(void *ctx, const rpc_request *req, rpc_reply *rep) {
-  (void)ctx;
+  fake *f = ctx;
   (void)req;
   Cohort__V1__RegisterResponse r = COHORT__V1__REGISTER_RESPONSE__INIT;
-  r.client_id = 1;
-  r.session_token = "fake-session";
+  pthread_mutex_lock(&f->mu);
+  r.client_id = f->zero_id ? 0 : 1;
+  r.session_token =
+      (char *)(f->session_token ? f->session_token : "fake-session");
   reply(rep, &r.base);
+  pthread_mutex_unlock(&f->mu);
 }
 
 /* The reply, then junk_fields fields a coordinator may add (field 1000,
@@ -194,6 +201,8 @@ static void fake_honest(void) {
   g_fake.junk_fields = 0;
   g_fake.edit = NULL;
   g_fake.retry_reason = NULL;
+  g_fake.session_token = NULL;
+  g_fake.zero_id = 0;
   g_fake.checkins = g_fake.get_model_calls = g_fake.uploads = 0;
   pthread_mutex_unlock(&g_fake.mu);
   set_model(0);
@@ -423,6 +432,55 @@ static void test_nonfinite_model_is_refused(void) {
   fake_honest();
 }
 
+/* Registrations no coordinator should answer: a session token that
+ * gRPC cannot send as a header or that has a space, and client id 0.
+ * Refused at once, naming the token or id, and nothing is saved; the
+ * client's next cycle registers again. */
+static void test_unusable_registration_is_refused(void) {
+  static const struct {
+    const char *token;
+    int zero_id;
+  } cases[] = {{"tok\xc3\xa9n", 0}, {"two words", 0}, {NULL, 1}};
+  char dir[256], path[300];
+  CU_ASSERT_FATAL(test_tmpdir_make(dir, sizeof dir, "session") == 0);
+  snprintf(path, sizeof path, "%s/session", dir);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    for (int saved = 0; saved < 2; saved++) {
+      fake_honest();
+      g_fake.session_token = cases[i].token;
+      g_fake.zero_id = cases[i].zero_id;
+      seen s = {0};
+      cohort_client_t *c = new_client(&s);
+      if (saved)
+        CU_ASSERT_EQUAL(cohort_client_set_session_file(c, path), COHORT_OK);
+      cohort_cycle_info info;
+      int rc = cohort_client_run_once(c, &info);
+      if (rc != COHORT_EPROTO)
+        printf("\n    case %zu%s: rc %d, checkins %d, \"%s\"", i,
+               saved ? " (session file)" : "", rc, g_fake.checkins,
+               cohort_client_last_error(c));
+      CU_ASSERT_EQUAL(rc, COHORT_EPROTO);
+      CU_ASSERT_PTR_NOT_NULL(strstr(cohort_client_last_error(c), "register"));
+      CU_ASSERT_EQUAL(g_fake.checkins, 0);
+      CU_ASSERT_EQUAL(s.calls, 0);
+      CU_ASSERT_EQUAL(access(path, F_OK), -1);
+      /* An honest coordinator again: the same client registers and
+       * trains. */
+      fake_honest();
+      rc = cohort_client_run_once(c, &info);
+      if (rc != COHORT_OK)
+        printf("\n      then honest: rc %d, \"%s\"", rc,
+               cohort_client_last_error(c));
+      CU_ASSERT_EQUAL(rc, COHORT_OK);
+      CU_ASSERT_EQUAL(s.calls, 1);
+      cohort_client_free(c);
+      unlink(path);
+    }
+  }
+  test_tmpdir_remove(dir);
+  fake_honest();
+}
+
 int cohort_register_suites(void) {
   CU_pSuite s = CU_add_suite("hostile coordinator", suite_init, suite_clean);
   if (!s ||
@@ -437,7 +495,9 @@ int cohort_register_suites(void) {
       !CU_add_test(s, "an absurd training plan is refused before the download",
                    test_absurd_plan_is_refused) ||
       !CU_add_test(s, "a model with a NaN or an infinity is not trained on",
-                   test_nonfinite_model_is_refused))
+                   test_nonfinite_model_is_refused) ||
+      !CU_add_test(s, "an unusable session token or client id is refused",
+                   test_unusable_registration_is_refused))
     return -1;
   return 0;
 }
