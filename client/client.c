@@ -1035,6 +1035,34 @@ static int secagg_io_nap(void *ctx, long ms) {
 #define TASK_MAX_MU 1e6f
 #define TASK_MAX_SIDE 65535
 
+/* Whether the task's codec is one this client encodes, into no more
+ * values than twice the model's elements (what rotation pads to at most):
+ * a count sketch of 16 x 2^26 buckets would otherwise make a 4 GiB update
+ * of any model, in twice that memory. COHORT_EPROTO with the reason. */
+static int codec_check(cohort_client_t *c, const Cohort__V1__Task *t) {
+  const char *spec = t->codec && *t->codec ? t->codec : "fp32";
+  codec *k = NULL;
+  char why[200];
+  size_t n = t->model_size / sizeof(float);
+  if (codec_parse(spec, &k, why, sizeof why)) {
+    set_error(c, "round %llu: task codec: %s", (unsigned long long)t->round,
+              why);
+    return COHORT_EPROTO;
+  }
+  codec_params p = {.dim = n};
+  size_t m = codec_linear_dim(k, &p);
+  int rc = COHORT_OK;
+  if (m > 2 * (uint64_t)n) {
+    set_error(c,
+              "round %llu: task codec %s makes %zu values of a %zu-element "
+              "model, more than twice its size; not run",
+              (unsigned long long)t->round, codec_spec(k), m, n);
+    rc = COHORT_EPROTO;
+  }
+  codec_free(k);
+  return rc;
+}
+
 /* Whether the task's plan and input shape are ones to train or evaluate
  * with; COHORT_EPROTO with the field named when not. 0 in a field is a
  * coordinator from before it: run_task's default. */
@@ -1053,7 +1081,7 @@ static int task_check(cohort_client_t *c, const Cohort__V1__Task *t) {
            t->input_height > TASK_MAX_SIDE || t->input_width > TASK_MAX_SIDE)
     bad = "input shape";
   if (!bad)
-    return COHORT_OK;
+    return codec_check(c, t);
   set_error(c,
             "round %llu: the task's %s is out of range (epochs %u, batch "
             "size %u, learning rate %g, FedProx mu %g, input %ux%ux%u); "

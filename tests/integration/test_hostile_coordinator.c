@@ -481,6 +481,55 @@ static void test_unusable_registration_is_refused(void) {
   fake_honest();
 }
 
+static const char *g_codec = "fp32";
+static uint8_t g_codec_seed[32];
+static void task_codec(Cohort__V1__Task *t, Cohort__V1__TrainingPlan *p) {
+  (void)p;
+  t->codec = (char *)g_codec;
+  t->codec_seed.data = g_codec_seed;
+  t->codec_seed.len = sizeof g_codec_seed;
+}
+
+/* A codec whose payload dwarfs the model: a count sketch of 16 rows of
+ * 4 Mi buckets is 256 MiB for a 31 KiB model (the largest, 16 x 64 Mi,
+ * is 4 GiB), and took twice that in memory. Refused before the download,
+ * in little memory; a sketch smaller than the model is still used. */
+static void test_codec_bigger_than_the_model_is_refused(void) {
+  fake_honest();
+  g_fake.edit = task_codec;
+  seen s = {0};
+  cohort_client_t *c = new_client(&s);
+  cohort_cycle_info info;
+  g_codec = "sketch:3x1000";
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
+  CU_ASSERT_EQUAL(g_fake.uploads, 1);
+  g_codec = "sketch:16x4194304";
+  g_fake.uploads = 0;
+  s.calls = 0;
+  peak_reset();
+  long before = peak_kib();
+  int rc = cohort_client_run_once(c, &info);
+  long grown = peak_kib() - before;
+  if (rc != COHORT_EPROTO)
+    printf("\n    %s: rc %d, trained %d, uploads %d, peak RSS +%ld KiB\n",
+           g_codec, rc, s.calls, g_fake.uploads, grown);
+  CU_ASSERT_EQUAL(rc, COHORT_EPROTO);
+  CU_ASSERT_PTR_NOT_NULL(strstr(cohort_client_last_error(c), "sketch"));
+  CU_ASSERT_EQUAL(s.calls, 0);
+  CU_ASSERT_EQUAL(g_fake.uploads, 0);
+  CU_ASSERT(grown < 32 * 1024);
+  /* A codec this client does not know: refused before the download and
+   * the training, not after them. */
+  g_codec = "q99";
+  g_fake.get_model_calls = 0;
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_EPROTO);
+  CU_ASSERT_PTR_NOT_NULL(strstr(cohort_client_last_error(c), "q99"));
+  CU_ASSERT_EQUAL(s.calls, 0);
+  CU_ASSERT_EQUAL(g_fake.get_model_calls, 0);
+  cohort_client_free(c);
+  fake_honest();
+}
+
 int cohort_register_suites(void) {
   CU_pSuite s = CU_add_suite("hostile coordinator", suite_init, suite_clean);
   if (!s ||
@@ -497,7 +546,9 @@ int cohort_register_suites(void) {
       !CU_add_test(s, "a model with a NaN or an infinity is not trained on",
                    test_nonfinite_model_is_refused) ||
       !CU_add_test(s, "an unusable session token or client id is refused",
-                   test_unusable_registration_is_refused))
+                   test_unusable_registration_is_refused) ||
+      !CU_add_test(s, "a codec whose payload dwarfs the model is refused",
+                   test_codec_bigger_than_the_model_is_refused))
     return -1;
   return 0;
 }
