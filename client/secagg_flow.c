@@ -86,6 +86,12 @@ static int exchange(secagg_flow *f, Cohort__V1__SecAggStep step,
   req.step = step;
   req.message.data = (uint8_t *)msg;
   req.message.len = len;
+  /* A step's deadline is the one its first Wait announces: an honest
+   * coordinator's stays put while the step is open, so a later Wait may
+   * not move it back (one that did for ever would hold the client in the
+   * round for ever). A reply with the next step's message announces that
+   * step's deadline. */
+  int step_deadline_set = 0;
   for (;;) {
     /* A long poll, never past the time this flow gives up. */
     double left_s = f->give_up_at - clock_mono_s();
@@ -97,12 +103,15 @@ static int exchange(secagg_flow *f, Cohort__V1__SecAggStep step,
     int rc = f->io.call(f->io.ctx, &req, &r);
     if (rc)
       return rc; /* the transport recorded why */
-    if (r->deadline_ms) {
-      double d = clock_mono_s() + r->deadline_ms / 1000.0 + STEP_SLACK_S;
+    int wait = r->outcome_case == COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_WAIT;
+    if (r->deadline_ms && !(wait && step_deadline_set)) {
+      double slack = f->io.step_slack_s > 0 ? f->io.step_slack_s : STEP_SLACK_S;
+      double d = clock_mono_s() + r->deadline_ms / 1000.0 + slack;
       if (d > f->give_up_at)
         f->give_up_at = d;
+      step_deadline_set = wait;
     }
-    if (r->outcome_case != COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_WAIT) {
+    if (!wait) {
       *out = r;
       return COHORT_OK;
     }

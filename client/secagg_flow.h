@@ -35,6 +35,9 @@ typedef struct secagg_flow_io {
    * (SecAggRequest.wait_ms; call's deadline must leave room for it); 0:
    * it answers Wait at once and the flow polls. */
   uint32_t wait_ms;
+  /* How long past a step's announced deadline the flow still waits for
+   * the coordinator to close it; 0: 30 s. */
+  double step_slack_s;
 } secagg_flow_io;
 
 /* Where a test makes the client leave: it stops right before sending this

@@ -35,12 +35,14 @@ typedef struct fake {
   sign_key *id[N];         /* every client's identity, 0's too */
   secagg_flow_trust trust; /* client 0's */
   prg rng[N];
-  uint32_t ring_bits_sent; /* what the plan says (p.ring_bits unless set) */
-  Cohort__V1__DpPlan *dp;  /* distributed DP's part of the plan, or NULL */
-  int waits;               /* Waits answered */
-  int wait_forever;        /* answer SETUP with Wait only */
-  int calls[6];            /* SecAgg calls per step */
-  int answered;            /* the step that was answered with a message */
+  uint32_t ring_bits_sent;   /* what the plan says (p.ring_bits unless set) */
+  Cohort__V1__DpPlan *dp;    /* distributed DP's part of the plan, or NULL */
+  int waits;                 /* Waits answered */
+  int wait_forever;          /* answer SETUP with Wait only */
+  uint32_t wait_deadline_ms; /* with wait_forever: each Wait's deadline */
+  double give_up_at;         /* fake_nap cancels the flow after this */
+  int calls[6];              /* SecAgg calls per step */
+  int answered;              /* the step that was answered with a message */
   int uploads;
   int masked_waited; /* the first MASKED poll after the upload was a Wait */
   int dropped;       /* answer client 0's complaints: it was dropped */
@@ -171,7 +173,7 @@ static int fake_call(void *ctx, const Cohort__V1__SecAggRequest *req,
     wait.after_ms = 1;
     r.outcome_case = COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_WAIT;
     r.wait = &wait;
-    r.deadline_ms = f->wait_forever ? 0 : 50;
+    r.deadline_ms = f->wait_forever ? f->wait_deadline_ms : 50;
     *resp = heap(&r);
     return COHORT_OK;
   }
@@ -231,9 +233,10 @@ static int fake_upload(void *ctx, const uint8_t *bytes, size_t len,
 }
 
 static int fake_nap(void *ctx, long ms) {
-  (void)ctx;
+  fake *f = ctx;
   clock_sleep_ms(ms);
-  return COHORT_OK;
+  return f->give_up_at > 0 && clock_mono_s() > f->give_up_at ? COHORT_ECANCELED
+                                                             : COHORT_OK;
 }
 
 static void fake_init(fake *f) {
@@ -558,6 +561,35 @@ static void test_dp_plan_checked(void) {
   fake_free(&f);
 }
 
+/* A coordinator that answers Wait for ever, each Wait announcing the step
+ * closes in 100 ms: the deadline of the first Wait holds, later ones do
+ * not push it back, and the flow gives up soon after it (before, every
+ * Wait moved the give-up time, and the flow polled until stopped). */
+static void test_step_deadline_renewed_for_ever_times_out(void) {
+  fake f;
+  fake_init(&f);
+  f.wait_forever = 1;
+  f.wait_deadline_ms = 100;
+  Cohort__V1__Task t = task_of("q8");
+  secagg_flow_io io = io_of(&f);
+  io.step_slack_s = 0.3;
+  secagg_flow flow;
+  char err[256] = "";
+  double t0 = clock_mono_s();
+  f.give_up_at = t0 + 5; /* the test's own limit */
+  int rc = secagg_flow_begin(&flow, &io, &f.trust, &t, DIM, t0 + 0.2,
+                             SECAGG_FLOW_NEVER, err, sizeof err);
+  double took = clock_mono_s() - t0;
+  CU_ASSERT_EQUAL(rc, COHORT_ETIMEDOUT);
+  CU_ASSERT(took >= 0.35 && took < 2);
+  if (rc != COHORT_ETIMEDOUT || took >= 2)
+    fprintf(stderr, "\n    rc %d after %.1f s, %d polls: %s\n", rc, took,
+            f.calls[COHORT__V1__SEC_AGG_STEP__SECAGG_SETUP], err);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "setup"));
+  secagg_flow_end(&flow);
+  fake_free(&f);
+}
+
 /* This process's peak resident set size in KiB since the last reset of
  * it (VmHWM; writing 5 to /proc/self/clear_refs resets it). */
 static long peak_kib(int reset) {
@@ -653,6 +685,8 @@ int cohort_register_suites(void) {
        test_dp_plan_checked},
       {"a step that never closes times out",
        test_step_that_never_closes_times_out},
+      {"a step whose deadline every Wait renews times out",
+       test_step_deadline_renewed_for_ever_times_out},
       {"SecAggPeers of millions of entries is refused, named, in bounded "
        "memory",
        test_peers_of_millions_of_entries_refused},
