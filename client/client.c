@@ -1034,6 +1034,10 @@ static int secagg_io_nap(void *ctx, long ms) {
 #define TASK_MAX_BATCH 65536
 #define TASK_MAX_MU 1e6f
 #define TASK_MAX_SIDE 65535
+/* The smallest upload chunk a task may ask for (cohort-server asks for
+ * PB_MAX_CHUNK_BYTES): smaller ones cost a call, and its headers, for a
+ * few bytes of the update. */
+#define TASK_MIN_CHUNK 4096
 
 /* Whether the task's codec is one this client encodes, into no more
  * values than twice the model's elements (what rotation pads to at most):
@@ -1066,7 +1070,7 @@ static int codec_check(cohort_client_t *c, const Cohort__V1__Task *t) {
 /* Whether the task's plan and input shape are ones to train or evaluate
  * with; COHORT_EPROTO with the field named when not. 0 in a field is a
  * coordinator from before it: run_task's default. */
-static int task_check(cohort_client_t *c, const Cohort__V1__Task *t) {
+static int plan_check(cohort_client_t *c, const Cohort__V1__Task *t) {
   const Cohort__V1__TrainingPlan *p = t->plan;
   const char *bad = NULL;
   if (p && p->epochs > TASK_MAX_EPOCHS)
@@ -1081,7 +1085,7 @@ static int task_check(cohort_client_t *c, const Cohort__V1__Task *t) {
            t->input_height > TASK_MAX_SIDE || t->input_width > TASK_MAX_SIDE)
     bad = "input shape";
   if (!bad)
-    return codec_check(c, t);
+    return COHORT_OK;
   set_error(c,
             "round %llu: the task's %s is out of range (epochs %u, batch "
             "size %u, learning rate %g, FedProx mu %g, input %ux%ux%u); "
@@ -1091,6 +1095,20 @@ static int task_check(cohort_client_t *c, const Cohort__V1__Task *t) {
             p ? p->fedprox_mu : 0.0, t->input_height, t->input_width,
             t->input_channels);
   return COHORT_EPROTO;
+}
+
+/* Whether the task is one to run: its plan, upload chunks and codec,
+ * checked before anything is downloaded. */
+static int task_check(cohort_client_t *c, const Cohort__V1__Task *t) {
+  int rc = plan_check(c, t);
+  if (!rc && t->max_chunk_bytes && t->max_chunk_bytes < TASK_MIN_CHUNK) {
+    set_error(c,
+              "round %llu: the task's upload chunks of %u bytes are below "
+              "%d; not run",
+              (unsigned long long)t->round, t->max_chunk_bytes, TASK_MIN_CHUNK);
+    rc = COHORT_EPROTO;
+  }
+  return rc ? rc : codec_check(c, t);
 }
 
 /* Whether the n weights of the task's model (w) are all finite; a NaN or
