@@ -23,6 +23,11 @@
 #include "log.h"
 #include "rpc_args.h"
 #include "rpc_log.h"
+#include "sanitize.h"
+
+/* The most of a status detail read before it is escaped and cut to
+ * rpc_result.detail. */
+#define RPC_DETAIL_RAW_MAX 256
 
 /* Reconnect backoff: gRPC's default first wait of 1 s would leave a
  * wait-for-ready call idle long after the server came up; 200 ms growing
@@ -144,15 +149,21 @@ void rpc_result_clear(rpc_result *res) {
   res->body_len = 0;
 }
 
-/* Copies a status details slice as one NUL-terminated line, truncated. */
+/* Copies a status details slice as one NUL-terminated line, truncated,
+ * with what sanitize_text escapes escaped: the peer's text reaches
+ * cohort_client_last_error and the log, where a bidi override or a C1
+ * control (U+009B reads as CSI on some terminals) would mislead. A NUL
+ * ends it. */
 static void detail_copy(char *dst, size_t cap, grpc_slice s) {
+  char raw[RPC_DETAIL_RAW_MAX];
   size_t n = GRPC_SLICE_LENGTH(s);
   const uint8_t *p = GRPC_SLICE_START_PTR(s);
-  if (n > cap - 1)
-    n = cap - 1;
+  if (n > sizeof raw - 1)
+    n = sizeof raw - 1;
   for (size_t i = 0; i < n; i++)
-    dst[i] = (p[i] < 0x20 || p[i] == 0x7f) ? ' ' : (char)p[i];
-  dst[n] = '\0';
+    raw[i] = p[i] == '\n' || p[i] == '\r' || p[i] == '\t' ? ' ' : (char)p[i];
+  raw[n] = '\0';
+  sanitize_text(raw, dst, cap);
 }
 
 /* Drains and destroys a pluck CQ (GRPC_C_CORE.md section 4.10). */

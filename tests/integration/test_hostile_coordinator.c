@@ -35,6 +35,8 @@ typedef struct fake {
   /* When set, Register answers with this session token, or client id 0. */
   const char *session_token;
   int zero_id;
+  /* When set, CheckIn fails with FAILED_PRECONDITION and this detail. */
+  const char *checkin_detail;
   /* When set, CheckIn answers RetryLater with this reason instead. */
   const char *retry_reason;
   /* Replaces the task's plan and strings before the reply is packed. */
@@ -85,6 +87,12 @@ static void on_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
   (void)req;
   pthread_mutex_lock(&f->mu);
   f->checkins++;
+  if (f->checkin_detail) {
+    rep->code = GRPC_STATUS_FAILED_PRECONDITION;
+    snprintf(rep->detail, sizeof rep->detail, "%s", f->checkin_detail);
+    pthread_mutex_unlock(&f->mu);
+    return;
+  }
   Cohort__V1__CheckInResponse r = COHORT__V1__CHECK_IN_RESPONSE__INIT;
   Cohort__V1__Task task = COHORT__V1__TASK__INIT;
   Cohort__V1__TrainingPlan plan = COHORT__V1__TRAINING_PLAN__INIT;
@@ -205,6 +213,7 @@ static void fake_honest(void) {
   g_fake.junk_fields = 0;
   g_fake.edit = NULL;
   g_fake.retry_reason = NULL;
+  g_fake.checkin_detail = NULL;
   g_fake.session_token = NULL;
   g_fake.zero_id = 0;
   g_fake.checkins = g_fake.get_model_calls = g_fake.uploads = 0;
@@ -569,6 +578,30 @@ static void test_tiny_upload_chunks_are_refused(void) {
   fake_honest();
 }
 
+/* A refusal whose status detail holds a right-to-left override, a C1
+ * control (U+009B, which a terminal may take as CSI) and invalid UTF-8:
+ * cohort_client_last_error, and so the log line that shows it, has them
+ * escaped, as the coordinator escapes a client's text in its log. */
+static void test_status_detail_is_escaped(void) {
+  fake_honest();
+  g_fake.checkin_detail = "refused \xe2\x80\xaegnp.exe \xc2\x9b"
+                          "2J \xff end";
+  seen s = {0};
+  cohort_client_t *c = new_client(&s);
+  cohort_cycle_info info;
+  CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_EREJECTED);
+  const char *e = cohort_client_last_error(c);
+  CU_ASSERT_PTR_NULL(strstr(e, "\xe2\x80\xae"));
+  CU_ASSERT_PTR_NULL(strstr(e, "\xc2\x9b"));
+  CU_ASSERT_PTR_NULL(strchr(e, 0xff));
+  CU_ASSERT_PTR_NOT_NULL(strstr(e, "refused \\u{202e}gnp.exe \\u{009b}2J"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(e, "end"));
+  if (!strstr(e, "\\u{202e}"))
+    printf("\n    last error: \"%s\"\n", e);
+  cohort_client_free(c);
+  fake_honest();
+}
+
 int cohort_register_suites(void) {
   CU_pSuite s = CU_add_suite("hostile coordinator", suite_init, suite_clean);
   if (!s ||
@@ -589,7 +622,9 @@ int cohort_register_suites(void) {
       !CU_add_test(s, "a codec whose payload dwarfs the model is refused",
                    test_codec_bigger_than_the_model_is_refused) ||
       !CU_add_test(s, "upload chunks of one byte are refused",
-                   test_tiny_upload_chunks_are_refused))
+                   test_tiny_upload_chunks_are_refused) ||
+      !CU_add_test(s, "a status detail's bidi and C1 controls are escaped",
+                   test_status_detail_is_escaped))
     return -1;
   return 0;
 }
