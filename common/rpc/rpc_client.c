@@ -29,6 +29,14 @@
  * rpc_result.detail. */
 #define RPC_DETAIL_RAW_MAX 256
 
+/* The memory gRPC may hold for a channel's calls, in receive limits.
+ * gRPC 1.51 reads a reply whole before its receive limit is checked (the
+ * limit refuses it only then), so without a quota a peer's reply of
+ * 400 MB was held in full; over the quota, gRPC cancels the call
+ * (RESOURCE_EXHAUSTED "Buffers full") while the reply is still arriving.
+ * A reply at the limit, with gRPC's read buffers, fits well within. */
+#define RPC_QUOTA_MESSAGES 4
+
 /* Reconnect backoff: gRPC's default first wait of 1 s would leave a
  * wait-for-ready call idle long after the server came up; 200 ms growing
  * to 5 s reconnects quickly without hammering a server that is down. */
@@ -90,11 +98,23 @@ int rpc_channel_new(const rpc_channel_config *cfg, rpc_channel **out) {
       rpc_int_arg(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, cfg->max_send_bytes),
       rpc_int_arg(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, RECONNECT_INITIAL_MS),
       rpc_int_arg(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, RECONNECT_MAX_MS),
+      {.type = GRPC_ARG_POINTER, .key = (char *)GRPC_ARG_RESOURCE_QUOTA},
   };
-  grpc_channel_args chargs = {sizeof args / sizeof args[0], args};
+  size_t n_args = sizeof args / sizeof args[0] - 1;
+  grpc_resource_quota *quota = NULL;
+  if (cfg->max_receive_bytes > 0) {
+    quota = grpc_resource_quota_create("rpc channel");
+    grpc_resource_quota_resize(quota, (size_t)RPC_QUOTA_MESSAGES *
+                                          (size_t)cfg->max_receive_bytes);
+    args[n_args].value.pointer.p = quota;
+    args[n_args++].value.pointer.vtable = grpc_resource_quota_arg_vtable();
+  }
+  grpc_channel_args chargs = {n_args, args};
 
   c->ch = grpc_channel_create(cfg->target, creds, &chargs);
   grpc_channel_credentials_release(creds);
+  if (quota)
+    grpc_resource_quota_unref(quota); /* the channel holds its own ref */
   if (!c->ch) {
     free(c);
     grpc_shutdown();

@@ -883,6 +883,9 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
   };
   size_t n_args = 10;
   n_args += limit_args(&cfg->limits, args + n_args);
+  if (cfg->gzip_replies)
+    args[n_args++] = rpc_int_arg(GRPC_COMPRESSION_CHANNEL_DEFAULT_ALGORITHM,
+                                 GRPC_COMPRESS_GZIP);
   grpc_channel_args chargs = {n_args, args};
 
   srv->server = grpc_server_create(&chargs, NULL);

@@ -142,6 +142,9 @@ typedef struct rpc_server_config {
   const rpc_tls_config *tls;
   rpc_server_limits limits;
   const rpc_method_limits *method_limits; /* borrowed; NULL: none */
+  /* Tests only: gzip every reply, whatever the client accepts, as a
+   * hostile coordinator may. */
+  int gzip_replies;
 } rpc_server_config;
 
 /* Calls grpc_init(), binds, starts the workers. *bound_port receives the

@@ -12,12 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cohort.h"
 #include "cohort_status.h"
 #include "cunit_main.h"
+#include "harness.h"
 #include "pb.h"
 #include "pb_wire.h"
 #include "rpc_server.h"
@@ -262,6 +264,11 @@ static void test_honest_task_is_trained(void) {
   CU_ASSERT_EQUAL(s.calls, 1);
   CU_ASSERT_EQUAL(g_fake.uploads, 1);
   cohort_client_free(c);
+}
+
+static void sleep_ms_(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
 }
 
 static double mono(void) {
@@ -602,7 +609,129 @@ static void test_status_detail_is_escaped(void) {
   fake_honest();
 }
 
+/* ---- replies larger than the receive limit, from another process ----
+ *
+ * This program run with HOSTILE_SERVER_MB set is a coordinator whose
+ * Register reply carries that many MiB of zeros in an unknown field, sent
+ * with no send limit (gzipped with HOSTILE_SERVER_GZIP): it prints its
+ * port and serves until killed. In its own process, so that what the
+ * client holds is measured apart from the reply the server builds. */
+
+static size_t g_big_mb;
+
+static void on_register_big(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  (void)ctx;
+  (void)req;
+  Cohort__V1__RegisterResponse r = COHORT__V1__REGISTER_RESPONSE__INIT;
+  r.client_id = 1;
+  r.session_token = "fake-session";
+  size_t len = protobuf_c_message_get_packed_size(&r.base);
+  size_t junk = g_big_mb << 20;
+  uint8_t *buf = calloc(1, len + PB_WIRE_LEN_HEAD_MAX + junk);
+  if (!buf)
+    return;
+  protobuf_c_message_pack(&r.base, buf);
+  len += pb_wire_len_head(1000, junk, buf + len);
+  rep->body = buf;
+  rep->body_len = len + junk;
+}
+
+static void big_reply_server(void) {
+  g_big_mb = (size_t)atoi(getenv("HOSTILE_SERVER_MB"));
+  static const rpc_method m[] = {{PB_METHOD_REGISTER, on_register_big}};
+  rpc_server_config cfg = {.listen = "127.0.0.1:0",
+                           .workers = 1,
+                           .max_receive_bytes = PB_MAX_MESSAGE_BYTES,
+                           .max_send_bytes = -1,
+                           .methods = m,
+                           .n_methods = 1,
+                           .gzip_replies =
+                               getenv("HOSTILE_SERVER_GZIP") != NULL};
+  rpc_server *srv = NULL;
+  int port = 0;
+  if (rpc_server_start(&cfg, &srv, &port) != 0)
+    exit(1);
+  printf("PORT %d\n", port);
+  fflush(stdout);
+  for (;;)
+    pause();
+}
+
+/* Starts big_reply_server (mb MiB, gzipped or not); its port in *port. */
+static pid_t start_big_reply_server(size_t mb, int gzip, int *port) {
+  char mbs[16], out[64];
+  snprintf(mbs, sizeof mbs, "%zu", mb);
+  snprintf(out, sizeof out, "big-reply-%zu-%d.out", mb, gzip);
+  setenv("HOSTILE_SERVER_MB", mbs, 1);
+  if (gzip)
+    setenv("HOSTILE_SERVER_GZIP", "1", 1);
+  char *argv[] = {"/proc/self/exe", NULL};
+  pid_t pid = harness_spawn(argv, harness_path(out), NULL);
+  unsetenv("HOSTILE_SERVER_MB");
+  unsetenv("HOSTILE_SERVER_GZIP");
+  *port = 0;
+  for (int i = 0; pid > 0 && i < 300 && *port == 0; i++) {
+    FILE *f = fopen(harness_path(out), "r");
+    if (!f || fscanf(f, "PORT %d", port) != 1)
+      *port = 0;
+    if (f)
+      fclose(f);
+    if (*port == 0)
+      sleep_ms_(20);
+  }
+  return *port ? pid : -1;
+}
+
+/* The client's peak RSS growth (KiB) over one cycle against a coordinator
+ * whose Register reply is mb MiB; its status in *rc. */
+static long cycle_against_big_reply(size_t mb, int gzip, int *rc, char *err,
+                                    size_t errlen) {
+  int port = 0;
+  pid_t pid = start_big_reply_server(mb, gzip, &port);
+  CU_ASSERT_FATAL(pid > 0);
+  char target[64];
+  snprintf(target, sizeof target, "127.0.0.1:%d", port);
+  cohort_client_options o;
+  cohort_client_options_init(&o);
+  o.server = target;
+  o.enrollment_token = "any";
+  seen s = {0};
+  o.train = train;
+  o.train_user = &s;
+  o.rpc_timeout_ms = 30000;
+  cohort_client_t *c = NULL;
+  CU_ASSERT_EQUAL_FATAL(cohort_client_new(&o, &c), COHORT_OK);
+  peak_reset();
+  long before = peak_kib();
+  cohort_cycle_info info;
+  *rc = cohort_client_run_once(c, &info);
+  long grown = peak_kib() - before;
+  snprintf(err, errlen, "%s", cohort_client_last_error(c));
+  cohort_client_free(c);
+  CU_ASSERT(harness_stop(pid, 10) >= 0); /* killed by SIGTERM: ended */
+  return grown;
+}
+
+/* A Register reply of 128 MiB, 32 times the receive limit: gRPC 1.51
+ * reads a reply whole before it checks the limit, and the client held all
+ * of it (+130 MB) before "Received message larger than max". The
+ * channel's memory quota now cuts it off while it arrives. */
+static void test_oversized_reply_is_cut_off(void) {
+  char err[256];
+  int rc = 0;
+  long grown = cycle_against_big_reply(128, 0, &rc, err, sizeof err);
+  printf("\n    128 MiB reply: rc %d, peak RSS +%ld KiB, \"%s\"\n", rc, grown,
+         err);
+  CU_ASSERT(rc != COHORT_OK);
+  CU_ASSERT(grown < 48 * 1024);
+  /* A reply within the limit is still read. */
+  grown = cycle_against_big_reply(2, 0, &rc, err, sizeof err);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "check-in"));
+}
+
 int cohort_register_suites(void) {
+  if (getenv("HOSTILE_SERVER_MB"))
+    big_reply_server();
   CU_pSuite s = CU_add_suite("hostile coordinator", suite_init, suite_clean);
   if (!s ||
       !CU_add_test(s, "an honest task is trained and uploaded",
@@ -624,7 +753,9 @@ int cohort_register_suites(void) {
       !CU_add_test(s, "upload chunks of one byte are refused",
                    test_tiny_upload_chunks_are_refused) ||
       !CU_add_test(s, "a status detail's bidi and C1 controls are escaped",
-                   test_status_detail_is_escaped))
+                   test_status_detail_is_escaped) ||
+      !CU_add_test(s, "a reply far over the receive limit is cut off",
+                   test_oversized_reply_is_cut_off))
     return -1;
   return 0;
 }
