@@ -98,6 +98,13 @@ int rpc_channel_new(const rpc_channel_config *cfg, rpc_channel **out) {
       rpc_int_arg(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, cfg->max_send_bytes),
       rpc_int_arg(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, RECONNECT_INITIAL_MS),
       rpc_int_arg(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, RECONNECT_MAX_MS),
+      /* Uncompressed replies only: gRPC 1.51 inflates a compressed reply
+       * whole, outside the quota, before the receive limit sees its size
+       * (128 KiB of gzip on the wire made 128 MiB). The channel asks for
+       * none, inflates none, and rpc_call refuses one that comes. */
+      rpc_int_arg(GRPC_COMPRESSION_CHANNEL_ENABLED_ALGORITHMS_BITSET,
+                  1 << GRPC_COMPRESS_NONE),
+      rpc_int_arg(GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION, 0),
       {.type = GRPC_ARG_POINTER, .key = (char *)GRPC_ARG_RESOURCE_QUOTA},
   };
   size_t n_args = sizeof args / sizeof args[0] - 1;
@@ -433,6 +440,12 @@ static int call_once(rpc_channel *c, const char *method, const char *auth_value,
        * server's fault, the way gRPC's own unary stubs do. */
       res->code = GRPC_STATUS_INTERNAL;
       snprintf(res->detail, sizeof res->detail, "no message in the reply");
+    } else if (!reply_plain(recv_bb)) {
+      /* Reading it would inflate it, unbounded (see rpc_channel_new). */
+      res->code = GRPC_STATUS_INTERNAL;
+      snprintf(res->detail, sizeof res->detail,
+               "a compressed reply; this client takes uncompressed replies "
+               "only");
     } else {
       if (o->reply_in_place && reply_plain(recv_bb)) {
         res->reply = recv_bb;

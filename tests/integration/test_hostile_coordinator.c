@@ -729,6 +729,22 @@ static void test_oversized_reply_is_cut_off(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "check-in"));
 }
 
+/* The same 128 MiB of zeros gzipped: 128 KiB on the wire, under both the
+ * receive limit and the quota, and gRPC 1.51 inflated all of it (outside
+ * the quota: +260 MB) before the receive limit refused it. The client now
+ * accepts no compressed reply, refused at its headers. */
+static void test_compressed_reply_is_refused(void) {
+  char err[256];
+  int rc = 0;
+  long grown = cycle_against_big_reply(128, 1, &rc, err, sizeof err);
+  printf("\n    128 MiB gzipped: rc %d, peak RSS +%ld KiB, \"%s\"\n", rc, grown,
+         err);
+  CU_ASSERT(rc != COHORT_OK);
+  /* refused here, or by gRPC at the headers when they come first */
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "ompress"));
+  CU_ASSERT(grown < 16 * 1024);
+}
+
 int cohort_register_suites(void) {
   if (getenv("HOSTILE_SERVER_MB"))
     big_reply_server();
@@ -755,7 +771,9 @@ int cohort_register_suites(void) {
       !CU_add_test(s, "a status detail's bidi and C1 controls are escaped",
                    test_status_detail_is_escaped) ||
       !CU_add_test(s, "a reply far over the receive limit is cut off",
-                   test_oversized_reply_is_cut_off))
+                   test_oversized_reply_is_cut_off) ||
+      !CU_add_test(s, "a gzipped reply is refused before it is inflated",
+                   test_compressed_reply_is_refused))
     return -1;
   return 0;
 }
