@@ -357,12 +357,22 @@ int round_dp_plan_secagg(round_engine *e, uint32_t n, uint32_t t,
   /* Below 2 units the sum of the clients' discrete Gaussians is not close
    * enough to one for the accountant's Gaussian (Kairouz et al.'s tau term,
    * docs/privacy.md): a finer ring is needed. */
-  if (dp->ddp.noise_stddev < 2)
+  if (dp->ddp.noise_stddev < DDP_MIN_NOISE_STDDEV)
     return errbuf_fail(why, whylen, COHORT_EINVAL, NULL,
                        "each client's noise would be %.2f integer units in "
-                       "a %u-bit ring, below the 2 the accounting needs; "
+                       "a %u-bit ring, below the %g the accounting needs; "
                        "raise --dp-bits",
-                       dp->ddp.noise_stddev, dp->ddp.bits);
+                       dp->ddp.noise_stddev, dp->ddp.bits,
+                       DDP_MIN_NOISE_STDDEV);
+  /* The same for the adaptive clip's count, which clients refuse too. */
+  if (dp->ddp.count_slot && dp->ddp.count_noise_stddev < DDP_MIN_NOISE_STDDEV)
+    return errbuf_fail(why, whylen, COHORT_EINVAL, NULL,
+                       "each client's noise on the clipped count would be "
+                       "%.2f integer units in a %u-bit ring, below the %g "
+                       "the accounting needs; raise --dp-bits or "
+                       "--dp-count-stddev",
+                       dp->ddp.count_noise_stddev, dp->ddp.bits,
+                       DDP_MIN_NOISE_STDDEV);
   memcpy(dp->ddp.seed, e->cparams.seed, sizeof dp->ddp.seed);
   /* What the noise buys, published with the plan for the clients to
    * check: --rounds rounds like this one. */

@@ -102,6 +102,19 @@ int ddp_check_privacy(const ddp_params *p, const ddp_privacy_claim *c,
         "adds no noise (each client's stddev %g units%s)", p->noise_stddev,
         p->count_slot && !(p->count_noise_stddev > 0) ? ", none on the count"
                                                       : "");
+  /* The multiplier above takes each client's noise to have variance
+   * sigma^2 and the sum to be Gaussian; a coarse gamma over a large
+   * threshold can make sigma a fraction of a unit, where neither holds. */
+  if (p->noise_stddev < DDP_MIN_NOISE_STDDEV ||
+      (p->count_slot && p->count_noise_stddev < DDP_MIN_NOISE_STDDEV))
+    return errbuf_fail(
+        err, errlen, COHORT_EINVAL, who,
+        "gives each client %s noise of stddev %g integer units, below the "
+        "%g units the accounting needs",
+        p->noise_stddev < DDP_MIN_NOISE_STDDEV ? "update" : "count",
+        p->noise_stddev < DDP_MIN_NOISE_STDDEV ? p->noise_stddev
+                                               : p->count_noise_stddev,
+        DDP_MIN_NOISE_STDDEV);
   double z_needed = 0;
   char why[200];
   if (dp_noise_for_epsilon(c->epsilon, c->sampling_rate, c->rounds, c->delta,

@@ -33,6 +33,11 @@
 /* Conditional rounding draws at most this many roundings, then rounds
  * towards zero (ddp_round_conditional). */
 #define DDP_ROUND_TRIES 1000
+/* The least per-client noise stddev, in integer units, a plan may have
+ * (the update's and the count's): below it the sum of the clients'
+ * discrete Gaussians is too far from the Gaussian the accountant charges
+ * (ddp_tau), and below 1 its variance is only part of sigma^2. */
+#define DDP_MIN_NOISE_STDDEV 2.0
 
 typedef struct ddp_params {
   size_t dim;                 /* d: the model's element count */
@@ -153,7 +158,9 @@ double ddp_noise_multiplier(const ddp_params *p, uint32_t n_min);
  * claimed rounds at the claimed rate and delta, and refuses, with
  * COHORT_EINVAL and a one-line reason naming the numbers: a claim that is
  * not a privacy target (epsilon not finite and > 0, delta outside (0, 1),
- * 0 rounds, q outside (0, 1], z not finite and > 0); a plan with no noise;
+ * 0 rounds, q outside (0, 1], z not finite and > 0); a plan with no noise,
+ * or with a per-client noise stddev (the update's or the count's) below
+ * DDP_MIN_NOISE_STDDEV units, whatever multiplier it computes to;
  * noise whose multiplier over n_min clients (ddp_noise_multiplier) is
  * below z_needed (taken exactly: below it only within the planner's
  * 1e-4 when the accountant's epsilon for it still meets the claim) or

@@ -15,6 +15,7 @@
 #include "dp_accountant.h"
 #include "dp_clip.h"
 #include "dp_ddp.h"
+#include "dp_noise.h"
 #include "mask.h"
 #include "prg.h"
 #include "test_util.h"
@@ -847,6 +848,84 @@ static void test_check_privacy(void) {
   }
 }
 
+/* The noise multiplier a plan's noise really gives over t clients: the
+ * update's with the discrete Gaussian's true variance, which falls far
+ * below sigma^2 once sigma is under 1 (and the count's likewise). */
+static double real_update_z(const ddp_params *p, uint32_t t) {
+  return sqrt(t * dp_discrete_gaussian_variance(p->noise_stddev)) * p->gamma /
+         ddp_sensitivity(p);
+}
+
+static double real_count_z(const ddp_params *p, uint32_t t) {
+  return sqrt(t * dp_discrete_gaussian_variance(p->count_noise_stddev)) /
+         (p->count_scale / 2);
+}
+
+/* A coordinator that wants the sum with next to no noise sends a coarse
+ * gamma and a per-client noise well below one integer unit over a large
+ * threshold. By the formula sqrt(t) sigma gamma / sensitivity that buys the
+ * published epsilon, but N_Z(0, sigma^2) at sigma = 0.3 is 0 all but 1% of
+ * the time: its variance is a tenth of sigma^2, and what the clients really
+ * add gives several times the epsilon claimed. The same with the count
+ * slot at count scale 2. The client refuses any per-client noise below 2
+ * units, as the coordinator's own planner does. */
+static void test_check_privacy_noise_floor(void) {
+  char err[400] = "";
+  ddp_params p, bad;
+  ddp_privacy_claim c;
+  honest_plan(0, &p, &c);
+  const uint32_t t = 10000;
+  bad = p;
+  bad.dim = 1000;
+  bad.gamma = bad.clip;
+  bad.beta = 0.99;
+  bad.noise_stddev =
+      c.noise_multiplier * ddp_rounding_bound(&bad) / sqrt(t) * (1 + 1e-6);
+  CU_ASSERT(bad.noise_stddev < 0.35);
+  CU_ASSERT(ddp_noise_multiplier(&bad, t) >= c.noise_multiplier);
+  double z_real = real_update_z(&bad, t);
+  double eps_real = dp_epsilon(c.sampling_rate, z_real, c.rounds, c.delta);
+  fprintf(stderr,
+          "\n  sigma %.3f over %u clients: z %.3f on paper, %.3f really "
+          "(epsilon %.3g, not %.3g)\n",
+          bad.noise_stddev, t, ddp_noise_multiplier(&bad, t), z_real, eps_real,
+          c.epsilon);
+  CU_ASSERT(z_real < c.noise_multiplier / 2);
+  CU_ASSERT(eps_real > 3 * c.epsilon);
+  CU_ASSERT_EQUAL(ddp_check_privacy(&bad, &c, t, 0, err, sizeof err),
+                  COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "below the 2 units"));
+
+  /* The count: scale 2 (sensitivity 1 unit) and sigma_c = 0.19 over 400
+   * clients; the update's noise doubled so that the two compose to more
+   * than z on paper. The count comes out all but exact. */
+  const uint32_t t2 = 400;
+  honest_plan(1, &p, &c);
+  bad = p;
+  bad.noise_stddev =
+      2 * c.noise_multiplier * ddp_rounding_bound(&bad) / sqrt(t2);
+  bad.count_scale = 2;
+  bad.count_noise_stddev = 2 * c.noise_multiplier / sqrt(t2);
+  CU_ASSERT(bad.noise_stddev >= 2);
+  CU_ASSERT(bad.count_noise_stddev < 0.2);
+  CU_ASSERT(ddp_noise_multiplier(&bad, t2) >= c.noise_multiplier);
+  fprintf(stderr,
+          "  count sigma %.3f over %u clients: z %.3f on paper, %.3g "
+          "really\n",
+          bad.count_noise_stddev, t2, 2 * c.noise_multiplier,
+          real_count_z(&bad, t2));
+  CU_ASSERT(real_count_z(&bad, t2) < 0.05);
+  CU_ASSERT_EQUAL(ddp_check_privacy(&bad, &c, t2, 0, err, sizeof err),
+                  COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "count"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "below the 2 units"));
+
+  /* At the floor both pass (the claim is met with room to spare). */
+  bad.count_noise_stddev = 2;
+  CU_ASSERT_EQUAL(ddp_check_privacy(&bad, &c, t2, 0, err, sizeof err),
+                  COHORT_OK);
+}
+
 int cohort_register_suites(void) {
   static const test_case plan[] = {
       {"dims, rounding bound, tau", test_dims_and_bounds},
@@ -871,6 +950,9 @@ int cohort_register_suites(void) {
       {"an honest plan passes; no noise, half the noise, lies about "
        "epsilon, q, rounds or z, and too much epsilon are refused",
        test_check_privacy},
+      {"a per-client noise below 2 units is refused, though its formula "
+       "meets the claim (the update's and the count's)",
+       test_check_privacy_noise_floor},
   };
   int rc = test_add_suite("ddp_plan", NULL, NULL, plan,
                           sizeof plan / sizeof plan[0]);
