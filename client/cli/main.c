@@ -116,8 +116,8 @@ static const flag_def FLAGS[] = {
      "around it; it refuses a threshold that C corrupt holders could "
      "reach (docs/security.md)"},
     {"dp-max-epsilon", FLAG_DOUBLE, &g_opts.dp_max_epsilon, "0", 0, 1e6, "E",
-     "distributed DP: refuse a round whose plan publishes an epsilon above "
-     "E (0: any whose noise buys what it publishes)"},
+     "distributed DP: refuse a round whose plan spends more than epsilon E "
+     "at delta 1e-5 (0: any whose noise buys what it publishes)"},
     {"secagg-security-bits", FLAG_INT, &g_opts.secagg_security_bits, "40", 1,
      128, "S",
      "the security goal (2^-S) it checks a secure-aggregation round's "

@@ -343,9 +343,10 @@ typedef struct cohort_client_options {
   unsigned secagg_security_bits;
   unsigned secagg_colluders;
   /* Distributed DP: the most epsilon this client lets a round's plan
-   * publish; a plan that spends more is refused before any message
-   * (docs/privacy.md). 0 (default): any, as long as the plan's noise buys
-   * the epsilon it publishes. */
+   * spend, at delta 1e-5 (or at the plan's delta when smaller: a plan
+   * that publishes a larger delta is weighed at 1e-5); a plan that spends
+   * more is refused before any message (docs/privacy.md). 0 (default):
+   * any, as long as the plan's noise buys the epsilon it publishes. */
   double dp_max_epsilon;
   /* Long-poll check-in (docs/protocol.md): the longest, in ms, a check-in
    * asks the coordinator to hold the call while it has no task for this

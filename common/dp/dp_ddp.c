@@ -141,11 +141,21 @@ int ddp_check_privacy(const ddp_params *p, const ddp_privacy_claim *c,
                        "claims noise multiplier %g, but its noise over the "
                        "threshold of %u clients gives %.4g",
                        c->noise_multiplier, n_min, z);
-  if (app_max_epsilon > 0 && c->epsilon > app_max_epsilon)
-    return errbuf_fail(err, errlen, COHORT_EINVAL, who,
-                       "spends epsilon %g at delta %g over %llu rounds, "
-                       "above the %g this app allows",
-                       c->epsilon, c->delta, rounds, app_max_epsilon);
+  if (app_max_epsilon > 0) {
+    /* Epsilon says little without its delta: epsilon 2 at delta 0.5 takes
+     * a third of the noise that epsilon 2 at 1e-5 does. The app's demand
+     * is weighed at DDP_APP_DELTA, or at the claim's delta if smaller. */
+    double at = c->delta, eps = c->epsilon;
+    if (at > DDP_APP_DELTA) {
+      at = DDP_APP_DELTA;
+      eps = dp_epsilon(c->sampling_rate, z, c->rounds, at);
+    }
+    if (!(eps <= app_max_epsilon))
+      return errbuf_fail(err, errlen, COHORT_EINVAL, who,
+                         "spends epsilon %g at delta %g over %llu rounds "
+                         "at q = %g, above the %g this app allows",
+                         eps, at, rounds, c->sampling_rate, app_max_epsilon);
+  }
   return COHORT_OK;
 }
 

@@ -38,6 +38,9 @@
  * discrete Gaussians is too far from the Gaussian the accountant charges
  * (ddp_tau), and below 1 its variance is only part of sigma^2. */
 #define DDP_MIN_NOISE_STDDEV 2.0
+/* The delta at which a client weighs its app's demand on epsilon, unless
+ * the plan claims a smaller one (ddp_check_privacy). */
+#define DDP_APP_DELTA 1e-5
 
 typedef struct ddp_params {
   size_t dim;                 /* d: the model's element count */
@@ -164,7 +167,10 @@ double ddp_noise_multiplier(const ddp_params *p, uint32_t n_min);
  * noise whose multiplier over n_min clients (ddp_noise_multiplier) is
  * below z_needed (taken exactly: below it only within the planner's
  * 1e-4 when the accountant's epsilon for it still meets the claim) or
- * below the claimed z; and an epsilon above app_max_epsilon. Pure. */
+ * below the claimed z; and, when app_max_epsilon > 0, an epsilon above it
+ * at delta DDP_APP_DELTA (the claim's own epsilon when its delta is no
+ * larger; else the accountant's for the plan's noise at DDP_APP_DELTA).
+ * Pure. */
 int ddp_check_privacy(const ddp_params *p, const ddp_privacy_claim *c,
                       uint32_t n_min, double app_max_epsilon, char *err,
                       size_t errlen);

@@ -926,6 +926,54 @@ static void test_check_privacy_noise_floor(void) {
                   COHORT_OK);
 }
 
+/* An app that demands epsilon at most E: a coordinator that publishes E
+ * at a delta of 0.5 needs a third of the noise that E at 1e-5 does, and
+ * (E, 0.5)-DP says next to nothing. The client weighs the app's demand at
+ * delta DDP_APP_DELTA (1e-5), or at the claim's when that is smaller. */
+static void test_check_privacy_app_delta(void) {
+  char err[400] = "";
+  ddp_params p, weak;
+  ddp_privacy_claim c, lie;
+  honest_plan(0, &p, &c);
+  /* The honest plan meets the app's demand of its own epsilon. */
+  CU_ASSERT_EQUAL(ddp_check_privacy(&p, &c, 10, c.epsilon, err, sizeof err),
+                  COHORT_OK);
+  /* The same epsilon claimed at delta 0.5, with the noise that needs. */
+  lie = c;
+  lie.delta = 0.5;
+  double z = 0;
+  CU_ASSERT_FATAL(dp_noise_for_epsilon(lie.epsilon, lie.sampling_rate,
+                                       lie.rounds, lie.delta, &z, err,
+                                       sizeof err) == COHORT_OK);
+  lie.noise_multiplier = z;
+  weak = p;
+  weak.noise_stddev = p.noise_stddev * z / c.noise_multiplier * (1 + 1e-9);
+  CU_ASSERT(weak.noise_stddev < p.noise_stddev / 2.5);
+  double eps_app = dp_epsilon(c.sampling_rate, ddp_noise_multiplier(&weak, 10),
+                              c.rounds, DDP_APP_DELTA);
+  fprintf(stderr,
+          "\n  epsilon %g claimed at delta 0.5 with z %.3f (not %.3f): "
+          "epsilon %.3g at delta 1e-5\n",
+          lie.epsilon, z, c.noise_multiplier, eps_app);
+  CU_ASSERT(eps_app > 3 * c.epsilon);
+  /* It is what it claims, so with no demand it passes... */
+  CU_ASSERT_EQUAL(ddp_check_privacy(&weak, &lie, 10, 0, err, sizeof err),
+                  COHORT_OK);
+  /* ...but not the app's demand of epsilon 2. */
+  CU_ASSERT_EQUAL(
+      ddp_check_privacy(&weak, &lie, 10, c.epsilon, err, sizeof err),
+      COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "this app allows"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "delta 1e-05"));
+  /* A claim at a smaller delta than the app's is weighed at its own. */
+  lie = c;
+  lie.delta = 1e-7;
+  lie.epsilon =
+      dp_epsilon(c.sampling_rate, c.noise_multiplier, c.rounds, lie.delta);
+  CU_ASSERT_EQUAL(ddp_check_privacy(&p, &lie, 10, lie.epsilon, err, sizeof err),
+                  COHORT_OK);
+}
+
 int cohort_register_suites(void) {
   static const test_case plan[] = {
       {"dims, rounding bound, tau", test_dims_and_bounds},
@@ -953,6 +1001,9 @@ int cohort_register_suites(void) {
       {"a per-client noise below 2 units is refused, though its formula "
        "meets the claim (the update's and the count's)",
        test_check_privacy_noise_floor},
+      {"the app's epsilon is weighed at delta 1e-5: a claim at delta 0.5 "
+       "with a third of the noise is refused",
+       test_check_privacy_app_delta},
   };
   int rc = test_add_suite("ddp_plan", NULL, NULL, plan,
                           sizeof plan / sizeof plan[0]);
