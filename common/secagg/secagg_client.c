@@ -815,8 +815,11 @@ int secagg_client_attest(secagg_client *c, const uint8_t *survivors,
     if (!secagg_bitmap_get(bits, c->nbr[s]))
       continue;
     /* A neighbour it left out may survive (the complaint was about the
-     * pair); it gets the attestation but no reveal. */
-    if (!c->has_share[s] && !c->left_out[s]) {
+     * pair); it gets the attestation but no reveal. One that never
+     * advertised to it may not, left out or not: no key was agreed with
+     * it, so its attestation key is all zeros and anyone can forge its
+     * tags. */
+    if (!c->peer[s] || (!c->has_share[s] && !c->left_out[s])) {
       rc =
           fail(c, err, errlen, COHORT_EINVAL,
                "survivor %u is not a neighbour that sent it shares", c->nbr[s]);

@@ -1921,6 +1921,174 @@ static void test_secagg_consistency_catches_equivocation(void) {
   sim_free(&s);
 }
 
+/* The shares of the SecAggShares messages out[0..n) addressed to `to`,
+ * from the senders whose bit is set in `from` (a bit mask), packed as the
+ * coordinator would relay them. */
+static uint8_t *shares_for(uint8_t **out, const size_t *out_len, uint32_t n,
+                           uint32_t to, uint64_t from, size_t *len) {
+  Cohort__V1__SecAggShares *m[16] = {0};
+  Cohort__V1__SecAggShare *pick[16 * 16];
+  size_t np = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    if (!(from >> i & 1) || !out[i])
+      continue;
+    m[i] = cohort__v1__sec_agg_shares__unpack(NULL, out_len[i], out[i]);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m[i]);
+    for (size_t j = 0; j < m[i]->n_shares; j++)
+      if (m[i]->shares[j]->to == to)
+        pick[np++] = m[i]->shares[j];
+  }
+  Cohort__V1__SecAggShares d = COHORT__V1__SEC_AGG_SHARES__INIT;
+  d.n_shares = np;
+  d.shares = pick;
+  uint8_t *b = NULL;
+  CU_ASSERT_EQUAL_FATAL(pb_pack(&d.base, &b, len), COHORT_OK);
+  for (uint32_t i = 0; i < n; i++)
+    if (m[i])
+      cohort__v1__sec_agg_shares__free_unpacked(m[i], NULL);
+  return b;
+}
+
+/* A client counts an attestation only from a neighbour with whom it agreed
+ * on a key. A coordinator that kept three neighbours (7, 8, 9) out of
+ * client 0's SecAggPeers, then named them in its leave-out list and listed
+ * them as survivors, had client 0 accept them: the attestation key with a
+ * neighbour that never advertised to it is all zeros, which the coordinator
+ * knows, so it forged their three tags. With the tags of clients 1 and 2,
+ * told the same list, client 0 counted t = 6 and revealed the mask-key
+ * shares of 3, 4, 5 and 6, which had uploaded: two real neighbours attested
+ * to its list, not t - 1 = 5. It now refuses such a list. */
+static void test_secagg_attest_needs_advertised_neighbours(void) {
+  secagg_params p = {
+      .n = 10, .threshold = 6, .degree = 9, .ring_bits = 16, .dim = 4};
+  memset(p.round_seed, 0x5a, sizeof p.round_seed);
+  const uint32_t n = p.n;
+  const uint64_t kept_out = 0x380; /* 7, 8, 9: hidden from client 0 */
+  sim s;
+  char err[ERRLEN] = "";
+  CU_ASSERT_EQUAL_FATAL(sim_init(&s, &p, 97, 0), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(sim_send(&s, SECAGG_ADVERTISE), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(sim_close(&s), COHORT_OK);
+
+  /* SHARE: client 0 is shown itself and 1..6 only; the others see all. */
+  uint8_t *out[10] = {0};
+  size_t out_len[10] = {0};
+  for (uint32_t i = 0; i < n; i++) {
+    size_t len = 0;
+    uint8_t *in = server_msg(&s, i, &len);
+    if (i == 0) {
+      Cohort__V1__SecAggPeers *all = peers_of(in, len);
+      Cohort__V1__SecAggKeys *keep[10];
+      Cohort__V1__SecAggPeers some = COHORT__V1__SEC_AGG_PEERS__INIT;
+      for (size_t j = 0; j < all->n_peers; j++)
+        if (!(kept_out >> all->peers[j]->index & 1))
+          keep[some.n_peers++] = all->peers[j];
+      some.peers = keep;
+      free(in);
+      CU_ASSERT_EQUAL_FATAL(pb_pack(&some.base, &in, &len), COHORT_OK);
+      cohort__v1__sec_agg_peers__free_unpacked(all, NULL);
+    }
+    CU_ASSERT_EQUAL_FATAL(secagg_client_share(s.cl[i], in, len, &out[i],
+                                              &out_len[i], err, sizeof err),
+                          COHORT_OK);
+    free(in);
+  }
+  /* MASKED for clients 0, 1 and 2: client 0 gets the shares of 1..6 and is
+   * told to leave out 7, 8 and 9. */
+  Cohort__V1__SecAggComplaints lo = COHORT__V1__SEC_AGG_COMPLAINTS__INIT;
+  uint32_t hidden[] = {7, 8, 9};
+  for (uint32_t i = 0; i < 3; i++) {
+    size_t len = 0, clen = 0, llen = 0, ylen = 0;
+    uint8_t *in = shares_for(out, out_len, n, i,
+                             i == 0 ? 0x7e : 0x3ff & ~(1u << i), &len);
+    uint8_t *comp = NULL, *leave = NULL, *y = NULL;
+    CU_ASSERT_EQUAL_FATAL(
+        secagg_client_check(s.cl[i], in, len, &comp, &clen, err, sizeof err),
+        COHORT_OK);
+    lo.n_senders = i == 0 ? 3 : 0;
+    lo.senders = hidden;
+    CU_ASSERT_EQUAL_FATAL(pb_pack(&lo.base, &leave, &llen), COHORT_OK);
+    CU_ASSERT_EQUAL_FATAL(secagg_client_mask_checked(s.cl[i], leave, llen,
+                                                     s.input + i * p.dim, &y,
+                                                     &ylen, err, sizeof err),
+                          COHORT_OK);
+    free(in);
+    free(comp);
+    free(leave);
+    free(y);
+  }
+  /* CONSISTENCY: 0, 1, 2 and the hidden 7, 8, 9 survive; 3..6 "dropped". */
+  uint8_t bits[2] = {0x87, 0x03};
+  Cohort__V1__SecAggSurvivors sv = survivors_of(bits, sizeof bits);
+  uint8_t *list = NULL, *att[3] = {0};
+  size_t list_len = 0, att_len[3] = {0};
+  CU_ASSERT_EQUAL_FATAL(pb_pack(&sv.base, &list, &list_len), COHORT_OK);
+  for (uint32_t i = 1; i < 3; i++)
+    CU_ASSERT_EQUAL_FATAL(secagg_client_attest(s.cl[i], list, list_len, &att[i],
+                                               &att_len[i], err, sizeof err),
+                          COHORT_OK);
+  err[0] = '\0';
+  int rc = secagg_client_attest(s.cl[0], list, list_len, &att[0], &att_len[0],
+                                err, sizeof err);
+  CU_ASSERT_EQUAL(rc, COHORT_EINVAL);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "survivor 7"));
+  CU_ASSERT_EQUAL(secagg_client_phase(s.cl[0]), SECAGG_CONSISTENCY);
+  if (rc == COHORT_OK) {
+    /* What the coordinator then did: 1's and 2's real tags to client 0,
+     * and three tags under the all-zero key. */
+    uint8_t digest[CRYPTO_SHA256_LEN], zero[KEX_KEY_LEN] = {0};
+    uint8_t forged[3][SECAGG_TAG_LEN];
+    CU_ASSERT_EQUAL_FATAL(
+        secagg_survivors_digest(&p, bits, sizeof bits, digest), COHORT_OK);
+    Cohort__V1__SecAggTag tg[5], *tgp[5];
+    size_t nt = 0;
+    Cohort__V1__SecAggAttestations *real[3] = {0};
+    for (uint32_t i = 1; i < 3; i++) {
+      real[i] = tags_of(att[i], att_len[i]);
+      for (size_t j = 0; j < real[i]->n_tags; j++)
+        if (real[i]->tags[j]->to == 0)
+          tgp[nt++] = real[i]->tags[j];
+    }
+    for (uint32_t j = 0; j < 3; j++) {
+      secagg_attest_tag(zero, hidden[j], 0, digest, forged[j]);
+      cohort__v1__sec_agg_tag__init(&tg[j]);
+      tg[j].from = hidden[j];
+      tg[j].to = 0;
+      tg[j].tag.data = forged[j];
+      tg[j].tag.len = SECAGG_TAG_LEN;
+      tgp[nt++] = &tg[j];
+    }
+    Cohort__V1__SecAggAttestations am = COHORT__V1__SEC_AGG_ATTESTATIONS__INIT;
+    am.n_tags = nt;
+    am.tags = tgp;
+    uint8_t *ab = NULL, *rv = NULL;
+    size_t ab_len = 0, rv_len = 0;
+    CU_ASSERT_EQUAL_FATAL(pb_pack(&am.base, &ab, &ab_len), COHORT_OK);
+    if (secagg_client_unmask(s.cl[0], ab, ab_len, &rv, &rv_len, err,
+                             sizeof err) == COHORT_OK) {
+      Cohort__V1__SecAggUnmask *um =
+          cohort__v1__sec_agg_unmask__unpack(NULL, rv_len, rv);
+      CU_ASSERT_PTR_NOT_NULL_FATAL(um);
+      printf("\n  client 0 revealed, on 2 real attestations and 3 forged:");
+      for (size_t j = 0; j < um->n_reveals; j++)
+        if (um->reveals[j]->mask_key)
+          printf(" the mask-key share of %u", um->reveals[j]->owner);
+      printf("\n");
+      cohort__v1__sec_agg_unmask__free_unpacked(um, NULL);
+    }
+    for (uint32_t i = 1; i < 3; i++)
+      cohort__v1__sec_agg_attestations__free_unpacked(real[i], NULL);
+    free(ab);
+    free(rv);
+  }
+  for (uint32_t i = 0; i < 3; i++)
+    free(att[i]);
+  for (uint32_t i = 0; i < n; i++)
+    free(out[i]);
+  free(list);
+  sim_free(&s);
+}
+
 /* One holder's reveals, edited on the way to the coordinator: left out, or
  * one field element of the share off by one. */
 typedef struct reveal_edit {
@@ -2266,6 +2434,9 @@ int cohort_register_suites(void) {
        test_secagg_enrollment_authority},
       {"tags over another survivor list are not counted, and named",
        test_secagg_consistency_catches_equivocation},
+      {"a neighbour kept out of SecAggPeers, then left out and listed "
+       "alive, cannot attest: tags under the all-zero key are not counted",
+       test_secagg_attest_needs_advertised_neighbours},
       {"a wrong revealed share: holder named, sum exact, or a clean abort",
        test_secagg_wrong_share_named},
       {"timing n=100 dim=100k (COHORT_SECAGG_TIMING)", test_secagg_timing},
