@@ -97,6 +97,7 @@ static void add_portable(uint32_t *restrict acc, const uint8_t *restrict ks,
 }
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
 #define MASK_HAVE_AVX2 1
 #define W(b)                                                                   \
   case b:                                                                      \
@@ -118,9 +119,20 @@ add_avx2(uint32_t *acc, const uint8_t *ks, size_t nblocks, unsigned bits) {
 }
 #undef W
 
+/* cpuid and xgetbv rather than __builtin_cpu_supports, which links
+ * libgcc's whole CPU table (4.5 KB of the engine-off library, whose size
+ * has a target: docs/embedding.md). AVX2 needs the CPU's flag and the
+ * operating system saving the YMM registers (XCR0 bits 1 and 2). */
 static int cpu_has_avx2(void) {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2");
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) || !(c & bit_AVX))
+    return 0;
+  unsigned lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  (void)hi;
+  if ((lo & 6) != 6)
+    return 0;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX2);
 }
 #else
 #define MASK_HAVE_AVX2 0
