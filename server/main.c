@@ -56,7 +56,7 @@ typedef struct server_opts {
   long max_streams, stream_window, max_metadata, idle_timeout_ms;
   long handshake_timeout_ms, keepalive_ms, receive_timeout_ms;
   long max_calls_per_address, max_calls_in_flight, max_receiving;
-  long max_receiving_open, max_receiving_per_client;
+  long max_receiving_open, max_receiving_per_client, grpc_memory_mb;
   long keep_models;
   long eval_limit;
   const char *input, *strategy, *codec;
@@ -437,6 +437,13 @@ static const flag_def FLAGS[] = {
      "calls of one client session whose message has not arrived yet (being "
      "read or waiting); more are refused with RESOURCE_EXHAUSTED, so one "
      "client cannot take the --max-receiving slots"},
+    {"grpc-memory-mb", FLAG_INT, &g_opts.grpc_memory_mb, "256", 0, 1048576,
+     "MB",
+     "memory gRPC may hold for all connections and calls (read buffers, "
+     "held calls, messages being read; 10,000 held clients take under 96); "
+     "over it, gRPC closes idle connections and cancels calls "
+     "(RESOURCE_EXHAUSTED) until it is under, so a message far over 4 MiB "
+     "is cut off while it arrives (0: no limit; docs/reliability.md)"},
     {"linger", FLAG_DOUBLE, &g_opts.linger, "15", 0, 3600, "SECONDS",
      "after the last round, how long to wait for clients to learn that the "
      "federation is over"},
@@ -1060,7 +1067,8 @@ int main(int argc, char **argv) {
                  .calls_in_flight = (int)g_opts.max_calls_in_flight,
                  .receiving = (int)g_opts.max_receiving,
                  .receiving_open = (int)g_opts.max_receiving_open,
-                 .calls_per_caller = (int)g_opts.max_receiving_per_client},
+                 .calls_per_caller = (int)g_opts.max_receiving_per_client,
+                 .memory_bytes = (size_t)g_opts.grpc_memory_mb << 20},
       .method_limits = service_method_limits(),
   };
   if (g_opts.http) {

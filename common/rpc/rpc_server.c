@@ -408,6 +408,16 @@ static void slot_serve(rpc_slot *s) {
     return;
   }
   grpc_slice body = grpc_empty_slice();
+  if (s->payload && (s->payload->type != GRPC_BB_RAW ||
+                     s->payload->data.raw.compression != GRPC_COMPRESS_NONE)) {
+    /* Reading it would inflate it whole, outside the memory quota and
+     * before any limit sees its size (see rpc_server_start). */
+    refuse(&rep, GRPC_STATUS_UNIMPLEMENTED,
+           "a compressed request; this coordinator takes uncompressed "
+           "requests only");
+    slot_reply(s, &rep);
+    return;
+  }
   grpc_byte_buffer_reader r;
   if (grpc_byte_buffer_reader_init(&r, s->payload)) {
     body = grpc_byte_buffer_reader_readall(&r);
@@ -880,15 +890,51 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
       rpc_int_arg(GRPC_ARG_HTTP2_HPACK_TABLE_SIZE_DECODER, 0),
       /* Nothing reads channelz; it keeps about 0.5 KB per connection. */
       rpc_int_arg(GRPC_ARG_ENABLE_CHANNELZ, 0),
+      /* Uncompressed requests only: gRPC 1.51 inflates a compressed
+       * message whole, with plain malloc outside the memory quota, before
+       * the receive limit sees its size (200 MiB of zeros are 200 KiB of
+       * gzip). Our clients never compress; gRPC refuses a disabled
+       * encoding at the headers, slot_serve a compressed message that
+       * comes all the same. */
+      rpc_int_arg(GRPC_COMPRESSION_CHANNEL_ENABLED_ALGORITHMS_BITSET,
+                  1 << GRPC_COMPRESS_NONE |
+                      (cfg->gzip_replies ? 1 << GRPC_COMPRESS_GZIP : 0)),
+      rpc_int_arg(GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION, 0),
   };
-  size_t n_args = 10;
+  size_t n_args = 12;
   n_args += limit_args(&cfg->limits, args + n_args);
   if (cfg->gzip_replies)
     args[n_args++] = rpc_int_arg(GRPC_COMPRESSION_CHANNEL_DEFAULT_ALGORITHM,
                                  GRPC_COMPRESS_GZIP);
+  /* gRPC 1.51 reads a message whole before it checks the receive limit,
+   * and grants the flow-control window its declared length asks for, so
+   * without a quota a message of any size is held until it has all
+   * arrived (a 200 MiB Register: +208 MB). The quota counts read buffers,
+   * call arenas and what messages have brought so far; over it, gRPC
+   * closes idle connections (GOAWAY) and cancels streams (RST_STREAM
+   * ENHANCE_YOUR_CALM, a RESOURCE_EXHAUSTED to the client), one
+   * connection at a time in the order they asked for memory, honest ones
+   * included, until it is under: the oversized message is cut off while it
+   * arrives. 10,000 held clients take under 96 MB of it
+   * (docs/reliability.md, "The memory bound"). */
+  grpc_resource_quota *quota = NULL;
+  if (cfg->limits.memory_bytes) {
+    quota = grpc_resource_quota_create("cohort rpc server");
+    if (!quota) {
+      rc = COHORT_ENOMEM;
+      goto out;
+    }
+    grpc_resource_quota_resize(quota, cfg->limits.memory_bytes);
+    args[n_args].type = GRPC_ARG_POINTER;
+    args[n_args].key = (char *)GRPC_ARG_RESOURCE_QUOTA;
+    args[n_args].value.pointer.p = quota;
+    args[n_args++].value.pointer.vtable = grpc_resource_quota_arg_vtable();
+  }
   grpc_channel_args chargs = {n_args, args};
 
   srv->server = grpc_server_create(&chargs, NULL);
+  if (quota)
+    grpc_resource_quota_unref(quota); /* the server holds its own ref */
   if (!srv->server) {
     rc = COHORT_ENOMEM;
     goto out;

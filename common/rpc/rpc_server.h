@@ -123,6 +123,10 @@ typedef struct rpc_server_limits {
   int receiving;           /* messages read at once by admitted calls of
                               methods with an admit hook; more wait */
   int receiving_open;      /* the same for methods without one */
+  size_t memory_bytes;     /* gRPC's memory quota for all connections and
+                              calls (read buffers, call arenas, messages
+                              being read); over it, gRPC cancels calls with
+                              RESOURCE_EXHAUSTED "Buffers full" */
 } rpc_server_limits;
 
 typedef struct rpc_server_config {

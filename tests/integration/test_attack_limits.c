@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "cunit_main.h"
 #include "db_peek.h"
@@ -793,6 +794,116 @@ static void test_all_attacks_at_once(void) {
   fed_stop(&f, 1);
 }
 
+/* One call of path from src declaring a message of len bytes and sending
+ * it all, as fast as the coordinator's windows let it, until the stream
+ * ends or the connection closes (or 30 s pass). With gz, the message is
+ * len bytes of zeros gzipped, sent with grpc-encoding: gzip and the
+ * compressed flag. Returns the bytes sent (prefix included); *ms, the
+ * time to the end; *ended, whether the coordinator ended the call. */
+static long send_whole(const char *src, const char *path, const char *bearer,
+                       uint32_t len, int gz, int64_t *ms, int *ended) {
+  h2_conn c;
+  *ended = 0;
+  *ms = 0;
+  if (h2_open(&c, src, g_port)) {
+    CU_FAIL("cannot connect");
+    return -1;
+  }
+  int64_t t0 = now_ms();
+  long sent = -1;
+  if (gz) {
+    c.encoding = "gzip";
+    uLong bound = 1u << 20;
+    uint8_t *zeros = calloc(1, 1u << 20), *out = malloc(bound);
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    CU_ASSERT_FATAL(
+        zeros && out &&
+        deflateInit2(&z, 9, Z_DEFLATED, 31, 9, Z_DEFAULT_STRATEGY) == Z_OK);
+    z.next_out = out;
+    z.avail_out = (uInt)bound;
+    for (uint32_t left = len; left;) {
+      uInt n = left < (1u << 20) ? left : (1u << 20);
+      z.next_in = zeros;
+      z.avail_in = n;
+      left -= n;
+      CU_ASSERT_FATAL(deflate(&z, left ? Z_NO_FLUSH : Z_FINISH) !=
+                      Z_STREAM_ERROR);
+    }
+    uint32_t zlen = (uint32_t)z.total_out;
+    deflateEnd(&z);
+    uint8_t prefix[5] = {1, (uint8_t)(zlen >> 24), (uint8_t)(zlen >> 16),
+                         (uint8_t)(zlen >> 8), (uint8_t)zlen};
+    if (h2_call(&c, 1, path, bearer, 0) == 0 &&
+        h2_send(&c, 1, prefix, 5, 0, 30000) == 5)
+      sent = 5 + h2_send(&c, 1, out, zlen, 1, 30000);
+    free(zeros);
+    free(out);
+  } else if (h2_call(&c, 1, path, bearer, 0) == 0) {
+    sent = h2_send_message(&c, 1, NULL, len, len, 1, 30000);
+    if (sent >= 0)
+      sent += 5;
+  }
+  *ended = h2_wait_end(&c, 1, 30000 - (int)(now_ms() - t0));
+  *ms = now_ms() - t0;
+  h2_close(&c);
+  return sent;
+}
+
+/* gRPC 1.51 reads a request message whole before it checks the 4 MiB
+ * receive limit, granting the window its declared length asks for: one
+ * unauthenticated Register of 200 MiB raised the coordinator's RSS by
+ * 208 MB before "Received message larger than max", and R + R_open of them
+ * (20) could be read at once. And it inflates a gzipped message whole,
+ * outside any limit: 200 MiB of zeros are 200 KiB of gzip. Now gRPC's
+ * memory quota (--grpc-memory-mb, 64 here) cuts the message off while it
+ * arrives, and a compressed request is refused unread. */
+static void test_huge_messages_are_cut_off(void) {
+  enum { MESSAGE_MB = 200 };
+  fed f;
+  /* Receive timeout at its default (20 s): the messages would all have
+   * arrived well within it. */
+  fed_start(&f, "huge", "--round-timeout 60 --grpc-memory-mb 64", 1);
+  CU_ASSERT_FATAL(wait_committed(1, 30) >= 1);
+  long before = committed();
+  static const struct {
+    const char *what, *path;
+    int session, gz;
+  } cases[] = {{"Register", PB_METHOD_REGISTER, 0, 0},
+               {"CheckIn (a session's)", PB_METHOD_CHECKIN, 1, 0},
+               {"Register, gzipped", PB_METHOD_REGISTER, 0, 1},
+               {"CheckIn, gzipped", PB_METHOD_CHECKIN, 1, 1}};
+  printf("\n");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    long kb0 = rss_kb(g_server);
+    atomic_store(&g_rss_max_kb, kb0);
+    char src[32];
+    src_addr(src, sizeof src, 80 + (int)i);
+    int64_t ms;
+    int ended;
+    long sent =
+        send_whole(src, cases[i].path, cases[i].session ? f.session : NULL,
+                   (uint32_t)MESSAGE_MB << 20, cases[i].gz, &ms, &ended);
+    nanosleep(&(struct timespec){0, 100000000L}, NULL);
+    long grown = atomic_load(&g_rss_max_kb) - kb0;
+    printf("  %s of %d MiB: %ld bytes sent, ended %d after %lld ms; "
+           "coordinator RSS +%ld kB\n",
+           cases[i].what, MESSAGE_MB, sent, ended, (long long)ms, grown);
+    CU_ASSERT(ended);
+#ifndef COHORT_TEST_SANITIZED
+    /* The quota (64 MB) and gRPC's read buffers beside it. */
+    CU_ASSERT(grown < 96 * 1024);
+#endif
+  }
+  long during = wait_committed(before + 1, 30) - before;
+  printf("  %ld rounds committed meanwhile\n", during);
+  CU_ASSERT(during >= 1);
+  CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM rounds WHERE "
+                                    "state='FAILED'"),
+                  0);
+  fed_stop(&f, 1);
+}
+
 /* Rapid reset (CVE-2023-44487) at full speed: 4 connections each open
  * and reset RESETS streams, reading what the coordinator sends back now
  * and then. gRPC 1.51 has no limit on it, and the coordinator's own code
@@ -846,6 +957,9 @@ int cohort_register_suites(void) {
       {"every attack at once during honest rounds: bounded RSS, rounds "
        "commit",
        test_all_attacks_at_once},
+      {"a request far over the receive limit is cut off while it arrives, "
+       "a gzipped one refused: bounded RSS, rounds commit",
+       test_huge_messages_are_cut_off},
       {"rapid reset: the cost of 20,000 resets measured, honest rounds go on",
        test_rapid_reset_cost},
   };

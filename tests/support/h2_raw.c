@@ -233,6 +233,8 @@ int h2_call(h2_conn *c, uint32_t id, const char *path, const char *bearer,
     strcat(auth, bearer);
     k += hpack_field(block + k, "authorization", auth);
   }
+  if (c->encoding && strlen(c->encoding) < 64)
+    k += hpack_field(block + k, "grpc-encoding", c->encoding);
   c->window[slot(id)] = c->stream_window;
   c->ended[slot(id)] = 0;
   return frame(c, F_HEADERS, END_HEADERS | (end_stream ? END_STREAM : 0), id,

@@ -18,6 +18,8 @@ typedef struct h2_conn {
   int64_t window[H2_MAX_STREAMS]; /* per stream, by (id - 1) / 2 */
   uint8_t ended[H2_MAX_STREAMS];  /* the peer ended or reset the stream */
   int closed;                     /* GOAWAY or EOF seen */
+  const char *encoding; /* set after h2_open: the grpc-encoding header of
+                           the calls h2_call opens (NULL: none) */
 } h2_conn;
 
 /* Connects to 127.0.0.1:port from source address src ("127.0.0.2"; NULL:
