@@ -723,7 +723,13 @@ static void test_oversized_reply_is_cut_off(void) {
   printf("\n    128 MiB reply: rc %d, peak RSS +%ld KiB, \"%s\"\n", rc, grown,
          err);
   CU_ASSERT(rc != COHORT_OK);
+#ifdef COHORT_TEST_SANITIZED
+  /* ASan's quarantine keeps what gRPC freed while the reply came:
+   * +66 to +109 MB measured, +431 MB without the quota. */
+  CU_ASSERT(grown < 200 * 1024);
+#else
   CU_ASSERT(grown < 48 * 1024);
+#endif
   /* A reply within the limit is still read. */
   grown = cycle_against_big_reply(2, 0, &rc, err, sizeof err);
   CU_ASSERT_PTR_NOT_NULL(strstr(err, "check-in"));
