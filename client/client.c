@@ -542,19 +542,6 @@ static int call(cohort_client_t *c, const char *method, const char *what,
                     authed, reply, sent, received);
 }
 
-/* Whether a session token from the coordinator is one this client can
- * send (a gRPC header value) and save (a word of the session file): 1 to
- * max printable ASCII characters, no space. */
-static int token_usable(const char *s, size_t max) {
-  size_t n = s ? strlen(s) : 0;
-  if (n == 0 || n > max)
-    return 0;
-  for (size_t i = 0; i < n; i++)
-    if (s[i] <= ' ' || s[i] > '~')
-      return 0;
-  return 1;
-}
-
 /* One Register with a fresh identity (or the persistent one). */
 static int register_once(cohort_client_t *c) {
   c->proof_not_newer = 0;
@@ -603,7 +590,7 @@ static int register_once(cohort_client_t *c) {
             (ProtobufCMessage **)&resp, NULL, NULL);
   if (rc)
     return rc;
-  if (!token_usable(resp->session_token, sizeof c->session - 1) ||
+  if (!session_is_word(resp->session_token, sizeof c->session - 1) ||
       resp->client_id == 0) {
     set_error(c,
               "register: the coordinator sent no usable session token (1-%zu "

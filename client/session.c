@@ -26,9 +26,8 @@
 #define MAGIC "cohort-session 1"
 #define SUM_TAG "sha256 "
 
-/* Printable ASCII without spaces: what a server address or a token is. */
-static int is_word(const char *s, size_t max) {
-  size_t n = strlen(s);
+int session_is_word(const char *s, size_t max) {
+  size_t n = s ? strlen(s) : 0;
   if (n == 0 || n > max)
     return 0;
   for (size_t i = 0; i < n; i++)
@@ -39,8 +38,8 @@ static int is_word(const char *s, size_t max) {
 
 int session_encode(const session_record *r, uint8_t *out, size_t cap,
                    size_t *len) {
-  if (!is_word(r->server, sizeof r->server - 1) ||
-      !is_word(r->token, sizeof r->token - 1) || r->client_id == 0)
+  if (!session_is_word(r->server, sizeof r->server - 1) ||
+      !session_is_word(r->token, sizeof r->token - 1) || r->client_id == 0)
     return COHORT_EINVAL;
   char seed[2 * SIGN_SEED_LEN + 1];
   crypto_hex(r->seed, SIGN_SEED_LEN, seed);
@@ -76,7 +75,7 @@ static char *next_line(char **cursor) {
 static const char *field(char *line, const char *name, size_t max) {
   size_t n = strlen(name);
   if (!line || strncmp(line, name, n) != 0 || line[n] != ' ' ||
-      !is_word(line + n + 1, max))
+      !session_is_word(line + n + 1, max))
     return NULL;
   return line + n + 1;
 }

@@ -29,6 +29,11 @@ typedef struct session_store {
   void *user;
 } session_store;
 
+/* Whether s is 1 to max printable ASCII characters without a space: what
+ * a server address or a session token must be to go in a gRPC header and
+ * a word of the session file. */
+int session_is_word(const char *s, size_t max);
+
 /* r as the record's text into out (cap bytes); *len its length. COHORT_OK,
  * or COHORT_EINVAL for fields the format cannot hold. */
 int session_encode(const session_record *r, uint8_t *out, size_t cap,
