@@ -17,6 +17,7 @@
 
 #include "cohort_status.h"
 #include "durable.h"
+#include "path.h"
 #include "store.h"
 #include "store_files.h"
 
@@ -81,23 +82,6 @@ out:
   return rc;
 }
 
-/* path made absolute through its folder's real path (path itself, a link
- * perhaps, not followed); 0 when its folder does not resolve. */
-static int absolute(const char *path, char *out, size_t len) {
-  char dir[PATH_MAX], real[PATH_MAX];
-  const char *slash = strrchr(path, '/');
-  if (slash)
-    snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path),
-             path);
-  else
-    snprintf(dir, sizeof dir, ".");
-  if (!realpath(dir, real))
-    return 0;
-  snprintf(out, len, "%s/%s", strcmp(real, "/") ? real : "",
-           slash ? slash + 1 : path);
-  return 1;
-}
-
 /* The suffix of one of the database's own files whose name dst would
  * take, or NULL. With the coordinator stopped, DB-wal and DB-shm do not
  * exist, so a copy there would be made; SQLite, opening DB next, takes it
@@ -110,8 +94,9 @@ static const char *companion_of(const char *src_path, const char *dst_path) {
                                          ".updates"};
   char dst[2 * PATH_MAX], given[2 * PATH_MAX], real[PATH_MAX];
   char own[2 * PATH_MAX + 16];
-  if (!absolute(dst_path, dst, sizeof dst) ||
-      !absolute(src_path, given, sizeof given) || !realpath(src_path, real))
+  if (!path_resolve(dst_path, 0, dst, sizeof dst) ||
+      !path_resolve(src_path, 0, given, sizeof given) ||
+      !realpath(src_path, real))
     return NULL; /* the open or the create below names the problem */
   const char *srcs[] = {given, real};
   for (int k = 0; k < 2; k++) {

@@ -11,6 +11,7 @@
 
 #include "cohort_status.h"
 #include "log.h"
+#include "path.h"
 
 int store_files_on_disk(const char *db_path) {
   return db_path && db_path[0] && strcmp(db_path, ":memory:") != 0;
@@ -47,16 +48,6 @@ static void tighten(const char *path, mode_t type, mode_t mode) {
              path, (unsigned)(st.st_mode & 07777), strerror(errno));
 }
 
-static void folder_of(const char *path, char *out, size_t len) {
-  const char *slash = strrchr(path, '/');
-  if (!slash)
-    snprintf(out, len, ".");
-  else if (slash == path)
-    snprintf(out, len, "/");
-  else
-    snprintf(out, len, "%.*s", (int)(slash - path), path);
-}
-
 /* Creates the database file 0600 (fchmod: the umask may have taken bits
  * away, never added them, but say it exactly). */
 static int create_private(const char *path, char *err, size_t errlen) {
@@ -87,7 +78,7 @@ static int check_writable(const char *db_path, char *err, size_t errlen) {
     return COHORT_EIO;
   }
   close(fd);
-  folder_of(db_path, dir, sizeof dir);
+  path_folder(db_path, dir, sizeof dir);
   if (access(dir, W_OK | X_OK) != 0) {
     snprintf(err, errlen,
              "folder %s of database %s is not writable (%s): SQLite keeps "
@@ -125,28 +116,30 @@ int store_files_prepare(const char *db_path, char *err, size_t errlen) {
       return rc;
   }
   struct stat st;
-  if (stat(db_path, &st) == 0 && S_ISDIR(st.st_mode)) {
-    snprintf(err, errlen,
-             "database %s is a directory: give the database file's path "
-             "(e.g. %s/cohort.db)",
-             db_path, db_path);
-    return COHORT_EIO;
-  }
-  if (stat(db_path, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 1) {
-    snprintf(err, errlen,
-             "database %s has %lu names (hard links): SQLite would keep a "
-             "separate -wal for each, and a coordinator started under another "
-             "name would not see this one's lock; remove the other links "
-             "(find / -xdev -samefile %s)",
-             db_path, (unsigned long)st.st_nlink, db_path);
-    return COHORT_EIO;
-  }
-  if (stat(db_path, &st) == 0 && !S_ISREG(st.st_mode)) {
-    snprintf(err, errlen,
-             "database %s is not a regular file (a FIFO, a device or a "
-             "socket): give the database file's path",
-             db_path);
-    return COHORT_EIO;
+  if (stat(db_path, &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      snprintf(err, errlen,
+               "database %s is a directory: give the database file's path "
+               "(e.g. %s/cohort.db)",
+               db_path, db_path);
+      return COHORT_EIO;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      snprintf(err, errlen,
+               "database %s is not a regular file (a FIFO, a device or a "
+               "socket): give the database file's path",
+               db_path);
+      return COHORT_EIO;
+    }
+    if (st.st_nlink > 1) {
+      snprintf(err, errlen,
+               "database %s has %lu names (hard links): SQLite would keep a "
+               "separate -wal for each, and a coordinator started under "
+               "another name would not see this one's lock; remove the other "
+               "links (find / -xdev -samefile %s)",
+               db_path, (unsigned long)st.st_nlink, db_path);
+      return COHORT_EIO;
+    }
   }
   char path[4096];
   const char *suffixes[] = {"", "-wal", "-shm"};

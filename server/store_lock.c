@@ -1,5 +1,4 @@
 /* The coordinator's lock on its database; see store_lock.h. */
-#define _XOPEN_SOURCE 700 /* realpath */
 #include "store_lock.h"
 
 #include <errno.h>
@@ -14,6 +13,7 @@
 #include <unistd.h>
 
 #include "cohort_status.h"
+#include "path.h"
 
 struct store_lock {
   int fd;
@@ -94,19 +94,10 @@ static void describe(store_lock *l, const char *listen) {
  * the one on the file. A database not made yet resolves through its
  * folder. */
 static void lock_path_of(const char *db_path, char *out, size_t len) {
-  char real[PATH_MAX], dir[PATH_MAX];
-  const char *slash = strrchr(db_path, '/');
-  if (slash)
-    snprintf(dir, sizeof dir, "%.*s",
-             slash == db_path ? 1 : (int)(slash - db_path), db_path);
-  else
-    snprintf(dir, sizeof dir, ".");
+  char real[PATH_MAX + 256];
   int n = -1;
-  if (realpath(db_path, real))
+  if (path_resolve(db_path, 1, real, sizeof real))
     n = snprintf(out, len, "%s.lock", real);
-  else if (realpath(dir, real))
-    n = snprintf(out, len, "%s/%s.lock", strcmp(real, "/") ? real : "",
-                 slash ? slash + 1 : db_path);
   if (n < 0 || (size_t)n >= len)
     snprintf(out, len, "%s.lock", db_path);
 }

@@ -21,6 +21,7 @@
 #include "nn_pool.h"
 #include "nn_rng.h"
 #include "nn_zoo.h"
+#include "path.h"
 #include "round.h"
 #include "sim_clients.h"
 #include "sim_config.h"
@@ -60,32 +61,8 @@ static int writable_dir_of(const char *path) {
       (stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
     return 0;
   char dir[4096];
-  snprintf(dir, sizeof dir, "%s", path);
-  char *slash = strrchr(dir, '/');
-  if (!slash)
-    return access(".", W_OK) == 0;
-  if (slash == dir)
-    slash[1] = '\0';
-  else
-    *slash = '\0';
+  path_folder(path, dir, sizeof dir);
   return access(dir, W_OK) == 0;
-}
-
-/* path as an absolute name without links: realpath of the file, or of
- * its folder when the file does not exist yet. */
-static void canonical_name(const char *path, char *out, size_t len) {
-  char buf[PATH_MAX], dir[PATH_MAX] = ".";
-  if (realpath(path, buf)) {
-    snprintf(out, len, "%s", buf);
-    return;
-  }
-  const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
-  if (slash)
-    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path + 1), path);
-  if (realpath(dir, buf))
-    snprintf(out, len, "%s/%s", buf, base);
-  else
-    snprintf(out, len, "%s", path);
 }
 
 static int same_file(const char *a, const char *b) {
@@ -93,8 +70,8 @@ static int same_file(const char *a, const char *b) {
   if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
   char ca[PATH_MAX + 256], cb[PATH_MAX + 256];
-  canonical_name(a, ca, sizeof ca);
-  canonical_name(b, cb, sizeof cb);
+  if (!path_resolve(a, 1, ca, sizeof ca) || !path_resolve(b, 1, cb, sizeof cb))
+    return strcmp(a, b) == 0;
   return strcmp(ca, cb) == 0;
 }
 
