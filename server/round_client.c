@@ -425,6 +425,15 @@ int round_session_live_locked(round_engine *e, int64_t client,
   return why->code ? COHORT_EAUTH : COHORT_OK;
 }
 
+int round_candidate_live_locked(round_engine *e, int64_t client) {
+  round_verdict why;
+  int rc = round_session_live_locked(e, client, &why);
+  if (rc == COHORT_EAUTH)
+    log_info("round %lld: candidate %lld left out: %s", (long long)e->round,
+             (long long)client, why.detail);
+  return rc;
+}
+
 round_verdict round_session_live(round_engine *e, int64_t client) {
   round_verdict v;
   pthread_mutex_lock(&e->mu);

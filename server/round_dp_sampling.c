@@ -183,13 +183,9 @@ static int candidates(round_engine *e, int64_t **ids, size_t *n) {
     const seen_client *c = &e->seen.items[i];
     if (c->sampled_round != e->round || !c->sampled)
       continue;
-    round_verdict why;
-    int rc = round_session_live_locked(e, c->id, &why);
-    if (rc == COHORT_EAUTH) {
-      log_info("round %lld: candidate %lld left out: %s", (long long)e->round,
-               (long long)c->id, why.detail);
+    int rc = round_candidate_live_locked(e, c->id);
+    if (rc == COHORT_EAUTH)
       continue;
-    }
     if (rc) {
       free(*ids);
       *ids = NULL;

@@ -251,6 +251,9 @@ int round_select_draw(round_engine *e, double now, int64_t caller);
  * the operator revoked the client (round_client.c). */
 int round_session_live_locked(round_engine *e, int64_t client,
                               round_verdict *why);
+/* round_session_live_locked for a candidate of a draw: the reason a
+ * revoked or expired one is left out is logged; the same returns. */
+int round_candidate_live_locked(round_engine *e, int64_t client);
 
 /* ---- offenders, round_offenders.c (docs/rounds.md, "Offenders") ---- */
 /* At a round's end, participants still present: those that completed work

@@ -97,11 +97,8 @@ int round_select_draw(round_engine *e, double now, int64_t caller) {
     int64_t id = e->cands[j];
     e->cands[j] = e->cands[--pool];
     e->cands[pool] = id;
-    round_verdict why;
-    rc = round_session_live_locked(e, id, &why);
+    rc = round_candidate_live_locked(e, id);
     if (rc == COHORT_EAUTH) {
-      log_info("round %lld: candidate %lld left out: %s", (long long)e->round,
-               (long long)id, why.detail);
       rc = COHORT_OK;
       continue;
     }

@@ -557,16 +557,9 @@ static int admit_looked_up(service *svc, const rpc_request *req, rpc_reply *rep,
   char addr[RATELIMIT_KEY_MAX + 1], key[RATELIMIT_KEY_MAX + 16];
   peer_address(req->peer, addr, sizeof addr);
   snprintf(key, sizeof key, "refused %s", addr);
-  int64_t ms = ratelimit_wait(svc->checkin_per_address, key, clock_mono_s());
-  if (ms) {
-    rep->code = GRPC_STATUS_RESOURCE_EXHAUSTED;
-    snprintf(rep->detail, sizeof rep->detail,
-             PB_DETAIL_RATE_LIMITED ": too many refused sessions from this "
-                                    "address; retry in %lld ms",
-             (long long)ms);
-    log_debug("%s: %s", addr, rep->detail);
+  if (refused_for(ratelimit_wait(svc->checkin_per_address, key, clock_mono_s()),
+                  addr, "refused sessions from this address", rep))
     return 0;
-  }
   if (authenticate(svc->engine, req, rep, client))
     return 1;
   if (rep->code == GRPC_STATUS_UNAUTHENTICATED)

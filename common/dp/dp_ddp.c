@@ -105,15 +105,15 @@ int ddp_check_privacy(const ddp_params *p, const ddp_privacy_claim *c,
   /* The multiplier above takes each client's noise to have variance
    * sigma^2 and the sum to be Gaussian; a coarse gamma over a large
    * threshold can make sigma a fraction of a unit, where neither holds. */
-  if (p->noise_stddev < DDP_MIN_NOISE_STDDEV ||
+  int update_low = p->noise_stddev < DDP_MIN_NOISE_STDDEV;
+  if (update_low ||
       (p->count_slot && p->count_noise_stddev < DDP_MIN_NOISE_STDDEV))
     return errbuf_fail(
         err, errlen, COHORT_EINVAL, who,
         "gives each client %s noise of stddev %g integer units, below the "
         "%g units the accounting needs",
-        p->noise_stddev < DDP_MIN_NOISE_STDDEV ? "update" : "count",
-        p->noise_stddev < DDP_MIN_NOISE_STDDEV ? p->noise_stddev
-                                               : p->count_noise_stddev,
+        update_low ? "update" : "count",
+        update_low ? p->noise_stddev : p->count_noise_stddev,
         DDP_MIN_NOISE_STDDEV);
   double z_needed = 0;
   char why[200];

@@ -1,8 +1,10 @@
-/* Integer channel arguments for gRPC's C core, shared by the rpc server and
- * client so both set their limits the same way. */
+/* Channel arguments for gRPC's C core and a check on what it receives,
+ * shared by the rpc server and client so both set their limits the same
+ * way. */
 #ifndef COHORT_RPC_ARGS_H
 #define COHORT_RPC_ARGS_H
 
+#include <grpc/byte_buffer.h>
 #include <grpc/grpc.h>
 
 static inline grpc_arg rpc_int_arg(const char *key, int value) {
@@ -11,6 +13,26 @@ static inline grpc_arg rpc_int_arg(const char *key, int value) {
   a.key = (char *)key; /* copied by grpc_*_create; never written */
   a.value.integer = value;
   return a;
+}
+
+/* A channel argument that puts what it is given under quota (gRPC's
+ * memory quota). gRPC takes a reference of its own when the channel or
+ * server is made; the caller's is dropped after that. */
+static inline grpc_arg rpc_quota_arg(grpc_resource_quota *quota) {
+  grpc_arg a;
+  a.type = GRPC_ARG_POINTER;
+  a.key = (char *)GRPC_ARG_RESOURCE_QUOTA;
+  a.value.pointer.p = quota;
+  a.value.pointer.vtable = grpc_resource_quota_arg_vtable();
+  return a;
+}
+
+/* Whether bb's slices are the message's bytes as they are: neither kind
+ * of compressed message, which reading would inflate whole, outside the
+ * quota and before any limit sees its size. */
+static inline int rpc_bb_plain(const grpc_byte_buffer *bb) {
+  return bb->type == GRPC_BB_RAW &&
+         bb->data.raw.compression == GRPC_COMPRESS_NONE;
 }
 
 #endif

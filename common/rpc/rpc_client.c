@@ -105,7 +105,7 @@ int rpc_channel_new(const rpc_channel_config *cfg, rpc_channel **out) {
       rpc_int_arg(GRPC_COMPRESSION_CHANNEL_ENABLED_ALGORITHMS_BITSET,
                   1 << GRPC_COMPRESS_NONE),
       rpc_int_arg(GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION, 0),
-      {.type = GRPC_ARG_POINTER, .key = (char *)GRPC_ARG_RESOURCE_QUOTA},
+      {0}, /* the quota's, below */
   };
   size_t n_args = sizeof args / sizeof args[0] - 1;
   grpc_resource_quota *quota = NULL;
@@ -113,8 +113,7 @@ int rpc_channel_new(const rpc_channel_config *cfg, rpc_channel **out) {
     quota = grpc_resource_quota_create("rpc channel");
     grpc_resource_quota_resize(quota, (size_t)RPC_QUOTA_MESSAGES *
                                           (size_t)cfg->max_receive_bytes);
-    args[n_args].value.pointer.p = quota;
-    args[n_args++].value.pointer.vtable = grpc_resource_quota_arg_vtable();
+    args[n_args++] = rpc_quota_arg(quota);
   }
   grpc_channel_args chargs = {n_args, args};
 
@@ -264,12 +263,6 @@ static int handshake_failed(rpc_channel *c, probe_state *ps, rpc_result *res) {
   return 1;
 }
 
-/* Whether bb's slices are the message's bytes as they are. */
-static int reply_plain(const grpc_byte_buffer *bb) {
-  return bb->type == GRPC_BB_RAW &&
-         bb->data.raw.compression == GRPC_COMPRESS_NONE;
-}
-
 size_t rpc_result_iov(const rpc_result *res, struct iovec *iov, size_t max) {
   if (!res || !res->reply)
     return 0;
@@ -291,7 +284,7 @@ size_t rpc_result_iov(const rpc_result *res, struct iovec *iov, size_t max) {
  * here: gRPC's slices, readall's block, a malloc'd copy; issue 22). */
 static int body_take(grpc_byte_buffer *bb, rpc_result *res) {
   grpc_slice all;
-  if (reply_plain(bb) && bb->data.raw.slice_buffer.count == 1 &&
+  if (rpc_bb_plain(bb) && bb->data.raw.slice_buffer.count == 1 &&
       bb->data.raw.slice_buffer.slices[0].refcount) {
     all = grpc_slice_ref(bb->data.raw.slice_buffer.slices[0]);
   } else {
@@ -440,14 +433,14 @@ static int call_once(rpc_channel *c, const char *method, const char *auth_value,
        * server's fault, the way gRPC's own unary stubs do. */
       res->code = GRPC_STATUS_INTERNAL;
       snprintf(res->detail, sizeof res->detail, "no message in the reply");
-    } else if (!reply_plain(recv_bb)) {
+    } else if (!rpc_bb_plain(recv_bb)) {
       /* Reading it would inflate it, unbounded (see rpc_channel_new). */
       res->code = GRPC_STATUS_INTERNAL;
       snprintf(res->detail, sizeof res->detail,
                "a compressed reply; this client takes uncompressed replies "
                "only");
     } else {
-      if (o->reply_in_place && reply_plain(recv_bb)) {
+      if (o->reply_in_place) {
         res->reply = recv_bb;
         res->body_len = grpc_byte_buffer_length(recv_bb);
         recv_bb = NULL; /* kept for rpc_result_iov */

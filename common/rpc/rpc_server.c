@@ -408,8 +408,7 @@ static void slot_serve(rpc_slot *s) {
     return;
   }
   grpc_slice body = grpc_empty_slice();
-  if (s->payload && (s->payload->type != GRPC_BB_RAW ||
-                     s->payload->data.raw.compression != GRPC_COMPRESS_NONE)) {
+  if (s->payload && !rpc_bb_plain(s->payload)) {
     /* Reading it would inflate it whole, outside the memory quota and
      * before any limit sees its size (see rpc_server_start). */
     refuse(&rep, GRPC_STATUS_UNIMPLEMENTED,
@@ -925,10 +924,7 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
       goto out;
     }
     grpc_resource_quota_resize(quota, cfg->limits.memory_bytes);
-    args[n_args].type = GRPC_ARG_POINTER;
-    args[n_args].key = (char *)GRPC_ARG_RESOURCE_QUOTA;
-    args[n_args].value.pointer.p = quota;
-    args[n_args++].value.pointer.vtable = grpc_resource_quota_arg_vtable();
+    args[n_args++] = rpc_quota_arg(quota);
   }
   grpc_channel_args chargs = {n_args, args};
 

@@ -128,9 +128,8 @@ static int check_pair(const rpc_tls_config *cfg, const rpc_tls_pem *pem,
   }
   /* Outside its dates every peer refuses it at the handshake, where it
    * reads as a certificate from an unknown CA. */
-  if (X509_cmp_current_time(X509_get0_notAfter(cert)) < 0 ||
-      X509_cmp_current_time(X509_get0_notBefore(cert)) > 0) {
-    int expired = X509_cmp_current_time(X509_get0_notAfter(cert)) < 0;
+  int expired = X509_cmp_current_time(X509_get0_notAfter(cert)) < 0;
+  if (expired || X509_cmp_current_time(X509_get0_notBefore(cert)) > 0) {
     char when[64] = "";
     BIO *m = BIO_new(BIO_s_mem());
     if (m && ASN1_TIME_print(m, expired ? X509_get0_notAfter(cert)
