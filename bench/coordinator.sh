@@ -34,6 +34,7 @@ start_coordinator() {
     --enroll-token-file "$work/token" \
     --rate-register-per-address off --rate-register-total off \
     --rate-checkin-per-address off --max-calls-per-address 1000000 \
+    --max-connections-per-address 0 --max-resets-per-address 0 \
     "$@" >"$work/rounds.txt" 2>"$work/server.log" &
   server=$!
   pids+=("$server")

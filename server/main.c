@@ -15,6 +15,7 @@
 
 #include "clock.h"
 #include "cohort_status.h"
+#include "conn_guard.h"
 #include "crypto.h"
 #include "dp_ddp.h"
 #include "duration.h"
@@ -57,6 +58,7 @@ typedef struct server_opts {
   long handshake_timeout_ms, keepalive_ms, receive_timeout_ms;
   long max_calls_per_address, max_calls_in_flight, max_receiving;
   long max_receiving_open, max_receiving_per_client, grpc_memory_mb;
+  long max_connections_per_address, max_resets_per_address, reset_ban_ms;
   long keep_models;
   long eval_limit;
   const char *input, *strategy, *codec;
@@ -425,6 +427,20 @@ static const flag_def FLAGS[] = {
     {"max-calls-in-flight", FLAG_INT, &g_opts.max_calls_in_flight, "1024", 1,
      NUM(10000000), "N",
      "the same in all: bounds what calls buffer before they are read"},
+    {"max-connections-per-address", FLAG_INT,
+     &g_opts.max_connections_per_address, "1024", 0, NUM(10000000), "N",
+     "open connections from one address (an IPv6 /64); more are closed as "
+     "they are accepted (0: no limit; mind NAT: docs/reliability.md)"},
+    {"max-resets-per-address", FLAG_INT, &g_opts.max_resets_per_address, "256",
+     0, NUM(10000000), "N",
+     "calls from one address that do not send their request message (reset "
+     "or left by the client), per second, in a burst as large, counting "
+     "each from its headers until its message arrives; over it, its "
+     "connections are closed and it is refused new ones for --reset-ban-ms "
+     "(rapid reset, CVE-2023-44487). At least twice "
+     "--max-calls-per-address (0: no limit)"},
+    {"reset-ban-ms", FLAG_INT, &g_opts.reset_ban_ms, "60000", 0, NUM(86400000),
+     "MS", "how long an address over --max-resets-per-address is refused"},
     {"max-receiving", FLAG_INT, &g_opts.max_receiving, "16", 1, 100000, "N",
      "messages of authenticated calls read at once (each up to 4 MiB); more "
      "calls wait their turn"},
@@ -934,6 +950,16 @@ int main(int argc, char **argv) {
   cfg.model_spec = g_opts.model;
   cfg.codec_spec = g_opts.codec;
   cfg.codec_clip = g_opts.codec_clip;
+  /* Honest calls awaiting their message (up to --max-calls-per-address)
+   * hold the reset budget too, and must not spend it. */
+  if (g_opts.max_resets_per_address &&
+      g_opts.max_resets_per_address < 2 * g_opts.max_calls_per_address) {
+    log_error("--max-resets-per-address %ld: at least twice "
+              "--max-calls-per-address (%ld), or 0",
+              g_opts.max_resets_per_address, g_opts.max_calls_per_address);
+    exit_code = 2;
+    goto out;
+  }
   if (round_secagg_parse(g_opts.secagg, &cfg.secagg) != COHORT_OK) {
     log_error("--secagg '%s': expected off, full or plus", g_opts.secagg);
     exit_code = 2;
@@ -1071,6 +1097,8 @@ int main(int argc, char **argv) {
                  .memory_bytes = (size_t)g_opts.grpc_memory_mb << 20},
       .method_limits = service_method_limits(),
   };
+  /* Armed once the port is known, below. */
+  scfg.on_call = conn_guard_call;
   if (g_opts.http) {
     rpc_stats = http_rpc_stats_new(methods, n_methods);
     if (!rpc_stats)
@@ -1094,6 +1122,16 @@ int main(int argc, char **argv) {
     log_error("cannot serve on %s: %s (is the port in use?)", g_opts.listen,
               cohort_strerror(rc));
     goto out;
+  }
+  if (g_opts.max_connections_per_address || g_opts.max_resets_per_address) {
+    conn_guard_limits gl = {
+        .per_address = (int)g_opts.max_connections_per_address,
+        .resets_per_second = (int)g_opts.max_resets_per_address,
+        .ban_ms = (int)g_opts.reset_ban_ms};
+    if (conn_guard_start(port, &gl, err, sizeof err) != COHORT_OK) {
+      log_error("%s", err);
+      goto out;
+    }
   }
   serving = 1;
   log_info("serving cohort.v1 on %s (port %d, %s), database %s", g_opts.listen,
@@ -1184,6 +1222,7 @@ out:
   /* Held check-ins are answered first: the server's stop waits for them. */
   long_poll_stop(svc.long_poll);
   rpc_server_stop(srv, 2000);
+  conn_guard_stop();
   http_rpc_stats_free(rpc_stats);
   long_poll_free(svc.long_poll);
   ratelimit_free(svc.register_per_address);

@@ -54,6 +54,8 @@ struct rpc_server {
   void *ctx;
   rpc_observe_fn observe;
   void *observe_ctx;
+  rpc_call_fn on_call;
+  void *on_call_ctx;
   rpc_worker *workers;
   int n_workers;
   /* Workers hold it for reading while posting a slot or starting a batch;
@@ -104,6 +106,7 @@ struct rpc_slot {
   grpc_byte_buffer *payload;
   grpc_byte_buffer *reply;
   int cancelled;
+  int settled;    /* RPC_CALL_SETTLED was told */
   double arrived; /* clock_mono_s() when its headers came, for the observer */
   char *peer;     /* grpc_call_get_peer, gpr_malloc'd */
   rpc_admit_entry admit;  /* while its message is awaited */
@@ -465,6 +468,18 @@ static void slot_receive(rpc_slot *s) {
   }
 }
 
+/* Tells on_call; a call settles once. */
+static void call_event(rpc_slot *s, rpc_call_event ev) {
+  rpc_server *srv = s->w->srv;
+  if (ev == RPC_CALL_SETTLED) {
+    if (s->settled)
+      return;
+    s->settled = 1;
+  }
+  if (srv->on_call)
+    srv->on_call(srv->on_call_ctx, s->peer ? s->peer : "", ev);
+}
+
 /* The admission key of an admitted call's session: a digest of its bearer
  * token (the token itself is a secret, kept out of the table), "" without
  * one. */
@@ -482,11 +497,12 @@ static void caller_of(const char *bearer, char out[RPC_ADMIT_CALLER_MAX]) {
 static void slot_arrive(rpc_slot *s) {
   rpc_server *srv = s->w->srv;
   s->arrived = clock_mono_s();
+  s->peer = grpc_call_get_peer(s->call);
+  call_event(s, RPC_CALL_ARRIVED);
   if (s->catch_all) {
     slot_serve(s);
     return;
   }
-  s->peer = grpc_call_get_peer(s->call);
   rpc_reply rep;
   memset(&rep, 0, sizeof rep);
   rep.code = GRPC_STATUS_OK;
@@ -556,6 +572,8 @@ static void slot_received(rpc_slot *s) {
     slot_unref(s); /* the sweep cancelled it with its status */
     return;
   }
+  if (s->payload)
+    call_event(s, RPC_CALL_SETTLED);
   rpc_reply rep;
   memset(&rep, 0, sizeof rep);
   const rpc_method_limits *ml = limits_of(srv, s);
@@ -646,6 +664,10 @@ static void worker_run(rpc_worker *w) {
       slot_received(s);
       break;
     case TAG_REPLY:
+      /* Answered without its message (refused at its headers): settled
+       * unless its client had gone. */
+      if (!s->cancelled)
+        call_event(s, RPC_CALL_SETTLED);
       slot_unref(s);
       break;
     case TAG_CLOSE:
@@ -839,6 +861,8 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
   srv->ctx = cfg->ctx;
   srv->observe = cfg->observe;
   srv->observe_ctx = cfg->observe_ctx;
+  srv->on_call = cfg->on_call;
+  srv->on_call_ctx = cfg->on_call_ctx;
   srv->workers = calloc((size_t)cfg->workers, sizeof *srv->workers);
   srv->handles =
       calloc(cfg->n_methods ? cfg->n_methods : 1, sizeof *srv->handles);

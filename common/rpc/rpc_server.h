@@ -129,6 +129,17 @@ typedef struct rpc_server_limits {
                               RESOURCE_EXHAUSTED "Buffers full" */
 } rpc_server_limits;
 
+/* A call arrives once and settles at most once: when its request message
+ * has arrived, or when it was answered without reading one and its client
+ * had not left. A call that never settles was reset or abandoned by its
+ * client before its message (or sent it too slowly): the connection
+ * guard's rapid-reset count (server/conn_guard.h). */
+typedef enum rpc_call_event {
+  RPC_CALL_ARRIVED,
+  RPC_CALL_SETTLED
+} rpc_call_event;
+typedef void (*rpc_call_fn)(void *ctx, const char *peer, rpc_call_event ev);
+
 typedef struct rpc_server_config {
   const char *listen;    /* "HOST:PORT"; port 0 picks a free port */
   int workers;           /* worker threads (>= 1) */
@@ -140,6 +151,10 @@ typedef struct rpc_server_config {
   /* Optional (NULL: none): told of every answered call. */
   rpc_observe_fn observe;
   void *observe_ctx;
+  /* Optional (NULL: none): told of each call, by its peer name, when its
+   * headers arrive and when it settles (see rpc_call_event). */
+  rpc_call_fn on_call;
+  void *on_call_ctx;
   /* Borrowed; NULL: plaintext. Otherwise TLS with cert_file and key_file,
    * and with ca_file every client must present a certificate that CA
    * signed (mTLS). */

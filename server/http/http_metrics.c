@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "conn_guard.h"
 #include "http_internal.h"
 #include "log.h"
 
@@ -246,6 +247,27 @@ void http_metrics(const http_request *req, http_response *res) {
   metric(&b, "cohort_transport_insecure", "gauge",
          "1 when the gRPC port serves without TLS on a non-loopback address.",
          svc ? svc->transport == SERVICE_TRANSPORT_INSECURE : 0);
+  conn_guard_stats g;
+  conn_guard_stats_get(&g);
+  metric(&b, "cohort_connections_counted", "gauge",
+         "gRPC connections counted against --max-connections-per-address "
+         "(closed ones leave the count when their address is next looked "
+         "at).",
+         (double)g.open);
+  http_buf_printf(&b,
+                  "# HELP cohort_connections_refused_total gRPC connections "
+                  "closed as they were accepted: over the limit per address, "
+                  "or from an address banned for resets.\n"
+                  "# TYPE cohort_connections_refused_total counter\n"
+                  "cohort_connections_refused_total{reason=\"per_address\"} "
+                  "%ld\n"
+                  "cohort_connections_refused_total{reason=\"banned\"} "
+                  "%ld\n",
+                  g.refused_per_address, g.refused_banned);
+  metric(&b, "cohort_address_bans_total", "counter",
+         "Addresses banned for calls that never sent their message "
+         "(--max-resets-per-address; rapid reset).",
+         (double)g.bans);
   if (srv->rpc)
     http_rpc_stats_write(srv->rpc, &b);
   if (b.failed) {

@@ -107,6 +107,14 @@ static void test_metrics_describe_the_federation(void) {
   CU_ASSERT_EQUAL(sample(m, "cohort_dropouts_total"), 0);
   CU_ASSERT_EQUAL(sample(m, "cohort_transport_insecure"), 0);
   CU_ASSERT_EQUAL(sample(m, "cohort_dp_epsilon_spent"), 0);
+  /* The connection guard counts (the scrape's own connection is HTTP's);
+   * an honest fleet is never refused or banned. */
+  CU_ASSERT(sample(m, "cohort_connections_counted") >= 0);
+  CU_ASSERT_EQUAL(
+      sample(m, "cohort_connections_refused_total{reason=\"per_address\"}"), 0);
+  CU_ASSERT_EQUAL(
+      sample(m, "cohort_connections_refused_total{reason=\"banned\"}"), 0);
+  CU_ASSERT_EQUAL(sample(m, "cohort_address_bans_total"), 0);
   /* Every client registered once; uploads were answered and timed. */
   CU_ASSERT_EQUAL(
       sample(m, "cohort_rpc_requests_total{method=\"Register\",code=\"OK\"}"),

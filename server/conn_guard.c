@@ -1,0 +1,460 @@
+/* Per-address connection and reset limits at accept time (conn_guard.h).
+ *
+ * What is counted: each accepted connection of a guarded listener is
+ * recorded by its descriptor, with the socket's inode. gRPC closes sockets
+ * without telling us, so a record can outlive its socket; it leaves its
+ * address's count when its descriptor number is accepted again, or when
+ * the address reaches its limit and its records are checked (fstat: gone,
+ * or another inode). A check costs a scan of the records, so an address
+ * at its limit is checked at most every RECHECK_MS. */
+#define _GNU_SOURCE
+#include "conn_guard.h"
+
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "cohort_status.h"
+#include "log.h"
+
+#define BUCKETS 1024
+#define RECHECK_MS 100
+/* Log lines about refusals, at most one a second. */
+#define LOG_EVERY_MS 1000
+
+typedef struct addr_rec {
+  unsigned char key[16];
+  int open;
+  int64_t ban_until_ms;
+  double tokens; /* the reset budget */
+  int64_t refilled_ms;
+  int64_t checked_ms;
+  struct addr_rec *next;
+} addr_rec;
+
+typedef struct fd_rec {
+  addr_rec *addr; /* NULL: not a counted connection */
+  dev_t dev;
+  ino_t ino;
+} fd_rec;
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int g_armed;
+static int g_port;
+static conn_guard_limits g_lim;
+static addr_rec *g_addrs[BUCKETS];
+static fd_rec *g_fds;
+static size_t g_n_fds;
+static conn_guard_stats g_stats;
+static int64_t g_logged_ms;
+static long g_unlogged;
+
+static int64_t now_ms(void) { return (int64_t)(clock_mono_s() * 1000.0); }
+
+static void key_of_v4(const struct in_addr *a, unsigned char key[16]) {
+  memset(key, 0, 16);
+  key[10] = key[11] = 0xff;
+  memcpy(key + 12, a, 4);
+}
+
+static void key_of_v6(const struct in6_addr *a, unsigned char key[16]) {
+  memcpy(key, a, 16);
+  /* An IPv4 client of a dual-stack listener keeps its whole address. */
+  if (!IN6_IS_ADDR_V4MAPPED(a))
+    memset(key + 8, 0, 8);
+}
+
+static int key_of_sockaddr(const struct sockaddr_storage *ss,
+                           unsigned char key[16]) {
+  if (ss->ss_family == AF_INET)
+    key_of_v4(&((const struct sockaddr_in *)ss)->sin_addr, key);
+  else if (ss->ss_family == AF_INET6)
+    key_of_v6(&((const struct sockaddr_in6 *)ss)->sin6_addr, key);
+  else
+    return -1;
+  return 0;
+}
+
+int conn_guard_key_of_peer(const char *peer, unsigned char key[16]) {
+  char host[INET6_ADDRSTRLEN + 1];
+  const char *p, *end;
+  int v6;
+  if (strncmp(peer, "ipv4:", 5) == 0) {
+    p = peer + 5;
+    end = strrchr(p, ':');
+    v6 = 0;
+  } else if (strncmp(peer, "ipv6:", 5) == 0) {
+    /* "[::1]:5678", or percent-encoded, "%5B::1%5D:5678". */
+    p = peer + 5;
+    const char *close = "]";
+    if (*p == '[') {
+      p++;
+    } else if (strncmp(p, "%5B", 3) == 0 || strncmp(p, "%5b", 3) == 0) {
+      p += 3;
+      close = "%5";
+    } else {
+      return -1;
+    }
+    end = strstr(p, close);
+    v6 = 1;
+  } else {
+    return -1;
+  }
+  if (!end || end <= p || (size_t)(end - p) >= sizeof host)
+    return -1;
+  memcpy(host, p, (size_t)(end - p));
+  host[end - p] = '\0';
+  /* A zone ("fe80::1%25eth0") does not change whose network it is. */
+  char *zone = strchr(host, '%');
+  if (zone)
+    *zone = '\0';
+  if (v6) {
+    struct in6_addr a;
+    if (inet_pton(AF_INET6, host, &a) != 1)
+      return -1;
+    key_of_v6(&a, key);
+  } else {
+    struct in_addr a;
+    if (inet_pton(AF_INET, host, &a) != 1)
+      return -1;
+    key_of_v4(&a, key);
+  }
+  return 0;
+}
+
+static void key_text(const unsigned char key[16], char *out, size_t len) {
+  static const unsigned char mapped[12] = {0, 0, 0, 0, 0,    0,
+                                           0, 0, 0, 0, 0xff, 0xff};
+  if (memcmp(key, mapped, 12) == 0) {
+    inet_ntop(AF_INET, key + 12, out, (socklen_t)len);
+    return;
+  }
+  char a[INET6_ADDRSTRLEN];
+  inet_ntop(AF_INET6, key, a, sizeof a);
+  snprintf(out, len, "%s/64", a);
+}
+
+static size_t bucket_of(const unsigned char key[16]) {
+  uint32_t h = 2166136261u; /* FNV-1a */
+  for (int i = 0; i < 16; i++)
+    h = (h ^ key[i]) * 16777619u;
+  return h % BUCKETS;
+}
+
+/* Under g_mu. create: add a record when there is none (NULL if out of
+ * memory). */
+static addr_rec *addr_find(const unsigned char key[16], int create) {
+  addr_rec **head = &g_addrs[bucket_of(key)];
+  for (addr_rec *a = *head; a; a = a->next)
+    if (memcmp(a->key, key, 16) == 0)
+      return a;
+  if (!create)
+    return NULL;
+  addr_rec *a = calloc(1, sizeof *a);
+  if (!a)
+    return NULL;
+  memcpy(a->key, key, 16);
+  a->tokens = g_lim.resets_per_second;
+  a->refilled_ms = now_ms();
+  a->next = *head;
+  *head = a;
+  return a;
+}
+
+/* Under g_mu: frees a record that holds nothing (no connection, no ban);
+ * a fresh one would start with a full reset budget all the same. */
+static void addr_maybe_drop(addr_rec *a, int64_t now) {
+  if (a->open > 0 || a->ban_until_ms > now)
+    return;
+  addr_rec **p = &g_addrs[bucket_of(a->key)];
+  while (*p != a)
+    p = &(*p)->next;
+  *p = a->next;
+  free(a);
+}
+
+static void fd_forget(int fd, int64_t now) {
+  if (fd < 0 || (size_t)fd >= g_n_fds || !g_fds[fd].addr)
+    return;
+  addr_rec *a = g_fds[fd].addr;
+  g_fds[fd].addr = NULL;
+  a->open--;
+  g_stats.open--;
+  addr_maybe_drop(a, now);
+}
+
+/* 1 when fd is still the socket its record was made for. */
+static int fd_current(int fd) {
+  struct stat st;
+  return fstat(fd, &st) == 0 && st.st_dev == g_fds[fd].dev &&
+         st.st_ino == g_fds[fd].ino;
+}
+
+/* Under g_mu: drops a's records whose sockets are gone. */
+static void addr_recheck(addr_rec *a, int64_t now) {
+  a->checked_ms = now;
+  for (size_t fd = 0; fd < g_n_fds; fd++)
+    if (g_fds[fd].addr == a && !fd_current((int)fd)) {
+      g_fds[fd].addr = NULL;
+      a->open--;
+      g_stats.open--;
+    }
+}
+
+static int fd_record(int fd, addr_rec *a) {
+  if ((size_t)fd >= g_n_fds) {
+    size_t n = g_n_fds ? g_n_fds : 1024;
+    while (n <= (size_t)fd)
+      n *= 2;
+    fd_rec *grown = realloc(g_fds, n * sizeof *grown);
+    if (!grown)
+      return -1;
+    memset(grown + g_n_fds, 0, (n - g_n_fds) * sizeof *grown);
+    g_fds = grown;
+    g_n_fds = n;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0)
+    return -1;
+  g_fds[fd] = (fd_rec){.addr = a, .dev = st.st_dev, .ino = st.st_ino};
+  a->open++;
+  g_stats.open++;
+  return 0;
+}
+
+typedef enum verdict { ADMIT, OVER_LIMIT, BANNED } verdict;
+
+/* Under g_mu: whether the connection fd from ss may stay, counting it if
+ * so. Out of memory admits it uncounted: the guard never refuses honest
+ * clients for its own lack of memory. */
+static verdict admit(int fd, const struct sockaddr_storage *ss,
+                     unsigned char key[16], int *open) {
+  int64_t now = now_ms();
+  fd_forget(fd, now); /* the number's last socket is closed */
+  if (key_of_sockaddr(ss, key) != 0)
+    return ADMIT;
+  addr_rec *a = addr_find(key, 1);
+  if (!a)
+    return ADMIT;
+  verdict v = ADMIT;
+  if (a->ban_until_ms > now) {
+    v = BANNED;
+  } else if (g_lim.per_address && a->open >= g_lim.per_address) {
+    if (now - a->checked_ms >= RECHECK_MS)
+      addr_recheck(a, now);
+    if (a->open >= g_lim.per_address)
+      v = OVER_LIMIT;
+  }
+  *open = a->open;
+  if (v == ADMIT && fd_record(fd, a) != 0)
+    addr_maybe_drop(a, now);
+  if (v == OVER_LIMIT)
+    g_stats.refused_per_address++;
+  else if (v == BANNED)
+    g_stats.refused_banned++;
+  return v;
+}
+
+static void log_refusal(verdict v, const unsigned char key[16], int open) {
+  int64_t now = now_ms();
+  pthread_mutex_lock(&g_mu);
+  long before = g_unlogged;
+  int due = now - g_logged_ms >= LOG_EVERY_MS;
+  if (due) {
+    g_logged_ms = now;
+    g_unlogged = 0;
+  } else {
+    g_unlogged++;
+  }
+  int limit = g_lim.per_address;
+  pthread_mutex_unlock(&g_mu);
+  if (!due)
+    return;
+  char who[INET6_ADDRSTRLEN + 8];
+  key_text(key, who, sizeof who);
+  if (v == OVER_LIMIT)
+    log_warn("refused a connection from %s: it has %d open, the limit per "
+             "address (--max-connections-per-address %d); %ld more refused "
+             "since the last such line",
+             who, open, limit, before);
+  else
+    log_warn("refused a connection from %s: it is banned for resetting "
+             "calls (--max-resets-per-address); %ld more refused since the "
+             "last such line",
+             who, before);
+}
+
+/* 1 when lfd is a listener bound to the guarded port. */
+static int guarded(int lfd) {
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof ss;
+  if (getsockname(lfd, (struct sockaddr *)&ss, &len) != 0)
+    return 0;
+  int port = -1;
+  if (ss.ss_family == AF_INET)
+    port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  else if (ss.ss_family == AF_INET6)
+    port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+  return port == g_port;
+}
+
+/* libc's accept4, as every library of the process calls it. A connection
+ * the guard refuses is closed at once (its client sees the connection
+ * reset, and retries) and the next one taken, so that the listener is left
+ * drained as its caller expects. */
+__attribute__((visibility("default"))) int
+accept4(int lfd, struct sockaddr *addr, socklen_t *addr_len, int flags) {
+  for (;;) {
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    memset(&ss, 0, sizeof ss);
+    int fd = (int)syscall(SYS_accept4, lfd, &ss, &len, flags);
+    if (fd < 0)
+      return -1;
+    if (addr && addr_len) {
+      memcpy(addr, &ss, *addr_len < len ? *addr_len : len);
+      *addr_len = len;
+    }
+    if (!atomic_load(&g_armed))
+      return fd;
+    verdict v = ADMIT;
+    unsigned char key[16];
+    int open = 0;
+    pthread_mutex_lock(&g_mu);
+    if (g_port > 0 && guarded(lfd))
+      v = admit(fd, &ss, key, &open);
+    else
+      fd_forget(fd, now_ms()); /* another listener's: not counted */
+    pthread_mutex_unlock(&g_mu);
+    if (v == ADMIT)
+      return fd;
+    syscall(SYS_close, fd);
+    log_refusal(v, key, open);
+  }
+}
+
+/* Ends a connection under gRPC's feet, the descriptor staying gRPC's to
+ * close. connect() to AF_UNSPEC disconnects a TCP socket at once: what the
+ * client sent and gRPC has not read yet is dropped (shutdown() would leave
+ * it to be read, a flood still queued in the socket), the client gets a
+ * reset, and gRPC's next read fails. */
+static int abort_socket(int fd) {
+  struct sockaddr unspec;
+  memset(&unspec, 0, sizeof unspec);
+  unspec.sa_family = AF_UNSPEC;
+  int ok = connect(fd, &unspec, sizeof unspec) == 0;
+  return shutdown(fd, SHUT_RDWR) == 0 || ok;
+}
+
+/* Under g_mu: a's budget refilled to now. */
+static void refill(addr_rec *a, int64_t now) {
+  double burst = g_lim.resets_per_second;
+  a->tokens += (double)(now - a->refilled_ms) * burst / 1000.0;
+  if (a->tokens > burst)
+    a->tokens = burst;
+  a->refilled_ms = now;
+}
+
+/* Under g_mu: bans a and aborts its connections; how many. */
+static int ban(addr_rec *a, int64_t now) {
+  a->ban_until_ms = now + g_lim.ban_ms;
+  a->tokens = g_lim.resets_per_second;
+  g_stats.bans++;
+  int closed = 0;
+  /* A descriptor closed and given to another socket between the check
+   * and the abort would cut that one instead: its client reconnects. */
+  for (size_t fd = 0; fd < g_n_fds; fd++)
+    if (g_fds[fd].addr == a && fd_current((int)fd) && abort_socket((int)fd))
+      closed++;
+  return closed;
+}
+
+void conn_guard_call(void *ctx, const char *peer, rpc_call_event ev) {
+  (void)ctx;
+  unsigned char key[16];
+  if (!atomic_load(&g_armed) || !g_lim.resets_per_second ||
+      conn_guard_key_of_peer(peer, key) != 0)
+    return;
+  int64_t now = now_ms();
+  int closed = -1;
+  pthread_mutex_lock(&g_mu);
+  addr_rec *a = addr_find(key, 0);
+  if (a && a->ban_until_ms <= now) {
+    refill(a, now);
+    if (ev == RPC_CALL_SETTLED) {
+      if (a->tokens + 1 <= g_lim.resets_per_second)
+        a->tokens += 1;
+    } else if ((a->tokens -= 1) < 0) {
+      closed = ban(a, now);
+    }
+  }
+  pthread_mutex_unlock(&g_mu);
+  if (closed < 0)
+    return;
+  char who[INET6_ADDRSTRLEN + 8];
+  key_text(key, who, sizeof who);
+  log_warn("%s has more than %d calls without their request message "
+           "(reset or left by the client; --max-resets-per-address): its %d "
+           "connections are closed and it is refused new ones for %d ms",
+           who, g_lim.resets_per_second, closed, g_lim.ban_ms);
+}
+
+int conn_guard_start(int port, const conn_guard_limits *lim, char *err,
+                     size_t err_len) {
+  if (port <= 0 || lim->per_address < 0 || lim->resets_per_second < 0 ||
+      lim->ban_ms < 0) {
+    snprintf(err, err_len, "connection guard: bad port or negative limit");
+    return COHORT_EINVAL;
+  }
+  /* The definition above must be the one libgrpc reaches. */
+  if (dlsym(RTLD_DEFAULT, "accept4") != (void *)accept4) {
+    snprintf(err, err_len,
+             "the per-address connection limits need this program's accept4 "
+             "to come before libc's, and it does not (a static build?)");
+    return COHORT_EINVAL;
+  }
+  pthread_mutex_lock(&g_mu);
+  g_port = port;
+  g_lim = *lim;
+  pthread_mutex_unlock(&g_mu);
+  atomic_store(&g_armed, 1);
+  return COHORT_OK;
+}
+
+void conn_guard_stop(void) {
+  atomic_store(&g_armed, 0);
+  pthread_mutex_lock(&g_mu);
+  for (size_t i = 0; i < BUCKETS; i++) {
+    addr_rec *a = g_addrs[i];
+    while (a) {
+      addr_rec *next = a->next;
+      free(a);
+      a = next;
+    }
+    g_addrs[i] = NULL;
+  }
+  free(g_fds);
+  g_fds = NULL;
+  g_n_fds = 0;
+  g_port = 0;
+  memset(&g_stats, 0, sizeof g_stats);
+  pthread_mutex_unlock(&g_mu);
+}
+
+void conn_guard_stats_get(conn_guard_stats *out) {
+  pthread_mutex_lock(&g_mu);
+  *out = g_stats;
+  pthread_mutex_unlock(&g_mu);
+}

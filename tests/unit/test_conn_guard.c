@@ -1,0 +1,244 @@
+/* The connection guard (server/conn_guard.h) on real loopback sockets:
+ * this program links it, so its accept4() is the one every call here
+ * reaches, as gRPC's does in cohort-server. An address over its
+ * connection limit has the extra connections closed as they are accepted,
+ * others are not affected, a closed connection frees its place; an
+ * address whose calls arrive and never settle (a rapid reset) is banned,
+ * its open connection aborted and new ones refused until the ban ends;
+ * honest calls, each settled, never spend the budget. */
+#define _GNU_SOURCE
+#include <CUnit/CUnit.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cohort_status.h"
+#include "conn_guard.h"
+#include "cunit_main.h"
+
+static void sleep_ms(int ms) {
+  nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
+}
+
+static int listener(int *port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+      listen(fd, 64) != 0 || getsockname(fd, (struct sockaddr *)&a, &len))
+    return -1;
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+/* A client connection to port from source address src ("127.0.0.2"). */
+static int dial(const char *src, int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in s = {.sin_family = AF_INET};
+  struct sockaddr_in d = {.sin_family = AF_INET, .sin_port = htons(port)};
+  inet_pton(AF_INET, src, &s.sin_addr);
+  d.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || bind(fd, (struct sockaddr *)&s, sizeof s) != 0 ||
+      connect(fd, (struct sockaddr *)&d, sizeof d) != 0)
+    return -1;
+  return fd;
+}
+
+/* What the listener's owner gets: the connections the guard admits, as
+ * gRPC would take them (nonblocking, until EAGAIN). */
+static int accept_all(int lfd, int *out, int max) {
+  int n = 0;
+  sleep_ms(50); /* the handshakes are done */
+  for (;;) {
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    int fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK);
+    if (fd < 0) {
+      CU_ASSERT(errno == EAGAIN || errno == EWOULDBLOCK);
+      return n;
+    }
+    CU_ASSERT(len == sizeof(struct sockaddr_in));
+    if (n < max)
+      out[n++] = fd;
+    else
+      close(fd);
+  }
+}
+
+/* 1 when the client's connection was closed or reset by the other side
+ * within ms. */
+static int dropped_within(int fd, int ms) {
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  if (poll(&p, 1, ms) != 1)
+    return 0;
+  char b;
+  return recv(fd, &b, 1, MSG_DONTWAIT) <= 0;
+}
+
+static int dropped(int fd) { return dropped_within(fd, 1000); }
+
+static void peer_name(int client, char *out, size_t len) {
+  struct sockaddr_in a;
+  socklen_t alen = sizeof a;
+  char ip[INET_ADDRSTRLEN];
+  getsockname(client, (struct sockaddr *)&a, &alen);
+  inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+  snprintf(out, len, "ipv4:%s:%d", ip, ntohs(a.sin_port));
+}
+
+static void test_keys(void) {
+  unsigned char a[16], b[16];
+  CU_ASSERT_EQUAL(conn_guard_key_of_peer("ipv4:10.1.2.3:5678", a), 0);
+  CU_ASSERT_EQUAL(conn_guard_key_of_peer("ipv6:[::ffff:10.1.2.3]:99", b), 0);
+  CU_ASSERT_EQUAL(memcmp(a, b, 16), 0); /* an IPv4 client of a v6 socket */
+  CU_ASSERT_EQUAL(conn_guard_key_of_peer("ipv4:10.1.2.4:5678", b), 0);
+  CU_ASSERT_NOT_EQUAL(memcmp(a, b, 16), 0);
+  /* One /64 is one address; the next /64 is another. */
+  CU_ASSERT_EQUAL(conn_guard_key_of_peer("ipv6:[2001:db8:0:1::1]:1", a), 0);
+  CU_ASSERT_EQUAL(
+      conn_guard_key_of_peer("ipv6:%5B2001:db8:0:1:ffff::9%5D:2", b), 0);
+  CU_ASSERT_EQUAL(memcmp(a, b, 16), 0);
+  CU_ASSERT_EQUAL(conn_guard_key_of_peer("ipv6:[fe80::1%25eth0]:3", b), 0);
+  CU_ASSERT_EQUAL(conn_guard_key_of_peer("ipv6:[2001:db8:0:2::1]:1", b), 0);
+  CU_ASSERT_NOT_EQUAL(memcmp(a, b, 16), 0);
+  static const char *bad[] = {
+      "unix:/tmp/s",  "ipv4:", "ipv4:1.2.3:4", "ipv6:::1:5",      "ipv6:[::1",
+      "ipv4:1.2.3.4", "",      "ipv6:[]:1",    "ipv4:999.1.1.1:1"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    CU_ASSERT_EQUAL(conn_guard_key_of_peer(bad[i], a), -1);
+}
+
+static void test_connection_limit(void) {
+  int port, other_port;
+  int lfd = listener(&port), other = listener(&other_port);
+  CU_ASSERT_FATAL(lfd >= 0 && other >= 0);
+  char err[256];
+  conn_guard_limits lim = {.per_address = 2};
+  CU_ASSERT_EQUAL_FATAL(conn_guard_start(port, &lim, err, sizeof err),
+                        COHORT_OK);
+  int c[4], s[8];
+  for (int i = 0; i < 3; i++)
+    c[i] = dial("127.0.0.2", port);
+  c[3] = dial("127.0.0.3", port);
+  CU_ASSERT_FATAL(c[0] >= 0 && c[1] >= 0 && c[2] >= 0 && c[3] >= 0);
+  /* Two of 127.0.0.2's and 127.0.0.3's one; the third closed. */
+  int n = accept_all(lfd, s, 8);
+  CU_ASSERT_EQUAL(n, 3);
+  CU_ASSERT(dropped(c[2]));
+  CU_ASSERT_FALSE(dropped(c[0]));
+  conn_guard_stats st;
+  conn_guard_stats_get(&st);
+  CU_ASSERT_EQUAL(st.refused_per_address, 1);
+  CU_ASSERT_EQUAL(st.open, 3);
+  /* Its connection closed, an address gets its place back, also while
+   * the descriptor's number holds another file (the record is checked
+   * against the socket's inode). */
+  close(s[0]);
+  FILE *hold = fopen("/dev/null", "r");
+  close(c[0]);
+  sleep_ms(150);
+  int again = dial("127.0.0.2", port);
+  int s2[2];
+  CU_ASSERT_EQUAL(accept_all(lfd, s2, 2), 1);
+  /* Another listener's connections are not counted. */
+  int o[3], so[3];
+  for (int i = 0; i < 3; i++)
+    o[i] = dial("127.0.0.2", other_port);
+  CU_ASSERT_EQUAL(accept_all(other, so, 3), 3);
+  for (int i = 0; i < 3; i++) {
+    close(o[i]);
+    close(so[i]);
+  }
+  conn_guard_stop();
+  if (hold)
+    fclose(hold);
+  close(again);
+  close(s2[0]);
+  for (int i = 1; i < 4; i++)
+    close(c[i]);
+  for (int i = 1; i < n; i++)
+    close(s[i]);
+  close(lfd);
+  close(other);
+}
+
+static void test_reset_budget(void) {
+  int port;
+  int lfd = listener(&port);
+  CU_ASSERT_FATAL(lfd >= 0);
+  char err[256];
+  conn_guard_limits lim = {.resets_per_second = 8, .ban_ms = 400};
+  CU_ASSERT_EQUAL_FATAL(conn_guard_start(port, &lim, err, sizeof err),
+                        COHORT_OK);
+  int c = dial("127.0.0.4", port), s;
+  CU_ASSERT_EQUAL_FATAL(accept_all(lfd, &s, 1), 1);
+  char peer[64];
+  peer_name(c, peer, sizeof peer);
+  /* Honest calls settle: a thousand of them spend nothing. */
+  for (int i = 0; i < 1000; i++) {
+    conn_guard_call(NULL, peer, RPC_CALL_ARRIVED);
+    conn_guard_call(NULL, peer, RPC_CALL_SETTLED);
+  }
+  /* As many unsettled as the budget are allowed, too. */
+  for (int i = 0; i < 8; i++)
+    conn_guard_call(NULL, peer, RPC_CALL_ARRIVED);
+  conn_guard_stats st;
+  conn_guard_stats_get(&st);
+  CU_ASSERT_EQUAL(st.bans, 0);
+  /* Not waiting long: the budget refills at 8 a second. */
+  CU_ASSERT_FALSE(dropped_within(c, 20));
+  /* One more: banned, its connection aborted, a new one refused. */
+  conn_guard_call(NULL, peer, RPC_CALL_ARRIVED);
+  conn_guard_stats_get(&st);
+  CU_ASSERT_EQUAL(st.bans, 1);
+  CU_ASSERT(dropped(c));
+  char b;
+  errno = 0;
+  CU_ASSERT(recv(s, &b, 1, MSG_DONTWAIT) <= 0 && errno != EAGAIN);
+  int c2 = dial("127.0.0.4", port), s2;
+  CU_ASSERT_EQUAL(accept_all(lfd, &s2, 1), 0);
+  CU_ASSERT(dropped(c2));
+  conn_guard_stats_get(&st);
+  CU_ASSERT_EQUAL(st.refused_banned, 1);
+  /* Another address is not banned; the ban ends. */
+  int c3 = dial("127.0.0.5", port), s3;
+  CU_ASSERT_EQUAL(accept_all(lfd, &s3, 1), 1);
+  sleep_ms(450);
+  int c4 = dial("127.0.0.4", port), s4;
+  CU_ASSERT_EQUAL(accept_all(lfd, &s4, 1), 1);
+  conn_guard_stop();
+  int fds[] = {c, s, c2, c3, s3, c4, s4, lfd};
+  for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+    close(fds[i]);
+}
+
+static void test_bad_limits(void) {
+  char err[256] = "";
+  conn_guard_limits lim = {.per_address = -1};
+  CU_ASSERT_EQUAL(conn_guard_start(1234, &lim, err, sizeof err), COHORT_EINVAL);
+  CU_ASSERT(strstr(err, "negative") != NULL);
+  lim.per_address = 1;
+  CU_ASSERT_EQUAL(conn_guard_start(0, &lim, err, sizeof err), COHORT_EINVAL);
+}
+
+int cohort_register_suites(void) {
+  static const test_case tests[] = {
+      {"peer names to address keys: IPv4, mapped IPv4, an IPv6 /64", test_keys},
+      {"connections over the per-address limit are closed as accepted; "
+       "others and other listeners are not",
+       test_connection_limit},
+      {"calls that never settle ban the address and abort its connection; "
+       "settled ones spend nothing",
+       test_reset_budget},
+      {"a negative limit or no port is refused", test_bad_limits},
+  };
+  return test_add_suite("conn_guard", NULL, NULL, tests,
+                        sizeof tests / sizeof tests[0]);
+}
