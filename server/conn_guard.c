@@ -31,6 +31,8 @@
 
 #define BUCKETS 1024
 #define RECHECK_MS 100
+/* How often records that hold nothing are looked for and freed. */
+#define SWEEP_MS 1000
 /* Log lines about refusals, at most one a second. */
 #define LOG_EVERY_MS 1000
 
@@ -60,6 +62,7 @@ static size_t g_n_fds;
 static conn_guard_stats g_stats;
 static int64_t g_logged_ms;
 static long g_unlogged;
+static int64_t g_swept_ms;
 
 static int64_t now_ms(void) { return (int64_t)(clock_mono_s() * 1000.0); }
 
@@ -170,19 +173,62 @@ static addr_rec *addr_find(const unsigned char key[16], int create) {
   a->refilled_ms = now_ms();
   a->next = *head;
   *head = a;
+  g_stats.addresses++;
   return a;
 }
 
-/* Under g_mu: frees a record that holds nothing (no connection, no ban);
- * a fresh one would start with a full reset budget all the same. */
-static void addr_maybe_drop(addr_rec *a, int64_t now) {
+/* Under g_mu: a's budget refilled to now. */
+static void refill(addr_rec *a, int64_t now) {
+  double burst = g_lim.resets_per_second;
+  a->tokens += (double)(now - a->refilled_ms) * burst / 1000.0;
+  if (a->tokens > burst)
+    a->tokens = burst;
+  a->refilled_ms = now;
+}
+
+/* Under g_mu: 1 when a holds nothing that a fresh record would not: no
+ * connection, no ban, a full reset budget. Freeing a record whose budget
+ * is spent would give its address a new one: closing its connection and
+ * connecting again would reset as many calls as it likes. */
+static int addr_idle(addr_rec *a, int64_t now) {
   if (a->open > 0 || a->ban_until_ms > now)
+    return 0;
+  refill(a, now);
+  return a->tokens >= g_lim.resets_per_second;
+}
+
+static void addr_free(addr_rec **link) {
+  addr_rec *a = *link;
+  *link = a->next;
+  free(a);
+  g_stats.addresses--;
+}
+
+/* Under g_mu: frees a record that holds nothing (addr_idle). */
+static void addr_maybe_drop(addr_rec *a, int64_t now) {
+  if (!addr_idle(a, now))
     return;
   addr_rec **p = &g_addrs[bucket_of(a->key)];
   while (*p != a)
     p = &(*p)->next;
-  *p = a->next;
-  free(a);
+  addr_free(p);
+}
+
+/* Under g_mu, at most every SWEEP_MS: frees the records that came to hold
+ * nothing while no connection of theirs was looked at (a ban or a spent
+ * budget that has run out since), so the table holds the addresses with
+ * connections and those banned or resetting lately, not every address
+ * ever seen. */
+static void addr_sweep(int64_t now) {
+  if (now - g_swept_ms < SWEEP_MS)
+    return;
+  g_swept_ms = now;
+  for (size_t i = 0; i < BUCKETS; i++)
+    for (addr_rec **p = &g_addrs[i]; *p;)
+      if (addr_idle(*p, now))
+        addr_free(p);
+      else
+        p = &(*p)->next;
 }
 
 static void fd_forget(int fd, int64_t now) {
@@ -243,6 +289,7 @@ static verdict admit(int fd, const struct sockaddr_storage *ss,
                      unsigned char key[16], int *open) {
   int64_t now = now_ms();
   fd_forget(fd, now); /* the number's last socket is closed */
+  addr_sweep(now);
   if (key_of_sockaddr(ss, key) != 0)
     return ADMIT;
   addr_rec *a = addr_find(key, 1);
@@ -356,15 +403,6 @@ static int abort_socket(int fd) {
   unspec.sa_family = AF_UNSPEC;
   int ok = connect(fd, &unspec, sizeof unspec) == 0;
   return shutdown(fd, SHUT_RDWR) == 0 || ok;
-}
-
-/* Under g_mu: a's budget refilled to now. */
-static void refill(addr_rec *a, int64_t now) {
-  double burst = g_lim.resets_per_second;
-  a->tokens += (double)(now - a->refilled_ms) * burst / 1000.0;
-  if (a->tokens > burst)
-    a->tokens = burst;
-  a->refilled_ms = now;
 }
 
 /* Under g_mu: bans a and aborts its connections; how many. */

@@ -38,6 +38,8 @@ typedef struct conn_guard_stats {
   long refused_per_address;
   long refused_banned;
   long bans;
+  long addresses; /* addresses with a record: connections, a ban, or a
+                     budget not yet refilled */
 } conn_guard_stats;
 
 /* Guards the listeners bound to port (any address family), from now on:

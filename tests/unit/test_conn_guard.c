@@ -10,6 +10,7 @@
 #include <CUnit/CUnit.h>
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
@@ -219,6 +220,105 @@ static void test_reset_budget(void) {
     close(fds[i]);
 }
 
+/* Fills the free descriptor numbers below fd with /dev/null, so that the
+ * next one to be freed and taken again is the lowest; how many (their
+ * numbers in out). */
+static int fill_below(int fd, int *out, int max) {
+  int n = 0;
+  for (int f; n < max && (f = open("/dev/null", O_RDONLY)) >= 0;) {
+    if (f > fd) {
+      close(f);
+      break;
+    }
+    out[n++] = f;
+  }
+  return n;
+}
+
+/* A client that spent its address's budget, closed its connection and
+ * connects again has spent it still: its new connection takes the old
+ * one's descriptor number, where the guard forgets the old connection and
+ * (before) the address with it, budget and all. */
+static void test_budget_outlives_connections(void) {
+  int port;
+  int lfd = listener(&port);
+  CU_ASSERT_FATAL(lfd >= 0);
+  char err[256];
+  conn_guard_limits lim = {.resets_per_second = 2, .ban_ms = 400};
+  CU_ASSERT_EQUAL_FATAL(conn_guard_start(port, &lim, err, sizeof err),
+                        COHORT_OK);
+  int c = dial("127.0.0.6", port), s;
+  CU_ASSERT_EQUAL_FATAL(accept_all(lfd, &s, 1), 1);
+  char peer[64];
+  peer_name(c, peer, sizeof peer);
+  for (int i = 0; i < 2; i++)
+    conn_guard_call(NULL, peer, RPC_CALL_ARRIVED);
+  close(c);
+  int holes[64];
+  int n_holes = fill_below(s, holes, 64);
+  int c2 = dial("127.0.0.6", port), s2;
+  close(s);
+  CU_ASSERT_EQUAL_FATAL(accept_all(lfd, &s2, 1), 1);
+  CU_ASSERT_EQUAL(s2, s); /* the old connection's number */
+  conn_guard_stats st;
+  conn_guard_stats_get(&st);
+  CU_ASSERT_EQUAL(st.open, 1);
+  CU_ASSERT_EQUAL(st.bans, 0);
+  /* Well within the half second a token takes to come back. */
+  peer_name(c2, peer, sizeof peer);
+  conn_guard_call(NULL, peer, RPC_CALL_ARRIVED);
+  conn_guard_stats_get(&st);
+  CU_ASSERT_EQUAL(st.bans, 1);
+  CU_ASSERT(dropped(c2));
+  conn_guard_stop();
+  for (int i = 0; i < n_holes; i++)
+    close(holes[i]);
+  close(c2);
+  close(s2);
+  close(lfd);
+}
+
+/* The guard keeps records of the addresses with connections, bans, or a
+ * budget still refilling, and frees the rest, also those whose ban ended
+ * after their connections were gone: an attacker with many addresses (an
+ * IPv6 /48 has 65,536 /64s) cannot grow the table by getting each
+ * banned. */
+static void test_records_freed(void) {
+  int port;
+  int lfd = listener(&port);
+  CU_ASSERT_FATAL(lfd >= 0);
+  char err[256];
+  conn_guard_limits lim = {.resets_per_second = 2, .ban_ms = 200};
+  CU_ASSERT_EQUAL_FATAL(conn_guard_start(port, &lim, err, sizeof err),
+                        COHORT_OK);
+  int c = dial("127.0.0.7", port), s;
+  CU_ASSERT_EQUAL_FATAL(accept_all(lfd, &s, 1), 1);
+  char peer[64];
+  peer_name(c, peer, sizeof peer);
+  for (int i = 0; i < 3; i++)
+    conn_guard_call(NULL, peer, RPC_CALL_ARRIVED);
+  conn_guard_stats st;
+  conn_guard_stats_get(&st);
+  CU_ASSERT_EQUAL(st.bans, 1);
+  /* Its connection closed during the ban, its number taken again. */
+  close(c);
+  close(s);
+  int c2 = dial("127.0.0.8", port), s2;
+  CU_ASSERT_EQUAL_FATAL(accept_all(lfd, &s2, 1), 1);
+  conn_guard_stats_get(&st);
+  CU_ASSERT_EQUAL(st.addresses, 2);
+  sleep_ms(1100); /* the ban over, and a sweep due */
+  int c3 = dial("127.0.0.9", port), s3;
+  CU_ASSERT_EQUAL_FATAL(accept_all(lfd, &s3, 1), 1);
+  conn_guard_stats_get(&st);
+  CU_ASSERT_EQUAL(st.open, st.addresses);
+  CU_ASSERT(st.addresses <= 2); /* 127.0.0.7's record freed */
+  conn_guard_stop();
+  int fds[] = {c2, s2, c3, s3, lfd};
+  for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+    close(fds[i]);
+}
+
 static void test_bad_limits(void) {
   char err[256] = "";
   conn_guard_limits lim = {.per_address = -1};
@@ -237,6 +337,12 @@ int cohort_register_suites(void) {
       {"calls that never settle ban the address and abort its connection; "
        "settled ones spend nothing",
        test_reset_budget},
+      {"an address's spent budget outlives its connection: connecting "
+       "again does not refill it",
+       test_budget_outlives_connections},
+      {"records of addresses that hold nothing, banned ones included once "
+       "the ban ends, are freed",
+       test_records_freed},
       {"a negative limit or no port is refused", test_bad_limits},
   };
   return test_add_suite("conn_guard", NULL, NULL, tests,
