@@ -432,8 +432,12 @@ void conn_guard_call(void *ctx, const char *peer, rpc_call_event ev) {
   if (a && a->ban_until_ms <= now) {
     refill(a, now);
     if (ev == RPC_CALL_SETTLED) {
-      if (a->tokens + 1 <= g_lim.resets_per_second)
-        a->tokens += 1;
+      /* What the call took, up to a full budget: the refill since its
+       * headers may have given part of it back already, and dropping the
+       * whole token then would let honest calls drain the budget. */
+      a->tokens += 1;
+      if (a->tokens > g_lim.resets_per_second)
+        a->tokens = g_lim.resets_per_second;
     } else if ((a->tokens -= 1) < 0) {
       closed = ban(a, now);
     }

@@ -187,6 +187,13 @@ static void test_reset_budget(void) {
     conn_guard_call(NULL, peer, RPC_CALL_ARRIVED);
     conn_guard_call(NULL, peer, RPC_CALL_SETTLED);
   }
+  /* Also when the budget refills a little between a call's headers and
+   * its message: the call gives back what it took (up to the budget). */
+  for (int i = 0; i < 10; i++) {
+    conn_guard_call(NULL, peer, RPC_CALL_ARRIVED);
+    sleep_ms(3);
+    conn_guard_call(NULL, peer, RPC_CALL_SETTLED);
+  }
   /* As many unsettled as the budget are allowed, too. */
   for (int i = 0; i < 8; i++)
     conn_guard_call(NULL, peer, RPC_CALL_ARRIVED);
