@@ -3,8 +3,8 @@
  * one address holds open, and how many of its calls it may reset (or
  * abandon) before their answer, the rapid reset of CVE-2023-44487. Over
  * the reset budget, the address's connections are shut down and it is
- * refused new ones for a while (docs/reliability.md, "Connections per
- * address" and "Rapid reset").
+ * refused new ones for a while (docs/reliability.md, "The limits, layer
+ * by layer", "Mind NAT" and "Rapid reset").
  *
  * An address is an IPv4 address, or an IPv6 /64 (one subscriber's network:
  * an attacker holding a /64 has 2^64 addresses). Unix-socket connections
