@@ -1049,9 +1049,15 @@ static void test_connections_per_address(void) {
   for (int i = 0; i < CONNS; i++)
     if (c[i].fd >= 0)
       h2_close(&c[i]);
-  /* The guard looks again at most every 100 ms. */
-  nanosleep(&(struct timespec){0, 300000000L}, NULL);
-  CU_ASSERT_FALSE(refused_at_once("127.0.0.100"));
+  /* Once the coordinator has closed its side (the guard looks again at
+   * most every 100 ms), the address connects again; a loaded, sanitized
+   * coordinator may take a while to close them. */
+  int refused = 1;
+  for (int i = 0; i < 20 && refused; i++) {
+    nanosleep(&(struct timespec){0, 300000000L}, NULL);
+    refused = refused_at_once("127.0.0.100");
+  }
+  CU_ASSERT_FALSE(refused);
   CU_ASSERT(wait_committed(before + 1, 30) > before);
   fed_stop(&f, 0);
 }
