@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -54,7 +55,13 @@ typedef struct fd_rec {
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int g_armed;
-static int g_port;
+/* The listeners guarded: sockets listening on the port at start. */
+#define MAX_LISTENERS 16
+static struct listener {
+  dev_t dev;
+  ino_t ino;
+} g_listeners[MAX_LISTENERS];
+static int g_n_listeners;
 static conn_guard_limits g_lim;
 static addr_rec *g_addrs[BUCKETS];
 static fd_rec *g_fds;
@@ -343,18 +350,50 @@ static void log_refusal(verdict v, const unsigned char key[16], int open) {
              who, before);
 }
 
-/* 1 when lfd is a listener bound to the guarded port. */
-static int guarded(int lfd) {
+/* The port a socket is bound to, or -1. */
+static int port_of(int fd) {
   struct sockaddr_storage ss;
   socklen_t len = sizeof ss;
-  if (getsockname(lfd, (struct sockaddr *)&ss, &len) != 0)
-    return 0;
-  int port = -1;
+  if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+    return -1;
   if (ss.ss_family == AF_INET)
-    port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-  else if (ss.ss_family == AF_INET6)
-    port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-  return port == g_port;
+    return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  if (ss.ss_family == AF_INET6)
+    return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+  return -1;
+}
+
+/* Under g_mu: 1 when lfd is one of the guarded listeners. By the socket,
+ * not its port: another listener on the same port number at another
+ * address (the HTTP side port, say) is not gRPC's. */
+static int guarded(int lfd) {
+  struct stat st;
+  if (fstat(lfd, &st) != 0)
+    return 0;
+  for (int i = 0; i < g_n_listeners; i++)
+    if (g_listeners[i].dev == st.st_dev && g_listeners[i].ino == st.st_ino)
+      return 1;
+  return 0;
+}
+
+/* Under g_mu: records the sockets listening on port now (gRPC's, bound
+ * and listening once rpc_server_start has returned); how many. */
+static int find_listeners(int port) {
+  g_n_listeners = 0;
+  struct rlimit rl;
+  int max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536
+                ? (int)rl.rlim_cur
+                : 65536;
+  for (int fd = 0; fd < max && g_n_listeners < MAX_LISTENERS; fd++) {
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    struct stat st;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 &&
+        listening && port_of(fd) == port && fstat(fd, &st) == 0)
+      g_listeners[g_n_listeners++] =
+          (struct listener){.dev = st.st_dev, .ino = st.st_ino};
+  }
+  return g_n_listeners;
 }
 
 /* libc's accept4, as every library of the process calls it. A connection
@@ -380,7 +419,7 @@ accept4(int lfd, struct sockaddr *addr, socklen_t *addr_len, int flags) {
     unsigned char key[16];
     int open = 0;
     pthread_mutex_lock(&g_mu);
-    if (g_port > 0 && guarded(lfd))
+    if (guarded(lfd))
       v = admit(fd, &ss, key, &open);
     else
       fd_forget(fd, now_ms()); /* another listener's: not counted */
@@ -468,9 +507,14 @@ int conn_guard_start(int port, const conn_guard_limits *lim, char *err,
     return COHORT_EINVAL;
   }
   pthread_mutex_lock(&g_mu);
-  g_port = port;
+  int found = find_listeners(port);
   g_lim = *lim;
   pthread_mutex_unlock(&g_mu);
+  if (!found) {
+    snprintf(err, err_len, "connection guard: no socket listens on port %d",
+             port);
+    return COHORT_EINVAL;
+  }
   atomic_store(&g_armed, 1);
   return COHORT_OK;
 }
@@ -490,7 +534,7 @@ void conn_guard_stop(void) {
   free(g_fds);
   g_fds = NULL;
   g_n_fds = 0;
-  g_port = 0;
+  g_n_listeners = 0;
   memset(&g_stats, 0, sizeof g_stats);
   pthread_mutex_unlock(&g_mu);
 }

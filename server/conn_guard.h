@@ -42,10 +42,12 @@ typedef struct conn_guard_stats {
                      budget not yet refilled */
 } conn_guard_stats;
 
-/* Guards the listeners bound to port (any address family), from now on:
- * connections accepted before are not counted. One guard per process.
- * COHORT_OK, or COHORT_EINVAL with err set when accept4 is not
- * interposed or a limit is negative. */
+/* Guards the sockets listening on port now (gRPC's: call it once
+ * rpc_server_start has returned), from now on: connections accepted
+ * before are not counted, nor those of listeners made later, on another
+ * address, with the same port number. One guard per process. COHORT_OK,
+ * or COHORT_EINVAL with err set when accept4 is not interposed, nothing
+ * listens on port or a limit is negative. */
 int conn_guard_start(int port, const conn_guard_limits *lim, char *err,
                      size_t err_len);
 /* Stops guarding and forgets every address. */

@@ -148,15 +148,35 @@ static void test_connection_limit(void) {
   int again = dial("127.0.0.2", port);
   int s2[2];
   CU_ASSERT_EQUAL(accept_all(lfd, s2, 2), 1);
-  /* Another listener's connections are not counted. */
-  int o[3], so[3];
-  for (int i = 0; i < 3; i++)
-    o[i] = dial("127.0.0.2", other_port);
-  CU_ASSERT_EQUAL(accept_all(other, so, 3), 3);
-  for (int i = 0; i < 3; i++) {
-    close(o[i]);
-    close(so[i]);
+  /* Another listener's connections are not counted: one on another port,
+   * and one made after the start on the guarded port number at another
+   * address (as the HTTP side port could be). */
+  int same = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+  inet_pton(AF_INET, "127.0.0.7", &a.sin_addr);
+  CU_ASSERT_FATAL(same >= 0 &&
+                  bind(same, (struct sockaddr *)&a, sizeof a) == 0 &&
+                  listen(same, 8) == 0);
+  int ports[2] = {other_port, port}, lfds[2] = {other, same};
+  for (int k = 0; k < 2; k++) {
+    int o[3], so[3];
+    for (int i = 0; i < 3; i++) {
+      o[i] = socket(AF_INET, SOCK_STREAM, 0);
+      struct sockaddr_in src = {.sin_family = AF_INET};
+      struct sockaddr_in dst = {.sin_family = AF_INET,
+                                .sin_port = htons(ports[k])};
+      inet_pton(AF_INET, "127.0.0.2", &src.sin_addr);
+      inet_pton(AF_INET, k ? "127.0.0.7" : "127.0.0.1", &dst.sin_addr);
+      CU_ASSERT(bind(o[i], (struct sockaddr *)&src, sizeof src) == 0 &&
+                connect(o[i], (struct sockaddr *)&dst, sizeof dst) == 0);
+    }
+    CU_ASSERT_EQUAL(accept_all(lfds[k], so, 3), 3);
+    for (int i = 0; i < 3; i++) {
+      close(o[i]);
+      close(so[i]);
+    }
   }
+  close(same);
   conn_guard_stop();
   if (hold)
     fclose(hold);
@@ -338,6 +358,12 @@ static void test_bad_limits(void) {
   CU_ASSERT(strstr(err, "negative") != NULL);
   lim.per_address = 1;
   CU_ASSERT_EQUAL(conn_guard_start(0, &lim, err, sizeof err), COHORT_EINVAL);
+  /* A port nothing listens on (one just closed). */
+  int port;
+  int lfd = listener(&port);
+  close(lfd);
+  CU_ASSERT_EQUAL(conn_guard_start(port, &lim, err, sizeof err), COHORT_EINVAL);
+  CU_ASSERT(strstr(err, "no socket listens") != NULL);
 }
 
 int cohort_register_suites(void) {
@@ -355,7 +381,8 @@ int cohort_register_suites(void) {
       {"records of addresses that hold nothing, banned ones included once "
        "the ban ends, are freed",
        test_records_freed},
-      {"a negative limit or no port is refused", test_bad_limits},
+      {"a negative limit, no port or a port nothing listens on is refused",
+       test_bad_limits},
   };
   return test_add_suite("conn_guard", NULL, NULL, tests,
                         sizeof tests / sizeof tests[0]);
