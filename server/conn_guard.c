@@ -29,6 +29,7 @@
 #include "clock.h"
 #include "cohort_status.h"
 #include "log.h"
+#include "rpc_peer.h"
 
 #define BUCKETS 1024
 #define RECHECK_MS 100
@@ -38,7 +39,7 @@
 #define LOG_EVERY_MS 1000
 
 typedef struct addr_rec {
-  unsigned char key[16];
+  rpc_peer_key key;
   int open;
   int64_t ban_until_ms;
   double tokens; /* the reset budget */
@@ -73,109 +74,26 @@ static int64_t g_swept_ms;
 
 static int64_t now_ms(void) { return (int64_t)(clock_mono_s() * 1000.0); }
 
-static void key_of_v4(const struct in_addr *a, unsigned char key[16]) {
-  memset(key, 0, 16);
-  key[10] = key[11] = 0xff;
-  memcpy(key + 12, a, 4);
-}
-
-static void key_of_v6(const struct in6_addr *a, unsigned char key[16]) {
-  memcpy(key, a, 16);
-  /* An IPv4 client of a dual-stack listener keeps its whole address. */
-  if (!IN6_IS_ADDR_V4MAPPED(a))
-    memset(key + 8, 0, 8);
-}
-
-static int key_of_sockaddr(const struct sockaddr_storage *ss,
-                           unsigned char key[16]) {
-  if (ss->ss_family == AF_INET)
-    key_of_v4(&((const struct sockaddr_in *)ss)->sin_addr, key);
-  else if (ss->ss_family == AF_INET6)
-    key_of_v6(&((const struct sockaddr_in6 *)ss)->sin6_addr, key);
-  else
-    return -1;
-  return 0;
-}
-
-int conn_guard_key_of_peer(const char *peer, unsigned char key[16]) {
-  char host[INET6_ADDRSTRLEN + 1];
-  const char *p, *end;
-  int v6;
-  if (strncmp(peer, "ipv4:", 5) == 0) {
-    p = peer + 5;
-    end = strrchr(p, ':');
-    v6 = 0;
-  } else if (strncmp(peer, "ipv6:", 5) == 0) {
-    /* "[::1]:5678", or percent-encoded, "%5B::1%5D:5678". */
-    p = peer + 5;
-    const char *close = "]";
-    if (*p == '[') {
-      p++;
-    } else if (strncmp(p, "%5B", 3) == 0 || strncmp(p, "%5b", 3) == 0) {
-      p += 3;
-      close = "%5";
-    } else {
-      return -1;
-    }
-    end = strstr(p, close);
-    v6 = 1;
-  } else {
-    return -1;
-  }
-  if (!end || end <= p || (size_t)(end - p) >= sizeof host)
-    return -1;
-  memcpy(host, p, (size_t)(end - p));
-  host[end - p] = '\0';
-  /* A zone ("fe80::1%25eth0") does not change whose network it is. */
-  char *zone = strchr(host, '%');
-  if (zone)
-    *zone = '\0';
-  if (v6) {
-    struct in6_addr a;
-    if (inet_pton(AF_INET6, host, &a) != 1)
-      return -1;
-    key_of_v6(&a, key);
-  } else {
-    struct in_addr a;
-    if (inet_pton(AF_INET, host, &a) != 1)
-      return -1;
-    key_of_v4(&a, key);
-  }
-  return 0;
-}
-
-static void key_text(const unsigned char key[16], char *out, size_t len) {
-  static const unsigned char mapped[12] = {0, 0, 0, 0, 0,    0,
-                                           0, 0, 0, 0, 0xff, 0xff};
-  if (memcmp(key, mapped, 12) == 0) {
-    inet_ntop(AF_INET, key + 12, out, (socklen_t)len);
-    return;
-  }
-  char a[INET6_ADDRSTRLEN];
-  inet_ntop(AF_INET6, key, a, sizeof a);
-  snprintf(out, len, "%s/64", a);
-}
-
-static size_t bucket_of(const unsigned char key[16]) {
+static size_t bucket_of(const rpc_peer_key *key) {
   uint32_t h = 2166136261u; /* FNV-1a */
   for (int i = 0; i < 16; i++)
-    h = (h ^ key[i]) * 16777619u;
+    h = (h ^ key->b[i]) * 16777619u;
   return h % BUCKETS;
 }
 
 /* Under g_mu. create: add a record when there is none (NULL if out of
  * memory). */
-static addr_rec *addr_find(const unsigned char key[16], int create) {
+static addr_rec *addr_find(const rpc_peer_key *key, int create) {
   addr_rec **head = &g_addrs[bucket_of(key)];
   for (addr_rec *a = *head; a; a = a->next)
-    if (memcmp(a->key, key, 16) == 0)
+    if (memcmp(a->key.b, key->b, sizeof key->b) == 0)
       return a;
   if (!create)
     return NULL;
   addr_rec *a = calloc(1, sizeof *a);
   if (!a)
     return NULL;
-  memcpy(a->key, key, 16);
+  a->key = *key;
   a->tokens = g_lim.resets_per_second;
   a->refilled_ms = now_ms();
   a->next = *head;
@@ -215,7 +133,7 @@ static void addr_free(addr_rec **link) {
 static void addr_maybe_drop(addr_rec *a, int64_t now) {
   if (!addr_idle(a, now))
     return;
-  addr_rec **p = &g_addrs[bucket_of(a->key)];
+  addr_rec **p = &g_addrs[bucket_of(&a->key)];
   while (*p != a)
     p = &(*p)->next;
   addr_free(p);
@@ -293,11 +211,11 @@ typedef enum verdict { ADMIT, OVER_LIMIT, BANNED } verdict;
  * so. Out of memory admits it uncounted: the guard never refuses honest
  * clients for its own lack of memory. */
 static verdict admit(int fd, const struct sockaddr_storage *ss,
-                     unsigned char key[16], int *open) {
+                     rpc_peer_key *key, int *open) {
   int64_t now = now_ms();
   fd_forget(fd, now); /* the number's last socket is closed */
   addr_sweep(now);
-  if (key_of_sockaddr(ss, key) != 0)
+  if (rpc_peer_key_of_sockaddr((const struct sockaddr *)ss, key) != 0)
     return ADMIT;
   addr_rec *a = addr_find(key, 1);
   if (!a)
@@ -321,7 +239,7 @@ static verdict admit(int fd, const struct sockaddr_storage *ss,
   return v;
 }
 
-static void log_refusal(verdict v, const unsigned char key[16], int open) {
+static void log_refusal(verdict v, const rpc_peer_key *key, int open) {
   int64_t now = now_ms();
   pthread_mutex_lock(&g_mu);
   long before = g_unlogged;
@@ -337,7 +255,7 @@ static void log_refusal(verdict v, const unsigned char key[16], int open) {
   if (!due)
     return;
   char who[INET6_ADDRSTRLEN + 8];
-  key_text(key, who, sizeof who);
+  rpc_peer_key_text(key, who, sizeof who);
   if (v == OVER_LIMIT)
     log_warn("refused a connection from %s: it has %d open, the limit per "
              "address (--max-connections-per-address %d); %ld more refused "
@@ -416,18 +334,18 @@ accept4(int lfd, struct sockaddr *addr, socklen_t *addr_len, int flags) {
     if (!atomic_load(&g_armed))
       return fd;
     verdict v = ADMIT;
-    unsigned char key[16];
+    rpc_peer_key key;
     int open = 0;
     pthread_mutex_lock(&g_mu);
     if (guarded(lfd))
-      v = admit(fd, &ss, key, &open);
+      v = admit(fd, &ss, &key, &open);
     else
       fd_forget(fd, now_ms()); /* another listener's: not counted */
     pthread_mutex_unlock(&g_mu);
     if (v == ADMIT)
       return fd;
     syscall(SYS_close, fd);
-    log_refusal(v, key, open);
+    log_refusal(v, &key, open);
   }
 }
 
@@ -460,14 +378,14 @@ static int ban(addr_rec *a, int64_t now) {
 
 void conn_guard_call(void *ctx, const char *peer, rpc_call_event ev) {
   (void)ctx;
-  unsigned char key[16];
+  rpc_peer_key key;
   if (!atomic_load(&g_armed) || !g_lim.resets_per_second ||
-      conn_guard_key_of_peer(peer, key) != 0)
+      rpc_peer_key_of_name(peer, &key) != 0)
     return;
   int64_t now = now_ms();
   int closed = -1;
   pthread_mutex_lock(&g_mu);
-  addr_rec *a = addr_find(key, 0);
+  addr_rec *a = addr_find(&key, 0);
   if (a && a->ban_until_ms <= now) {
     refill(a, now);
     if (ev == RPC_CALL_SETTLED) {
@@ -485,7 +403,7 @@ void conn_guard_call(void *ctx, const char *peer, rpc_call_event ev) {
   if (closed < 0)
     return;
   char who[INET6_ADDRSTRLEN + 8];
-  key_text(key, who, sizeof who);
+  rpc_peer_key_text(&key, who, sizeof who);
   log_warn("%s has more than %d calls without their request message "
            "(reset or left by the client; --max-resets-per-address): its %d "
            "connections are closed and it is refused new ones for %d ms",

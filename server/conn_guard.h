@@ -6,9 +6,8 @@
  * refused new ones for a while (docs/reliability.md, "The limits, layer
  * by layer", "Mind NAT" and "Rapid reset").
  *
- * An address is an IPv4 address, or an IPv6 /64 (one subscriber's network:
- * an attacker holding a /64 has 2^64 addresses). Unix-socket connections
- * are not counted.
+ * An address is an IPv4 address, or an IPv6 /64 (common/rpc/rpc_peer.h).
+ * Unix-socket connections are not counted.
  *
  * How: gRPC's listener accepts connections with accept4() from libc, and
  * this module defines accept4() itself. Linked into an executable, that
@@ -63,10 +62,5 @@ void conn_guard_stop(void);
 void conn_guard_call(void *ctx, const char *peer, rpc_call_event ev);
 
 void conn_guard_stats_get(conn_guard_stats *out);
-
-/* The key of an address as the guard counts it, from gRPC's peer name:
- * 16 bytes, an IPv4 address as ::ffff:a.b.c.d, an IPv6 one cut to its
- * /64. 0, or -1 for a name that is not an IP peer. For tests. */
-int conn_guard_key_of_peer(const char *peer, unsigned char key[16]);
 
 #endif

@@ -16,6 +16,7 @@
 #include "pb_scan.h"
 #include "pb_upload.h"
 #include "pb_wire.h"
+#include "rpc_admit.h"
 
 static void refuse(rpc_reply *rep, int code, const char *detail) {
   rep->code = code;
@@ -109,14 +110,13 @@ static ProtobufCMessage *open_round_call(round_engine *e,
   return m;
 }
 
-/* The address of a gRPC peer name without its port ("ipv4:10.0.0.7:4031"
- * -> "ipv4:10.0.0.7"), so that each new connection of one host counts as
- * that host. */
+/* The source address of a gRPC peer name, as every per-address limit
+ * counts it (rpc_admit_address: an IPv4 address or an IPv6 /64), so that
+ * each new connection of one host counts as that host. */
 static void peer_address(const char *peer, char *out, size_t len) {
-  snprintf(out, len, "%s", peer);
-  char *colon = strrchr(out, ':');
-  if (colon && colon[1] && strspn(colon + 1, "0123456789") == strlen(colon + 1))
-    *colon = '\0';
+  char addr[RPC_ADMIT_ADDR_MAX];
+  rpc_admit_address(peer, addr);
+  snprintf(out, len, "%s", addr);
 }
 
 /* Refuses the call with RESOURCE_EXHAUSTED and the wait ms when ms is not

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cohort_status.h"
+#include "rpc_peer.h"
 
 #define ADDR_BUCKETS 1024
 
@@ -37,6 +38,11 @@ struct rpc_admit {
 };
 
 void rpc_admit_address(const char *peer, char out[RPC_ADMIT_ADDR_MAX]) {
+  rpc_peer_key key;
+  if (rpc_peer_key_of_name(peer, &key) == 0) {
+    rpc_peer_key_text(&key, out, RPC_ADMIT_ADDR_MAX);
+    return;
+  }
   size_t n = strlen(peer);
   const char *colon = strrchr(peer, ':');
   /* Only a trailing ":digits" is a port ("ipv4:" alone is not). */

@@ -107,8 +107,11 @@ void rpc_admit_counts(rpc_admit *a, const char *peer, int *from_address,
  * (or no memory) gives NULL. */
 char *rpc_admit_bearer(const uint8_t *value, size_t len);
 
-/* The address part of a gRPC peer name: "ipv4:10.0.0.7:4031" ->
- * "ipv4:10.0.0.7", "ipv6:[::1]:80" -> "ipv6:[::1]"; truncated to fit. */
+/* The source address of a gRPC peer name as the per-address limits count
+ * it (rpc_peer.h): "ipv4:10.0.0.7:4031" -> "ipv4:10.0.0.7",
+ * "ipv6:[2001:db8:0:1::7]:80" -> "ipv6:[2001:db8:0:1::]/64",
+ * "ipv6:[::ffff:10.0.0.7]:80" -> "ipv4:10.0.0.7"; another name less a
+ * trailing ":digits", truncated to fit. */
 void rpc_admit_address(const char *peer, char out[RPC_ADMIT_ADDR_MAX]);
 
 #endif

@@ -4,14 +4,18 @@
  * of a peer name, and then the counts kept under both. Input: the peer
  * name, a NUL byte, the authorization value (bytes, as they arrive).
  * Oracles: a token is the value less "Bearer ", with no space, control
- * byte or DEL; an address is the peer name less a trailing ":digits" and
- * fits; a call counted under the address and the caller is released by
- * leaving, so the counts go back to zero. */
+ * byte or DEL; an address fits, and is an IP peer's canonical address
+ * (an IPv4 address or IPv6 /64, rpc_peer.h) that parses back to the same
+ * key, or another peer name less a trailing ":digits"; a call counted under the
+ * address and the caller is released by leaving, so the counts go back to zero.
+ */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rpc_admit.h"
+#include "rpc_peer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -33,7 +37,26 @@ static void check_address(const char *peer) {
   char addr[RPC_ADMIT_ADDR_MAX];
   rpc_admit_address(peer, addr);
   size_t n = strlen(addr);
-  if (n >= RPC_ADMIT_ADDR_MAX || strncmp(addr, peer, n) != 0)
+  if (n >= RPC_ADMIT_ADDR_MAX)
+    __builtin_trap();
+  rpc_peer_key key, again;
+  if (rpc_peer_key_of_name(peer, &key) != 0) {
+    if (strncmp(addr, peer, n) != 0)
+      __builtin_trap();
+    return;
+  }
+  /* An IP peer's address names its key: given a port again, it parses
+   * back to the same key. */
+  char name[RPC_ADMIT_ADDR_MAX + 8];
+  if (strncmp(addr, "ipv4:", 5) == 0)
+    snprintf(name, sizeof name, "%s:1", addr);
+  else if (strncmp(addr, "ipv6:[", 6) == 0 && n > 9 &&
+           strcmp(addr + n - 4, "]/64") == 0)
+    snprintf(name, sizeof name, "%.*s]:1", (int)(n - 4), addr);
+  else
+    __builtin_trap();
+  if (rpc_peer_key_of_name(name, &again) != 0 ||
+      memcmp(key.b, again.b, sizeof key.b) != 0)
     __builtin_trap();
 }
 

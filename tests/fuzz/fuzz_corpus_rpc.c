@@ -30,6 +30,8 @@ static void admit_seeds(void) {
   } seeds[] = {
       {"ipv4_bearer", "ipv4:127.0.0.1:40312", "Bearer 0123456789abcdef"},
       {"ipv6_bearer", "ipv6:[::1]:50051", "Bearer x"},
+      {"ipv6_encoded_zone", "ipv6:%5Bfe80::1%25eth0%5D:7", "Bearer y"},
+      {"ipv6_mapped_ipv4", "ipv6:[::ffff:10.0.0.7]:443", "Bearer z"},
       {"unix_basic", "unix:/tmp/cohort.sock", "Basic dXNlcjpwYXNz"},
       {"no_port_empty_token", "ipv4:10.0.0.7", "Bearer "},
   };

@@ -94,28 +94,6 @@ static void peer_name(int client, char *out, size_t len) {
   snprintf(out, len, "ipv4:%s:%d", ip, ntohs(a.sin_port));
 }
 
-static void test_keys(void) {
-  unsigned char a[16], b[16];
-  CU_ASSERT_EQUAL(conn_guard_key_of_peer("ipv4:10.1.2.3:5678", a), 0);
-  CU_ASSERT_EQUAL(conn_guard_key_of_peer("ipv6:[::ffff:10.1.2.3]:99", b), 0);
-  CU_ASSERT_EQUAL(memcmp(a, b, 16), 0); /* an IPv4 client of a v6 socket */
-  CU_ASSERT_EQUAL(conn_guard_key_of_peer("ipv4:10.1.2.4:5678", b), 0);
-  CU_ASSERT_NOT_EQUAL(memcmp(a, b, 16), 0);
-  /* One /64 is one address; the next /64 is another. */
-  CU_ASSERT_EQUAL(conn_guard_key_of_peer("ipv6:[2001:db8:0:1::1]:1", a), 0);
-  CU_ASSERT_EQUAL(
-      conn_guard_key_of_peer("ipv6:%5B2001:db8:0:1:ffff::9%5D:2", b), 0);
-  CU_ASSERT_EQUAL(memcmp(a, b, 16), 0);
-  CU_ASSERT_EQUAL(conn_guard_key_of_peer("ipv6:[fe80::1%25eth0]:3", b), 0);
-  CU_ASSERT_EQUAL(conn_guard_key_of_peer("ipv6:[2001:db8:0:2::1]:1", b), 0);
-  CU_ASSERT_NOT_EQUAL(memcmp(a, b, 16), 0);
-  static const char *bad[] = {
-      "unix:/tmp/s",  "ipv4:", "ipv4:1.2.3:4", "ipv6:::1:5",      "ipv6:[::1",
-      "ipv4:1.2.3.4", "",      "ipv6:[]:1",    "ipv4:999.1.1.1:1"};
-  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-    CU_ASSERT_EQUAL(conn_guard_key_of_peer(bad[i], a), -1);
-}
-
 static void test_connection_limit(void) {
   int port, other_port;
   int lfd = listener(&port), other = listener(&other_port);
@@ -368,7 +346,6 @@ static void test_bad_limits(void) {
 
 int cohort_register_suites(void) {
   static const test_case tests[] = {
-      {"peer names to address keys: IPv4, mapped IPv4, an IPv6 /64", test_keys},
       {"connections over the per-address limit are closed as accepted; "
        "others and other listeners are not",
        test_connection_limit},

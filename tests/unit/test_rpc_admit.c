@@ -6,6 +6,7 @@
 #include "cohort_status.h"
 #include "cunit_main.h"
 #include "rpc_admit.h"
+#include "rpc_peer.h"
 
 typedef struct visited {
   rpc_admit_entry *e[16];
@@ -170,9 +171,41 @@ static void test_address_of_peer_names(void) {
   rpc_admit_address("ipv4:10.0.0.7:4031", out);
   CU_ASSERT_STRING_EQUAL(out, "ipv4:10.0.0.7");
   rpc_admit_address("ipv6:[::1]:80", out);
-  CU_ASSERT_STRING_EQUAL(out, "ipv6:[::1]");
+  CU_ASSERT_STRING_EQUAL(out, "ipv6:[::]/64");
+  /* One /64 is one address, however gRPC spells it; the next /64 is
+   * another; an IPv4 client of a dual-stack listener is its IPv4 address;
+   * a zone does not change the network. */
+  rpc_admit_address("ipv6:[2001:db8:0:1::1]:1", out);
+  CU_ASSERT_STRING_EQUAL(out, "ipv6:[2001:db8:0:1::]/64");
+  rpc_admit_address("ipv6:%5B2001:db8:0:1:ffff::9%5D:2", out);
+  CU_ASSERT_STRING_EQUAL(out, "ipv6:[2001:db8:0:1::]/64");
+  rpc_admit_address("ipv6:[2001:db8:0:2::1]:1", out);
+  CU_ASSERT_STRING_EQUAL(out, "ipv6:[2001:db8:0:2::]/64");
+  rpc_admit_address("ipv6:[::ffff:10.0.0.7]:99", out);
+  CU_ASSERT_STRING_EQUAL(out, "ipv4:10.0.0.7");
+  rpc_admit_address("ipv6:[fe80::1%25eth0]:3", out);
+  CU_ASSERT_STRING_EQUAL(out, "ipv6:[fe80::]/64");
   rpc_admit_address("unix:/tmp/sock", out);
   CU_ASSERT_STRING_EQUAL(out, "unix:/tmp/sock");
+  /* Names that are not an IP address and port keep the old rule: the
+   * name less a trailing ":digits". */
+  static const char *other[][2] = {{"ipv4:", "ipv4:"},
+                                   {"ipv4:1.2.3:4", "ipv4:1.2.3"},
+                                   {"ipv6:::1:5", "ipv6:::1"},
+                                   {"ipv6:[::1", "ipv6:[:"},
+                                   {"ipv4:1.2.3.4", "ipv4:1.2.3.4"},
+                                   {"ipv6:[]:1", "ipv6:[]"},
+                                   {"ipv4:999.1.1.1:1", "ipv4:999.1.1.1"},
+                                   {"ipv6:[::1]x:5", "ipv6:[::1]x"},
+                                   {"", ""}};
+  for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
+    rpc_admit_address(other[i][0], out);
+    CU_ASSERT_STRING_EQUAL(out, other[i][1]);
+  }
+  rpc_peer_key k;
+  CU_ASSERT_EQUAL(rpc_peer_key_of_name("ipv6:[::1]x:5", &k), -1);
+  CU_ASSERT_EQUAL(rpc_peer_key_of_name("ipv4:1.2.3.4:5a", &k), -1);
+  CU_ASSERT_EQUAL(rpc_peer_key_of_name("ipv4:1.2.3.4:", &k), -1);
   char long_peer[200];
   memset(long_peer, 'a', sizeof long_peer - 1);
   long_peer[sizeof long_peer - 1] = '\0';
