@@ -225,6 +225,15 @@ static void test_failed_start_leaves_no_file(void) {
   close(fd);
   assert_nothing_left(db);
 
+  /* A reset budget that honest calls awaiting their message could spend
+   * (under twice --max-calls-per-address). */
+  const char *small_budget[] = {"--max-resets-per-address", "100", NULL};
+  CU_ASSERT_EQUAL(run_server(db, "never-resets.err", small_budget), 2);
+  CU_ASSERT(file_has(harness_path("never-resets.err"),
+                     "--max-resets-per-address 100: at least twice "
+                     "--max-calls-per-address (64)"));
+  assert_nothing_left(db);
+
   /* Refused only by the round engine, once the database was open. */
   const char *bad_codec[] = {"--codec", "nosuch", NULL};
   CU_ASSERT_EQUAL(run_server(db, "never-codec.err", bad_codec), 2);
@@ -673,7 +682,8 @@ int cohort_register_suites(void) {
        test_second_coordinator_refused_until_first_killed},
       {"a link planted at the port file's temporary name is not followed",
        test_port_file_link_not_followed},
-      {"a bad --model, a busy port or a refused flag leave no file",
+      {"a bad --model, a busy port, a reset budget under twice the calls "
+       "per address or a refused flag leave no file",
        test_failed_start_leaves_no_file},
       {"a read-only database or folder is refused at start by name",
        test_read_only_database_refused_at_start},
