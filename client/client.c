@@ -32,6 +32,7 @@
 #include "secagg_flow.h"
 #include "session.h"
 #include "test_kill.h"
+#include "train_limits.h"
 #include "trainer_builtin.h"
 #include "update_codec.h"
 #include "upload_loop.h"
@@ -1014,13 +1015,6 @@ static int secagg_io_nap(void *ctx, long ms) {
   return nap(((task_io *)ctx)->c, ms);
 }
 
-/* The largest plan and input a task may ask for: the built-in trainer's
- * limits (nn_train.c, nn_shape_parse), which cohort-server's own flags stay
- * within, so that an app's trainer is never handed more. */
-#define TASK_MAX_EPOCHS 10000
-#define TASK_MAX_BATCH 65536
-#define TASK_MAX_MU 1e6f
-#define TASK_MAX_SIDE 65535
 /* The smallest upload chunk a task may ask for (cohort-server asks for
  * PB_MAX_CHUNK_BYTES): smaller ones cost a call, and its headers, for a
  * few bytes of the update. */
@@ -1055,21 +1049,23 @@ static int codec_check(cohort_client_t *c, const Cohort__V1__Task *t) {
 }
 
 /* Whether the task's plan and input shape are ones to train or evaluate
- * with; COHORT_EPROTO with the field named when not. 0 in a field is a
- * coordinator from before it: run_task's default. */
+ * with: within the built-in trainer's limits (train_limits.h), which
+ * cohort-server's own flags stay within, so that an app's trainer is never
+ * handed more. COHORT_EPROTO with the field named when not. 0 in a field
+ * is a coordinator from before it: run_task's default. */
 static int plan_check(cohort_client_t *c, const Cohort__V1__Task *t) {
   const Cohort__V1__TrainingPlan *p = t->plan;
   const char *bad = NULL;
-  if (p && p->epochs > TASK_MAX_EPOCHS)
+  if (p && p->epochs > TRAIN_MAX_EPOCHS)
     bad = "epochs";
-  else if (p && p->batch_size > TASK_MAX_BATCH)
+  else if (p && p->batch_size > TRAIN_MAX_BATCH)
     bad = "batch size";
   else if (p && (!(p->learning_rate >= 0) || !isfinite(p->learning_rate)))
     bad = "learning rate";
-  else if (p && !(p->fedprox_mu >= 0 && p->fedprox_mu <= TASK_MAX_MU))
+  else if (p && !(p->fedprox_mu >= 0 && p->fedprox_mu <= TRAIN_MAX_MU))
     bad = "FedProx mu";
-  else if (t->input_channels > TASK_MAX_SIDE ||
-           t->input_height > TASK_MAX_SIDE || t->input_width > TASK_MAX_SIDE)
+  else if (t->input_channels > TRAIN_MAX_SIDE ||
+           t->input_height > TRAIN_MAX_SIDE || t->input_width > TRAIN_MAX_SIDE)
     bad = "input shape";
   if (!bad)
     return COHORT_OK;

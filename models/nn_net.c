@@ -11,6 +11,7 @@
 #include "nn_layers.h"
 #include "nn_linear_sgd.h"
 #include "nn_rng.h"
+#include "train_limits.h"
 
 /* Per-example sizes are capped so that batch * size stays far from size_t
  * and int overflow in GEMM dimensions. */
@@ -23,8 +24,8 @@ void nn_shape_format(nn_shape s, char out[NN_SHAPE_TEXT]) {
 int nn_shape_parse(const char *text, nn_shape *out) {
   int h, w, c, used = 0;
   if (sscanf(text, "%dx%dx%d%n", &h, &w, &c, &used) != 3 ||
-      text[used] != '\0' || h < 1 || w < 1 || c < 1 || h > 65535 || w > 65535 ||
-      c > 65535)
+      text[used] != '\0' || h < 1 || w < 1 || c < 1 || h > TRAIN_MAX_SIDE ||
+      w > TRAIN_MAX_SIDE || c > TRAIN_MAX_SIDE)
     return -1;
   *out = (nn_shape){.c = c, .h = h, .w = w};
   return 0;
@@ -266,7 +267,8 @@ static void layout(nn_work *work, const nn_net *net, carver *cv,
 int nn_work_init(nn_work *work, const nn_net *net, int max_batch,
                  bool training) {
   memset(work, 0, sizeof *work);
-  if (net->error || net->n_layers == 0 || max_batch < 1 || max_batch > 65536)
+  if (net->error || net->n_layers == 0 || max_batch < 1 ||
+      max_batch > TRAIN_MAX_BATCH)
     return COHORT_EINVAL;
   work->max_batch = max_batch;
   carver cv = {0};

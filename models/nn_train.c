@@ -8,6 +8,7 @@
 
 #include "cohort_status.h"
 #include "nn_rng.h"
+#include "train_limits.h"
 
 #define EVAL_BATCH 64
 
@@ -47,16 +48,16 @@ static int check_data(const nn_net *net, const nn_dataset *ds, char *err,
 }
 
 static int check_opts(const nn_train_opts *o, char *err, size_t errlen) {
-  if (o->epochs < 1 || o->epochs > 10000) {
-    snprintf(err, errlen, "epochs must be in [1, 10000]");
+  if (o->epochs < 1 || o->epochs > TRAIN_MAX_EPOCHS) {
+    snprintf(err, errlen, "epochs must be in [1, %d]", TRAIN_MAX_EPOCHS);
     return COHORT_EINVAL;
   }
-  if (o->batch_size < 1 || o->batch_size > 65536) {
-    snprintf(err, errlen, "batch size must be in [1, 65536]");
+  if (o->batch_size < 1 || o->batch_size > TRAIN_MAX_BATCH) {
+    snprintf(err, errlen, "batch size must be in [1, %d]", TRAIN_MAX_BATCH);
     return COHORT_EINVAL;
   }
-  if (!(o->fedprox_mu >= 0.0f) || o->fedprox_mu > 1e6f) {
-    snprintf(err, errlen, "FedProx mu must be in [0, 1e6]");
+  if (!(o->fedprox_mu >= 0.0f) || o->fedprox_mu > TRAIN_MAX_MU) {
+    snprintf(err, errlen, "FedProx mu must be in [0, %g]", TRAIN_MAX_MU);
     return COHORT_EINVAL;
   }
   return nn_optim_config_check(&o->optim, err, errlen);
