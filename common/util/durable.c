@@ -3,23 +3,21 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "path.h"
+
 int durable_sync_folder(const char *path) {
-  const char *slash = strrchr(path, '/');
-  char *dir;
-  if (!slash)
-    dir = strdup(".");
-  else if (slash == path)
-    dir = strdup("/");
-  else
-    dir = strndup(path, (size_t)(slash - path));
-  if (!dir)
+  char dir[PATH_MAX];
+  /* A folder is a prefix of its path: it fits when the path does. */
+  if (strlen(path) >= sizeof dir) {
+    errno = ENAMETOOLONG;
     return -1;
+  }
+  path_folder(path, dir, sizeof dir);
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  free(dir);
   if (fd < 0)
     return -1;
   int r = fsync(fd);

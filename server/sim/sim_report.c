@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cohort_status.h"
+#include "durable.h"
 #include "errbuf.h"
 #include "fd_io.h"
 
@@ -633,23 +634,6 @@ int sim_report_render(const char *title, const sim_series *series,
 
 /* ---- Atomic write ---- */
 
-/* fsyncs the folder holding path, so that the rename survives a crash. */
-static void sync_dir(const char *path) {
-  const char *slash = strrchr(path, '/');
-  char dir[4096];
-  if (!slash)
-    snprintf(dir, sizeof dir, ".");
-  else if (slash == path)
-    snprintf(dir, sizeof dir, "/");
-  else
-    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    (void)fsync(fd); /* some file systems refuse; the file itself is synced */
-    close(fd);
-  }
-}
-
 int sim_report_write_html(const char *path, const char *title,
                           const sim_series *series, size_t n_series,
                           double target_accuracy, char *err, size_t errlen) {
@@ -683,8 +667,10 @@ int sim_report_write_html(const char *path, const char *title,
     rc = errbuf_fail(err, errlen, COHORT_EIO, path,
                      "cannot put %s in its place: %s", tmp, strerror(errno));
     unlink(tmp);
-  } else
-    sync_dir(path);
+  } else {
+    /* So that the rename survives a crash; the file itself is synced. */
+    (void)durable_sync_folder(path);
+  }
   free(html);
   return rc;
 }
