@@ -110,15 +110,6 @@ static ProtobufCMessage *open_round_call(round_engine *e,
   return m;
 }
 
-/* The source address of a gRPC peer name, as every per-address limit
- * counts it (rpc_admit_address: an IPv4 address or an IPv6 /64), so that
- * each new connection of one host counts as that host. */
-static void peer_address(const char *peer, char *out, size_t len) {
-  char addr[RPC_ADMIT_ADDR_MAX];
-  rpc_admit_address(peer, addr);
-  snprintf(out, len, "%s", addr);
-}
-
 /* Refuses the call with RESOURCE_EXHAUSTED and the wait ms when ms is not
  * 0, and returns 1; 0 otherwise. */
 static int refused_for(int64_t ms, const char *key, const char *what,
@@ -143,8 +134,8 @@ static int rate_limited(ratelimit *r, const char *key, const char *what,
 static void handle_register(void *ctx, const rpc_request *req, rpc_reply *rep) {
   service *svc = ctx;
   round_engine *e = svc->engine;
-  char addr[RATELIMIT_KEY_MAX + 1];
-  peer_address(req->peer, addr, sizeof addr);
+  char addr[RPC_ADMIT_ADDR_MAX]; /* as every per-address limit counts */
+  rpc_admit_address(req->peer, addr);
   /* The coordinator-wide bucket is spent only by the registrations it
    * admits: one that any Register spent, a stranger without a token could
    * empty it from a few addresses and keep every device from enrolling.
@@ -554,8 +545,8 @@ static void handle_secagg(void *ctx, const rpc_request *req, rpc_reply *rep) {
  * address nothing. Returns 1 when admitted. */
 static int admit_looked_up(service *svc, const rpc_request *req, rpc_reply *rep,
                            int64_t *client) {
-  char addr[RATELIMIT_KEY_MAX + 1], key[RATELIMIT_KEY_MAX + 16];
-  peer_address(req->peer, addr, sizeof addr);
+  char addr[RPC_ADMIT_ADDR_MAX], key[RPC_ADMIT_ADDR_MAX + 16];
+  rpc_admit_address(req->peer, addr);
   snprintf(key, sizeof key, "refused %s", addr);
   if (refused_for(ratelimit_wait(svc->checkin_per_address, key, clock_mono_s()),
                   addr, "refused sessions from this address", rep))
@@ -591,9 +582,9 @@ static void admit_work(void *ctx, const rpc_request *req, rpc_reply *rep) {
 /* CheckIn's: the address first, so a flood with made-up tokens costs no
  * lookup. */
 static void admit_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
-  char key[RATELIMIT_KEY_MAX + 1];
+  char key[RPC_ADMIT_ADDR_MAX];
   int64_t client;
-  peer_address(req->peer, key, sizeof key);
+  rpc_admit_address(req->peer, key);
   if (!rate_limited(((service *)ctx)->checkin_per_address, key,
                     "check-ins from this address", rep))
     authenticate(((service *)ctx)->engine, req, rep, &client);
