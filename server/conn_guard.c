@@ -10,9 +10,7 @@
 #define _GNU_SOURCE
 #include "conn_guard.h"
 
-#include <arpa/inet.h>
 #include <dlfcn.h>
-#include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -48,20 +46,23 @@ typedef struct addr_rec {
   struct addr_rec *next;
 } addr_rec;
 
-typedef struct fd_rec {
-  addr_rec *addr; /* NULL: not a counted connection */
+/* Which socket a descriptor is: numbers are reused, inodes are not
+ * while the socket is open. */
+typedef struct sock_id {
   dev_t dev;
   ino_t ino;
+} sock_id;
+
+typedef struct fd_rec {
+  addr_rec *addr; /* NULL: not a counted connection */
+  sock_id id;
 } fd_rec;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int g_armed;
 /* The listeners guarded: sockets listening on the port at start. */
 #define MAX_LISTENERS 16
-static struct listener {
-  dev_t dev;
-  ino_t ino;
-} g_listeners[MAX_LISTENERS];
+static sock_id g_listeners[MAX_LISTENERS];
 static int g_n_listeners;
 static conn_guard_limits g_lim;
 static addr_rec *g_addrs[BUCKETS];
@@ -73,6 +74,18 @@ static long g_unlogged;
 static int64_t g_swept_ms;
 
 static int64_t now_ms(void) { return (int64_t)(clock_mono_s() * 1000.0); }
+
+static int sock_id_of(int fd, sock_id *id) {
+  struct stat st;
+  if (fstat(fd, &st) != 0)
+    return -1;
+  *id = (sock_id){.dev = st.st_dev, .ino = st.st_ino};
+  return 0;
+}
+
+static int sock_id_equal(const sock_id *a, const sock_id *b) {
+  return a->dev == b->dev && a->ino == b->ino;
+}
 
 static size_t bucket_of(const rpc_peer_key *key) {
   uint32_t h = 2166136261u; /* FNV-1a */
@@ -156,32 +169,33 @@ static void addr_sweep(int64_t now) {
         p = &(*p)->next;
 }
 
-static void fd_forget(int fd, int64_t now) {
-  if (fd < 0 || (size_t)fd >= g_n_fds || !g_fds[fd].addr)
-    return;
+/* Under g_mu: takes fd's record out of its address's count; the
+ * address. */
+static addr_rec *fd_unlink(size_t fd) {
   addr_rec *a = g_fds[fd].addr;
   g_fds[fd].addr = NULL;
   a->open--;
   g_stats.open--;
-  addr_maybe_drop(a, now);
+  return a;
+}
+
+static void fd_forget(int fd, int64_t now) {
+  if (fd >= 0 && (size_t)fd < g_n_fds && g_fds[fd].addr)
+    addr_maybe_drop(fd_unlink((size_t)fd), now);
 }
 
 /* 1 when fd is still the socket its record was made for. */
 static int fd_current(int fd) {
-  struct stat st;
-  return fstat(fd, &st) == 0 && st.st_dev == g_fds[fd].dev &&
-         st.st_ino == g_fds[fd].ino;
+  sock_id id;
+  return sock_id_of(fd, &id) == 0 && sock_id_equal(&id, &g_fds[fd].id);
 }
 
 /* Under g_mu: drops a's records whose sockets are gone. */
 static void addr_recheck(addr_rec *a, int64_t now) {
   a->checked_ms = now;
   for (size_t fd = 0; fd < g_n_fds; fd++)
-    if (g_fds[fd].addr == a && !fd_current((int)fd)) {
-      g_fds[fd].addr = NULL;
-      a->open--;
-      g_stats.open--;
-    }
+    if (g_fds[fd].addr == a && !fd_current((int)fd))
+      fd_unlink(fd);
 }
 
 static int fd_record(int fd, addr_rec *a) {
@@ -196,10 +210,9 @@ static int fd_record(int fd, addr_rec *a) {
     g_fds = grown;
     g_n_fds = n;
   }
-  struct stat st;
-  if (fstat(fd, &st) != 0)
+  if (sock_id_of(fd, &g_fds[fd].id) != 0)
     return -1;
-  g_fds[fd] = (fd_rec){.addr = a, .dev = st.st_dev, .ino = st.st_ino};
+  g_fds[fd].addr = a;
   a->open++;
   g_stats.open++;
   return 0;
@@ -254,7 +267,7 @@ static void log_refusal(verdict v, const rpc_peer_key *key, int open) {
   pthread_mutex_unlock(&g_mu);
   if (!due)
     return;
-  char who[INET6_ADDRSTRLEN + 8];
+  char who[RPC_PEER_TEXT_MAX];
   rpc_peer_key_text(key, who, sizeof who);
   if (v == OVER_LIMIT)
     log_warn("refused a connection from %s: it has %d open, the limit per "
@@ -285,11 +298,11 @@ static int port_of(int fd) {
  * not its port: another listener on the same port number at another
  * address (the HTTP side port, say) is not gRPC's. */
 static int guarded(int lfd) {
-  struct stat st;
-  if (fstat(lfd, &st) != 0)
+  sock_id id;
+  if (sock_id_of(lfd, &id) != 0)
     return 0;
   for (int i = 0; i < g_n_listeners; i++)
-    if (g_listeners[i].dev == st.st_dev && g_listeners[i].ino == st.st_ino)
+    if (sock_id_equal(&g_listeners[i], &id))
       return 1;
   return 0;
 }
@@ -305,11 +318,10 @@ static int find_listeners(int port) {
   for (int fd = 0; fd < max && g_n_listeners < MAX_LISTENERS; fd++) {
     int listening = 0;
     socklen_t len = sizeof listening;
-    struct stat st;
     if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 &&
-        listening && port_of(fd) == port && fstat(fd, &st) == 0)
-      g_listeners[g_n_listeners++] =
-          (struct listener){.dev = st.st_dev, .ino = st.st_ino};
+        listening && port_of(fd) == port &&
+        sock_id_of(fd, &g_listeners[g_n_listeners]) == 0)
+      g_n_listeners++;
   }
   return g_n_listeners;
 }
@@ -387,22 +399,19 @@ void conn_guard_call(void *ctx, const char *peer, rpc_call_event ev) {
   pthread_mutex_lock(&g_mu);
   addr_rec *a = addr_find(&key, 0);
   if (a && a->ban_until_ms <= now) {
-    refill(a, now);
-    if (ev == RPC_CALL_SETTLED) {
-      /* What the call took, up to a full budget: the refill since its
-       * headers may have given part of it back already, and dropping the
-       * whole token then would let honest calls drain the budget. */
+    /* A settled call gives back what it took, the refill capping the
+     * budget: dropping the token when the refill since the call's headers
+     * had given part of it back already would let honest calls drain it. */
+    if (ev == RPC_CALL_SETTLED)
       a->tokens += 1;
-      if (a->tokens > g_lim.resets_per_second)
-        a->tokens = g_lim.resets_per_second;
-    } else if ((a->tokens -= 1) < 0) {
+    refill(a, now);
+    if (ev == RPC_CALL_ARRIVED && (a->tokens -= 1) < 0)
       closed = ban(a, now);
-    }
   }
   pthread_mutex_unlock(&g_mu);
   if (closed < 0)
     return;
-  char who[INET6_ADDRSTRLEN + 8];
+  char who[RPC_PEER_TEXT_MAX];
   rpc_peer_key_text(&key, who, sizeof who);
   log_warn("%s has more than %d calls without their request message "
            "(reset or left by the client; --max-resets-per-address): its %d "

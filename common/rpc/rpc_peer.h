@@ -23,7 +23,8 @@ int rpc_peer_key_of_name(const char *peer, rpc_peer_key *key);
  * AF_INET and AF_INET6. */
 int rpc_peer_key_of_sockaddr(const struct sockaddr *sa, rpc_peer_key *key);
 /* As gRPC names it, less the port: "ipv4:10.0.0.7", or
- * "ipv6:[2001:db8:0:1::]/64". At most 32 bytes with its NUL. */
+ * "ipv6:[2001:db8:0:1::]/64"; it fits in RPC_PEER_TEXT_MAX bytes. */
+#define RPC_PEER_TEXT_MAX 32
 void rpc_peer_key_text(const rpc_peer_key *key, char *out, size_t len);
 
 #endif
