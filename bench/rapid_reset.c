@@ -37,13 +37,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   double t0 = now_ms();
-  long sent = 0;
-  for (uint32_t id = 1; sent < n && !c.closed; id += 2, sent++) {
-    if (h2_call(&c, id, path, NULL, 0) || h2_reset(&c, id))
-      break;
-    if (sent % 64 == 63)
-      h2_wait_end(&c, 0, 0);
-  }
+  long sent = h2_reset_burst(&c, path, NULL, n);
   double ms = now_ms() - t0;
   /* A guard's abort may still be on its way; without one, the
    * coordinator works through what was sent. */

@@ -109,6 +109,11 @@ static long committed(void) {
       g_db, "SELECT COUNT(*) FROM rounds WHERE state='COMMITTED'");
 }
 
+static long failed(void) {
+  return (long)db_peek_int(g_db,
+                           "SELECT COUNT(*) FROM rounds WHERE state='FAILED'");
+}
+
 static void *sampler(void *arg) {
   (void)arg;
   while (atomic_load(&g_sampling)) {
@@ -289,13 +294,7 @@ static void attack_message_less_calls(void) {
  * reset. */
 static int reset_burst(h2_conn *c, const char *path, const char *bearer,
                        int n) {
-  int done = 0;
-  for (uint32_t id = 1; done < n; id += 2, done++) {
-    if (h2_call(c, id, path, bearer, 0) || h2_reset(c, id))
-      break;
-    if (done % 64 == 63)
-      h2_wait_end(c, 0, 0);
-  }
+  int done = (int)h2_reset_burst(c, path, bearer, n);
   uint32_t last = 2 * (uint32_t)done + 1;
   if (!c->closed && h2_call(c, last, path, bearer, 1) == 0)
     CU_ASSERT(h2_wait_end(c, last, 60000));
@@ -637,9 +636,7 @@ static void test_attacks_while_honest_rounds_commit(void) {
   long committed_during = committed() - committed_before;
   printf("  %ld rounds committed during the attacks\n", committed_during);
   CU_ASSERT(committed_during >= 2);
-  CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM rounds WHERE "
-                                    "state='FAILED'"),
-                  0);
+  CU_ASSERT_EQUAL(failed(), 0);
   fed_stop(&f, 1);
   /* The attacker's registered client sent only message-less check-ins and
    * a refused one: it was never selected. */
@@ -813,9 +810,7 @@ static void test_all_attacks_at_once(void) {
   /* Whenever it was selected, its update was bounded. */
   if (poisoner.rounds_poisoned)
     CU_ASSERT_PTR_NOT_NULL(strstr(poisoner.detail, "weight capped"));
-  CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM rounds WHERE "
-                                    "state='FAILED'"),
-                  0);
+  CU_ASSERT_EQUAL(failed(), 0);
   fed_stop(&f, 1);
 }
 
@@ -923,9 +918,7 @@ static void test_huge_messages_are_cut_off(void) {
   long during = wait_committed(before + 1, 30) - before;
   printf("  %ld rounds committed meanwhile\n", during);
   CU_ASSERT(during >= 1);
-  CU_ASSERT_EQUAL(db_peek_int(g_db, "SELECT COUNT(*) FROM rounds WHERE "
-                                    "state='FAILED'"),
-                  0);
+  CU_ASSERT_EQUAL(failed(), 0);
   fed_stop(&f, 1);
 }
 

@@ -286,6 +286,17 @@ int h2_reset(h2_conn *c, uint32_t id) {
   return frame(c, F_RST, 0, id, cancel, 4);
 }
 
+long h2_reset_burst(h2_conn *c, const char *path, const char *bearer, long n) {
+  long done = 0;
+  for (uint32_t id = 1; done < n && !c->closed; id += 2, done++) {
+    if (h2_call(c, id, path, bearer, 0) || h2_reset(c, id))
+      break;
+    if (done % 64 == 63)
+      h2_wait_end(c, 0, 0);
+  }
+  return done;
+}
+
 int h2_wait_end(h2_conn *c, uint32_t id, int timeout_ms) {
   int64_t until = now_ms() + timeout_ms;
   while (!c->closed && !(id && c->ended[slot(id)])) {

@@ -46,6 +46,12 @@ long h2_send_message(h2_conn *c, uint32_t id, const uint8_t *body, uint32_t len,
 
 int h2_reset(h2_conn *c, uint32_t id);
 
+/* A rapid reset: opens and resets up to n streams of path (ids 1, 3, ...)
+ * as fast as the socket takes them, reading what the peer sends every 64
+ * streams, until the connection fails or the peer closes it. Returns how
+ * many were reset. */
+long h2_reset_burst(h2_conn *c, const char *path, const char *bearer, long n);
+
 /* Reads the peer's frames for up to timeout_ms, or until stream id has
  * ended (id 0: until the connection closes). Returns 1 if it ended (or the
  * connection closed), 0 on timeout. */

@@ -27,10 +27,11 @@ static void sleep_ms(int ms) {
   nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
 }
 
-static int listener(int *port) {
+/* A listener on addr ("127.0.0.1") and *port (0: a free one, then set). */
+static int listener_at(const char *addr, int *port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(*port)};
+  inet_pton(AF_INET, addr, &a.sin_addr);
   socklen_t len = sizeof a;
   if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
       listen(fd, 64) != 0 || getsockname(fd, (struct sockaddr *)&a, &len))
@@ -39,17 +40,37 @@ static int listener(int *port) {
   return fd;
 }
 
-/* A client connection to port from source address src ("127.0.0.2"). */
-static int dial(const char *src, int port) {
+static int listener(int *port) {
+  *port = 0;
+  return listener_at("127.0.0.1", port);
+}
+
+/* A listener on 127.0.0.1 that the guard guards with lim. */
+static int guarded_listener(const conn_guard_limits *lim, int *port) {
+  int lfd = listener(port);
+  char err[256];
+  CU_ASSERT_FATAL(lfd >= 0);
+  CU_ASSERT_EQUAL_FATAL(conn_guard_start(*port, lim, err, sizeof err),
+                        COHORT_OK);
+  return lfd;
+}
+
+/* A client connection to dst:port from source address src
+ * ("127.0.0.2"). */
+static int dial_to(const char *src, const char *dst, int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in s = {.sin_family = AF_INET};
   struct sockaddr_in d = {.sin_family = AF_INET, .sin_port = htons(port)};
   inet_pton(AF_INET, src, &s.sin_addr);
-  d.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  inet_pton(AF_INET, dst, &d.sin_addr);
   if (fd < 0 || bind(fd, (struct sockaddr *)&s, sizeof s) != 0 ||
       connect(fd, (struct sockaddr *)&d, sizeof d) != 0)
     return -1;
   return fd;
+}
+
+static int dial(const char *src, int port) {
+  return dial_to(src, "127.0.0.1", port);
 }
 
 /* What the listener's owner gets: the connections the guard admits, as
@@ -94,14 +115,22 @@ static void peer_name(int client, char *out, size_t len) {
   snprintf(out, len, "ipv4:%s:%d", ip, ntohs(a.sin_port));
 }
 
+/* One connection from src to the guarded lfd: the client's end, the
+ * server's in *s, and the peer name gRPC would give its calls in peer. */
+static int connect_one(const char *src, int lfd, int port, int *s,
+                       char peer[64]) {
+  int c = dial(src, port);
+  CU_ASSERT_EQUAL_FATAL(accept_all(lfd, s, 1), 1);
+  peer_name(c, peer, 64);
+  return c;
+}
+
 static void test_connection_limit(void) {
   int port, other_port;
-  int lfd = listener(&port), other = listener(&other_port);
-  CU_ASSERT_FATAL(lfd >= 0 && other >= 0);
-  char err[256];
+  int other = listener(&other_port);
+  CU_ASSERT_FATAL(other >= 0);
   conn_guard_limits lim = {.per_address = 2};
-  CU_ASSERT_EQUAL_FATAL(conn_guard_start(port, &lim, err, sizeof err),
-                        COHORT_OK);
+  int lfd = guarded_listener(&lim, &port);
   int c[4], s[8];
   for (int i = 0; i < 3; i++)
     c[i] = dial("127.0.0.2", port);
@@ -129,24 +158,15 @@ static void test_connection_limit(void) {
   /* Another listener's connections are not counted: one on another port,
    * and one made after the start on the guarded port number at another
    * address (as the HTTP side port could be). */
-  int same = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
-  inet_pton(AF_INET, "127.0.0.7", &a.sin_addr);
-  CU_ASSERT_FATAL(same >= 0 &&
-                  bind(same, (struct sockaddr *)&a, sizeof a) == 0 &&
-                  listen(same, 8) == 0);
+  int same_port = port;
+  int same = listener_at("127.0.0.7", &same_port);
+  CU_ASSERT_FATAL(same >= 0);
   int ports[2] = {other_port, port}, lfds[2] = {other, same};
   for (int k = 0; k < 2; k++) {
     int o[3], so[3];
     for (int i = 0; i < 3; i++) {
-      o[i] = socket(AF_INET, SOCK_STREAM, 0);
-      struct sockaddr_in src = {.sin_family = AF_INET};
-      struct sockaddr_in dst = {.sin_family = AF_INET,
-                                .sin_port = htons(ports[k])};
-      inet_pton(AF_INET, "127.0.0.2", &src.sin_addr);
-      inet_pton(AF_INET, k ? "127.0.0.7" : "127.0.0.1", &dst.sin_addr);
-      CU_ASSERT(bind(o[i], (struct sockaddr *)&src, sizeof src) == 0 &&
-                connect(o[i], (struct sockaddr *)&dst, sizeof dst) == 0);
+      o[i] = dial_to("127.0.0.2", k ? "127.0.0.7" : "127.0.0.1", ports[k]);
+      CU_ASSERT(o[i] >= 0);
     }
     CU_ASSERT_EQUAL(accept_all(lfds[k], so, 3), 3);
     for (int i = 0; i < 3; i++) {
@@ -169,17 +189,11 @@ static void test_connection_limit(void) {
 }
 
 static void test_reset_budget(void) {
-  int port;
-  int lfd = listener(&port);
-  CU_ASSERT_FATAL(lfd >= 0);
-  char err[256];
+  int port, s;
   conn_guard_limits lim = {.resets_per_second = 8, .ban_ms = 400};
-  CU_ASSERT_EQUAL_FATAL(conn_guard_start(port, &lim, err, sizeof err),
-                        COHORT_OK);
-  int c = dial("127.0.0.4", port), s;
-  CU_ASSERT_EQUAL_FATAL(accept_all(lfd, &s, 1), 1);
+  int lfd = guarded_listener(&lim, &port);
   char peer[64];
-  peer_name(c, peer, sizeof peer);
+  int c = connect_one("127.0.0.4", lfd, port, &s, peer);
   /* Honest calls settle: a thousand of them spend nothing. */
   for (int i = 0; i < 1000; i++) {
     conn_guard_call(NULL, peer, RPC_CALL_ARRIVED);
@@ -245,17 +259,11 @@ static int fill_below(int fd, int *out, int max) {
  * one's descriptor number, where the guard forgets the old connection and
  * (before) the address with it, budget and all. */
 static void test_budget_outlives_connections(void) {
-  int port;
-  int lfd = listener(&port);
-  CU_ASSERT_FATAL(lfd >= 0);
-  char err[256];
+  int port, s;
   conn_guard_limits lim = {.resets_per_second = 2, .ban_ms = 400};
-  CU_ASSERT_EQUAL_FATAL(conn_guard_start(port, &lim, err, sizeof err),
-                        COHORT_OK);
-  int c = dial("127.0.0.6", port), s;
-  CU_ASSERT_EQUAL_FATAL(accept_all(lfd, &s, 1), 1);
+  int lfd = guarded_listener(&lim, &port);
   char peer[64];
-  peer_name(c, peer, sizeof peer);
+  int c = connect_one("127.0.0.6", lfd, port, &s, peer);
   for (int i = 0; i < 2; i++)
     conn_guard_call(NULL, peer, RPC_CALL_ARRIVED);
   close(c);
@@ -289,17 +297,11 @@ static void test_budget_outlives_connections(void) {
  * IPv6 /48 has 65,536 /64s) cannot grow the table by getting each
  * banned. */
 static void test_records_freed(void) {
-  int port;
-  int lfd = listener(&port);
-  CU_ASSERT_FATAL(lfd >= 0);
-  char err[256];
+  int port, s;
   conn_guard_limits lim = {.resets_per_second = 2, .ban_ms = 200};
-  CU_ASSERT_EQUAL_FATAL(conn_guard_start(port, &lim, err, sizeof err),
-                        COHORT_OK);
-  int c = dial("127.0.0.7", port), s;
-  CU_ASSERT_EQUAL_FATAL(accept_all(lfd, &s, 1), 1);
+  int lfd = guarded_listener(&lim, &port);
   char peer[64];
-  peer_name(c, peer, sizeof peer);
+  int c = connect_one("127.0.0.7", lfd, port, &s, peer);
   for (int i = 0; i < 3; i++)
     conn_guard_call(NULL, peer, RPC_CALL_ARRIVED);
   conn_guard_stats st;
