@@ -25,13 +25,31 @@ static int bind_one(const struct addrinfo *ai) {
   return rc;
 }
 
-int listen_probe(const char *listen, char *err, size_t errlen) {
-  char host[256];
+int listen_address_check(const char *listen, char *err, size_t errlen) {
+  static const char *const uris[] = {
+      "unix:", "unix-abstract:", "vsock:", "ipv4:", "ipv6:", "dns:"};
+  for (size_t i = 0; i < sizeof uris / sizeof *uris; i++)
+    if (strncmp(listen, uris[i], strlen(uris[i])) == 0) {
+      snprintf(err, errlen,
+               "--listen %s: the coordinator serves TCP on HOST:PORT only, "
+               "not a %s address; for a Unix socket put a proxy in front of "
+               "127.0.0.1:PORT",
+               listen, uris[i]);
+      return COHORT_EINVAL;
+    }
   const char *colon = strrchr(listen, ':');
-  if (!colon || !colon[1] || (size_t)(colon - listen) >= sizeof host) {
+  if (!colon || !colon[1] || colon - listen >= 256) {
     snprintf(err, errlen, "--listen %s: expected HOST:PORT", listen);
     return COHORT_EINVAL;
   }
+  return COHORT_OK;
+}
+
+int listen_probe(const char *listen, char *err, size_t errlen) {
+  if (listen_address_check(listen, err, errlen))
+    return COHORT_EINVAL;
+  char host[256];
+  const char *colon = strrchr(listen, ':');
   const char *port = colon + 1;
   if (strcmp(port, "0") == 0)
     return COHORT_OK;

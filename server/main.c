@@ -130,9 +130,9 @@ static int strategy_from_flags(strategy_config *cfg) {
 static const flag_def FLAGS[] = {
     {"listen", FLAG_STRING, &g_opts.listen, "127.0.0.1:50051", 0, 0,
      "HOST:PORT",
-     "address to serve gRPC on; port 0 picks a free port. Without TLS only "
-     "a loopback address (127.0.0.0/8, ::1, localhost) is accepted, unless "
-     "--insecure"},
+     "TCP address to serve gRPC on ([V6]:PORT for IPv6; not unix: or other "
+     "gRPC URIs); port 0 picks a free port. Without TLS only a loopback "
+     "address (127.0.0.0/8, ::1, localhost) is accepted, unless --insecure"},
     {"tls-cert", FLAG_STRING, &g_opts.tls_cert, NULL, 0, 0, "PATH",
      "serve TLS with this certificate chain (PEM; with --tls-key)"},
     {"tls-key", FLAG_STRING, &g_opts.tls_key, NULL, 0, 0, "PATH",
@@ -724,6 +724,11 @@ static int set_authority(round_engine *engine, const char *path) {
  * else plaintext, which only a loopback address gets without --insecure.
  * Returns 0, or 2 (a usage error, printed) when the flags do not fit. */
 static int transport_from_flags(rpc_tls_config *tls, service *svc) {
+  char err[512];
+  if (listen_address_check(g_opts.listen, err, sizeof err)) {
+    fprintf(stderr, "cohort-server: %s\n", err);
+    return 2;
+  }
   if (!g_opts.tls_cert != !g_opts.tls_key) {
     fprintf(stderr, "cohort-server: --tls-cert and --tls-key go together\n");
     return 2;

@@ -8,11 +8,6 @@
 int rpc_listen_is_loopback(const char *listen) {
   if (!listen)
     return 0;
-  if (strncmp(listen, "unix:", 5) == 0 ||
-      strncmp(listen, "unix-abstract:", 14) == 0)
-    return 1;
-  if (strncmp(listen, "ipv4:", 5) == 0 || strncmp(listen, "ipv6:", 5) == 0)
-    listen += 5;
   char host[256];
   const char *end;
   if (listen[0] == '[') {

@@ -225,6 +225,17 @@ static void test_failed_start_leaves_no_file(void) {
   close(fd);
   assert_nothing_left(db);
 
+  /* A Unix socket, which gRPC would take but the coordinator does not
+   * serve (its limits and loopback rule are about IP addresses). */
+  char sock[600];
+  snprintf(sock, sizeof sock, "unix:%s/never.sock", harness_dir());
+  const char *unix_listen[] = {"--listen", sock, NULL};
+  CU_ASSERT_EQUAL(run_server(db, "never-unix.err", unix_listen), 2);
+  CU_ASSERT(file_has(harness_path("never-unix.err"),
+                     "serves TCP on HOST:PORT only, not a unix: address"));
+  CU_ASSERT_FALSE(exists(sock + strlen("unix:")));
+  assert_nothing_left(db);
+
   /* A reset budget that honest calls awaiting their message could spend
    * (under twice --max-calls-per-address). */
   const char *small_budget[] = {"--max-resets-per-address", "100", NULL};
@@ -691,7 +702,8 @@ int cohort_register_suites(void) {
        test_second_coordinator_refused_until_first_killed},
       {"a link planted at the port file's temporary name is not followed",
        test_port_file_link_not_followed},
-      {"a bad --model, a busy port, a reset budget under twice the calls "
+      {"a bad --model, a busy port, a Unix socket, a reset budget under twice "
+       "the calls "
        "per address or a refused flag leave no file",
        test_failed_start_leaves_no_file},
       {"a read-only database or folder is refused at start by name",
