@@ -1,7 +1,8 @@
 /* A scripted fake coordinator for the tests that stop a client in each
  * state (test_client_signals, test_client_stop): our rpc server in the
  * test process, whose handlers answer as the test sets them and can be
- * held (blocked) to keep the client in a call. */
+ * held (blocked) to keep the client in a call. (fault_coordinator.h is the
+ * other fake: its replies carry faults.) */
 #ifndef COHORT_FAKE_COORDINATOR_H
 #define COHORT_FAKE_COORDINATOR_H
 

@@ -1,16 +1,13 @@
-/* libcohort against a scripted fake coordinator (our rpc server in this
- * process): the client assembles a model served in small chunks, verifies
- * its digest before training, uploads in the chunk size the task allows,
- * resumes an upload from the offset the coordinator asks for, and
- * registers with a fresh identity key or the one (and certificate) it was
- * given in files; a model kept in a file instead of memory is checked on
- * every read. */
+/* libcohort against the fault coordinator (fault_coordinator.h): the
+ * client assembles a model served in small chunks, verifies its digest
+ * before training, uploads in the chunk size the task allows, resumes an
+ * upload from the offset the coordinator asks for, and registers with a
+ * fresh identity key or the one (and certificate) it was given in files; a
+ * model kept in a file instead of memory is checked on every read. */
 #include <CUnit/CUnit.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <grpc/status.h>
-#include <openssl/sha.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,265 +18,27 @@
 #include "cohort_status.h"
 #include "crypto.h"
 #include "cunit_main.h"
+#include "fault_coordinator.h"
 #include "harness.h"
 #include "pb.h"
-#include "rpc_server.h"
 #include "sign.h"
 
-#define N_PARAMS 7850
-#define MODEL_BYTES (N_PARAMS * 4)
 #define SERVE_CHUNK 1000  /* the fake serves downloads in pieces this big */
 #define UPLOAD_CHUNK 4096 /* and asks for uploads in pieces this big */
 
-typedef struct fake {
-  pthread_mutex_t mu;
-  float model[N_PARAMS];
-  uint8_t sha[32];
-  int corrupt_digest; /* announce a digest that does not match */
-  /* The second download chunk: 1 claims another offset, 2 is cut short in
-   * its data, 3 says the model is bigger. */
-  int bad_chunk;
-  int forget_once; /* answer the second upload chunk with offset 0 */
-  /* Answer the next download as a coordinator that no longer knows the
-   * session (a new database, or the key registered again elsewhere). */
-  int session_unknown_once;
-  int get_model_calls;
-  int upload_calls;
-  uint8_t received[MODEL_BYTES];
-  uint64_t received_len;
-  int complete;
-  /* Registers: the keys, certificates and proof times sent, and how many
-   * more to refuse as a coordinator before the newest proof won refuses a
-   * key that is bound already, or as one now refuses a proof it took
-   * before (the same Register again, its reply lost). */
-  int register_calls;
-  int refuse_registers, refuse_as_replay;
-  uint8_t keys[4][SIGN_PUBLIC_LEN];
-  size_t key_len[4], cert_len[4];
-  int64_t proof_ms[4];
-  uint8_t cert[SIGN_CERT_LEN]; /* the last one sent */
-} fake;
-
-static fake g_fake;
-static rpc_server *g_srv;
-static char g_target[64];
-
-static void reply(rpc_reply *rep, const ProtobufCMessage *m) {
-  pb_pack(m, &rep->body, &rep->body_len);
-}
-
-static void on_register(void *ctx, const rpc_request *req, rpc_reply *rep) {
-  fake *f = ctx;
-  Cohort__V1__RegisterRequest *m =
-      cohort__v1__register_request__unpack(NULL, req->body_len, req->body);
-  pthread_mutex_lock(&f->mu);
-  int i = f->register_calls++;
-  if (i < 4) {
-    f->key_len[i] = m->identity_key.len;
-    memcpy(f->keys[i], m->identity_key.data,
-           m->identity_key.len < SIGN_PUBLIC_LEN ? m->identity_key.len
-                                                 : SIGN_PUBLIC_LEN);
-    f->cert_len[i] = m->enrollment_cert.len;
-    f->proof_ms[i] = m->possession_time_ms;
-  }
-  if (m->enrollment_cert.len == SIGN_CERT_LEN)
-    memcpy(f->cert, m->enrollment_cert.data, SIGN_CERT_LEN);
-  if (f->refuse_as_replay > 0) {
-    f->refuse_as_replay--;
-    rep->code = GRPC_STATUS_UNAUTHENTICATED;
-    snprintf(rep->detail, sizeof rep->detail,
-             PB_DETAIL_PROOF_NOT_NEWER " than the last one accepted for "
-                                       "client 1");
-  } else if (f->refuse_registers > 0) {
-    f->refuse_registers--;
-    rep->code = GRPC_STATUS_INVALID_ARGUMENT;
-    snprintf(rep->detail, sizeof rep->detail,
-             "identity key is already bound to another client");
-  } else {
-    Cohort__V1__RegisterResponse r = COHORT__V1__REGISTER_RESPONSE__INIT;
-    r.client_id = 1;
-    r.session_token = "fake-session";
-    reply(rep, &r.base);
-  }
-  pthread_mutex_unlock(&f->mu);
-  cohort__v1__register_request__free_unpacked(m, NULL);
-}
-
-static void on_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
-  fake *f = ctx;
-  pthread_mutex_lock(&f->mu);
-  Cohort__V1__CheckInResponse r = COHORT__V1__CHECK_IN_RESPONSE__INIT;
-  Cohort__V1__Task task = COHORT__V1__TASK__INIT;
-  Cohort__V1__TrainingPlan plan = COHORT__V1__TRAINING_PLAN__INIT;
-  Cohort__V1__FederationDone done = COHORT__V1__FEDERATION_DONE__INIT;
-  uint8_t sha[32];
-  memcpy(sha, f->sha, 32);
-  if (f->corrupt_digest)
-    sha[5] ^= 0x40;
-  if (f->complete) {
-    r.outcome_case = COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_DONE;
-    r.done = &done;
-  } else {
-    task.round = 1;
-    task.model_version = 3;
-    task.model_sha256.data = sha;
-    task.model_sha256.len = 32;
-    task.model_size = MODEL_BYTES;
-    task.model_spec = "logreg";
-    plan.epochs = 1;
-    plan.batch_size = 8;
-    plan.learning_rate = 0.1f;
-    task.plan = &plan;
-    task.codec = "fp32";
-    task.deadline_ms = 10000;
-    task.max_chunk_bytes = UPLOAD_CHUNK;
-    r.outcome_case = COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_TASK;
-    r.task = &task;
-  }
-  reply(rep, &r.base);
-  pthread_mutex_unlock(&f->mu);
-}
-
-static void on_get_model(void *ctx, const rpc_request *req, rpc_reply *rep) {
-  fake *f = ctx;
-  Cohort__V1__GetModelRequest *m =
-      cohort__v1__get_model_request__unpack(NULL, req->body_len, req->body);
-  pthread_mutex_lock(&f->mu);
-  f->get_model_calls++;
-  if (f->session_unknown_once) {
-    f->session_unknown_once = 0;
-    rep->code = GRPC_STATUS_UNAUTHENTICATED;
-    snprintf(rep->detail, sizeof rep->detail,
-             PB_DETAIL_SESSION_UNKNOWN "; register again");
-    pthread_mutex_unlock(&f->mu);
-    cohort__v1__get_model_request__free_unpacked(m, NULL);
-    return;
-  }
-  uint64_t off = m->offset;
-  size_t n = MODEL_BYTES - off < SERVE_CHUNK ? MODEL_BYTES - off : SERVE_CHUNK;
-  Cohort__V1__GetModelResponse r = COHORT__V1__GET_MODEL_RESPONSE__INIT;
-  r.model_version = 3;
-  r.total_size = MODEL_BYTES;
-  r.offset = off;
-  r.data.data = (uint8_t *)f->model + off;
-  r.data.len = n;
-  r.model_sha256.data = f->sha;
-  r.model_sha256.len = 32;
-  if (off > 0 && f->bad_chunk == 1)
-    r.offset = off + 4;
-  if (off > 0 && f->bad_chunk == 3)
-    r.total_size = MODEL_BYTES + 4;
-  reply(rep, &r.base);
-  if (off > 0 && f->bad_chunk == 2 && rep->body_len > 40)
-    rep->body_len -= 40; /* inside data: the tail of the message is lost */
-  pthread_mutex_unlock(&f->mu);
-  cohort__v1__get_model_request__free_unpacked(m, NULL);
-}
-
-static void on_upload(void *ctx, const rpc_request *req, rpc_reply *rep) {
-  fake *f = ctx;
-  Cohort__V1__UploadRequest *m =
-      cohort__v1__upload_request__unpack(NULL, req->body_len, req->body);
-  pthread_mutex_lock(&f->mu);
-  f->upload_calls++;
-  Cohort__V1__UploadResponse r = COHORT__V1__UPLOAD_RESPONSE__INIT;
-  if (m->data.len > UPLOAD_CHUNK) {
-    rep->code = GRPC_STATUS_INVALID_ARGUMENT;
-    snprintf(rep->detail, sizeof rep->detail, "chunk too big");
-  } else if (f->forget_once && f->upload_calls == 2) {
-    /* As if the coordinator had lost the assembly: start again. */
-    f->received_len = 0;
-    r.next_offset = 0;
-    reply(rep, &r.base);
-  } else if (m->offset != f->received_len) {
-    r.next_offset = f->received_len;
-    reply(rep, &r.base);
-  } else {
-    memcpy(f->received + m->offset, m->data.data, m->data.len);
-    f->received_len += m->data.len;
-    r.next_offset = f->received_len;
-    if (f->received_len == m->total_size) {
-      uint8_t d[32];
-      SHA256(f->received, f->received_len, d);
-      r.complete = f->complete = m->update_sha256.len == 32 &&
-                                 memcmp(d, m->update_sha256.data, 32) == 0;
-    }
-    reply(rep, &r.base);
-  }
-  pthread_mutex_unlock(&f->mu);
-  cohort__v1__upload_request__free_unpacked(m, NULL);
-}
-
-static void on_report(void *ctx, const rpc_request *req, rpc_reply *rep) {
-  Cohort__V1__ReportResponse r = COHORT__V1__REPORT_RESPONSE__INIT;
-  reply(rep, &r.base);
-}
-
-static const rpc_method METHODS[] = {
-    {PB_METHOD_REGISTER, on_register},  {PB_METHOD_CHECKIN, on_checkin},
-    {PB_METHOD_GETMODEL, on_get_model}, {PB_METHOD_UPLOAD, on_upload},
-    {PB_METHOD_REPORT, on_report},
-};
-
+/* The fake serves small pieces and ends the federation once it has the
+ * update. */
 static int suite_init(void) {
-  pthread_mutex_init(&g_fake.mu, NULL);
-  for (size_t i = 0; i < N_PARAMS; i++)
-    g_fake.model[i] = (float)i * 1e-4f;
-  SHA256((const uint8_t *)g_fake.model, MODEL_BYTES, g_fake.sha);
-  rpc_server_config cfg = {.listen = "127.0.0.1:0",
-                           .workers = 1,
-                           .max_receive_bytes = PB_MAX_MESSAGE_BYTES,
-                           .max_send_bytes = PB_MAX_MESSAGE_BYTES,
-                           .methods = METHODS,
-                           .n_methods = sizeof METHODS / sizeof METHODS[0],
-                           .ctx = &g_fake};
-  int port = 0;
-  if (rpc_server_start(&cfg, &g_srv, &port) != 0)
-    return -1;
-  snprintf(g_target, sizeof g_target, "127.0.0.1:%d", port);
-  cohort_set_log_level(4);
-  return 0;
-}
-
-static int suite_clean(void) {
-  rpc_server_stop(g_srv, 1000);
-  pthread_mutex_destroy(&g_fake.mu);
-  return 0;
-}
-
-typedef struct seen {
-  int calls;
-  float head[3];
-} seen;
-
-static int train(void *user, const cohort_train_request *req, float *params,
-                 size_t n, cohort_train_result *result) {
-  seen *s = user;
-  s->calls++;
-  memcpy(s->head, params, sizeof s->head);
-  for (size_t i = 0; i < n; i++)
-    params[i] += (float)(i % 7) * 0.5f;
-  result->num_examples = 42;
-  return 0;
-}
-
-static cohort_client_t *new_client(seen *s) {
-  cohort_client_options o;
-  cohort_client_options_init(&o);
-  o.server = g_target;
-  o.enrollment_token = "any";
-  o.train = train;
-  o.train_user = s;
-  o.rpc_timeout_ms = 5000;
-  cohort_client_t *c = NULL;
-  CU_ASSERT_EQUAL(cohort_client_new(&o, &c), COHORT_OK);
-  return c;
+  g_fake.serve_chunk = SERVE_CHUNK;
+  g_fake.upload_chunk = UPLOAD_CHUNK;
+  g_fake.done_after_upload = 1;
+  return fault_start();
 }
 
 static void test_corrupt_model_is_not_trained_on(void) {
   g_fake.corrupt_digest = 1;
-  seen s = {0};
-  cohort_client_t *c = new_client(&s);
+  fault_seen s = {0};
+  cohort_client_t *c = fault_client(&s);
   CU_ASSERT_EQUAL(cohort_client_run_once(c, NULL), COHORT_EDIGEST);
   CU_ASSERT_PTR_NOT_NULL(strstr(cohort_client_last_error(c), "digest"));
   CU_ASSERT_EQUAL(s.calls, 0);
@@ -298,8 +57,8 @@ static void test_unknown_session_mid_round(void) {
   g_fake.register_calls = 0;
   g_fake.get_model_calls = 0;
   g_fake.session_unknown_once = 1;
-  seen s = {0};
-  cohort_client_t *c = new_client(&s);
+  fault_seen s = {0};
+  cohort_client_t *c = fault_client(&s);
   CU_ASSERT_EQUAL(cohort_client_run_once(c, NULL), COHORT_EREJECTED);
   CU_ASSERT_PTR_NOT_NULL(
       strstr(cohort_client_last_error(c), PB_DETAIL_SESSION_UNKNOWN));
@@ -323,8 +82,8 @@ static void test_bad_download_chunk_is_refused(void) {
   for (int bad = 1; bad <= 3; bad++) {
     g_fake.bad_chunk = bad;
     g_fake.get_model_calls = 0;
-    seen s = {0};
-    cohort_client_t *c = new_client(&s);
+    fault_seen s = {0};
+    cohort_client_t *c = fault_client(&s);
     CU_ASSERT_EQUAL(cohort_client_run_once(c, NULL), COHORT_EPROTO);
     CU_ASSERT_PTR_NOT_NULL(strstr(cohort_client_last_error(c), want[bad - 1]));
     CU_ASSERT_EQUAL(g_fake.get_model_calls, 2);
@@ -334,17 +93,6 @@ static void test_bad_download_chunk_is_refused(void) {
   }
   g_fake.bad_chunk = 0;
   g_fake.get_model_calls = 0;
-}
-
-/* 1 when what the fake received is exactly the delta train() made. */
-static int received_the_delta(void) {
-  const float *delta = (const float *)g_fake.received;
-  int wrong = 0;
-  for (size_t i = 0; i < N_PARAMS; i++) {
-    float trained = g_fake.model[i] + (float)(i % 7) * 0.5f;
-    wrong += delta[i] != trained - g_fake.model[i];
-  }
-  return g_fake.received_len == MODEL_BYTES && wrong == 0;
 }
 
 static void fake_new_round(void) {
@@ -383,8 +131,8 @@ static int open_kept_file(const char *dir) {
 static void test_model_kept_in_a_file(void) {
   char dir[256];
   CU_ASSERT_FATAL(test_tmpdir_make(dir, sizeof dir, "kept") == 0);
-  seen s = {0};
-  cohort_client_t *c = new_client(&s);
+  fault_seen s = {0};
+  cohort_client_t *c = fault_client(&s);
   CU_ASSERT_EQUAL(cohort_client_set_model_dir(c, "/nonexistent/dir"),
                   COHORT_EIO);
   CU_ASSERT_PTR_NOT_NULL(strstr(cohort_client_last_error(c), "/nonexistent"));
@@ -396,7 +144,7 @@ static void test_model_kept_in_a_file(void) {
   CU_ASSERT_EQUAL(s.calls, 1);
   CU_ASSERT(s.head[0] == g_fake.model[0] && s.head[2] == g_fake.model[2]);
   CU_ASSERT_TRUE(g_fake.complete);
-  CU_ASSERT_TRUE(received_the_delta());
+  CU_ASSERT_TRUE(fault_received_the_delta());
   DIR *d = opendir(dir);
   int names = 0;
   for (struct dirent *e; d && (e = readdir(d)) != NULL;)
@@ -409,14 +157,14 @@ static void test_model_kept_in_a_file(void) {
   struct stat st;
   CU_ASSERT_EQUAL(fstat(fd, &st), 0);
   CU_ASSERT_EQUAL(st.st_mode & 0777, 0600);
-  CU_ASSERT_EQUAL(st.st_size, MODEL_BYTES);
+  CU_ASSERT_EQUAL(st.st_size, FAULT_MODEL_BYTES);
 
   /* The same version again: no download, the same delta. */
   fake_new_round();
   CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
   CU_ASSERT_EQUAL(g_fake.get_model_calls, 0);
   CU_ASSERT_EQUAL(s.calls, 2);
-  CU_ASSERT_TRUE(received_the_delta());
+  CU_ASSERT_TRUE(fault_received_the_delta());
 
   /* One weight changed in the file: refused, not trained on. */
   float evil = 1e6f;
@@ -435,7 +183,7 @@ static void test_model_kept_in_a_file(void) {
   CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
   CU_ASSERT(g_fake.get_model_calls > downloads);
   CU_ASSERT_EQUAL(s.calls, 3);
-  CU_ASSERT_TRUE(received_the_delta());
+  CU_ASSERT_TRUE(fault_received_the_delta());
   cohort_client_free(c);
   fake_new_round();
   test_tmpdir_remove(dir);
@@ -443,23 +191,23 @@ static void test_model_kept_in_a_file(void) {
 
 static void test_chunked_download_and_resumed_upload(void) {
   g_fake.forget_once = 1;
-  seen s = {0};
-  cohort_client_t *c = new_client(&s);
+  fault_seen s = {0};
+  cohort_client_t *c = fault_client(&s);
   cohort_cycle_info info;
   CU_ASSERT_EQUAL_FATAL(cohort_client_run_once(c, &info), COHORT_OK);
   CU_ASSERT_EQUAL(info.outcome, COHORT_CYCLE_TRAINED);
   /* 31,400 bytes served 1,000 at a time. */
   CU_ASSERT_EQUAL(g_fake.get_model_calls,
-                  (MODEL_BYTES + SERVE_CHUNK - 1) / SERVE_CHUNK);
+                  (FAULT_MODEL_BYTES + SERVE_CHUNK - 1) / SERVE_CHUNK);
   CU_ASSERT_EQUAL(s.calls, 1);
   CU_ASSERT(s.head[0] == g_fake.model[0] && s.head[2] == g_fake.model[2]);
   /* 8 chunks of at most 4,096 bytes; the fake dropped what it had at the
    * second, so the first two went twice. */
   CU_ASSERT_EQUAL(g_fake.upload_calls,
-                  (MODEL_BYTES + UPLOAD_CHUNK - 1) / UPLOAD_CHUNK + 2);
+                  (FAULT_MODEL_BYTES + UPLOAD_CHUNK - 1) / UPLOAD_CHUNK + 2);
   CU_ASSERT_TRUE(g_fake.complete);
   /* What arrived is exactly the delta the callback made. */
-  CU_ASSERT_TRUE(received_the_delta());
+  CU_ASSERT_TRUE(fault_received_the_delta());
   /* Then the fake says the federation is over. */
   CU_ASSERT_EQUAL(cohort_client_run(c), COHORT_OK);
   cohort_client_free(c);
@@ -482,8 +230,8 @@ static void test_fresh_identity_per_registration(void) {
   /* The first Register is refused as a retry whose reply was lost would
    * be: the key of the client's own making is replaced. */
   g_fake.refuse_registers = 1;
-  seen s = {0};
-  cohort_client_t *c = new_client(&s);
+  fault_seen s = {0};
+  cohort_client_t *c = fault_client(&s);
   cohort_cycle_info info;
   CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
   CU_ASSERT_EQUAL(info.outcome, COHORT_CYCLE_DONE);
@@ -498,7 +246,7 @@ static void test_fresh_identity_per_registration(void) {
                       0);
   cohort_client_free(c);
   /* Another client, another key. */
-  c = new_client(&s);
+  c = fault_client(&s);
   CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
   CU_ASSERT_EQUAL_FATAL(g_fake.register_calls, 3);
   CU_ASSERT_NOT_EQUAL(memcmp(g_fake.keys[1], g_fake.keys[2], SIGN_PUBLIC_LEN),
@@ -507,9 +255,10 @@ static void test_fresh_identity_per_registration(void) {
 }
 
 /* A client with the identity key and certificate in those files. */
-static cohort_client_t *client_with_identity(seen *s, const char *key_path,
+static cohort_client_t *client_with_identity(fault_seen *s,
+                                             const char *key_path,
                                              const char *cert_path) {
-  cohort_client_t *c = new_client(s);
+  cohort_client_t *c = fault_client(s);
   CU_ASSERT_EQUAL(cohort_client_set_identity(c, key_path, cert_path),
                   COHORT_OK);
   return c;
@@ -539,8 +288,8 @@ static void test_persistent_identity(void) {
       crypto_unhex_file(cert_path, cert, sizeof cert, err, sizeof err),
       COHORT_OK);
 
-  seen s = {0};
-  cohort_client_t *c = new_client(&s);
+  fault_seen s = {0};
+  cohort_client_t *c = fault_client(&s);
   /* Files that are missing or hold something else are refused by name. */
   CU_ASSERT_EQUAL(cohort_client_set_identity(c, rogue_path, NULL),
                   COHORT_EFORMAT);
@@ -557,7 +306,7 @@ static void test_persistent_identity(void) {
                   COHORT_EAUTH);
   CU_ASSERT_PTR_NOT_NULL(strstr(cohort_client_last_error(c), "id.cert"));
   cohort_client_free(c);
-  c = new_client(&s);
+  c = fault_client(&s);
   CU_ASSERT_EQUAL(cohort_client_set_identity(c, key_path, cert_path),
                   COHORT_OK);
   CU_ASSERT_EQUAL(cohort_client_set_enroll_authority(c, rogue_path),
@@ -624,7 +373,7 @@ static void test_persistent_identity(void) {
 }
 
 int cohort_register_suites(void) {
-  CU_pSuite s = CU_add_suite("client protocol", suite_init, suite_clean);
+  CU_pSuite s = CU_add_suite("client protocol", suite_init, fault_stop);
   if (!s ||
       !CU_add_test(s, "a model that fails its digest is not trained on",
                    test_corrupt_model_is_not_trained_on) ||

@@ -1,14 +1,14 @@
-/* libcohort against a hostile coordinator: a scripted fake (our rpc server
- * in this process) whose replies are well-formed enough to be read but
- * carry what an attacker controlling the coordinator, or a plaintext path
- * to it, would put there. The client must refuse each with a reason that
- * names the problem, in bounded memory and time, without calling the app's
- * trainer or uploading anything. */
+/* libcohort against a hostile coordinator: the fault coordinator
+ * (fault_coordinator.h, our rpc server in this process), and for replies
+ * over the receive limit a fake of its own in another process, whose
+ * replies are well-formed enough to be read but carry what an attacker
+ * controlling the coordinator, or a plaintext path to it, would put there.
+ * The client must refuse each with a reason that names the problem, in
+ * bounded memory and time, without calling the app's trainer or uploading
+ * anything. */
 #include <CUnit/CUnit.h>
 #include <grpc/status.h>
 #include <math.h>
-#include <openssl/sha.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,250 +19,23 @@
 #include "cohort.h"
 #include "cohort_status.h"
 #include "cunit_main.h"
+#include "fault_coordinator.h"
 #include "harness.h"
 #include "pb.h"
 #include "pb_wire.h"
 #include "rpc_server.h"
 
-#define N_PARAMS 7850
-#define MODEL_BYTES (N_PARAMS * 4)
-
-/* What the fake does wrong; all zero: an honest logreg task. */
-typedef struct fake {
-  pthread_mutex_t mu;
-  float model[N_PARAMS];
-  uint8_t sha[32];
-  /* Unknown varint fields appended to the CheckIn reply. */
-  size_t junk_fields;
-  /* When set, Register answers with this session token, or client id 0. */
-  const char *session_token;
-  int zero_id;
-  /* When set, CheckIn fails with FAILED_PRECONDITION and this detail. */
-  const char *checkin_detail;
-  /* When set, CheckIn answers RetryLater with this reason instead. */
-  const char *retry_reason;
-  /* Replaces the task's plan and strings before the reply is packed. */
-  void (*edit)(Cohort__V1__Task *t, Cohort__V1__TrainingPlan *p);
-  int checkins, get_model_calls, uploads;
-} fake;
-
-static fake g_fake;
-static rpc_server *g_srv;
-static char g_target[64];
-
-static void reply(rpc_reply *rep, const ProtobufCMessage *m) {
-  pb_pack(m, &rep->body, &rep->body_len);
-}
-
-static void on_register(void *ctx, const rpc_request *req, rpc_reply *rep) {
-  fake *f = ctx;
-  (void)req;
-  Cohort__V1__RegisterResponse r = COHORT__V1__REGISTER_RESPONSE__INIT;
-  pthread_mutex_lock(&f->mu);
-  r.client_id = f->zero_id ? 0 : 1;
-  r.session_token =
-      (char *)(f->session_token ? f->session_token : "fake-session");
-  reply(rep, &r.base);
-  pthread_mutex_unlock(&f->mu);
-}
-
-/* The reply, then junk_fields fields a coordinator may add (field 1000,
- * varint 0: three bytes each), which protobuf-c keeps as unknown fields. */
-static void reply_with_junk(rpc_reply *rep, const ProtobufCMessage *m,
-                            size_t junk) {
-  size_t len = protobuf_c_message_get_packed_size(m);
-  uint8_t *buf = malloc(len + 3 * junk);
-  if (!buf)
-    return;
-  protobuf_c_message_pack(m, buf);
-  for (size_t i = 0; i < junk; i++) {
-    buf[len + 3 * i] = (uint8_t)(((1000 << 3) & 0x7f) | 0x80);
-    buf[len + 3 * i + 1] = (uint8_t)(1000 >> 4);
-    buf[len + 3 * i + 2] = 0;
-  }
-  rep->body = buf;
-  rep->body_len = len + 3 * junk;
-}
-
-static void on_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
-  fake *f = ctx;
-  (void)req;
-  pthread_mutex_lock(&f->mu);
-  f->checkins++;
-  if (f->checkin_detail) {
-    rep->code = GRPC_STATUS_FAILED_PRECONDITION;
-    snprintf(rep->detail, sizeof rep->detail, "%s", f->checkin_detail);
-    pthread_mutex_unlock(&f->mu);
-    return;
-  }
-  Cohort__V1__CheckInResponse r = COHORT__V1__CHECK_IN_RESPONSE__INIT;
-  Cohort__V1__Task task = COHORT__V1__TASK__INIT;
-  Cohort__V1__TrainingPlan plan = COHORT__V1__TRAINING_PLAN__INIT;
-  task.round = 1;
-  task.model_version = 3;
-  task.model_sha256.data = f->sha;
-  task.model_sha256.len = 32;
-  task.model_size = MODEL_BYTES;
-  task.model_spec = "logreg";
-  plan.epochs = 1;
-  plan.batch_size = 8;
-  plan.learning_rate = 0.1f;
-  task.plan = &plan;
-  task.codec = "fp32";
-  task.deadline_ms = 10000;
-  if (f->edit)
-    f->edit(&task, &plan);
-  r.outcome_case = COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_TASK;
-  r.task = &task;
-  Cohort__V1__RetryLater later = COHORT__V1__RETRY_LATER__INIT;
-  if (f->retry_reason) {
-    later.after_ms = 10;
-    later.reason = (char *)f->retry_reason;
-    r.outcome_case = COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_RETRY_LATER;
-    r.retry_later = &later;
-  }
-  reply_with_junk(rep, &r.base, f->junk_fields);
-  pthread_mutex_unlock(&f->mu);
-}
-
-static void on_get_model(void *ctx, const rpc_request *req, rpc_reply *rep) {
-  fake *f = ctx;
-  Cohort__V1__GetModelRequest *m =
-      cohort__v1__get_model_request__unpack(NULL, req->body_len, req->body);
-  pthread_mutex_lock(&f->mu);
-  f->get_model_calls++;
-  uint64_t off = m && m->offset < MODEL_BYTES ? m->offset : 0;
-  Cohort__V1__GetModelResponse r = COHORT__V1__GET_MODEL_RESPONSE__INIT;
-  r.model_version = 3;
-  r.total_size = MODEL_BYTES;
-  r.offset = off;
-  r.data.data = (uint8_t *)f->model + off;
-  r.data.len = MODEL_BYTES - off;
-  r.model_sha256.data = f->sha;
-  r.model_sha256.len = 32;
-  reply(rep, &r.base);
-  pthread_mutex_unlock(&f->mu);
-  if (m)
-    cohort__v1__get_model_request__free_unpacked(m, NULL);
-}
-
-static void on_upload(void *ctx, const rpc_request *req, rpc_reply *rep) {
-  fake *f = ctx;
-  Cohort__V1__UploadRequest *m =
-      cohort__v1__upload_request__unpack(NULL, req->body_len, req->body);
-  Cohort__V1__UploadResponse r = COHORT__V1__UPLOAD_RESPONSE__INIT;
-  pthread_mutex_lock(&f->mu);
-  f->uploads++;
-  /* Complete once the last chunk came (chunks in order, as the client
-   * sends them). */
-  uint64_t end = m ? m->offset + m->data.len : 0;
-  r.complete = m && end >= m->total_size;
-  r.next_offset = end;
-  pthread_mutex_unlock(&f->mu);
-  reply(rep, &r.base);
-  if (m)
-    cohort__v1__upload_request__free_unpacked(m, NULL);
-}
-
-static void on_report(void *ctx, const rpc_request *req, rpc_reply *rep) {
-  (void)ctx;
-  (void)req;
-  Cohort__V1__ReportResponse r = COHORT__V1__REPORT_RESPONSE__INIT;
-  reply(rep, &r.base);
-}
-
-static const rpc_method METHODS[] = {
-    {PB_METHOD_REGISTER, on_register},  {PB_METHOD_CHECKIN, on_checkin},
-    {PB_METHOD_GETMODEL, on_get_model}, {PB_METHOD_UPLOAD, on_upload},
-    {PB_METHOD_REPORT, on_report},
-};
-
-/* The model with its digest, as the fake serves it. */
-static void set_model(float first) {
-  for (size_t i = 0; i < N_PARAMS; i++)
-    g_fake.model[i] = (float)i * 1e-4f;
-  g_fake.model[0] = first;
-  SHA256((const uint8_t *)g_fake.model, MODEL_BYTES, g_fake.sha);
-}
-
-static int suite_init(void) {
-  pthread_mutex_init(&g_fake.mu, NULL);
-  set_model(0);
-  rpc_server_config cfg = {.listen = "127.0.0.1:0",
-                           .workers = 1,
-                           .max_receive_bytes = PB_MAX_MESSAGE_BYTES,
-                           .max_send_bytes = PB_MAX_MESSAGE_BYTES,
-                           .methods = METHODS,
-                           .n_methods = sizeof METHODS / sizeof METHODS[0],
-                           .ctx = &g_fake};
-  int port = 0;
-  if (rpc_server_start(&cfg, &g_srv, &port) != 0)
-    return -1;
-  snprintf(g_target, sizeof g_target, "127.0.0.1:%d", port);
-  cohort_set_log_level(4);
-  return 0;
-}
-
-static int suite_clean(void) {
-  rpc_server_stop(g_srv, 1000);
-  pthread_mutex_destroy(&g_fake.mu);
-  return 0;
-}
-
-/* The fake back to an honest coordinator, its counters to zero. */
-static void fake_honest(void) {
-  pthread_mutex_lock(&g_fake.mu);
-  g_fake.junk_fields = 0;
-  g_fake.edit = NULL;
-  g_fake.retry_reason = NULL;
-  g_fake.checkin_detail = NULL;
-  g_fake.session_token = NULL;
-  g_fake.zero_id = 0;
-  g_fake.checkins = g_fake.get_model_calls = g_fake.uploads = 0;
-  pthread_mutex_unlock(&g_fake.mu);
-  set_model(0);
-}
-
-typedef struct seen {
-  int calls;
-  cohort_train_request req; /* the last one */
-} seen;
-
-static int train(void *user, const cohort_train_request *req, float *params,
-                 size_t n, cohort_train_result *result) {
-  seen *s = user;
-  s->calls++;
-  s->req = *req;
-  for (size_t i = 0; i < n; i++)
-    params[i] += 0.01f;
-  result->num_examples = 42;
-  return 0;
-}
-
-static cohort_client_t *new_client(seen *s) {
-  cohort_client_options o;
-  cohort_client_options_init(&o);
-  o.server = g_target;
-  o.enrollment_token = "any";
-  o.train = train;
-  o.train_user = s;
-  o.rpc_timeout_ms = 5000;
-  cohort_client_t *c = NULL;
-  CU_ASSERT_EQUAL(cohort_client_new(&o, &c), COHORT_OK);
-  return c;
-}
-
 /* The honest fake: the client trains and uploads (so that what the tests
  * below refuse is the fault they put in, not the fake). */
 static void test_honest_task_is_trained(void) {
-  fake_honest();
-  seen s = {0};
-  cohort_client_t *c = new_client(&s);
+  fault_reset();
+  fault_seen s = {0};
+  cohort_client_t *c = fault_client(&s);
   cohort_cycle_info info;
   CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
   CU_ASSERT_EQUAL(info.outcome, COHORT_CYCLE_TRAINED);
   CU_ASSERT_EQUAL(s.calls, 1);
-  CU_ASSERT_EQUAL(g_fake.uploads, 1);
+  CU_ASSERT_EQUAL(g_fake.upload_calls, 1);
   cohort_client_free(c);
 }
 
@@ -305,16 +78,16 @@ static void peak_reset(void) {
  * first, it is refused by name, in little memory; a few fields a newer
  * coordinator might add are still taken. */
 static void test_reply_of_millions_of_fields_is_refused(void) {
-  fake_honest();
-  seen s = {0};
-  cohort_client_t *c = new_client(&s);
+  fault_reset();
+  fault_seen s = {0};
+  cohort_client_t *c = fault_client(&s);
   g_fake.junk_fields = 40;
   cohort_cycle_info info;
   CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
   CU_ASSERT_EQUAL(info.outcome, COHORT_CYCLE_TRAINED);
   CU_ASSERT_EQUAL(s.calls, 1);
   g_fake.junk_fields = (PB_MAX_MESSAGE_BYTES - 4096) / 3;
-  g_fake.uploads = 0;
+  g_fake.upload_calls = 0;
   peak_reset();
   long before = peak_kib();
   int rc = cohort_client_run_once(c, &info);
@@ -324,21 +97,21 @@ static void test_reply_of_millions_of_fields_is_refused(void) {
   CU_ASSERT_EQUAL(rc, COHORT_EPROTO);
   CU_ASSERT_PTR_NOT_NULL(strstr(cohort_client_last_error(c), "fields"));
   CU_ASSERT_EQUAL(s.calls, 1);
-  CU_ASSERT_EQUAL(g_fake.uploads, 0);
+  CU_ASSERT_EQUAL(g_fake.upload_calls, 0);
   /* The reply itself (4 MiB) in gRPC's buffers and the fake's, a few
    * times over; not 30 times. */
   CU_ASSERT(before > 0 && grown < 40 * 1024);
   cohort_client_free(c);
-  fake_honest();
+  fault_reset();
 }
 
 /* A reason with a terminal escape and a forged log line: refused as a
  * whole, so that it reaches neither the app (cohort_cycle_info.not_selected)
  * nor the log; a plain one is passed on. */
 static void test_reason_with_control_characters_is_refused(void) {
-  fake_honest();
-  seen s = {0};
-  cohort_client_t *c = new_client(&s);
+  fault_reset();
+  fault_seen s = {0};
+  cohort_client_t *c = fault_client(&s);
   cohort_cycle_info info;
   g_fake.retry_reason = "battery below 0.8";
   CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
@@ -354,7 +127,7 @@ static void test_reason_with_control_characters_is_refused(void) {
   CU_ASSERT_PTR_NULL(strchr(cohort_client_last_error(c), 0x1b));
   CU_ASSERT_EQUAL(s.calls, 0);
   cohort_client_free(c);
-  fake_honest();
+  fault_reset();
 }
 
 /* Plans no cohort-server sends: each a field out of the range the
@@ -402,10 +175,10 @@ static void test_absurd_plan_is_refused(void) {
                {plan_mu_nan, "FedProx mu"},    {plan_mu_negative, "FedProx mu"},
                {shape_huge, "input shape"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    fake_honest();
+    fault_reset();
     g_fake.edit = cases[i].edit;
-    seen s = {0};
-    cohort_client_t *c = new_client(&s);
+    fault_seen s = {0};
+    cohort_client_t *c = fault_client(&s);
     cohort_cycle_info info;
     int rc = cohort_client_run_once(c, &info);
     if (rc != COHORT_EPROTO || s.calls)
@@ -418,10 +191,10 @@ static void test_absurd_plan_is_refused(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(cohort_client_last_error(c), cases[i].names));
     CU_ASSERT_EQUAL(s.calls, 0);
     CU_ASSERT_EQUAL(g_fake.get_model_calls, 0);
-    CU_ASSERT_EQUAL(g_fake.uploads, 0);
+    CU_ASSERT_EQUAL(g_fake.upload_calls, 0);
     cohort_client_free(c);
   }
-  fake_honest();
+  fault_reset();
 }
 
 /* A model whose digest matches but which holds a NaN or an infinity: not
@@ -433,10 +206,10 @@ static void test_nonfinite_model_is_refused(void) {
   char dir[256];
   CU_ASSERT_FATAL(test_tmpdir_make(dir, sizeof dir, "kept") == 0);
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    fake_honest();
-    set_model(bad[i]);
-    seen s = {0};
-    cohort_client_t *c = new_client(&s);
+    fault_reset();
+    fault_set_model(bad[i]);
+    fault_seen s = {0};
+    cohort_client_t *c = fault_client(&s);
     /* The last one kept in a file, where the app's trainer is handed a
      * copy and the library holds none of its own. */
     if (i == 3)
@@ -451,11 +224,11 @@ static void test_nonfinite_model_is_refused(void) {
       printf("\n    %g: rc %d, trained %d, \"%s\"\n", bad[i], rc, s.calls,
              cohort_client_last_error(c));
     CU_ASSERT_EQUAL(s.calls, 0);
-    CU_ASSERT_EQUAL(g_fake.uploads, 0);
+    CU_ASSERT_EQUAL(g_fake.upload_calls, 0);
     cohort_client_free(c);
   }
   test_tmpdir_remove(dir);
-  fake_honest();
+  fault_reset();
 }
 
 /* Registrations no coordinator should answer: a session token that
@@ -472,11 +245,11 @@ static void test_unusable_registration_is_refused(void) {
   snprintf(path, sizeof path, "%s/session", dir);
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     for (int saved = 0; saved < 2; saved++) {
-      fake_honest();
+      fault_reset();
       g_fake.session_token = cases[i].token;
       g_fake.zero_id = cases[i].zero_id;
-      seen s = {0};
-      cohort_client_t *c = new_client(&s);
+      fault_seen s = {0};
+      cohort_client_t *c = fault_client(&s);
       if (saved)
         CU_ASSERT_EQUAL(cohort_client_set_session_file(c, path), COHORT_OK);
       cohort_cycle_info info;
@@ -492,7 +265,7 @@ static void test_unusable_registration_is_refused(void) {
       CU_ASSERT_EQUAL(access(path, F_OK), -1);
       /* An honest coordinator again: the same client registers and
        * trains. */
-      fake_honest();
+      fault_reset();
       rc = cohort_client_run_once(c, &info);
       if (rc != COHORT_OK)
         printf("\n      then honest: rc %d, \"%s\"", rc,
@@ -504,7 +277,7 @@ static void test_unusable_registration_is_refused(void) {
     }
   }
   test_tmpdir_remove(dir);
-  fake_honest();
+  fault_reset();
 }
 
 static const char *g_codec = "fp32";
@@ -521,16 +294,16 @@ static void task_codec(Cohort__V1__Task *t, Cohort__V1__TrainingPlan *p) {
  * is 4 GiB), and took twice that in memory. Refused before the download,
  * in little memory; a sketch smaller than the model is still used. */
 static void test_codec_bigger_than_the_model_is_refused(void) {
-  fake_honest();
+  fault_reset();
   g_fake.edit = task_codec;
-  seen s = {0};
-  cohort_client_t *c = new_client(&s);
+  fault_seen s = {0};
+  cohort_client_t *c = fault_client(&s);
   cohort_cycle_info info;
   g_codec = "sketch:3x1000";
   CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_OK);
-  CU_ASSERT_EQUAL(g_fake.uploads, 1);
+  CU_ASSERT_EQUAL(g_fake.upload_calls, 1);
   g_codec = "sketch:16x4194304";
-  g_fake.uploads = 0;
+  g_fake.upload_calls = 0;
   s.calls = 0;
   peak_reset();
   long before = peak_kib();
@@ -538,11 +311,11 @@ static void test_codec_bigger_than_the_model_is_refused(void) {
   long grown = peak_kib() - before;
   if (rc != COHORT_EPROTO)
     printf("\n    %s: rc %d, trained %d, uploads %d, peak RSS +%ld KiB\n",
-           g_codec, rc, s.calls, g_fake.uploads, grown);
+           g_codec, rc, s.calls, g_fake.upload_calls, grown);
   CU_ASSERT_EQUAL(rc, COHORT_EPROTO);
   CU_ASSERT_PTR_NOT_NULL(strstr(cohort_client_last_error(c), "sketch"));
   CU_ASSERT_EQUAL(s.calls, 0);
-  CU_ASSERT_EQUAL(g_fake.uploads, 0);
+  CU_ASSERT_EQUAL(g_fake.upload_calls, 0);
   CU_ASSERT(grown < 32 * 1024);
   /* A codec this client does not know: refused before the download and
    * the training, not after them. */
@@ -553,7 +326,7 @@ static void test_codec_bigger_than_the_model_is_refused(void) {
   CU_ASSERT_EQUAL(s.calls, 0);
   CU_ASSERT_EQUAL(g_fake.get_model_calls, 0);
   cohort_client_free(c);
-  fake_honest();
+  fault_reset();
 }
 
 static void chunk_one(Cohort__V1__Task *t, Cohort__V1__TrainingPlan *p) {
@@ -566,23 +339,23 @@ static void chunk_one(Cohort__V1__Task *t, Cohort__V1__TrainingPlan *p) {
  * headers; at a 50 ms round trip, 26 minutes). Refused before the
  * download; the 4 KiB chunks of test_client_protocol are still taken. */
 static void test_tiny_upload_chunks_are_refused(void) {
-  fake_honest();
+  fault_reset();
   g_fake.edit = chunk_one;
-  seen s = {0};
-  cohort_client_t *c = new_client(&s);
+  fault_seen s = {0};
+  cohort_client_t *c = fault_client(&s);
   cohort_cycle_info info;
   double t0 = mono();
   int rc = cohort_client_run_once(c, &info);
   if (rc != COHORT_EPROTO)
-    printf("\n    chunk 1: rc %d, %d uploads in %.1f s\n", rc, g_fake.uploads,
-           mono() - t0);
+    printf("\n    chunk 1: rc %d, %d uploads in %.1f s\n", rc,
+           g_fake.upload_calls, mono() - t0);
   CU_ASSERT_EQUAL(rc, COHORT_EPROTO);
   CU_ASSERT_PTR_NOT_NULL(strstr(cohort_client_last_error(c), "chunk"));
   CU_ASSERT_EQUAL(g_fake.get_model_calls, 0);
-  CU_ASSERT_EQUAL(g_fake.uploads, 0);
+  CU_ASSERT_EQUAL(g_fake.upload_calls, 0);
   CU_ASSERT_EQUAL(s.calls, 0);
   cohort_client_free(c);
-  fake_honest();
+  fault_reset();
 }
 
 /* A refusal whose status detail holds a right-to-left override, a C1
@@ -590,11 +363,11 @@ static void test_tiny_upload_chunks_are_refused(void) {
  * cohort_client_last_error, and so the log line that shows it, has them
  * escaped, as the coordinator escapes a client's text in its log. */
 static void test_status_detail_is_escaped(void) {
-  fake_honest();
+  fault_reset();
   g_fake.checkin_detail = "refused \xe2\x80\xaegnp.exe \xc2\x9b"
                           "2J \xff end";
-  seen s = {0};
-  cohort_client_t *c = new_client(&s);
+  fault_seen s = {0};
+  cohort_client_t *c = fault_client(&s);
   cohort_cycle_info info;
   CU_ASSERT_EQUAL(cohort_client_run_once(c, &info), COHORT_EREJECTED);
   const char *e = cohort_client_last_error(c);
@@ -606,7 +379,7 @@ static void test_status_detail_is_escaped(void) {
   if (!strstr(e, "\\u{202e}"))
     printf("\n    last error: \"%s\"\n", e);
   cohort_client_free(c);
-  fake_honest();
+  fault_reset();
 }
 
 /* ---- replies larger than the receive limit, from another process ----
@@ -691,13 +464,10 @@ static long cycle_against_big_reply(size_t mb, int gzip, int *rc, char *err,
   CU_ASSERT_FATAL(pid > 0);
   char target[64];
   snprintf(target, sizeof target, "127.0.0.1:%d", port);
+  fault_seen s = {0};
   cohort_client_options o;
-  cohort_client_options_init(&o);
+  fault_client_options(&s, &o);
   o.server = target;
-  o.enrollment_token = "any";
-  seen s = {0};
-  o.train = train;
-  o.train_user = &s;
   o.rpc_timeout_ms = 30000;
   cohort_client_t *c = NULL;
   CU_ASSERT_EQUAL_FATAL(cohort_client_new(&o, &c), COHORT_OK);
@@ -754,7 +524,7 @@ static void test_compressed_reply_is_refused(void) {
 int cohort_register_suites(void) {
   if (getenv("HOSTILE_SERVER_MB"))
     big_reply_server();
-  CU_pSuite s = CU_add_suite("hostile coordinator", suite_init, suite_clean);
+  CU_pSuite s = CU_add_suite("hostile coordinator", fault_start, fault_stop);
   if (!s ||
       !CU_add_test(s, "an honest task is trained and uploaded",
                    test_honest_task_is_trained) ||
