@@ -40,6 +40,26 @@ static round_verdict register_as(fixture *f, const char *token, int n,
   return round_register(f->e, &r, id, session);
 }
 
+/* The identity checks a Register pays for, counted: this program is
+ * linked with -Wl,--wrap for both (tests/CMakeLists.txt). */
+static int g_key_checks, g_proof_checks;
+int __real_sign_public_check(const uint8_t pub[SIGN_PUBLIC_LEN],
+                             const char **why);
+int __real_sign_check_possession(const uint8_t pub[SIGN_PUBLIC_LEN],
+                                 const char *enrollment_token, int64_t time_ms,
+                                 const uint8_t sig[SIGN_LEN]);
+int __wrap_sign_public_check(const uint8_t pub[SIGN_PUBLIC_LEN],
+                             const char **why) {
+  g_key_checks++;
+  return __real_sign_public_check(pub, why);
+}
+int __wrap_sign_check_possession(const uint8_t pub[SIGN_PUBLIC_LEN],
+                                 const char *enrollment_token, int64_t time_ms,
+                                 const uint8_t sig[SIGN_LEN]) {
+  g_proof_checks++;
+  return __real_sign_check_possession(pub, enrollment_token, time_ms, sig);
+}
+
 /* Client id's state as `cohort clients list` shows it ("" if none). */
 static const char *state_of(fixture *f, int64_t id) {
   static char state[8];
@@ -88,6 +108,33 @@ static void test_refused_tokens(void) {
   CU_ASSERT_EQUAL(count(&f, "SELECT uses FROM enrollment_tokens"
                             " WHERE max_uses = 1"),
                   1);
+  fx_close(&f);
+}
+
+/* A stranger's Registers (an unknown, a revoked and an expired token, with
+ * a well-formed key and a valid proof of it) are refused before the key's
+ * curve check and the proof's signature, about 140 us of CPU each that
+ * anyone could otherwise make the coordinator spend; a valid token's
+ * Register pays both. */
+static void test_refused_token_costs_no_signature_check(void) {
+  fixture f;
+  FX_OPEN(f, 0);
+  double now = clock_wall_s();
+  int64_t revoked = add_token(&f, "tok-revoked", 0, 0);
+  add_token(&f, "tok-expired", 0, now - 1);
+  CU_ASSERT_EQUAL(store_token_revoke(f.db, revoked, now), COHORT_OK);
+  int64_t id = 0;
+  char session[65];
+  g_key_checks = g_proof_checks = 0;
+  const char *bad[] = {"tok-unknown", "tok-revoked", "tok-expired"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    CU_ASSERT_EQUAL(register_as(&f, bad[i], 60, &id, session).code,
+                    GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_EQUAL(g_key_checks, 0);
+  CU_ASSERT_EQUAL(g_proof_checks, 0);
+  CU_ASSERT_EQUAL(register_as(&f, ENROLL, 60, &id, session).code, 0);
+  CU_ASSERT_EQUAL(g_key_checks, 1);
+  CU_ASSERT_EQUAL(g_proof_checks, 1);
   fx_close(&f);
 }
 
@@ -637,6 +684,8 @@ int cohort_register_suites(void) {
       {"a proof of possession seen once, or signed 11 minutes off, renews "
        "nothing, also after a restart",
        test_replayed_proof_renews_nothing},
+      {"a refused token costs no key or signature check",
+       test_refused_token_costs_no_signature_check},
       {"no enrollment or session token is in the database in clear",
        test_no_token_in_clear},
       {"a schema 9 database's sessions get a day at the upgrade",
