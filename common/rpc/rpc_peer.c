@@ -12,7 +12,20 @@ static void key_of_v4(const struct in_addr *a, rpc_peer_key *key) {
   memcpy(key->b + 12, a, 4);
 }
 
+/* RFC 6052's well-known prefix, 64:ff9b::/96: a NAT64 (or SIIT) in front
+ * of an IPv6-only coordinator shows each IPv4 client as this prefix and
+ * the client's IPv4 address. Its whole /64 is read that way (the last 32
+ * bits), so that no /64 key is ever this one, whose text would read back
+ * as an IPv4 client. */
+static const unsigned char NAT64_PREFIX[8] = {0x00, 0x64, 0xff, 0x9b};
+
 static void key_of_v6(const struct in6_addr *a, rpc_peer_key *key) {
+  /* Through a NAT64, the IPv4 client behind it: as one /64 the whole IPv4
+   * internet would be one address. */
+  if (memcmp(a->s6_addr, NAT64_PREFIX, sizeof NAT64_PREFIX) == 0) {
+    key_of_v4((const struct in_addr *)(const void *)(a->s6_addr + 12), key);
+    return;
+  }
   memcpy(key->b, a, 16);
   /* An IPv4 client of a dual-stack listener keeps its whole address. */
   if (!IN6_IS_ADDR_V4MAPPED(a))

@@ -1,8 +1,9 @@
 /* The source address of a gRPC peer name, as the coordinator's
  * per-address limits count it: an IPv4 address, or an IPv6 /64, one
  * subscriber's network (a host holding a /64 holds 2^64 addresses). An
- * IPv4 client of a dual-stack listener ("ipv6:[::ffff:a.b.c.d]") is its
- * IPv4 address. */
+ * IPv4 client of a dual-stack listener ("ipv6:[::ffff:a.b.c.d]"), or one
+ * seen through a NAT64's well-known prefix ("ipv6:[64:ff9b::a.b.c.d]"), is
+ * its IPv4 address. */
 #ifndef COHORT_RPC_PEER_H
 #define COHORT_RPC_PEER_H
 

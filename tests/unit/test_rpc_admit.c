@@ -1,6 +1,8 @@
 /* rpc_admit, the rpc server's admission bookkeeping, without gRPC: the
  * per-address, per-caller and global limits, the receive pools' FIFO, the sweep
  * of overdue calls and the close at stop. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <string.h>
 
 #include "cohort_status.h"
@@ -183,6 +185,25 @@ static void test_address_of_peer_names(void) {
   CU_ASSERT_STRING_EQUAL(out, "ipv6:[2001:db8:0:2::]/64");
   rpc_admit_address("ipv6:[::ffff:10.0.0.7]:99", out);
   CU_ASSERT_STRING_EQUAL(out, "ipv4:10.0.0.7");
+  /* Through a NAT64, each IPv4 client is its own address, not one /64
+   * for all of them (the /64 is read by its last 32 bits throughout);
+   * the next /64 is an IPv6 network as any. */
+  rpc_admit_address("ipv6:[64:ff9b::10.0.0.7]:99", out);
+  CU_ASSERT_STRING_EQUAL(out, "ipv4:10.0.0.7");
+  rpc_admit_address("ipv6:[64:ff9b::a00:8]:99", out);
+  CU_ASSERT_STRING_EQUAL(out, "ipv4:10.0.0.8");
+  rpc_admit_address("ipv6:[64:ff9b:0:0:1::7]:99", out);
+  CU_ASSERT_STRING_EQUAL(out, "ipv4:0.0.0.7");
+  rpc_admit_address("ipv6:[64:ff9b:0:1::7]:99", out);
+  CU_ASSERT_STRING_EQUAL(out, "ipv6:[64:ff9b:0:1::]/64");
+  /* An accepted socket's address (the connection guard's) the same way. */
+  struct sockaddr_in6 sa6 = {.sin6_family = AF_INET6};
+  CU_ASSERT_EQUAL(inet_pton(AF_INET6, "64:ff9b::10.0.0.7", &sa6.sin6_addr), 1);
+  rpc_peer_key from_socket, from_name;
+  CU_ASSERT_EQUAL(
+      rpc_peer_key_of_sockaddr((struct sockaddr *)&sa6, &from_socket), 0);
+  CU_ASSERT_EQUAL(rpc_peer_key_of_name("ipv4:10.0.0.7:1", &from_name), 0);
+  CU_ASSERT_EQUAL(memcmp(from_socket.b, from_name.b, sizeof from_name.b), 0);
   rpc_admit_address("ipv6:[fe80::1%25eth0]:3", out);
   CU_ASSERT_STRING_EQUAL(out, "ipv6:[fe80::]/64");
   rpc_admit_address("unix:/tmp/sock", out);
