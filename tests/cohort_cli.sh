@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Exit statuses and messages of `cohort privacy` and `cohort secagg`: 0 and
 # a result for good flags and --help, 2 and a message naming the flag for a
-# missing or bad one, 1 for a budget no noise multiplier reaches or a
-# secure aggregation goal no degree and threshold meet. Then `cohort
+# missing or bad one (and for `cohort backup` without DB and FILE), 1 for
+# a budget no noise multiplier reaches or a secure aggregation goal no
+# degree and threshold meet. Then `cohort
 # enroll` end to end: key files 0600 and never replaced, certificates that
 # verify (with OpenSSL too) under the authority only, and a real
 # cohort-server with --enroll-authority that registers a cohort-client with
@@ -51,6 +52,7 @@ expect 1 'out of reach' privacy noise --epsilon 0.001 --sampling-rate 1 \
   --rounds 1000000 --delta 1e-10
 expect 2 "unknown subcommand 'budget'" privacy budget
 expect 2 "unknown command 'frobnicate'" frobnicate
+expect 2 '^usage: cohort backup DB FILE' backup only-one-argument
 expect 2 '^usage: cohort COMMAND' # no arguments at all
 expect 0 'privacy noise' --help
 expect 0 'privacy epsilon' privacy --help

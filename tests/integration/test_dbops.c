@@ -42,6 +42,19 @@ static int can_mount(void) {
   return known;
 }
 
+/* For the tests that need a private mount (unavailable otherwise). */
+static const char *no_mounts(void) {
+  return can_mount() ? NULL
+                     : "needs root and unshare -m (test_store_files covers "
+                       "SQLITE_FULL and a read-only file without them)";
+}
+
+/* Root writes through modes: a read-only database needs a read-only
+ * mount. */
+static const char *root_without_mounts(void) {
+  return geteuid() == 0 ? no_mounts() : NULL;
+}
+
 static int exists(const char *path) { return access(path, F_OK) == 0; }
 
 static int file_has(const char *path, const char *needle) {
@@ -306,10 +319,6 @@ static void test_read_only_database_refused_at_start(void) {
 
   const char *none[] = {NULL};
   int root = geteuid() == 0;
-  if (root && !can_mount()) {
-    printf("(skipped: root without unshare -m) ");
-    return;
-  }
   /* The file: root writes through modes, so it gets a read-only mount. */
   if (!root)
     CU_ASSERT_EQUAL_FATAL(chmod(db, 0400), 0);
@@ -334,11 +343,6 @@ static void test_read_only_database_refused_at_start(void) {
 }
 
 static void test_full_disk_stops_once_and_tells_clients_nothing(void) {
-  if (!can_mount()) {
-    printf("(skipped: needs root and unshare -m; test_store_files covers "
-           "SQLITE_FULL) ");
-    return;
-  }
   char sub[512], db[600], port_file[600];
   snprintf(sub, sizeof sub, "%s/full", harness_dir());
   CU_ASSERT_EQUAL_FATAL(mkdir(sub, 0700), 0);
@@ -702,14 +706,13 @@ int cohort_register_suites(void) {
        test_second_coordinator_refused_until_first_killed},
       {"a link planted at the port file's temporary name is not followed",
        test_port_file_link_not_followed},
-      {"a bad --model, a busy port, a Unix socket, a reset budget under twice "
-       "the calls "
-       "per address or a refused flag leave no file",
+      {"a bad --model, a busy port, a Unix socket, a reset budget under "
+       "twice the calls per address or a refused flag leave no file",
        test_failed_start_leaves_no_file},
       {"a read-only database or folder is refused at start by name",
-       test_read_only_database_refused_at_start},
+       test_read_only_database_refused_at_start, root_without_mounts},
       {"a full disk stops the coordinator once; clients see no SQLite text",
-       test_full_disk_stops_once_and_tells_clients_nothing},
+       test_full_disk_stops_once_and_tells_clients_nothing, no_mounts},
       {"a database locked past the busy timeout stops the coordinator "
        "once, committing nothing half; restarted, it resumes the round",
        test_locked_database_stops_then_resumes},

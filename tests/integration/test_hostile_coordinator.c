@@ -23,6 +23,7 @@
 #include "harness.h"
 #include "pb.h"
 #include "pb_wire.h"
+#include "proc_mem.h"
 #include "rpc_server.h"
 
 /* The honest fake: the client trains and uploads (so that what the tests
@@ -50,28 +51,6 @@ static double mono(void) {
   return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* This process's peak resident set size in KiB since the last
- * peak_reset (VmHWM). */
-static long peak_kib(void) {
-  FILE *f = fopen("/proc/self/status", "r");
-  char line[256];
-  long kib = -1;
-  while (f && fgets(line, sizeof line, f))
-    if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
-      break;
-  if (f)
-    fclose(f);
-  return kib;
-}
-
-static void peak_reset(void) {
-  FILE *f = fopen("/proc/self/clear_refs", "w");
-  if (f) {
-    fputs("5", f);
-    fclose(f);
-  }
-}
-
 /* A CheckIn reply of nearly 4 MiB of three-byte fields: protobuf-c would
  * keep each as an unknown field (about 60 bytes of heap for every 3 on the
  * wire) before the client could look at the task. Counted on the wire
@@ -88,10 +67,10 @@ static void test_reply_of_millions_of_fields_is_refused(void) {
   CU_ASSERT_EQUAL(s.calls, 1);
   g_fake.junk_fields = (PB_MAX_MESSAGE_BYTES - 4096) / 3;
   g_fake.upload_calls = 0;
-  peak_reset();
-  long before = peak_kib();
+  CU_ASSERT_FATAL(proc_peak_reset() == 0);
+  long before = proc_status_kb("VmHWM:");
   int rc = cohort_client_run_once(c, &info);
-  long grown = peak_kib() - before;
+  long grown = proc_status_kb("VmHWM:") - before;
   printf("\n    %zu fields: rc %d, peak RSS +%ld KiB, \"%s\"\n",
          g_fake.junk_fields, rc, grown, cohort_client_last_error(c));
   CU_ASSERT_EQUAL(rc, COHORT_EPROTO);
@@ -305,10 +284,10 @@ static void test_codec_bigger_than_the_model_is_refused(void) {
   g_codec = "sketch:16x4194304";
   g_fake.upload_calls = 0;
   s.calls = 0;
-  peak_reset();
-  long before = peak_kib();
+  CU_ASSERT_FATAL(proc_peak_reset() == 0);
+  long before = proc_status_kb("VmHWM:");
   int rc = cohort_client_run_once(c, &info);
-  long grown = peak_kib() - before;
+  long grown = proc_status_kb("VmHWM:") - before;
   if (rc != COHORT_EPROTO)
     printf("\n    %s: rc %d, trained %d, uploads %d, peak RSS +%ld KiB\n",
            g_codec, rc, s.calls, g_fake.upload_calls, grown);
@@ -471,11 +450,11 @@ static long cycle_against_big_reply(size_t mb, int gzip, int *rc, char *err,
   o.rpc_timeout_ms = 30000;
   cohort_client_t *c = NULL;
   CU_ASSERT_EQUAL_FATAL(cohort_client_new(&o, &c), COHORT_OK);
-  peak_reset();
-  long before = peak_kib();
+  CU_ASSERT_FATAL(proc_peak_reset() == 0);
+  long before = proc_status_kb("VmHWM:");
   cohort_cycle_info info;
   *rc = cohort_client_run_once(c, &info);
-  long grown = peak_kib() - before;
+  long grown = proc_status_kb("VmHWM:") - before;
   snprintf(err, errlen, "%s", cohort_client_last_error(c));
   cohort_client_free(c);
   CU_ASSERT(harness_stop(pid, 10) >= 0); /* killed by SIGTERM: ended */

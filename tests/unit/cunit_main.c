@@ -13,9 +13,14 @@ int test_add_suite(const char *name, CU_InitializeFunc init,
   CU_pSuite s = CU_add_suite(name, init, clean);
   if (!s)
     return CU_get_error();
-  for (size_t i = 0; i < n; i++)
-    if (!CU_add_test(s, tests[i].name, tests[i].fn))
+  for (size_t i = 0; i < n; i++) {
+    const char *why = tests[i].unavailable ? tests[i].unavailable() : NULL;
+    if (why)
+      fprintf(stderr, "note: \"%s\" is not registered: %s\n", tests[i].name,
+              why);
+    else if (!CU_add_test(s, tests[i].name, tests[i].fn))
       return CU_get_error();
+  }
   return 0;
 }
 

@@ -11,14 +11,19 @@
 /* Adds the file's suites to the registry; returns 0 or a CUnit error. */
 int cohort_register_suites(void);
 
-/* One test of a suite: its name in the report and its function. */
+/* One test of a suite: its name in the report and its function, and, for
+ * a test this machine or run may not allow (root, a package, a slow run
+ * asked for), a function that says why not (NULL when it can run). */
 typedef struct test_case {
   const char *name;
   CU_TestFunc fn;
+  const char *(*unavailable)(void);
 } test_case;
 
 /* Adds a suite with set-up init and clean-up clean (either may be NULL) and
- * the n tests, in order. Returns 0, or the CUnit error. */
+ * the n tests, in order. A test that is unavailable is not registered, and
+ * a line on stderr says so and why: it is never counted as a pass. Returns
+ * 0, or the CUnit error. */
 int test_add_suite(const char *name, CU_InitializeFunc init,
                    CU_CleanupFunc clean, const test_case *tests, size_t n);
 

@@ -17,6 +17,7 @@
 #include "dp_accountant.h"
 #include "dp_ddp.h"
 #include "pb.h"
+#include "proc_mem.h"
 #include "secagg.h"
 #include "secagg_flow.h"
 #include "sign.h"
@@ -590,23 +591,6 @@ static void test_step_deadline_renewed_for_ever_times_out(void) {
   fake_free(&f);
 }
 
-/* This process's peak resident set size in KiB since the last reset of
- * it (VmHWM; writing 5 to /proc/self/clear_refs resets it). */
-static long peak_kib(int reset) {
-  FILE *f = fopen(reset ? "/proc/self/clear_refs" : "/proc/self/status",
-                  reset ? "w" : "r");
-  char line[256];
-  long kib = -1;
-  if (f && reset)
-    fputs("5", f);
-  while (f && !reset && fgets(line, sizeof line, f))
-    if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
-      break;
-  if (f)
-    fclose(f);
-  return kib;
-}
-
 /* SecAggPeers of two million empty entries (two bytes each on the wire,
  * the most a reply holds): protobuf-c would make a 128-byte struct of
  * each before the client could see that it has two neighbours. Counted on
@@ -628,11 +612,11 @@ static void test_peers_of_millions_of_entries_refused(void) {
   secagg_flow_io io = io_of(&f);
   secagg_flow flow;
   char err[256] = "";
-  peak_kib(1);
-  long before = peak_kib(0);
+  CU_ASSERT_FATAL(proc_peak_reset() == 0);
+  long before = proc_status_kb("VmHWM:");
   int rc = secagg_flow_begin(&flow, &io, &f.trust, &t, DIM, clock_mono_s() + 30,
                              SECAGG_FLOW_NEVER, err, sizeof err);
-  long grown = peak_kib(0) - before;
+  long grown = proc_status_kb("VmHWM:") - before;
   printf("\n    %zu entries: rc %d, peak RSS +%ld KiB, \"%s\"\n", entries, rc,
          grown, err);
   CU_ASSERT_EQUAL(rc, COHORT_EABORTED);

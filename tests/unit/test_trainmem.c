@@ -15,30 +15,9 @@
 #include "nn_rng.h"
 #include "nn_train.h"
 #include "nn_zoo.h"
+#include "proc_mem.h"
 
 #define DIM 784
-
-/* Kilobytes in /proc/self/status's line key ("VmRSS:"), or -1. */
-static long status_kb(const char *key) {
-  FILE *f = fopen("/proc/self/status", "r");
-  char line[256];
-  long kb = -1;
-  if (!f)
-    return -1;
-  while (fgets(line, sizeof line, f))
-    if (strncmp(line, key, strlen(key)) == 0)
-      kb = strtol(line + strlen(key), NULL, 10);
-  fclose(f);
-  return kb;
-}
-
-/* Resets VmHWM to the current RSS, so the next peak is the work's own. */
-static void reset_peak(void) {
-  FILE *f = fopen("/proc/self/clear_refs", "w");
-  CU_ASSERT_FATAL(f != NULL);
-  CU_ASSERT_FATAL(fputs("5", f) >= 0);
-  CU_ASSERT_FATAL(fclose(f) == 0);
-}
 
 /* n examples of 28 x 28 byte pixels, as the IDX reader keeps them. */
 static void make_share(size_t n, nn_dataset *ds) {
@@ -77,13 +56,13 @@ static long train_peak_kb(const nn_model *m, size_t n, double *accuracy) {
   o.optim.learning_rate = 0.05f;
   char err[200];
   double loss = 0;
-  reset_peak();
-  long before = status_kb("VmRSS:");
+  CU_ASSERT_FATAL(proc_peak_reset() == 0);
+  long before = proc_status_kb("VmRSS:");
   CU_ASSERT_EQUAL(nn_train(&m->net, params, &ds, &o, &loss, err, sizeof err),
                   COHORT_OK);
   CU_ASSERT_EQUAL(nn_evaluate(&m->net, params, &ds, accuracy, &loss),
                   COHORT_OK);
-  long peak = status_kb("VmHWM:");
+  long peak = proc_status_kb("VmHWM:");
   CU_ASSERT(before > 0 && peak >= before);
   free(params);
   nn_dataset_close(&ds);
