@@ -4,15 +4,27 @@
  * certificate, a certificate of another CA, or plaintext against a TLS
  * port is refused with an error that says why and never registers; our
  * client refuses an impostor coordinator certified by another CA; a
- * plaintext coordinator refuses a network address unless --insecure. */
+ * plaintext coordinator refuses a network address unless --insecure; a
+ * relay on the path reads tokens and method names in plaintext, and none
+ * of them over TLS. */
 #include <CUnit/CUnit.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "clock.h"
+#include "crypto.h"
 #include "cunit_main.h"
 #include "db_peek.h"
 #include "harness.h"
@@ -100,14 +112,19 @@ static int file_has(const char *name, const char *needle) {
   return found;
 }
 
-static const char *server_flags(const char *transport) {
+static const char *federation_flags(int rounds, int clients,
+                                    const char *transport) {
   static char flags[2048];
   snprintf(flags, sizeof flags,
            "--rounds %d --clients-per-round %d --min-clients %d "
            "--round-timeout 60 --enroll-token tls-token --retry-ms 200 "
            "--linger 10 %s",
-           ROUNDS, CLIENTS, CLIENTS, transport);
+           rounds, clients, clients, transport);
   return flags;
+}
+
+static const char *server_flags(const char *transport) {
+  return federation_flags(ROUNDS, CLIENTS, transport);
 }
 
 /* A whole federation whose clients speak with tls; every process ends by
@@ -159,6 +176,256 @@ static void test_federation_over_mtls(void) {
                        NULL};
   run_federation("mtls", transport, tls);
   CU_ASSERT(file_has("mtls.err", ", mtls)"));
+}
+
+/* ---- a passive attacker on the path ---- */
+
+/* A TCP relay on 127.0.0.1 that forwards each connection it accepts to the
+ * coordinator's port and keeps a copy of every byte it forwards: what a
+ * wiretap between client and coordinator reads. Each direction of each
+ * connection is kept in a buffer of its own, so that a token is never
+ * split by bytes of the other direction. */
+#define RELAY_CONNS 16
+#define RELAY_KEEP ((size_t)16 << 20) /* bytes kept per direction */
+#define RELAY_LIFETIME_S 180.0 /* stops by itself if a test is cut short */
+
+typedef struct {
+  int fd[2];     /* [0] the client's side, [1] the coordinator's */
+  char *seen[2]; /* seen[d]: what was read from fd[d] */
+  size_t len[2], cap[2];
+} relay_conn;
+
+typedef struct {
+  int listener, to_port, port; /* port: where clients dial the relay */
+  atomic_int stop;
+  pthread_t thread;
+  int nconn;
+  relay_conn conn[RELAY_CONNS];
+} relay;
+
+/* Keeps the first RELAY_KEEP bytes of each direction, so that what is
+ * kept is always a prefix of the stream. */
+static void relay_keep(relay_conn *c, int d, const char *bytes, size_t n) {
+  if (n > RELAY_KEEP - c->len[d])
+    n = RELAY_KEEP - c->len[d];
+  if (c->len[d] + n > c->cap[d]) {
+    size_t cap = c->cap[d] ? c->cap[d] : 65536;
+    while (cap < c->len[d] + n)
+      cap *= 2; /* a power of two, so never past RELAY_KEEP */
+    char *p = realloc(c->seen[d], cap);
+    if (!p)
+      return;
+    c->seen[d] = p;
+    c->cap[d] = cap;
+  }
+  memcpy(c->seen[d] + c->len[d], bytes, n);
+  c->len[d] += n;
+}
+
+static void relay_close(relay_conn *c) {
+  for (int d = 0; d < 2; d++) {
+    if (c->fd[d] >= 0)
+      close(c->fd[d]);
+    c->fd[d] = -1;
+  }
+}
+
+/* Sends with a timeout, so that a peer that stops reading cannot hold the
+ * relay's thread past its stop. */
+static int relay_socket_timeout(int fd) {
+  struct timeval tv = {2, 0};
+  return setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+static void relay_accept(relay *r) {
+  int in = accept(r->listener, NULL, NULL);
+  if (in < 0)
+    return;
+  struct sockaddr_in to = {.sin_family = AF_INET,
+                           .sin_port = htons((uint16_t)r->to_port),
+                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  int out = socket(AF_INET, SOCK_STREAM, 0);
+  if (r->nconn == RELAY_CONNS || out < 0 ||
+      connect(out, (struct sockaddr *)&to, sizeof to) != 0 ||
+      relay_socket_timeout(in) || relay_socket_timeout(out)) {
+    close(in); /* the client sees a reset and dials again */
+    if (out >= 0)
+      close(out);
+    return;
+  }
+  r->conn[r->nconn++] = (relay_conn){.fd = {in, out}};
+}
+
+/* Reads what fd[d] has, keeps it and writes it all to the other side;
+ * -1 when either side is closed or stalled. */
+static int relay_pass(relay_conn *c, int d) {
+  char buf[65536];
+  ssize_t n = read(c->fd[d], buf, sizeof buf);
+  if (n <= 0)
+    return -1;
+  relay_keep(c, d, buf, (size_t)n);
+  for (ssize_t off = 0; off < n;) {
+    ssize_t w = write(c->fd[1 - d], buf + off, (size_t)(n - off));
+    if (w <= 0)
+      return -1;
+    off += w;
+  }
+  return 0;
+}
+
+static void *relay_run(void *arg) {
+  relay *r = arg;
+  double until = clock_mono_s() + RELAY_LIFETIME_S;
+  while (!atomic_load(&r->stop) && clock_mono_s() < until) {
+    struct pollfd p[1 + 2 * RELAY_CONNS] = {{r->listener, POLLIN, 0}};
+    int polled = r->nconn; /* closed sides are -1, which poll skips */
+    for (int i = 0; i < polled; i++)
+      for (int d = 0; d < 2; d++)
+        p[1 + 2 * i + d] = (struct pollfd){r->conn[i].fd[d], POLLIN, 0};
+    if (poll(p, (nfds_t)(1 + 2 * polled), 100) <= 0)
+      continue;
+    if (p[0].revents & POLLIN)
+      relay_accept(r);
+    for (int i = 0; i < polled; i++)
+      for (int d = 0; d < 2; d++)
+        if (p[1 + 2 * i + d].revents && r->conn[i].fd[d] >= 0 &&
+            relay_pass(&r->conn[i], d) != 0)
+          relay_close(&r->conn[i]);
+  }
+  return NULL;
+}
+
+/* Listens on a free port of 127.0.0.1 (r->port) and forwards to to_port
+ * until relay_stop. 0 or -1 (nothing left running). */
+static int relay_start(relay *r, int to_port) {
+  *r = (relay){.to_port = to_port};
+  struct sockaddr_in a = {.sin_family = AF_INET,
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t alen = sizeof a;
+  r->listener = socket(AF_INET, SOCK_STREAM, 0);
+  if (r->listener < 0)
+    return -1;
+  if (bind(r->listener, (struct sockaddr *)&a, sizeof a) != 0 ||
+      listen(r->listener, RELAY_CONNS) != 0 ||
+      getsockname(r->listener, (struct sockaddr *)&a, &alen) != 0) {
+    close(r->listener);
+    return -1;
+  }
+  r->port = ntohs(a.sin_port);
+  if (pthread_create(&r->thread, NULL, relay_run, r) != 0) {
+    close(r->listener);
+    return -1;
+  }
+  return 0;
+}
+
+/* Stops the thread and closes every socket; what was kept stays readable
+ * until relay_free. */
+static void relay_stop(relay *r) {
+  atomic_store(&r->stop, 1);
+  pthread_join(r->thread, NULL);
+  close(r->listener);
+  for (int i = 0; i < r->nconn; i++)
+    relay_close(&r->conn[i]);
+}
+
+static void relay_free(relay *r) {
+  for (int i = 0; i < r->nconn; i++)
+    for (int d = 0; d < 2; d++)
+      free(r->conn[i].seen[d]);
+}
+
+/* The first place where the relay saw needle, in either direction, and
+ * how many bytes it saw from there on; NULL if nowhere. */
+static const char *relay_find(const relay *r, const char *needle,
+                              size_t *left) {
+  size_t n = strlen(needle);
+  for (int i = 0; i < r->nconn; i++)
+    for (int d = 0; d < 2; d++) {
+      const relay_conn *c = &r->conn[i];
+      for (size_t k = 0; c->len[d] >= n && k <= c->len[d] - n; k++)
+        if (memcmp(c->seen[d] + k, needle, n) == 0) {
+          *left = c->len[d] - k;
+          return c->seen[d] + k;
+        }
+    }
+  return NULL;
+}
+
+/* A federation of one round and one client that dials the coordinator
+ * through r; the coordinator commits the round. db_path receives its
+ * database. */
+static void federate_through(relay *r, const char *tag, const char *transport,
+                             const char *const *tls, char *db_path,
+                             size_t db_len) {
+  int port = 0;
+  pid_t server = harness_start_server(tag, federation_flags(1, 1, transport),
+                                      &port, db_path, db_len);
+  CU_ASSERT_FATAL(server > 0);
+  CU_ASSERT_FATAL(relay_start(r, port) == 0);
+  char ctag[64];
+  snprintf(ctag, sizeof ctag, "%s-client", tag);
+  pid_t client = spawn_client(ctag, r->port, 0, tls);
+  CU_ASSERT(client > 0);
+  if (client > 0)
+    CU_ASSERT_EQUAL(harness_wait(client, 60), 0);
+  CU_ASSERT_EQUAL(harness_wait(server, 30), 0);
+  relay_stop(r);
+  CU_ASSERT_EQUAL(
+      db_peek_int(db_path,
+                  "SELECT COUNT(*) FROM rounds WHERE state='COMMITTED'"),
+      1);
+}
+
+/* The "network attacker on the path" row of docs/security.md, passive: in
+ * plaintext the relay reads the enrollment token, the method names and a
+ * session token the coordinator accepts (its SHA-256 is the one stored);
+ * over TLS it reads none of them, and the round still commits. */
+static void test_relay_reads_plaintext_not_tls(void) {
+  static const char *const secrets[] = {
+      "tls-token", "/cohort.v1.Coordinator/Register",
+      "/cohort.v1.Coordinator/Upload", "Bearer "};
+  enum { N = sizeof secrets / sizeof secrets[0] };
+  relay plain, tls;
+  char db_path[512] = "", stored[128];
+  size_t left = 0;
+
+  federate_through(&plain, "relay-plain", "", NULL, db_path, sizeof db_path);
+  for (int i = 0; i < N; i++) {
+    int seen = relay_find(&plain, secrets[i], &left) != NULL;
+    if (!seen)
+      fprintf(stderr, "\nrelay: no \"%s\" in plaintext\n", secrets[i]);
+    CU_ASSERT(seen);
+  }
+  /* After "Bearer " come the 64 hex digits of the client's session
+   * token; the coordinator stores its SHA-256, so a match is a token that
+   * it accepts from whoever replays it. */
+  const char *bearer = relay_find(&plain, "Bearer ", &left);
+  char token[CRYPTO_TOKEN_HEX_LEN] = "", hash[CRYPTO_SHA256_HEX_LEN] = "";
+  if (bearer && left >= 7 + 64) {
+    memcpy(token, bearer + 7, 64);
+    CU_ASSERT(crypto_sha256_hex(token, hash) == 0);
+  }
+  CU_ASSERT_STRING_EQUAL(db_peek_text(db_path,
+                                      "SELECT token_sha256 FROM clients",
+                                      stored, sizeof stored),
+                         hash);
+
+  char transport[1200];
+  snprintf(transport, sizeof transport, "--tls-cert %s --tls-key %s",
+           cert(g_ours, "server.crt"), cert(g_ours, "server.key"));
+  const char *ca[] = {"--tls-ca", cert(g_ours, "ca.crt"), NULL};
+  db_path[0] = '\0';
+  federate_through(&tls, "relay-tls", transport, ca, db_path, sizeof db_path);
+  CU_ASSERT(tls.nconn > 0 && tls.conn[0].len[0] > 0 && tls.conn[0].len[1] > 0);
+  for (int i = 0; i < N; i++) {
+    int seen = relay_find(&tls, secrets[i], &left) != NULL;
+    if (seen)
+      fprintf(stderr, "\nrelay: \"%s\" read over TLS\n", secrets[i]);
+    CU_ASSERT(!seen);
+  }
+  relay_free(&plain);
+  relay_free(&tls);
 }
 
 /* Each attacker's client exits 1 on its own, quickly, and its error names
@@ -332,6 +599,9 @@ int cohort_register_suites(void) {
   static const test_case tests[] = {
       {"a federation over TLS commits its rounds", test_federation_over_tls},
       {"a federation over mTLS commits its rounds", test_federation_over_mtls},
+      {"a relay on the path reads tokens and method names in plaintext, "
+       "nothing over TLS",
+       test_relay_reads_plaintext_not_tls},
       {"wrong CA, no or a foreign client certificate, plaintext: refused",
        test_attackers_are_refused},
       {"an impostor coordinator with another CA's certificate: refused",
