@@ -204,6 +204,36 @@ static void test_file(void) {
       COHORT_EIO);
 }
 
+/* Only root can give a file to another user. */
+static const char *not_root(void) {
+  return geteuid() == 0 ? NULL : "only root can plant a file of another user";
+}
+
+/* Another user of the device plants a session of its own making (its
+ * token, its key) in the client's place, mode 0600 and well-formed: the
+ * client would then act as the planter's client. Refused for its owner;
+ * the same file, the client's own again, loads. */
+static void test_planted_by_another_user(void) {
+  const char *p = path_of("planted");
+  session_store store = {.path = strdup(p)};
+  session_record r = sample(), back;
+  int found = -1;
+  CU_ASSERT_EQUAL_FATAL(session_store_save(&store, &r, g_err, sizeof g_err),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(chown(p, 65534, 65534), 0); /* nobody */
+  g_err[0] = '\0';
+  CU_ASSERT_EQUAL(
+      session_store_load(&store, &back, &found, g_err, sizeof g_err),
+      COHORT_EAUTH);
+  CU_ASSERT_PTR_NOT_NULL(strstr(g_err, "owned by this user"));
+  CU_ASSERT_EQUAL_FATAL(chown(p, geteuid(), getegid()), 0);
+  CU_ASSERT_EQUAL(
+      session_store_load(&store, &back, &found, g_err, sizeof g_err),
+      COHORT_OK);
+  CU_ASSERT_EQUAL(found, 1);
+  session_store_clear(&store);
+}
+
 /* The app's own storage: bytes in a buffer of the test's. */
 typedef struct mem_store {
   uint8_t bytes[2 * COHORT_SESSION_MAX_BYTES];
@@ -315,6 +345,8 @@ int cohort_register_suites(void) {
       {"the file: 0600 under umask 0, replaced whole; 0644, 0620, a folder, "
        "a FIFO, a large or truncated file refused",
        test_file},
+      {"a well-formed 0600 session file of another user is refused",
+       test_planted_by_another_user, not_root},
       {"the app's callbacks; taken up only for its coordinator and key",
        test_callbacks_and_take},
   };
