@@ -92,13 +92,26 @@ static const char *tiny_data(void) {
   return path;
 }
 
-static pid_t start_client(int port, const char *log) {
+/* A cohort-client of the coordinator at port; with debug, its log also
+ * has every status it was told and retried. */
+static pid_t start_client_logging(int port, const char *log, int debug) {
   char target[64];
   snprintf(target, sizeof target, "127.0.0.1:%d", port);
-  char *argv[] = {COHORT_CLIENT_BIN,   "--server", target,
-                  "--token",           TOKEN,      "--data",
-                  (char *)tiny_data(), NULL};
+  char *argv[] = {COHORT_CLIENT_BIN,
+                  "--server",
+                  target,
+                  "--token",
+                  TOKEN,
+                  "--data",
+                  (char *)tiny_data(),
+                  "--log-level",
+                  debug ? "debug" : "info",
+                  NULL};
   return harness_spawn(argv, NULL, harness_path(log));
+}
+
+static pid_t start_client(int port, const char *log) {
+  return start_client_logging(port, log, 0);
 }
 
 /* Runs the coordinator with argv (NULL-terminated after the binary) on db,
@@ -394,22 +407,30 @@ static void test_full_disk_stops_once_and_tells_clients_nothing(void) {
   int port = atoi(text);
   free(text);
   pid_t clients[2];
-  clients[0] = start_client(port, "full-client0.err");
-  clients[1] = start_client(port, "full-client1.err");
+  clients[0] = start_client_logging(port, "full-client0.err", 1);
+  clients[1] = start_client_logging(port, "full-client1.err", 1);
   /* The disk fills within the first rounds; the coordinator stops once. */
   CU_ASSERT_EQUAL(harness_wait(server, 120), 1);
   CU_ASSERT_EQUAL(count_in(err, "can no longer be written"), 1);
   CU_ASSERT(file_has(err, "No space left on device") ||
             file_has(err, "database or disk is full"));
+  int told = 0;
   for (int i = 0; i < 2; i++) {
     harness_stop(clients[i], 10);
     char log[32];
     snprintf(log, sizeof log, "full-client%d.err", i);
     const char *path = harness_path(log);
+    /* Logged at debug: every status the client was told. */
+    told |= file_has(path, "the coordinator cannot store this now");
     CU_ASSERT_FALSE(file_has(path, "disk"));
     CU_ASSERT_FALSE(file_has(path, "SQLite") || file_has(path, "sqlite"));
     CU_ASSERT_FALSE(file_has(path, "No space"));
   }
+  /* An upload the full disk refused was refused to its client, in words
+   * of its own (the disk may also first fill at a commit, which no client
+   * waits on). */
+  if (file_has(err, "keep update"))
+    CU_ASSERT(told);
 }
 
 /* A file size limit (ulimit -f, systemd's LimitFSIZE) that the database
