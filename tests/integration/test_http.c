@@ -13,6 +13,7 @@
 #include <json-c/json.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdint.h>
@@ -429,6 +430,138 @@ static void test_trickled_requests_are_cut(void) {
     CU_ASSERT(closed_at[i] >= 9 && closed_at[i] <= 13);
     close(fd[i]);
   }
+}
+
+/* 1 when the peer has closed fd (an end of file or a reset), 0 while it
+ * is open and silent. */
+static int peer_closed(int fd) {
+  char b[64];
+  ssize_t r = recv(fd, b, sizeof b, MSG_DONTWAIT);
+  return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* The side port's connection limits (server/http/http_server.c, the
+ * options of libmicrohttpd's daemon): MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+ * MHD_OPTION_CONNECTION_LIMIT and MHD_OPTION_CONNECTION_TIMEOUT. */
+#define HTTP_PER_ADDRESS 16
+#define HTTP_CONNECTIONS 64
+#define HTTP_IDLE_S 10
+
+/* A coordinator of its own with the side port open on loopback (no
+ * token) and no clients: the idle test outlasts the shared federation's
+ * rounds. Its HTTP port into *http; the pid, or -1. */
+static pid_t start_idle_coordinator(int *http) {
+  const char *port_file = harness_path("idle.http-port");
+  char flags[512];
+  snprintf(flags, sizeof flags,
+           "--enroll-token t --http 127.0.0.1:0 --http-port-file %s",
+           port_file);
+  int port = 0;
+  char db[512] = "";
+  pid_t server = harness_start_server("idle", flags, &port, db, sizeof db);
+  *http = 0;
+  for (int i = 0; server > 0 && i < 250 && *http <= 0; i++) {
+    char *text = harness_read_file(port_file);
+    *http = text ? atoi(text) : 0;
+    free(text);
+    if (*http <= 0)
+      nanosleep(&(struct timespec){0, 20 * 1000000L}, NULL);
+  }
+  return server;
+}
+
+/* An adversary holds idle connections (that never send a byte) from
+ * 127.0.0.20 and up. The first 16 of one address are held and the 4
+ * after them closed as they are accepted; 64 in all from 4 addresses are
+ * held, and then a fifth address's connection is not accepted (it waits
+ * in the listen queue, its request unanswered and the connection not
+ * closed); every held connection is closed 10 s after it opened, and
+ * the waiting request is answered then. */
+static void test_idle_connections_are_limited(void) {
+  enum { OVER = 4, ADDRS = HTTP_CONNECTIONS / HTTP_PER_ADDRESS };
+  enum { N = ADDRS * HTTP_PER_ADDRESS + OVER };
+  int http;
+  pid_t server = start_idle_coordinator(&http);
+  CU_ASSERT_FATAL(server > 0 && http > 0);
+  int fd[N];
+  double t0 = mono_now(), closed_at[N];
+  char src[32];
+  /* One address: 16 held, the 4 after them closed at once. */
+  for (int i = 0; i < HTTP_PER_ADDRESS + OVER; i++) {
+    fd[i] = connect_from("127.0.0.20", http);
+    CU_ASSERT_FATAL(fd[i] >= 0);
+  }
+  nanosleep(&(struct timespec){0, 600000000L}, NULL); /* two turns */
+  int held = 0, refused_at_once = 0;
+  for (int i = 0; i < HTTP_PER_ADDRESS + OVER; i++) {
+    int closed = peer_closed(fd[i]);
+    held += !closed && i < HTTP_PER_ADDRESS;
+    refused_at_once += closed && i >= HTTP_PER_ADDRESS;
+  }
+  printf("\n  one address: %d of the first %d held, %d of the next %d "
+         "closed at once\n",
+         held, HTTP_PER_ADDRESS, refused_at_once, OVER);
+  CU_ASSERT_EQUAL(held, HTTP_PER_ADDRESS);
+  CU_ASSERT_EQUAL(refused_at_once, OVER);
+  for (int i = HTTP_PER_ADDRESS; i < HTTP_PER_ADDRESS + OVER; i++)
+    close(fd[i]);
+  /* Three more addresses fill the 64; then a fifth. */
+  for (int a = 1; a < ADDRS; a++)
+    for (int i = 0; i < HTTP_PER_ADDRESS; i++) {
+      snprintf(src, sizeof src, "127.0.0.%d", 20 + a);
+      int k = a * HTTP_PER_ADDRESS + i;
+      fd[k] = connect_from(src, http);
+      CU_ASSERT_FATAL(fd[k] >= 0);
+    }
+  nanosleep(&(struct timespec){0, 600000000L}, NULL);
+  held = 0;
+  for (int i = 0; i < HTTP_CONNECTIONS; i++)
+    held += !peer_closed(fd[i]);
+  CU_ASSERT_EQUAL(held, HTTP_CONNECTIONS);
+  int waiting = connect_from("127.0.0.30", http);
+  CU_ASSERT_FATAL(waiting >= 0);
+  const char *req = "GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  CU_ASSERT(send(waiting, req, strlen(req), MSG_NOSIGNAL) > 0);
+  nanosleep(&(struct timespec){0, 600000000L}, NULL);
+  char b[64];
+  ssize_t got = recv(waiting, b, sizeof b, MSG_DONTWAIT);
+  int unanswered = got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  printf("  %d addresses: %d of %d held; a fifth address %s\n", ADDRS, held,
+         HTTP_CONNECTIONS, unanswered ? "unanswered" : "answered or closed");
+  CU_ASSERT(unanswered);
+  /* Idle: each held connection closed 10 s after it opened. */
+  for (int i = 0; i < HTTP_CONNECTIONS; i++)
+    closed_at[i] = -1;
+  int open = HTTP_CONNECTIONS;
+  while (open > 0 && mono_now() - t0 < HTTP_IDLE_S + 6) {
+    nanosleep(&(struct timespec){0, 100000000L}, NULL);
+    for (int i = 0; i < HTTP_CONNECTIONS; i++)
+      if (closed_at[i] < 0 && peer_closed(fd[i])) {
+        closed_at[i] = mono_now() - t0;
+        open--;
+      }
+  }
+  double first = 1e9, last = 0;
+  for (int i = 0; i < HTTP_CONNECTIONS; i++) {
+    if (closed_at[i] >= 0 && closed_at[i] < first)
+      first = closed_at[i];
+    if (closed_at[i] > last)
+      last = closed_at[i];
+    close(fd[i]);
+  }
+  printf("  idle: %d still open; closed at %.1f-%.1f s\n", open, first, last);
+  CU_ASSERT_EQUAL(open, 0);
+  /* Not before the timeout, and within a turn or two after it (the last
+   * address connected up to 1 s after the first). */
+  CU_ASSERT(first >= HTTP_IDLE_S - 0.5 && last <= HTTP_IDLE_S + 3);
+  /* The waiting request is served once there is room. */
+  struct pollfd pf = {waiting, POLLIN, 0};
+  got = poll(&pf, 1, 3000) == 1 ? recv(waiting, b, sizeof b - 1, 0) : -1;
+  b[got > 0 ? got : 0] = '\0';
+  CU_ASSERT(strncmp(b, "HTTP/1.0 200", 12) == 0 ||
+            strncmp(b, "HTTP/1.1 200", 12) == 0);
+  close(waiting);
+  CU_ASSERT_EQUAL(harness_stop(server, 20), 0);
 }
 
 /* The page is served without the token (it holds no data) and refers to
@@ -1008,8 +1141,17 @@ int cohort_register_suites(void) {
       {"an admin token of 512 characters is taken whole",
        test_longest_token_is_whole},
   };
+  static const test_case limits[] = {
+      {"idle connections: 16 per address and 64 in all are held, more "
+       "refused or left waiting; each closed after 10 s",
+       test_idle_connections_are_limited},
+  };
   int rc = test_add_suite("http side port", suite_init, suite_clean, running,
                           sizeof running / sizeof running[0]);
+  if (rc)
+    return rc;
+  rc = test_add_suite("http connection limits", NULL, NULL, limits,
+                      sizeof limits / sizeof limits[0]);
   if (rc)
     return rc;
   return test_add_suite("http refusals", NULL, NULL, refusals,
