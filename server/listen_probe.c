@@ -12,6 +12,9 @@
 
 #include "cohort_status.h"
 
+/* The longest HOST of HOST:PORT taken, with its terminating NUL. */
+#define HOST_MAX 256
+
 static int bind_one(const struct addrinfo *ai) {
   int fd =
       socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
@@ -38,7 +41,7 @@ int listen_address_check(const char *listen, char *err, size_t errlen) {
       return COHORT_EINVAL;
     }
   const char *colon = strrchr(listen, ':');
-  if (!colon || !colon[1] || colon - listen >= 256) {
+  if (!colon || !colon[1] || colon - listen >= HOST_MAX) {
     snprintf(err, errlen, "--listen %s: expected HOST:PORT", listen);
     return COHORT_EINVAL;
   }
@@ -48,7 +51,7 @@ int listen_address_check(const char *listen, char *err, size_t errlen) {
 int listen_probe(const char *listen, char *err, size_t errlen) {
   if (listen_address_check(listen, err, errlen))
     return COHORT_EINVAL;
-  char host[256];
+  char host[HOST_MAX];
   const char *colon = strrchr(listen, ':');
   const char *port = colon + 1;
   if (strcmp(port, "0") == 0)
