@@ -32,6 +32,7 @@
 #include "crypto.h"
 #include "flags.h"
 #include "pb.h"
+#include "proc_mem.h"
 #include "rpc_args.h"
 #include "rpc_status.h"
 #include "sign.h"
@@ -1063,22 +1064,6 @@ static char *read_token(const char *path) {
   return tok;
 }
 
-static long self_status_kb(const char *key) {
-  FILE *f = fopen("/proc/self/status", "r");
-  if (!f)
-    return -1;
-  char line[256];
-  long kb = -1;
-  size_t n = strlen(key);
-  while (fgets(line, sizeof line, f))
-    if (strncmp(line, key, n) == 0 && line[n] == ':') {
-      kb = strtol(line + n + 1, NULL, 10);
-      break;
-    }
-  fclose(f);
-  return kb;
-}
-
 static double self_cpu_s(void) {
   struct rusage ru;
   if (getrusage(RUSAGE_SELF, &ru) != 0)
@@ -1337,7 +1322,7 @@ int main(int argc, char **argv) {
                (unsigned long long)errors[m][e]);
   printf("errors_total %llu\n", (unsigned long long)errors_total);
   printf("loadgen_rss_peak_kb %ld\nloadgen_cpu_s %.2f\n",
-         self_status_kb("VmHWM"), self_cpu_s());
+         proc_status_kb("VmHWM:"), self_cpu_s());
   fflush(stdout);
 
   for (size_t i = 0; i < n_clients; i++)

@@ -241,6 +241,19 @@ pid_t harness_spawn_server(const char *tag, const char *flags, int port,
   return harness_spawn(argv, out, err);
 }
 
+int harness_read_port(const char *path, double seconds) {
+  double end = clock_mono_s() + seconds;
+  for (;;) {
+    char *text = harness_read_file(path);
+    int port = text ? atoi(text) : 0;
+    free(text);
+    if (port > 0 || clock_mono_s() >= end)
+      return port > 0 ? port : 0;
+    struct timespec nap = {0, 20 * 1000000L};
+    nanosleep(&nap, NULL);
+  }
+}
+
 pid_t harness_start_server(const char *tag, const char *flags, int *port,
                            char *db_path, size_t db_len) {
   char port_file[512];

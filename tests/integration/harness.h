@@ -40,6 +40,10 @@ int harness_stop(pid_t pid, double seconds);
 pid_t harness_start_server(const char *tag, const char *flags, int *port,
                            char *db_path, size_t db_len);
 
+/* The port a server wrote to path (--port-file, --http-port-file), read
+ * every 20 ms for up to seconds: the port, or 0 if none came. */
+int harness_read_port(const char *path, double seconds);
+
 /* Starts cohort-client with --server 127.0.0.1:port and then flags (a
  * NULL-terminated list, at most 60), its output as harness_spawn's.
  * Returns its pid, or -1. */

@@ -74,14 +74,7 @@ int http_federation_start_with(http_federation *f, const char *tag,
       harness_start_server(tag, flags, &f->grpc_port, f->db, sizeof f->db);
   if (f->server < 0)
     return -1;
-  for (int i = 0; i < 250 && f->http_port <= 0; i++) {
-    char *text = harness_read_file(port_file);
-    if (text)
-      f->http_port = atoi(text);
-    free(text);
-    if (f->http_port <= 0)
-      nap_ms(20);
-  }
+  f->http_port = harness_read_port(port_file, 5);
   char target[64];
   snprintf(target, sizeof target, "127.0.0.1:%d", f->grpc_port);
   for (int i = 0; i < HTTP_FED_CLIENTS; i++) {

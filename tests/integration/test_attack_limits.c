@@ -985,6 +985,15 @@ static void test_rapid_reset_cut_off(void) {
   fed_stop(&f, 0);
 }
 
+/* The test below in an unsanitized build only. */
+static const char *sanitized(void) {
+#ifdef COHORT_TEST_SANITIZED
+  return "its timing does not hold in a sanitized build (see its comment)";
+#else
+  return NULL;
+#endif
+}
+
 /* The same flood from one address spread over short connections, one at
  * a time, each closed after 200 resets: the address's budget (256, and
  * 256 a second) outlives its connections, and the second or third is cut
@@ -1000,14 +1009,6 @@ static void test_rapid_reset_cut_off(void) {
  * ban, in a loaded CI run), so the flood stayed within the budget, as a
  * slow flood may; test_conn_guard checks the same rule
  * without the timing in every build. */
-static const char *sanitized(void) {
-#ifdef COHORT_TEST_SANITIZED
-  return "its timing does not hold in a sanitized build (see its comment)";
-#else
-  return NULL;
-#endif
-}
-
 static void test_rapid_reset_over_reconnects(void) {
   enum { CONNS = 8, PER_CONN = 200 };
   fed f;

@@ -398,14 +398,8 @@ static void test_full_disk_stops_once_and_tells_clients_nothing(void) {
   const char *err = harness_path("full.err");
   pid_t server = harness_spawn(argv, NULL, err);
   CU_ASSERT_FATAL(server > 0);
-  char *text = NULL;
-  for (int i = 0; i < 500 && !text; i++) {
-    clock_sleep_ms(20);
-    text = harness_read_file(port_file);
-  }
-  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
-  int port = atoi(text);
-  free(text);
+  int port = harness_read_port(port_file, 10);
+  CU_ASSERT_FATAL(port > 0);
   pid_t clients[2];
   clients[0] = start_client_logging(port, "full-client0.err", 1);
   clients[1] = start_client_logging(port, "full-client1.err", 1);

@@ -18,8 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "cunit_main.h"
 #include "fl_client.h"
 #include "h2_raw.h"
@@ -38,12 +38,6 @@ static char g_db[512];
 /* One session per stream: the coordinator's own per-session cap
  * (--max-receiving-per-client 2) must not end the streams first. */
 static char g_sessions[MAX_STREAMS + 1][65];
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int suite_init(void) {
   const char *flags = "--rounds 1 --clients-per-round 2 --min-clients 2 "
@@ -108,7 +102,7 @@ static void test_streams_over_the_limit(void) {
   CU_ASSERT_FALSE_FATAL(c.closed);
 
   uint32_t over = 2 * MAX_STREAMS + 1;
-  int64_t t0 = now_ms();
+  double t0 = clock_mono_s();
   CU_ASSERT_EQUAL(
       h2_call(&c, over, PB_METHOD_CHECKIN, g_sessions[MAX_STREAMS], 0), 0);
   h2_wait_end(&c, 0, 3000);
@@ -122,9 +116,10 @@ static void test_streams_over_the_limit(void) {
          "UNAVAILABLE (%d then RST_STREAM NO_ERROR); the stream over: "
          "grpc-status %d, RST_STREAM %d\n",
          c.settings[H2_SETTINGS_MAX_CONCURRENT_STREAMS], held, MAX_STREAMS + 1,
-         c.closed ? "closed" : "open", (long long)(now_ms() - t0),
-         c.goaway_code, unavailable, MAX_STREAMS, rst_no_error,
-         c.grpc_status[slot(over)], c.rst_code[slot(over)]);
+         c.closed ? "closed" : "open",
+         (long long)((clock_mono_s() - t0) * 1000), c.goaway_code, unavailable,
+         MAX_STREAMS, rst_no_error, c.grpc_status[slot(over)],
+         c.rst_code[slot(over)]);
   CU_ASSERT(c.closed);
   CU_ASSERT_EQUAL(c.goaway_code, H2_NONE);
   CU_ASSERT_EQUAL(unavailable, MAX_STREAMS);

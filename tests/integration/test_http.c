@@ -459,14 +459,7 @@ static pid_t start_idle_coordinator(int *http) {
   int port = 0;
   char db[512] = "";
   pid_t server = harness_start_server("idle", flags, &port, db, sizeof db);
-  *http = 0;
-  for (int i = 0; server > 0 && i < 250 && *http <= 0; i++) {
-    char *text = harness_read_file(port_file);
-    *http = text ? atoi(text) : 0;
-    free(text);
-    if (*http <= 0)
-      nanosleep(&(struct timespec){0, 20 * 1000000L}, NULL);
-  }
+  *http = server > 0 ? harness_read_port(port_file, 5) : 0;
   return server;
 }
 

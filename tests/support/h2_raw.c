@@ -314,6 +314,13 @@ static void header_fragment(h2_conn *c, uint32_t id, const uint8_t *p,
   }
 }
 
+/* The 32-bit big-endian number at p, as every HTTP/2 field of that size
+ * is sent. */
+static uint32_t be32(const uint8_t *p) {
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
+         p[3];
+}
+
 /* Reads and handles one frame; 1 read, 0 timeout, -1 closed. */
 static int read_frame(h2_conn *c, int64_t until) {
   uint8_t h[9];
@@ -322,9 +329,7 @@ static int read_frame(h2_conn *c, int64_t until) {
   if (r <= 0)
     return r;
   size_t len = (size_t)h[0] << 16 | (size_t)h[1] << 8 | h[2];
-  uint32_t id = ((uint32_t)h[5] << 24 | (uint32_t)h[6] << 16 |
-                 (uint32_t)h[7] << 8 | h[8]) &
-                0x7fffffff;
+  uint32_t id = be32(h + 5) & 0x7fffffff;
   size_t keep = len < sizeof payload ? len : sizeof payload;
   /* A frame started is read whole, whatever the deadline. */
   if (read_full(c, payload, keep, now_ms() + 10000) <= 0)
@@ -343,13 +348,12 @@ static int read_frame(h2_conn *c, int64_t until) {
     c->settings_seen = 1;
     for (size_t i = 0; i + 6 <= keep; i += 6) {
       uint16_t k = (uint16_t)(payload[i] << 8 | payload[i + 1]);
-      int64_t v = (int64_t)payload[i + 2] << 24 | payload[i + 3] << 16 |
-                  payload[i + 4] << 8 | payload[i + 5];
+      int64_t v = be32(payload + i + 2);
       if (k < 8) {
         c->settings[k] = (uint32_t)v;
         c->has_setting[k] = 1;
       }
-      if (k == 4) { /* INITIAL_WINDOW_SIZE: applies to open streams too */
+      if (k == H2_SETTINGS_INITIAL_WINDOW_SIZE) { /* open streams too */
         for (size_t s = 0; s < H2_MAX_STREAMS; s++)
           c->window[s] += v - c->stream_window;
         c->stream_window = v;
@@ -362,9 +366,7 @@ static int read_frame(h2_conn *c, int64_t until) {
     break;
   case F_WINDOW:
     if (keep == 4) {
-      int64_t inc = ((int64_t)payload[0] << 24 | payload[1] << 16 |
-                     payload[2] << 8 | payload[3]) &
-                    0x7fffffff;
+      int64_t inc = be32(payload) & 0x7fffffff;
       if (id == 0)
         c->conn_window += inc;
       else
@@ -394,17 +396,13 @@ static int read_frame(h2_conn *c, int64_t until) {
     if (id) {
       c->ended[slot(id)] = 1;
       if (keep >= 4)
-        c->rst_code[slot(id)] =
-            (int32_t)((uint32_t)payload[0] << 24 | (uint32_t)payload[1] << 16 |
-                      (uint32_t)payload[2] << 8 | payload[3]);
+        c->rst_code[slot(id)] = (int32_t)be32(payload);
     }
     break;
   case F_GOAWAY:
     c->closed = 1;
     if (keep >= 8)
-      c->goaway_code =
-          (int32_t)((uint32_t)payload[4] << 24 | (uint32_t)payload[5] << 16 |
-                    (uint32_t)payload[6] << 8 | payload[7]);
+      c->goaway_code = (int32_t)be32(payload + 4);
     break;
   }
   return 1;
