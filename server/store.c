@@ -1,6 +1,6 @@
-/* SQLite store of the coordinator; see store.h. Statements are prepared per
- * call with bound parameters (never string-built SQL); transactions wrap
- * every multi-row change. */
+/* SQLite store of the coordinator; see store.h. Statements take bound
+ * parameters (never string-built SQL) and are kept prepared between calls
+ * (store_stmt.c); transactions wrap every multi-row change. */
 #include "store.h"
 
 #include <stdio.h>
@@ -258,7 +258,21 @@ int store_fail_with(store *s, int rc, const char *what, const char *why) {
 
 int store_exec(store *s, const char *sql) {
   char *msg = NULL;
-  if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+  int rc;
+  if (strchr(sql, ';')) { /* several statements: a schema step, run once */
+    rc = sqlite3_exec(s->db, sql, NULL, NULL, &msg);
+  } else { /* BEGIN, COMMIT: every upload runs them, so kept prepared */
+    sqlite3_stmt *st;
+    if (store_prepare(s, sql, &st))
+      return COHORT_EDB;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+      ;
+    rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+    if (rc != SQLITE_OK) /* before the reset, which may change the code */
+      msg = sqlite3_mprintf("%s", sqlite3_errmsg(s->db));
+    store_release(s, st);
+  }
+  if (rc != SQLITE_OK) {
     snprintf(s->last_error, sizeof s->last_error, "%s",
              msg ? msg : sqlite3_errmsg(s->db));
     log_error("store: %s", s->last_error);
@@ -269,15 +283,9 @@ int store_exec(store *s, const char *sql) {
   return COHORT_OK;
 }
 
-int store_prepare(store *s, const char *sql, sqlite3_stmt **st) {
-  if (sqlite3_prepare_v2(s->db, sql, -1, st, NULL) != SQLITE_OK)
-    return store_fail(s, "prepare");
-  return COHORT_OK;
-}
-
 int store_run(store *s, sqlite3_stmt *st, const char *what) {
   int rc = sqlite3_step(st);
-  sqlite3_finalize(st);
+  store_release(s, st);
   return rc == SQLITE_DONE ? COHORT_OK : store_fail(s, what);
 }
 
@@ -287,11 +295,11 @@ int store_get_int(store *s, const char *sql, int64_t *out) {
   if (rc)
     return rc;
   if (sqlite3_step(st) != SQLITE_ROW) {
-    sqlite3_finalize(st);
+    store_release(s, st);
     return store_fail(s, sql);
   }
   *out = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
+  store_release(s, st);
   return COHORT_OK;
 }
 
@@ -388,7 +396,7 @@ static int round_unfinished(void *ctx, int64_t round) {
     return 1; /* keep it rather than lose a resumable update */
   sqlite3_bind_int64(st, 1, round);
   int keep = sqlite3_step(st) != SQLITE_ROW || sqlite3_column_int64(st, 0) > 0;
-  sqlite3_finalize(st);
+  store_release(s, st);
   return keep;
 }
 
@@ -493,6 +501,7 @@ void store_set_keep_models(store *s, int64_t keep) {
 void store_close(store *s) {
   if (!s)
     return;
+  store_release_all(s);
   sqlite3_close(s->db);
   store_updates_close(s->updates);
   free(s);
@@ -541,7 +550,7 @@ int store_client_by_token(store *s, const char *token_sha256_hex, int64_t *id) {
   } else {
     rc = step == SQLITE_DONE ? COHORT_ENOTFOUND : store_fail(s, "find client");
   }
-  sqlite3_finalize(st);
+  store_release(s, st);
   return rc;
 }
 
@@ -561,7 +570,7 @@ int store_client_by_identity(store *s, const uint8_t identity[SIGN_PUBLIC_LEN],
     rc = step == SQLITE_DONE ? COHORT_ENOTFOUND
                              : store_fail(s, "find client by identity");
   }
-  sqlite3_finalize(st);
+  store_release(s, st);
   return rc;
 }
 
@@ -589,7 +598,7 @@ int store_client_identity(store *s, int64_t client,
     rc = step == SQLITE_DONE ? COHORT_ENOTFOUND
                              : store_fail(s, "read client identity");
   }
-  sqlite3_finalize(st);
+  store_release(s, st);
   return rc;
 }
 
@@ -616,7 +625,7 @@ void store_model_clear(store_model *m) {
 static int read_model(store *s, sqlite3_stmt *st, store_model *out) {
   int step = sqlite3_step(st);
   if (step != SQLITE_ROW) {
-    sqlite3_finalize(st);
+    store_release(s, st);
     return step == SQLITE_DONE ? COHORT_ENOTFOUND : store_fail(s, "read model");
   }
   memset(out, 0, sizeof *out);
@@ -633,18 +642,18 @@ static int read_model(store *s, sqlite3_stmt *st, store_model *out) {
     char why[64];
     snprintf(why, sizeof why, "version %lld was pruned (--keep-models)",
              (long long)out->version);
-    sqlite3_finalize(st);
+    store_release(s, st);
     memset(out, 0, sizeof *out);
     return store_fail_with(s, COHORT_ENOTFOUND, "read model", why);
   }
   out->blob = malloc(n);
   if (!out->blob) {
-    sqlite3_finalize(st);
+    store_release(s, st);
     return COHORT_ENOMEM;
   }
   memcpy(out->blob, blob, n);
   out->blob_len = n;
-  sqlite3_finalize(st);
+  store_release(s, st);
   return COHORT_OK;
 }
 
@@ -687,7 +696,7 @@ int store_insert_model(store *s, const store_model *m, double now) {
   /* A blob past SQLite's length limit would bind as NULL. */
   if (sqlite3_bind_blob64(st, 7, m->blob, m->blob_len, SQLITE_STATIC) !=
       SQLITE_OK) {
-    sqlite3_finalize(st);
+    store_release(s, st);
     return store_fail_with(s, COHORT_EINVAL, "insert model",
                            "its parameters are more bytes than SQLite takes");
   }
@@ -714,7 +723,7 @@ int store_setting_get(store *s, const char *key, char *value, size_t len) {
   } else {
     rc = step == SQLITE_DONE ? COHORT_ENOTFOUND : store_fail(s, "get setting");
   }
-  sqlite3_finalize(st);
+  store_release(s, st);
   return rc;
 }
 
@@ -742,7 +751,7 @@ static int state_column_get(store *s, const char *sql, int64_t version,
   sqlite3_bind_int64(st, 1, version);
   int step = sqlite3_step(st);
   if (step != SQLITE_ROW || sqlite3_column_type(st, 0) == SQLITE_NULL) {
-    sqlite3_finalize(st);
+    store_release(s, st);
     return step == SQLITE_DONE || step == SQLITE_ROW
                ? COHORT_ENOTFOUND
                : store_fail(s, "get server state");
@@ -750,13 +759,13 @@ static int state_column_get(store *s, const char *sql, int64_t version,
   size_t n = (size_t)sqlite3_column_bytes(st, 0);
   *blob = malloc(n ? n : 1);
   if (!*blob) {
-    sqlite3_finalize(st);
+    store_release(s, st);
     return COHORT_ENOMEM;
   }
   if (n)
     memcpy(*blob, sqlite3_column_blob(st, 0), n);
   *len = n;
-  sqlite3_finalize(st);
+  store_release(s, st);
   return COHORT_OK;
 }
 

@@ -42,7 +42,7 @@ static int count_failures(store *s, int64_t client, int64_t *out) {
     *out = sqlite3_column_int64(st, 0);
   else
     rc = store_fail(s, "count client failures");
-  sqlite3_finalize(st);
+  store_release(s, st);
   return rc;
 }
 
@@ -117,6 +117,6 @@ int store_client_offences(store *s, int64_t client, int64_t *recent,
     *excluded_until = sqlite3_column_double(st, 0);
   else if (step != SQLITE_ROW && step != SQLITE_DONE)
     rc = store_fail(s, "read a client's exclusion");
-  sqlite3_finalize(st);
+  store_release(s, st);
   return rc ? rc : count_failures(s, client, recent);
 }

@@ -66,6 +66,6 @@ int store_privacy_each(store *s, int (*fn)(void *ctx, const store_privacy *p),
   }
   if (!rc && step != SQLITE_DONE)
     rc = store_fail(s, "read privacy ledger");
-  sqlite3_finalize(st);
+  store_release(s, st);
   return rc;
 }

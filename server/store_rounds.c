@@ -196,7 +196,7 @@ int store_round_finish_eval(store *s, const store_round_result *r) {
     base = sqlite3_column_int64(st, 0);
   else
     rc = COHORT_ENOTFOUND;
-  sqlite3_finalize(st);
+  store_release(s, st);
   if (rc || (rc = store_begin_durable(s)))
     return rc;
   return store_finish_durable(s, record_result(s, r, base));
@@ -328,7 +328,7 @@ int store_round_unfinished(store *s, store_round_info *out) {
     rc = step == SQLITE_DONE ? COHORT_ENOTFOUND
                              : store_fail(s, "find unfinished round");
   }
-  sqlite3_finalize(st);
+  store_release(s, st);
   return rc;
 }
 
@@ -345,7 +345,7 @@ int store_round_eval_exists(store *s, int64_t base_version, int *exists) {
     *exists = sqlite3_column_int64(st, 0) > 0;
   else
     rc = store_fail(s, "find evaluation round");
-  sqlite3_finalize(st);
+  store_release(s, st);
   return rc;
 }
 
@@ -420,7 +420,7 @@ int store_round_participants(store *s, int64_t round, store_participant_cb cb,
   }
   if (!rc && step != SQLITE_DONE)
     rc = store_fail(s, "read participants");
-  sqlite3_finalize(st);
+  store_release(s, st);
   return rc;
 }
 
@@ -582,7 +582,7 @@ static int put_metrics(store *s, int64_t round, int64_t client, size_t n,
     if (sqlite3_step(st) != SQLITE_DONE)
       rc = store_fail(s, "put metric");
   }
-  sqlite3_finalize(st);
+  store_release(s, st);
   return rc;
 }
 

@@ -10,6 +10,17 @@
 #include "store.h"
 #include "store_updates.h"
 
+/* At most this many statements are kept prepared (store_prepare); more
+ * than the store's distinct statements, so every one is kept. */
+#define STORE_KEPT_MAX 128
+
+typedef struct store_kept {
+  sqlite3_stmt *st;
+  char *sql; /* the text it was prepared from, the key */
+  uint64_t hash;
+  int busy; /* handed out by store_prepare, not yet released */
+} store_kept;
+
 struct store {
   sqlite3 *db;
   /* The last failure's message: a ROLLBACK after it would reset SQLite's
@@ -32,6 +43,8 @@ struct store {
    * made, or a SQLite built to default to it): its checkpoints shrink it
    * after --keep-models prunes, so a smaller file is not a truncated one. */
   int may_shrink;
+  store_kept kept[STORE_KEPT_MAX];
+  size_t n_kept;
 };
 
 /* Records that the store can no longer write, with the reason (the first
@@ -52,8 +65,16 @@ int store_fail_with(store *s, int rc, const char *what, const char *why);
 /* Logs what failed with SQLite's message and returns COHORT_EDB. */
 int store_fail(store *s, const char *what);
 int store_exec(store *s, const char *sql);
+/* A statement for sql, ready to bind and step; store_release gives it
+ * back. Statements are kept prepared and handed out again (store_stmt.c),
+ * so a caller must release what it prepared, and never finalize it. */
 int store_prepare(store *s, const char *sql, sqlite3_stmt **st);
-/* Steps a statement that returns no rows and finalizes it. */
+/* Resets a statement from store_prepare for its next use (or finalizes
+ * one that is not kept). */
+void store_release(store *s, sqlite3_stmt *st);
+/* Finalizes every kept statement: before the connection closes. */
+void store_release_all(store *s);
+/* Steps a statement that returns no rows and releases it. */
 int store_run(store *s, sqlite3_stmt *st, const char *what);
 int store_get_int(store *s, const char *sql, int64_t *out);
 /* NaN binds as NULL: not measured. */

@@ -139,7 +139,7 @@ int store_token_find(store *s, const char *token_sha256_hex,
   else
     rc = step == SQLITE_DONE ? COHORT_ENOTFOUND
                              : store_fail(s, "find enrollment token");
-  sqlite3_finalize(st);
+  store_release(s, st);
   return rc;
 }
 
@@ -174,7 +174,7 @@ static int read_rows(store *s, sqlite3_stmt *st, size_t size,
   }
   if (!rc && step != SQLITE_DONE)
     rc = store_fail(s, "list");
-  sqlite3_finalize(st);
+  store_release(s, st);
   if (rc) {
     free(items);
     return rc;
@@ -222,7 +222,7 @@ static int revoke(store *s, const char *update, const char *exists, int64_t id,
     return rc;
   sqlite3_bind_int64(st, 1, id);
   rc = sqlite3_step(st) == SQLITE_ROW ? COHORT_ESTATE : COHORT_ENOTFOUND;
-  sqlite3_finalize(st);
+  store_release(s, st);
   return rc;
 }
 
@@ -331,7 +331,7 @@ static int find_session(store *s, const char *sql, const char *hash, int64_t id,
     read_session(st, out);
   else
     rc = step == SQLITE_DONE ? COHORT_ENOTFOUND : store_fail(s, "find session");
-  sqlite3_finalize(st);
+  store_release(s, st);
   return rc;
 }
 
