@@ -421,23 +421,10 @@ static size_t pack_message(const void *m, uint8_t *dst) {
   return protobuf_c_message_pack(m, dst);
 }
 
-/* The bytes field an upload's data is (UploadRequest.data = 4): sent as
- * the request's tail, from the update itself. */
-#define UPLOAD_DATA_FIELD 4
-
-/* A message whose data field (left empty in it) follows as a tail. */
-typedef struct pack_tail {
-  const ProtobufCMessage *m;
-  size_t tail_len;
-  uint8_t head[PB_WIRE_LEN_HEAD_MAX]; /* the field's tag and length */
-} pack_tail;
-
-/* rpc_pack_fn for a pack_tail: the message, then the tail's head (fields
- * may come in any order on the wire). */
-static size_t pack_with_tail(const void *p, uint8_t *dst) {
-  const pack_tail *pt = p;
-  size_t n = protobuf_c_message_pack(pt->m, dst);
-  return n + pb_wire_len_head(UPLOAD_DATA_FIELD, pt->tail_len, dst + n);
+/* rpc_pack_fn for a pb_head: an upload without its data, which follows
+ * as the request's tail, from the update itself. */
+static size_t pack_head(const void *h, uint8_t *dst) {
+  return pb_head_pack(h, dst);
 }
 
 /* Packs m, calls method with a deadline of timeout_ms per attempt; the
@@ -448,12 +435,11 @@ static int call_raw(cohort_client_t *c, int timeout_ms, const char *method,
                     const char *what, const ProtobufCMessage *m,
                     const rpc_tail *tail, int authed, int in_place,
                     rpc_result *r, size_t *sent, size_t *received) {
-  size_t len = protobuf_c_message_get_packed_size(m);
-  /* A tail is the upload's data field (UPLOAD_DATA_FIELD), left empty in
-   * m and sent last: its tag and length close the packed part. */
-  pack_tail pt = {.m = m, .tail_len = tail ? tail->len : 0};
-  if (tail)
-    len += pb_wire_len_head(UPLOAD_DATA_FIELD, pt.tail_len, pt.head);
+  /* A tail is the upload's data field, left empty in m and sent last: its
+   * tag and length close the packed part. */
+  pb_head h = {
+      .m = m, .field = PB_UPLOAD_DATA_FIELD, .tail_len = tail ? tail->len : 0};
+  size_t len = tail ? pb_head_size(&h) : protobuf_c_message_get_packed_size(m);
   rpc_call_opts o;
   rpc_call_opts_init(&o);
   o.timeout_ms = timeout_ms;
@@ -469,15 +455,15 @@ static int call_raw(cohort_client_t *c, int timeout_ms, const char *method,
   o.reply_in_place = in_place;
   int rc =
       rpc_call_packed(c->ch, method, authed ? c->session : NULL, len,
-                      tail ? pack_with_tail : pack_message,
-                      tail ? (const void *)&pt : (const void *)m, tail, &o, r);
+                      tail ? pack_head : pack_message,
+                      tail ? (const void *)&h : (const void *)m, tail, &o, r);
   if (rc) {
     set_error(c, "%s: %s", what,
               rc == COHORT_ECANCELED ? "stopped" : cohort_strerror(rc));
     return rc;
   }
   if (sent)
-    *sent += len + pt.tail_len;
+    *sent += len + h.tail_len;
   if (received)
     *received += r->body_len;
   rc = call_status(c, what, r);
@@ -660,36 +646,12 @@ static int model_chunk_read(cohort_client_t *c, const rpc_result *r,
       return COHORT_ENOMEM;
     rpc_result_iov(r, iov, n);
   }
-  pb_iov rd, data;
-  pb_iov_init(&rd, iov, n);
-  uint64_t total = 0, at = 0, len = 0;
-  int rc = COHORT_OK, has_data = 0;
-  while (!rc && !pb_iov_done(&rd)) {
-    uint32_t field, wire;
-    rc = pb_iov_field(&rd, &field, &wire);
-    if (rc)
-      break;
-    /* total_size = 2, offset = 3, data = 4 (GetModelResponse); the rest,
-     * and any field a newer coordinator adds, skipped. */
-    if ((field == 2 || field == 3) && wire == PB_WIRE_VARINT) {
-      rc = pb_iov_varint(&rd, field == 2 ? &total : &at);
-    } else if (field == 4 && wire == PB_WIRE_LEN) {
-      rc = pb_iov_varint(&rd, &len);
-      data = rd; /* the bytes start here; copied once all is checked */
-      has_data = 1;
-      if (!rc)
-        rc = len <= SIZE_MAX ? pb_iov_copy(&rd, NULL, (size_t)len)
-                             : COHORT_EPROTO;
-    } else if (field >= 2 && field <= 4) {
-      rc = COHORT_EPROTO; /* a known field of the wrong type */
-    } else {
-      rc = pb_iov_skip(&rd, wire);
-    }
-  }
+  pb_model_chunk ch;
+  int rc = pb_model_chunk_read(iov, n, &ch);
   if (rc) {
     set_error(c, "download: malformed reply from the coordinator");
-  } else if (total != model_size || at != offset || !has_data || len == 0 ||
-             len > model_size - offset) {
+  } else if (ch.total != model_size || ch.offset != offset || !ch.has_data ||
+             ch.len == 0 || ch.len > model_size - offset) {
     set_error(c,
               "download: chunk at offset %llu does not fit the task's "
               "%llu-byte model",
@@ -697,10 +659,10 @@ static int model_chunk_read(cohort_client_t *c, const rpc_result *r,
     rc = COHORT_EPROTO;
   } else {
     char err[160] = "";
-    rc = kept_model_append(&c->kept, &data, (size_t)len, err, sizeof err);
+    rc = kept_model_append(&c->kept, &ch.data, (size_t)ch.len, err, sizeof err);
     if (rc == COHORT_EIO)
       set_error(c, "download: %s", err);
-    *got = (size_t)len;
+    *got = (size_t)ch.len;
   }
   if (iov != few)
     free(iov);

@@ -15,7 +15,6 @@
 #include "pb.h"
 #include "pb_scan.h"
 #include "pb_upload.h"
-#include "pb_wire.h"
 #include "rpc_admit.h"
 
 static void refuse(rpc_reply *rep, int code, const char *detail) {
@@ -299,9 +298,6 @@ out:
   protobuf_c_message_free_unpacked(&m->base, NULL);
 }
 
-/* GetModelResponse.data's field number (cohort_messages.proto). */
-#define GET_MODEL_DATA_FIELD 4
-
 static void handle_get_model(void *ctx, const rpc_request *req,
                              rpc_reply *rep) {
   round_engine *e = ((service *)ctx)->engine;
@@ -341,16 +337,14 @@ static void handle_get_model(void *ctx, const rpc_request *req,
   r.offset = m->offset;
   r.model_sha256.data = sha;
   r.model_sha256.len = sizeof sha;
-  size_t head = protobuf_c_message_get_packed_size(&r.base);
-  rep->body = malloc(head + PB_WIRE_LEN_HEAD_MAX);
+  pb_head h = {.m = &r.base, .field = PB_GET_MODEL_DATA_FIELD, .tail_len = len};
+  rep->body = malloc(pb_head_size(&h));
   if (!rep->body) {
     round_model_release(model);
     refuse(rep, GRPC_STATUS_RESOURCE_EXHAUSTED, "coordinator out of memory");
     goto out;
   }
-  rep->body_len = protobuf_c_message_pack(&r.base, rep->body);
-  rep->body_len +=
-      pb_wire_len_head(GET_MODEL_DATA_FIELD, len, rep->body + rep->body_len);
+  rep->body_len = pb_head_pack(&h, rep->body);
   rep->tail = data;
   rep->tail_len = len;
   rep->tail_release = round_model_release;

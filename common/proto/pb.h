@@ -46,4 +46,25 @@ int pb_attribute_valid(const char *name, size_t len, double value);
  * zero bytes gives a 1-byte allocation and *len == 0. */
 int pb_pack(const ProtobufCMessage *m, uint8_t **out, size_t *len);
 
+/* The bytes fields sent from elsewhere, after the rest of their message
+ * (pb_head): an upload's data, a model chunk. */
+#define PB_UPLOAD_DATA_FIELD 4    /* UploadRequest.data */
+#define PB_GET_MODEL_DATA_FIELD 4 /* GetModelResponse.data */
+
+/* A message whose bytes field `field` (< 16, left empty in m) is sent as
+ * tail_len bytes after it, from where they lie, not copied into it: m
+ * packed, then the field's tag and length, then the bytes. Fields may come
+ * in any order on the wire, so that reads as m with the field set. */
+typedef struct pb_head {
+  const ProtobufCMessage *m; /* borrowed */
+  uint32_t field;
+  size_t tail_len;
+} pb_head;
+
+/* The bytes pb_head_pack writes: all of the message but the tail. */
+size_t pb_head_size(const pb_head *h);
+/* Writes them to dst, which has room for pb_head_size(h); returns how many
+ * that was. */
+size_t pb_head_pack(const pb_head *h, uint8_t *dst);
+
 #endif

@@ -60,19 +60,28 @@ int pb_iov_field(pb_iov *r, uint32_t *field, uint32_t *wire) {
   return COHORT_OK;
 }
 
+int pb_iov_span(pb_iov *r, size_t max, const uint8_t **p, size_t *n) {
+  settle(r);
+  if (r->i >= r->n || max == 0)
+    return COHORT_EPROTO;
+  size_t have = r->iov[r->i].iov_len - r->off;
+  *p = (const uint8_t *)r->iov[r->i].iov_base + r->off;
+  *n = have < max ? have : max;
+  r->off += *n;
+  return COHORT_OK;
+}
+
 int pb_iov_copy(pb_iov *r, void *dst, size_t len) {
   uint8_t *d = dst;
   while (len > 0) {
-    settle(r);
-    if (r->i >= r->n)
+    const uint8_t *p;
+    size_t take;
+    if (pb_iov_span(r, len, &p, &take))
       return COHORT_EPROTO;
-    size_t have = r->iov[r->i].iov_len - r->off;
-    size_t take = have < len ? have : len;
     if (d) {
-      memcpy(d, (const uint8_t *)r->iov[r->i].iov_base + r->off, take);
+      memcpy(d, p, take);
       d += take;
     }
-    r->off += take;
     len -= take;
   }
   return COHORT_OK;
@@ -94,4 +103,34 @@ int pb_iov_skip(pb_iov *r, uint32_t wire) {
   default:
     return COHORT_EPROTO;
   }
+}
+
+int pb_model_chunk_read(const struct iovec *iov, size_t n,
+                        pb_model_chunk *out) {
+  pb_iov rd;
+  pb_iov_init(&rd, iov, n);
+  memset(out, 0, sizeof *out);
+  int rc = COHORT_OK;
+  while (!rc && !pb_iov_done(&rd)) {
+    uint32_t field, wire;
+    rc = pb_iov_field(&rd, &field, &wire);
+    if (rc)
+      break;
+    /* total_size = 2, offset = 3, data = 4 (GetModelResponse). */
+    if ((field == 2 || field == 3) && wire == PB_WIRE_VARINT) {
+      rc = pb_iov_varint(&rd, field == 2 ? &out->total : &out->offset);
+    } else if (field == 4 && wire == PB_WIRE_LEN) {
+      rc = pb_iov_varint(&rd, &out->len);
+      out->data = rd; /* the bytes start here */
+      out->has_data = 1;
+      if (!rc)
+        rc = out->len <= SIZE_MAX ? pb_iov_copy(&rd, NULL, (size_t)out->len)
+                                  : COHORT_EPROTO;
+    } else if (field >= 2 && field <= 4) {
+      rc = COHORT_EPROTO; /* a known field of the wrong type */
+    } else {
+      rc = pb_iov_skip(&rd, wire);
+    }
+  }
+  return rc;
 }

@@ -32,5 +32,23 @@ int pb_iov_copy(pb_iov *r, void *dst, size_t len);
 /* Skips the value of a field of wire type wire (for a length-delimited
  * one, its length and bytes); COHORT_EPROTO when it does not fit. */
 int pb_iov_skip(pb_iov *r, uint32_t wire);
+/* The next run of bytes that lie together, at most max (> 0) of them, in
+ * *p and *n, and moves past it: a large field is read where it lies, a
+ * segment at a time. COHORT_EPROTO when no byte is left. */
+int pb_iov_span(pb_iov *r, size_t max, const uint8_t **p, size_t *n);
+
+/* A GetModelResponse read where it lies: its total_size and offset, and
+ * its data, len bytes from where `data` stands (has_data 0: no data
+ * field). Its other fields, and any a newer coordinator adds, are
+ * skipped. */
+typedef struct pb_model_chunk {
+  uint64_t total, offset, len;
+  int has_data;
+  pb_iov data; /* borrows the iov read */
+} pb_model_chunk;
+
+/* COHORT_EPROTO for a malformed message or a known field of the wrong
+ * type. */
+int pb_model_chunk_read(const struct iovec *iov, size_t n, pb_model_chunk *out);
 
 #endif

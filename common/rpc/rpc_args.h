@@ -1,4 +1,4 @@
-/* Channel arguments for gRPC's C core and a check on what it receives,
+/* Channel arguments for gRPC's C core and checks on what it receives,
  * shared by the rpc server and client so both set their limits the same
  * way. */
 #ifndef COHORT_RPC_ARGS_H
@@ -6,6 +6,7 @@
 
 #include <grpc/byte_buffer.h>
 #include <grpc/grpc.h>
+#include <sys/uio.h>
 
 static inline grpc_arg rpc_int_arg(const char *key, int value) {
   grpc_arg a;
@@ -33,6 +34,21 @@ static inline grpc_arg rpc_quota_arg(grpc_resource_quota *quota) {
 static inline int rpc_bb_plain(const grpc_byte_buffer *bb) {
   return bb->type == GRPC_BB_RAW &&
          bb->data.raw.compression == GRPC_COMPRESS_NONE;
+}
+
+/* A received message's slices as up to max segments in iov, read where
+ * they lie (for an rpc_bb_plain bb); returns how many there are in all
+ * (more than max: call again with room for them). Valid while bb is. */
+static inline size_t rpc_bb_iov(const grpc_byte_buffer *bb, struct iovec *iov,
+                                size_t max) {
+  const grpc_slice_buffer *sb = &bb->data.raw.slice_buffer;
+  for (size_t i = 0; i < sb->count && i < max; i++) {
+    /* Inlined slices hold their bytes in the struct, which stays put in
+     * the slice buffer bb keeps. */
+    iov[i].iov_base = (void *)GRPC_SLICE_START_PTR(sb->slices[i]);
+    iov[i].iov_len = GRPC_SLICE_LENGTH(sb->slices[i]);
+  }
+  return sb->count;
 }
 
 #endif

@@ -266,15 +266,7 @@ static int handshake_failed(rpc_channel *c, probe_state *ps, rpc_result *res) {
 size_t rpc_result_iov(const rpc_result *res, struct iovec *iov, size_t max) {
   if (!res || !res->reply)
     return 0;
-  const grpc_slice_buffer *sb =
-      &((const grpc_byte_buffer *)res->reply)->data.raw.slice_buffer;
-  for (size_t i = 0; i < sb->count && i < max; i++) {
-    /* Inlined slices hold their bytes in the struct, which stays put in
-     * the slice buffer the result keeps. */
-    iov[i].iov_base = (void *)GRPC_SLICE_START_PTR(sb->slices[i]);
-    iov[i].iov_len = GRPC_SLICE_LENGTH(sb->slices[i]);
-  }
-  return sb->count;
+  return rpc_bb_iov(res->reply, iov, max);
 }
 
 /* Holds a reply's bytes in res. An uncompressed reply in one refcounted
@@ -613,6 +605,14 @@ void rpc_shared_unref(rpc_shared *s) {
 /* A slice's destroy: gRPC let go of a shared tail (on any thread). */
 static void shared_slice_done(void *s) { rpc_shared_unref(s); }
 
+grpc_slice rpc_tail_slice(const rpc_tail *tail) {
+  /* Sent from the buffer itself, which stays alive until gRPC lets go of
+   * the slice, whenever that is. */
+  atomic_fetch_add(&tail->buf->refs, 1);
+  return grpc_slice_new_with_user_data((uint8_t *)tail->buf->buf + tail->offset,
+                                       tail->len, shared_slice_done, tail->buf);
+}
+
 int rpc_call_packed(rpc_channel *ch, const char *method, const char *bearer,
                     size_t req_len, rpc_pack_fn pack, const void *msg,
                     const rpc_tail *tail, const rpc_call_opts *opts,
@@ -634,14 +634,8 @@ int rpc_call_packed(rpc_channel *ch, const char *method, const char *bearer,
     return COHORT_EINVAL;
   }
   n += req_len ? 1 : 0;
-  if (tail && tail->len) {
-    /* Sent from the buffer itself, which stays alive until gRPC lets go
-     * of the slice, whenever that is. */
-    atomic_fetch_add(&tail->buf->refs, 1);
-    sl[n++] =
-        grpc_slice_new_with_user_data((uint8_t *)tail->buf->buf + tail->offset,
-                                      tail->len, shared_slice_done, tail->buf);
-  }
+  if (tail && tail->len)
+    sl[n++] = rpc_tail_slice(tail);
   rc = call_slices(ch, method, bearer, sl, n, opts, res);
   for (size_t i = 0; i < n; i++)
     grpc_slice_unref(sl[i]);

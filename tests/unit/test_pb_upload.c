@@ -209,6 +209,56 @@ static void test_field_numbers_match_the_descriptor(void) {
   }
 }
 
+/* A request packed by pb_head_pack with its data appended (how the client
+ * and bench_load send an upload) reads as the request with the data in
+ * it, for data lengths whose length field takes 1, 2 and 3 bytes and for
+ * none. */
+static void test_head_and_tail_read_as_the_whole(void) {
+  static uint8_t data[70000], sha[32];
+  for (size_t i = 0; i < sizeof data; i++)
+    data[i] = (uint8_t)(i * 13 + 5);
+  memset(sha, 0x5c, sizeof sha);
+  static const size_t lens[] = {0, 1, 127, 128, 16383, 16384, sizeof data};
+  for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+    Cohort__V1__UploadRequest r = COHORT__V1__UPLOAD_REQUEST__INIT;
+    r.round = 7;
+    r.total_size = 407184;
+    r.offset = 262144;
+    r.update_sha256.data = sha;
+    r.update_sha256.len = sizeof sha;
+    r.num_examples = 100;
+    pb_head h = {&r.base, PB_UPLOAD_DATA_FIELD, lens[k]};
+    size_t head = pb_head_size(&h);
+    uint8_t *buf = malloc(head + lens[k]);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+    CU_ASSERT_EQUAL_FATAL(pb_head_pack(&h, buf), head);
+    memcpy(buf + head, data, lens[k]);
+    Cohort__V1__UploadRequest *m =
+        cohort__v1__upload_request__unpack(NULL, head + lens[k], buf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_EQUAL(m->round, 7);
+    CU_ASSERT_EQUAL(m->total_size, 407184);
+    CU_ASSERT_EQUAL(m->offset, 262144);
+    CU_ASSERT_EQUAL(m->num_examples, 100);
+    CU_ASSERT_EQUAL(m->update_sha256.len, sizeof sha);
+    CU_ASSERT_EQUAL_FATAL(m->data.len, lens[k]);
+    CU_ASSERT(lens[k] == 0 || memcmp(m->data.data, data, lens[k]) == 0);
+    cohort__v1__upload_request__free_unpacked(m, NULL);
+    int ok;
+    CU_ASSERT(agrees(buf, head + lens[k], &ok) && ok);
+    free(buf);
+  }
+  /* The field numbers the head is written with are the descriptors'. */
+  CU_ASSERT_EQUAL(protobuf_c_message_descriptor_get_field_by_name(
+                      &cohort__v1__upload_request__descriptor, "data")
+                      ->id,
+                  PB_UPLOAD_DATA_FIELD);
+  CU_ASSERT_EQUAL(protobuf_c_message_descriptor_get_field_by_name(
+                      &cohort__v1__get_model_response__descriptor, "data")
+                      ->id,
+                  PB_GET_MODEL_DATA_FIELD);
+}
+
 int cohort_register_suites(void) {
   static const test_case tests[] = {
       {"real requests read as protobuf-c reads them",
@@ -218,6 +268,8 @@ int cohort_register_suites(void) {
       {"50,000 random corruptions read alike", test_corruptions_read_alike},
       {"field numbers and types match the descriptor",
        test_field_numbers_match_the_descriptor},
+      {"a head with its data appended reads as the whole request",
+       test_head_and_tail_read_as_the_whole},
   };
   return test_add_suite("pb_upload", NULL, NULL, tests,
                         sizeof tests / sizeof tests[0]);
