@@ -32,8 +32,10 @@
 #include "crypto.h"
 #include "flags.h"
 #include "pb.h"
+#include "pb_iov.h"
 #include "proc_mem.h"
 #include "rpc_args.h"
+#include "rpc_client.h"
 #include "rpc_status.h"
 #include "sign.h"
 
@@ -284,8 +286,10 @@ typedef struct worker {
   uint64_t errors[N_M][N_ERR];
   double first_done, last_done;
   /* The upload all of this thread's clients send for a model of
-   * update_params floats: fp32's wire format, and its digest. */
-  uint8_t *update;
+   * update_params floats: fp32's wire format, and its digest. Chunks are
+   * sent from it by reference, so gRPC may hold it past a call: this is
+   * the thread's reference to it. */
+  rpc_shared *update_ref;
   size_t update_len, update_params;
   uint8_t update_sha[CRYPTO_SHA256_LEN];
   uint64_t rng; /* jitter */
@@ -448,20 +452,30 @@ static void call_cleanup(vclient *c) {
 static void on_call_failed(vclient *c, int code, const char *detail);
 
 /* Starts c->action's call with request m: one batch of six ops whose tag is
- * the client. A call that cannot start counts as a failed attempt. */
-static void start_call(vclient *c, const ProtobufCMessage *m, long timeout_ms) {
+ * the client. m is packed straight into the slice gRPC sends from; tail,
+ * when not NULL, is the bytes of m's data field (PB_UPLOAD_DATA_FIELD, left
+ * empty in m), sent after it by reference, not copied. A call that cannot
+ * start counts as a failed attempt. */
+static void start_call(vclient *c, const ProtobufCMessage *m,
+                       const rpc_tail *tail, long timeout_ms) {
   worker *w = c->w;
-  uint8_t *buf = NULL;
-  size_t len = 0;
-  if (pb_pack(m, &buf, &len)) {
+  pb_head h = {
+      .m = m, .field = PB_UPLOAD_DATA_FIELD, .tail_len = tail ? tail->len : 0};
+  size_t len = tail ? pb_head_size(&h) : protobuf_c_message_get_packed_size(m);
+  grpc_slice sl[2];
+  size_t n = 1;
+  sl[0] = grpc_slice_malloc(len);
+  uint8_t *dst = GRPC_SLICE_START_PTR(sl[0]);
+  if ((tail ? pb_head_pack(&h, dst) : protobuf_c_message_pack(m, dst)) != len) {
+    grpc_slice_unref(sl[0]);
     on_call_failed(c, STATUS_LOCAL, "cannot pack the request");
     return;
   }
-  grpc_slice sl = grpc_slice_malloc(len);
-  memcpy(GRPC_SLICE_START_PTR(sl), buf, len);
-  free(buf);
-  c->send_bb = grpc_raw_byte_buffer_create(&sl, 1);
-  grpc_slice_unref(sl);
+  if (tail && tail->len)
+    sl[n++] = rpc_tail_slice(tail);
+  c->send_bb = grpc_raw_byte_buffer_create(sl, n);
+  for (size_t i = 0; i < n; i++)
+    grpc_slice_unref(sl[i]);
   gpr_timespec deadline =
       gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
                    gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
@@ -535,7 +549,7 @@ static void do_register(vclient *c) {
   req.facts = &facts;
   req.identity_key.data = pub;
   req.identity_key.len = sizeof pub;
-  start_call(c, &req.base, g_opt.rpc_timeout_ms);
+  start_call(c, &req.base, NULL, g_opt.rpc_timeout_ms);
 }
 
 static void do_checkin(vclient *c) {
@@ -543,7 +557,7 @@ static void do_checkin(vclient *c) {
   Cohort__V1__CheckInRequest req = COHORT__V1__CHECK_IN_REQUEST__INIT;
   req.num_examples = (uint64_t)g_opt.examples;
   req.wait_ms = (uint32_t)g_opt.wait_ms;
-  start_call(c, &req.base, g_opt.wait_ms + 30000);
+  start_call(c, &req.base, NULL, g_opt.wait_ms + 30000);
 }
 
 static void do_getmodel(vclient *c) {
@@ -552,16 +566,23 @@ static void do_getmodel(vclient *c) {
   req.model_version = c->model_version;
   req.offset = c->offset;
   req.max_bytes = PB_MAX_CHUNK_BYTES;
-  start_call(c, &req.base, g_opt.rpc_timeout_ms);
+  start_call(c, &req.base, NULL, g_opt.rpc_timeout_ms);
+}
+
+/* rpc_shared's release of an update. */
+static void update_free(void *buf, size_t len) {
+  (void)len;
+  free(buf);
 }
 
 /* The update of a model of n floats: small deterministic values in fp32's
  * wire format, made once per thread and model size. */
 static int ensure_update(worker *w, size_t n) {
-  if (w->update && w->update_params == n)
+  if (w->update_ref && w->update_params == n)
     return COHORT_OK;
-  free(w->update);
-  w->update = NULL;
+  /* Freed once gRPC has let go of the chunks in flight too. */
+  rpc_shared_unref(w->update_ref);
+  w->update_ref = NULL;
   codec *cd = NULL;
   char err[200];
   int rc = codec_parse("fp32", &cd, err, sizeof err);
@@ -588,7 +609,11 @@ static int ensure_update(worker *w, size_t n) {
   if (!rc)
     rc = crypto_sha256(out, w->update_len, w->update_sha);
   if (!rc) {
-    w->update = out;
+    w->update_ref = rpc_shared_new(out, w->update_len, update_free);
+    if (!w->update_ref)
+      rc = COHORT_ENOMEM;
+  }
+  if (!rc) {
     out = NULL;
     w->update_params = n;
   }
@@ -614,17 +639,18 @@ static void do_upload(vclient *c) {
   }
   size_t left = w->update_len - (size_t)c->offset;
   size_t n = left < c->max_chunk ? left : c->max_chunk;
+  /* The chunk goes from the update itself, after the rest of the request
+   * (the data field empty in req): no copy of it per call. */
+  rpc_tail tail = {.buf = w->update_ref, .offset = (size_t)c->offset, .len = n};
   Cohort__V1__UploadRequest req = COHORT__V1__UPLOAD_REQUEST__INIT;
   req.round = c->round;
   req.total_size = w->update_len;
   req.offset = c->offset;
-  req.data.data = w->update + c->offset;
-  req.data.len = n;
   req.update_sha256.data = w->update_sha;
   req.update_sha256.len = sizeof w->update_sha;
   req.num_examples = (uint64_t)g_opt.examples;
   req.train_ms = (uint32_t)g_opt.train_ms;
-  start_call(c, &req.base, g_opt.rpc_timeout_ms);
+  start_call(c, &req.base, &tail, g_opt.rpc_timeout_ms);
 }
 
 static void do_report(vclient *c) {
@@ -641,7 +667,7 @@ static void do_report(vclient *c) {
   req.num_examples = (uint64_t)g_opt.examples;
   req.metrics = metrics;
   req.n_metrics = 2;
-  start_call(c, &req.base, g_opt.rpc_timeout_ms);
+  start_call(c, &req.base, NULL, g_opt.rpc_timeout_ms);
 }
 
 /* Starts the client's next call, or queues it for a registration slot. */
@@ -819,17 +845,54 @@ static void got_checkin(vclient *c, Cohort__V1__CheckInResponse *r,
   do_getmodel(c);
 }
 
-static void got_model(vclient *c, Cohort__V1__GetModelResponse *r,
-                      uint64_t us) {
-  if (r->total_size != c->model_size || r->offset != c->offset ||
-      r->data.len == 0 || r->data.len > c->model_size - c->offset) {
-    on_call_failed(c, STATUS_BAD_REPLY,
-                   "model chunk does not fit the task's model");
-    return;
+/* Reads the GetModel reply in bb where gRPC received it (its slices, with
+ * no contiguous copy and no unpacked one): checks that it is the chunk
+ * asked for and fits the task's model, and adds its bytes to the
+ * download's digest. NULL with *len its length, or why it is refused. */
+static const char *model_chunk_take(vclient *c, grpc_byte_buffer *bb,
+                                    size_t *len) {
+  struct iovec few[64];
+  grpc_slice all = grpc_empty_slice();
+  size_t n = 0;
+  if (rpc_bb_plain(bb))
+    n = rpc_bb_iov(bb, few, 64);
+  if (n == 0 || n > 64) {
+    /* Compressed, or in very many pieces: read into one block. */
+    grpc_byte_buffer_reader r;
+    if (!grpc_byte_buffer_reader_init(&r, bb))
+      return "unreadable reply";
+    all = grpc_byte_buffer_reader_readall(&r);
+    grpc_byte_buffer_reader_destroy(&r);
+    few[0].iov_base = GRPC_SLICE_START_PTR(all);
+    few[0].iov_len = GRPC_SLICE_LENGTH(all);
+    n = 1;
   }
+  const char *why = NULL;
+  pb_model_chunk ch;
+  if (pb_model_chunk_read(few, n, &ch)) {
+    why = "malformed reply";
+  } else if (!c->sha || ch.total != c->model_size || ch.offset != c->offset ||
+             !ch.has_data || ch.len == 0 ||
+             ch.len > c->model_size - c->offset) {
+    why = "model chunk does not fit the task's model";
+  } else {
+    for (uint64_t left = ch.len; left > 0;) {
+      const uint8_t *p;
+      size_t k;
+      pb_iov_span(&ch.data, left, &p, &k); /* all there: read above */
+      crypto_sha256_update(c->sha, p, k);
+      left -= k;
+    }
+    *len = (size_t)ch.len;
+  }
+  grpc_slice_unref(all);
+  return why;
+}
+
+/* A chunk of len bytes came, already in the digest. */
+static void got_model(vclient *c, size_t len, uint64_t us) {
   hist_add(&c->w->lat[C_GETMODEL], us);
-  crypto_sha256_update(c->sha, r->data.data, r->data.len);
-  c->offset += r->data.len;
+  c->offset += len;
   c->attempts = 0;
   if (c->offset < c->model_size) {
     do_getmodel(c);
@@ -890,7 +953,11 @@ static void on_complete(vclient *c) {
   memcpy(detail, GRPC_SLICE_START_PTR(c->details), dn);
   detail[dn] = '\0';
   ProtobufCMessage *reply = NULL;
-  if (code == GRPC_STATUS_OK && c->recv_bb) {
+  const char *bad = "malformed reply";
+  size_t chunk = 0;
+  if (code == GRPC_STATUS_OK && c->recv_bb && c->action == A_GETMODEL) {
+    bad = model_chunk_take(c, c->recv_bb, &chunk);
+  } else if (code == GRPC_STATUS_OK && c->recv_bb) {
     grpc_byte_buffer_reader r;
     if (grpc_byte_buffer_reader_init(&r, c->recv_bb)) {
       grpc_slice all = grpc_byte_buffer_reader_readall(&r);
@@ -908,12 +975,13 @@ static void on_complete(vclient *c) {
     on_call_failed(c, code, detail[0] ? detail : "no detail");
     return;
   }
-  if (!reply) {
-    on_call_failed(c, STATUS_BAD_REPLY, "malformed reply");
+  if (!reply && bad) {
+    on_call_failed(c, STATUS_BAD_REPLY, bad);
     return;
   }
   if (w->stopping) {
-    protobuf_c_message_free_unpacked(reply, NULL);
+    if (reply)
+      protobuf_c_message_free_unpacked(reply, NULL);
     drop_task(c);
     finish(c, P_STOPPED);
     return;
@@ -926,7 +994,7 @@ static void on_complete(vclient *c) {
     got_checkin(c, (Cohort__V1__CheckInResponse *)reply, us);
     break;
   case A_GETMODEL:
-    got_model(c, (Cohort__V1__GetModelResponse *)reply, us);
+    got_model(c, chunk, us);
     break;
   case A_UPLOAD:
     got_upload(c, (Cohort__V1__UploadResponse *)reply, us);
@@ -938,7 +1006,8 @@ static void on_complete(vclient *c) {
     do_checkin(c);
     break;
   }
-  protobuf_c_message_free_unpacked(reply, NULL);
+  if (reply)
+    protobuf_c_message_free_unpacked(reply, NULL);
 }
 
 /* ---- the thread ---- */
@@ -1342,7 +1411,7 @@ int main(int argc, char **argv) {
     free(w->reg_queue);
     free(w->parked);
     free(w->heap);
-    free(w->update);
+    rpc_shared_unref(w->update_ref);
   }
   grpc_shutdown();
   free(lat);
