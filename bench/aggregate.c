@@ -1,0 +1,93 @@
+/* bench_aggregate: the coordinator's per-upload arithmetic, one JSON line
+ * per measurement, medians of --repeats runs: the weighted mean's exact
+ * fixed-point add (aggregate_add_checked), the replacement of a bounded
+ * update (aggregate_replace) and its L2 norm (round_bound_norm), on
+ * updates of --n floats (default 101,770: the MLP of bench/load.sh).
+ *
+ *   bench_aggregate [--repeats 9] [--n 101770] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aggregate.h"
+#include "clock.h"
+#include "cohort_status.h"
+#include "round_internal.h"
+
+#define MAX_REPEATS 31
+#define UPDATES 16 /* per repeat, as many distinct deltas */
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return v[n / 2];
+}
+
+/* Deltas as a model's update looks: signs mixed, magnitudes 2^-13 .. 2^-1,
+ * a few exact zeros. */
+static void fill(float *d, size_t n, uint64_t seed) {
+  for (size_t i = 0; i < n; i++) {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    float u = (float)(seed >> 40) / 16777216.0f - 0.5f;
+    d[i] = (seed >> 8) % 64 == 0 ? 0.0f : ldexpf(u, -(int)((seed >> 20) % 13));
+  }
+}
+
+int main(int argc, char **argv) {
+  int repeats = 9;
+  size_t n = 101770;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!strcmp(argv[i], "--repeats"))
+      repeats = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--n"))
+      n = (size_t)strtoull(argv[i + 1], NULL, 10);
+  }
+  if (repeats < 1 || repeats > MAX_REPEATS || n == 0) {
+    fprintf(stderr, "usage: bench_aggregate [--repeats 1..%d] [--n N>0]\n",
+            MAX_REPEATS);
+    return 2;
+  }
+  float *d = malloc(UPDATES * n * sizeof *d);
+  aggregate *a = NULL;
+  if (!d || aggregate_new(AGG_MEAN, n, 0, 0, &a)) {
+    fprintf(stderr, "bench_aggregate: out of memory\n");
+    return 1;
+  }
+  for (int k = 0; k < UPDATES; k++)
+    fill(d + (size_t)k * n, n, 0x9e3779b97f4a7c15ULL + (uint64_t)k);
+  double t_add[MAX_REPEATS], t_rep[MAX_REPEATS], t_norm[MAX_REPEATS];
+  volatile double sink = 0;
+  for (int r = 0; r < repeats; r++) {
+    aggregate_reset(a);
+    double t0 = clock_mono_s();
+    for (int k = 0; k < UPDATES; k++)
+      if (aggregate_add_checked(a, d + (size_t)k * n, 600 + (uint64_t)k, NULL,
+                                0))
+        return 1;
+    double t1 = clock_mono_s();
+    for (int k = 0; k < UPDATES; k++)
+      if (aggregate_replace(a, d + (size_t)k * n, 600 + (uint64_t)k, 0.75, 300))
+        return 1;
+    double t2 = clock_mono_s();
+    for (int k = 0; k < UPDATES; k++)
+      sink += round_bound_norm(d + (size_t)k * n, n);
+    double t3 = clock_mono_s();
+    t_add[r] = (t1 - t0) / UPDATES;
+    t_rep[r] = (t2 - t1) / UPDATES;
+    t_norm[r] = (t3 - t2) / UPDATES;
+  }
+  printf("{\"bench\":\"aggregate_add_checked\",\"n\":%zu,\"ms\":%.4f}\n", n,
+         1e3 * median(t_add, repeats));
+  printf("{\"bench\":\"aggregate_replace\",\"n\":%zu,\"ms\":%.4f}\n", n,
+         1e3 * median(t_rep, repeats));
+  printf("{\"bench\":\"round_bound_norm\",\"n\":%zu,\"ms\":%.4f}\n", n,
+         1e3 * median(t_norm, repeats));
+  aggregate_free(a);
+  free(d);
+  return sink < 0;
+}
