@@ -33,6 +33,12 @@ typedef struct aggregate aggregate;
  * test against round(). */
 __extension__ typedef __int128 agg_i128;
 agg_i128 aggregate_fixed(double x);
+/* aggregate_fixed(w * (double)d), the same integer, computed from d's bits
+ * in 64-bit integers without a branch: what AGG_MEAN adds per value. Only
+ * for a finite d with |d| <= AGG_MEAN_MAX_ABS and 1 <= w <= AGG_MAX_WEIGHT
+ * (w = 0 gives 0); beyond those it is wrong. Exposed for its test against
+ * aggregate_fixed. Pure. */
+agg_i128 aggregate_fixed_term(float d, uint64_t w);
 
 /* Creates an empty aggregate of n-parameter updates (n > 0).
  * capacity: the most updates it accepts; 0 means no limit, allowed for
@@ -89,9 +95,10 @@ int aggregate_add_checked(aggregate *a, const float *delta, uint64_t weight,
 /* Replaces an update added earlier, delta with weight, by delta * scale
  * (each value rounded to float) with weight new_weight: the result is
  * what adding that in the first place would have given, whatever the
- * order. 0 < scale <= 1 and 1 <= new_weight <= weight, delta as it was
- * added. AGG_MEAN only (COHORT_EINVAL otherwise or for bad arguments);
- * cannot fail for an update that was added. */
+ * order. 0 < scale <= 1 and 1 <= new_weight <= weight, delta and weight
+ * as they were added (so weight <= AGG_MAX_WEIGHT). AGG_MEAN only
+ * (COHORT_EINVAL otherwise or for bad arguments); cannot fail for an update
+ * that was added. */
 int aggregate_replace(aggregate *a, const float *delta, uint64_t weight,
                       double scale, uint64_t new_weight);
 

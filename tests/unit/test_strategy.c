@@ -104,6 +104,137 @@ static void test_fixed_point_matches_round(void) {
   CU_ASSERT_EQUAL(wrong, 0);
 }
 
+/* One fixed_term check: aggregate_fixed_term(d, w) against the reference
+ * aggregate_fixed(w * (double)d); the first few differences are printed. */
+static size_t term_differs(float d, uint64_t w) {
+  agg_i128 want = aggregate_fixed((double)w * (double)d);
+  agg_i128 got = aggregate_fixed_term(d, w);
+  if (got == want)
+    return 0;
+  static int shown;
+  if (shown++ < 5)
+    printf("\n  aggregate_fixed_term(%a, %llu) differs from aggregate_fixed: "
+           "%.17g vs %.17g",
+           (double)d, (unsigned long long)w, (double)got, (double)want);
+  return 1;
+}
+
+static float float_of(uint32_t bits) {
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+/* aggregate_fixed_term against aggregate_fixed(w * d), the reference:
+ * every biased exponent the weighted mean accepts (subnormals, +-0 and
+ * +-2^20 = AGG_MEAN_MAX_ABS included) with edge and random significands
+ * times weights 1, 2, 3, 2^28 + 1, 2^29 - 1 and random ones; 4 million
+ * random pairs from a fixed seed, weights spread over every size; and
+ * exact halves of both signs, whose value is also known by hand
+ * (away from zero). */
+static void test_fixed_term_matches_fixed(void) {
+  size_t checked = 0, wrong = 0;
+  uint64_t s = 0x13198a2e03707344ULL;
+#define NEXT() (s = s * 6364136223846793005ULL + 1442695040888963407ULL)
+  uint64_t weights[11] = {1, 2, 3, (1u << 28) + 1, AGG_MAX_WEIGHT};
+  for (int i = 5; i < 11; i++)
+    weights[i] = 1 + (NEXT() >> 35) % AGG_MAX_WEIGHT;
+  for (uint32_t e = 0; e <= 147; e++) {
+    uint32_t sig[8] = {0, 1, 2, 0x400000, 0x7ffffe, 0x7fffff};
+    for (int i = 6; i < 8; i++)
+      sig[i] = (uint32_t)(NEXT() >> 41);
+    for (int i = 0; i < 8; i++) {
+      if (e == 147 && sig[i]) /* beyond 2^20 */
+        continue;
+      for (uint32_t sign = 0; sign < 2; sign++) {
+        float d = float_of(sign << 31 | e << 23 | sig[i]);
+        for (int j = 0; j < 11; j++, checked++)
+          wrong += term_differs(d, weights[j]);
+      }
+    }
+  }
+  CU_ASSERT_EQUAL(aggregate_fixed_term(0x1p20f, AGG_MAX_WEIGHT),
+                  (agg_i128)AGG_MAX_WEIGHT << 78);
+  CU_ASSERT_EQUAL(aggregate_fixed_term(-0x1p20f, AGG_MAX_WEIGHT),
+                  -((agg_i128)AGG_MAX_WEIGHT << 78));
+  CU_ASSERT_EQUAL(aggregate_fixed_term(-0.0f, 3), 0);
+  for (int i = 0; i < 4000000; i++, checked++) {
+    uint64_t x = NEXT();
+    uint32_t e = (uint32_t)(x >> 32) % 148;
+    uint32_t bits = (uint32_t)(x >> 63) << 31 | e << 23 |
+                    (e == 147 ? 0 : (uint32_t)x & 0x7fffff);
+    uint64_t y = NEXT();
+    uint64_t w = (y >> 35) >> (y % 29); /* 0 .. 2^29 - 1, sizes spread */
+    wrong += term_differs(float_of(bits), w ? w : 1);
+  }
+  size_t halves = 0, wrong_halves = 0;
+  /* Halves: d = m 2^-(59 + j) with m odd and w = 2^j v, v odd, so
+   * w d 2^58 = m v / 2 exactly; round() gives (m v + 1) / 2 away from 0. */
+  for (int i = 0; i < 20000; i++) {
+    uint64_t x = NEXT();
+    uint64_t m = (x >> 41) | 1; /* odd, below 2^24 */
+    int j = (int)(x % 29);
+    uint64_t v = ((NEXT() >> 35) >> (j + (int)(x >> 8) % (29 - j))) | 1;
+    uint64_t w = v << j;
+    if (w > AGG_MAX_WEIGHT)
+      continue;
+    float d = ldexpf((float)m, -59 - j);
+    agg_i128 half = (agg_i128)((m * v + 1) / 2);
+    wrong_halves += (aggregate_fixed_term(d, w) != half) +
+                    (aggregate_fixed_term(-d, w) != -half);
+    wrong += term_differs(d, w) + term_differs(-d, w);
+    checked += 2;
+    halves += 2;
+  }
+  CU_ASSERT(halves > 10000);
+  CU_ASSERT_EQUAL(wrong_halves, 0);
+  CU_ASSERT_EQUAL(aggregate_fixed_term(0x1p-59f, 1), 1);
+  CU_ASSERT_EQUAL(aggregate_fixed_term(-0x1p-59f, 1), -1);
+  CU_ASSERT_EQUAL(aggregate_fixed_term(0x1p-60f, 1), 0);
+  CU_ASSERT_EQUAL(aggregate_fixed_term(0x1.8p-59f, 1), 1);
+  CU_ASSERT_EQUAL(aggregate_fixed_term(-0x1.8p-58f, 1), -2);
+  CU_ASSERT_EQUAL(aggregate_fixed_term(0x1.4p-57f, 1), 3);
+#undef NEXT
+  CU_ASSERT(checked > 4000000);
+  CU_ASSERT_EQUAL(wrong, 0);
+}
+
+/* aggregate_replace leaves what adding the replacement in the first place
+ * would have left, bit for bit, and refuses a weight no update can have. */
+static void test_replace_equals_adding_the_replacement(void) {
+  enum { N = 4096 };
+  static float d[2][N], clipped[N];
+  uint64_t s = 0x082efa98ec4e6c89ULL;
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < N; i++) {
+      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+      float u = (float)(s >> 40) / 16777216.0f - 0.5f;
+      d[k][i] = ldexpf(u, 21 - (int)((s >> 8) % 100));
+    }
+  const double scale = 0.3;
+  for (int i = 0; i < N; i++)
+    clipped[i] = (float)((double)d[1][i] * scale);
+  aggregate *a, *b;
+  CU_ASSERT_EQUAL_FATAL(aggregate_new(AGG_MEAN, N, 0, 0, &a), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(aggregate_new(AGG_MEAN, N, 0, 0, &b), COHORT_OK);
+  CU_ASSERT_EQUAL(aggregate_add(a, d[0], 7, NULL, 0), COHORT_OK);
+  CU_ASSERT_EQUAL(aggregate_add(a, d[1], AGG_MAX_WEIGHT, NULL, 0), COHORT_OK);
+  CU_ASSERT_EQUAL(aggregate_replace(a, d[1], AGG_MAX_WEIGHT, scale, 12345),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(aggregate_add(b, d[0], 7, NULL, 0), COHORT_OK);
+  CU_ASSERT_EQUAL(aggregate_add(b, clipped, 12345, NULL, 0), COHORT_OK);
+  CU_ASSERT_EQUAL(aggregate_weight(a), aggregate_weight(b));
+  static double ra[N], rb[N];
+  CU_ASSERT_EQUAL_FATAL(aggregate_result(a, ra), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(aggregate_result(b, rb), COHORT_OK);
+  CU_ASSERT_EQUAL(memcmp(ra, rb, sizeof ra), 0);
+  CU_ASSERT_EQUAL(aggregate_add(a, d[0], AGG_MAX_WEIGHT, NULL, 0), COHORT_OK);
+  CU_ASSERT_EQUAL(aggregate_replace(a, d[0], AGG_MAX_WEIGHT + 1, 1, 1),
+                  COHORT_EINVAL);
+  aggregate_free(a);
+  aggregate_free(b);
+}
+
 /* The mean is the exact sum of aggregate_fixed's terms, values of mixed
  * magnitude and weights up to the largest, whether aggregate_add checked
  * the values or aggregate_check_values did beforehand and
@@ -879,6 +1010,11 @@ int cohort_register_suites(void) {
        test_mean_is_sum_of_fixed_terms},
       {"fixed point: aggregate_fixed is round(x * 2^58) exactly",
        test_fixed_point_matches_round},
+      {"fixed point: aggregate_fixed_term(d, w) is aggregate_fixed(w * d) "
+       "for every exponent, halves and 4 million random pairs",
+       test_fixed_term_matches_fixed},
+      {"aggregate_replace equals adding the replacement, bit for bit",
+       test_replace_equals_adding_the_replacement},
       {"weighted mean matches hand computation", test_mean_by_hand},
       {"weighted mean bit-identical in all 120 orders, near naive sum",
        test_mean_bit_identical_in_all_120_orders},
