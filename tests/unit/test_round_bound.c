@@ -15,6 +15,7 @@
 #include "cohort_status.h"
 #include "cunit_main.h"
 #include "round_fixture.h"
+#include "round_internal.h"
 
 #define POISON_EXAMPLES ((UINT64_C(1) << 29) - 1)
 
@@ -215,6 +216,41 @@ static void test_reports_out_of_range_refused(void) {
   fx_close(&f);
 }
 
+/* round_bound_norm sums in the order its comment documents (eight lanes by
+ * i % 8, added pairwise), so its bits are the same at every alignment of
+ * the floats and every length of the last block, and it stays within
+ * rounding of the exact norm. */
+static void test_norm_order_and_alignment(void) {
+  enum { N = 1003 };
+  static float data[N], buf[N + 8];
+  uint64_t s = 0x452821e638d01377ULL;
+  for (size_t i = 0; i < N; i++) {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    float u = (float)(s >> 40) / 16777216.0f - 0.5f;
+    data[i] = ldexpf(u, 20 - (int)((s >> 8) % 60)); /* order matters */
+  }
+  const size_t lens[] = {1, 7, 8, 9, 15, 16, 17, 100, 1000, N};
+  size_t wrong = 0;
+  for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+    const size_t n = lens[k];
+    double lane[8] = {0};
+    long double exact = 0;
+    for (size_t i = 0; i < n; i++) {
+      lane[i % 8] += (double)data[i] * (double)data[i];
+      exact += (long double)data[i] * (long double)data[i];
+    }
+    const double want = sqrt(((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+                             ((lane[4] + lane[5]) + (lane[6] + lane[7])));
+    for (size_t off = 0; off < 8; off++) {
+      memcpy(buf + off, data, n * sizeof *data);
+      double got = round_bound_norm(buf + off, n);
+      wrong += memcmp(&got, &want, sizeof got) != 0;
+    }
+    CU_ASSERT(fabs(want - (double)sqrtl(exact)) <= 1e-15 * want);
+  }
+  CU_ASSERT_EQUAL(wrong, 0);
+}
+
 int cohort_register_suites(void) {
   static const test_case tests[] = {
       {"a poisoned update (|d| = 2^20, weight 2^29 - 1) among three honest "
@@ -226,6 +262,9 @@ int cohort_register_suites(void) {
        test_configured_norm_bound},
       {"reports out of range are refused, naming the field; nothing stored",
        test_reports_out_of_range_refused},
+      {"update norm: eight lanes in a fixed order, same bits at every "
+       "alignment",
+       test_norm_order_and_alignment},
   };
   return test_add_suite("round_bound", suite_init, suite_cleanup, tests,
                         sizeof tests / sizeof tests[0]);
