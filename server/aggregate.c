@@ -73,11 +73,15 @@ static const struct {
  * exact in 64 bits. For e' < 92, p is shifted right by r = min(92 - e', 63)
  * after adding half a unit, which rounds the magnitude's halves up; from
  * r = 54 on that leaves 0 (p < 2^53 is below one half), as round() does.
- * For e' > 92, p is shifted left by l = e' - 92 <= 55 (e' <= 147 when
- * |d| <= 2^20) into two words, below 2^108. The sign comes last, so halves
- * go away from zero. The shifts come from a table, not a branch, so the
- * speed does not depend on the values; bench_aggregate times it against
- * aggregate_fixed's conversion and normalisation of the double w d. */
+ * The sign is applied to the rounded magnitude, so halves go away from
+ * zero, in 64 bits: q = +-p. For e' > 92, q is then shifted left by
+ * l = e' - 92 <= 55 (e' <= 147 when |d| <= 2^20), below 2^108 in
+ * magnitude, as two words of a two's complement: q << l and q >> (64 - l),
+ * the latter an arithmetic shift (as GCC and Clang shift a negative signed
+ * value). The shifts come from a table and the sign from a mask, not
+ * branches, so the speed does not depend on the values: aggregate_fixed's
+ * branch on the sign is mispredicted half the time on a real update's
+ * deltas (bench_aggregate's random ones). */
 static inline agg_i128 fixed_term(float d, uint64_t w) {
   uint32_t u;
   memcpy(&u, &d, sizeof u);
@@ -85,10 +89,11 @@ static inline agg_i128 fixed_term(float d, uint64_t w) {
   const uint64_t m = (u & 0x7fffffu) | (uint64_t)(e != 0) << 23;
   const unsigned r = fixed_shift[e].r, l = fixed_shift[e].l;
   const uint64_t p = (w * m + ((UINT64_C(1) << r) >> 1)) >> r;
-  const uint64_t lo = p << l, hi = (p >> 1) >> (63 - l);
-  const agg_i128 t = (agg_i128)((unsigned __int128)hi << 64 | lo);
-  const agg_i128 s = -(agg_i128)(u >> 31); /* 0 or -1 */
-  return (t ^ s) - s;
+  const int64_t s = -(int64_t)(u >> 31);  /* 0 or -1 */
+  const int64_t q = ((int64_t)p ^ s) - s; /* |q| < 2^53 */
+  const uint64_t lo = (uint64_t)q << l;
+  const uint64_t hi = (uint64_t)((q >> 1) >> (63 - l));
+  return (agg_i128)((unsigned __int128)hi << 64 | lo);
 }
 
 agg_i128 aggregate_fixed_term(float d, uint64_t w) { return fixed_term(d, w); }
