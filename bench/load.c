@@ -598,12 +598,15 @@ static int ensure_update(worker *w, size_t n) {
     rc = cap == 0 ? COHORT_EINVAL : COHORT_ENOMEM;
     goto out;
   }
-  for (size_t i = 0; i < n; i++)
-    delta[i] = 1e-4f * (float)((int)(i % 17) - 8);
   rc = prg_init_u64(&rng, 1);
   if (rc)
     goto out;
   have_rng = 1;
+  /* Signs and sizes without a pattern, as a trained update's are: a
+   * repeating one (this was 1e-4 (i % 17 - 8)) lets the branch predictor
+   * hide what the coordinator's sum costs on real updates. */
+  for (size_t i = 0; i < n; i++)
+    delta[i] = (float)(1e-3 * (prg_uniform(&rng) - 0.5));
   rc = codec_encode(cd, &p, delta, NULL, &rng, out, &w->update_len, err,
                     sizeof err);
   if (!rc)
