@@ -904,8 +904,8 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
        * reads once it is 80% used, and frees idle connections' buffers
        * first when it runs out. Capped at 4 KB, as before, a 407 KB upload
        * took 100 reads: twice the coordinator's CPU in rounds of 500, for
-       * no less memory at 10,000 clients (docs/benchmarks.md, "Reads of
-       * 64 KB"). */
+       * no less memory at 10,000 clients (docs/benchmarks.md, "Rounds
+       * after the fourteenth session"). */
       rpc_int_arg(GRPC_ARG_TCP_READ_CHUNK_SIZE, 1024),
       rpc_int_arg(GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, 256),
       rpc_int_arg(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, 65536),
