@@ -95,6 +95,13 @@ int64_t fl_check_in(rpc_channel *ch, const char *session, uint64_t examples,
     } else if (c->outcome_case == COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_DONE) {
       round = -1;
     }
+  } else if (r.code == GRPC_STATUS_RESOURCE_EXHAUSTED &&
+             strncmp(r.detail, PB_DETAIL_RATE_LIMITED,
+                     strlen(PB_DETAIL_RATE_LIMITED)) == 0) {
+    /* Told to wait (a limit an attack filled): as a RetryLater, not as
+     * the end. Taken for the end, a poisoner selected in a round gave up
+     * on it, and the round waited out its deadline. */
+    round = 0;
   }
   fl_reply_free(&r);
   return round;

@@ -45,8 +45,8 @@ int fl_register(rpc_channel *ch, const char *token, const char *platform,
                 const uint8_t key[SIGN_PUBLIC_LEN], char session[65]);
 
 /* A check-in declaring examples: the task's round (and in *evaluate its
- * kind), 0 for a RetryLater, -1 when the federation is over or the call
- * failed. */
+ * kind), 0 for a RetryLater or a rate-limited call, -1 when the federation
+ * is over or the call failed otherwise. */
 int64_t fl_check_in(rpc_channel *ch, const char *session, uint64_t examples,
                     int *evaluate);
 /* Checks in until a task comes (at most 30 s, or until *stop is set when
