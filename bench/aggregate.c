@@ -14,20 +14,11 @@
 #include "aggregate.h"
 #include "clock.h"
 #include "cohort_status.h"
+#include "median.h"
 #include "round_internal.h"
 
 #define MAX_REPEATS 31
 #define UPDATES 16 /* per repeat, as many distinct deltas */
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return v[n / 2];
-}
 
 /* Deltas as a model's update looks: signs mixed at random, magnitudes
  * 2^-13 .. 2^-1, a few exact zeros. */
@@ -77,7 +68,7 @@ static int run(const char *data, const float *d, size_t n, aggregate *a,
   double *t[] = {t_add, t_rep, t_norm};
   for (int j = 0; j < 3; j++)
     printf("{\"bench\":\"%s\",\"data\":\"%s\",\"n\":%zu,\"ms\":%.4f}\n",
-           names[j], data, n, 1e3 * median(t[j], repeats));
+           names[j], data, n, 1e3 * bench_median(t[j], repeats));
   return sink < 0;
 }
 

@@ -7,30 +7,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "cohort_status.h"
 #include "dp_ddp.h"
 #include "dp_noise.h"
+#include "median.h"
 #include "prg.h"
 
 #define MAX_REPEATS 31
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return v[n / 2];
-}
 
 static int sampler(int repeats) {
   static const double sigmas[] = {1, 10, 100, 1000, 100000};
@@ -44,16 +29,16 @@ static int sampler(int repeats) {
       prg g;
       if (prg_init_u64(&g, 13 + (uint64_t)r))
         return 1;
-      double t0 = now_s();
+      double t0 = clock_mono_s();
       int rc = dp_discrete_gaussian_fill(&g, sigmas[s], x, n);
-      t[r] = now_s() - t0;
+      t[r] = clock_mono_s() - t0;
       prg_free(&g);
       if (rc)
         return 1;
     }
     printf("{\"bench\":\"discrete_gaussian\",\"sigma\":%g,"
            "\"samples_per_s\":%.0f}\n",
-           sigmas[s], (double)n / median(t, repeats));
+           sigmas[s], (double)n / bench_median(t, repeats));
   }
   free(x);
   return 0;
@@ -87,19 +72,19 @@ static int encoding(int repeats) {
       delta[i] = (float)((2 * prg_uniform(&g) - 1) * 0.01);
     double te[MAX_REPEATS], td[MAX_REPEATS];
     for (int r = 0; r < repeats; r++) {
-      double t0 = now_s();
+      double t0 = clock_mono_s();
       if (ddp_encode(&p, delta, &g, ring, NULL, err, sizeof err))
         return 1;
-      te[r] = now_s() - t0;
-      t0 = now_s();
+      te[r] = clock_mono_s() - t0;
+      t0 = clock_mono_s();
       if (ddp_decode_sum(&p, ring, out, NULL, err, sizeof err))
         return 1;
-      td[r] = now_s() - t0;
+      td[r] = clock_mono_s() - t0;
     }
     printf("{\"bench\":\"ddp\",\"dim\":%zu,\"padded\":%zu,\"bits\":16,"
            "\"sigma_units\":%.1f,\"encode_s\":%.4f,\"decode_s\":%.4f}\n",
            dims[k], ddp_padded_dim(dims[k]), p.noise_stddev,
-           median(te, repeats), median(td, repeats));
+           bench_median(te, repeats), bench_median(td, repeats));
     prg_free(&g);
     free(delta);
     free(ring);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "median.h"
 #include "pb.h"
 #include "pb_scan.h"
 
@@ -18,16 +19,6 @@ static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp);
-  return v[n / 2];
 }
 
 static void one(const char *name, const ProtobufCMessageDescriptor *d,
@@ -58,7 +49,8 @@ static void one(const char *name, const ProtobufCMessageDescriptor *d,
     unpack_ms[r] = (t1 - t0) * 1e3;
     scan_ms[r] = (t2 - t1) * 1e3;
   }
-  double u = median(unpack_ms, repeats), s = median(scan_ms, repeats);
+  double u = bench_median(unpack_ms, repeats),
+         s = bench_median(scan_ms, repeats);
   printf("%-28s %12.2f %14.4f %10.0fx\n", name, u, s, u / s);
   free(p);
 }

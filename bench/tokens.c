@@ -17,22 +17,13 @@
 #include "clock.h"
 #include "cohort_status.h"
 #include "crypto.h"
+#include "median.h"
 #include "ratelimit.h"
 #include "store.h"
 #include "store_tokens.h"
 
 #define MAX_REPEATS 31
 #define CLIENTS 2000
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return v[n / 2];
-}
 
 /* Nanoseconds per ratelimit_take over n takes, keys distinct or one. */
 static double limiter_run(size_t n, int distinct) {
@@ -135,7 +126,7 @@ int main(int argc, char **argv) {
       a[r] = limiter_run(1000000, distinct);
     printf("{\"bench\":\"ratelimit_take\",\"keys\":\"%s\",\"ns\":%.1f}\n",
            distinct ? "1000000 distinct, 16384 slots" : "one",
-           median(a, repeats));
+           bench_median(a, repeats));
   }
   for (int stored = 0; stored < 2; stored++) {
     for (int r = 0; r < repeats; r++)
@@ -143,8 +134,8 @@ int main(int argc, char **argv) {
         return 1;
     printf("{\"bench\":\"register_store\",\"token\":\"%s\",\"clients\":%d,"
            "\"us_per_register\":%.1f,\"us_per_session_lookup\":%.1f}\n",
-           stored ? "stored" : "flag", CLIENTS, median(a, repeats),
-           median(b, repeats));
+           stored ? "stored" : "flag", CLIENTS, bench_median(a, repeats),
+           bench_median(b, repeats));
   }
   return 0;
 }
