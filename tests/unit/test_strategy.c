@@ -174,7 +174,8 @@ static void test_fixed_term_matches_fixed(void) {
     uint64_t x = NEXT();
     uint64_t m = (x >> 41) | 1; /* odd, below 2^24 */
     int j = (int)(x % 29);
-    uint64_t v = ((NEXT() >> 35) >> (j + (int)(x >> 8) % (29 - j))) | 1;
+    uint64_t v =
+        ((NEXT() >> 35) >> (j + (int)((x >> 8) % (uint64_t)(29 - j)))) | 1;
     uint64_t w = v << j;
     if (w > AGG_MAX_WEIGHT)
       continue;
