@@ -575,7 +575,7 @@ static void update_free(void *buf, size_t len) {
   free(buf);
 }
 
-/* The update of a model of n floats: small deterministic values in fp32's
+/* The update of a model of n floats: seeded random values in fp32's
  * wire format, made once per thread and model size. */
 static int ensure_update(worker *w, size_t n) {
   if (w->update_ref && w->update_params == n)

@@ -50,11 +50,11 @@ agg_i128 aggregate_fixed(double x) {
  * r = 92 - e' right (e' = e, or 1 for subnormals), clamped at 63 so that no
  * shift is undefined even for exponents the weighted mean refuses. */
 #define FIXED_K(e) ((e) + ((e) == 0) - 92)
+#define FIXED_L(e) (FIXED_K(e) > 0 ? (FIXED_K(e) < 63 ? FIXED_K(e) : 63) : 0)
+#define FIXED_R(e) (FIXED_K(e) < 0 ? (-FIXED_K(e) < 63 ? -FIXED_K(e) : 63) : 0)
+/* Cast: clang weighs the branches not taken too (-Wconstant-conversion). */
 #define FIXED_SHIFT(e)                                                         \
-  {                                                                            \
-    FIXED_K(e) > 0 ? (FIXED_K(e) < 63 ? FIXED_K(e) : 63) : 0,                  \
-        FIXED_K(e) < 0 ? (-FIXED_K(e) < 63 ? -FIXED_K(e) : 63) : 0             \
-  }
+  { (uint8_t) FIXED_L(e), (uint8_t)FIXED_R(e) }
 #define FIXED_SHIFT4(e)                                                        \
   FIXED_SHIFT(e), FIXED_SHIFT(e + 1), FIXED_SHIFT(e + 2), FIXED_SHIFT(e + 3)
 #define FIXED_SHIFT16(e)                                                       \
