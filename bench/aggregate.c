@@ -3,7 +3,9 @@
  * fixed-point add (aggregate_add_checked), the replacement of a bounded
  * update (aggregate_replace) and its L2 norm (round_bound_norm), on
  * updates of --n floats (default 101,770: the MLP of bench/load.sh), of
- * random values and of bench_load's periodic ones.
+ * random values and of bench_load's periodic ones. The add runs on the
+ * engine's instruction-set path ("isa" in each line; COHORT_ISA forces
+ * one: avx512, avx2, scalar).
  *
  *   bench_aggregate [--repeats 9] [--n 101770] */
 #include <math.h>
@@ -15,6 +17,7 @@
 #include "clock.h"
 #include "cohort_status.h"
 #include "median.h"
+#include "nn_isa.h"
 #include "round_internal.h"
 
 #define MAX_REPEATS 31
@@ -67,8 +70,10 @@ static int run(const char *data, const float *d, size_t n, aggregate *a,
                          "round_bound_norm"};
   double *t[] = {t_add, t_rep, t_norm};
   for (int j = 0; j < 3; j++)
-    printf("{\"bench\":\"%s\",\"data\":\"%s\",\"n\":%zu,\"ms\":%.4f}\n",
-           names[j], data, n, 1e3 * bench_median(t[j], repeats));
+    printf("{\"bench\":\"%s\",\"isa\":\"%s\",\"data\":\"%s\",\"n\":%zu,"
+           "\"ms\":%.4f}\n",
+           names[j], nn_isa_name(nn_isa_best()), data, n,
+           1e3 * bench_median(t[j], repeats));
   return sink < 0;
 }
 

@@ -91,12 +91,19 @@ int nn_isa_choose(const char *env, unsigned runs, nn_isa *out, char *err,
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static nn_isa g_isa;
+static unsigned g_runs;
 static int g_refused;
 static char g_err[256];
 
 static void choose_once(void) {
-  g_refused = nn_isa_choose(getenv("COHORT_ISA"), detect_runs(), &g_isa, g_err,
-                            sizeof g_err);
+  g_runs = detect_runs();
+  g_refused =
+      nn_isa_choose(getenv("COHORT_ISA"), g_runs, &g_isa, g_err, sizeof g_err);
+}
+
+int nn_isa_runs(nn_isa isa) {
+  pthread_once(&g_once, choose_once);
+  return (unsigned)isa < NN_ISA_COUNT && (g_runs >> isa & 1u);
 }
 
 nn_isa nn_isa_best(void) {

@@ -48,6 +48,10 @@ nn_isa nn_isa_best(void);
  * library does not exit: programs call this at start and refuse to run. */
 int nn_isa_check(char *err, size_t cap);
 
+/* 1 when this CPU and build run isa (NN_ISA_SCALAR and NN_ISA_BASE
+ * always), else 0; whatever COHORT_ISA says. Thread-safe. */
+int nn_isa_runs(nn_isa isa);
+
 /* "avx512", "avx2", "sse2", "neon", "generic" or "scalar". */
 const char *nn_isa_name(nn_isa isa);
 

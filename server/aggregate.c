@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aggregate_sum.h"
 #include "cohort_status.h"
 #include "errbuf.h"
 
@@ -45,58 +46,6 @@ agg_i128 aggregate_fixed(double x) {
     t = 0; /* m < 2^53 <= 2^(-k-1): below one half */
   return bits >> 63 ? -t : t;
 }
-
-/* fixed_term's shifts by a float's biased exponent e: l = e' - 92 left or
- * r = 92 - e' right (e' = e, or 1 for subnormals), clamped at 63 so that no
- * shift is undefined even for exponents the weighted mean refuses. */
-#define FIXED_K(e) ((e) + ((e) == 0) - 92)
-#define FIXED_L(e) (FIXED_K(e) > 0 ? (FIXED_K(e) < 63 ? FIXED_K(e) : 63) : 0)
-#define FIXED_R(e) (FIXED_K(e) < 0 ? (-FIXED_K(e) < 63 ? -FIXED_K(e) : 63) : 0)
-/* Cast: clang weighs the branches not taken too (-Wconstant-conversion). */
-#define FIXED_SHIFT(e)                                                         \
-  { (uint8_t) FIXED_L(e), (uint8_t)FIXED_R(e) }
-#define FIXED_SHIFT4(e)                                                        \
-  FIXED_SHIFT(e), FIXED_SHIFT(e + 1), FIXED_SHIFT(e + 2), FIXED_SHIFT(e + 3)
-#define FIXED_SHIFT16(e)                                                       \
-  FIXED_SHIFT4(e), FIXED_SHIFT4(e + 4), FIXED_SHIFT4(e + 8),                   \
-      FIXED_SHIFT4(e + 12)
-#define FIXED_SHIFT64(e)                                                       \
-  FIXED_SHIFT16(e), FIXED_SHIFT16(e + 16), FIXED_SHIFT16(e + 32),              \
-      FIXED_SHIFT16(e + 48)
-static const struct {
-  uint8_t l, r;
-} fixed_shift[256] = {FIXED_SHIFT64(0), FIXED_SHIFT64(64), FIXED_SHIFT64(128),
-                      FIXED_SHIFT64(192)};
-
-/* aggregate_fixed(w * (double)d) without a double: d = m 2^(e' - 150), m <
- * 2^24 its significand, so w d 2^58 = p 2^(e' - 92) with p = w m < 2^53,
- * exact in 64 bits. For e' < 92, p is shifted right by r = min(92 - e', 63)
- * after adding half a unit, which rounds the magnitude's halves up; from
- * r = 54 on that leaves 0 (p < 2^53 is below one half), as round() does.
- * The sign is applied to the rounded magnitude, so halves go away from
- * zero, in 64 bits: q = +-p. For e' > 92, q is then shifted left by
- * l = e' - 92 <= 55 (e' <= 147 when |d| <= 2^20), below 2^108 in
- * magnitude, as two words of a two's complement: q << l and q >> (64 - l),
- * the latter an arithmetic shift (as GCC and Clang shift a negative signed
- * value). The shifts come from a table and the sign from a mask, not
- * branches, so the speed does not depend on the values: aggregate_fixed's
- * branch on the sign is mispredicted half the time on a real update's
- * deltas (bench_aggregate's random ones). */
-static inline agg_i128 fixed_term(float d, uint64_t w) {
-  uint32_t u;
-  memcpy(&u, &d, sizeof u);
-  const uint32_t e = (u >> 23) & 0xff;
-  const uint64_t m = (u & 0x7fffffu) | (uint64_t)(e != 0) << 23;
-  const unsigned r = fixed_shift[e].r, l = fixed_shift[e].l;
-  const uint64_t p = (w * m + ((UINT64_C(1) << r) >> 1)) >> r;
-  const int64_t s = -(int64_t)(u >> 31);  /* 0 or -1 */
-  const int64_t q = ((int64_t)p ^ s) - s; /* |q| < 2^53 */
-  const uint64_t lo = (uint64_t)q << l;
-  const uint64_t hi = (uint64_t)((q >> 1) >> (63 - l));
-  return (agg_i128)((unsigned __int128)hi << 64 | lo);
-}
-
-agg_i128 aggregate_fixed_term(float d, uint64_t w) { return fixed_term(d, w); }
 
 /* Coordinates transposed together in aggregate_result: m x BLOCK scratch. */
 #define BLOCK 256
@@ -271,8 +220,7 @@ int aggregate_add_checked(aggregate *a, const float *delta, uint64_t weight,
   if (rc)
     return rc;
   if (a->kind == AGG_MEAN) {
-    for (size_t i = 0; i < a->n; i++)
-      a->sum[i] += fixed_term(delta[i], weight);
+    aggregate_sum_add(a->sum, delta, a->n, weight);
   } else {
     if (a->count == a->n_alloc) {
       float *row = malloc(a->n * sizeof *row);
@@ -304,10 +252,7 @@ int aggregate_replace(aggregate *a, const float *delta, uint64_t weight,
     return COHORT_EINVAL;
   /* Both terms are exact (aggregate.c's header), so the sum is as if the
    * replacement had been added instead, and stays within its bound. */
-  for (size_t i = 0; i < a->n; i++) {
-    float clipped = (float)((double)delta[i] * scale);
-    a->sum[i] += fixed_term(clipped, new_weight) - fixed_term(delta[i], weight);
-  }
+  aggregate_sum_replace(a->sum, delta, a->n, weight, scale, new_weight);
   a->weight -= weight - new_weight;
   return COHORT_OK;
 }
