@@ -42,6 +42,12 @@ typedef struct rpc_worker rpc_worker;
 
 struct rpc_server {
   grpc_server *server;
+  /* One queue that every worker takes events from: a call's events go to
+   * whichever worker is free. With a queue per worker, gRPC matched a call
+   * to a request posted on a busy worker's queue while another sat idle
+   * (a 50-client round's uploads kept one of two workers busy and the
+   * machine a third idle). */
+  grpc_completion_queue *cq;
   grpc_completion_queue *shutdown_cq;
   void **handles; /* grpc_server_register_method result per method */
   const rpc_method *methods;
@@ -72,7 +78,7 @@ struct rpc_server {
 
 struct rpc_worker {
   rpc_server *srv;
-  grpc_completion_queue *cq;
+  grpc_completion_queue *cq; /* the server's, shared */
   pthread_t thread;
   int running;
 };
@@ -636,8 +642,8 @@ static void maybe_sweep(rpc_server *srv) {
   cancel_chain(chain, GRPC_STATUS_DEADLINE_EXCEEDED, detail);
 }
 
-/* A worker's loop; it also drains the CQ of a worker whose thread never
- * started, from the stopping thread. */
+/* A worker's loop; the stopping thread also runs it to drain the queue
+ * when no worker thread started. */
 static void worker_run(rpc_worker *w) {
   for (;;) {
     gpr_timespec wake =
@@ -716,21 +722,25 @@ static void server_teardown(rpc_server *srv, int grace_ms) {
   if (srv->lock_ready)
     pthread_rwlock_wrlock(&srv->lock);
   srv->cqs_closed = 1;
-  for (int i = 0; i < srv->n_workers; i++)
-    if (srv->workers[i].cq)
-      grpc_completion_queue_shutdown(srv->workers[i].cq);
+  if (srv->cq)
+    grpc_completion_queue_shutdown(srv->cq);
   if (srv->lock_ready)
     pthread_rwlock_unlock(&srv->lock);
 
-  for (int i = 0; i < srv->n_workers; i++) {
+  /* Each worker returns once the queue is shut down and empty; with none
+   * running, this thread drains it. */
+  int drained = 0;
+  for (int i = 0; i < srv->n_workers && srv->cq; i++) {
     rpc_worker *w = &srv->workers[i];
-    if (!w->cq)
-      continue;
-    if (w->running)
+    if (w->running) {
       pthread_join(w->thread, NULL);
-    else
-      worker_run(w);
-    grpc_completion_queue_destroy(w->cq);
+      drained = 1;
+    }
+  }
+  if (srv->cq) {
+    if (!drained)
+      worker_run(&srv->workers[0]);
+    grpc_completion_queue_destroy(srv->cq);
   }
   if (srv->shutdown_cq) {
     grpc_completion_queue_shutdown(srv->shutdown_cq);
@@ -970,15 +980,15 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
       goto out;
     }
   }
+  srv->cq = grpc_completion_queue_create_for_next(NULL);
+  if (!srv->cq) {
+    rc = COHORT_ENOMEM;
+    goto out;
+  }
+  grpc_server_register_completion_queue(srv->server, srv->cq, NULL);
   for (int i = 0; i < srv->n_workers; i++) {
     srv->workers[i].srv = srv;
-    srv->workers[i].cq = grpc_completion_queue_create_for_next(NULL);
-    if (!srv->workers[i].cq) {
-      rc = COHORT_ENOMEM;
-      goto out;
-    }
-    grpc_server_register_completion_queue(srv->server, srv->workers[i].cq,
-                                          NULL);
+    srv->workers[i].cq = srv->cq;
   }
   srv->shutdown_cq = grpc_completion_queue_create_for_next(NULL);
   if (!srv->shutdown_cq) {
