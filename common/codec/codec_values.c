@@ -244,13 +244,11 @@ static int decode_q(const codec *c, const uint8_t *in, size_t n, float clip,
 int values_decode(const codec *c, const uint8_t *in, size_t n, float clip,
                   float *x, char *err, size_t errlen) {
   switch (c->value) {
-  case VALUE_FP32:
-    for (size_t i = 0; i < n; i++) {
-      x[i] = bits_float(wire_get_le32(in + 4 * i));
-      if (!isfinite(x[i]))
-        return not_finite("fp32", i, isnan(x[i]), err, errlen);
-    }
-    return COHORT_OK;
+  case VALUE_FP32: {
+    wire_get_f32le(x, in, n);
+    size_t i = wire_first_nonfinite(x, n);
+    return i < n ? not_finite("fp32", i, isnan(x[i]), err, errlen) : COHORT_OK;
+  }
   case VALUE_FP16:
     for (size_t i = 0; i < n; i++) {
       uint16_t h = wire_get_le16(in + 2 * i);

@@ -2,6 +2,7 @@
  * (every target we build for today) this is a plain copy. */
 #include "wire.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -17,9 +18,20 @@ void wire_get_f32le(float *dst, const uint8_t *src, size_t n) {
   memcpy(dst, src, n * sizeof *dst);
 }
 
+/* Blocks of 64 are tested without a branch per value (NaN compares
+ * false), which the compiler vectorises: every fp32 upload is checked
+ * here, 101,770 values for the MLP. */
 size_t wire_first_nonfinite(const float *v, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (!isfinite(v[i]))
-      return i;
-  return n;
+  enum { B = 64 };
+  size_t i = 0;
+  for (; i + B <= n; i += B) {
+    int finite = 1;
+    for (size_t j = 0; j < B; j++)
+      finite &= fabsf(v[i + j]) <= FLT_MAX;
+    if (!finite)
+      break;
+  }
+  while (i < n && isfinite(v[i]))
+    i++;
+  return i;
 }

@@ -859,6 +859,47 @@ static int decode_err(const char *spec, const codec_params *p,
   return rc;
 }
 
+/* fp32 payloads are checked in blocks of 64 values (wire_first_nonfinite):
+ * the first value that is not finite is named wherever it falls (every
+ * position of 200: three blocks and a tail), with a second one after it;
+ * the largest, smallest and signed-zero finite values pass unchanged. */
+static void test_fp32_first_nonfinite_named(void) {
+  enum { N = 200 };
+  codec_params p = params_of(N, 0, 0);
+  uint8_t buf[4 * N];
+  float v[N], out[N];
+  char err[256], want[64];
+  static const uint32_t bad[] = {0x7fc00000u, 0x7f800000u, 0xff800000u,
+                                 0x7f800001u};
+  codec *c = parse_ok("fp32");
+  for (size_t at = 0; at < N; at++)
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+      for (size_t i = 0; i < N; i++)
+        v[i] = (float)i - 100.0f;
+      memcpy(buf, v, sizeof buf);
+      memcpy(buf + 4 * at, &bad[b], 4);
+      if (at + 1 < N)
+        memcpy(buf + 4 * (N - 1), &bad[0], 4); /* a later one too */
+      CU_ASSERT_EQUAL(
+          codec_decode(c, &p, buf, sizeof buf, out, err, sizeof err),
+          COHORT_EINVAL);
+      snprintf(want, sizeof want, "value %zu is %s", at,
+               bad[b] == 0x7fc00000u || bad[b] == 0x7f800001u ? "NaN"
+                                                              : "infinite");
+      CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+    }
+  for (size_t i = 0; i < N; i++)
+    v[i] = i % 4 == 0   ? FLT_MAX
+           : i % 4 == 1 ? -FLT_MAX
+           : i % 4 == 2 ? 0x1p-149f
+                        : -0.0f;
+  memcpy(buf, v, sizeof buf);
+  CU_ASSERT_EQUAL(codec_decode(c, &p, buf, sizeof buf, out, NULL, 0),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(memcmp(out, v, sizeof v), 0);
+  codec_free(c);
+}
+
 static void test_malformed_payloads(void) {
   char err[256];
   codec_params p = params_of(3, 0, 0);
@@ -1120,6 +1161,8 @@ int cohort_register_suites(void) {
       {"wire size formulas", test_wire_size_formulas},
       {"zstd wire size is a bound", test_zstd_wire_size_is_a_bound},
       {"lossless round trips", test_lossless_round_trips},
+      {"fp32: the first NaN or infinity is named wherever it is",
+       test_fp32_first_nonfinite_named},
       {"malformed payloads refused", test_malformed_payloads},
       {"bad encode input refused", test_bad_encode_input},
   };
