@@ -109,6 +109,8 @@ static rpc_reply verdict_reply(const round_verdict *v) {
 static void answer(long_poll *lp, held_call *h, const round_verdict *v,
                    const checkin_result *res) {
   rpc_reply rep = verdict_reply(v);
+  if (!v->code && res->kind == CHECKIN_TASK && res->fresh && lp->cfg.selected)
+    lp->cfg.selected(lp->cfg.selected_ctx, h->client);
   if (!v->code)
     lp->answer(res, &rep);
   rpc_held_reply(h->call, &rep);

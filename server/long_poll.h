@@ -36,6 +36,11 @@ typedef struct long_poll_config {
                       next selection's size (pace_hold_cap) */
   int poll_ms;     /* how often expiries and vanished clients are looked
                       at when nothing changes (default 50) */
+  /* Called (when not NULL) for each held check-in answered with a task
+   * that selected its client (checkin_result.fresh), before the answer
+   * goes: the service gives back the check-in's rate-limit token. */
+  void (*selected)(void *ctx, int64_t client);
+  void *selected_ctx;
 } long_poll_config;
 
 /* Starts the thread. COHORT_OK, COHORT_EINVAL or COHORT_ENOMEM. */

@@ -1114,7 +1114,9 @@ int main(int argc, char **argv) {
   svc.engine = engine;
   svc.max_hold_ms = (int)g_opts.long_poll_max_ms;
   long_poll_config lpc = {.max_hold_ms = (int)g_opts.long_poll_max_ms,
-                          .max_held = (size_t)g_opts.max_held};
+                          .max_held = (size_t)g_opts.max_held,
+                          .selected = service_checkin_selected,
+                          .selected_ctx = &svc};
   if (g_opts.long_poll_max_ms > 0 &&
       long_poll_start(engine, &lpc, service_checkin_reply, service_secagg_reply,
                       &svc.long_poll)) {

@@ -88,8 +88,9 @@ static bucket *find(ratelimit *r, const char *key, int *found) {
   return oldest;
 }
 
-/* ratelimit_take when take, ratelimit_wait when not: the wait for key's
- * bucket at now_s, after taking a token from it if take. */
+/* ratelimit_take when take is 1, ratelimit_wait when 0, ratelimit_refund
+ * when -1: the wait for key's bucket at now_s, after taking a token from
+ * it, or giving one back. */
 static int64_t bucket_wait(ratelimit *r, const char *key, double now_s,
                            int take) {
   if (!r)
@@ -103,7 +104,7 @@ static int64_t bucket_wait(ratelimit *r, const char *key, double now_s,
   pthread_mutex_lock(&r->mu);
   int found;
   bucket *b = find(r, k, &found);
-  if (!found && !take) {
+  if (!found && take != 1) {
     pthread_mutex_unlock(&r->mu); /* a full bucket, not stored */
     return 0;
   }
@@ -120,7 +121,9 @@ static int64_t bucket_wait(ratelimit *r, const char *key, double now_s,
   /* A refused call still counts as use, so a flooding key stays in the
    * table rather than being evicted into a fresh, full bucket. */
   int64_t wait_ms = 0;
-  if (b->tokens >= 1) {
+  if (take < 0) {
+    b->tokens = b->tokens + 1 < r->cfg.burst ? b->tokens + 1 : r->cfg.burst;
+  } else if (b->tokens >= 1) {
     if (take)
       b->tokens -= 1;
   } else {
@@ -138,4 +141,8 @@ int64_t ratelimit_take(ratelimit *r, const char *key, double now_s) {
 
 int64_t ratelimit_wait(ratelimit *r, const char *key, double now_s) {
   return bucket_wait(r, key, now_s, 0);
+}
+
+void ratelimit_refund(ratelimit *r, const char *key, double now_s) {
+  bucket_wait(r, key, now_s, -1);
 }

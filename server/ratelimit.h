@@ -31,6 +31,11 @@ void ratelimit_free(ratelimit *r);
  * the slot of the key idle longest among those it may use. A NULL limiter
  * always allows. Thread-safe. */
 int64_t ratelimit_take(ratelimit *r, const char *key, double now_s);
+/* Gives back a token ratelimit_take took for key at now_s: the call
+ * turned out to be one the limit does not charge. The bucket stays within
+ * its size; a key no longer in the table (evicted since) is left out. A
+ * NULL limiter: nothing. Thread-safe. */
+void ratelimit_refund(ratelimit *r, const char *key, double now_s);
 /* What ratelimit_take would answer, taking nothing: 0 when key's bucket
  * holds a token (or key is not in the table), else the milliseconds until
  * it does. For a limit charged only by calls that fail. Thread-safe. */

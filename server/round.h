@@ -251,6 +251,10 @@ typedef struct checkin_result {
   char reason[160];         /* CHECKIN_RETRY: why not selected, or "" */
   int64_t rounds_committed; /* CHECKIN_DONE */
   uint64_t changes;         /* round_changes() when this was answered */
+  /* CHECKIN_TASK: this very check-in selected the client (not a task it
+   * already had), which happens once a round: the check-in rate limit
+   * does not charge it (docs/tokens.md). */
+  int fresh;
   /* CHECKIN_RETRY, for the caller that decides whether to hold the call
    * (pace.h, pace_hold_cap and pace_crowded): */
   size_t wanted;             /* S, the next selection's size */

@@ -650,6 +650,8 @@ round_verdict round_checkin(round_engine *e, int64_t client,
     if (!p->uploaded && !p->reported && !p->declined &&
         round_secagg_rejoins(e, client)) {
       out->kind = CHECKIN_TASK; /* a repeated check-in gets the same task */
+      out->fresh = !p->told;    /* drawn while away: this is its first */
+      p->told = 1;
       fill_task(e, &out->task);
     } else {
       out->retry_after_ms = after_round_ms(e, now);
@@ -680,8 +682,11 @@ round_verdict round_checkin(round_engine *e, int64_t client,
       v = round_store_failed(e);
       goto out;
     }
-    if (round_find_participant(e, client)) {
+    participant *drawn = round_find_participant(e, client);
+    if (drawn) {
       out->kind = CHECKIN_TASK;
+      out->fresh = 1; /* drawn now: a repeat was answered above */
+      drawn->told = 1;
       fill_task(e, &out->task);
     } else if (e->n_parts < e->select_max) {
       out->retry_after_ms = retry_ms(e, now, e->draw_at - now);
@@ -725,7 +730,9 @@ round_verdict round_checkin(round_engine *e, int64_t client,
     goto out;
   }
   p->declared = num_examples;
+  p->told = 1;
   out->kind = CHECKIN_TASK;
+  out->fresh = 1;
   fill_task(e, &out->task);
   log_info("round %lld: selected client %lld (%zu/%zu)", (long long)e->round,
            (long long)client, e->n_parts, e->select_max);

@@ -36,6 +36,7 @@ typedef struct participant {
   int uploaded; /* training: its update is in the aggregate */
   int reported; /* evaluation: its metrics are stored */
   int declined; /* evaluation: it declined the task (round_decline) */
+  int told;     /* it was handed its task (checkin_result.fresh) */
   uint64_t bytes_down, bytes_up, examples;
   uint8_t digest[CRYPTO_SHA256_LEN]; /* of the update being or last received */
   uint8_t *buf;                      /* assembly buffer while uploading */

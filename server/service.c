@@ -241,6 +241,17 @@ static int hold_ms(const service *svc, const rpc_request *req,
   return ms > 0 ? (int)ms : 0;
 }
 
+/* A check-in that selects its client comes once a round: it gives back
+ * the token it took, so that a client is never limited for taking part in
+ * rounds as fast as it trains (docs/tokens.md). Repeats, RetryLaters and
+ * held calls that end without a task stay charged. */
+void service_checkin_selected(void *ctx, int64_t client) {
+  service *svc = ctx;
+  char key[RATELIMIT_KEY_MAX + 1];
+  snprintf(key, sizeof key, "%lld", (long long)client);
+  ratelimit_refund(svc->checkin_per_client, key, clock_mono_s());
+}
+
 static void handle_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
   service *svc = ctx;
   round_engine *e = svc->engine;
@@ -272,6 +283,8 @@ static void handle_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
     apply_verdict(rep, &v);
     goto out;
   }
+  if (res.kind == CHECKIN_TASK && res.fresh)
+    service_checkin_selected(svc, client);
   int ms = res.kind == CHECKIN_RETRY ? hold_ms(svc, req, m->wait_ms) : 0;
   if (ms > 0) {
     /* Nothing for the client yet: hold the call until there is, instead of

@@ -48,6 +48,10 @@ const rpc_method *service_methods(size_t *count);
 /* The per-method limits and admit hooks that go with service_methods. */
 const rpc_method_limits *service_method_limits(void);
 
+/* For long_poll_config.selected (ctx: the service): a held check-in that
+ * selected client gives back its check-in rate-limit token. */
+void service_checkin_selected(void *ctx, int64_t client);
+
 /* The CheckIn reply for an engine answer (long_poll_answer_fn). */
 void service_checkin_reply(const checkin_result *res, rpc_reply *rep);
 

@@ -386,6 +386,87 @@ static void test_address_flood(void) {
   CU_ASSERT_EQUAL(harness_stop(server, 20), 0);
 }
 
+/* A check-in that may be held up to wait_ms: its status and detail in
+ * *out, and the task's round (0: none, -1: the federation is over). */
+static int64_t checkin_held(rpc_channel *ch, const char *session,
+                            uint32_t wait_ms, reply *out) {
+  Cohort__V1__CheckInRequest req = COHORT__V1__CHECK_IN_REQUEST__INIT;
+  req.num_examples = 100;
+  req.wait_ms = wait_ms;
+  fl_reply r = fl_call(ch, PB_METHOD_CHECKIN, session, &req.base,
+                       &cohort__v1__check_in_response__descriptor);
+  int64_t round = 0;
+  if (r.code == GRPC_STATUS_OK && r.msg) {
+    Cohort__V1__CheckInResponse *c = (Cohort__V1__CheckInResponse *)r.msg;
+    if (c->outcome_case == COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_TASK)
+      round = (int64_t)c->task->round;
+    else if (c->outcome_case == COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_DONE)
+      round = -1;
+  }
+  *out = (reply){.code = r.code};
+  snprintf(out->detail, sizeof out->detail, "%s", r.detail);
+  fl_reply_free(&r);
+  return round;
+}
+
+/* Issue 18: a client in rounds as fast as it trains checks in once a
+ * round, held until the round opens or selected at once; those check-ins
+ * select it, and give their token back, so a per-client limit of 1 a
+ * second (burst 2) refuses none of 12 rounds in a second or two. The
+ * check-ins that get nothing new stay charged: repeats of a task the
+ * client holds are refused once the burst is spent. */
+static void test_selecting_checkins_not_charged(void) {
+  char db[512] = "";
+  int port = 0;
+  pid_t server = harness_start_server(
+      "fast",
+      "--rounds 12 --clients-per-round 1 --min-clients 1 "
+      "--rate-checkin-per-client 1/2 --enroll-token " TOKEN " --linger 2",
+      &port, db, sizeof db);
+  CU_ASSERT_FATAL(server > 0);
+  rpc_channel *ch = connect_to(port);
+  reply reg = register_with(ch, TOKEN, "linux");
+  CU_ASSERT_EQUAL_FATAL(reg.code, GRPC_STATUS_OK);
+  enum { N_PARAMS = 7850 }; /* the default logreg, 784 -> 10 */
+  static float delta[N_PARAMS];
+  for (size_t i = 0; i < N_PARAMS; i++)
+    delta[i] = 0.001f;
+  int limited = 0, repeats = 0, repeats_limited = 0;
+  for (int64_t want = 1; want <= 12; want++) {
+    reply r;
+    int64_t round = checkin_held(ch, reg.session, 3000, &r);
+    limited += rate_limited(&r);
+    CU_ASSERT_EQUAL_FATAL(round, want);
+    for (int i = 0; want == 12 && i < 5; i++) {
+      repeats += checkin_held(ch, reg.session, 0, &r) == want;
+      repeats_limited += rate_limited(&r);
+    }
+    fl_reply u =
+        fl_upload(ch, reg.session, (uint64_t)round, delta, N_PARAMS, 100);
+    CU_ASSERT_EQUAL(u.code, GRPC_STATUS_OK);
+    fl_reply_free(&u);
+  }
+  printf("\n    repeats of the last task: %d answered, %d limited ", repeats,
+         repeats_limited);
+  CU_ASSERT_EQUAL(limited, 0);
+  CU_ASSERT(repeats >= 2 && repeats <= 3); /* the burst, and a refill */
+  CU_ASSERT_EQUAL(repeats + repeats_limited, 5);
+  /* The end, once the bucket has refilled. */
+  reply r;
+  int64_t end = 0;
+  for (int i = 0; i < 40 && end == 0; i++) {
+    end = checkin_held(ch, reg.session, 0, &r);
+    if (end == 0)
+      nanosleep(&(struct timespec){0, 250 * 1000000L}, NULL);
+  }
+  CU_ASSERT_EQUAL(end, -1);
+  rpc_channel_free(ch);
+  CU_ASSERT_EQUAL(harness_stop(server, 20), 0);
+  CU_ASSERT_EQUAL(
+      db_peek_int(db, "SELECT COUNT(*) FROM rounds WHERE state='COMMITTED'"),
+      12);
+}
+
 static void test_client_sessions(void) {
   /* A session of 2 s and a client that polls without a long poll: its
    * session expires while it waits for a second client; it registers
@@ -779,6 +860,9 @@ int cohort_register_suites(void) {
       {"a flood with made-up tokens from one address is limited, on CheckIn "
        "and on the other methods",
        test_address_flood},
+      {"check-ins that select their client are not charged: 12 fast rounds "
+       "under a limit of 1/s; repeats of a task still are",
+       test_selecting_checkins_not_charged},
       {"a client registers again when its session expires and stops when "
        "revoked",
        test_client_sessions},

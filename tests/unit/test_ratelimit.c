@@ -39,6 +39,29 @@ static void test_burst_then_wait(void) {
 /* ratelimit_wait answers as ratelimit_take would and takes nothing: a
  * limit charged only by the calls that fail (service.c's refused
  * sessions). */
+/* ratelimit_refund gives back a token taken, never beyond the burst, and
+ * not for a key the table does not hold: a check-in that selects its
+ * client (service.c) costs nothing, the others what they did. */
+static void test_refund_gives_back_one(void) {
+  ratelimit *r = make(1, 2, 64);
+  double t = 100;
+  for (int i = 0; i < 10; i++) { /* taken and given back: never limited */
+    CU_ASSERT_EQUAL(ratelimit_take(r, "a", t), 0);
+    ratelimit_refund(r, "a", t);
+  }
+  ratelimit_refund(r, "a", t); /* a full bucket stays at its burst */
+  CU_ASSERT_EQUAL(ratelimit_take(r, "a", t), 0);
+  CU_ASSERT_EQUAL(ratelimit_take(r, "a", t), 0);
+  CU_ASSERT_NOT_EQUAL(ratelimit_take(r, "a", t), 0);
+  ratelimit_refund(r, "a", t); /* one back: one more call */
+  CU_ASSERT_EQUAL(ratelimit_take(r, "a", t), 0);
+  CU_ASSERT_NOT_EQUAL(ratelimit_take(r, "a", t), 0);
+  ratelimit_refund(r, "unknown", t); /* not stored: a full bucket anyway */
+  CU_ASSERT_EQUAL(ratelimit_wait(r, "unknown", t), 0);
+  ratelimit_refund(NULL, "a", t);
+  ratelimit_free(r);
+}
+
 static void test_wait_takes_nothing(void) {
   ratelimit *r = make(2, 3, 64);
   double t = 100;
@@ -108,6 +131,8 @@ int cohort_register_suites(void) {
        test_burst_then_wait},
       {"a rate, burst or size that cannot work is refused", test_bad_config},
       {"a wait is told without taking a token", test_wait_takes_nothing},
+      {"a refund gives back one token, never beyond the burst",
+       test_refund_gives_back_one},
       {"100,000 addresses through 64 slots: each gets its burst, a key in "
        "use stays limited",
        test_flood_of_keys},
