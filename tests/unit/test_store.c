@@ -854,6 +854,76 @@ static void test_round_end_removes_files(void) {
   store_close(s);
 }
 
+static off_t file_size(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? st.st_size : -1;
+}
+
+/* An ended round's file is parked as the spare, cut to that round's bytes
+ * (a smaller round leaves none of a larger one's), and the next round
+ * writes over it from its start; bytes left from the
+ * earlier round are never passed as an update, a resumed round appends
+ * after them, and the spare goes at close. */
+static void test_round_file_reused(void) {
+  char path[256], file1[300], file2[300], spare[300], err[256] = "";
+  uint8_t ua[UPD_LEN], ub[UPD_LEN];
+  int64_t a = 0, b = 0;
+  store *s = two_uploads(path, sizeof path, 1, ua, ub, &a, &b);
+  round_file(path, 1, file1, sizeof file1);
+  round_file(path, 2, file2, sizeof file2);
+  snprintf(spare, sizeof spare, "%s.updates/round-spare", path);
+  store_model m1 = make_model(1, 1, 0, 8, 1);
+  store_round_result r = {.round = 1, .finished_at = 3.0};
+  CU_ASSERT_EQUAL_FATAL(store_round_commit(s, &r, &m1, NULL), COHORT_OK);
+  store_model_clear(&m1);
+  CU_ASSERT_FALSE(file_exists(file1));
+  CU_ASSERT_EQUAL(file_size(spare), 2 * UPD_LEN);
+  struct stat st;
+  CU_ASSERT(stat(spare, &st) == 0 && (st.st_mode & 0777) == 0600);
+  /* Round 2 takes it and writes from offset 0: 100 stale bytes follow. */
+  CU_ASSERT_EQUAL_FATAL(store_round_open(s, 2, 1, "TRAIN", 2, NULL, 4.0),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_participation_select(s, 2, a, 4.0), COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_participation_select(s, 2, b, 4.0), COHORT_OK);
+  store_upload u = {.round = 2, .client = a, .examples = 3};
+  make_update(ua, UPD_LEN, 11, u.sha256_hex);
+  CU_ASSERT_EQUAL_FATAL(store_participation_uploaded(s, &u, ua, UPD_LEN),
+                        COHORT_OK);
+  CU_ASSERT_FALSE(file_exists(spare));
+  CU_ASSERT_EQUAL(file_size(file2), 2 * UPD_LEN);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT offset FROM updates"), 0);
+  /* Restarted: the round resumes from its file and appends after all of
+   * it, the stale bytes included; only the recorded updates are passed. */
+  store_close(s);
+  CU_ASSERT_EQUAL_FATAL(store_open(path, &s, err, sizeof err), COHORT_OK);
+  u.client = b;
+  make_update(ub, UPD_LEN, 12, u.sha256_hex);
+  CU_ASSERT_EQUAL_FATAL(store_participation_uploaded(s, &u, ub, UPD_LEN),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL(file_size(file2), 3 * UPD_LEN);
+  kept k = participants(s, 2);
+  CU_ASSERT_EQUAL_FATAL(k.n, 2);
+  CU_ASSERT(k.delta[0] && memcmp(k.delta[0], ua, UPD_LEN) == 0);
+  CU_ASSERT(k.delta[1] && memcmp(k.delta[1], ub, UPD_LEN) == 0);
+  kept_clear(&k);
+  /* A failed round parks its file too; close removes the spare. */
+  CU_ASSERT_EQUAL(store_round_fail(s, 2, "deadline", 5.0), COHORT_OK);
+  CU_ASSERT_FALSE(file_exists(file2));
+  CU_ASSERT_EQUAL(file_size(spare), 3 * UPD_LEN);
+  /* A smaller round after it leaves only its own bytes in the spare. */
+  CU_ASSERT_EQUAL_FATAL(store_round_open(s, 3, 1, "TRAIN", 2, NULL, 6.0),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_participation_select(s, 3, a, 6.0), COHORT_OK);
+  u = (store_upload){.round = 3, .client = a, .examples = 3};
+  make_update(ua, UPD_LEN, 13, u.sha256_hex);
+  CU_ASSERT_EQUAL_FATAL(store_participation_uploaded(s, &u, ua, UPD_LEN),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL(store_round_fail(s, 3, "deadline", 7.0), COHORT_OK);
+  CU_ASSERT_EQUAL(file_size(spare), UPD_LEN);
+  store_close(s);
+  CU_ASSERT_FALSE(file_exists(spare));
+}
+
 /* A round in progress when a schema 8 coordinator stopped, its update in
  * the row: the upgraded store still passes it. */
 static void test_v8_blob_updates_resume(void) {
@@ -1006,6 +1076,9 @@ int cohort_register_suites(void) {
       {"failing a round, and reopening after a crash, remove ended rounds' "
        "files",
        test_round_end_removes_files},
+      {"an ended round's file is reused by the next from its start; stale "
+       "bytes never pass; the spare goes at close",
+       test_round_file_reused},
       {"a schema 8 database's kept updates (in rows) still resume",
        test_v8_blob_updates_resume},
       {"a schema 10 database upgrades to records of failed rounds",
