@@ -22,6 +22,7 @@
 #include "aggregate_sum.h"
 #include "cohort_status.h"
 #include "errbuf.h"
+#include "wire.h"
 
 /* round(x * 2^58) for a finite x with |x| < 2^68, bit for bit, read off
  * x's significand and exponent: the same integer as round() (halves away
@@ -132,28 +133,10 @@ uint64_t aggregate_weight(const aggregate *a) { return a->weight; }
 size_t aggregate_dim(const aggregate *a) { return a->n; }
 agg_kind aggregate_kind(const aggregate *a) { return a->kind; }
 
-/* Index of the first value that is not finite or beyond limit (NaN
- * compares false), or n. Blocks of 64 are tested without a branch per value,
- * which the compiler vectorises; this runs on every upload, twice. */
-static size_t first_beyond(const float *d, size_t n, float limit) {
-  enum { B = 64 };
-  size_t i = 0;
-  for (; i + B <= n; i += B) {
-    int ok = 1;
-    for (size_t j = 0; j < B; j++)
-      ok &= fabsf(d[i + j]) <= limit;
-    if (!ok)
-      break;
-  }
-  while (i < n && fabsf(d[i]) <= limit)
-    i++;
-  return i;
-}
-
 int aggregate_check_values(agg_kind kind, const float *delta, size_t n,
                            char *err, size_t errlen) {
   const float limit = kind == AGG_MEAN ? AGG_MEAN_MAX_ABS : FLT_MAX;
-  for (size_t i = first_beyond(delta, n, limit); i < n; i++) {
+  for (size_t i = wire_first_beyond(delta, n, limit); i < n; i++) {
     float d = delta[i];
     if (isnan(d)) {
       errbuf_printf(err, errlen, "delta[%zu] is NaN", i);

@@ -19,19 +19,23 @@ void wire_get_f32le(float *dst, const uint8_t *src, size_t n) {
 }
 
 /* Blocks of 64 are tested without a branch per value (NaN compares
- * false), which the compiler vectorises: every fp32 upload is checked
- * here, 101,770 values for the MLP. */
-size_t wire_first_nonfinite(const float *v, size_t n) {
+ * false), which the compiler vectorises: every upload is checked here,
+ * 101,770 values for the MLP, by its decoding and by the mean's limit. */
+size_t wire_first_beyond(const float *v, size_t n, float limit) {
   enum { B = 64 };
   size_t i = 0;
   for (; i + B <= n; i += B) {
-    int finite = 1;
+    int within = 1;
     for (size_t j = 0; j < B; j++)
-      finite &= fabsf(v[i + j]) <= FLT_MAX;
-    if (!finite)
+      within &= fabsf(v[i + j]) <= limit;
+    if (!within)
       break;
   }
-  while (i < n && isfinite(v[i]))
+  while (i < n && fabsf(v[i]) <= limit)
     i++;
   return i;
+}
+
+size_t wire_first_nonfinite(const float *v, size_t n) {
+  return wire_first_beyond(v, n, FLT_MAX);
 }

@@ -37,5 +37,7 @@ static inline void wire_put_le64(uint8_t *p, uint64_t v) {
 
 /* Index of the first NaN or infinity in v, or n when all are finite. */
 size_t wire_first_nonfinite(const float *v, size_t n);
+/* Index of the first value in v that is NaN or beyond +-limit, or n. */
+size_t wire_first_beyond(const float *v, size_t n, float limit);
 
 #endif
