@@ -1,7 +1,8 @@
 /* Internal to the store: the bytes of the updates kept for the round in
  * progress, in one append-only file per round next to the database
  * (<db>.updates/round-<R>, 0600 in a 0700 directory), so that SQLite holds
- * only their place. A file lives until its round ends. */
+ * only their place. A file lives until its round ends; then it is kept as
+ * round-spare, which the next round writes over (store_updates.c). */
 #ifndef COHORT_STORE_UPDATES_H
 #define COHORT_STORE_UPDATES_H
 
@@ -15,7 +16,8 @@ typedef struct store_updates store_updates;
  * instead, made on the first append and removed by store_updates_close.
  * Nothing is created here. Returns COHORT_OK or COHORT_ENOMEM. */
 int store_updates_open(const char *db_path, store_updates **out);
-/* Closes the open file; removes a temporary directory. Accepts NULL. */
+/* Closes the open file and removes the spare, and a temporary directory.
+ * Accepts NULL. */
 void store_updates_close(store_updates *u);
 
 /* Appends len bytes of data to round's file (creating the directory and
@@ -31,11 +33,13 @@ int store_updates_append(store_updates *u, int64_t round, const uint8_t *data,
  * COHORT_EIO when it cannot be read, COHORT_ENOMEM. Thread-safe. */
 int store_updates_read(store_updates *u, int64_t round, uint64_t offset,
                        uint64_t len, uint8_t **out);
-/* Closes and unlinks round's file, if any: call it only once the
- * transaction that ended the round has committed. */
+/* Closes round's file, if any, cuts it to what this process wrote and
+ * keeps it as the spare for the next round (unlinks it when it cannot, or
+ * when it was not the open file): call it only once the transaction that
+ * ended the round has committed. */
 void store_updates_remove(store_updates *u, int64_t round);
 /* Unlinks every round file for which keep(ctx, round) returns 0, or every
- * one when keep is NULL (closing the open one among them). */
+ * one when keep is NULL (closing the open one among them), and the spare. */
 void store_updates_prune(store_updates *u,
                          int (*keep)(void *ctx, int64_t round), void *ctx);
 
