@@ -57,6 +57,7 @@ static double sample(const char *text, const char *series) {
 static void assert_json_error(const http_reply *r, int status,
                               const char *mentions) {
   CU_ASSERT_EQUAL(r->status, status);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(r->body); /* no answer at all */
   json_object *o = json_tokener_parse(r->body), *e;
   CU_ASSERT_FATAL(o && json_object_object_get_ex(o, "error", &e));
   CU_ASSERT_PTR_NOT_NULL(strstr(json_object_get_string(e), mentions));
