@@ -39,8 +39,10 @@
 #define TOKEN "attack-token"
 #define N_PARAMS 7850 /* the default model, logreg 784 -> 10 */
 /* More than the attacks outlast: the federation must not end (and the
- * coordinator exit) while they run. */
-#define ROUNDS 1000
+ * coordinator exit) while they run. Rounds come as fast as the two honest
+ * clients train (281 in one test under ASan), so this is far more than a
+ * suite commits. */
+#define ROUNDS 1000000
 #define RECEIVE_MS 2000
 #define IDLE_MS 3000
 #define HANDSHAKE_MS 2000
@@ -528,7 +530,21 @@ typedef struct fed {
   long idle_kb;
   char target[64];
   char session[65];
+  char tag[32]; /* its coordinator's, naming its log */
 } fed;
+
+/* The last 2,000 bytes of the log of the coordinator started as tag. */
+static const char *log_tail(const char *tag) {
+  static char tail[2048];
+  char name[64];
+  snprintf(name, sizeof name, "%s.err", tag);
+  char *text = harness_read_file(harness_path(name));
+  size_t n = text ? strlen(text) : 0;
+  snprintf(tail, sizeof tail, "%s",
+           text ? text + (n > 2000 ? n - 2000 : 0) : "");
+  free(text);
+  return tail;
+}
 
 static void start_clients(fed *f) {
   for (int i = 0; i < 2; i++) {
@@ -564,6 +580,7 @@ static void fed_start(fed *f, const char *tag, const char *flags,
            "--max-calls-in-flight 256 --rate-checkin-per-address off %s",
            ROUNDS, IDLE_MS, HANDSHAKE_MS, STREAMS, flags);
   memset(f, 0, sizeof *f);
+  snprintf(f->tag, sizeof f->tag, "%s", tag);
   g_db[0] = '\0'; /* a database of its own, named after tag */
   g_port = 0;     /* and a port no earlier test's client knows */
   g_server = harness_start_server(tag, all, &g_port, g_db, sizeof g_db);
@@ -605,7 +622,12 @@ static long fed_stop(fed *f, int bound) {
 #endif
   rpc_channel_free(g_ch);
   g_ch = NULL;
-  CU_ASSERT_EQUAL(harness_stop(g_server, 30), 0);
+  int stopped = harness_stop(g_server, 30);
+  if (stopped != 0) /* seen once in CI under ASan, never reproduced */
+    printf("  the coordinator's stop: %s %d; its log ends:\n%s\n",
+           stopped < 0 ? "not within 30 s:" : "exit status", stopped,
+           log_tail(f->tag));
+  CU_ASSERT_EQUAL(stopped, 0);
   return max_kb - f->idle_kb;
 }
 
