@@ -484,11 +484,6 @@ int store_open_with(const char *path, const store_options *opt, store **out,
       store_get_int(s, "PRAGMA auto_vacuum", &vacuum) != COHORT_OK || vacuum;
   /* A crash between a round's end and the unlink of its file left it. */
   store_updates_prune(s->updates, round_unfinished, s);
-  if (store_files_on_disk(path) &&
-      store_checkpointer_start(s->db, path, opt->vfs, &s->checkpointer))
-    log_warn("database %s: WAL checkpoints stay with the commits: no thread "
-             "for them",
-             path);
   rc = COHORT_OK;
 out:
   if (rc) {
@@ -506,7 +501,6 @@ void store_set_keep_models(store *s, int64_t keep) {
 void store_close(store *s) {
   if (!s)
     return;
-  store_checkpointer_stop(s->checkpointer);
   store_release_all(s);
   sqlite3_close(s->db);
   store_updates_close(s->updates);

@@ -8,7 +8,6 @@
 #include <stdint.h>
 
 #include "store.h"
-#include "store_checkpoint.h"
 #include "store_updates.h"
 
 /* At most this many statements are kept prepared (store_prepare); more
@@ -46,9 +45,6 @@ struct store {
   int may_shrink;
   store_kept kept[STORE_KEPT_MAX];
   size_t n_kept;
-  /* The WAL's checkpoints, on a thread of their own (store_checkpoint.h);
-   * NULL for a database without a file, or when it could not start. */
-  store_checkpointer *checkpointer;
 };
 
 /* Records that the store can no longer write, with the reason (the first
