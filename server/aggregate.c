@@ -133,9 +133,13 @@ uint64_t aggregate_weight(const aggregate *a) { return a->weight; }
 size_t aggregate_dim(const aggregate *a) { return a->n; }
 agg_kind aggregate_kind(const aggregate *a) { return a->kind; }
 
+float aggregate_value_limit(agg_kind kind) {
+  return kind == AGG_MEAN ? (float)AGG_MEAN_MAX_ABS : FLT_MAX;
+}
+
 int aggregate_check_values(agg_kind kind, const float *delta, size_t n,
                            char *err, size_t errlen) {
-  const float limit = kind == AGG_MEAN ? AGG_MEAN_MAX_ABS : FLT_MAX;
+  const float limit = aggregate_value_limit(kind);
   for (size_t i = wire_first_beyond(delta, n, limit); i < n; i++) {
     float d = delta[i];
     if (isnan(d)) {

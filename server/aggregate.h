@@ -79,6 +79,9 @@ int aggregate_check(const aggregate *a, const float *delta, uint64_t weight,
  * with the reason in err. */
 int aggregate_check_values(agg_kind kind, const float *delta, size_t n,
                            char *err, size_t errlen);
+/* The largest |delta[i]| aggregate_check_values passes for kind
+ * (AGG_MEAN_MAX_ABS or FLT_MAX); NaN passes no limit. */
+float aggregate_value_limit(agg_kind kind);
 
 /* The other half of aggregate_check: the weight against the limits and
  * the total so far, and the capacity. Changes nothing. */

@@ -217,6 +217,14 @@ uint64_t round_bound_weight(const round_engine *e, const participant *p,
                             uint64_t examples, char *note, size_t notelen);
 /* The L2 norm of n floats, summed in double. */
 double round_bound_norm(const float *d, size_t n);
+/* A plain fp32 payload (n little-endian floats at src) decoded into dst,
+ * checked against limit and its norm taken, in one pass: what the codec's
+ * decoding, aggregate_check_values and round_bound_norm do in three, with
+ * the same results (dst, and *norm bit for bit). Returns the index of the
+ * first value that is NaN or beyond limit (*norm and the rest of dst then
+ * unset), or n when there is none. */
+size_t round_bound_take(float *dst, const uint8_t *src, size_t n, float limit,
+                        double *norm);
 /* Before a plain training round's mean is taken (AGGREGATING, lock held):
  * every update's weight capped at cfg.bound_multiplier times the round's
  * lower median weight, and its norm clipped to cfg.max_update_norm or that

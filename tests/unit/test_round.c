@@ -653,6 +653,7 @@ static void test_upload_refusals_store_nothing(void) {
   v = send_all(&f, a, 1, bad, 10);
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_INVALID_ARGUMENT);
   CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "refused"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "delta[77]"));
   assert_nothing_stored(&f);
 
   /* A chunk over the protocol's chunk limit. */
