@@ -1,11 +1,12 @@
 /* bench_aggregate: the coordinator's per-upload arithmetic, one JSON line
  * per measurement, medians of --repeats runs: the weighted mean's exact
  * fixed-point add (aggregate_add_checked), the replacement of a bounded
- * update (aggregate_replace) and its L2 norm (round_bound_norm), on
+ * update (aggregate_replace), its L2 norm (round_bound_norm), and the pass
+ * that decodes, checks and norms a plain fp32 upload (round_bound_take), on
  * updates of --n floats (default 101,770: the MLP of bench/load.sh), of
- * random values and of bench_load's periodic ones. The add runs on the
- * engine's instruction-set path ("isa" in each line; COHORT_ISA forces
- * one: avx512, avx2, scalar).
+ * random values and of bench_load's periodic ones. The add and the take
+ * run on the engine's instruction-set path ("isa" in each line; COHORT_ISA
+ * forces one: avx512, avx2, sse2, scalar).
  *
  *   bench_aggregate [--repeats 9] [--n 101770] */
 #include <math.h>
@@ -44,8 +45,9 @@ static void fill_periodic(float *d, size_t n, uint64_t seed) {
 
 /* Times the three over UPDATES deltas d (n floats each) into a, prints. */
 static int run(const char *data, const float *d, size_t n, aggregate *a,
-               int repeats) {
-  double t_add[MAX_REPEATS], t_rep[MAX_REPEATS], t_norm[MAX_REPEATS];
+               float *out, int repeats) {
+  double t_add[MAX_REPEATS], t_rep[MAX_REPEATS], t_norm[MAX_REPEATS],
+      t_take[MAX_REPEATS];
   volatile double sink = 0;
   for (int r = 0; r < repeats; r++) {
     aggregate_reset(a);
@@ -62,14 +64,23 @@ static int run(const char *data, const float *d, size_t n, aggregate *a,
     for (int k = 0; k < UPDATES; k++)
       sink += round_bound_norm(d + (size_t)k * n, n);
     double t3 = clock_mono_s();
+    for (int k = 0; k < UPDATES; k++) {
+      double norm = 0;
+      const uint8_t *wire = (const uint8_t *)(d + (size_t)k * n);
+      if (round_bound_take(out, wire, n, (float)AGG_MEAN_MAX_ABS, &norm) != n)
+        return 1;
+      sink += norm;
+    }
+    double t4 = clock_mono_s();
     t_add[r] = (t1 - t0) / UPDATES;
     t_rep[r] = (t2 - t1) / UPDATES;
     t_norm[r] = (t3 - t2) / UPDATES;
+    t_take[r] = (t4 - t3) / UPDATES;
   }
   const char *names[] = {"aggregate_add_checked", "aggregate_replace",
-                         "round_bound_norm"};
-  double *t[] = {t_add, t_rep, t_norm};
-  for (int j = 0; j < 3; j++)
+                         "round_bound_norm", "round_bound_take"};
+  double *t[] = {t_add, t_rep, t_norm, t_take};
+  for (int j = 0; j < 4; j++)
     printf("{\"bench\":\"%s\",\"isa\":\"%s\",\"data\":\"%s\",\"n\":%zu,"
            "\"ms\":%.4f}\n",
            names[j], nn_isa_name(nn_isa_best()), data, n,
@@ -92,8 +103,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   float *d = malloc(UPDATES * n * sizeof *d);
+  float *out = malloc(n * sizeof *out);
   aggregate *a = NULL;
-  if (!d || aggregate_new(AGG_MEAN, n, 0, 0, &a)) {
+  if (!d || !out || aggregate_new(AGG_MEAN, n, 0, 0, &a)) {
     fprintf(stderr, "bench_aggregate: out of memory\n");
     return 1;
   }
@@ -105,9 +117,10 @@ int main(int argc, char **argv) {
   for (size_t j = 0; !rc && j < sizeof data / sizeof data[0]; j++) {
     for (int k = 0; k < UPDATES; k++)
       data[j].fill(d + (size_t)k * n, n, 0x9e3779b97f4a7c15ULL + (uint64_t)k);
-    rc = run(data[j].name, d, n, a, repeats);
+    rc = run(data[j].name, d, n, a, out, repeats);
   }
   aggregate_free(a);
+  free(out);
   free(d);
   return rc;
 }

@@ -13,8 +13,15 @@
 #include "cohort_status.h"
 #include "errbuf.h"
 #include "log.h"
+#include "nn_isa.h"
 #include "round_internal.h"
 #include "wire.h"
+
+/* The norm's bits must not depend on the compiler's choice to fuse a
+ * multiply and an add (GCC does not in ISO C mode; clang would). */
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
 
 uint64_t round_bound_weight(const round_engine *e, const participant *p,
                             uint64_t examples, char *note, size_t notelen) {
@@ -33,7 +40,8 @@ uint64_t round_bound_weight(const round_engine *e, const participant *p,
 }
 
 /* Adds the squares of v[0 .. 8) to the eight lanes s[0 .. 8). */
-static inline void norm_block(double *s, const float *v) {
+static inline __attribute__((always_inline)) void norm_block(double *s,
+                                                             const float *v) {
   s[0] += (double)v[0] * (double)v[0];
   s[1] += (double)v[1] * (double)v[1];
   s[2] += (double)v[2] * (double)v[2];
@@ -44,13 +52,14 @@ static inline void norm_block(double *s, const float *v) {
   s[7] += (double)v[7] * (double)v[7];
 }
 
-static double norm_lanes(const double *s) {
+static inline double norm_lanes(const double *s) {
   return sqrt(((s[0] + s[1]) + (s[2] + s[3])) +
               ((s[4] + s[5]) + (s[6] + s[7])));
 }
 
 /* d[0 .. n) into the lanes, the last block padded with zeros. */
-static inline void norm_add(double *s, const float *d, size_t n) {
+static inline __attribute__((always_inline)) void
+norm_add(double *s, const float *d, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
     norm_block(s, d + i);
@@ -79,8 +88,8 @@ double round_bound_norm(const float *d, size_t n) {
 
 /* m values copied from src to dst, tested without a branch per value (NaN
  * compares false) and, when all pass, added to the lanes. */
-static inline int take_block(double *s, float *dst, const uint8_t *src,
-                             size_t m, float limit) {
+static inline __attribute__((always_inline)) int
+take_block(double *s, float *dst, const uint8_t *src, size_t m, float limit) {
   wire_get_f32le(dst, src, m);
   int within = 1;
   for (size_t j = 0; j < m; j++)
@@ -96,9 +105,12 @@ static inline int take_block(double *s, float *dst, const uint8_t *src,
  * while other uploads went through it (the two checks alone were 6% of
  * the coordinator's CPU at 500 clients). The lanes see the values in
  * round_bound_norm's order (blocks start at multiples of 8), so the norm
- * has its bits. */
-size_t round_bound_take(float *dst, const uint8_t *src, size_t n, float limit,
-                        double *norm) {
+ * has its bits. Compiled once per instruction set below: GCC vectorises
+ * the same C at each width, and the strict C11 build contracts no
+ * multiply and add into an FMA, so every path gives the same bits
+ * (test_round_bound runs each this CPU has). */
+static inline __attribute__((always_inline)) size_t
+take_all(float *dst, const uint8_t *src, size_t n, float limit, double *norm) {
   enum { B = 64 };
   double s[8] = {0};
   size_t i = 0;
@@ -109,6 +121,54 @@ size_t round_bound_take(float *dst, const uint8_t *src, size_t n, float limit,
     return i + wire_first_beyond(dst + i, n - i, limit);
   *norm = norm_lanes(s);
   return n;
+}
+
+static size_t take_base(float *dst, const uint8_t *src, size_t n, float limit,
+                        double *norm) {
+  return take_all(dst, src, n, limit, norm);
+}
+
+#ifdef NN_ISA_X86
+__attribute__((target("avx2"))) static size_t
+take_avx2(float *dst, const uint8_t *src, size_t n, float limit, double *norm) {
+  return take_all(dst, src, n, limit, norm);
+}
+
+__attribute__((target("avx512f"))) static size_t
+take_avx512(float *dst, const uint8_t *src, size_t n, float limit,
+            double *norm) {
+  return take_all(dst, src, n, limit, norm);
+}
+#endif
+
+int round_bound_take_on(nn_isa isa, float *dst, const uint8_t *src, size_t n,
+                        float limit, double *norm, size_t *first) {
+  if (!nn_isa_runs(isa))
+    return COHORT_EINVAL;
+  switch (isa) {
+  case NN_ISA_SCALAR:
+  case NN_ISA_BASE:
+    *first = take_base(dst, src, n, limit, norm);
+    return COHORT_OK;
+#ifdef NN_ISA_X86
+  case NN_ISA_AVX2:
+    *first = take_avx2(dst, src, n, limit, norm);
+    return COHORT_OK;
+  case NN_ISA_AVX512:
+    *first = take_avx512(dst, src, n, limit, norm);
+    return COHORT_OK;
+#endif
+  default:
+    return COHORT_EINVAL;
+  }
+}
+
+size_t round_bound_take(float *dst, const uint8_t *src, size_t n, float limit,
+                        double *norm) {
+  size_t first = 0;
+  if (round_bound_take_on(nn_isa_best(), dst, src, n, limit, norm, &first))
+    first = take_base(dst, src, n, limit, norm);
+  return first;
 }
 
 static int by_double(const void *a, const void *b) {

@@ -13,6 +13,7 @@
 #include "dp_accountant.h"
 #include "dp_ddp.h"
 #include "dp_grid.h"
+#include "nn_isa.h"
 #include "prg.h"
 #include "round.h"
 #include "secagg.h"
@@ -225,6 +226,12 @@ double round_bound_norm(const float *d, size_t n);
  * unset), or n when there is none. */
 size_t round_bound_take(float *dst, const uint8_t *src, size_t n, float limit,
                         double *norm);
+/* The same on the instruction-set path isa (round_bound_take takes the
+ * engine's, nn_isa_best), the index into *first: COHORT_OK, or
+ * COHORT_EINVAL when this build or CPU lacks it. For the tests and
+ * bench_aggregate. */
+int round_bound_take_on(nn_isa isa, float *dst, const uint8_t *src, size_t n,
+                        float limit, double *norm, size_t *first);
 /* Before a plain training round's mean is taken (AGGREGATING, lock held):
  * every update's weight capped at cfg.bound_multiplier times the round's
  * lower median weight, and its norm clipped to cfg.max_update_norm or that

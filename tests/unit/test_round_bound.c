@@ -251,8 +251,18 @@ static void test_norm_order_and_alignment(void) {
   CU_ASSERT_EQUAL(wrong, 0);
 }
 
-/* round_bound_take, the one pass the coordinator takes over a plain fp32
- * upload, gives what the three passes it stands for give: the floats, the
+/* round_bound_take_on(isa), the one pass the coordinator takes over a
+ * plain fp32 upload, on every path this CPU runs: the first index it
+ * returns and where it leaves the floats and the norm. */
+static size_t take_on(nn_isa isa, float *dst, const uint8_t *src, size_t n,
+                      float limit, double *norm) {
+  size_t first = (size_t)-1;
+  CU_ASSERT_EQUAL(round_bound_take_on(isa, dst, src, n, limit, norm, &first),
+                  COHORT_OK);
+  return first;
+}
+
+/* ... gives what the three passes it stands for give: the floats, the
  * index of the first one NaN or beyond the limit (wherever it sits in a
  * block of 64 or the tail), and round_bound_norm's bits. */
 static void test_take_is_decode_check_and_norm(void) {
@@ -267,44 +277,63 @@ static void test_take_is_decode_check_and_norm(void) {
   }
   const float limit = aggregate_value_limit(AGG_MEAN);
   const size_t lens[] = {1, 7, 8, 63, 64, 65, 127, 128, 1000, N};
-  size_t wrong = 0;
-  for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
-    const size_t n = lens[k];
-    memcpy(wire, data, n * sizeof *data);
-    double norm = -1;
-    wrong += round_bound_take(got, wire, n, limit, &norm) != n;
-    wrong += memcmp(got, data, n * sizeof *data) != 0;
-    double want = round_bound_norm(data, n);
-    wrong += memcmp(&norm, &want, sizeof norm) != 0;
-  }
-  CU_ASSERT_EQUAL(wrong, 0);
-
-  /* One bad value at each kind of place, then a second one after it. */
-  const float bad[] = {NAN, INFINITY, -INFINITY, 1048577.0f, -2.0e6f};
-  const size_t at[] = {0, 5, 63, 64, 500, 959, 960, 1001, N - 1};
-  for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++)
-    for (size_t p = 0; p < sizeof at / sizeof at[0]; p++) {
-      memcpy(wire, data, sizeof wire);
-      memcpy(wire + at[p] * sizeof(float), &bad[b], sizeof(float));
-      if (at[p] + 3 < N)
-        memcpy(wire + (at[p] + 3) * sizeof(float), &bad[0], sizeof(float));
+  int paths = 0;
+  for (int isa = 0; isa < NN_ISA_COUNT; isa++) {
+    if (!nn_isa_runs((nn_isa)isa)) {
+      size_t first = 0;
       double norm = 0;
-      size_t first = round_bound_take(got, wire, N, limit, &norm);
-      CU_ASSERT_EQUAL(first, at[p]);
+      CU_ASSERT_EQUAL(
+          round_bound_take_on((nn_isa)isa, got, wire, N, limit, &norm, &first),
+          COHORT_EINVAL);
+      continue;
     }
-  /* The limit itself passes; the robust kinds' passes every finite float. */
+    paths++;
+    size_t wrong = 0;
+    for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+      const size_t n = lens[k];
+      memcpy(wire, data, n * sizeof *data);
+      memset(got, 0, sizeof got);
+      double norm = -1;
+      wrong += take_on((nn_isa)isa, got, wire, n, limit, &norm) != n;
+      wrong += memcmp(got, data, n * sizeof *data) != 0;
+      double want = round_bound_norm(data, n);
+      wrong += memcmp(&norm, &want, sizeof norm) != 0;
+    }
+    CU_ASSERT_EQUAL(wrong, 0);
+
+    /* One bad value at each kind of place, then a second one after it. */
+    const float bad[] = {NAN, INFINITY, -INFINITY, 1048577.0f, -2.0e6f};
+    const size_t at[] = {0, 5, 63, 64, 500, 959, 960, 1001, N - 1};
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++)
+      for (size_t p = 0; p < sizeof at / sizeof at[0]; p++) {
+        memcpy(wire, data, sizeof wire);
+        memcpy(wire + at[p] * sizeof(float), &bad[b], sizeof(float));
+        if (at[p] + 3 < N)
+          memcpy(wire + (at[p] + 3) * sizeof(float), &bad[0], sizeof(float));
+        double norm = 0;
+        CU_ASSERT_EQUAL(take_on((nn_isa)isa, got, wire, N, limit, &norm),
+                        at[p]);
+      }
+    /* The limit itself passes; the robust kinds' passes every finite
+     * float. */
+    memcpy(wire, data, sizeof wire);
+    const float edge = -1048576.0f, big = 3.0e38f;
+    memcpy(wire + 64 * sizeof(float), &edge, sizeof edge);
+    memcpy(wire + (N - 1) * sizeof(float), &edge, sizeof edge);
+    double norm = 0;
+    CU_ASSERT_EQUAL(take_on((nn_isa)isa, got, wire, N, limit, &norm), N);
+    memcpy(wire + 700 * sizeof(float), &big, sizeof big);
+    CU_ASSERT_EQUAL(take_on((nn_isa)isa, got, wire, N,
+                            aggregate_value_limit(AGG_MEDIAN), &norm),
+                    N);
+    CU_ASSERT_EQUAL(take_on((nn_isa)isa, got, wire, N, limit, &norm), 700);
+  }
+  CU_ASSERT(paths >= 2); /* scalar and the baseline run everywhere */
+  /* The engine's path is one of them. */
   memcpy(wire, data, sizeof wire);
-  const float edge = -1048576.0f;
-  memcpy(wire + 64 * sizeof(float), &edge, sizeof edge);
-  memcpy(wire + (N - 1) * sizeof(float), &edge, sizeof edge);
-  double norm = 0;
+  double norm = 0, want = round_bound_norm(data, N);
   CU_ASSERT_EQUAL(round_bound_take(got, wire, N, limit, &norm), N);
-  const float big = 3.0e38f;
-  memcpy(wire + 700 * sizeof(float), &big, sizeof big);
-  CU_ASSERT_EQUAL(
-      round_bound_take(got, wire, N, aggregate_value_limit(AGG_MEDIAN), &norm),
-      N);
-  CU_ASSERT_EQUAL(round_bound_take(got, wire, N, limit, &norm), 700);
+  CU_ASSERT_EQUAL(memcmp(&norm, &want, sizeof norm), 0);
 }
 
 int cohort_register_suites(void) {
@@ -321,8 +350,8 @@ int cohort_register_suites(void) {
       {"update norm: eight lanes in a fixed order, same bits at every "
        "alignment",
        test_norm_order_and_alignment},
-      {"a plain fp32 upload in one pass: the same floats, the first bad "
-       "value's index, the norm's bits",
+      {"a plain fp32 upload in one pass, on every instruction-set path: the "
+       "same floats, the first bad value's index, the norm's bits",
        test_take_is_decode_check_and_norm},
   };
   return test_add_suite("round_bound", suite_init, suite_cleanup, tests,
