@@ -908,17 +908,18 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
        * instead of answering them with GOAWAY "too_many_pings". */
       rpc_int_arg(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000),
       rpc_int_arg(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1),
-      /* Reads start at 1 KB and grow to 64 KB at most. A connection keeps
-       * a read buffer of the size its reads grew to while it waits, but
-       * the memory quota (--grpc-memory-mb) bounds them: gRPC shrinks
+      /* Reads start at 1 KB and grow to 256 KB at most. A connection
+       * keeps a read buffer of the size its reads grew to while it waits,
+       * but the memory quota (--grpc-memory-mb) bounds them: gRPC shrinks
        * reads once it is 80% used, and frees idle connections' buffers
-       * first when it runs out. Capped at 4 KB, as before, a 407 KB upload
-       * took 100 reads: twice the coordinator's CPU in rounds of 500, for
-       * no less memory at 10,000 clients (docs/benchmarks.md, "Rounds
-       * after the fourteenth session"). */
+       * first when it runs out. Capped at 4 KB, a 407 KB upload took 100
+       * reads: twice the coordinator's CPU in rounds of 500; 64 KB still
+       * cost a fifth more CPU than 256 KB, which held no more memory at
+       * 10,000 clients (docs/benchmarks.md, "Rounds after the fourteenth
+       * session" and "... sixteenth session"). */
       rpc_int_arg(GRPC_ARG_TCP_READ_CHUNK_SIZE, 1024),
       rpc_int_arg(GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, 256),
-      rpc_int_arg(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, 65536),
+      rpc_int_arg(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, 262144),
       /* No HPACK dynamic table for what clients send: about 0.8 KB less
        * per connection, for some 100 more header bytes per call. */
       rpc_int_arg(GRPC_ARG_HTTP2_HPACK_TABLE_SIZE_DECODER, 0),
