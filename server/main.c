@@ -388,7 +388,7 @@ static const flag_def FLAGS[] = {
      "longest wait; between the two, pace steering spreads the fleet's "
      "check-ins (docs/rounds.md)"},
     {"workers", FLAG_INT, &g_opts.workers, "2", 1, 64, "N",
-     "gRPC worker threads, each with its own completion queue"},
+     "gRPC worker threads, taking calls from one completion queue"},
     {"long-poll-max-ms", FLAG_INT, &g_opts.long_poll_max_ms, "30000", 0,
      3600000, "MS",
      "hold a check-in that asks for it (a long poll) up to this long while "
