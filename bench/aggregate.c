@@ -43,7 +43,8 @@ static void fill_periodic(float *d, size_t n, uint64_t seed) {
     d[i] = 1e-4f * (float)((int)(i % 17) - 8);
 }
 
-/* Times the three over UPDATES deltas d (n floats each) into a, prints. */
+/* Times the four over UPDATES deltas d (n floats each; a into which they
+ * are added, out into which they are taken), prints. */
 static int run(const char *data, const float *d, size_t n, aggregate *a,
                float *out, int repeats) {
   double t_add[MAX_REPEATS], t_rep[MAX_REPEATS], t_norm[MAX_REPEATS],

@@ -5,7 +5,9 @@
  * to --max-update-norm, or to M times the round's lower median norm. The
  * bounds are taken over the whole round, so the order of arrival does not
  * matter; the few updates beyond them are read back from the store and
- * replaced in the aggregate by their bounded selves. Lock held. */
+ * replaced in the aggregate by their bounded selves. Lock held, except
+ * for the norm and the one pass over a plain upload (round_bound_norm,
+ * round_bound_take), which are pure. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,7 +148,7 @@ int round_bound_take_on(nn_isa isa, float *dst, const uint8_t *src, size_t n,
   if (!nn_isa_runs(isa))
     return COHORT_EINVAL;
   switch (isa) {
-  case NN_ISA_SCALAR:
+  case NN_ISA_SCALAR: /* no path of its own: it would not beat the base */
   case NN_ISA_BASE:
     *first = take_base(dst, src, n, limit, norm);
     return COHORT_OK;

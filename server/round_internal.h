@@ -228,8 +228,8 @@ size_t round_bound_take(float *dst, const uint8_t *src, size_t n, float limit,
                         double *norm);
 /* The same on the instruction-set path isa (round_bound_take takes the
  * engine's, nn_isa_best), the index into *first: COHORT_OK, or
- * COHORT_EINVAL when this build or CPU lacks it. For the tests and
- * bench_aggregate. */
+ * COHORT_EINVAL when this build or CPU lacks it. NN_ISA_SCALAR runs the
+ * baseline's path. For the tests. */
 int round_bound_take_on(nn_isa isa, float *dst, const uint8_t *src, size_t n,
                         float limit, double *norm, size_t *first);
 /* Before a plain training round's mean is taken (AGGREGATING, lock held):
