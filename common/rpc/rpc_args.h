@@ -51,4 +51,10 @@ static inline size_t rpc_bb_iov(const grpc_byte_buffer *bb, struct iovec *iov,
   return sb->count;
 }
 
+/* A slice of tail's bytes (rpc_client.h), to send as they are, that holds
+ * a reference to its buffer until gRPC lets go of it (on any thread); for
+ * a caller of gRPC's own calls. The tail must lie inside its buffer. */
+struct rpc_tail;
+grpc_slice rpc_tail_slice(const struct rpc_tail *tail);
+
 #endif

@@ -3,7 +3,6 @@
 #ifndef COHORT_RPC_CLIENT_H
 #define COHORT_RPC_CLIENT_H
 
-#include <grpc/slice.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -108,11 +107,6 @@ typedef struct rpc_tail {
   size_t offset;
   size_t len;
 } rpc_tail;
-
-/* A slice of tail's bytes, to send as they are, that holds a reference to
- * its buffer until gRPC lets go of it (on any thread); for a caller of
- * gRPC's own calls. The tail must lie inside its buffer. */
-grpc_slice rpc_tail_slice(const rpc_tail *tail);
 
 /* rpc_call with the request written by pack(msg, dst) straight into the
  * buffer gRPC sends from, req_len bytes, followed when tail is not NULL by
