@@ -241,6 +241,12 @@ static int hold_ms(const service *svc, const rpc_request *req,
   return ms > 0 ? (int)ms : 0;
 }
 
+/* client's key in the check-in limit: the one its token is taken under
+ * and given back under. */
+static void checkin_key(char key[RATELIMIT_KEY_MAX + 1], int64_t client) {
+  snprintf(key, RATELIMIT_KEY_MAX + 1, "%lld", (long long)client);
+}
+
 /* A check-in that selects its client comes once a round: it gives back
  * the token it took, so that a client is never limited for taking part in
  * rounds as fast as it trains (docs/tokens.md). Repeats, RetryLaters and
@@ -248,7 +254,7 @@ static int hold_ms(const service *svc, const rpc_request *req,
 void service_checkin_selected(void *ctx, int64_t client) {
   service *svc = ctx;
   char key[RATELIMIT_KEY_MAX + 1];
-  snprintf(key, sizeof key, "%lld", (long long)client);
+  checkin_key(key, client);
   ratelimit_refund(svc->checkin_per_client, key, clock_mono_s());
 }
 
@@ -260,7 +266,7 @@ static void handle_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
   /* admit_checkin took this call's per-address token. */
   if (!authenticate(e, req, rep, &client))
     return;
-  snprintf(key, sizeof key, "%lld", (long long)client);
+  checkin_key(key, client);
   if (rate_limited(svc->checkin_per_client, key, "check-ins from this client",
                    rep))
     return;

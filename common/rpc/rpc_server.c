@@ -78,7 +78,6 @@ struct rpc_server {
 
 struct rpc_worker {
   rpc_server *srv;
-  grpc_completion_queue *cq; /* the server's, shared */
   pthread_t thread;
   int running;
 };
@@ -162,13 +161,13 @@ static int slot_post(rpc_worker *w, int catch_all, size_t method) {
   if (catch_all) {
     grpc_call_details_init(&s->details);
     e = grpc_server_request_call(srv->server, &s->call, &s->details, &s->md,
-                                 w->cq, w->cq, &s->on_request);
+                                 srv->cq, srv->cq, &s->on_request);
   } else {
     /* Registered with GRPC_SRM_PAYLOAD_NONE: the call comes with its
      * headers, and its message is read only once it is admitted. */
-    e = grpc_server_request_registered_call(srv->server, srv->handles[method],
-                                            &s->call, &s->deadline, &s->md,
-                                            NULL, w->cq, w->cq, &s->on_request);
+    e = grpc_server_request_registered_call(
+        srv->server, srv->handles[method], &s->call, &s->deadline, &s->md, NULL,
+        srv->cq, srv->cq, &s->on_request);
   }
   if (e != GRPC_CALL_OK) {
     log_error("rpc server: posting a request slot failed (%d)", (int)e);
@@ -649,7 +648,7 @@ static void worker_run(rpc_worker *w) {
     gpr_timespec wake =
         gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
                      gpr_time_from_millis(SWEEP_MS, GPR_TIMESPAN));
-    grpc_event ev = grpc_completion_queue_next(w->cq, wake, NULL);
+    grpc_event ev = grpc_completion_queue_next(w->srv->cq, wake, NULL);
     if (ev.type == GRPC_QUEUE_SHUTDOWN)
       break;
     maybe_sweep(w->srv);
@@ -987,10 +986,8 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
     goto out;
   }
   grpc_server_register_completion_queue(srv->server, srv->cq, NULL);
-  for (int i = 0; i < srv->n_workers; i++) {
+  for (int i = 0; i < srv->n_workers; i++)
     srv->workers[i].srv = srv;
-    srv->workers[i].cq = srv->cq;
-  }
   srv->shutdown_cq = grpc_completion_queue_create_for_next(NULL);
   if (!srv->shutdown_cq) {
     rc = COHORT_ENOMEM;
