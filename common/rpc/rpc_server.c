@@ -21,6 +21,7 @@
 #include "cohort_status.h"
 #include "crypto.h"
 #include "log.h"
+#include "rpc_absl.h"
 #include "rpc_admit.h"
 #include "rpc_args.h"
 #include "rpc_log.h"
@@ -894,6 +895,7 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
    * "Rounds and fleets": 404 -> 330 MB at 10,000 clients). Read once, at
    * gRPC's first start; an operator's own GRPC_EXPERIMENTS wins. */
   setenv("GRPC_EXPERIMENTS", "-tcp_read_chunks", 0);
+  rpc_absl_release_mode();
   grpc_init();
   srv->grpc_ready = 1;
 

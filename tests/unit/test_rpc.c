@@ -23,6 +23,7 @@
 #include "cohort_status.h"
 #include "cunit_main.h"
 #include "h2_raw.h"
+#include "rpc_absl.h"
 #include "rpc_client.h"
 #include "rpc_server.h"
 
@@ -1445,6 +1446,26 @@ static void test_stop_with_calls_waiting_for_their_message(void) {
   h2_close(&c);
 }
 
+/* Debian's libabsl runs absl::Mutex's deadlock detection on every lock
+ * gRPC takes; a release build of ours turns it off (rpc_absl.h). Fails
+ * when the abseil gRPC loads exports no SetMutexDeadlockDetectionMode
+ * under a name rpc_absl.c knows: the checking would be silently back on. */
+static void test_absl_release_mode(void) {
+#ifdef NDEBUG
+  CU_ASSERT_EQUAL(rpc_absl_release_mode(), 1);
+#else
+  CU_ASSERT_EQUAL(rpc_absl_release_mode(), 0);
+#endif
+  /* gRPC goes on working after the switch. */
+  rpc_call_opts o = fast_opts();
+  rpc_result res;
+  CU_ASSERT_EQUAL(rpc_call(g_ch, "/test.Svc/Echo", NULL, (const uint8_t *)"hi",
+                           2, &o, &res),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(res.code, GRPC_STATUS_OK);
+  rpc_result_clear(&res);
+}
+
 int cohort_register_suites(void) {
   static const test_case lim_tests[] = {
       {"stop cancels and frees calls being read and waiting",
@@ -1506,6 +1527,9 @@ int cohort_register_suites(void) {
        test_held_reply_inside_handler},
       {"a cancel flag ends a waiting call at once",
        test_cancel_ends_a_waiting_call},
+      {"abseil's lock-order checking is off in a release build, on in a "
+       "debug one",
+       test_absl_release_mode},
   };
   return test_add_suite("rpc", suite_init, suite_clean, tests,
                         sizeof tests / sizeof tests[0]);
