@@ -77,8 +77,17 @@ static int wire_int64(uint64_t v, const char *field, int64_t *out,
   return 1;
 }
 
+/* The caller's session. A CheckIn or GetModel whose admit hook looked it
+ * up when the call arrived (req->principal) is not looked up again: the
+ * lookup is a SQLite read under the engine's lock, and was two per call.
+ * Such a call is authenticated as of its arrival (docs/tokens.md); a held
+ * check-in's client is checked again when a round would select it. */
 static int authenticate(round_engine *e, const rpc_request *req, rpc_reply *rep,
                         int64_t *client) {
+  if (req->principal > 0) {
+    *client = req->principal;
+    return 1;
+  }
   round_verdict v = round_authenticate(e, req->bearer, client);
   if (v.code)
     apply_verdict(rep, &v);
@@ -576,12 +585,16 @@ static int admit_looked_up(service *svc, const rpc_request *req, rpc_reply *rep,
  * registered can send the large messages. */
 static void admit_session(void *ctx, const rpc_request *req, rpc_reply *rep) {
   int64_t client;
-  admit_looked_up(ctx, req, rep, &client);
+  if (admit_looked_up(ctx, req, rep, &client))
+    rep->principal = client;
 }
 
 /* Upload's, Report's and SecAgg's: a session whose client was selected
  * lately (round_admit_work), so that only participants hold the receive
- * slots of the large messages. */
+ * slots of the large messages. No principal: what these calls bring goes
+ * into a round, so their handlers check the session again once the
+ * message is in, and a client revoked while its upload arrives is
+ * refused. */
 static void admit_work(void *ctx, const rpc_request *req, rpc_reply *rep) {
   round_engine *e = ((service *)ctx)->engine;
   int64_t client;
@@ -599,8 +612,9 @@ static void admit_checkin(void *ctx, const rpc_request *req, rpc_reply *rep) {
   int64_t client;
   rpc_admit_address(req->peer, key);
   if (!rate_limited(((service *)ctx)->checkin_per_address, key,
-                    "check-ins from this address", rep))
-    authenticate(((service *)ctx)->engine, req, rep, &client);
+                    "check-ins from this address", rep) &&
+      authenticate(((service *)ctx)->engine, req, rep, &client))
+    rep->principal = client;
 }
 
 static const rpc_method METHODS[] = {

@@ -116,6 +116,7 @@ struct rpc_slot {
   double arrived; /* clock_mono_s() when its headers came, for the observer */
   char *peer;     /* grpc_call_get_peer, gpr_malloc'd */
   rpc_admit_entry admit;  /* while its message is awaited */
+  int64_t principal;      /* its admit hook's rep.principal */
   struct rpc_slot *swept; /* chain of a sweep's overdue calls */
 };
 typedef struct rpc_slot rpc_slot;
@@ -386,6 +387,7 @@ static void request_of(rpc_slot *s, const uint8_t *body, size_t len,
   req->deadline_ms = deadline_left_ms(s->deadline);
   req->peer = s->peer ? s->peer : "";
   req->call = s;
+  req->principal = s->principal;
 }
 
 static void refuse(rpc_reply *rep, int code, const char *fmt, ...)
@@ -521,8 +523,10 @@ static void slot_arrive(rpc_slot *s) {
     req.call = NULL;
     ml->admit(srv->ctx, &req, &rep);
     /* The hook admitted the bearer: its calls are counted together. */
-    if (rep.code == GRPC_STATUS_OK)
+    if (rep.code == GRPC_STATUS_OK) {
       caller_of(bearer, caller);
+      s->principal = rep.principal;
+    }
     free(bearer);
     free(rep.body);
     rep.body = NULL;

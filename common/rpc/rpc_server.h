@@ -31,6 +31,10 @@ typedef struct rpc_request {
                           "ipv4:127.0.0.1:40312" or "ipv6:[::1]:40312" ("":
                           unknown); borrowed for the call */
   rpc_held *call;      /* the server's; only for rpc_hold */
+  /* What the method's admit hook established about the caller when the
+   * call arrived (rpc_reply.principal); 0 when it has no hook, and always
+   * 0 in the hook itself. */
+  int64_t principal;
 } rpc_request;
 
 typedef struct rpc_reply {
@@ -48,6 +52,10 @@ typedef struct rpc_reply {
   size_t tail_len;
   void (*tail_release)(void *arg);
   void *tail_arg;
+  /* Set by an admit hook that admits the call: handed to the handler as
+   * rpc_request.principal (the authenticated client), so that it need not
+   * look the caller up again. Ignored from handlers. */
+  int64_t principal;
 } rpc_reply;
 
 /* Frees a reply that is not sent: its body, and its tail let go
@@ -89,7 +97,8 @@ typedef void (*rpc_observe_fn)(void *ctx, size_t method, int code,
 
 /* Run when a call's headers arrive, before its message is read: req->body
  * is empty and req->call NULL. Setting rep->code refuses the call with that
- * status, reading nothing more of it; leaving it OK admits it. */
+ * status, reading nothing more of it; leaving it OK admits it, with
+ * rep->principal (nonzero) for the handler. */
 typedef void (*rpc_admit_fn)(void *ctx, const rpc_request *req, rpc_reply *rep);
 
 /* What one method accepts, in the order of rpc_server_config.methods. */

@@ -1261,18 +1261,28 @@ static int g_lim_port;
 static rpc_channel *g_lim_ch;
 static atomic_int g_lim_handled;
 
+/* What admit_good names the caller it admits (rpc_reply.principal). */
+#define LIM_PRINCIPAL 4242
+static atomic_llong g_lim_principal;    /* the last handler's req->principal */
+static atomic_int g_lim_hook_principal; /* a nonzero one seen by the hook */
+
 static void h_counted_echo(void *ctx, const rpc_request *req, rpc_reply *rep) {
   atomic_fetch_add(&g_lim_handled, 1);
+  atomic_store(&g_lim_principal, req->principal);
   h_echo(ctx, req, rep);
 }
 
-/* Admits only "authorization: Bearer good". */
+/* Admits only "authorization: Bearer good", as LIM_PRINCIPAL. */
 static void admit_good(void *ctx, const rpc_request *req, rpc_reply *rep) {
   (void)ctx;
+  if (req->principal != 0)
+    atomic_store(&g_lim_hook_principal, 1);
   if (!req->bearer || strcmp(req->bearer, "good") != 0) {
     rep->code = GRPC_STATUS_UNAUTHENTICATED;
     snprintf(rep->detail, sizeof rep->detail, "bad bearer");
+    return;
   }
+  rep->principal = LIM_PRINCIPAL;
 }
 
 static const rpc_method k_lim_methods[] = {
@@ -1425,6 +1435,29 @@ static void test_admit_hook_refuses_before_the_message(void) {
   CU_ASSERT_EQUAL(atomic_load(&g_lim_handled), 1);
 }
 
+/* What an admit hook learns of the caller reaches the handler, so that the
+ * coordinator looks a session up once per call, not twice; a method
+ * without a hook, and the hook itself, see 0. */
+static void test_admit_principal_reaches_the_handler(void) {
+  rpc_call_opts o = fast_opts();
+  rpc_result res;
+  atomic_store(&g_lim_principal, -1);
+  CU_ASSERT_EQUAL(rpc_call(g_lim_ch, "/test.Svc/Auth", "good",
+                           (const uint8_t *)"hi", 2, &o, &res),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(res.code, GRPC_STATUS_OK);
+  rpc_result_clear(&res);
+  CU_ASSERT_EQUAL(atomic_load(&g_lim_principal), LIM_PRINCIPAL);
+  atomic_store(&g_lim_principal, -1);
+  CU_ASSERT_EQUAL(rpc_call(g_lim_ch, "/test.Svc/Echo", "good",
+                           (const uint8_t *)"hi", 2, &o, &res),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(res.code, GRPC_STATUS_OK);
+  rpc_result_clear(&res);
+  CU_ASSERT_EQUAL(atomic_load(&g_lim_principal), 0);
+  CU_ASSERT_EQUAL(atomic_load(&g_lim_hook_principal), 0);
+}
+
 /* Stop cancels a call being read and one waiting to be, and frees both. */
 static void test_stop_with_calls_waiting_for_their_message(void) {
   rpc_server_config cfg;
@@ -1480,6 +1513,9 @@ int cohort_register_suites(void) {
        test_request_over_method_limit_refused_before_handler},
       {"an admit hook refuses a forged bearer before the message is read",
        test_admit_hook_refuses_before_the_message},
+      {"what an admit hook names the caller reaches its handler; 0 without "
+       "a hook",
+       test_admit_principal_reaches_the_handler},
   };
   if (test_add_suite("rpc limits", lim_init, lim_clean, lim_tests,
                      sizeof lim_tests / sizeof lim_tests[0]))
