@@ -20,6 +20,7 @@
 
 #include "clock.h"
 #include "cunit_main.h"
+#include "h2_raw.h"
 #include "harness.h"
 #include "pb.h"
 #include "rpc_client.h"
@@ -156,8 +157,11 @@ static void nap_ms(long ms) {
   nanosleep(&ts, NULL);
 }
 
-/* A whole fp32 update of a constant, uploaded in one chunk. */
-static void upload(const char *token, uint64_t round) {
+/* A whole fp32 update of a constant for round, in one chunk, through
+ * send(m, ctx). */
+static void with_update(uint64_t round,
+                        void (*send)(const ProtobufCMessage *m, void *ctx),
+                        void *ctx) {
   static float v[N_PARAMS];
   for (size_t i = 0; i < N_PARAMS; i++)
     v[i] = 0.01f;
@@ -172,13 +176,32 @@ static void upload(const char *token, uint64_t round) {
   req.update_sha256.len = 32;
   req.num_examples = 100;
   req.train_ms = 7;
+  send(&req.base, ctx);
+}
+
+static void send_upload(const ProtobufCMessage *m, void *token) {
   int code;
   ProtobufCMessage *r =
-      call(PB_METHOD_UPLOAD, token, &req.base,
-           &cohort__v1__upload_response__descriptor, 10000, &code);
+      call(PB_METHOD_UPLOAD, token, m, &cohort__v1__upload_response__descriptor,
+           10000, &code);
   CU_ASSERT_EQUAL(code, GRPC_STATUS_OK);
   if (r)
     protobuf_c_message_free_unpacked(r, NULL);
+}
+
+static void upload(const char *token, uint64_t round) {
+  with_update(round, send_upload, (void *)token);
+}
+
+/* The wire bytes of an update, for a raw HTTP/2 call. */
+typedef struct packed {
+  uint8_t *buf;
+  size_t len;
+} packed;
+
+static void pack_into(const ProtobufCMessage *m, void *out) {
+  packed *p = out;
+  CU_ASSERT_EQUAL_FATAL(pb_pack(m, &p->buf, &p->len), 0);
 }
 
 /* A SecAgg SETUP poll and what came of it. */
@@ -217,15 +240,17 @@ static void *setup_main(void *arg) {
 #define RETRY COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_RETRY_LATER
 #define DONE COHORT__V1__CHECK_IN_RESPONSE__OUTCOME_DONE
 
+static int g_port; /* the last coordinator start() started */
+
 static pid_t start(const char *tag, const char *extra, char *db, size_t dblen) {
   char flags[512];
   snprintf(flags, sizeof flags,
            "--clients-per-round 2 --min-clients 2 --round-timeout 60 "
            "--enroll-token " TOKEN " --linger 10 %s",
            extra);
-  int port = 0;
-  pid_t pid = harness_start_server(tag, flags, &port, db, dblen);
-  if (pid > 0 && connect_to(port) != 0)
+  g_port = 0;
+  pid_t pid = harness_start_server(tag, flags, &g_port, db, dblen);
+  if (pid > 0 && connect_to(g_port) != 0)
     return -1;
   return pid;
 }
@@ -367,6 +392,46 @@ static void test_revoked_while_held(void) {
     upload(a, 2);
     upload(b, 2);
   }
+  CU_ASSERT_EQUAL(harness_stop(srv, 15), 0);
+}
+
+/* The attacker: a selected client about to be revoked opens its Upload
+ * call first, while its session is still good, and sends the update once
+ * the revocation has landed. Upload's session is checked again when its
+ * message is in (a CheckIn's and a GetModel's only when they arrive), so
+ * the update is refused. The same call of a client that is not revoked,
+ * sent the same way on the same connection, is taken. */
+static void test_upload_revoked_while_arriving(void) {
+  char db[512] = "";
+  pid_t srv =
+      start("upload-revoked", "--rounds 1 --selection-window 0", db, sizeof db);
+  CU_ASSERT_FATAL(srv > 0);
+  char a[65], b[65];
+  uint64_t aid = register_client(a);
+  register_client(b);
+  CU_ASSERT_EQUAL_FATAL(check_in_now(a, 20000, 0).outcome, TASK);
+  CU_ASSERT_EQUAL_FATAL(check_in_now(b, 20000, 0).outcome, TASK);
+  packed up = {0};
+  with_update(1, pack_into, &up);
+  h2_conn c;
+  CU_ASSERT_EQUAL_FATAL(h2_open(&c, NULL, g_port), 0);
+  CU_ASSERT_EQUAL(h2_call(&c, 1, PB_METHOD_UPLOAD, b, 0), 0);
+  CU_ASSERT_EQUAL(h2_call(&c, 3, PB_METHOD_UPLOAD, a, 0), 0);
+  nap_ms(300); /* both admitted: neither stream has ended */
+  CU_ASSERT_EQUAL(h2_wait_end(&c, 3, 0), 0);
+  CU_ASSERT_EQUAL_FATAL(revoke_client(db, aid), 0);
+  CU_ASSERT_EQUAL(
+      h2_send_message(&c, 3, up.buf, (uint32_t)up.len, up.len, 1, 5000),
+      (long)up.len);
+  CU_ASSERT_EQUAL(h2_wait_end(&c, 3, 5000), 1);
+  CU_ASSERT_EQUAL(c.grpc_status[1], GRPC_STATUS_UNAUTHENTICATED);
+  CU_ASSERT_EQUAL(
+      h2_send_message(&c, 1, up.buf, (uint32_t)up.len, up.len, 1, 5000),
+      (long)up.len);
+  CU_ASSERT_EQUAL(h2_wait_end(&c, 1, 5000), 1);
+  CU_ASSERT_EQUAL(c.grpc_status[0], GRPC_STATUS_OK);
+  h2_close(&c);
+  free(up.buf);
   CU_ASSERT_EQUAL(harness_stop(srv, 15), 0);
 }
 
@@ -516,6 +581,9 @@ int cohort_register_suites(void) {
       {"a check-in held while its client is revoked gets no task; the "
        "others get the slots",
        test_revoked_while_held},
+      {"an upload whose call arrived before its client was revoked is "
+       "refused once its message is in",
+       test_upload_revoked_while_arriving},
       {"beyond --max-held check-ins are paced", test_max_held_paces_the_rest},
       {"a stopping coordinator answers held check-ins", test_stop_answers_held},
       {"a SecAgg poll is held until its step closes, one per client",
