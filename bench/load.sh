@@ -66,19 +66,25 @@ start_coordinator load.sh "$((DURATION_S + 120))" "$work" \
   --rounds "$ROUNDS" --clients-per-round "$SELECTED" \
   --min-clients "$SELECTED" --model "$MODEL" $SERVER_ARGS
 
-# One line a second: seconds, VmRSS kB, VmHWM kB, CPU seconds (utime+stime).
-tick=$(getconf CLK_TCK)
+# One line a second: seconds, VmRSS kB, VmHWM kB, CPU clock ticks
+# (utime+stime), read with bash's own read: forking awk three times and
+# cat once a second took CPU from the two cores the coordinator and
+# bench_load share (docs/benchmarks.md, "Rounds after the seventeenth
+# session").
 sample() {
-  local t=0 rss hwm stat cpu
+  local t=0 key value rss hwm stat fields
   while kill -0 "$coord" 2>/dev/null; do
-    rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$coord/status" 2>/dev/null) ||
-      break
-    hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$coord/status" 2>/dev/null) ||
-      break
-    stat=$(cat "/proc/$coord/stat" 2>/dev/null) || break
+    rss='' hwm=''
+    while read -r key value _; do
+      case $key in
+      VmRSS:) rss=$value ;;
+      VmHWM:) hwm=$value ;;
+      esac
+    done <"/proc/$coord/status" 2>/dev/null || break
+    read -r stat <"/proc/$coord/stat" 2>/dev/null || break
     # Fields after the command name: utime and stime are the 12th and 13th.
-    cpu=$(awk -v tick="$tick" '{print ($12 + $13) / tick}' <<<"${stat##*) }")
-    [[ -n $rss && -n $hwm ]] && echo "$t $rss $hwm $cpu"
+    read -ra fields <<<"${stat##*) }"
+    [[ -n $rss && -n $hwm ]] && echo "$t $rss $hwm $((fields[11] + fields[12]))"
     sleep 1
     t=$((t + 1))
   done
@@ -125,8 +131,8 @@ echo "== load generator log (last 10 lines)"
 tail -10 "$work/load.log"
 echo "== load generator"
 cat "$work/load.txt"
-awk 'BEGIN {peak = 0; rssmax = 0; cpu = 0; n = 0}
-     {n++; if ($3 > peak) peak = $3; if ($2 > rssmax) rssmax = $2; cpu = $4}
+awk -v tick="$(getconf CLK_TCK)" 'BEGIN {peak = 0; rssmax = 0; cpu = 0; n = 0}
+     {n++; if ($3 > peak) peak = $3; if ($2 > rssmax) rssmax = $2; cpu = $4 / tick}
      END {printf "coordinator_samples %d\ncoordinator_peak_rss_kb %d\n" \
                  "coordinator_max_sampled_rss_kb %d\ncoordinator_cpu_s %.2f\n",
                  n, peak, rssmax, cpu}' "$work/samples.txt"

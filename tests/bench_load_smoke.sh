@@ -26,6 +26,10 @@ check '^round 2: .* clients 10/10 '
 check '^round\.2\.completed 10$'
 check '^errors_total 0$'
 check '^coordinator_exit 0$'
+# load.sh's once-a-second sampler of the coordinator read something.
+check '^coordinator_samples [1-9]'
+check '^coordinator_peak_rss_kb [1-9][0-9]{3,}$'
+check '^coordinator_cpu_s [0-9]+\.[0-9]{2}$'
 if [[ $status -ne 0 || $fails -ne 0 ]]; then
   echo "load.sh exited $status; its output:"
   echo "$out"
