@@ -213,11 +213,13 @@ static int call_once(rpc_channel *c, const char *method, const char *auth_value,
 /* Consecutive probes that must see a handshake failure: one could be a
  * server that closed a connection while restarting. A closed or reset
  * connection with nothing more said is also what a coordinator killed
- * mid-handshake leaves (test_kill_loop saw two in a row), so those take
- * 4 s of nothing else; a restarted coordinator refuses connections until
- * it listens, which starts the count again. */
+ * mid-handshake leaves, so those take 12 s of nothing else: test_kill_loop
+ * saw two in a row, and test_kill_loop_secagg under ASan eight (4 s), from
+ * coordinators killed one after another while still starting, each
+ * restarted before a probe saw the port refuse a connection (which starts
+ * the count again). */
 #define PROBES_TO_REFUSE 2
-#define PROBES_TO_REFUSE_CLOSED 8
+#define PROBES_TO_REFUSE_CLOSED 24
 
 /* What handshake_failed remembers between its calls during one call. */
 typedef struct probe_state {
