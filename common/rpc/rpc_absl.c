@@ -11,8 +11,8 @@
  * class of int, so the call passes one int as a C function would. */
 static const char *const set_mode_symbols[] = {
     "_ZN4absl7debian329SetMutexDeadlockDetectionModeENS0_15OnDeadlockCycleE",
-    "_ZN4absl12lts_2022062329SetMutexDeadlockDetectionModeENS0_"
-    "15OnDeadlockCycleE",
+    ("_ZN4absl12lts_2022062329SetMutexDeadlockDetectionModeENS0_"
+     "15OnDeadlockCycleE"),
     "_ZN4absl29SetMutexDeadlockDetectionModeENS_15OnDeadlockCycleE",
 };
 enum { ABSL_ON_DEADLOCK_CYCLE_IGNORE = 0 };
