@@ -157,51 +157,36 @@ static void nap_ms(long ms) {
   nanosleep(&ts, NULL);
 }
 
-/* A whole fp32 update of a constant for round, in one chunk, through
- * send(m, ctx). */
-static void with_update(uint64_t round,
-                        void (*send)(const ProtobufCMessage *m, void *ctx),
-                        void *ctx) {
+/* A whole fp32 update of a constant for round, in one chunk, into *req;
+ * its digest goes in sha, which req points at. */
+static void update_request(uint64_t round, Cohort__V1__UploadRequest *req,
+                           uint8_t sha[32]) {
   static float v[N_PARAMS];
   for (size_t i = 0; i < N_PARAMS; i++)
     v[i] = 0.01f;
-  uint8_t sha[32];
   SHA256((const uint8_t *)v, sizeof v, sha);
-  Cohort__V1__UploadRequest req = COHORT__V1__UPLOAD_REQUEST__INIT;
-  req.round = round;
-  req.total_size = sizeof v;
-  req.data.data = (uint8_t *)v;
-  req.data.len = sizeof v;
-  req.update_sha256.data = sha;
-  req.update_sha256.len = 32;
-  req.num_examples = 100;
-  req.train_ms = 7;
-  send(&req.base, ctx);
-}
-
-static void send_upload(const ProtobufCMessage *m, void *token) {
-  int code;
-  ProtobufCMessage *r =
-      call(PB_METHOD_UPLOAD, token, m, &cohort__v1__upload_response__descriptor,
-           10000, &code);
-  CU_ASSERT_EQUAL(code, GRPC_STATUS_OK);
-  if (r)
-    protobuf_c_message_free_unpacked(r, NULL);
+  cohort__v1__upload_request__init(req);
+  req->round = round;
+  req->total_size = sizeof v;
+  req->data.data = (uint8_t *)v;
+  req->data.len = sizeof v;
+  req->update_sha256.data = sha;
+  req->update_sha256.len = 32;
+  req->num_examples = 100;
+  req->train_ms = 7;
 }
 
 static void upload(const char *token, uint64_t round) {
-  with_update(round, send_upload, (void *)token);
-}
-
-/* The wire bytes of an update, for a raw HTTP/2 call. */
-typedef struct packed {
-  uint8_t *buf;
-  size_t len;
-} packed;
-
-static void pack_into(const ProtobufCMessage *m, void *out) {
-  packed *p = out;
-  CU_ASSERT_EQUAL_FATAL(pb_pack(m, &p->buf, &p->len), 0);
+  Cohort__V1__UploadRequest req;
+  uint8_t sha[32];
+  update_request(round, &req, sha);
+  int code;
+  ProtobufCMessage *r =
+      call(PB_METHOD_UPLOAD, token, &req.base,
+           &cohort__v1__upload_response__descriptor, 10000, &code);
+  CU_ASSERT_EQUAL(code, GRPC_STATUS_OK);
+  if (r)
+    protobuf_c_message_free_unpacked(r, NULL);
 }
 
 /* A SecAgg SETUP poll and what came of it. */
@@ -411,8 +396,12 @@ static void test_upload_revoked_while_arriving(void) {
   register_client(b);
   CU_ASSERT_EQUAL_FATAL(check_in_now(a, 20000, 0).outcome, TASK);
   CU_ASSERT_EQUAL_FATAL(check_in_now(b, 20000, 0).outcome, TASK);
-  packed up = {0};
-  with_update(1, pack_into, &up);
+  Cohort__V1__UploadRequest req;
+  uint8_t sha[32];
+  update_request(1, &req, sha);
+  uint8_t *msg;
+  size_t len;
+  CU_ASSERT_EQUAL_FATAL(pb_pack(&req.base, &msg, &len), 0);
   h2_conn c;
   CU_ASSERT_EQUAL_FATAL(h2_open(&c, NULL, g_port), 0);
   CU_ASSERT_EQUAL(h2_call(&c, 1, PB_METHOD_UPLOAD, b, 0), 0);
@@ -420,18 +409,16 @@ static void test_upload_revoked_while_arriving(void) {
   nap_ms(300); /* both admitted: neither stream has ended */
   CU_ASSERT_EQUAL(h2_wait_end(&c, 3, 0), 0);
   CU_ASSERT_EQUAL_FATAL(revoke_client(db, aid), 0);
-  CU_ASSERT_EQUAL(
-      h2_send_message(&c, 3, up.buf, (uint32_t)up.len, up.len, 1, 5000),
-      (long)up.len);
+  CU_ASSERT_EQUAL(h2_send_message(&c, 3, msg, (uint32_t)len, len, 1, 5000),
+                  (long)len);
   CU_ASSERT_EQUAL(h2_wait_end(&c, 3, 5000), 1);
   CU_ASSERT_EQUAL(c.grpc_status[1], GRPC_STATUS_UNAUTHENTICATED);
-  CU_ASSERT_EQUAL(
-      h2_send_message(&c, 1, up.buf, (uint32_t)up.len, up.len, 1, 5000),
-      (long)up.len);
+  CU_ASSERT_EQUAL(h2_send_message(&c, 1, msg, (uint32_t)len, len, 1, 5000),
+                  (long)len);
   CU_ASSERT_EQUAL(h2_wait_end(&c, 1, 5000), 1);
   CU_ASSERT_EQUAL(c.grpc_status[0], GRPC_STATUS_OK);
   h2_close(&c);
-  free(up.buf);
+  free(msg);
   CU_ASSERT_EQUAL(harness_stop(srv, 15), 0);
 }
 
