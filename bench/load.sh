@@ -13,7 +13,9 @@
 # The same settings from the environment: CLIENTS (10000), SELECTED (1000),
 # ROUNDS (5), MODEL (logreg), BUILD (build), THREADS (2), CONNECTIONS
 # (0: one per client), WAIT_MS (30000), TRAIN_MS (0), DURATION_S (1800),
-# SERVER_ARGS (more cohort-server flags, split on spaces). Everything it
+# SERVER_ARGS (more cohort-server flags, split on spaces), PREFAULT_MB
+# (heap bench_load makes resident before it connects; default twice a
+# round's downloads, SELECTED x the model, at most 2048). Everything it
 # starts is bounded by timeouts and stopped when it exits.
 set -euo pipefail
 
@@ -71,6 +73,14 @@ start_coordinator load.sh "$((DURATION_S + 120))" "$work" \
 # cat once a second took CPU from the two cores the coordinator and
 # bench_load share (docs/benchmarks.md, "Rounds after the seventeenth
 # session").
+# bench_load's heap would otherwise grow through the first rounds, and its
+# page faults take CPU from the coordinator on the same cores
+# (docs/benchmarks.md, "bench_load's warm-up").
+params=$(sed -n 's/.*model .* (\([0-9]*\) parameters).*/\1/p' "$work/server.log" |
+  head -1)
+PREFAULT_MB=${PREFAULT_MB:-$(( ${params:-0} * 4 * SELECTED * 2 / 1048576 ))}
+(( PREFAULT_MB > 2048 )) && PREFAULT_MB=2048
+
 sample() {
   local t=0 key value rss hwm stat fields
   while kill -0 "$coord" 2>/dev/null; do
@@ -96,7 +106,8 @@ status=0
 timeout "$((DURATION_S + 60))" "$load_bin" --server "127.0.0.1:$port" \
   --enroll-token-file "$work/token" --clients "$CLIENTS" \
   --connections "$CONNECTIONS" --threads "$THREADS" --wait-ms "$WAIT_MS" \
-  --train-ms "$TRAIN_MS" --duration-s "$DURATION_S" "${load_args[@]}" \
+  --train-ms "$TRAIN_MS" --duration-s "$DURATION_S" \
+  --prefault-mb "$PREFAULT_MB" "${load_args[@]}" \
   >"$work/load.txt" 2>"$work/load.log" &
 load=$!
 pids+=("$load")

@@ -4,12 +4,13 @@
 # federation is done, both rounds must commit (the coordinator's round
 # lines), and no call may have failed. The coordinator's longest retry
 # wait is 2 s, well inside its 15 s linger after the last round, so every
-# client checks in again in time to be told.
+# client checks in again in time to be told. bench_load makes 64 MB of
+# heap resident first (--prefault-mb): its peak RSS must show it.
 # usage: bench_load_smoke.sh SOURCE_DIR BUILD_DIR
 set -uo pipefail
 src=$1
 build=$2
-out=$(DURATION_S=25 WAIT_MS=2000 SERVER_ARGS="--retry-max-ms 2000" "$src/bench/load.sh" --build "$build" \
+out=$(PREFAULT_MB=64 DURATION_S=25 WAIT_MS=2000 SERVER_ARGS="--retry-max-ms 2000" "$src/bench/load.sh" --build "$build" \
   --clients 20 --selected 10 --rounds 2 2>&1)
 status=$?
 fails=0
@@ -30,6 +31,12 @@ check '^coordinator_exit 0$'
 check '^coordinator_samples [1-9]'
 check '^coordinator_peak_rss_kb [1-9][0-9]{3,}$'
 check '^coordinator_cpu_s [0-9]+\.[0-9]{2}$'
+check '^loadgen_prefault_mb 64$'
+peak=$(sed -n 's/^loadgen_rss_peak_kb //p' <<<"$out")
+if ! [[ $peak =~ ^[0-9]+$ ]] || ((peak < 65536)); then
+  echo "FAIL: bench_load's peak RSS ${peak:-?} kB is under its 64 MB prefault"
+  fails=$((fails + 1))
+fi
 if [[ $status -ne 0 || $fails -ne 0 ]]; then
   echo "load.sh exited $status; its output:"
   echo "$out"
