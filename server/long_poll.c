@@ -1,6 +1,7 @@
 /* See long_poll.h. Handlers append held calls to `items` under the
  * poller's lock; the thread takes the whole list out, works on it without
- * the lock (re-asking the engine takes the engine's), and puts back what
+ * the lock (re-asking the engine takes the engine's, once per batch of
+ * check-ins: round_checkin_batch), and puts back what
  * is still held ahead of what arrived meanwhile, so the order of arrival
  * is kept (selection itself is a draw among a window's candidates unless
  * --selection-window is 0: then it is first come, first served). */
@@ -15,6 +16,11 @@
 #include "cohort_status.h"
 #include "log.h"
 #include "pace.h"
+
+/* Held check-ins asked of the engine together (round_checkin_batch): one
+ * store transaction for this many selections instead of one each. Bounds
+ * how long the engine's lock is held at once (at most a few ms). */
+#define ASK_BATCH 64
 
 typedef enum held_kind { HELD_CHECKIN, HELD_SECAGG } held_kind;
 
@@ -35,6 +41,15 @@ typedef struct held_call {
   int step;
 } held_call;
 
+/* A batch being gathered by a pass: each ask borrows its held call's
+ * attributes. */
+typedef struct ask_batch {
+  round_checkin_ask asks[ASK_BATCH];
+  held_call *held[ASK_BATCH];
+  const char *names[ASK_BATCH][ROUND_MAX_ATTRIBUTES];
+  size_t n;
+} ask_batch;
+
 struct long_poll {
   round_engine *engine;
   long_poll_config cfg;
@@ -50,6 +65,7 @@ struct long_poll {
   size_t n_secagg, cap_secagg;
   size_t in_flight; /* taken out by the thread, still held */
   int stopping;     /* under mu */
+  ask_batch *batch; /* the thread's */
 };
 
 static void held_free(held_call *h) {
@@ -59,6 +75,8 @@ static void held_free(held_call *h) {
 
 static int held_copy(held_call *h, const long_poll_checkin *c) {
   memset(h, 0, sizeof *h);
+  if (c->n_attributes > ROUND_MAX_ATTRIBUTES) /* the engine refuses them */
+    return COHORT_EINVAL;
   h->client = c->client;
   h->num_examples = c->num_examples;
   h->n_attributes = c->n_attributes;
@@ -222,21 +240,75 @@ static int revisit(long_poll *lp, held_call *h, uint64_t changes, double now) {
   }
   if (h->kind == HELD_SECAGG)
     return revisit_secagg(lp, h, changes, now);
-  if (h->changes != changes) {
-    checkin_result res;
-    round_verdict v = ask_engine(lp, h, &res);
-    if (v.code || res.kind != CHECKIN_RETRY) {
-      answer(lp, h, &v, &res);
-      return 0;
-    }
-    h->changes = res.changes;
-    snprintf(h->reason, sizeof h->reason, "%s", res.reason);
-  }
   if (now >= h->until) {
     answer_again(lp, h);
     return 0;
   }
   return 1;
+}
+
+static void ask_batch_add(ask_batch *b, held_call *h) {
+  size_t k = b->n++;
+  const char *p = h->names;
+  for (size_t i = 0; i < h->n_attributes; i++) {
+    b->names[k][i] = p;
+    p += strlen(p) + 1;
+  }
+  b->held[k] = h;
+  b->asks[k] = (round_checkin_ask){.client = h->client,
+                                   .num_examples = h->num_examples,
+                                   .n_attributes = h->n_attributes,
+                                   .names = b->names[k],
+                                   .values = h->values};
+}
+
+/* Asks the engine about the batch's check-ins, then answers each that is
+ * no longer RetryLater or whose hold ran out (its call then set to NULL),
+ * once the batch is committed. */
+static void ask_batch_run(long_poll *lp, ask_batch *b, double now) {
+  round_checkin_batch(lp->engine, b->asks, b->n);
+  for (size_t i = 0; i < b->n; i++) {
+    held_call *h = b->held[i];
+    const round_checkin_ask *a = &b->asks[i];
+    if (a->v.code || a->out.kind != CHECKIN_RETRY) {
+      answer(lp, h, &a->v, &a->out);
+      h->call = NULL;
+      continue;
+    }
+    h->changes = a->out.changes;
+    snprintf(h->reason, sizeof h->reason, "%s", a->out.reason);
+    if (now >= h->until) {
+      answer_again(lp, h);
+      h->call = NULL;
+    }
+  }
+  b->n = 0;
+}
+
+/* One pass over the held calls: the check-ins the engine has moved on
+ * from are asked again in batches; the rest are revisited one by one.
+ * Returns how many stay held, moved to the front of work. */
+static size_t pass(long_poll *lp, held_call *work, size_t n, uint64_t changes,
+                   double now) {
+  ask_batch *b = lp->batch;
+  for (size_t i = 0; i < n; i++) {
+    held_call *h = &work[i];
+    if (h->kind == HELD_CHECKIN && h->changes != changes &&
+        !rpc_held_gone(h->call)) {
+      ask_batch_add(b, h);
+      if (b->n == ASK_BATCH)
+        ask_batch_run(lp, b, now);
+    } else if (!revisit(lp, h, changes, now)) {
+      h->call = NULL;
+    }
+  }
+  if (b->n)
+    ask_batch_run(lp, b, now);
+  size_t kept = 0;
+  for (size_t i = 0; i < n; i++)
+    if (work[i].call)
+      work[kept++] = work[i];
+  return kept;
 }
 
 static void *poller_main(void *arg) {
@@ -256,11 +328,7 @@ static void *poller_main(void *arg) {
     lp->in_flight = n;
     pthread_mutex_unlock(&lp->mu);
 
-    double now = clock_mono_s();
-    size_t kept = 0;
-    for (size_t i = 0; i < n; i++)
-      if (revisit(lp, &work[i], changes, now))
-        work[kept++] = work[i];
+    size_t kept = pass(lp, work, n, changes, clock_mono_s());
 
     /* Put back what is still held, ahead of what came meanwhile. */
     pthread_mutex_lock(&lp->mu);
@@ -301,9 +369,15 @@ int long_poll_start(round_engine *e, const long_poll_config *cfg,
     lp->cfg.poll_ms = 50;
   lp->answer = answer_fn;
   lp->answer_secagg = secagg_fn;
+  lp->batch = calloc(1, sizeof *lp->batch);
+  if (!lp->batch) {
+    free(lp);
+    return COHORT_ENOMEM;
+  }
   pthread_mutex_init(&lp->mu, NULL);
   if (pthread_create(&lp->thread, NULL, poller_main, lp) != 0) {
     pthread_mutex_destroy(&lp->mu);
+    free(lp->batch);
     free(lp);
     return COHORT_ENOMEM;
   }
@@ -443,5 +517,6 @@ void long_poll_free(long_poll *lp) {
   if (!lp)
     return;
   pthread_mutex_destroy(&lp->mu);
+  free(lp->batch);
   free(lp);
 }

@@ -269,6 +269,21 @@ round_verdict round_checkin(round_engine *e, int64_t client,
                             uint64_t num_examples, size_t n_attributes,
                             const char *const *names, const double *values,
                             checkin_result *out);
+/* Check-ins asked together, as a pass over held calls asks them: under one
+ * hold of the engine's lock and, for more than one, in one store
+ * transaction, so that a round's selections commit once a batch instead of
+ * once a client. Each ask's answer is in its v and out, as round_checkin
+ * would give it; answer them only once this returns (committed). */
+typedef struct round_checkin_ask {
+  int64_t client;
+  uint64_t num_examples;
+  size_t n_attributes;
+  const char *const *names; /* borrowed */
+  const double *values;     /* borrowed */
+  round_verdict v;          /* out */
+  checkin_result out;       /* out */
+} round_checkin_ask;
+void round_checkin_batch(round_engine *e, round_checkin_ask *asks, size_t n);
 
 /* ---- model download ---- */
 /* Copies up to max_bytes of model `version` from offset into buf (which

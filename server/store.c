@@ -310,18 +310,40 @@ void store_bind_real_or_null(sqlite3_stmt *st, int i, double v) {
     sqlite3_bind_null(st, i);
 }
 
+int store_begin(store *s) {
+  if (s->depth >= 32)
+    return store_fail_with(s, COHORT_ESTATE, "begin", "transactions 32 deep");
+  int nested = !sqlite3_get_autocommit(s->db);
+  int rc = store_exec(s, nested ? "SAVEPOINT nested" : "BEGIN IMMEDIATE");
+  if (rc)
+    return rc;
+  s->nested = (s->nested << 1) | (uint32_t)nested;
+  s->depth++;
+  return COHORT_OK;
+}
+
 int store_finish(store *s, int rc) {
+  if (s->depth == 0) /* a caller's bug: nothing begun */
+    return store_fail_with(s, COHORT_ESTATE, "finish", "no transaction");
+  int nested = s->nested & 1;
+  s->nested >>= 1;
+  s->depth--;
   if (rc) {
-    store_exec(s, "ROLLBACK");
+    if (nested) { /* the savepoint stays until released */
+      store_exec(s, "ROLLBACK TO nested");
+      store_exec(s, "RELEASE nested");
+    } else {
+      store_exec(s, "ROLLBACK");
+    }
     return rc;
   }
-  return store_exec(s, "COMMIT");
+  return store_exec(s, nested ? "RELEASE nested" : "COMMIT");
 }
 
 int store_begin_durable(store *s) {
   int rc = store_exec(s, "PRAGMA synchronous=FULL");
   if (!rc)
-    rc = store_exec(s, "BEGIN IMMEDIATE");
+    rc = store_begin(s);
   if (rc)
     store_exec(s, "PRAGMA synchronous=NORMAL");
   return rc;
@@ -335,7 +357,7 @@ int store_finish_durable(store *s, int rc) {
 
 /* Runs sql (a schema step) in its own transaction. */
 static int migrate(store *s, const char *sql) {
-  int rc = store_exec(s, "BEGIN IMMEDIATE");
+  int rc = store_begin(s);
   if (!rc)
     rc = store_finish(s, store_exec(s, sql));
   return rc;

@@ -275,6 +275,18 @@ typedef int (*store_participant_cb)(void *ctx, const store_participant *p);
 int store_round_participants(store *s, int64_t round, store_participant_cb cb,
                              void *ctx);
 
+/* ---- transactions ---- */
+/* Begins a transaction (BEGIN IMMEDIATE), or a savepoint inside one
+ * already open: several of the writes below in one commit (a batch of
+ * check-ins, round_checkin_batch), where each write that makes a
+ * transaction of its own stays all-or-nothing as a savepoint. At most 32
+ * deep. */
+int store_begin(store *s);
+/* Ends what the last store_begin began: COMMIT (RELEASE) when rc is
+ * COHORT_OK, else ROLLBACK (to the savepoint); returns rc, or the
+ * COMMIT's failure. */
+int store_finish(store *s, int rc);
+
 /* ---- participations ---- */
 int store_participation_select(store *s, int64_t round, int64_t client,
                                double now);

@@ -49,7 +49,7 @@ static int count_failures(store *s, int64_t client, int64_t *out) {
 int store_client_failed(store *s, int64_t client, int64_t round,
                         const char *reason, int64_t window, double now,
                         int64_t *recent) {
-  int rc = store_exec(s, "BEGIN IMMEDIATE");
+  int rc = store_begin(s);
   if (rc)
     return rc;
   sqlite3_stmt *st;
@@ -92,7 +92,7 @@ int store_client_exclude(store *s, int64_t client, double until) {
 }
 
 int store_client_recovered(store *s, int64_t client) {
-  int rc = store_exec(s, "BEGIN IMMEDIATE");
+  int rc = store_begin(s);
   if (!rc)
     rc = run_for(s, "DELETE FROM client_failures WHERE client_id = ?1", client,
                  0, "forget failed rounds");

@@ -219,7 +219,7 @@ int store_round_fail(store *s, int64_t id, const char *reason, double now) {
 
 int store_round_fail_unfinished(store *s, const char *reason, double now,
                                 int *count) {
-  int rc = store_exec(s, "BEGIN IMMEDIATE");
+  int rc = store_begin(s);
   if (rc)
     return rc;
   sqlite3_stmt *st;
@@ -474,7 +474,7 @@ int store_participation_uploaded(store *s, const store_upload *u,
     store_set_fatal(s, s->last_error);
     return failed;
   }
-  int rc = store_exec(s, "BEGIN IMMEDIATE");
+  int rc = store_begin(s);
   if (rc)
     return rc;
   sqlite3_stmt *st;
@@ -502,7 +502,7 @@ int store_participation_uploaded(store *s, const store_upload *u,
 }
 
 int store_participation_unupload(store *s, int64_t round, int64_t client) {
-  int rc = store_exec(s, "BEGIN IMMEDIATE");
+  int rc = store_begin(s);
   if (rc)
     return rc;
   sqlite3_stmt *st;
@@ -531,7 +531,7 @@ int store_participation_late(store *s, int64_t round, int64_t client,
                              double now, int *recorded) {
   if (recorded)
     *recorded = 0;
-  int rc = store_exec(s, "BEGIN IMMEDIATE");
+  int rc = store_begin(s);
   if (rc)
     return rc;
   sqlite3_stmt *st;
@@ -588,7 +588,7 @@ static int put_metrics(store *s, int64_t round, int64_t client, size_t n,
 
 int store_metrics_put(store *s, int64_t round, int64_t client, size_t n,
                       const char *const *names, const double *values) {
-  int rc = store_exec(s, "BEGIN IMMEDIATE");
+  int rc = store_begin(s);
   if (!rc)
     rc = store_finish(s, put_metrics(s, round, client, n, names, values));
   return rc;
@@ -597,7 +597,7 @@ int store_metrics_put(store *s, int64_t round, int64_t client, size_t n,
 int store_metrics_put_reported(store *s, int64_t round, int64_t client,
                                size_t n, const char *const *names,
                                const double *values, double now) {
-  int rc = store_exec(s, "BEGIN IMMEDIATE");
+  int rc = store_begin(s);
   if (rc)
     return rc;
   rc = put_metrics(s, round, client, n, names, values);

@@ -45,6 +45,10 @@ struct store {
   int may_shrink;
   store_kept kept[STORE_KEPT_MAX];
   size_t n_kept;
+  /* What each open store_begin began, innermost in bit 0: 1 a savepoint
+   * inside a transaction already open, 0 the transaction. */
+  uint32_t nested;
+  int depth;
 };
 
 /* Records that the store can no longer write, with the reason (the first
@@ -79,9 +83,6 @@ int store_run(store *s, sqlite3_stmt *st, const char *what);
 int store_get_int(store *s, const char *sql, int64_t *out);
 /* NaN binds as NULL: not measured. */
 void store_bind_real_or_null(sqlite3_stmt *st, int i, double v);
-/* Ends a transaction begun with store_exec("BEGIN IMMEDIATE"): COMMIT when
- * rc is COHORT_OK, else ROLLBACK; returns rc or the COMMIT's failure. */
-int store_finish(store *s, int rc);
 /* The same for a transaction that must survive power loss, not only a
  * crash of the process: a round's end. The connection otherwise runs with
  * synchronous=NORMAL (see store_open), and this one fsyncs the WAL, and so

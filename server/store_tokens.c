@@ -295,7 +295,7 @@ static int retire_unproven(store *s, int64_t id, double now) {
 int store_client_enroll(store *s, const store_enrollment *e, int64_t *id) {
   /* IMMEDIATE: the write lock from the start, so that the token's use count
    * read by the UPDATE cannot change under it from another process. */
-  int rc = store_exec(s, "BEGIN IMMEDIATE");
+  int rc = store_begin(s);
   if (rc)
     return rc;
   if (e->token_id && !e->use_of_retired)

@@ -32,6 +32,7 @@
 #include "round.h"
 #include "round_fixture.h"
 #include "store.h"
+#include "store_tokens.h"
 #include "wire.h"
 
 /* ---- updates ---- */
@@ -376,6 +377,62 @@ static void test_register_with_authority(void) {
 }
 
 /* ---- selection and check-in ---- */
+
+/* Check-ins asked together, as a long poll's pass asks its held calls
+ * (round_checkin_batch): each is answered as it would be alone, and the
+ * selections are stored once the batch returns. The adversary: a client
+ * the operator revoked while its check-in was held, asked in the middle of
+ * the batch: refused, not selected, and the batch's other clients are. */
+static void test_checkin_batch(void) {
+  fixture f;
+  FX_INIT(f);
+  f.cfg.clients_per_round = 3;
+  FX_START(f, 5);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "OPEN");
+  CU_ASSERT_EQUAL(store_client_revoke(f.db, f.id[1], clock_wall_s()),
+                  COHORT_OK);
+  const char *names[] = {"battery"};
+  const double values[] = {0.5};
+  round_checkin_ask asks[5];
+  for (int i = 0; i < 5; i++)
+    asks[i] = (round_checkin_ask){.client = f.id[i],
+                                  .num_examples = FX_DECLARED,
+                                  .n_attributes = i == 2,
+                                  .names = names,
+                                  .values = values};
+  round_checkin_batch(f.e, asks, 5);
+
+  CU_ASSERT_EQUAL(asks[1].v.code, GRPC_STATUS_UNAUTHENTICATED);
+  int tasks[] = {0, 2, 3};
+  for (int k = 0; k < 3; k++) {
+    const round_checkin_ask *a = &asks[tasks[k]];
+    CU_ASSERT_EQUAL(a->v.code, GRPC_STATUS_OK);
+    CU_ASSERT_EQUAL(a->out.kind, CHECKIN_TASK);
+    CU_ASSERT_EQUAL(a->out.fresh, 1);
+    CU_ASSERT_EQUAL(a->out.task.round, 1);
+  }
+  /* Three slots, three taken: the fifth is turned away, as alone. */
+  CU_ASSERT_EQUAL(asks[4].v.code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(asks[4].out.kind, CHECKIN_RETRY);
+  CU_ASSERT_STRING_EQUAL(asks[4].out.reason,
+                         "round 1 has selected its clients");
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM participations WHERE round"
+                            " = 1 AND state = 'SELECTED'"),
+                  3);
+  char sql[128];
+  snprintf(sql, sizeof sql,
+           "SELECT COUNT(*) FROM participations WHERE client_id = %lld",
+           (long long)f.id[1]);
+  CU_ASSERT_EQUAL(count(&f, sql), 0);
+  /* A selected client asking again, alone, gets the same task. */
+  checkin_result again;
+  CU_ASSERT_EQUAL(checkin(&f, 2, &again).code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(again.kind, CHECKIN_TASK);
+  CU_ASSERT_EQUAL(again.fresh, 0);
+  CU_ASSERT_EQUAL(again.task.round, 1);
+  fx_close(&f);
+}
 
 static void test_checkin_selects_up_to_k(void) {
   fixture f;
@@ -2792,6 +2849,9 @@ int cohort_register_suites(void) {
        test_register_with_authority},
       {"check-in selects K clients, others retry",
        test_checkin_selects_up_to_k},
+      {"check-ins asked in a batch are answered as alone and stored once; "
+       "a client revoked while held is refused in it",
+       test_checkin_batch},
       {"RetryLater is spread by pace steering", test_checkin_retry_paced},
       {"selection closes with M clients after its timeout",
        test_selection_timeout_with_min_clients},

@@ -573,6 +573,47 @@ static void test_fail_unfinished(void) {
   store_close(s);
 }
 
+/* A batch of writes in one transaction (store_begin): the writes that
+ * make a transaction of their own nest in it as savepoints, so a refused
+ * one takes back only itself; nothing shows before the batch commits, and
+ * a batch rolled back leaves nothing. */
+static void test_writes_nest_in_a_batch(void) {
+  char path[256];
+  store *s = open_fresh(path, sizeof path);
+  int64_t a = 0, b = 0;
+  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_A, "", KEY_A, NULL, 1.0, &a),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_B, "", KEY_B, NULL, 1.0, &b),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, "TRAIN", 1, NULL, 1.0),
+                        COHORT_OK);
+
+  CU_ASSERT_EQUAL_FATAL(store_begin(s), COHORT_OK);
+  CU_ASSERT_EQUAL(store_participation_select(s, 1, a, 2.0), COHORT_OK);
+  store_upload u = {.round = 1, .client = b, .examples = 3, .uploaded_at = 3};
+  snprintf(u.sha256_hex, sizeof u.sha256_hex, "%s", HASH_B);
+  /* b was not selected: refused inside the batch, which goes on. */
+  CU_ASSERT_NOT_EQUAL(store_participation_uploaded(s, &u, NULL, 0), COHORT_OK);
+  u.client = a;
+  CU_ASSERT_EQUAL(store_participation_uploaded(s, &u, NULL, 0), COHORT_OK);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM participations"), 0);
+  CU_ASSERT_EQUAL(store_finish(s, COHORT_OK), COHORT_OK);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM participations"
+                                    " WHERE state = 'UPLOADED'"),
+                  1);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM participations"), 1);
+
+  CU_ASSERT_EQUAL_FATAL(store_begin(s), COHORT_OK);
+  CU_ASSERT_EQUAL(store_participation_select(s, 1, b, 2.0), COHORT_OK);
+  CU_ASSERT_EQUAL(store_finish(s, COHORT_EDB), COHORT_EDB);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM participations"), 1);
+  /* Nothing is open now: finishing again is a caller's error. */
+  CU_ASSERT_EQUAL(store_finish(s, COHORT_OK), COHORT_ESTATE);
+  CU_ASSERT_EQUAL(store_participation_select(s, 1, b, 2.0), COHORT_OK);
+  CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM participations"), 2);
+  store_close(s);
+}
+
 static void test_participations(void) {
   char path[256], text[128];
   store *s = open_fresh(path, sizeof path);
@@ -1069,6 +1110,9 @@ int cohort_register_suites(void) {
        test_nan_accuracy_stored_as_null},
       {"fail_unfinished fails only unfinished rounds", test_fail_unfinished},
       {"participations select/uploaded", test_participations},
+      {"writes nest in a batch as savepoints; a refused one takes back only "
+       "itself, a rolled back batch everything",
+       test_writes_nest_in_a_batch},
       {"an update's bytes are in its round's 0600 file, until the commit",
        test_upload_bytes_in_round_file},
       {"a cut, changed or deleted round file passes no update",
