@@ -337,7 +337,12 @@ int store_finish(store *s, int rc) {
     }
     return rc;
   }
-  return store_exec(s, nested ? "RELEASE nested" : "COMMIT");
+  rc = store_exec(s, nested ? "RELEASE nested" : "COMMIT");
+  /* SQLite may leave a transaction whose COMMIT failed open; the next
+   * write must not land in it. */
+  if (rc && !nested && !sqlite3_get_autocommit(s->db))
+    store_exec(s, "ROLLBACK");
+  return rc;
 }
 
 int store_begin_durable(store *s) {

@@ -278,6 +278,43 @@ static void test_disk_full_at_upload_and_register(void) {
   fx_close(&f);
 }
 
+/* A full disk as a long poll's batch of check-ins commits
+ * (round_checkin_batch): no client of the batch is handed the task whose
+ * selection was not stored (UNAVAILABLE), no row exists, the store is
+ * fatal; after a restart the same batch is selected. */
+static void test_disk_full_at_checkin_batch(void) {
+  fixture f;
+  open_faulty(&f, 3, 2);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "OPEN");
+  round_checkin_ask asks[2];
+  for (int i = 0; i < 2; i++)
+    asks[i] =
+        (round_checkin_ask){.client = f.id[i], .num_examples = FX_DECLARED};
+  faulty_vfs_arm(FAULTY_WRITE, SQLITE_FULL, 0);
+  round_checkin_batch(f.e, asks, 2);
+  faulty_vfs_disarm();
+  for (int i = 0; i < 2; i++) {
+    CU_ASSERT_EQUAL(asks[i].v.code, GRPC_STATUS_UNAVAILABLE);
+    CU_ASSERT_PTR_NULL(strstr(asks[i].v.detail, "SQLITE"));
+  }
+  CU_ASSERT_PTR_NOT_NULL(strstr(store_errmsg(f.db), "full"));
+  CU_ASSERT_PTR_NOT_NULL(store_fatal(f.db));
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM participations"), 0);
+  assert_intact(&f);
+
+  restart_coordinator(&f);
+  CU_ASSERT_EQUAL(round_tick(f.e), COHORT_OK);
+  round_checkin_batch(f.e, asks, 2);
+  for (int i = 0; i < 2; i++) {
+    CU_ASSERT_EQUAL(asks[i].v.code, GRPC_STATUS_OK);
+    CU_ASSERT_EQUAL(asks[i].out.kind, CHECKIN_TASK);
+  }
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM participations"), 2);
+  assert_intact(&f);
+  fx_close(&f);
+}
+
 /* Another connection (an operator's sqlite3 shell, a script) holds the
  * write lock: registrations, uploads and the commit wait out the busy
  * timeout and fail with "database is locked", which is not fatal; nothing
@@ -354,6 +391,9 @@ int cohort_register_suites(void) {
       {"a full disk at an upload and a registration: UNAVAILABLE, no row, "
        "taken after a restart",
        test_disk_full_at_upload_and_register},
+      {"a full disk as a batch of check-ins commits: no task handed out, no "
+       "row; selected after a restart",
+       test_disk_full_at_checkin_batch},
       {"a database locked by another connection: \"locked\", not fatal, "
        "nothing half-written, the round commits once it is free",
        test_busy_database},
