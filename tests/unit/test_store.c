@@ -573,6 +573,16 @@ static void test_fail_unfinished(void) {
   store_close(s);
 }
 
+/* Clients a and b registered and round 1 open, on s. */
+static void two_clients_round_1(store *s, int64_t *a, int64_t *b) {
+  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_A, "", KEY_A, NULL, 1.0, a),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_B, "", KEY_B, NULL, 1.0, b),
+                        COHORT_OK);
+  CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, "TRAIN", 1, NULL, 1.0),
+                        COHORT_OK);
+}
+
 /* A batch of writes in one transaction (store_begin): the writes that
  * make a transaction of their own nest in it as savepoints, so a refused
  * one takes back only itself; nothing shows before the batch commits, and
@@ -581,12 +591,7 @@ static void test_writes_nest_in_a_batch(void) {
   char path[256];
   store *s = open_fresh(path, sizeof path);
   int64_t a = 0, b = 0;
-  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_A, "", KEY_A, NULL, 1.0, &a),
-                        COHORT_OK);
-  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_B, "", KEY_B, NULL, 1.0, &b),
-                        COHORT_OK);
-  CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, "TRAIN", 1, NULL, 1.0),
-                        COHORT_OK);
+  two_clients_round_1(s, &a, &b);
 
   CU_ASSERT_EQUAL_FATAL(store_begin(s), COHORT_OK);
   CU_ASSERT_EQUAL(store_participation_select(s, 1, a, 2.0), COHORT_OK);
@@ -618,12 +623,7 @@ static void test_participations(void) {
   char path[256], text[128];
   store *s = open_fresh(path, sizeof path);
   int64_t a = 0, b = 0;
-  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_A, "", KEY_A, NULL, 1.0, &a),
-                        COHORT_OK);
-  CU_ASSERT_EQUAL_FATAL(store_client_add(s, HASH_B, "", KEY_B, NULL, 1.0, &b),
-                        COHORT_OK);
-  CU_ASSERT_EQUAL_FATAL(store_round_open(s, 1, 0, "TRAIN", 1, NULL, 1.0),
-                        COHORT_OK);
+  two_clients_round_1(s, &a, &b);
   CU_ASSERT_EQUAL_FATAL(store_participation_select(s, 1, a, 2.0), COHORT_OK);
   CU_ASSERT_STRING_EQUAL(
       db_peek_text(path, "SELECT state FROM participations", text, sizeof text),
