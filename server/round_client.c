@@ -770,7 +770,10 @@ round_verdict round_checkin(round_engine *e, int64_t client,
 
 void round_checkin_batch(round_engine *e, round_checkin_ask *asks, size_t n) {
   pthread_mutex_lock(&e->mu);
-  int txn = n > 1 && store_begin(e->db) == COHORT_OK;
+  /* With the write lock taken elsewhere, one at a time as before: a batch
+   * of RetryLater answers needs no lock, and the engine's must not wait
+   * out the busy timeout for it. */
+  int txn = n > 1 && store_begin_now(e->db) == COHORT_OK;
   for (size_t i = 0; i < n; i++)
     asks[i].v = checkin_locked(e, &asks[i]);
   if (txn && store_finish(e->db, COHORT_OK) != COHORT_OK) {

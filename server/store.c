@@ -322,6 +322,21 @@ int store_begin(store *s) {
   return COHORT_OK;
 }
 
+int store_begin_now(store *s) {
+  if (!sqlite3_get_autocommit(s->db))
+    return store_begin(s); /* a savepoint waits for nothing */
+  if (s->depth >= 32)
+    return store_fail_with(s, COHORT_ESTATE, "begin", "transactions 32 deep");
+  sqlite3_busy_timeout(s->db, 0);
+  int rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  sqlite3_busy_timeout(s->db, s->busy_ms);
+  if (rc != SQLITE_OK)
+    return COHORT_EUNAVAIL;
+  s->nested <<= 1;
+  s->depth++;
+  return COHORT_OK;
+}
+
 int store_finish(store *s, int rc) {
   if (s->depth == 0) /* a caller's bug: nothing begun */
     return store_fail_with(s, COHORT_ESTATE, "finish", "no transaction");
@@ -400,7 +415,8 @@ int store_open_existing(const char *path, int mode, store **out, char *err,
              "coordinator on it once to upgrade it)",
              path, (long long)version, STORE_SCHEMA_VERSION);
   } else {
-    sqlite3_busy_timeout(s->db, 5000);
+    s->busy_ms = 5000;
+    sqlite3_busy_timeout(s->db, s->busy_ms);
     rc = COHORT_OK;
   }
   if (rc) {
@@ -463,8 +479,8 @@ int store_open_with(const char *path, const store_options *opt, store **out,
              path);
     goto out;
   }
-  sqlite3_busy_timeout(s->db,
-                       opt->busy_timeout_ms > 0 ? opt->busy_timeout_ms : 5000);
+  s->busy_ms = opt->busy_timeout_ms > 0 ? opt->busy_timeout_ms : 5000;
+  sqlite3_busy_timeout(s->db, s->busy_ms);
   /* WAL keeps readers (the admin CLI, sqlite3) off the writer's back. With
    * synchronous=NORMAL a transaction is in the WAL, safe from a crash of
    * the process, when it commits, but fsynced only with a later durable

@@ -282,6 +282,12 @@ int store_round_participants(store *s, int64_t round, store_participant_cb cb,
  * transaction of its own stays all-or-nothing as a savepoint. At most 32
  * deep. */
 int store_begin(store *s);
+/* store_begin, but only if the write lock is free now: COHORT_EUNAVAIL
+ * at once, with nothing begun or logged, when another connection holds
+ * it (an operator's shell, `cohort ... --db`). For a batch whose writes
+ * can as well go one at a time, which must not hold its caller's lock
+ * through the busy timeout. */
+int store_begin_now(store *s);
 /* Ends what the last store_begin began: COMMIT (RELEASE) when rc is
  * COHORT_OK, else ROLLBACK (to the savepoint); returns rc, or the
  * COMMIT's failure. */

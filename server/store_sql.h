@@ -49,6 +49,7 @@ struct store {
    * inside a transaction already open, 0 the transaction. */
   uint32_t nested;
   int depth;
+  int busy_ms; /* how long a write waits for the lock (busy timeout) */
 };
 
 /* Records that the store can no longer write, with the reason (the first

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "cohort_status.h"
 #include "crypto.h"
 #include "cunit_main.h"
@@ -619,6 +620,28 @@ static void test_writes_nest_in_a_batch(void) {
   store_close(s);
 }
 
+/* store_begin_now with the write lock held by another connection: refused
+ * at once (not after the 5 s busy timeout that store_begin waits out),
+ * nothing begun; with the lock free, a transaction. */
+static void test_begin_now_does_not_wait(void) {
+  char path[256];
+  store *s = open_fresh(path, sizeof path);
+  sqlite3 *holder = NULL;
+  CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &holder), SQLITE_OK);
+  CU_ASSERT_EQUAL_FATAL(
+      sqlite3_exec(holder, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+  double t0 = clock_mono_s();
+  CU_ASSERT_EQUAL(store_begin_now(s), COHORT_EUNAVAIL);
+  CU_ASSERT(clock_mono_s() - t0 < 2.5); /* half the busy timeout */
+  CU_ASSERT_EQUAL(store_finish(s, COHORT_OK), COHORT_ESTATE);
+  CU_ASSERT_EQUAL(sqlite3_exec(holder, "ROLLBACK", NULL, NULL, NULL),
+                  SQLITE_OK);
+  sqlite3_close(holder);
+  CU_ASSERT_EQUAL(store_begin_now(s), COHORT_OK);
+  CU_ASSERT_EQUAL(store_finish(s, COHORT_OK), COHORT_OK);
+  store_close(s);
+}
+
 static void test_participations(void) {
   char path[256], text[128];
   store *s = open_fresh(path, sizeof path);
@@ -1113,6 +1136,8 @@ int cohort_register_suites(void) {
       {"writes nest in a batch as savepoints; a refused one takes back only "
        "itself, a rolled back batch everything",
        test_writes_nest_in_a_batch},
+      {"store_begin_now does not wait for a write lock held elsewhere",
+       test_begin_now_does_not_wait},
       {"an update's bytes are in its round's 0600 file, until the commit",
        test_upload_bytes_in_round_file},
       {"a cut, changed or deleted round file passes no update",

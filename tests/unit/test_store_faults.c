@@ -315,6 +315,46 @@ static void test_disk_full_at_checkin_batch(void) {
   fx_close(&f);
 }
 
+/* A batch's transaction is begun only if the write lock is free now
+ * (store_begin_now): with another connection holding it, the engine's
+ * lock is not held through the busy timeout; the batch's check-ins go one
+ * at a time, a selection failing "locked" (UNAVAILABLE, not fatal); once
+ * the lock is free, the batch is one transaction again. */
+static void test_batch_with_lock_taken(void) {
+  fixture f;
+  open_faulty(&f, 3, 2);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  sqlite3 *holder = NULL;
+  CU_ASSERT_EQUAL_FATAL(sqlite3_open(f.path, &holder), SQLITE_OK);
+  CU_ASSERT_EQUAL_FATAL(
+      sqlite3_exec(holder, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+  /* At once, and nothing begun that a finish could end. */
+  CU_ASSERT_EQUAL(store_begin_now(f.db), COHORT_EUNAVAIL);
+  CU_ASSERT_EQUAL(store_finish(f.db, COHORT_OK), COHORT_ESTATE);
+
+  round_checkin_ask asks[2];
+  for (int i = 0; i < 2; i++)
+    asks[i] =
+        (round_checkin_ask){.client = f.id[i], .num_examples = FX_DECLARED};
+  round_checkin_batch(f.e, asks, 2);
+  for (int i = 0; i < 2; i++)
+    CU_ASSERT_EQUAL(asks[i].v.code, GRPC_STATUS_UNAVAILABLE);
+  CU_ASSERT_PTR_NOT_NULL(strstr(store_errmsg(f.db), "locked"));
+  CU_ASSERT_PTR_NULL(store_fatal(f.db));
+
+  CU_ASSERT_EQUAL(sqlite3_exec(holder, "ROLLBACK", NULL, NULL, NULL),
+                  SQLITE_OK);
+  sqlite3_close(holder);
+  round_checkin_batch(f.e, asks, 2);
+  for (int i = 0; i < 2; i++) {
+    CU_ASSERT_EQUAL(asks[i].v.code, GRPC_STATUS_OK);
+    CU_ASSERT_EQUAL(asks[i].out.kind, CHECKIN_TASK);
+  }
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM participations"), 2);
+  assert_intact(&f);
+  fx_close(&f);
+}
+
 /* Another connection (an operator's sqlite3 shell, a script) holds the
  * write lock: registrations, uploads and the commit wait out the busy
  * timeout and fail with "database is locked", which is not fatal; nothing
@@ -394,6 +434,10 @@ int cohort_register_suites(void) {
       {"a full disk as a batch of check-ins commits: no task handed out, no "
        "row; selected after a restart",
        test_disk_full_at_checkin_batch},
+      {"a batch of check-ins with the write lock taken elsewhere: begun "
+       "without waiting for it, one at a time, \"locked\" and not fatal; "
+       "selected once it is free",
+       test_batch_with_lock_taken},
       {"a database locked by another connection: \"locked\", not fatal, "
        "nothing half-written, the round commits once it is free",
        test_busy_database},
