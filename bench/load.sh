@@ -68,19 +68,20 @@ start_coordinator load.sh "$((DURATION_S + 120))" "$work" \
   --rounds "$ROUNDS" --clients-per-round "$SELECTED" \
   --min-clients "$SELECTED" --model "$MODEL" $SERVER_ARGS
 
-# One line a second: seconds, VmRSS kB, VmHWM kB, CPU clock ticks
-# (utime+stime), read with bash's own read: forking awk three times and
-# cat once a second took CPU from the two cores the coordinator and
-# bench_load share (docs/benchmarks.md, "Rounds after the seventeenth
-# session").
 # bench_load's heap would otherwise grow through the first rounds, and its
 # page faults take CPU from the coordinator on the same cores
-# (docs/benchmarks.md, "bench_load's warm-up").
+# (docs/benchmarks.md, "Rounds after the eighteenth session"). The model's
+# size is in the coordinator's first log line.
 params=$(sed -n 's/.*model .* (\([0-9]*\) parameters).*/\1/p' "$work/server.log" |
   head -1)
 PREFAULT_MB=${PREFAULT_MB:-$(( ${params:-0} * 4 * SELECTED * 2 / 1048576 ))}
 (( PREFAULT_MB > 2048 )) && PREFAULT_MB=2048
 
+# One line a second: seconds, VmRSS kB, VmHWM kB, CPU clock ticks
+# (utime+stime), read with bash's own read: forking awk three times and
+# cat once a second took CPU from the two cores the coordinator and
+# bench_load share (docs/benchmarks.md, "Rounds after the seventeenth
+# session").
 sample() {
   local t=0 key value rss hwm stat fields
   while kill -0 "$coord" 2>/dev/null; do

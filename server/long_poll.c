@@ -101,15 +101,21 @@ static int held_copy(held_call *h, const long_poll_checkin *c) {
   return COHORT_OK;
 }
 
-/* The engine's answer to the held check-in now. */
-static round_verdict ask_engine(long_poll *lp, const held_call *h,
-                                checkin_result *res) {
-  const char *names[ROUND_MAX_ATTRIBUTES];
+/* h's attribute names, pointing into h->names. */
+static void held_names(const held_call *h,
+                       const char *names[ROUND_MAX_ATTRIBUTES]) {
   const char *p = h->names;
   for (size_t i = 0; i < h->n_attributes; i++) {
     names[i] = p;
     p += strlen(p) + 1;
   }
+}
+
+/* The engine's answer to the held check-in now. */
+static round_verdict ask_engine(long_poll *lp, const held_call *h,
+                                checkin_result *res) {
+  const char *names[ROUND_MAX_ATTRIBUTES];
+  held_names(h, names);
   return round_checkin(lp->engine, h->client, h->num_examples, h->n_attributes,
                        names, h->values, res);
 }
@@ -249,11 +255,7 @@ static int revisit(long_poll *lp, held_call *h, uint64_t changes, double now) {
 
 static void ask_batch_add(ask_batch *b, held_call *h) {
   size_t k = b->n++;
-  const char *p = h->names;
-  for (size_t i = 0; i < h->n_attributes; i++) {
-    b->names[k][i] = p;
-    p += strlen(p) + 1;
-  }
+  held_names(h, b->names[k]);
   b->held[k] = h;
   b->asks[k] = (round_checkin_ask){.client = h->client,
                                    .num_examples = h->num_examples,

@@ -594,12 +594,11 @@ static int valid_name(const char *s, size_t max) {
   return elig_valid_name(s, strlen(s), max);
 }
 
-/* Under e->mu: a's answer, in a->out. */
-static round_verdict checkin_locked(round_engine *e, round_checkin_ask *a) {
-  checkin_result *out = &a->out;
-  int64_t client = a->client;
-  uint64_t num_examples = a->num_examples;
-  size_t n_attributes = a->n_attributes;
+/* round_checkin's answer, under e->mu. */
+static round_verdict checkin_locked(round_engine *e, int64_t client,
+                                    uint64_t num_examples, size_t n_attributes,
+                                    const char *const *names,
+                                    const double *values, checkin_result *out) {
   memset(out, 0, sizeof *out);
   if (n_attributes > ROUND_MAX_ATTRIBUTES)
     return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
@@ -608,13 +607,13 @@ static round_verdict checkin_locked(round_engine *e, round_checkin_ask *a) {
   const char *all_names[ROUND_MAX_ATTRIBUTES + 1];
   double all_values[ROUND_MAX_ATTRIBUTES + 1];
   for (size_t i = 0; i < n_attributes; i++) {
-    if (!valid_name(a->names[i], ELIG_MAX_NAME) || !isfinite(a->values[i]))
+    if (!valid_name(names[i], ELIG_MAX_NAME) || !isfinite(values[i]))
       return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
                                 "attribute '%.40s' needs a name of 1-%d "
                                 "characters of [a-z0-9_.] and a finite value",
-                                a->names[i], ELIG_MAX_NAME);
-    all_names[i] = a->names[i];
-    all_values[i] = a->values[i];
+                                names[i], ELIG_MAX_NAME);
+    all_names[i] = names[i];
+    all_values[i] = values[i];
   }
   all_names[n_attributes] = "examples";
   all_values[n_attributes] = (double)num_examples;
@@ -756,15 +755,10 @@ round_verdict round_checkin(round_engine *e, int64_t client,
                             uint64_t num_examples, size_t n_attributes,
                             const char *const *names, const double *values,
                             checkin_result *out) {
-  round_checkin_ask a = {.client = client,
-                         .num_examples = num_examples,
-                         .n_attributes = n_attributes,
-                         .names = names,
-                         .values = values};
   pthread_mutex_lock(&e->mu);
-  round_verdict v = checkin_locked(e, &a);
+  round_verdict v =
+      checkin_locked(e, client, num_examples, n_attributes, names, values, out);
   pthread_mutex_unlock(&e->mu);
-  *out = a.out;
   return v;
 }
 
@@ -774,8 +768,11 @@ void round_checkin_batch(round_engine *e, round_checkin_ask *asks, size_t n) {
    * of RetryLater answers needs no lock, and the engine's must not wait
    * out the busy timeout for it. */
   int txn = n > 1 && store_begin_now(e->db) == COHORT_OK;
-  for (size_t i = 0; i < n; i++)
-    asks[i].v = checkin_locked(e, &asks[i]);
+  for (size_t i = 0; i < n; i++) {
+    round_checkin_ask *a = &asks[i];
+    a->v = checkin_locked(e, a->client, a->num_examples, a->n_attributes,
+                          a->names, a->values, &a->out);
+  }
   if (txn && store_finish(e->db, COHORT_OK) != COHORT_OK) {
     /* The selections of the batch are not stored: the tasks they made are
      * not handed out (a store that cannot commit stops the coordinator,

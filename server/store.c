@@ -310,30 +310,42 @@ void store_bind_real_or_null(sqlite3_stmt *st, int i, double v) {
     sqlite3_bind_null(st, i);
 }
 
-int store_begin(store *s) {
-  if (s->depth >= 32)
-    return store_fail_with(s, COHORT_ESTATE, "begin", "transactions 32 deep");
-  int nested = !sqlite3_get_autocommit(s->db);
-  int rc = store_exec(s, nested ? "SAVEPOINT nested" : "BEGIN IMMEDIATE");
-  if (rc)
-    return rc;
+/* Room for one more level of store_begin. */
+static int begin_room(store *s) {
+  return s->depth < 32 ? COHORT_OK
+                       : store_fail_with(s, COHORT_ESTATE, "begin",
+                                         "transactions 32 deep");
+}
+
+/* Records a level begun: a savepoint (nested) or the transaction. */
+static void begun(store *s, int nested) {
   s->nested = (s->nested << 1) | (uint32_t)nested;
   s->depth++;
-  return COHORT_OK;
+}
+
+int store_begin(store *s) {
+  int rc = begin_room(s);
+  if (rc)
+    return rc;
+  int nested = !sqlite3_get_autocommit(s->db);
+  rc = store_exec(s, nested ? "SAVEPOINT nested" : "BEGIN IMMEDIATE");
+  if (!rc)
+    begun(s, nested);
+  return rc;
 }
 
 int store_begin_now(store *s) {
   if (!sqlite3_get_autocommit(s->db))
     return store_begin(s); /* a savepoint waits for nothing */
-  if (s->depth >= 32)
-    return store_fail_with(s, COHORT_ESTATE, "begin", "transactions 32 deep");
+  int rc = begin_room(s);
+  if (rc)
+    return rc;
   sqlite3_busy_timeout(s->db, 0);
-  int rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
   sqlite3_busy_timeout(s->db, s->busy_ms);
   if (rc != SQLITE_OK)
     return COHORT_EUNAVAIL;
-  s->nested <<= 1;
-  s->depth++;
+  begun(s, 0);
   return COHORT_OK;
 }
 

@@ -278,6 +278,26 @@ static void test_disk_full_at_upload_and_register(void) {
   fx_close(&f);
 }
 
+/* A batch of check-ins of the first two clients, as a long poll's pass
+ * asks them (round_checkin_batch). */
+static void ask_first_two(fixture *f, round_checkin_ask asks[2]) {
+  for (int i = 0; i < 2; i++)
+    asks[i] =
+        (round_checkin_ask){.client = f->id[i], .num_examples = FX_DECLARED};
+}
+
+/* Runs the batch: both clients get their task, both selections are
+ * stored, and the database is intact. */
+static void assert_batch_selected(fixture *f, round_checkin_ask asks[2]) {
+  round_checkin_batch(f->e, asks, 2);
+  for (int i = 0; i < 2; i++) {
+    CU_ASSERT_EQUAL(asks[i].v.code, GRPC_STATUS_OK);
+    CU_ASSERT_EQUAL(asks[i].out.kind, CHECKIN_TASK);
+  }
+  CU_ASSERT_EQUAL(count(f, "SELECT COUNT(*) FROM participations"), 2);
+  assert_intact(f);
+}
+
 /* A full disk as a long poll's batch of check-ins commits
  * (round_checkin_batch): no client of the batch is handed the task whose
  * selection was not stored (UNAVAILABLE), no row exists, the store is
@@ -288,9 +308,7 @@ static void test_disk_full_at_checkin_batch(void) {
   CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
   ASSERT_ROUND_STATE(f, 1, "OPEN");
   round_checkin_ask asks[2];
-  for (int i = 0; i < 2; i++)
-    asks[i] =
-        (round_checkin_ask){.client = f.id[i], .num_examples = FX_DECLARED};
+  ask_first_two(&f, asks);
   faulty_vfs_arm(FAULTY_WRITE, SQLITE_FULL, 0);
   round_checkin_batch(f.e, asks, 2);
   faulty_vfs_disarm();
@@ -305,13 +323,7 @@ static void test_disk_full_at_checkin_batch(void) {
 
   restart_coordinator(&f);
   CU_ASSERT_EQUAL(round_tick(f.e), COHORT_OK);
-  round_checkin_batch(f.e, asks, 2);
-  for (int i = 0; i < 2; i++) {
-    CU_ASSERT_EQUAL(asks[i].v.code, GRPC_STATUS_OK);
-    CU_ASSERT_EQUAL(asks[i].out.kind, CHECKIN_TASK);
-  }
-  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM participations"), 2);
-  assert_intact(&f);
+  assert_batch_selected(&f, asks);
   fx_close(&f);
 }
 
@@ -333,9 +345,7 @@ static void test_batch_with_lock_taken(void) {
   CU_ASSERT_EQUAL(store_finish(f.db, COHORT_OK), COHORT_ESTATE);
 
   round_checkin_ask asks[2];
-  for (int i = 0; i < 2; i++)
-    asks[i] =
-        (round_checkin_ask){.client = f.id[i], .num_examples = FX_DECLARED};
+  ask_first_two(&f, asks);
   round_checkin_batch(f.e, asks, 2);
   for (int i = 0; i < 2; i++)
     CU_ASSERT_EQUAL(asks[i].v.code, GRPC_STATUS_UNAVAILABLE);
@@ -345,13 +355,7 @@ static void test_batch_with_lock_taken(void) {
   CU_ASSERT_EQUAL(sqlite3_exec(holder, "ROLLBACK", NULL, NULL, NULL),
                   SQLITE_OK);
   sqlite3_close(holder);
-  round_checkin_batch(f.e, asks, 2);
-  for (int i = 0; i < 2; i++) {
-    CU_ASSERT_EQUAL(asks[i].v.code, GRPC_STATUS_OK);
-    CU_ASSERT_EQUAL(asks[i].out.kind, CHECKIN_TASK);
-  }
-  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM participations"), 2);
-  assert_intact(&f);
+  assert_batch_selected(&f, asks);
   fx_close(&f);
 }
 
