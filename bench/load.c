@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "checksum.h"
 #include "clock.h"
 #include "codec.h"
 #include "cohort_status.h"
@@ -336,6 +337,7 @@ typedef struct worker {
   rpc_shared *update_ref;
   size_t update_len, update_params;
   uint8_t update_sha[CRYPTO_SHA256_LEN];
+  uint64_t update_xxh64; /* its checksum, as a client sends it */
   /* The last model a client of this thread received in one chunk and found
    * to match its digest (verified_len bytes; 0: none), and the copy of the
    * chunk being checked (staging, staged bytes). Later downloads of the
@@ -667,6 +669,7 @@ static int ensure_update(worker *w, size_t n) {
   if (!rc)
     rc = crypto_sha256(out, w->update_len, w->update_sha);
   if (!rc) {
+    w->update_xxh64 = checksum_xxh64(out, w->update_len);
     w->update_ref = rpc_shared_new(out, w->update_len, update_free);
     if (!w->update_ref)
       rc = COHORT_ENOMEM;
@@ -706,6 +709,7 @@ static void do_upload(vclient *c) {
   req.offset = c->offset;
   req.update_sha256.data = w->update_sha;
   req.update_sha256.len = sizeof w->update_sha;
+  req.update_xxh64 = w->update_xxh64;
   req.num_examples = (uint64_t)g_opt.examples;
   req.train_ms = (uint32_t)g_opt.train_ms;
   start_call(c, &req.base, &tail, g_opt.rpc_timeout_ms);

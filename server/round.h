@@ -311,8 +311,9 @@ typedef struct upload_chunk {
   uint64_t offset;
   const uint8_t *data;
   size_t len;
-  const uint8_t *sha256; /* digest of the whole update */
+  const uint8_t *sha256; /* digest of the whole update: its name */
   size_t sha256_len;
+  uint64_t xxh64; /* XXH64 of the whole update; 0: check sha256 instead */
   uint64_t num_examples;
   size_t wire_bytes; /* request size on the wire */
   uint32_t train_ms; /* the client's training time, as it says */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checksum.h"
 #include "clock.h"
 #include "cohort_status.h"
 #include "crypto.h"
@@ -904,12 +905,13 @@ static void drop_assembly(participant *p) {
 typedef struct upload_work {
   int64_t round, client;
   uint8_t digest[CRYPTO_SHA256_LEN]; /* what the client said it is */
+  uint64_t xxh64;                    /* its checksum; 0: check digest */
   const uint8_t *bytes;              /* borrowed from the call, or owned */
   size_t len;
   uint8_t *owned; /* the assembly buffer taken from the participant */
   uint64_t examples;
   uint32_t train_ms;
-  int masked;      /* a masked input of secure aggregation: hash only */
+  int masked;      /* a masked input of secure aggregation: checksum only */
   int checked;     /* values checked and norm taken (no central DP) */
   agg_kind kind;   /* of the aggregate, for the value checks */
   codec_params cp; /* the round's codec parameters (its seed) */
@@ -923,6 +925,7 @@ static void upload_work_take(round_engine *e, participant *p,
   w->round = e->round;
   w->client = p->client;
   memcpy(w->digest, c->sha256, sizeof w->digest);
+  w->xxh64 = c->xxh64;
   w->examples = c->num_examples;
   w->train_ms = c->train_ms;
   w->masked = e->sa.active;
@@ -932,17 +935,30 @@ static void upload_work_take(round_engine *e, participant *p,
   w->cp = e->cparams;
 }
 
-/* Without the lock: the digest against the bytes, then (unless masked)
+/* Whether the update's bytes are the ones the client checksummed: by its
+ * XXH64 when it sent one, else (a client that predates it) by its
+ * SHA-256. Either way the transport's own integrity (TCP's checksum, TLS's
+ * MAC) is not all: this catches an update assembled from chunks of two
+ * attempts, and a client that encoded one buffer and sent another. */
+static int upload_bytes_match(const upload_work *w) {
+  if (w->xxh64)
+    return checksum_xxh64(w->bytes, w->len) == w->xxh64;
+  uint8_t digest[CRYPTO_SHA256_LEN];
+  return crypto_sha256(w->bytes, w->len, digest) == COHORT_OK &&
+         crypto_equal(digest, w->digest, sizeof digest);
+}
+
+/* Without the lock: the checksum against the bytes, then (unless masked)
  * the decoding with its length, index and NaN checks, and where nothing
  * clips later the value checks and the norm. Reads only what never
  * changes after setup (codec, agg_linear, agg_dim). */
 static round_verdict upload_work_run(const round_engine *e, upload_work *w) {
-  uint8_t digest[CRYPTO_SHA256_LEN];
-  if (crypto_sha256(w->bytes, w->len, digest) ||
-      !crypto_equal(digest, w->digest, sizeof digest))
+  if (!upload_bytes_match(w))
     return round_fail_verdict(
         GRPC_STATUS_INVALID_ARGUMENT,
-        "update digest does not match its bytes; upload it again");
+        w->xxh64 ? "update checksum (update_xxh64) does not match its bytes; "
+                   "upload it again"
+                 : "update digest does not match its bytes; upload it again");
   if (w->masked)
     return round_ok();
   w->delta = malloc(e->agg_dim * sizeof *w->delta);

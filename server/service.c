@@ -406,6 +406,7 @@ static void handle_upload(void *ctx, const rpc_request *req, rpc_reply *rep) {
                     .len = m.data_len,
                     .sha256 = m.sha256,
                     .sha256_len = m.sha256_len,
+                    .xxh64 = m.xxh64,
                     .num_examples = m.num_examples,
                     .wire_bytes = req->body_len,
                     .train_ms = m.train_ms};

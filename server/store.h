@@ -11,7 +11,7 @@
 
 #include "sign.h"
 
-#define STORE_SCHEMA_VERSION 12
+#define STORE_SCHEMA_VERSION 13
 
 typedef struct store store;
 

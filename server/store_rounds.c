@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checksum.h"
 #include "cohort_status.h"
 #include "crypto.h"
 #include "log.h"
@@ -349,23 +350,42 @@ int store_round_eval_exists(store *s, int64_t base_version, int *exists) {
   return rc;
 }
 
+/* The checksum a kept update's row records of its bytes: "xxh64:" and the
+ * XXH64 in hex (schema 13 on), or a SHA-256 in hex (rows from before). */
+#define KEPT_XXH64_TAG "xxh64:"
+#define KEPT_CHECKSUM_LEN (sizeof KEPT_XXH64_TAG + 16)
+static void kept_checksum(const uint8_t *bytes, size_t len,
+                          char out[KEPT_CHECKSUM_LEN]) {
+  snprintf(out, KEPT_CHECKSUM_LEN, KEPT_XXH64_TAG "%016llx",
+           (unsigned long long)checksum_xxh64(bytes, len));
+}
+
+static int kept_bytes_match(const uint8_t *bytes, size_t len,
+                            const char *recorded) {
+  char hex[2 * CRYPTO_SHA256_LEN + 1]; /* the longer of the two */
+  if (strncmp(recorded, KEPT_XXH64_TAG, strlen(KEPT_XXH64_TAG)) == 0) {
+    kept_checksum(bytes, len, hex);
+    return strcmp(hex, recorded) == 0;
+  }
+  uint8_t digest[CRYPTO_SHA256_LEN];
+  if (crypto_sha256(bytes, len, digest))
+    return 0;
+  crypto_hex(digest, sizeof digest, hex);
+  return strcmp(hex, recorded) == 0;
+}
+
 /* The bytes of a row kept in the round's file, checked against the row's
- * SHA-256: *out is NULL when they are missing, cut short or not the ones
+ * checksum: *out is NULL when they are missing, cut short or not the ones
  * recorded. Only running out of memory is an error. */
 static int read_kept(store *s, int64_t round, int64_t client, uint64_t offset,
-                     uint64_t len, const char *sha256_hex, uint8_t **out) {
+                     uint64_t len, const char *checksum, uint8_t **out) {
   int rc = store_updates_read(s->updates, round, offset, len, out);
   if (rc == COHORT_ENOMEM)
     return rc;
   const char *why = "its bytes are missing from the round's file";
   if (!rc) {
-    uint8_t digest[CRYPTO_SHA256_LEN];
-    char hex[2 * CRYPTO_SHA256_LEN + 1];
-    if (crypto_sha256(*out, (size_t)len, digest) == COHORT_OK) {
-      crypto_hex(digest, sizeof digest, hex);
-      if (strcmp(hex, sha256_hex) == 0)
-        return COHORT_OK;
-    }
+    if (kept_bytes_match(*out, (size_t)len, checksum))
+      return COHORT_OK;
     why = "its bytes in the round's file are not the ones recorded";
     free(*out);
     *out = NULL;
@@ -382,7 +402,7 @@ int store_round_participants(store *s, int64_t round, store_participant_cb cb,
       s,
       "SELECT p.client_id, p.state = 'UPLOADED', p.reported_at IS NOT NULL,"
       " p.examples, p.bytes_down, p.bytes_up, COALESCE(p.update_sha256, ''),"
-      " u.delta, u.offset, u.length, u.sha256 FROM participations p"
+      " u.delta, u.offset, u.length, u.checksum FROM participations p"
       " LEFT JOIN updates u ON u.round = p.round AND u.client_id = p.client_id"
       " WHERE p.round = ?1 ORDER BY p.client_id",
       &st);
@@ -441,13 +461,16 @@ int store_participation_select(store *s, int64_t round, int64_t client,
   return store_run(s, st, "select participant");
 }
 
-/* The row naming where the update's len bytes are in the round's file. */
-static int keep_update(store *s, const store_upload *u, uint64_t offset,
-                       size_t len) {
+/* The row naming where the update's len bytes are in the round's file,
+ * with the checksum a resumed round reads them back by. */
+static int keep_update(store *s, const store_upload *u, const uint8_t *delta,
+                       uint64_t offset, size_t len) {
+  char checksum[KEPT_CHECKSUM_LEN];
+  kept_checksum(delta, len, checksum);
   sqlite3_stmt *st;
   int rc = store_prepare(s,
                          "INSERT INTO updates (round, client_id, examples,"
-                         " sha256, offset, length)"
+                         " checksum, offset, length)"
                          " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                          &st);
   if (rc)
@@ -455,7 +478,7 @@ static int keep_update(store *s, const store_upload *u, uint64_t offset,
   sqlite3_bind_int64(st, 1, u->round);
   sqlite3_bind_int64(st, 2, u->client);
   sqlite3_bind_int64(st, 3, (sqlite3_int64)u->examples);
-  sqlite3_bind_text(st, 4, u->sha256_hex, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 4, checksum, -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(st, 5, (sqlite3_int64)offset);
   sqlite3_bind_int64(st, 6, (sqlite3_int64)len);
   return store_run(s, st, "keep update");
@@ -497,7 +520,7 @@ int store_participation_uploaded(store *s, const store_upload *u,
   if (!rc && sqlite3_changes(s->db) != 1)
     rc = COHORT_ENOTFOUND;
   if (!rc && delta)
-    rc = keep_update(s, u, offset, len);
+    rc = keep_update(s, u, delta, offset, len);
   return store_finish(s, rc);
 }
 

@@ -23,7 +23,7 @@ int pb_upload_read(const uint8_t *buf, size_t len, pb_upload *out) {
   memset(out, 0, sizeof *out);
   const uint8_t *p = buf, *end = buf + len;
   while (p < end) {
-    uint64_t tag, v = 0;
+    uint64_t tag, v = 0, fixed = 0;
     if (pb_wire_varint(&p, end, &tag) || (tag >> 3) == 0)
       return COHORT_EINVAL;
     unsigned field = (unsigned)(tag >> 3), wire = (unsigned)(tag & 7);
@@ -38,6 +38,8 @@ int pb_upload_read(const uint8_t *buf, size_t len, pb_upload *out) {
       size_t n = wire == PB_WIRE_I64 ? 8 : 4;
       if ((size_t)(end - p) < n)
         return COHORT_EINVAL;
+      for (size_t i = 0; i < n; i++) /* little-endian on the wire */
+        fixed |= (uint64_t)p[i] << (8 * i);
       p += n;
       break;
     }
@@ -50,11 +52,12 @@ int pb_upload_read(const uint8_t *buf, size_t len, pb_upload *out) {
     default: /* groups, and the wire types that do not exist */
       return COHORT_EINVAL;
     }
-    /* Fields 1-8 of UploadRequest; anything else is an unknown field,
+    /* Fields 1-9 of UploadRequest; anything else is an unknown field,
      * which protobuf-c keeps and the handler never reads. */
-    int want_len = field == 4 || field == 5 || field == 7;
-    if (field >= 1 && field <= 8 &&
-        (want_len ? wire != PB_WIRE_LEN : wire != PB_WIRE_VARINT))
+    unsigned want = field == 4 || field == 5 || field == 7 ? PB_WIRE_LEN
+                    : field == 9                           ? PB_WIRE_I64
+                                                           : PB_WIRE_VARINT;
+    if (field >= 1 && field <= 9 && wire != want)
       return COHORT_EINVAL;
     switch (field) {
     case 1:
@@ -83,6 +86,9 @@ int pb_upload_read(const uint8_t *buf, size_t len, pb_upload *out) {
       break;
     case 8:
       out->train_ms = (uint32_t)v;
+      break;
+    case 9:
+      out->xxh64 = fixed;
       break;
     default:
       break;

@@ -15,6 +15,7 @@ typedef struct pb_upload {
   size_t data_len;
   const uint8_t *sha256; /* borrowed; NULL when empty */
   size_t sha256_len;
+  uint64_t xxh64; /* 0: not sent */
 } pb_upload;
 
 /* Reads buf (len bytes) as a cohort.v1.UploadRequest into *out, with the

@@ -2,6 +2,7 @@
  * upload_loop.h). */
 #include "upload_loop.h"
 
+#include "checksum.h"
 #include "cohort_status.h"
 #include "crypto.h"
 #include "errbuf.h"
@@ -13,6 +14,9 @@ int upload_loop(uint64_t round, const uint8_t *bytes, size_t len, size_t chunk,
   int rc = crypto_sha256(bytes, len, digest);
   if (rc)
     return rc;
+  /* The digest names the update; the checksum is what the coordinator
+   * checks it by (one that predates update_xxh64 checks the digest). */
+  uint64_t xxh64 = checksum_xxh64(bytes, len);
   uint64_t offset = 0;
   size_t max_exchanges = 4 * (len / chunk + 2);
   for (size_t i = 0; i < max_exchanges; i++) {
@@ -25,6 +29,7 @@ int upload_loop(uint64_t round, const uint8_t *bytes, size_t len, size_t chunk,
     req.data.len = n;
     req.update_sha256.data = digest;
     req.update_sha256.len = sizeof digest;
+    req.update_xxh64 = xxh64;
     req.num_examples = examples;
     req.train_ms = train_ms;
     uint64_t next = 0;

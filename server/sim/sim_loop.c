@@ -179,6 +179,7 @@ static int engine_upload_send(void *ctx, const Cohort__V1__UploadRequest *req,
                     .len = req->data.len,
                     .sha256 = req->update_sha256.data,
                     .sha256_len = req->update_sha256.len,
+                    .xxh64 = req->update_xxh64,
                     .num_examples = req->num_examples,
                     .wire_bytes =
                         protobuf_c_message_get_packed_size(&req->base),

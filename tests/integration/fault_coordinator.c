@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checksum.h"
 #include "cohort_status.h"
 #include "rpc_server.h"
 
@@ -201,9 +202,12 @@ static void on_upload(void *ctx, const rpc_request *req, rpc_reply *rep) {
     if (f->received_len == m->total_size) {
       uint8_t d[32];
       SHA256(f->received, f->received_len, d);
+      /* Complete only with both the digest and the checksum a client
+       * sends right (an old coordinator checks the one, ours the other). */
       r.complete = f->complete =
           m->update_sha256.len == sizeof d &&
-          memcmp(d, m->update_sha256.data, sizeof d) == 0;
+          memcmp(d, m->update_sha256.data, sizeof d) == 0 &&
+          m->update_xxh64 == checksum_xxh64(f->received, f->received_len);
     }
     reply(rep, &r.base);
   }

@@ -28,7 +28,8 @@ static int agrees(const uint8_t *buf, size_t len, int *ok) {
     same = rc == COHORT_OK && u.round == m->round &&
            u.total_size == m->total_size && u.offset == m->offset &&
            u.num_examples == m->num_examples && u.train_ms == m->train_ms &&
-           u.data_len == m->data.len && u.sha256_len == m->update_sha256.len &&
+           u.xxh64 == m->update_xxh64 && u.data_len == m->data.len &&
+           u.sha256_len == m->update_sha256.len &&
            (u.data == NULL) == (m->data.data == NULL) &&
            (u.sha256 == NULL) == (m->update_sha256.data == NULL) &&
            (!u.data_len || memcmp(u.data, m->data.data, u.data_len) == 0) &&
@@ -65,6 +66,7 @@ static size_t pack_request(uint8_t *out, size_t cap, size_t data_len,
   r.update_sha256.len = sizeof sha;
   r.num_examples = 1200;
   r.train_ms = 4000000000u;
+  r.update_xxh64 = 0x0123456789abcdefULL;
   r.metrics = mp;
   r.n_metrics = n_metrics;
   size_t n = cohort__v1__upload_request__get_packed_size(&r);
@@ -86,6 +88,7 @@ static void test_real_requests_read_alike(void) {
   CU_ASSERT_EQUAL_FATAL(pb_upload_read(buf, n, &u), COHORT_OK);
   CU_ASSERT_EQUAL(u.round, 12345678901ULL);
   CU_ASSERT_EQUAL(u.train_ms, 4000000000u);
+  CU_ASSERT_EQUAL(u.xxh64, 0x0123456789abcdefULL);
   CU_ASSERT_EQUAL(u.data_len, 3000);
   CU_ASSERT_EQUAL(u.data[2999], (uint8_t)(2999 * 7 + 1));
   /* The empty message: every field zero, no bytes. */
@@ -112,9 +115,12 @@ static void test_odd_encodings_read_alike(void) {
        6,
        1},
       {"unknown varint, 64-bit and 32-bit fields",
-       {0x48, 0x01, 0x51, 1, 2, 3, 4, 5, 6, 7, 8, 0x5d, 1, 2, 3, 4},
+       {0x60, 0x01, 0x69, 1, 2, 3, 4, 5, 6, 7, 8, 0x75, 1, 2, 3, 4},
        16,
        1},
+      {"update_xxh64, little-endian", {0x49, 1, 2, 3, 4, 5, 6, 7, 0x88}, 9, 1},
+      {"update_xxh64 as a varint", {0x48, 0x01}, 2, 0},
+      {"update_xxh64 cut short", {0x49, 1, 2, 3}, 4, 0},
       {"unknown length-delimited field", {0x62, 0x02, 0x00, 0x00}, 4, 1},
       {"round as length-delimited", {0x0a, 0x01, 0x05}, 3, 0},
       {"data as a varint", {0x20, 0x05}, 2, 0},
@@ -197,6 +203,7 @@ static void test_field_numbers_match_the_descriptor(void) {
       {"num_examples", 6, PROTOBUF_C_TYPE_UINT64},
       {"metrics", 7, PROTOBUF_C_TYPE_MESSAGE},
       {"train_ms", 8, PROTOBUF_C_TYPE_UINT32},
+      {"update_xxh64", 9, PROTOBUF_C_TYPE_FIXED64},
   };
   const ProtobufCMessageDescriptor *d = &cohort__v1__upload_request__descriptor;
   CU_ASSERT_EQUAL(d->n_fields, sizeof want / sizeof want[0]);

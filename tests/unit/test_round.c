@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checksum.h"
 #include "clock.h"
 #include "cohort_status.h"
 #include "crypto.h"
@@ -774,6 +775,33 @@ static void test_upload_refusals_store_nothing(void) {
   CU_ASSERT_EQUAL(v.code, GRPC_STATUS_INVALID_ARGUMENT);
   assert_nothing_stored(&f);
 
+  /* The checksum a current client sends (update_xxh64), when it does not
+   * match the bytes: refused as the digest is, naming the field. */
+  c.sha256_len = 32;
+  c.xxh64 = checksum_xxh64(good->blob, MODEL_BYTES) ^ 1;
+  v = round_upload(f.e, a, &c, &next, &complete);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "update_xxh64"));
+  assert_nothing_stored(&f);
+  /* An update assembled from chunks of two different updates sent under
+   * one digest (the name the assembly goes by): the checksum of the whole
+   * catches it. */
+  c.xxh64 = checksum_xxh64(good->blob, MODEL_BYTES);
+  c.len = MODEL_BYTES / 2;
+  v = round_upload(f.e, a, &c, &next, &complete);
+  CU_ASSERT_EQUAL_FATAL(v.code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(next, MODEL_BYTES / 2);
+  update *other = make_update(1);
+  c.offset = next;
+  c.data = other->blob + next;
+  c.len = MODEL_BYTES - next;
+  v = round_upload(f.e, a, &c, &next, &complete);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_INVALID_ARGUMENT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "update_xxh64"));
+  CU_ASSERT_EQUAL(complete, 0);
+  assert_nothing_stored(&f);
+  free(other);
+
   /* After all that, the good update is still accepted, and it alone is
    * what the round commits (none of the refused ones was folded in). */
   float *g0 = malloc(NP * sizeof *g0), *g1 = malloc(NP * sizeof *g1);
@@ -803,6 +831,48 @@ static void test_upload_refusals_store_nothing(void) {
   free(good);
   free(bad);
   free(liar);
+  fx_close(&f);
+}
+
+/* A current client's update is checked by its XXH64 (update_xxh64), and
+ * the coordinator does not compute its SHA-256: that digest only names the
+ * update, as the one a retry is known by (docs/protocol.md, "Upload"). */
+static void test_upload_checked_by_xxh64(void) {
+  fixture f;
+  FX_OPEN(f, 3);
+  start_round(&f, 1);
+  int64_t a = f.id[0];
+  update *u = make_update(0);
+  uint8_t name[32];
+  memset(name, 0x5a, sizeof name); /* not the SHA-256 of u's bytes */
+  upload_chunk c = {.round = 1,
+                    .total_size = MODEL_BYTES,
+                    .data = u->blob,
+                    .len = MODEL_BYTES,
+                    .sha256 = name,
+                    .sha256_len = 32,
+                    .xxh64 = checksum_xxh64(u->blob, MODEL_BYTES),
+                    .num_examples = 10,
+                    .wire_bytes = 1};
+  uint64_t next = 0;
+  int complete = 0;
+  round_verdict v = round_upload(f.e, a, &c, &next, &complete);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(complete, 1);
+  v = round_upload(f.e, a, &c, &next, &complete);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_OK);
+  CU_ASSERT_PTR_NOT_NULL(strstr(v.detail, "duplicate"));
+  char sql[160], text[128], want[40], hex[65];
+  crypto_hex(name, sizeof name, hex);
+  snprintf(sql, sizeof sql,
+           "SELECT update_sha256 FROM participations WHERE client_id = %lld",
+           (long long)a);
+  CU_ASSERT_STRING_EQUAL(db_peek_text(f.path, sql, text, sizeof text), hex);
+  snprintf(sql, sizeof sql,
+           "SELECT checksum FROM updates WHERE client_id = %lld", (long long)a);
+  snprintf(want, sizeof want, "xxh64:%016llx", (unsigned long long)c.xxh64);
+  CU_ASSERT_STRING_EQUAL(db_peek_text(f.path, sql, text, sizeof text), want);
+  free(u);
   fx_close(&f);
 }
 
@@ -881,10 +951,12 @@ static void test_chunked_upload_idempotent_and_commit(void) {
   /* The update itself is kept, byte for byte, until the round ends: in the
    * round's file, the row saying where. */
   snprintf(sql, sizeof sql,
-           "SELECT examples || ':' || sha256 || ':' || length FROM "
+           "SELECT examples || ':' || checksum || ':' || length FROM "
            "updates WHERE round = 1 AND client_id = %lld AND delta IS NULL",
            (long long)a);
-  snprintf(want, sizeof want, "%llu:%s:%d", (unsigned long long)na, hex,
+  /* With the store's own checksum of the bytes, not the client's digest. */
+  snprintf(want, sizeof want, "%llu:xxh64:%016llx:%d", (unsigned long long)na,
+           (unsigned long long)checksum_xxh64(ua->blob, MODEL_BYTES),
            MODEL_BYTES);
   CU_ASSERT_STRING_EQUAL(db_peek_text(f.path, sql, text, sizeof text), want);
   kept_check kept = {.client = a, .blob = ua->blob};
@@ -2862,6 +2934,8 @@ int cohort_register_suites(void) {
        test_upload_refusals_store_nothing},
       {"chunked, idempotent uploads commit weighted FedAvg",
        test_chunked_upload_idempotent_and_commit},
+      {"an update with update_xxh64 is checked by it; its SHA-256 names it",
+       test_upload_checked_by_xxh64},
       {"concurrent uploads of one client: one kept, once",
        test_concurrent_uploads_counted_once},
       {"deadline fails the round, next one opens", test_deadline_fails_round},

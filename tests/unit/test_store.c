@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "checksum.h"
 #include "clock.h"
 #include "cohort_status.h"
 #include "crypto.h"
@@ -258,6 +259,10 @@ static void test_client_identity(void) {
   CU_ASSERT_EQUAL(db_peek_int(path, "SELECT COUNT(*) FROM clients"), 2);
   store_close(s);
 }
+
+/* Back from schema 13 to 12: a kept update's checksum column named as
+ * before (it held the client's SHA-256 then). */
+#define CHECKSUM_V12 "ALTER TABLE updates RENAME COLUMN checksum TO sha256;"
 
 /* Back from schema 12 to 11: no time of the last proof of possession. */
 #define POSSESSION_V11 "ALTER TABLE clients DROP COLUMN possession_ms;"
@@ -783,6 +788,65 @@ static void round_file(const char *db, int64_t round, char *out, size_t len) {
   snprintf(out, len, "%s.updates/round-%lld", db, (long long)round);
 }
 
+/* The store keeps an update with a checksum of its own ("xxh64:"), and a
+ * row from before schema 13, which holds the client's SHA-256, is still
+ * checked by that: a round in progress across the upgrade resumes, and
+ * bytes that are not the recorded ones are not passed either way. */
+static void test_kept_update_checksums(void) {
+  char path[256], err[256] = "", sql[512], want[40];
+  uint8_t ua[UPD_LEN], ub[UPD_LEN];
+  int64_t a = 0, b = 0;
+  store *s = two_uploads(path, sizeof path, 1, ua, ub, &a, &b);
+  snprintf(sql, sizeof sql,
+           "SELECT checksum FROM updates WHERE client_id = %lld", (long long)a);
+  snprintf(want, sizeof want, "xxh64:%016llx",
+           (unsigned long long)checksum_xxh64(ua, UPD_LEN));
+  char text[80];
+  CU_ASSERT_STRING_EQUAL(db_peek_text(path, sql, text, sizeof text), want);
+  store_close(s);
+  /* As schema 12 had them: a's row with its bytes' SHA-256, b's with the
+   * SHA-256 of other bytes. */
+  char hex_a[65], hex_other[65];
+  uint8_t other[UPD_LEN];
+  make_update(ua, UPD_LEN, 1, hex_a);
+  make_update(other, UPD_LEN, 3, hex_other);
+  snprintf(sql, sizeof sql,
+           CHECKSUM_V12 "UPDATE updates SET sha256 = '%s' WHERE client_id = "
+                        "%lld; UPDATE updates SET sha256 = '%s' WHERE "
+                        "client_id = %lld; PRAGMA user_version = 12;",
+           hex_a, (long long)a, hex_other, (long long)b);
+  sqlite3 *db = NULL;
+  CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &db), SQLITE_OK);
+  CU_ASSERT_EQUAL(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(db);
+  CU_ASSERT_EQUAL_FATAL(store_open(path, &s, err, sizeof err), COHORT_OK);
+  CU_ASSERT_EQUAL(db_peek_int(path, "PRAGMA user_version"),
+                  STORE_SCHEMA_VERSION);
+  kept k = participants(s, 1);
+  CU_ASSERT_EQUAL_FATAL(k.n, 2);
+  CU_ASSERT(k.delta[0] && memcmp(k.delta[0], ua, UPD_LEN) == 0);
+  CU_ASSERT_PTR_NULL(k.delta[1]);
+  kept_clear(&k);
+  /* A new row's checksum catches a changed byte in the file too. */
+  CU_ASSERT_EQUAL_FATAL(store_participation_unupload(s, 1, a), COHORT_OK);
+  store_upload u = {.round = 1, .client = a, .examples = 3};
+  make_update(ua, UPD_LEN, 9, u.sha256_hex);
+  CU_ASSERT_EQUAL_FATAL(store_participation_uploaded(s, &u, ua, UPD_LEN),
+                        COHORT_OK);
+  char file[300];
+  round_file(path, 1, file, sizeof file);
+  FILE *fp = fopen(file, "r+b");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  CU_ASSERT_EQUAL(fseek(fp, 2 * UPD_LEN + 5, SEEK_SET), 0);
+  fputc(ua[5] ^ 0x01, fp);
+  fclose(fp);
+  k = participants(s, 1);
+  CU_ASSERT_EQUAL_FATAL(k.n, 2);
+  CU_ASSERT_PTR_NULL(k.delta[0]);
+  kept_clear(&k);
+  store_close(s);
+}
+
 static void test_upload_bytes_in_round_file(void) {
   char path[256], file[300], updir[300];
   uint8_t ua[UPD_LEN], ub[UPD_LEN];
@@ -1096,10 +1160,11 @@ static void test_v10_database_migrates(void) {
   store_close(s);
   sqlite3 *db = NULL;
   CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &db), SQLITE_OK);
-  CU_ASSERT_EQUAL(
-      sqlite3_exec(db, POSSESSION_V11 OFFENDERS_V10 "PRAGMA user_version = 10;",
-                   NULL, NULL, NULL),
-      SQLITE_OK);
+  CU_ASSERT_EQUAL(sqlite3_exec(db,
+                               CHECKSUM_V12 POSSESSION_V11 OFFENDERS_V10
+                               "PRAGMA user_version = 10;",
+                               NULL, NULL, NULL),
+                  SQLITE_OK);
   sqlite3_close(db);
   CU_ASSERT_EQUAL_FATAL(store_open(path, &s, err, sizeof err), COHORT_OK);
   CU_ASSERT_EQUAL(db_peek_int(path, "PRAGMA user_version"),
@@ -1140,6 +1205,9 @@ int cohort_register_suites(void) {
        test_begin_now_does_not_wait},
       {"an update's bytes are in its round's 0600 file, until the commit",
        test_upload_bytes_in_round_file},
+      {"kept updates are checked by the store's checksum; a schema 12 row by "
+       "its SHA-256",
+       test_kept_update_checksums},
       {"a cut, changed or deleted round file passes no update",
        test_round_file_cut_or_gone},
       {"failing a round, and reopening after a crash, remove ended rounds' "

@@ -630,8 +630,11 @@ static void test_v9_sessions_expire(void) {
   store_close(f.db);
   f.db = NULL;
   /* Schema 9: no token table, no session columns (nor schema 11's record
-   * of failed rounds, nor schema 12's time of the last proof). */
-  const char *downgrade[] = {"ALTER TABLE clients DROP COLUMN possession_ms",
+   * of failed rounds, schema 12's time of the last proof or schema 13's
+   * name of the kept updates' checksum). */
+  const char *downgrade[] = {"ALTER TABLE updates RENAME COLUMN checksum TO "
+                             "sha256",
+                             "ALTER TABLE clients DROP COLUMN possession_ms",
                              "DROP TABLE client_failures",
                              "ALTER TABLE clients DROP COLUMN rounds_failed",
                              "ALTER TABLE clients DROP COLUMN excluded_until",
