@@ -905,8 +905,8 @@ static void drop_assembly(participant *p) {
 typedef struct upload_work {
   int64_t round, client;
   uint8_t digest[CRYPTO_SHA256_LEN]; /* what the client said it is */
-  uint64_t xxh64;                    /* its checksum; 0: check digest */
-  const uint8_t *bytes;              /* borrowed from the call, or owned */
+  uint64_t xxh64;       /* its checksum (0: check digest), then the bytes' */
+  const uint8_t *bytes; /* borrowed from the call, or owned */
   size_t len;
   uint8_t *owned; /* the assembly buffer taken from the participant */
   uint64_t examples;
@@ -935,30 +935,38 @@ static void upload_work_take(round_engine *e, participant *p,
   w->cp = e->cparams;
 }
 
-/* Whether the update's bytes are the ones the client checksummed: by its
- * XXH64 when it sent one, else (a client that predates it) by its
- * SHA-256. Either way the transport's own integrity (TCP's checksum, TLS's
- * MAC) is not all: this catches an update assembled from chunks of two
- * attempts, and a client that encoded one buffer and sent another. */
-static int upload_bytes_match(const upload_work *w) {
-  if (w->xxh64)
-    return checksum_xxh64(w->bytes, w->len) == w->xxh64;
+/* Whether the update's bytes are the ones the client sent: checked by the
+ * XXH64 it sent, else (a client that predates it) by its SHA-256, after
+ * which the XXH64 the store keeps the bytes with is taken here. Either way
+ * the transport's own integrity (TCP's checksum, TLS's MAC) is not all:
+ * this catches an update assembled from chunks of two attempts, and a
+ * client that encoded one buffer and sent another. */
+static round_verdict upload_check_bytes(upload_work *w) {
+  if (w->xxh64) {
+    if (checksum_xxh64(w->bytes, w->len) == w->xxh64)
+      return round_ok();
+    return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
+                              "update checksum (update_xxh64) does not match "
+                              "its bytes; upload it again");
+  }
   uint8_t digest[CRYPTO_SHA256_LEN];
-  return crypto_sha256(w->bytes, w->len, digest) == COHORT_OK &&
-         crypto_equal(digest, w->digest, sizeof digest);
+  if (crypto_sha256(w->bytes, w->len, digest) ||
+      !crypto_equal(digest, w->digest, sizeof digest))
+    return round_fail_verdict(
+        GRPC_STATUS_INVALID_ARGUMENT,
+        "update digest does not match its bytes; upload it again");
+  w->xxh64 = checksum_xxh64(w->bytes, w->len);
+  return round_ok();
 }
 
-/* Without the lock: the checksum against the bytes, then (unless masked)
+/* Without the lock: the bytes checked, then (unless masked)
  * the decoding with its length, index and NaN checks, and where nothing
  * clips later the value checks and the norm. Reads only what never
  * changes after setup (codec, agg_linear, agg_dim). */
 static round_verdict upload_work_run(const round_engine *e, upload_work *w) {
-  if (!upload_bytes_match(w))
-    return round_fail_verdict(
-        GRPC_STATUS_INVALID_ARGUMENT,
-        w->xxh64 ? "update checksum (update_xxh64) does not match its bytes; "
-                   "upload it again"
-                 : "update digest does not match its bytes; upload it again");
+  round_verdict v = upload_check_bytes(w);
+  if (v.code)
+    return v;
   if (w->masked)
     return round_ok();
   w->delta = malloc(e->agg_dim * sizeof *w->delta);
@@ -1053,6 +1061,7 @@ static round_verdict finish_upload(round_engine *e, upload_work *w,
                     .bytes_down = p->bytes_down,
                     .bytes_up = p->bytes_up,
                     .examples = examples,
+                    .checksum = w->xxh64,
                     .uploaded_at = clock_wall_s()};
   crypto_hex(p->digest, sizeof p->digest, u.sha256_hex);
   /* The rows first (with the update itself, so a restarted coordinator can

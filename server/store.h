@@ -299,12 +299,14 @@ int store_participation_select(store *s, int64_t round, int64_t client,
 typedef struct store_upload {
   int64_t round, client;
   uint64_t bytes_down, bytes_up, examples;
-  char sha256_hex[65];
+  char sha256_hex[65]; /* the digest the client named its update by */
+  uint64_t checksum;   /* checksum_xxh64 of the update's bytes */
   double uploaded_at;
 } store_upload;
 /* In one transaction: the participation becomes UPLOADED and its update
- * (len bytes of little-endian float32) is kept until the round ends, so a
- * restarted coordinator can resume the round. */
+ * (len bytes as uploaded) is kept until the round ends, so a restarted
+ * coordinator can resume the round; u->checksum, which the caller took or
+ * checked, is what reading them back checks them against. */
 int store_participation_uploaded(store *s, const store_upload *u,
                                  const uint8_t *delta, size_t len);
 /* Forgets a participant's kept update (it could not be used after a

@@ -354,17 +354,16 @@ int store_round_eval_exists(store *s, int64_t base_version, int *exists) {
  * XXH64 in hex (schema 13 on), or a SHA-256 in hex (rows from before). */
 #define KEPT_XXH64_TAG "xxh64:"
 #define KEPT_CHECKSUM_LEN (sizeof KEPT_XXH64_TAG + 16)
-static void kept_checksum(const uint8_t *bytes, size_t len,
-                          char out[KEPT_CHECKSUM_LEN]) {
+static void kept_checksum(uint64_t xxh64, char out[KEPT_CHECKSUM_LEN]) {
   snprintf(out, KEPT_CHECKSUM_LEN, KEPT_XXH64_TAG "%016llx",
-           (unsigned long long)checksum_xxh64(bytes, len));
+           (unsigned long long)xxh64);
 }
 
 static int kept_bytes_match(const uint8_t *bytes, size_t len,
                             const char *recorded) {
   char hex[2 * CRYPTO_SHA256_LEN + 1]; /* the longer of the two */
   if (strncmp(recorded, KEPT_XXH64_TAG, strlen(KEPT_XXH64_TAG)) == 0) {
-    kept_checksum(bytes, len, hex);
+    kept_checksum(checksum_xxh64(bytes, len), hex);
     return strcmp(hex, recorded) == 0;
   }
   uint8_t digest[CRYPTO_SHA256_LEN];
@@ -463,10 +462,10 @@ int store_participation_select(store *s, int64_t round, int64_t client,
 
 /* The row naming where the update's len bytes are in the round's file,
  * with the checksum a resumed round reads them back by. */
-static int keep_update(store *s, const store_upload *u, const uint8_t *delta,
-                       uint64_t offset, size_t len) {
+static int keep_update(store *s, const store_upload *u, uint64_t offset,
+                       size_t len) {
   char checksum[KEPT_CHECKSUM_LEN];
-  kept_checksum(delta, len, checksum);
+  kept_checksum(u->checksum, checksum);
   sqlite3_stmt *st;
   int rc = store_prepare(s,
                          "INSERT INTO updates (round, client_id, examples,"
@@ -520,7 +519,7 @@ int store_participation_uploaded(store *s, const store_upload *u,
   if (!rc && sqlite3_changes(s->db) != 1)
     rc = COHORT_ENOTFOUND;
   if (!rc && delta)
-    rc = keep_update(s, u, delta, offset, len);
+    rc = keep_update(s, u, offset, len);
   return store_finish(s, rc);
 }
 

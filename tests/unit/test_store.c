@@ -739,13 +739,16 @@ static kept participants(store *s, int64_t round) {
   return k;
 }
 
-/* len bytes from salt on, and their SHA-256 in hex. */
-static void make_update(uint8_t *buf, size_t len, uint8_t salt, char hex[65]) {
+/* len bytes from salt on, their SHA-256 in hex (the name the client gives
+ * them) and their checksum, in u. */
+static void make_update(uint8_t *buf, size_t len, uint8_t salt,
+                        store_upload *u) {
   for (size_t i = 0; i < len; i++)
     buf[i] = (uint8_t)(salt + 7 * i);
   uint8_t digest[CRYPTO_SHA256_LEN];
   CU_ASSERT_EQUAL_FATAL(crypto_sha256(buf, len, digest), COHORT_OK);
-  crypto_hex(digest, sizeof digest, hex);
+  crypto_hex(digest, sizeof digest, u->sha256_hex);
+  u->checksum = checksum_xxh64(buf, len);
 }
 
 static int file_exists(const char *path) {
@@ -774,11 +777,11 @@ static store *two_uploads(char *path, size_t len, int64_t round,
   CU_ASSERT_EQUAL_FATAL(store_participation_select(s, round, *b, 2.0),
                         COHORT_OK);
   store_upload u = {.round = round, .client = *a, .examples = 3};
-  make_update(ua, UPD_LEN, 1, u.sha256_hex);
+  make_update(ua, UPD_LEN, 1, &u);
   CU_ASSERT_EQUAL_FATAL(store_participation_uploaded(s, &u, ua, UPD_LEN),
                         COHORT_OK);
   u.client = *b;
-  make_update(ub, UPD_LEN, 2, u.sha256_hex);
+  make_update(ub, UPD_LEN, 2, &u);
   CU_ASSERT_EQUAL_FATAL(store_participation_uploaded(s, &u, ub, UPD_LEN),
                         COHORT_OK);
   return s;
@@ -788,7 +791,7 @@ static void round_file(const char *db, int64_t round, char *out, size_t len) {
   snprintf(out, len, "%s.updates/round-%lld", db, (long long)round);
 }
 
-/* The store keeps an update with a checksum of its own ("xxh64:"), and a
+/* The store keeps an update with the XXH64 of its bytes ("xxh64:"), and a
  * row from before schema 13, which holds the client's SHA-256, is still
  * checked by that: a round in progress across the upgrade resumes, and
  * bytes that are not the recorded ones are not passed either way. */
@@ -806,15 +809,15 @@ static void test_kept_update_checksums(void) {
   store_close(s);
   /* As schema 12 had them: a's row with its bytes' SHA-256, b's with the
    * SHA-256 of other bytes. */
-  char hex_a[65], hex_other[65];
+  store_upload old_a, old_other;
   uint8_t other[UPD_LEN];
-  make_update(ua, UPD_LEN, 1, hex_a);
-  make_update(other, UPD_LEN, 3, hex_other);
+  make_update(ua, UPD_LEN, 1, &old_a);
+  make_update(other, UPD_LEN, 3, &old_other);
   snprintf(sql, sizeof sql,
            CHECKSUM_V12 "UPDATE updates SET sha256 = '%s' WHERE client_id = "
                         "%lld; UPDATE updates SET sha256 = '%s' WHERE "
                         "client_id = %lld; PRAGMA user_version = 12;",
-           hex_a, (long long)a, hex_other, (long long)b);
+           old_a.sha256_hex, (long long)a, old_other.sha256_hex, (long long)b);
   sqlite3 *db = NULL;
   CU_ASSERT_EQUAL_FATAL(sqlite3_open(path, &db), SQLITE_OK);
   CU_ASSERT_EQUAL(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
@@ -830,7 +833,7 @@ static void test_kept_update_checksums(void) {
   /* A new row's checksum catches a changed byte in the file too. */
   CU_ASSERT_EQUAL_FATAL(store_participation_unupload(s, 1, a), COHORT_OK);
   store_upload u = {.round = 1, .client = a, .examples = 3};
-  make_update(ua, UPD_LEN, 9, u.sha256_hex);
+  make_update(ua, UPD_LEN, 9, &u);
   CU_ASSERT_EQUAL_FATAL(store_participation_uploaded(s, &u, ua, UPD_LEN),
                         COHORT_OK);
   char file[300];
@@ -884,7 +887,7 @@ static void test_upload_bytes_in_round_file(void) {
   CU_ASSERT_EQUAL_FATAL(store_open(path, &s, err, sizeof err), COHORT_OK);
   CU_ASSERT_EQUAL_FATAL(store_participation_unupload(s, 1, a), COHORT_OK);
   store_upload u = {.round = 1, .client = a, .examples = 3};
-  make_update(ua, UPD_LEN, 9, u.sha256_hex);
+  make_update(ua, UPD_LEN, 9, &u);
   CU_ASSERT_EQUAL_FATAL(store_participation_uploaded(s, &u, ua, UPD_LEN),
                         COHORT_OK);
   CU_ASSERT_EQUAL(stat(file, &st), 0);
@@ -961,7 +964,7 @@ static void test_round_end_removes_files(void) {
                         COHORT_OK);
   CU_ASSERT_EQUAL_FATAL(store_participation_select(s, 2, a, 4.0), COHORT_OK);
   store_upload u = {.round = 2, .client = a, .examples = 3};
-  make_update(ua, UPD_LEN, 5, u.sha256_hex);
+  make_update(ua, UPD_LEN, 5, &u);
   CU_ASSERT_EQUAL_FATAL(store_participation_uploaded(s, &u, ua, UPD_LEN),
                         COHORT_OK);
   store_close(s);
@@ -1014,7 +1017,7 @@ static void test_round_file_reused(void) {
   CU_ASSERT_EQUAL_FATAL(store_participation_select(s, 2, a, 4.0), COHORT_OK);
   CU_ASSERT_EQUAL_FATAL(store_participation_select(s, 2, b, 4.0), COHORT_OK);
   store_upload u = {.round = 2, .client = a, .examples = 3};
-  make_update(ua, UPD_LEN, 11, u.sha256_hex);
+  make_update(ua, UPD_LEN, 11, &u);
   CU_ASSERT_EQUAL_FATAL(store_participation_uploaded(s, &u, ua, UPD_LEN),
                         COHORT_OK);
   CU_ASSERT_FALSE(file_exists(spare));
@@ -1025,7 +1028,7 @@ static void test_round_file_reused(void) {
   store_close(s);
   CU_ASSERT_EQUAL_FATAL(store_open(path, &s, err, sizeof err), COHORT_OK);
   u.client = b;
-  make_update(ub, UPD_LEN, 12, u.sha256_hex);
+  make_update(ub, UPD_LEN, 12, &u);
   CU_ASSERT_EQUAL_FATAL(store_participation_uploaded(s, &u, ub, UPD_LEN),
                         COHORT_OK);
   CU_ASSERT_EQUAL(file_size(file2), 3 * UPD_LEN);
@@ -1043,7 +1046,7 @@ static void test_round_file_reused(void) {
                         COHORT_OK);
   CU_ASSERT_EQUAL_FATAL(store_participation_select(s, 3, a, 6.0), COHORT_OK);
   u = (store_upload){.round = 3, .client = a, .examples = 3};
-  make_update(ua, UPD_LEN, 13, u.sha256_hex);
+  make_update(ua, UPD_LEN, 13, &u);
   CU_ASSERT_EQUAL_FATAL(store_participation_uploaded(s, &u, ua, UPD_LEN),
                         COHORT_OK);
   CU_ASSERT_EQUAL(store_round_fail(s, 3, "deadline", 7.0), COHORT_OK);
@@ -1205,8 +1208,8 @@ int cohort_register_suites(void) {
        test_begin_now_does_not_wait},
       {"an update's bytes are in its round's 0600 file, until the commit",
        test_upload_bytes_in_round_file},
-      {"kept updates are checked by the store's checksum; a schema 12 row by "
-       "its SHA-256",
+      {"kept updates are checked by their XXH64; a schema 12 row by its "
+       "SHA-256",
        test_kept_update_checksums},
       {"a cut, changed or deleted round file passes no update",
        test_round_file_cut_or_gone},
