@@ -69,7 +69,7 @@ static struct {
   const char *server, *token_file;
   long clients, connections, threads, wait_ms, train_ms, register_rate;
   long duration_s, rpc_timeout_ms, examples, held_ms, progress_s;
-  long register_first, prefault_mb;
+  long register_first, prefault_mb, upload_chunk_kb, download_chunk_kb;
 } g_opt;
 
 #define NUM(x) (double)(x)
@@ -108,6 +108,13 @@ static const flag_def FLAGS[] = {
      "(one malloc arena, no trimming): the page faults of a heap growing "
      "through the first rounds would take CPU from a coordinator on the "
      "same machine (bench/load.sh sizes it from the model)"},
+    {"upload-chunk-kb", FLAG_INT, &g_opt.upload_chunk_kb, "0", 0, 1024, "KB",
+     "upload in chunks of at most this many KiB (0: the task's maximum, "
+     "1 MiB); libcohort's clients send 256"},
+    {"download-chunk-kb", FLAG_INT, &g_opt.download_chunk_kb, "0", 0, 1024,
+     "KB",
+     "download the model in chunks of at most this many KiB (0: 1 MiB, the "
+     "most the coordinator sends); libcohort's clients ask for 256"},
     {"progress-s", FLAG_INT, &g_opt.progress_s, "10", 0, 3600, "S",
      "a progress line on stderr this often (0: none)"},
 };
@@ -338,15 +345,17 @@ typedef struct worker {
   size_t update_len, update_params;
   uint8_t update_sha[CRYPTO_SHA256_LEN];
   uint64_t update_xxh64; /* its checksum, as a client sends it */
-  /* The last model a client of this thread received in one chunk and found
-   * to match its digest (verified_len bytes; 0: none), and the copy of the
-   * chunk being checked (staging, staged bytes). Later downloads of the
+  /* The last model a client of this thread received and found to match
+   * its digest (verified_len bytes; 0: none), and the copy of the download
+   * being checked (staging, its first staged bytes), which one client of
+   * the thread at a time makes (stager). Later downloads of the
    * same digest are compared with it byte for byte instead of hashed
    * again: on a fleet each client hashes on its own CPU, while here one
    * process stands in for all of them on the coordinator's machine, and
    * 50 hashes of the same 407 KB a round were 38% of its CPU. */
   uint8_t *verified, *staging;
   size_t verified_len, verified_cap, staged, staging_cap;
+  const struct vclient *stager;
   uint8_t verified_sha[CRYPTO_SHA256_LEN];
   uint64_t rng; /* jitter */
 } worker;
@@ -470,7 +479,14 @@ static double backoff_ms(vclient *c) {
   return (double)(worker_rand(c->w) % ((uint64_t)bound + 1));
 }
 
+/* c's download, if it was being staged, no longer is. */
+static void unstage(vclient *c) {
+  if (c->w->stager == c)
+    c->w->stager = NULL;
+}
+
 static void drop_task(vclient *c) {
+  unstage(c);
   if (c->sha) {
     uint8_t scratch[CRYPTO_SHA256_LEN];
     crypto_sha256_end(c->sha, scratch);
@@ -622,7 +638,9 @@ static void do_getmodel(vclient *c) {
   Cohort__V1__GetModelRequest req = COHORT__V1__GET_MODEL_REQUEST__INIT;
   req.model_version = c->model_version;
   req.offset = c->offset;
-  req.max_bytes = PB_MAX_CHUNK_BYTES;
+  req.max_bytes = g_opt.download_chunk_kb
+                      ? (uint32_t)g_opt.download_chunk_kb * 1024
+                      : PB_MAX_CHUNK_BYTES;
   start_call(c, &req.base, NULL, g_opt.rpc_timeout_ms);
 }
 
@@ -893,6 +911,9 @@ static void got_checkin(vclient *c, Cohort__V1__CheckInResponse *r,
   c->max_chunk = t->max_chunk_bytes && t->max_chunk_bytes < PB_MAX_CHUNK_BYTES
                      ? t->max_chunk_bytes
                      : PB_MAX_CHUNK_BYTES;
+  if (g_opt.upload_chunk_kb &&
+      (uint32_t)g_opt.upload_chunk_kb * 1024 < c->max_chunk)
+    c->max_chunk = (uint32_t)g_opt.upload_chunk_kb * 1024;
   c->evaluate = t->kind == COHORT__V1__TASK_KIND__TASK_EVALUATE;
   c->offset = 0;
   c->exchanges = 0;
@@ -948,18 +969,24 @@ static const char *model_chunk_take(vclient *c, grpc_byte_buffer *bb,
       c->sha = NULL;
       c->compare = 1;
     }
-    /* The whole model in this chunk: kept, to become the verified copy
-     * if its digest matches (got_model). */
-    int stage = !c->compare && ch.len == c->model_size;
-    if (stage && w->staging_cap < ch.len) {
-      uint8_t *more = realloc(w->staging, (size_t)ch.len);
-      stage = more != NULL;
-      if (more) {
-        w->staging = more;
-        w->staging_cap = (size_t)ch.len;
+    /* The model, from its first chunk on, kept to become the verified copy
+     * if its digest matches (got_model), by one client of the thread at a
+     * time: chunks of different clients' downloads come in turns. */
+    if (ch.offset == 0 && !c->compare && (!w->stager || w->stager == c)) {
+      w->stager = NULL;
+      if (w->staging_cap < c->model_size) {
+        uint8_t *more = realloc(w->staging, (size_t)c->model_size);
+        if (more) {
+          w->staging = more;
+          w->staging_cap = (size_t)c->model_size;
+        }
+      }
+      if (w->staging_cap >= c->model_size) {
+        w->stager = c;
+        w->staged = 0;
       }
     }
-    w->staged = 0;
+    int stage = w->stager == c && w->staged == ch.offset;
     const uint8_t *copy = c->compare ? w->verified + ch.offset : NULL;
     for (uint64_t left = ch.len; left > 0 && !why;) {
       const uint8_t *p;
@@ -972,22 +999,24 @@ static const char *model_chunk_take(vclient *c, grpc_byte_buffer *bb,
       } else {
         crypto_sha256_update(c->sha, p, k);
         if (stage)
-          memcpy(w->staging + (ch.len - left), p, k);
+          memcpy(w->staging + ch.offset + (ch.len - left), p, k);
       }
       left -= k;
     }
     if (stage)
-      w->staged = (size_t)ch.len;
+      w->staged = (size_t)(ch.offset + ch.len);
     *len = (size_t)ch.len;
   }
   grpc_slice_unref(all);
   return why;
 }
 
-/* c's model, received in one chunk and just verified, becomes the copy
- * later downloads of it are compared with. */
-static void keep_verified(worker *w, const vclient *c) {
-  if (w->staged != c->model_size)
+/* c's model, just verified, becomes the copy later downloads of it are
+ * compared with, if c staged all of it. */
+static void keep_verified(worker *w, vclient *c) {
+  int whole = w->stager == c && w->staged == c->model_size;
+  unstage(c);
+  if (!whole)
     return;
   uint8_t *old = w->verified;
   size_t old_cap = w->verified_cap;
@@ -1014,6 +1043,7 @@ static void got_model(vclient *c, size_t len, uint64_t us) {
     int rc = crypto_sha256_end(c->sha, digest);
     c->sha = NULL;
     if (rc || memcmp(digest, c->model_sha, sizeof digest) != 0) {
+      unstage(c);
       c->attempts = MAX_CALL_ATTEMPTS; /* drop the task */
       on_call_failed(c, STATUS_DIGEST, "model does not match its digest");
       return;

@@ -15,8 +15,11 @@
 # (0: one per client), WAIT_MS (30000), TRAIN_MS (0), DURATION_S (1800),
 # SERVER_ARGS (more cohort-server flags, split on spaces), PREFAULT_MB
 # (heap bench_load makes resident before it connects; default twice a
-# round's downloads, SELECTED x the model, at most 2048). Everything it
-# starts is bounded by timeouts and stopped when it exits.
+# round's downloads, SELECTED x the model, at most 2048), UPLOAD_CHUNK_KB
+# and DOWNLOAD_CHUNK_KB (256: updates go up and the model comes down in
+# chunks of 256 KiB, as libcohort's clients move them; 0: in one chunk of
+# up to 1 MiB, as bench_load moved them before the nineteenth session).
+# Everything it starts is bounded by timeouts and stopped when it exits.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -28,6 +31,8 @@ MODEL=${MODEL:-logreg}
 THREADS=${THREADS:-2}
 CONNECTIONS=${CONNECTIONS:-0}
 WAIT_MS=${WAIT_MS:-30000}
+UPLOAD_CHUNK_KB=${UPLOAD_CHUNK_KB:-256}
+DOWNLOAD_CHUNK_KB=${DOWNLOAD_CHUNK_KB:-256}
 TRAIN_MS=${TRAIN_MS:-0}
 DURATION_S=${DURATION_S:-1800}
 SERVER_ARGS=${SERVER_ARGS:-}
@@ -108,7 +113,9 @@ timeout "$((DURATION_S + 60))" "$load_bin" --server "127.0.0.1:$port" \
   --enroll-token-file "$work/token" --clients "$CLIENTS" \
   --connections "$CONNECTIONS" --threads "$THREADS" --wait-ms "$WAIT_MS" \
   --train-ms "$TRAIN_MS" --duration-s "$DURATION_S" \
-  --prefault-mb "$PREFAULT_MB" "${load_args[@]}" \
+  --prefault-mb "$PREFAULT_MB" --upload-chunk-kb "$UPLOAD_CHUNK_KB" \
+  --download-chunk-kb "$DOWNLOAD_CHUNK_KB" \
+  "${load_args[@]}" \
   >"$work/load.txt" 2>"$work/load.log" &
 load=$!
 pids+=("$load")
