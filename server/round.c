@@ -545,10 +545,8 @@ out:
 }
 
 static void reset_participants(round_engine *e) {
-  for (size_t i = 0; i < e->n_parts; i++) {
-    free(e->parts[i].buf);
+  for (size_t i = 0; i < e->n_parts; i++)
     free(e->parts[i].metric_names);
-  }
   e->n_parts = 0;
   e->n_done = 0;
   e->n_declined = 0;

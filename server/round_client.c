@@ -890,12 +890,6 @@ static void record_late(round_engine *e, int64_t round, int64_t client) {
              (long long)round, (long long)client);
 }
 
-static void drop_assembly(participant *p) {
-  free(p->buf);
-  p->buf = NULL;
-  p->total = p->received = 0;
-}
-
 /* An update whose bytes are all in, between the engine's two looks at it.
  * The digest, the decoding and the value checks (most of an upload's CPU)
  * run without e->mu, so that uploads on different gRPC workers overlap
@@ -908,7 +902,9 @@ typedef struct upload_work {
   uint64_t xxh64;       /* its checksum (0: check digest), then the bytes' */
   const uint8_t *bytes; /* borrowed from the call, or owned */
   size_t len;
-  uint8_t *owned; /* the assembly buffer taken from the participant */
+  uint8_t *owned; /* the bytes read back from the round's file */
+  int in_file;    /* sent in chunks: the bytes are at kept_at of it */
+  uint64_t kept_at;
   uint64_t examples;
   uint32_t train_ms;
   int masked;      /* a masked input of secure aggregation: checksum only */
@@ -1066,7 +1062,9 @@ static round_verdict finish_upload(round_engine *e, upload_work *w,
   crypto_hex(p->digest, sizeof p->digest, u.sha256_hex);
   /* The rows first (with the update itself, so a restarted coordinator can
    * resume the round): if the store fails, the aggregate is untouched. */
-  if (store_participation_uploaded(e->db, &u, w->bytes, w->len))
+  if (w->in_file
+          ? store_participation_uploaded_at(e->db, &u, w->kept_at, w->len)
+          : store_participation_uploaded(e->db, &u, w->bytes, w->len))
     return round_store_failed(e);
   if (round_update_add(e, w->delta, weight, within, 1, why, sizeof why))
     /* Checked above; only memory can fail here. */
@@ -1085,6 +1083,88 @@ static round_verdict finish_upload(round_engine *e, upload_work *w,
            (unsigned long long)examples, (unsigned long long)p->bytes_up,
            e->n_done, e->n_parts);
   return v;
+}
+
+/* Places in the round's file one client may take for its updates in
+ * chunks in a round: one, and again only for a restart with a larger
+ * update (a codec whose size varies). Bounds the bytes a client can make
+ * the coordinator write before any of them is checked. */
+#define UPLOAD_MAX_PLACES 4
+
+/* Under the lock: p's update in chunks begins, at the place in the round's
+ * file p took before if c's update fits there, else at a new one. */
+static round_verdict begin_assembly(round_engine *e, participant *p,
+                                    const upload_chunk *c) {
+  if (p->room < c->total_size) {
+    if (p->reserves >= UPLOAD_MAX_PLACES)
+      return round_fail_verdict(
+          GRPC_STATUS_RESOURCE_EXHAUSTED,
+          "client %lld began %u larger updates in round %lld; no more this "
+          "round",
+          (long long)p->client, p->reserves, (long long)e->round);
+    if (store_update_reserve(e->db, e->round, c->total_size, &p->kept_at))
+      return round_store_failed(e);
+    p->room = c->total_size;
+    p->reserves++;
+  }
+  p->assembling = 1;
+  p->total = c->total_size;
+  p->received = 0;
+  memcpy(p->digest, c->sha256, CRYPTO_SHA256_LEN);
+  return round_ok();
+}
+
+/* c, the chunk *pp's update expects next, written to its place in the
+ * round's file without the engine's lock (p->writing turns the client's
+ * other calls away meanwhile), then counted in once the lock is back, if
+ * the update is still the one it belongs to. *pp: the participant again,
+ * NULL when the round moved on. */
+static round_verdict write_chunk(round_engine *e, int64_t client,
+                                 participant **pp, const upload_chunk *c) {
+  participant *p = *pp;
+  const int64_t round = e->round;
+  const uint64_t at = p->kept_at + c->offset;
+  p->writing = 1;
+  pthread_mutex_unlock(&e->mu);
+  int rc = c->len ? store_update_write(e->db, round, at, c->data, c->len)
+                  : COHORT_OK;
+  pthread_mutex_lock(&e->mu);
+  *pp = NULL;
+  if (round != e->round || e->state == ROUND_IDLE)
+    return stale_round(e, round, "update");
+  if (!(p = round_find_participant(e, client)))
+    return round_fail_verdict(GRPC_STATUS_PERMISSION_DENIED,
+                              "client %lld was not selected for round %lld",
+                              (long long)client, (long long)round);
+  *pp = p;
+  p->writing = 0;
+  if (rc)
+    return round_store_failed(e);
+  if (p->assembling && !p->uploaded && p->received == c->offset &&
+      crypto_equal(p->digest, c->sha256, CRYPTO_SHA256_LEN)) {
+    p->received += c->len;
+    p->bytes_up += c->wire_bytes;
+  }
+  return round_ok();
+}
+
+/* The bytes of w's update in chunks, read back whole from the round's
+ * file. */
+static round_verdict read_back(round_engine *e, upload_work *w) {
+  int rc = store_update_read(e->db, w->round, w->kept_at, w->len, &w->owned);
+  if (rc == COHORT_ENOMEM)
+    return round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED,
+                              "coordinator out of memory");
+  if (rc) {
+    log_warn("round %lld: the update of client %lld could not be read back "
+             "from the round's file (%s)",
+             (long long)w->round, (long long)w->client, cohort_strerror(rc));
+    return round_fail_verdict(GRPC_STATUS_UNAVAILABLE,
+                              "the coordinator cannot read this update back "
+                              "now; upload it again");
+  }
+  w->bytes = w->owned;
+  return round_ok();
 }
 
 round_verdict round_upload(round_engine *e, int64_t client,
@@ -1163,9 +1243,14 @@ round_verdict round_upload(round_engine *e, int64_t client,
                            e->n_done, e->target);
     goto out;
   }
-  if (p->buf && !crypto_equal(p->digest, c->sha256, CRYPTO_SHA256_LEN))
-    drop_assembly(p); /* the client restarted with a different update */
-  if (!p->buf && c->offset == 0 && c->len == c->total_size) {
+  if (p->assembling && !crypto_equal(p->digest, c->sha256, CRYPTO_SHA256_LEN)) {
+    if (p->writing) { /* a chunk of the one before is being written */
+      *next_offset = 0;
+      goto out;
+    }
+    p->assembling = 0; /* the client restarted with a different update */
+  }
+  if (!p->assembling && c->offset == 0 && c->len == c->total_size) {
     /* The whole update in one chunk, as most are: used in place, no copy. */
     memcpy(p->digest, c->sha256, CRYPTO_SHA256_LEN);
     p->bytes_up += c->wire_bytes;
@@ -1174,42 +1259,39 @@ round_verdict round_upload(round_engine *e, int64_t client,
     w.len = c->len;
     goto finish;
   }
-  if (!p->buf) {
+  if (!p->assembling) {
     if (c->offset != 0) {
       *next_offset = 0; /* start over from the beginning */
       goto out;
     }
-    p->buf = malloc(c->total_size);
-    if (!p->buf) {
-      v = round_fail_verdict(GRPC_STATUS_RESOURCE_EXHAUSTED,
-                             "coordinator out of memory");
+    v = begin_assembly(e, p, c);
+    if (v.code)
       goto out;
-    }
-    p->total = c->total_size;
-    p->received = 0;
-    memcpy(p->digest, c->sha256, CRYPTO_SHA256_LEN);
   }
-  if (c->offset != p->received) {
+  if (c->offset != p->received || p->writing) {
     *next_offset = p->received; /* resume where we are */
     goto out;
   }
-  if (c->len) /* empty bytes arrive as a NULL pointer: memcpy's UB */
-    memcpy(p->buf + p->received, c->data, c->len);
-  p->received += c->len;
-  p->bytes_up += c->wire_bytes;
-  *next_offset = p->received;
-  if (p->received < p->total)
+  v = write_chunk(e, client, &p, c);
+  if (v.code || !p)
     goto out;
-  /* The last chunk: the assembled update leaves the participant, so a
-   * call for it while the lock is free starts a new one. */
+  *next_offset = p->received;
+  if (!p->assembling || p->received < p->total)
+    goto out;
+  /* The last chunk: the update leaves the participant, so a call for it
+   * while the lock is free starts a new one; its bytes are read back from
+   * the round's file without the lock. */
   upload_work_take(e, p, c, &w);
-  w.bytes = w.owned = p->buf;
+  w.in_file = 1;
+  w.kept_at = p->kept_at;
   w.len = p->total;
-  p->buf = NULL;
+  p->assembling = 0;
   p->total = p->received = 0;
 finish:
   pthread_mutex_unlock(&e->mu);
-  v = upload_work_run(e, &w);
+  v = w.in_file ? read_back(e, &w) : round_ok();
+  if (v.code == 0)
+    v = upload_work_run(e, &w);
   pthread_mutex_lock(&e->mu);
   if (v.code == 0)
     v = finish_upload(e, &w, complete);

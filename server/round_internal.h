@@ -40,8 +40,12 @@ typedef struct participant {
   int told;     /* it was handed its task (checkin_result.fresh) */
   uint64_t bytes_down, bytes_up, examples;
   uint8_t digest[CRYPTO_SHA256_LEN]; /* of the update being or last received */
-  uint8_t *buf;                      /* assembly buffer while uploading */
-  uint64_t total, received;
+  /* An update in chunks: its bytes go to the round's file as they come, at
+   * kept_at (room bytes reserved there, taken again by a restart that
+   * fits; reserves: how many places it took this round). */
+  int assembling, writing; /* writing: a chunk of it is being written */
+  uint64_t total, received, kept_at, room;
+  unsigned reserves;
   uint32_t train_ms; /* its training time, as it said with its update */
   uint64_t declared; /* examples it declared at check-in (0: none) */
   double norm;       /* its update's L2 norm, as decoded (round_bound.c) */

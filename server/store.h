@@ -309,6 +309,23 @@ typedef struct store_upload {
  * checked, is what reading them back checks them against. */
 int store_participation_uploaded(store *s, const store_upload *u,
                                  const uint8_t *delta, size_t len);
+/* An update that comes in chunks goes to its round's file as they arrive,
+ * so that the coordinator holds none of it between two chunks: a place of
+ * len bytes at the file's end (*offset), each chunk written at its place,
+ * the whole read back once it is in (*out malloc'd, the caller frees it),
+ * and then store_participation_uploaded_at for the rows. Not fsynced, as
+ * above. A write that fails stops the store as a failed keep does; a
+ * write for a round whose file is gone (the round ended) is
+ * COHORT_ENOTFOUND. Thread-safe. */
+int store_update_reserve(store *s, int64_t round, size_t len, uint64_t *offset);
+int store_update_write(store *s, int64_t round, uint64_t offset,
+                       const uint8_t *data, size_t len);
+int store_update_read(store *s, int64_t round, uint64_t offset, size_t len,
+                      uint8_t **out);
+/* store_participation_uploaded for an update whose len bytes are already
+ * at offset of its round's file. */
+int store_participation_uploaded_at(store *s, const store_upload *u,
+                                    uint64_t offset, size_t len);
 /* Forgets a participant's kept update (it could not be used after a
  * restart): the participation is SELECTED again, in one transaction, so the
  * client can upload anew. */

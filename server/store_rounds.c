@@ -483,19 +483,39 @@ static int keep_update(store *s, const store_upload *u, uint64_t offset,
   return store_run(s, st, "keep update");
 }
 
-int store_participation_uploaded(store *s, const store_upload *u,
-                                 const uint8_t *delta, size_t len) {
-  /* The bytes first, then the rows that name them: a crash in between
-   * leaves bytes no row names, removed with the round's file. */
-  uint64_t offset = 0;
+/* A write of an update's bytes that failed: no space, a read-only or
+ * failing disk, so every upload would fail; the store stops. */
+static int kept_bytes_failed(store *s, const char *why) {
+  int failed = store_fail_with(s, COHORT_EIO, "keep update", why);
+  store_set_fatal(s, s->last_error);
+  return failed;
+}
+
+int store_update_reserve(store *s, int64_t round, size_t len,
+                         uint64_t *offset) {
   char why[256];
-  if (delta && store_updates_append(s->updates, u->round, delta, len, &offset,
-                                    why, sizeof why)) {
-    /* No space, a read-only or failing disk: every upload would fail. */
-    int failed = store_fail_with(s, COHORT_EIO, "keep update", why);
-    store_set_fatal(s, s->last_error);
-    return failed;
-  }
+  if (store_updates_reserve(s->updates, round, len, offset, why, sizeof why))
+    return kept_bytes_failed(s, why);
+  return COHORT_OK;
+}
+
+int store_update_write(store *s, int64_t round, uint64_t offset,
+                       const uint8_t *data, size_t len) {
+  char why[256];
+  int rc = store_updates_write_at(s->updates, round, offset, data, len, why,
+                                  sizeof why);
+  return rc == COHORT_EIO ? kept_bytes_failed(s, why) : rc;
+}
+
+int store_update_read(store *s, int64_t round, uint64_t offset, size_t len,
+                      uint8_t **out) {
+  return store_updates_read(s->updates, round, offset, len, out);
+}
+
+/* The rows of an upload: the participation UPLOADED and, when its bytes
+ * are kept (kept), where they are in the round's file. */
+static int record_upload(store *s, const store_upload *u, int kept,
+                         uint64_t offset, size_t len) {
   int rc = store_begin(s);
   if (rc)
     return rc;
@@ -518,9 +538,26 @@ int store_participation_uploaded(store *s, const store_upload *u,
   }
   if (!rc && sqlite3_changes(s->db) != 1)
     rc = COHORT_ENOTFOUND;
-  if (!rc && delta)
+  if (!rc && kept)
     rc = keep_update(s, u, offset, len);
   return store_finish(s, rc);
+}
+
+int store_participation_uploaded(store *s, const store_upload *u,
+                                 const uint8_t *delta, size_t len) {
+  /* The bytes first, then the rows that name them: a crash in between
+   * leaves bytes no row names, removed with the round's file. */
+  uint64_t offset = 0;
+  char why[256];
+  if (delta && store_updates_append(s->updates, u->round, delta, len, &offset,
+                                    why, sizeof why))
+    return kept_bytes_failed(s, why);
+  return record_upload(s, u, delta != NULL, offset, len);
+}
+
+int store_participation_uploaded_at(store *s, const store_upload *u,
+                                    uint64_t offset, size_t len) {
+  return record_upload(s, u, 1, offset, len);
 }
 
 int store_participation_unupload(store *s, int64_t round, int64_t client) {

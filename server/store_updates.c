@@ -191,6 +191,37 @@ int store_updates_append(store_updates *u, int64_t round, const uint8_t *data,
   return rc;
 }
 
+int store_updates_reserve(store_updates *u, int64_t round, size_t len,
+                          uint64_t *offset, char *why, size_t whylen) {
+  pthread_mutex_lock(&u->mu);
+  int rc = COHORT_OK;
+  if (u->fd < 0 || u->round != round)
+    rc = open_file(u, round, why, whylen);
+  if (!rc) {
+    *offset = u->end;
+    u->end += len;
+  }
+  pthread_mutex_unlock(&u->mu);
+  return rc;
+}
+
+int store_updates_write_at(store_updates *u, int64_t round, uint64_t offset,
+                           const uint8_t *data, size_t len, char *why,
+                           size_t whylen) {
+  pthread_mutex_lock(&u->mu);
+  int rc = COHORT_OK;
+  if (u->fd < 0 || u->round != round || offset > u->end ||
+      len > u->end - offset)
+    rc = COHORT_ENOTFOUND;
+  else if (fd_pwrite_all(u->fd, data, len, (off_t)offset) != 0) {
+    snprintf(why, whylen, "update file of round %" PRId64 ": %s", round,
+             strerror(errno));
+    rc = COHORT_EIO;
+  }
+  pthread_mutex_unlock(&u->mu);
+  return rc;
+}
+
 int store_updates_read(store_updates *u, int64_t round, uint64_t offset,
                        uint64_t len, uint8_t **out) {
   *out = NULL;

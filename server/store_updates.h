@@ -28,6 +28,19 @@ void store_updates_close(store_updates *u);
 int store_updates_append(store_updates *u, int64_t round, const uint8_t *data,
                          size_t len, uint64_t *offset, char *why,
                          size_t whylen);
+/* A place of len bytes at the end of round's file (created as by
+ * store_updates_append), for an update whose chunks come one by one
+ * (store_updates_write_at); nothing is written. Returns COHORT_OK or
+ * COHORT_EIO, with the reason in why. Thread-safe. */
+int store_updates_reserve(store_updates *u, int64_t round, size_t len,
+                          uint64_t *offset, char *why, size_t whylen);
+/* Writes len bytes of data at offset of round's file, which must be the
+ * open one (a round that has ended has no file to write to any more:
+ * COHORT_ENOTFOUND). COHORT_EIO, with the reason in why, when the write
+ * fails. Thread-safe. */
+int store_updates_write_at(store_updates *u, int64_t round, uint64_t offset,
+                           const uint8_t *data, size_t len, char *why,
+                           size_t whylen);
 /* Reads len bytes at offset of round's file into *out (malloc'd, the
  * caller frees it). COHORT_ENOTFOUND when the file is missing or shorter,
  * COHORT_EIO when it cannot be read, COHORT_ENOMEM. Thread-safe. */

@@ -1176,6 +1176,135 @@ static const update *race_round(fixture *f, int64_t r, const update *u,
   return kept == 1 ? winner : NULL;
 }
 
+/* Bytes [at, at + len) of round 1's update file of f, into out. */
+static int read_round_file(fixture *f, long at, uint8_t *out, size_t len,
+                           long *size) {
+  char file[300];
+  snprintf(file, sizeof file, "%s.updates/round-1", f->path);
+  FILE *fp = fopen(file, "rb");
+  if (!fp)
+    return -1;
+  int ok = fseek(fp, 0, SEEK_END) == 0 && (*size = ftell(fp)) >= 0 &&
+           fseek(fp, at, SEEK_SET) == 0 && fread(out, 1, len, fp) == len;
+  fclose(fp);
+  return ok ? 0 : -1;
+}
+
+/* An update in chunks goes to the round's file as its chunks arrive: the
+ * coordinator holds none of it between two chunks, and the place it takes
+ * there is where its row says it is. A client that restarts with another
+ * update of the same size writes over its own place: restarts do not grow
+ * the file. */
+static void test_chunks_go_to_the_round_file(void) {
+  fixture f;
+  FX_OPEN(f, 3);
+  start_round(&f, 1);
+  int64_t a = f.id[0], b = f.id[1];
+  update *u = make_update(0), *other = make_update(1);
+  const size_t half = MODEL_BYTES / 2;
+  uint64_t next = 0;
+  int complete = 0;
+  round_verdict v = send_chunk(&f, a, 1, u, 0, half, 10, &next, &complete);
+  CU_ASSERT_EQUAL_FATAL(v.code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(next, half);
+  uint8_t *seen = malloc(MODEL_BYTES);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(seen);
+  long size = 0;
+  CU_ASSERT_EQUAL_FATAL(read_round_file(&f, 0, seen, half, &size), 0);
+  CU_ASSERT_EQUAL(memcmp(seen, u->blob, half), 0);
+  CU_ASSERT_EQUAL(size, (long)half);
+  /* b restarts eight times, alternating two updates: one place. */
+  for (int i = 0; i < 8; i++) {
+    v = send_chunk(&f, b, 1, i % 2 ? u : other, 0, half, 10, &next, &complete);
+    CU_ASSERT_EQUAL(v.code, GRPC_STATUS_OK);
+    CU_ASSERT_EQUAL(next, half);
+  }
+  v = send_chunk(&f, b, 1, u, half, MODEL_BYTES - half, 10, &next, &complete);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(complete, 1);
+  v = send_chunk(&f, a, 1, u, half, MODEL_BYTES - half, 10, &next, &complete);
+  CU_ASSERT_EQUAL(v.code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(complete, 1);
+  CU_ASSERT_EQUAL_FATAL(read_round_file(&f, 0, seen, MODEL_BYTES, &size), 0);
+  CU_ASSERT_EQUAL(size, 2L * MODEL_BYTES);
+  CU_ASSERT_EQUAL(memcmp(seen, u->blob, MODEL_BYTES), 0);
+  char sql[160];
+  snprintf(sql, sizeof sql,
+           "SELECT offset FROM updates WHERE client_id = %lld AND length = %d",
+           (long long)b, MODEL_BYTES);
+  CU_ASSERT_EQUAL(count(&f, sql), MODEL_BYTES);
+  kept_check kept = {.client = b, .blob = u->blob};
+  CU_ASSERT_EQUAL(store_round_participants(f.db, 1, check_kept, &kept), 0);
+  CU_ASSERT_TRUE(kept.found && kept.same);
+  free(seen);
+  free(u);
+  free(other);
+  fx_close(&f);
+}
+
+/* One thread's update in two chunks in test_concurrent_chunks. */
+static void *race_chunks(void *arg) {
+  racer *r = arg;
+  uint64_t next = 0;
+  const size_t half = MODEL_BYTES / 2;
+  pthread_barrier_wait(r->start);
+  r->v = send_chunk(r->f, r->client, r->round, r->u, 0, half, 10, &next,
+                    &r->complete);
+  if (r->v.code == GRPC_STATUS_OK && !r->complete && next == half)
+    r->v = send_chunk(r->f, r->client, r->round, r->u, half, MODEL_BYTES - half,
+                      10, &next, &r->complete);
+  return NULL;
+}
+
+/* 32 threads send one client's update in two chunks at once, half of them
+ * one update, half another: the chunks go to the file without the engine's
+ * lock, and a chunk that arrives while another of the client's is being
+ * written is told where to resume. At most one update is kept, whole and
+ * byte for byte the one its digest names. */
+static void test_concurrent_chunks(void) {
+  fixture f;
+  FX_OPEN(f, 3);
+  start_round(&f, 1);
+  update *u = make_update(0), *other = make_update(1);
+  enum { T = 32 };
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, T);
+  racer rc[T];
+  pthread_t th[T];
+  for (int i = 0; i < T; i++) {
+    rc[i] = (racer){.f = &f,
+                    .client = f.id[0],
+                    .round = 1,
+                    .u = i % 2 ? other : u,
+                    .start = &start};
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, race_chunks, &rc[i]), 0);
+  }
+  for (int i = 0; i < T; i++)
+    pthread_join(th[i], NULL);
+  pthread_barrier_destroy(&start);
+  const update *winner = NULL;
+  int kept = 0;
+  for (int i = 0; i < T; i++)
+    if (rc[i].v.code == GRPC_STATUS_OK && rc[i].complete &&
+        !strstr(rc[i].v.detail, "duplicate")) {
+      kept++;
+      winner = rc[i].u;
+    }
+  CU_ASSERT(kept <= 1);
+  /* The client finishes what the race left, as a client would. */
+  if (!kept) {
+    winner = u;
+    CU_ASSERT_EQUAL(send_all(&f, f.id[0], 1, u, 10).code, GRPC_STATUS_OK);
+  }
+  CU_ASSERT_EQUAL(count(&f, "SELECT COUNT(*) FROM updates"), 1);
+  kept_check k = {.client = f.id[0], .blob = winner->blob};
+  CU_ASSERT_EQUAL(store_round_participants(f.db, 1, check_kept, &k), 0);
+  CU_ASSERT_TRUE(k.found && k.same);
+  free(u);
+  free(other);
+  fx_close(&f);
+}
+
 /* Uploads of one client from 32 threads at once, in 4 rounds: the digest
  * and the decoding run without the engine's lock, so several get that far
  * together; once the lock is back exactly one is kept and counted. The
@@ -2938,6 +3067,12 @@ int cohort_register_suites(void) {
        test_upload_checked_by_xxh64},
       {"concurrent uploads of one client: one kept, once",
        test_concurrent_uploads_counted_once},
+      {"an update in chunks goes to the round's file as they come; a restart "
+       "writes over its own place",
+       test_chunks_go_to_the_round_file},
+      {"one client's chunks from 32 threads at once: at most one update kept, "
+       "whole",
+       test_concurrent_chunks},
       {"deadline fails the round, next one opens", test_deadline_fails_round},
       {"report stores valid metrics, refuses bad ones", test_report},
       {"restart resumes interrupted rounds, fails stale ones",

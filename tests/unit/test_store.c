@@ -850,6 +850,44 @@ static void test_kept_update_checksums(void) {
   store_close(s);
 }
 
+/* An update in chunks: a place reserved at the end of the round's file,
+ * its chunks written into it in any order and read back whole, then rows
+ * that name it; a write past what was reserved, or for a round whose file
+ * is not the open one, is refused and writes nothing. */
+static void test_update_in_chunks(void) {
+  char path[256];
+  uint8_t ua[UPD_LEN], ub[UPD_LEN], chunk[UPD_LEN];
+  int64_t a = 0, b = 0;
+  store *s = two_uploads(path, sizeof path, 1, ua, ub, &a, &b);
+  for (size_t i = 0; i < UPD_LEN; i++)
+    chunk[i] = (uint8_t)(200 - i);
+  uint64_t at = 0;
+  CU_ASSERT_EQUAL_FATAL(store_update_reserve(s, 1, UPD_LEN, &at), COHORT_OK);
+  CU_ASSERT_EQUAL(at, 2 * UPD_LEN);
+  CU_ASSERT_EQUAL(store_update_write(s, 1, at + 60, chunk + 60, UPD_LEN - 60),
+                  COHORT_OK);
+  CU_ASSERT_EQUAL(store_update_write(s, 1, at, chunk, 60), COHORT_OK);
+  CU_ASSERT_EQUAL(store_update_write(s, 1, at + 1, chunk, UPD_LEN),
+                  COHORT_ENOTFOUND);
+  CU_ASSERT_EQUAL(store_update_write(s, 2, 0, chunk, 10), COHORT_ENOTFOUND);
+  uint8_t *back = NULL;
+  CU_ASSERT_EQUAL_FATAL(store_update_read(s, 1, at, UPD_LEN, &back), COHORT_OK);
+  CU_ASSERT_EQUAL(memcmp(back, chunk, UPD_LEN), 0);
+  free(back);
+  CU_ASSERT_EQUAL_FATAL(store_participation_unupload(s, 1, a), COHORT_OK);
+  store_upload u = {.round = 1, .client = a, .examples = 3};
+  make_update(ua, UPD_LEN, 0, &u); /* the name; the bytes are chunk's */
+  u.checksum = checksum_xxh64(chunk, UPD_LEN);
+  CU_ASSERT_EQUAL_FATAL(store_participation_uploaded_at(s, &u, at, UPD_LEN),
+                        COHORT_OK);
+  kept k = participants(s, 1);
+  CU_ASSERT_EQUAL_FATAL(k.n, 2);
+  CU_ASSERT_EQUAL(k.client[0], a);
+  CU_ASSERT(k.delta[0] && memcmp(k.delta[0], chunk, UPD_LEN) == 0);
+  kept_clear(&k);
+  store_close(s);
+}
+
 static void test_upload_bytes_in_round_file(void) {
   char path[256], file[300], updir[300];
   uint8_t ua[UPD_LEN], ub[UPD_LEN];
@@ -1208,6 +1246,9 @@ int cohort_register_suites(void) {
        test_begin_now_does_not_wait},
       {"an update's bytes are in its round's 0600 file, until the commit",
        test_upload_bytes_in_round_file},
+      {"an update in chunks: a place reserved, written in any order, read "
+       "back, named by its rows",
+       test_update_in_chunks},
       {"kept updates are checked by their XXH64; a schema 12 row by its "
        "SHA-256",
        test_kept_update_checksums},
