@@ -1085,27 +1085,19 @@ static round_verdict finish_upload(round_engine *e, upload_work *w,
   return v;
 }
 
-/* Places in the round's file one client may take for its updates in
- * chunks in a round: one, and again only for a restart with a larger
- * update (a codec whose size varies). Bounds the bytes a client can make
- * the coordinator write before any of them is checked. */
-#define UPLOAD_MAX_PLACES 4
-
-/* Under the lock: p's update in chunks begins, at the place in the round's
- * file p took before if c's update fits there, else at a new one. */
+/* Under the lock: p's update in chunks begins. Its place in the round's
+ * file is taken at the client's first such update of the round, with room
+ * for the largest update the round takes, and a restart writes over it:
+ * however often a client starts over, it makes the coordinator write no
+ * more than that before anything is checked. */
 static round_verdict begin_assembly(round_engine *e, participant *p,
                                     const upload_chunk *c) {
-  if (p->room < c->total_size) {
-    if (p->reserves >= UPLOAD_MAX_PLACES)
-      return round_fail_verdict(
-          GRPC_STATUS_RESOURCE_EXHAUSTED,
-          "client %lld began %u larger updates in round %lld; no more this "
-          "round",
-          (long long)p->client, p->reserves, (long long)e->round);
-    if (store_update_reserve(e->db, e->round, c->total_size, &p->kept_at))
+  if (!p->placed) {
+    size_t room =
+        e->sa.active ? round_secagg_max_size(e) : round_codec_max_size(e);
+    if (store_update_reserve(e->db, e->round, room, &p->kept_at))
       return round_store_failed(e);
-    p->room = c->total_size;
-    p->reserves++;
+    p->placed = 1;
   }
   p->assembling = 1;
   p->total = c->total_size;

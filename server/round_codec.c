@@ -133,6 +133,10 @@ round_verdict round_codec_check_size(const round_engine *e, uint64_t total) {
                             codec_spec(e->codec));
 }
 
+size_t round_codec_max_size(const round_engine *e) {
+  return codec_wire_size(e->codec, &e->cparams);
+}
+
 int round_codec_decode(const round_engine *e, const codec_params *cp,
                        const uint8_t *payload, size_t len, float *out,
                        char *why, size_t whylen) {

@@ -41,11 +41,10 @@ typedef struct participant {
   uint64_t bytes_down, bytes_up, examples;
   uint8_t digest[CRYPTO_SHA256_LEN]; /* of the update being or last received */
   /* An update in chunks: its bytes go to the round's file as they come, at
-   * kept_at (room bytes reserved there, taken again by a restart that
-   * fits; reserves: how many places it took this round). */
-  int assembling, writing; /* writing: a chunk of it is being written */
-  uint64_t total, received, kept_at, room;
-  unsigned reserves;
+   * kept_at, a place for the largest update the round takes (placed), which
+   * a restart writes over. */
+  int assembling, writing, placed; /* writing: a chunk is being written */
+  uint64_t total, received, kept_at;
   uint32_t train_ms; /* its training time, as it said with its update */
   uint64_t declared; /* examples it declared at check-in (0: none) */
   double norm;       /* its update's L2 norm, as decoded (round_bound.c) */
@@ -303,8 +302,10 @@ int round_codec_new_round(round_engine *e, store_codec *out);
  * updates were encoded with another codec or clip. */
 int round_codec_resume(round_engine *e, const store_codec *sc, char *why,
                        size_t whylen);
-/* The upload's total size against the codec's wire size. */
+/* The upload's total size against the codec's wire size; the largest an
+ * upload may be. */
 round_verdict round_codec_check_size(const round_engine *e, uint64_t total);
+size_t round_codec_max_size(const round_engine *e);
 /* One upload into out (e->agg_dim floats): the linear domain for mean
  * strategies, the model domain for the robust ones, with the round's
  * parameters cp (&e->cparams, or a copy taken under the lock: this reads
@@ -344,9 +345,10 @@ void round_secagg_end(round_engine *e, int committed, const char *reason);
  * advertised died with the task that failed (it would only be refused,
  * step after step, until the round ended). */
 int round_secagg_rejoins(const round_engine *e, int64_t client);
-/* Upload path: the size of a masked input, and the whole one (bytes,
- * len). */
+/* Upload path: the size of a masked input, the largest one may be (once
+ * the SHARE phase is done), and the whole one (bytes, len). */
 round_verdict round_secagg_check_size(const round_engine *e, uint64_t total);
+size_t round_secagg_max_size(const round_engine *e);
 round_verdict round_secagg_masked(round_engine *e, participant *p,
                                   const uint8_t *bytes, size_t len,
                                   uint64_t examples);

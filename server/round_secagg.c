@@ -479,6 +479,11 @@ void round_secagg_line(const round_engine *e, char *out, size_t len) {
 
 /* ---- masked inputs, by Upload ---- */
 
+size_t round_secagg_max_size(const round_engine *e) {
+  return secagg_packed_len(e->sa.params.dim, e->sa.params.ring_bits) +
+         MASKED_FRAMING;
+}
+
 round_verdict round_secagg_check_size(const round_engine *e, uint64_t total) {
   const round_secagg *sa = &e->sa;
   if (!sa->srv)
