@@ -1107,7 +1107,7 @@ static round_verdict begin_assembly(round_engine *e, participant *p,
 }
 
 /* c, the chunk *pp's update expects next, written to its place in the
- * round's file without the engine's lock (p->writing turns the client's
+ * round's file without the engine's lock (p->busy turns the client's
  * other calls away meanwhile), then counted in once the lock is back, if
  * the update is still the one it belongs to. *pp: the participant again,
  * NULL when the round moved on. */
@@ -1116,7 +1116,7 @@ static round_verdict write_chunk(round_engine *e, int64_t client,
   participant *p = *pp;
   const int64_t round = e->round;
   const uint64_t at = p->kept_at + c->offset;
-  p->writing = 1;
+  p->busy = 1;
   pthread_mutex_unlock(&e->mu);
   int rc = c->len ? store_update_write(e->db, round, at, c->data, c->len)
                   : COHORT_OK;
@@ -1129,7 +1129,7 @@ static round_verdict write_chunk(round_engine *e, int64_t client,
                               "client %lld was not selected for round %lld",
                               (long long)client, (long long)round);
   *pp = p;
-  p->writing = 0;
+  p->busy = 0;
   if (rc)
     return round_store_failed(e);
   if (p->assembling && !p->uploaded && p->received == c->offset &&
@@ -1235,13 +1235,15 @@ round_verdict round_upload(round_engine *e, int64_t client,
                            e->n_done, e->target);
     goto out;
   }
-  if (p->assembling && !crypto_equal(p->digest, c->sha256, CRYPTO_SHA256_LEN)) {
-    if (p->writing) { /* a chunk of the one before is being written */
-      *next_offset = 0;
-      goto out;
-    }
-    p->assembling = 0; /* the client restarted with a different update */
+  int same = crypto_equal(p->digest, c->sha256, CRYPTO_SHA256_LEN);
+  if (p->busy) {
+    /* Another call of the client's is writing to its place in the round's
+     * file, or checking what it read back from there: resume later. */
+    *next_offset = p->assembling && same ? p->received : 0;
+    goto out;
   }
+  if (p->assembling && !same)
+    p->assembling = 0; /* the client restarted with a different update */
   if (!p->assembling && c->offset == 0 && c->len == c->total_size) {
     /* The whole update in one chunk, as most are: used in place, no copy. */
     memcpy(p->digest, c->sha256, CRYPTO_SHA256_LEN);
@@ -1260,7 +1262,7 @@ round_verdict round_upload(round_engine *e, int64_t client,
     if (v.code)
       goto out;
   }
-  if (c->offset != p->received || p->writing) {
+  if (c->offset != p->received) {
     *next_offset = p->received; /* resume where we are */
     goto out;
   }
@@ -1270,15 +1272,17 @@ round_verdict round_upload(round_engine *e, int64_t client,
   *next_offset = p->received;
   if (!p->assembling || p->received < p->total)
     goto out;
-  /* The last chunk: the update leaves the participant, so a call for it
-   * while the lock is free starts a new one; its bytes are read back from
-   * the round's file without the lock. */
+  /* The last chunk: the update leaves the participant, and its bytes are
+   * read back from the round's file and checked without the lock; the
+   * place stays busy until they are kept or refused, so that no restart
+   * writes over them meanwhile. */
   upload_work_take(e, p, c, &w);
   w.in_file = 1;
   w.kept_at = p->kept_at;
   w.len = p->total;
   p->assembling = 0;
   p->total = p->received = 0;
+  p->busy = 1;
 finish:
   pthread_mutex_unlock(&e->mu);
   v = w.in_file ? read_back(e, &w) : round_ok();
@@ -1287,6 +1291,9 @@ finish:
   pthread_mutex_lock(&e->mu);
   if (v.code == 0)
     v = finish_upload(e, &w, complete);
+  if (w.in_file && w.round == e->round &&
+      (p = round_find_participant(e, client)))
+    p->busy = 0;
   *next_offset = *complete ? c->total_size : 0;
 out:
   pthread_mutex_unlock(&e->mu);

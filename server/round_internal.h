@@ -43,7 +43,8 @@ typedef struct participant {
   /* An update in chunks: its bytes go to the round's file as they come, at
    * kept_at, a place for the largest update the round takes (placed), which
    * a restart writes over. */
-  int assembling, writing, placed; /* writing: a chunk is being written */
+  int assembling, placed;
+  int busy; /* a call is writing to the place, or checking what it read */
   uint64_t total, received, kept_at;
   uint32_t train_ms; /* its training time, as it said with its update */
   uint64_t declared; /* examples it declared at check-in (0: none) */

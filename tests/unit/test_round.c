@@ -1131,26 +1131,36 @@ static void *race_upload(void *arg) {
   return NULL;
 }
 
-/* T uploads of client a in round r at once, half of update u, half of
- * other; returns the update that was kept (NULL if not exactly one). */
-static const update *race_round(fixture *f, int64_t r, const update *u,
-                                const update *other) {
-  enum { T = 32 };
+enum { RACERS = 32 };
+
+/* RACERS threads run fn for client a of f in round r at once, half of
+ * them with update u, half with other; rc gets what each saw. */
+static void run_racers(fixture *f, int64_t r, const update *u,
+                       const update *other, void *(*fn)(void *),
+                       racer rc[RACERS]) {
   pthread_barrier_t start;
-  pthread_barrier_init(&start, NULL, T);
-  racer rc[T];
-  pthread_t th[T];
-  for (int i = 0; i < T; i++) {
+  pthread_barrier_init(&start, NULL, RACERS);
+  pthread_t th[RACERS];
+  for (int i = 0; i < RACERS; i++) {
     rc[i] = (racer){.f = f,
                     .client = f->id[0],
                     .round = r,
                     .u = i % 2 ? other : u,
                     .start = &start};
-    CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, race_upload, &rc[i]), 0);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, fn, &rc[i]), 0);
   }
-  for (int i = 0; i < T; i++)
+  for (int i = 0; i < RACERS; i++)
     pthread_join(th[i], NULL);
   pthread_barrier_destroy(&start);
+}
+
+/* T uploads of client a in round r at once, half of update u, half of
+ * other; returns the update that was kept (NULL if not exactly one). */
+static const update *race_round(fixture *f, int64_t r, const update *u,
+                                const update *other) {
+  enum { T = RACERS };
+  racer rc[T];
+  run_racers(f, r, u, other, race_upload, rc);
   int kept = 0, duplicates = 0, refused = 0;
   const update *winner = NULL;
   for (int i = 0; i < T; i++) {
@@ -1266,22 +1276,9 @@ static void test_concurrent_chunks(void) {
   FX_OPEN(f, 3);
   start_round(&f, 1);
   update *u = make_update(0), *other = make_update(1);
-  enum { T = 32 };
-  pthread_barrier_t start;
-  pthread_barrier_init(&start, NULL, T);
+  enum { T = RACERS };
   racer rc[T];
-  pthread_t th[T];
-  for (int i = 0; i < T; i++) {
-    rc[i] = (racer){.f = &f,
-                    .client = f.id[0],
-                    .round = 1,
-                    .u = i % 2 ? other : u,
-                    .start = &start};
-    CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, race_chunks, &rc[i]), 0);
-  }
-  for (int i = 0; i < T; i++)
-    pthread_join(th[i], NULL);
-  pthread_barrier_destroy(&start);
+  run_racers(&f, 1, u, other, race_chunks, rc);
   const update *winner = NULL;
   int kept = 0;
   for (int i = 0; i < T; i++)
