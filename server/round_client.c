@@ -1107,10 +1107,10 @@ static round_verdict begin_assembly(round_engine *e, participant *p,
 }
 
 /* c, the chunk *pp's update expects next, written to its place in the
- * round's file without the engine's lock (p->busy turns the client's
- * other calls away meanwhile), then counted in once the lock is back, if
- * the update is still the one it belongs to. *pp: the participant again,
- * NULL when the round moved on. */
+ * round's file without the engine's lock, then counted in once the lock is
+ * back: p->busy turns the client's other calls away meanwhile, so the
+ * update is still the one it belongs to unless the round moved on. *pp:
+ * the participant again, found anew (the array may have moved). */
 static round_verdict write_chunk(round_engine *e, int64_t client,
                                  participant **pp, const upload_chunk *c) {
   participant *p = *pp;
@@ -1121,22 +1121,18 @@ static round_verdict write_chunk(round_engine *e, int64_t client,
   int rc = c->len ? store_update_write(e->db, round, at, c->data, c->len)
                   : COHORT_OK;
   pthread_mutex_lock(&e->mu);
-  *pp = NULL;
   if (round != e->round || e->state == ROUND_IDLE)
     return stale_round(e, round, "update");
-  if (!(p = round_find_participant(e, client)))
+  /* Same round: participants leave only with it (reset_participants). */
+  if (!(p = *pp = round_find_participant(e, client)))
     return round_fail_verdict(GRPC_STATUS_PERMISSION_DENIED,
                               "client %lld was not selected for round %lld",
                               (long long)client, (long long)round);
-  *pp = p;
   p->busy = 0;
   if (rc)
     return round_store_failed(e);
-  if (p->assembling && !p->uploaded && p->received == c->offset &&
-      crypto_equal(p->digest, c->sha256, CRYPTO_SHA256_LEN)) {
-    p->received += c->len;
-    p->bytes_up += c->wire_bytes;
-  }
+  p->received += c->len;
+  p->bytes_up += c->wire_bytes;
   return round_ok();
 }
 
@@ -1267,10 +1263,10 @@ round_verdict round_upload(round_engine *e, int64_t client,
     goto out;
   }
   v = write_chunk(e, client, &p, c);
-  if (v.code || !p)
+  if (v.code)
     goto out;
   *next_offset = p->received;
-  if (!p->assembling || p->received < p->total)
+  if (p->received < p->total)
     goto out;
   /* The last chunk: the update leaves the participant, and its bytes are
    * read back from the round's file and checked without the lock; the

@@ -190,9 +190,9 @@ static const char *MIGRATE_V9 =
     "ALTER TABLE updates_v9 RENAME TO updates;"
     "PRAGMA user_version = 9;";
 
-/* Version 13: a kept update's bytes are checked against a checksum the
- * store takes of them itself ("xxh64:" and 16 hex digits), no longer against
- * the SHA-256 the client named its update by (which the coordinator does not
+/* Version 13: a kept update's bytes are checked against the XXH64 its
+ * upload was checked by ("xxh64:" and 16 hex digits), no longer against the
+ * SHA-256 the client named its update by (which the coordinator does not
  * compute when the client sends an XXH64: docs/protocol.md). Rows from
  * before hold that SHA-256 as 64 hex digits, still checked as such. */
 static const char *MIGRATE_V13 =

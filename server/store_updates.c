@@ -169,20 +169,32 @@ static int open_file(store_updates *u, int64_t round, char *why,
   return COHORT_OK;
 }
 
+/* Under u->mu: round's file, the open one, opened (made) if it is not. */
+static int file_of(store_updates *u, int64_t round, char *why, size_t whylen) {
+  return u->fd >= 0 && u->round == round ? COHORT_OK
+                                         : open_file(u, round, why, whylen);
+}
+
+/* Under u->mu: len bytes of data at offset of the open file, round's. */
+static int write_locked(store_updates *u, int64_t round, uint64_t offset,
+                        const uint8_t *data, size_t len, char *why,
+                        size_t whylen) {
+  if (fd_pwrite_all(u->fd, data, len, (off_t)offset) == 0)
+    return COHORT_OK;
+  snprintf(why, whylen, "update file of round %" PRId64 ": %s", round,
+           strerror(errno));
+  return COHORT_EIO;
+}
+
 int store_updates_append(store_updates *u, int64_t round, const uint8_t *data,
                          size_t len, uint64_t *offset, char *why,
                          size_t whylen) {
   pthread_mutex_lock(&u->mu);
-  int rc = COHORT_OK;
-  if (u->fd < 0 || u->round != round)
-    rc = open_file(u, round, why, whylen);
   /* A failed or short write leaves bytes no row names; the next append
    * writes over them. */
-  if (!rc && fd_pwrite_all(u->fd, data, len, (off_t)u->end) != 0) {
-    snprintf(why, whylen, "update file of round %" PRId64 ": %s", round,
-             strerror(errno));
-    rc = COHORT_EIO;
-  }
+  int rc = file_of(u, round, why, whylen);
+  if (!rc)
+    rc = write_locked(u, round, u->end, data, len, why, whylen);
   if (!rc) {
     *offset = u->end;
     u->end += len;
@@ -194,9 +206,7 @@ int store_updates_append(store_updates *u, int64_t round, const uint8_t *data,
 int store_updates_reserve(store_updates *u, int64_t round, size_t len,
                           uint64_t *offset, char *why, size_t whylen) {
   pthread_mutex_lock(&u->mu);
-  int rc = COHORT_OK;
-  if (u->fd < 0 || u->round != round)
-    rc = open_file(u, round, why, whylen);
+  int rc = file_of(u, round, why, whylen);
   if (!rc) {
     *offset = u->end;
     u->end += len;
@@ -209,15 +219,10 @@ int store_updates_write_at(store_updates *u, int64_t round, uint64_t offset,
                            const uint8_t *data, size_t len, char *why,
                            size_t whylen) {
   pthread_mutex_lock(&u->mu);
-  int rc = COHORT_OK;
-  if (u->fd < 0 || u->round != round || offset > u->end ||
-      len > u->end - offset)
-    rc = COHORT_ENOTFOUND;
-  else if (fd_pwrite_all(u->fd, data, len, (off_t)offset) != 0) {
-    snprintf(why, whylen, "update file of round %" PRId64 ": %s", round,
-             strerror(errno));
-    rc = COHORT_EIO;
-  }
+  int rc =
+      u->fd < 0 || u->round != round || offset > u->end || len > u->end - offset
+          ? COHORT_ENOTFOUND
+          : write_locked(u, round, offset, data, len, why, whylen);
   pthread_mutex_unlock(&u->mu);
   return rc;
 }
