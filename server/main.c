@@ -22,6 +22,7 @@
 #include "export.h"
 #include "fd_io.h"
 #include "flags.h"
+#include "heap_tune.h"
 #include "http_rpc_stats.h"
 #include "http_server.h"
 #include "listen_probe.h"
@@ -796,6 +797,7 @@ int main(int argc, char **argv) {
    * cleanly, naming the file; SIGXFSZ's default action killed the process
    * mid-write without a word. */
   signal(SIGXFSZ, SIG_IGN);
+  heap_tune(); /* before any thread starts its arena */
   const char *export_version = NULL, *export_file = NULL;
   int exporting = take_export(&argc, argv, &export_version, &export_file);
   if (exporting < 0) {
