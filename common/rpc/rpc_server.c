@@ -913,7 +913,7 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
        * instead of answering them with GOAWAY "too_many_pings". */
       rpc_int_arg(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000),
       rpc_int_arg(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1),
-      /* Reads start at 1 KB and grow to 256 KB at most. A connection
+      /* Reads start at 4 KB and grow to 256 KB at most. A connection
        * keeps a read buffer of the size its reads grew to while it waits,
        * but the memory quota (--grpc-memory-mb) bounds them: gRPC shrinks
        * reads once it is 80% used, and frees idle connections' buffers
@@ -921,9 +921,13 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
        * reads: twice the coordinator's CPU in rounds of 500; 64 KB still
        * cost a fifth more CPU than 256 KB, which held no more memory at
        * 10,000 clients (docs/benchmarks.md, "Rounds after the fourteenth
-       * session" and "... sixteenth session"). */
-      rpc_int_arg(GRPC_ARG_TCP_READ_CHUNK_SIZE, 1024),
-      rpc_int_arg(GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, 256),
+       * session" and "... sixteenth session"). Shrunk reads stop at 4 KB:
+       * at 256 bytes, 12 rounds of 500 uploads under the quota's pressure
+       * took 2.1 million reads (0.5 million at 4 KB) and rounds 1.35-1.4
+       * times as long; 4 KB costs some 1.5 KB an idle connection (docs/benchmarks.md,
+       * "Rounds after the twentieth session"). */
+      rpc_int_arg(GRPC_ARG_TCP_READ_CHUNK_SIZE, 4096),
+      rpc_int_arg(GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, 4096),
       rpc_int_arg(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, 262144),
       /* No HPACK dynamic table for what clients send: about 0.8 KB less
        * per connection, for some 100 more header bytes per call. */
