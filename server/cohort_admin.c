@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +20,7 @@
 #include "cohort_status.h"
 #include "crypto.h"
 #include "dp_accountant.h"
+#include "fd_io.h"
 #include "flags.h"
 #include "secagg.h"
 #include "secagg_params.h"
@@ -137,7 +137,7 @@ static int is_help(const char *arg) {
 int main(int argc, char **argv) {
   /* Past a file size limit a write fails with EFBIG and the command says
    * so (a backup removes its partial copy), rather than die of SIGXFSZ. */
-  signal(SIGXFSZ, SIG_IGN);
+  fd_ignore_file_size_signal();
   if (argc < 2 || is_help(argv[1])) {
     print_usage(argc < 2 ? stderr : stdout, NULL);
     return argc < 2 ? 2 : 0;

@@ -796,7 +796,7 @@ int main(int argc, char **argv) {
    * write with EFBIG, which the store takes for a full disk and stops on
    * cleanly, naming the file; SIGXFSZ's default action killed the process
    * mid-write without a word. */
-  signal(SIGXFSZ, SIG_IGN);
+  fd_ignore_file_size_signal();
   heap_tune(); /* before any thread starts its arena */
   const char *export_version = NULL, *export_file = NULL;
   int exporting = take_export(&argc, argv, &export_version, &export_file);

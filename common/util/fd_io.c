@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -100,4 +101,12 @@ int fd_read_line(FILE *f, char *buf, size_t size) {
 
 const char *fd_open_strerror(int errnum) {
   return errnum == EINVAL ? "not a regular file" : strerror(errnum);
+}
+
+int fd_ignore_file_size_signal(void) {
+  struct sigaction ignore;
+  memset(&ignore, 0, sizeof ignore);
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  return sigaction(SIGXFSZ, &ignore, NULL);
 }

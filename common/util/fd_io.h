@@ -19,6 +19,12 @@ int fd_pwrite_all(int fd, const void *p, size_t len, off_t at);
  * with errno set. */
 ssize_t fd_pread_full(int fd, void *p, size_t len, off_t at);
 
+/* Makes a write past the file size limit (ulimit -f, systemd's
+ * LimitFSIZE) fail with EFBIG, which the writers above report, rather than
+ * let SIGXFSZ kill the process mid-write. With sigaction, as every signal
+ * disposition in Cohort. 0, or -1 with errno set. */
+int fd_ignore_file_size_signal(void);
+
 /* Opens path read-only if it is a regular file, without blocking on a FIFO
  * or device planted there (opened O_NONBLOCK, then checked) and without
  * taking a terminal as controlling terminal; the descriptor is blocking
