@@ -7,7 +7,8 @@
  *              [--clients 10000] [--threads 2] [--train-ms 0] ...
  *
  * Each virtual client: Register, CheckIn (long poll), on a task GetModel by
- * chunks (digest checked, or compared with a copy this thread verified),
+ * chunks (compared with, or added to, its thread's one copy of the model,
+ * whose digest is checked once; or hashed on its own),
  * "train" (a timer of --train-ms), Upload an fp32
  * update (or Report for an evaluation task), CheckIn again; RetryLater waits
  * on a timer; FederationDone ends it. */
@@ -305,10 +306,10 @@ typedef struct vclient {
   uint64_t round, model_version, model_size, offset, exchanges;
   uint32_t max_chunk;
   uint8_t model_sha[CRYPTO_SHA256_LEN];
-  crypto_sha256_ctx *sha; /* the download's running digest */
-  /* The download is compared with its worker's verified copy of the same
-   * model, not hashed. */
-  uint8_t compare;
+  crypto_sha256_ctx *sha; /* the download's running digest, or NULL */
+  /* The download is compared with, or added to, its worker's copy of the
+   * same model instead of hashed (worker.copy). */
+  uint8_t follows;
   double trained_at;
 } vclient;
 
@@ -345,18 +346,24 @@ typedef struct worker {
   size_t update_len, update_params;
   uint8_t update_sha[CRYPTO_SHA256_LEN];
   uint64_t update_xxh64; /* its checksum, as a client sends it */
-  /* The last model a client of this thread received and found to match
-   * its digest (verified_len bytes; 0: none), and the copy of the download
-   * being checked (staging, its first staged bytes), which one client of
-   * the thread at a time makes (stager). Later downloads of the
-   * same digest are compared with it byte for byte instead of hashed
-   * again: on a fleet each client hashes on its own CPU, while here one
-   * process stands in for all of them on the coordinator's machine, and
-   * 50 hashes of the same 407 KB a round were 38% of its CPU. */
-  uint8_t *verified, *staging;
-  size_t verified_len, verified_cap, staged, staging_cap;
-  const struct vclient *stager;
-  uint8_t verified_sha[CRYPTO_SHA256_LEN];
+  /* One copy of the model this thread's clients download (copy_sha, of
+   * copy_size bytes), its first copy_len bytes as whichever client got
+   * each range first received them. A client whose task names that model
+   * compares what it receives with the copy, or adds it to the copy's end,
+   * instead of hashing it; the copy is hashed once, when whole
+   * (copy_checked, copy_ok), and every such client's model is the copy.
+   * On a fleet each client hashes on its own CPU, while here one process
+   * stands in for all of them on the coordinator's machine: 50 hashes of
+   * the same 407 KB a round were 38% of its CPU, and with a copy made by
+   * one client at a time, the clients of a round, which download at once,
+   * still hashed nearly 500 times at N=500 (7% of its CPU). The copy
+   * changes to another model only when no client uses it (copy_users);
+   * until then a task naming another model hashes its own download. */
+  uint8_t *copy;
+  size_t copy_cap, copy_len, copy_users;
+  uint64_t copy_size;
+  uint8_t copy_sha[CRYPTO_SHA256_LEN];
+  int copy_checked, copy_ok;
   uint64_t rng; /* jitter */
 } worker;
 
@@ -479,20 +486,46 @@ static double backoff_ms(vclient *c) {
   return (double)(worker_rand(c->w) % ((uint64_t)bound + 1));
 }
 
-/* c's download, if it was being staged, no longer is. */
-static void unstage(vclient *c) {
-  if (c->w->stager == c)
-    c->w->stager = NULL;
+/* c's download no longer uses its worker's copy of the model. */
+static void unfollow(vclient *c) {
+  if (c->follows)
+    c->w->copy_users--;
+  c->follows = 0;
 }
 
 static void drop_task(vclient *c) {
-  unstage(c);
+  unfollow(c);
   if (c->sha) {
     uint8_t scratch[CRYPTO_SHA256_LEN];
     crypto_sha256_end(c->sha, scratch);
     c->sha = NULL;
   }
-  c->compare = 0;
+}
+
+/* Whether c's download can use its worker's copy of the model: the copy is
+ * of c's model, or no client uses it and it becomes one of c's. */
+static int follow_copy(vclient *c) {
+  worker *w = c->w;
+  int same = w->copy_size == c->model_size &&
+             memcmp(w->copy_sha, c->model_sha, CRYPTO_SHA256_LEN) == 0;
+  if (!same) {
+    if (w->copy_users > 0)
+      return 0;
+    if (w->copy_cap < c->model_size) {
+      uint8_t *more = realloc(w->copy, (size_t)c->model_size);
+      if (!more)
+        return 0;
+      w->copy = more;
+      w->copy_cap = (size_t)c->model_size;
+    }
+    w->copy_size = c->model_size;
+    memcpy(w->copy_sha, c->model_sha, CRYPTO_SHA256_LEN);
+    w->copy_len = 0;
+    w->copy_checked = 0;
+  }
+  w->copy_users++;
+  c->follows = 1;
+  return 1;
 }
 
 static void log_call_error(const vclient *c, int code, const char *detail) {
@@ -920,8 +953,7 @@ static void got_checkin(vclient *c, Cohort__V1__CheckInResponse *r,
   c->attempts = 0;
   note_round(c, R_TASK);
   drop_task(c);
-  c->sha = crypto_sha256_begin();
-  if (!c->sha) {
+  if (!follow_copy(c) && !(c->sha = crypto_sha256_begin())) {
     on_call_failed(c, STATUS_LOCAL, "cannot start a digest");
     return;
   }
@@ -954,79 +986,59 @@ static const char *model_chunk_take(vclient *c, grpc_byte_buffer *bb,
   pb_model_chunk ch;
   if (pb_model_chunk_read(few, n, &ch)) {
     why = "malformed reply";
-  } else if ((!c->sha && !c->compare) || ch.total != c->model_size ||
+  } else if ((!c->sha && !c->follows) || ch.total != c->model_size ||
              ch.offset != c->offset || !ch.has_data || ch.len == 0 ||
              ch.len > c->model_size - c->offset) {
     why = "model chunk does not fit the task's model";
   } else {
     worker *w = c->w;
-    /* Decided at the first chunk, not at the task: the clients of a round
-     * get their tasks together, before any of them has verified. */
-    if (ch.offset == 0 && w->verified_len == c->model_size &&
-        memcmp(w->verified_sha, c->model_sha, CRYPTO_SHA256_LEN) == 0) {
-      uint8_t scratch[CRYPTO_SHA256_LEN];
-      crypto_sha256_end(c->sha, scratch);
-      c->sha = NULL;
-      c->compare = 1;
-    }
-    /* The model, from its first chunk on, kept to become the verified copy
-     * if its digest matches (got_model), by one client of the thread at a
-     * time: chunks of different clients' downloads come in turns. */
-    if (ch.offset == 0 && !c->compare && (!w->stager || w->stager == c)) {
-      w->stager = NULL;
-      if (w->staging_cap < c->model_size) {
-        uint8_t *more = realloc(w->staging, (size_t)c->model_size);
-        if (more) {
-          w->staging = more;
-          w->staging_cap = (size_t)c->model_size;
-        }
-      }
-      if (w->staging_cap >= c->model_size) {
-        w->stager = c;
-        w->staged = 0;
-      }
-    }
-    int stage = w->stager == c && w->staged == ch.offset;
-    const uint8_t *copy = c->compare ? w->verified + ch.offset : NULL;
+    /* The client has compared or added every byte before this chunk, so
+     * the copy reaches at least to its offset. */
+    uint64_t at = ch.offset;
     for (uint64_t left = ch.len; left > 0 && !why;) {
       const uint8_t *p;
       size_t k;
       pb_iov_span(&ch.data, left, &p, &k); /* all there: read above */
-      if (c->compare) {
-        if (memcmp(p, copy, k) != 0)
-          why = "model differs from the copy of it already verified";
-        copy += k;
-      } else {
+      if (!c->follows) {
         crypto_sha256_update(c->sha, p, k);
-        if (stage)
-          memcpy(w->staging + ch.offset + (ch.len - left), p, k);
+      } else {
+        size_t seen = at < w->copy_len ? w->copy_len - (size_t)at : 0;
+        if (seen > k)
+          seen = k;
+        if (memcmp(p, w->copy + at, seen) != 0) {
+          why = "model differs from the copy of it another client received";
+          break;
+        }
+        memcpy(w->copy + at + seen, p + seen, k - seen);
+        if (at + k > w->copy_len)
+          w->copy_len = (size_t)(at + k);
       }
+      at += k;
       left -= k;
     }
-    if (stage)
-      w->staged = (size_t)(ch.offset + ch.len);
     *len = (size_t)ch.len;
   }
   grpc_slice_unref(all);
   return why;
 }
 
-/* c's model, just verified, becomes the copy later downloads of it are
- * compared with, if c staged all of it. */
-static void keep_verified(worker *w, vclient *c) {
-  int whole = w->stager == c && w->staged == c->model_size;
-  unstage(c);
-  if (!whole)
-    return;
-  uint8_t *old = w->verified;
-  size_t old_cap = w->verified_cap;
-  w->verified = w->staging;
-  w->verified_cap = w->staging_cap;
-  w->verified_len = w->staged;
-  memcpy(w->verified_sha, c->model_sha, CRYPTO_SHA256_LEN);
-  w->staging = old;
-  w->staging_cap = old_cap;
-  w->staged = 0;
+/* Whether c's model, all received, matches its digest. */
+static int model_verified(vclient *c) {
+  worker *w = c->w;
+  uint8_t digest[CRYPTO_SHA256_LEN];
+  if (!c->follows) {
+    int rc = crypto_sha256_end(c->sha, digest);
+    c->sha = NULL;
+    return rc == 0 && memcmp(digest, c->model_sha, sizeof digest) == 0;
+  }
+  if (!w->copy_checked) {
+    w->copy_ok = w->copy_len == w->copy_size &&
+                 crypto_sha256(w->copy, w->copy_len, digest) == 0 &&
+                 memcmp(digest, w->copy_sha, sizeof digest) == 0;
+    w->copy_checked = 1;
+  }
+  unfollow(c);
+  return w->copy_ok;
 }
 
 /* A chunk of len bytes came, already in the digest (or compared). */
@@ -1038,19 +1050,11 @@ static void got_model(vclient *c, size_t len, uint64_t us) {
     do_getmodel(c);
     return;
   }
-  if (!c->compare) {
-    uint8_t digest[CRYPTO_SHA256_LEN];
-    int rc = crypto_sha256_end(c->sha, digest);
-    c->sha = NULL;
-    if (rc || memcmp(digest, c->model_sha, sizeof digest) != 0) {
-      unstage(c);
-      c->attempts = MAX_CALL_ATTEMPTS; /* drop the task */
-      on_call_failed(c, STATUS_DIGEST, "model does not match its digest");
-      return;
-    }
-    keep_verified(c->w, c);
+  if (!model_verified(c)) {
+    c->attempts = MAX_CALL_ATTEMPTS; /* drop the task */
+    on_call_failed(c, STATUS_DIGEST, "model does not match its digest");
+    return;
   }
-  c->compare = 0;
   c->offset = 0;
   if (c->evaluate) {
     do_report(c);
@@ -1561,8 +1565,7 @@ int main(int argc, char **argv) {
     free(w->reg_queue);
     free(w->parked);
     free(w->heap);
-    free(w->verified);
-    free(w->staging);
+    free(w->copy);
     rpc_shared_unref(w->update_ref);
   }
   grpc_shutdown();
