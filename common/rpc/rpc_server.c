@@ -913,22 +913,26 @@ int rpc_server_start(const rpc_server_config *cfg, rpc_server **out,
        * instead of answering them with GOAWAY "too_many_pings". */
       rpc_int_arg(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000),
       rpc_int_arg(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1),
-      /* Reads start at 4 KB and grow to 256 KB at most. A connection
-       * keeps a read buffer of the size its reads grew to while it waits,
-       * but the memory quota (--grpc-memory-mb) bounds them: gRPC shrinks
-       * reads once it is 80% used, and frees idle connections' buffers
-       * first when it runs out. Capped at 4 KB, a 407 KB upload took 100
-       * reads: twice the coordinator's CPU in rounds of 500; 64 KB still
-       * cost a fifth more CPU than 256 KB, which held no more memory at
-       * 10,000 clients (docs/benchmarks.md, "Rounds after the fourteenth
-       * session" and "... sixteenth session"). Shrunk reads stop at 4 KB:
-       * at 256 bytes, 12 rounds of 500 uploads under the quota's pressure
-       * took 2.1 million reads (0.5 million at 4 KB) and rounds 1.35-1.4
-       * times as long; 4 KB costs some 1.5 KB an idle connection (docs/benchmarks.md,
-       * "Rounds after the twentieth session"). */
+      /* Reads start at 4 KB and grow to 64 KB at most. A connection keeps
+       * a read buffer of the size its reads grew to while it waits, and
+       * its share of the memory quota (--grpc-memory-mb) keeps what its
+       * largest message took: gRPC shrinks reads once the quota is 80%
+       * used, and frees idle connections' buffers first when it runs out.
+       * Capped at 4 KB, a 407 KB upload took 100 reads: twice the
+       * coordinator's CPU in rounds of 500 (docs/benchmarks.md, "Rounds
+       * after the fourteenth session"). Capped at 256 KB, 500 clients
+       * uploading 256 KB chunks at once filled the quota, and rounds ran
+       * 10-20% slower on 60-80 MB more; at 64 KB they took no more reads
+       * (a read takes what has arrived) and less CPU, at 50 clients too,
+       * while a 407 KB message in one call takes twice the reads and about
+       * 10% more CPU ("Rounds after the twentieth session"). Shrunk reads
+       * stop at 4 KB: at 256 bytes, 12 rounds of 500 uploads under the
+       * quota's pressure took 2.1 million reads (0.5 million at 4 KB) and
+       * rounds 1.35-1.4 times as long; 4 KB costs some 1.5 KB an idle
+       * connection. */
       rpc_int_arg(GRPC_ARG_TCP_READ_CHUNK_SIZE, 4096),
       rpc_int_arg(GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, 4096),
-      rpc_int_arg(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, 262144),
+      rpc_int_arg(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, 65536),
       /* No HPACK dynamic table for what clients send: about 0.8 KB less
        * per connection, for some 100 more header bytes per call. */
       rpc_int_arg(GRPC_ARG_HTTP2_HPACK_TABLE_SIZE_DECODER, 0),
