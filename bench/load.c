@@ -503,11 +503,13 @@ static void drop_task(vclient *c) {
 }
 
 /* Whether c's download can use its worker's copy of the model: the copy is
- * of c's model, or no client uses it and it becomes one of c's. */
+ * of c's model (and not found to differ from its digest), or no client uses
+ * it and it becomes one of c's. */
 static int follow_copy(vclient *c) {
   worker *w = c->w;
   int same = w->copy_size == c->model_size &&
-             memcmp(w->copy_sha, c->model_sha, CRYPTO_SHA256_LEN) == 0;
+             memcmp(w->copy_sha, c->model_sha, CRYPTO_SHA256_LEN) == 0 &&
+             !(w->copy_checked && !w->copy_ok);
   if (!same) {
     if (w->copy_users > 0)
       return 0;

@@ -117,27 +117,12 @@ static void test_freed_memory_stays(void) {
   CU_ASSERT(tuned < PASSES);
 }
 
-/* The sanitizers bring their own malloc, which mallopt does not steer. */
-static const char *not_glibc_malloc(void) {
-#if defined(__SANITIZE_ADDRESS__)
-  return "built with AddressSanitizer, whose allocator replaces glibc's";
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-  return "built with AddressSanitizer, whose allocator replaces glibc's";
-#endif
-#endif
-#ifndef __GLIBC__
-  return "not glibc";
-#endif
-  return NULL;
-}
-
 int cohort_register_suites(void) {
   static const test_case tests[] = {
       {"malloc settings in GLIBC_TUNABLES are the operator's and win",
-       test_operator_wins, not_glibc_malloc},
+       test_operator_wins},
       {"freed blocks stay in their arena: no page faulted in again",
-       test_freed_memory_stays, not_glibc_malloc},
+       test_freed_memory_stays},
   };
   return test_add_suite("heap_tune", NULL, NULL, tests,
                         sizeof tests / sizeof tests[0]);
