@@ -13,9 +13,10 @@ int heap_tune(void) {
   const char *tunables = getenv("GLIBC_TUNABLES");
   if (tunables && strstr(tunables, "glibc.malloc."))
     return 0;
-  /* Setting either threshold also stops glibc's own adjustment of the
-   * mmap threshold (it rises to the largest block freed, up to 32 MiB, and
-   * the trim threshold with it to twice that), so both are set. */
+  /* Setting either threshold also stops glibc's own adjustment of them
+   * (the mmap threshold rises to the size of the largest block freed from
+   * its own mmap, up to 32 MiB, and the trim threshold to twice that), so
+   * both are set. */
   return mallopt(M_MMAP_THRESHOLD, (int)HEAP_TUNE_MMAP_THRESHOLD) == 1 &&
          mallopt(M_TRIM_THRESHOLD, (int)HEAP_TUNE_TRIM_THRESHOLD) == 1;
 #else
