@@ -997,7 +997,7 @@ static const char *model_chunk_take(vclient *c, grpc_byte_buffer *bb,
     /* The client has compared or added every byte before this chunk, so
      * the copy reaches at least to its offset. */
     uint64_t at = ch.offset;
-    for (uint64_t left = ch.len; left > 0 && !why;) {
+    for (uint64_t left = ch.len; left > 0;) {
       const uint8_t *p;
       size_t k;
       pb_iov_span(&ch.data, left, &p, &k); /* all there: read above */

@@ -121,8 +121,12 @@ int round_codec_resume(round_engine *e, const store_codec *sc, char *why,
   return COHORT_OK;
 }
 
+size_t round_codec_max_size(const round_engine *e) {
+  return codec_wire_size(e->codec, &e->cparams);
+}
+
 round_verdict round_codec_check_size(const round_engine *e, uint64_t total) {
-  size_t size = codec_wire_size(e->codec, &e->cparams);
+  size_t size = round_codec_max_size(e);
   if (codec_size_exact(e->codec) ? total == size : total > 0 && total <= size)
     return round_ok();
   return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
@@ -131,10 +135,6 @@ round_verdict round_codec_check_size(const round_engine *e, uint64_t total) {
                             (unsigned long long)total, e->cparams.dim,
                             codec_size_exact(e->codec) ? "" : "1 to ", size,
                             codec_spec(e->codec));
-}
-
-size_t round_codec_max_size(const round_engine *e) {
-  return codec_wire_size(e->codec, &e->cparams);
 }
 
 int round_codec_decode(const round_engine *e, const codec_params *cp,

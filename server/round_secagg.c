@@ -491,9 +491,9 @@ round_verdict round_secagg_check_size(const round_engine *e, uint64_t total) {
                               "round %lld takes a masked input only after "
                               "the SHARE phase of secure aggregation",
                               (long long)e->round);
-  size_t packed = secagg_packed_len(sa->params.dim, sa->params.ring_bits);
-  if (total > 0 && total <= packed + MASKED_FRAMING)
+  if (total > 0 && total <= round_secagg_max_size(e))
     return round_ok();
+  size_t packed = secagg_packed_len(sa->params.dim, sa->params.ring_bits);
   return round_fail_verdict(GRPC_STATUS_INVALID_ARGUMENT,
                             "masked input has %llu bytes; %zu elements of "
                             "%u bits take %zu bytes and a few of framing",
