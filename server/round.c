@@ -932,13 +932,26 @@ static int close_selection(round_engine *e, double now) {
 
 /* Ends the TRAINING phase when the target is met, everyone has answered or
  * the deadline passed. */
-static int close_training(round_engine *e, double now) {
+int round_training_settled(const round_engine *e) {
   size_t want = e->target < e->n_parts ? e->target : e->n_parts;
   /* A client that declined has answered: with every participant done or
    * declined there is nothing left to wait for. */
-  if (e->n_done < want && e->n_done + e->n_declined < e->n_parts &&
-      now < e->deadline)
+  return e->n_done >= want || e->n_done + e->n_declined >= e->n_parts;
+}
+
+/* The other answers change nothing the scheduler's next tick would act on
+ * before its deadline (close_training), so they do not wake it: a wake
+ * per update, 500 a round at N=500, cost a look at the database file and
+ * two takes of the engine's lock each, for the last one's sake. */
+void round_answer_arrived(round_engine *e) {
+  if (round_training_settled(e))
+    pthread_cond_broadcast(&e->uploaded);
+}
+
+static int close_training(round_engine *e, double now) {
+  if (!round_training_settled(e) && now < e->deadline)
     return COHORT_OK;
+  size_t want = e->target < e->n_parts ? e->target : e->n_parts;
   /* Stragglers of a round that met its target are not charged, nor the
    * clients of a round the coordinator's restart interrupted. */
   int rc = round_offenders_settle(e, e->n_done < want && !e->resumed,

@@ -1076,7 +1076,7 @@ static round_verdict finish_upload(round_engine *e, upload_work *w,
   snprintf(v.detail, sizeof v.detail, "%s", note);
   e->n_done++;
   *complete = 1;
-  pthread_cond_broadcast(&e->uploaded);
+  round_answer_arrived(e);
   log_info("round %lld: update from client %lld (%llu examples, %llu bytes "
            "up), %zu/%zu in",
            (long long)e->round, (long long)p->client,
@@ -1408,7 +1408,7 @@ round_verdict round_decline(round_engine *e, int64_t client, int64_t round,
     p->declined = 1;
     e->n_declined++;
     /* The round may have nobody left to wait for. */
-    pthread_cond_broadcast(&e->uploaded);
+    round_answer_arrived(e);
     /* %.200s: the client's words, bounded; the log escapes control bytes. */
     log_info("round %lld: client %lld declined the evaluation: %.200s",
              (long long)round, (long long)client,
@@ -1474,7 +1474,7 @@ round_verdict round_report(round_engine *e, int64_t client, int64_t round,
     p->reported = 1;
     p->examples = num_examples;
     e->n_done++;
-    pthread_cond_broadcast(&e->uploaded);
+    round_answer_arrived(e);
   } else if (store_metrics_put(e->db, round, client, n, all_names,
                                all_values)) {
     v = round_store_failed(e);
