@@ -414,7 +414,7 @@ int store_open_existing(const char *path, int mode, store **out, char *err,
   if (store_files_name_check(path, err, errlen))
     return COHORT_EINVAL;
   store *s = calloc(1, sizeof *s);
-  if (!s || store_updates_open(path, &s->updates)) {
+  if (!s || store_updates_open(path, 0, &s->updates)) {
     free(s);
     return COHORT_ENOMEM;
   }
@@ -478,7 +478,7 @@ int store_open_with(const char *path, const store_options *opt, store **out,
   if (rc)
     return rc;
   store *s = calloc(1, sizeof *s);
-  if (!s || store_updates_open(path, &s->updates)) {
+  if (!s || store_updates_open(path, 1, &s->updates)) {
     free(s);
     return COHORT_ENOMEM;
   }

@@ -35,16 +35,18 @@ struct store_updates {
   pthread_mutex_t mu; /* the open file and its end */
   char *dir;          /* NULL until made, for a temporary one */
   int temporary;      /* dir is ours: removed at close */
+  int owner;          /* the coordinator's store, whose spare goes at close */
   int fd;             /* round's file, -1 when none is open */
   int64_t round;
   uint64_t end; /* where the next append goes */
 };
 
-int store_updates_open(const char *db_path, store_updates **out) {
+int store_updates_open(const char *db_path, int owner, store_updates **out) {
   store_updates *u = calloc(1, sizeof *u);
   if (!u)
     return COHORT_ENOMEM;
   u->fd = -1;
+  u->owner = owner;
   u->temporary = !db_path || !db_path[0] || strcmp(db_path, ":memory:") == 0;
   if (!u->temporary) {
     size_t n = strlen(db_path) + sizeof ".updates";
@@ -117,7 +119,7 @@ void store_updates_close(store_updates *u) {
   if (u->temporary && u->dir) {
     prune_locked(u, NULL, NULL);
     rmdir(u->dir);
-  } else if (u->dir) {
+  } else if (u->dir && u->owner) {
     char spare[4096];
     spare_path(u, spare, sizeof spare);
     unlink(spare);

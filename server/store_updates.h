@@ -14,10 +14,13 @@ typedef struct store_updates store_updates;
 /* The files of the database at db_path (borrowed). A path without a
  * directory of its own (":memory:", "") gets a private temporary directory
  * instead, made on the first append and removed by store_updates_close.
- * Nothing is created here. Returns COHORT_OK or COHORT_ENOMEM. */
-int store_updates_open(const char *db_path, store_updates **out);
-/* Closes the open file and removes the spare, and a temporary directory.
- * Accepts NULL. */
+ * Nothing is created here. owner: the store of the coordinator, which
+ * parks an ended round's file as the spare; another (the admin CLI's, a
+ * reader's) leaves the spare to the coordinator that may be running.
+ * Returns COHORT_OK or COHORT_ENOMEM. */
+int store_updates_open(const char *db_path, int owner, store_updates **out);
+/* Closes the open file; removes the spare (when u is the owner) and a
+ * temporary directory. Accepts NULL. */
 void store_updates_close(store_updates *u);
 
 /* Appends len bytes of data to round's file (creating the directory and

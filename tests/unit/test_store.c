@@ -20,6 +20,7 @@
 #include "db_peek.h"
 #include "log.h"
 #include "store.h"
+#include "store_tokens.h"
 
 static char dir[128];
 static int db_counter;
@@ -1032,7 +1033,8 @@ static off_t file_size(const char *path) {
  * (a smaller round leaves none of a larger one's), and the next round
  * writes over it from its start; bytes left from the
  * earlier round are never passed as an update, a resumed round appends
- * after them, and the spare goes at close. */
+ * after them, and the spare goes at the coordinator's close, not at an
+ * admin store's. */
 static void test_round_file_reused(void) {
   char path[256], file1[300], file2[300], spare[300], err[256] = "";
   uint8_t ua[UPD_LEN], ub[UPD_LEN];
@@ -1088,6 +1090,16 @@ static void test_round_file_reused(void) {
   CU_ASSERT_EQUAL_FATAL(store_participation_uploaded(s, &u, ua, UPD_LEN),
                         COHORT_OK);
   CU_ASSERT_EQUAL(store_round_fail(s, 3, "deadline", 7.0), COHORT_OK);
+  CU_ASSERT_EQUAL(file_size(spare), UPD_LEN);
+  /* The admin CLI's store, read-only or not, leaves the running
+   * coordinator's spare alone when it closes. */
+  store *admin = NULL;
+  CU_ASSERT_EQUAL_FATAL(store_open_readonly(path, &admin, err, sizeof err),
+                        COHORT_OK);
+  store_close(admin);
+  CU_ASSERT_EQUAL_FATAL(store_open_admin(path, &admin, err, sizeof err),
+                        COHORT_OK);
+  store_close(admin);
   CU_ASSERT_EQUAL(file_size(spare), UPD_LEN);
   store_close(s);
   CU_ASSERT_FALSE(file_exists(spare));
@@ -1258,7 +1270,8 @@ int cohort_register_suites(void) {
        "files",
        test_round_end_removes_files},
       {"an ended round's file is reused by the next from its start; stale "
-       "bytes never pass; the spare goes at close",
+       "bytes never pass; the spare goes at the coordinator's close, not an "
+       "admin's",
        test_round_file_reused},
       {"a schema 8 database's kept updates (in rows) still resume",
        test_v8_blob_updates_resume},
