@@ -472,11 +472,19 @@ static double until_next_open(round_engine *e, double now) {
 }
 
 /* A uniform draw in [0, 1) from the CSPRNG, so that clients can neither
- * predict nor synchronise on the jitter of their waits. */
+ * predict nor synchronise on the jitter of their waits. The draws come
+ * from a buffer of the thread's, refilled 64 at a time: each call of
+ * OpenSSL's RAND_bytes makes a getpid() system call (its check for a
+ * fork), and a check-in answered with a wait draws two or three. */
 static double jitter(void) {
-  uint32_t r = 0;
-  crypto_random(&r, sizeof r);
-  return (double)r / 4294967296.0;
+  static _Thread_local uint32_t draws[64];
+  static _Thread_local size_t left;
+  if (!left) {
+    if (crypto_random(draws, sizeof draws))
+      memset(draws, 0, sizeof draws);
+    left = sizeof draws / sizeof draws[0];
+  }
+  return (double)draws[--left] / 4294967296.0;
 }
 
 /* RetryLater from pace steering (pace.h) for a client the coordinator has
