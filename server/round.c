@@ -930,12 +930,11 @@ static int close_selection(round_engine *e, double now) {
   return COHORT_OK;
 }
 
-/* Ends the TRAINING phase when the target is met, everyone has answered or
- * the deadline passed. */
-int round_training_settled(const round_engine *e) {
+/* Whether a round's TRAINING (or EVALUATING) phase has no answer left to
+ * wait for: its target met, or every participant done or declined (a
+ * client that declined has answered). */
+static int training_settled(const round_engine *e) {
   size_t want = e->target < e->n_parts ? e->target : e->n_parts;
-  /* A client that declined has answered: with every participant done or
-   * declined there is nothing left to wait for. */
   return e->n_done >= want || e->n_done + e->n_declined >= e->n_parts;
 }
 
@@ -944,12 +943,14 @@ int round_training_settled(const round_engine *e) {
  * per update, 500 a round at N=500, cost a look at the database file and
  * two takes of the engine's lock each, for the last one's sake. */
 void round_answer_arrived(round_engine *e) {
-  if (round_training_settled(e))
+  if (training_settled(e))
     pthread_cond_broadcast(&e->uploaded);
 }
 
+/* Ends the TRAINING phase when the target is met, everyone has answered or
+ * the deadline passed. */
 static int close_training(round_engine *e, double now) {
-  if (!round_training_settled(e) && now < e->deadline)
+  if (!training_settled(e) && now < e->deadline)
     return COHORT_OK;
   size_t want = e->target < e->n_parts ? e->target : e->n_parts;
   /* Stragglers of a round that met its target are not charged, nor the

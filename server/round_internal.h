@@ -184,11 +184,9 @@ struct round_engine {
 void round_set_state(round_engine *e, round_state s);
 /* Something a waiting check-in may get a different answer for changed. */
 void round_changed(round_engine *e);
-/* Whether a round's TRAINING (or EVALUATING) phase has no answer left to
- * wait for: its target met, or every participant done or declined. */
-int round_training_settled(const round_engine *e);
 /* After an update, a report or a decline: wakes the scheduler when the
- * round has nothing left to wait for, and only then. */
+ * round has nothing left to wait for (its target met, or every participant
+ * done or declined), and only then. */
 void round_answer_arrived(round_engine *e);
 
 round_verdict round_ok(void);
