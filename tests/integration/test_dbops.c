@@ -554,7 +554,7 @@ static void test_truncated_database_stops_once(void) {
  * updates and the federation finishes (issue 21, Faults). */
 static void test_locked_database_stops_then_resumes(void) {
   const char *flags = "--rounds 2 --clients-per-round 3 --min-clients 2 "
-                      "--round-timeout 2 --selection-timeout 1 "
+                      "--round-timeout 10 --selection-timeout 5 "
                       "--retry-ms 100 --retry-max-ms 300 --linger 3";
   char all[512];
   snprintf(all, sizeof all, "%s --enroll-token %s", flags, TOKEN);
@@ -562,13 +562,21 @@ static void test_locked_database_stops_then_resumes(void) {
   char db[512] = "";
   pid_t server = harness_start_server("locked", all, &port, db, sizeof db);
   CU_ASSERT_FATAL(server > 0);
-  pid_t clients[2];
+  /* The third client is selected (the selection waits up to 5 s for all
+   * three) and dies in its download, so the round waits for its deadline
+   * with the two others' updates in: the window in which the lock is taken
+   * lasts the 10 s of --round-timeout, not however long a round with every
+   * update in takes to commit (with two clients of three wanted it
+   * committed at the selection's close, which a loaded run could see
+   * before the second update). */
+  pid_t clients[3];
   clients[0] = start_client(port, "locked-client0.err");
   clients[1] = start_client(port, "locked-client1.err");
+  setenv("COHORT_TEST_KILL_AT", "download", 1);
+  clients[2] = start_client(port, "locked-client2.err");
+  unsetenv("COHORT_TEST_KILL_AT");
   /* The two uploads are seen from inside the write lock, so the round
-   * cannot commit between seeing them and taking it (a loaded CI run did:
-   * the round committed first, round 2's check-ins failed on the lock and
-   * the coordinator, with nothing to write, waited). */
+   * cannot commit between seeing them and taking it. */
   sqlite3 *holder = NULL;
   CU_ASSERT_EQUAL_FATAL(sqlite3_open(db, &holder), SQLITE_OK);
   sqlite3_busy_timeout(holder, 5000);
@@ -609,6 +617,9 @@ static void test_locked_database_stops_then_resumes(void) {
   CU_ASSERT_EQUAL(harness_wait(server, 120), 0);
   for (int i = 0; i < 2; i++)
     CU_ASSERT_EQUAL(harness_wait(clients[i], 30), 0);
+  CU_ASSERT_NOT_EQUAL(harness_wait(clients[2], 30), 0); /* killed itself */
+  CU_ASSERT(
+      file_has(harness_path("locked-client2.err"), "COHORT_TEST_KILL_AT"));
   CU_ASSERT_EQUAL(db_peek_int(db, "SELECT clients_aggregated FROM rounds"
                                   " WHERE id = 1 AND state = 'COMMITTED'"),
                   2);
