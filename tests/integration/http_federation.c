@@ -76,7 +76,7 @@ int http_federation_start_with(http_federation *f, const char *tag,
       harness_start_server(tag, flags, &f->grpc_port, f->db, sizeof f->db);
   if (f->server < 0)
     return -1;
-  f->http_port = harness_read_port(port_file, 5);
+  f->http_port = harness_read_port(port_file, 30);
   char target[64];
   snprintf(target, sizeof target, "127.0.0.1:%d", f->grpc_port);
   for (int i = 0; i < HTTP_FED_CLIENTS; i++) {

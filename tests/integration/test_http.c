@@ -460,7 +460,7 @@ static pid_t start_idle_coordinator(int *http) {
   int port = 0;
   char db[512] = "";
   pid_t server = harness_start_server("idle", flags, &port, db, sizeof db);
-  *http = server > 0 ? harness_read_port(port_file, 5) : 0;
+  *http = server > 0 ? harness_read_port(port_file, 30) : 0;
   return server;
 }
 
