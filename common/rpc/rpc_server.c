@@ -437,20 +437,26 @@ static void slot_serve(rpc_slot *s) {
   rpc_request req;
   request_of(s, GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body), &bearer,
              &req);
+  /* The message is copied into body and the bearer out of the metadata:
+   * neither is needed again, and a held call would keep them while it
+   * waits. */
+  grpc_byte_buffer_destroy(s->payload);
+  s->payload = NULL;
+  grpc_metadata_array_destroy(&s->md);
+  grpc_metadata_array_init(&s->md);
+  /* A handler that holds the call hands it to another thread, which may
+   * answer it, and a worker then drop the references of its batches,
+   * before the handler returns: this reference keeps s, and the request
+   * that borrows from it, alive until then. */
+  atomic_fetch_add(&s->refs, 1);
   srv->methods[s->method].handler(srv->ctx, &req, &rep);
   free(bearer);
   grpc_slice_unref(body);
-  if (s->held) {
-    /* The request's buffers are not needed while it waits, nor is the
-     * array of its metadata (the bearer was read above). */
-    grpc_byte_buffer_destroy(s->payload);
-    s->payload = NULL;
-    grpc_metadata_array_destroy(&s->md);
-    grpc_metadata_array_init(&s->md);
+  if (s->held)
     rpc_reply_clear(&rep);
-    return;
-  }
-  slot_reply(s, &rep);
+  else
+    slot_reply(s, &rep);
+  slot_unref(s);
 }
 
 /* Starts reading the message of an admitted call, and of the waiting

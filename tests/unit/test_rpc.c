@@ -796,6 +796,9 @@ typedef struct hold_box {
   int answered[MAX_HELD];
   size_t n;
   int second_hold_null; /* HoldTwice: what the second rpc_hold gave */
+  int client_has_reply; /* HoldReplyLate: the client's call returned */
+  int peer_intact;      /* HoldReplyLate: req->peer, read last */
+  int handler_done;     /* HoldReplyLate: set as it returns */
 } hold_box;
 
 static void box_init(hold_box *b) {
@@ -894,20 +897,55 @@ static void h_hold_reply(void *ctx, const rpc_request *req, rpc_reply *rep) {
   rep->body_len = 7;
 }
 
+/* Holds and answers at once, as the coordinator's long-poll thread may
+ * answer a check-in the moment it is held, then returns only after the
+ * client has its answer and the other worker has had 200 ms to finish the
+ * call's batches; it reads its request last, which must still be there. */
+static void h_hold_reply_late(void *ctx, const rpc_request *req,
+                              rpc_reply *rep) {
+  hold_box *b = ctx;
+  rpc_held *h = rpc_hold(req);
+  if (!h) {
+    rep->code = GRPC_STATUS_INTERNAL;
+    return;
+  }
+  rpc_reply now;
+  memset(&now, 0, sizeof now);
+  now.body = dup_bytes("inline", 6);
+  now.body_len = 6;
+  rpc_held_reply(h, &now);
+  int64_t until = now_ms() + 5000;
+  pthread_mutex_lock(&b->mu);
+  while (!b->client_has_reply && now_ms() < until) {
+    pthread_mutex_unlock(&b->mu);
+    sleep_ms(5);
+    pthread_mutex_lock(&b->mu);
+  }
+  pthread_mutex_unlock(&b->mu);
+  sleep_ms(200);
+  int intact = strncmp(req->peer, "ipv4:127.0.0.1:", 15) == 0;
+  pthread_mutex_lock(&b->mu);
+  b->peer_intact = intact;
+  b->handler_done = 1;
+  pthread_mutex_unlock(&b->mu);
+}
+
 static const rpc_method k_hold_methods[] = {
     {"/test.Svc/Hold", h_hold},
     {"/test.Svc/HoldTwice", h_hold_twice},
     {"/test.Svc/HoldReply", h_hold_reply},
+    {"/test.Svc/HoldReplyLate", h_hold_reply_late},
     {"/test.Svc/Echo", h_echo},
 };
 
-/* One worker, so that a held call would block every other call if it
- * kept the worker's thread. */
-static int start_hold_server(hold_box *b, rpc_server **srv, rpc_channel **ch) {
+/* workers 1: a held call would block every other call if it kept the
+ * worker's thread. */
+static int start_hold_server_with(hold_box *b, int workers, rpc_server **srv,
+                                  rpc_channel **ch) {
   rpc_server_config cfg;
   memset(&cfg, 0, sizeof cfg);
   cfg.listen = "127.0.0.1:0";
-  cfg.workers = 1;
+  cfg.workers = workers;
   cfg.max_receive_bytes = SERVER_MAX_RECV;
   cfg.max_send_bytes = SERVER_MAX_SEND;
   cfg.methods = k_hold_methods;
@@ -923,6 +961,10 @@ static int start_hold_server(hold_box *b, rpc_server **srv, rpc_channel **ch) {
     *srv = NULL;
   }
   return rc;
+}
+
+static int start_hold_server(hold_box *b, rpc_server **srv, rpc_channel **ch) {
+  return start_hold_server_with(b, 1, srv, ch);
 }
 
 typedef struct held_call {
@@ -1199,6 +1241,49 @@ static void test_held_reply_inside_handler(void) {
     if (res.body && res.body_len == 6)
       CU_ASSERT(memcmp(res.body, "inline", 6) == 0);
     rpc_result_clear(&res);
+  }
+  box_close(&box);
+  rpc_channel_free(ch);
+  rpc_server_stop(srv, 1000);
+}
+
+/* A held call answered, its batches finished and its references dropped
+ * by a second worker while the handler that held it is still running (the
+ * coordinator's check-ins, answered by the long-poll thread): the handler's
+ * request stays valid until it returns and the call is released once. It
+ * freed the call under the running handler, then freed the request's
+ * message a second time (heap corruption at 10,000 clients with
+ * --max-held 0); this fails on the request or aborts on the double free. */
+static void test_held_call_answered_before_its_handler_returns(void) {
+  hold_box box;
+  box_init(&box);
+  rpc_server *srv = NULL;
+  rpc_channel *ch = NULL;
+  CU_ASSERT_EQUAL_FATAL(start_hold_server_with(&box, 2, &srv, &ch), COHORT_OK);
+  rpc_call_opts o = fast_opts();
+  for (int i = 0; i < 3; i++) {
+    pthread_mutex_lock(&box.mu);
+    box.client_has_reply = 0;
+    box.handler_done = 0;
+    pthread_mutex_unlock(&box.mu);
+    rpc_result res;
+    CU_ASSERT_EQUAL(rpc_call(ch, "/test.Svc/HoldReplyLate", NULL,
+                             (const uint8_t *)"request", 7, &o, &res),
+                    COHORT_OK);
+    CU_ASSERT_EQUAL(res.code, GRPC_STATUS_OK);
+    CU_ASSERT(res.body_len == 6 && memcmp(res.body, "inline", 6) == 0);
+    rpc_result_clear(&res);
+    int64_t until = now_ms() + 10000;
+    pthread_mutex_lock(&box.mu);
+    box.client_has_reply = 1;
+    while (!box.handler_done && now_ms() < until) {
+      pthread_mutex_unlock(&box.mu);
+      sleep_ms(5);
+      pthread_mutex_lock(&box.mu);
+    }
+    CU_ASSERT(box.handler_done);
+    CU_ASSERT(box.peer_intact);
+    pthread_mutex_unlock(&box.mu);
   }
   box_close(&box);
   rpc_channel_free(ch);
@@ -1561,6 +1646,9 @@ int cohort_register_suites(void) {
       {"a second rpc_hold of a call gives NULL", test_second_hold_is_null},
       {"rpc_held_reply from inside the handler answers",
        test_held_reply_inside_handler},
+      {"a held call answered and finished before its handler returns: "
+       "the request stays valid, the call is released once",
+       test_held_call_answered_before_its_handler_returns},
       {"a cancel flag ends a waiting call at once",
        test_cancel_ends_a_waiting_call},
       {"abseil's lock-order checking is off in a release build, on in a "
