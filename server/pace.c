@@ -15,9 +15,9 @@ uint32_t pace_retry_ms(const pace_inputs *in, double u) {
   return (uint32_t)ms;
 }
 
-uint32_t pace_after_round_ms(double until_end_s, double u, double min_ms,
-                             double max_ms) {
-  double ms = 1000.0 * until_end_s;
+uint32_t pace_wanted_at_ms(double until_s, double u, double min_ms,
+                           double max_ms) {
+  double ms = 1000.0 * until_s;
   if (ms < min_ms)
     ms = min_ms;
   ms += u * min_ms;

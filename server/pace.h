@@ -37,16 +37,18 @@ typedef struct pace_inputs {
 
 uint32_t pace_retry_ms(const pace_inputs *in, double u);
 
-/* The wait of a client that already took part in the round in progress:
- * it is wanted again when the next round opens, expected when this one
- * ends, until_end_s from now (from the mean length of the training phases
- * so far; 0 or less when unknown). Uniform in
- *   [b, b + min_ms],  b = max(t_end, min_ms),
+/* The wait of a client wanted back at a known moment, until_s from now
+ * (0 or less when unknown): one that already took part in the round in
+ * progress, wanted when the next round opens, expected when this one ends
+ * (from the mean length of the training phases so far); a candidate of an
+ * open round's draw, wanted at the draw; any client near the federation's
+ * expected end. Uniform in
+ *   [b, b + min_ms],  b = max(t, min_ms),
  * at most max_ms: no population term, since the client is not one of many
- * to spread out, and min_ms of jitter so that the round's participants do
- * not return in lockstep, even while t_end is unknown. */
-uint32_t pace_after_round_ms(double until_end_s, double u, double min_ms,
-                             double max_ms);
+ * to spread out, and min_ms of jitter so that such clients do not return
+ * in lockstep, even while t is unknown. */
+uint32_t pace_wanted_at_ms(double until_s, double u, double min_ms,
+                           double max_ms);
 
 /* The most check-ins held at once with --max-held 0, the opt-in cap (the
  * default --max-held 50000 holds every client of most fleets):

@@ -511,7 +511,7 @@ static uint32_t retry_ms(round_engine *e, double now, double not_before_s) {
 
 /* RetryLater for a client that already took part in the round in
  * progress: it is wanted again as soon as the next round opens, which is
- * when this one is expected to end (pace_after_round_ms); no population
+ * when this one is expected to end (pace_wanted_at_ms); no population
  * term, since it is not one of many to spread out. */
 static uint32_t after_round_ms(round_engine *e, double now) {
   double started =
@@ -519,8 +519,8 @@ static uint32_t after_round_ms(round_engine *e, double now) {
   double end = started + e->training_s;
   if (e->state == ROUND_TRAINING && end > e->deadline)
     end = e->deadline;
-  return pace_after_round_ms(end - now, jitter(), e->cfg.retry_ms,
-                             e->cfg.retry_max_ms);
+  return pace_wanted_at_ms(end - now, jitter(), e->cfg.retry_ms,
+                           e->cfg.retry_max_ms);
 }
 
 /* Seconds until the last training round is expected to end: the round in
@@ -561,12 +561,12 @@ static uint32_t crowded_ms(round_engine *e, double now,
     ms = r->retry_after_ms;
   /* Spread over many rounds, the waits of the last ones would outlast the
    * federation, and their clients would learn of its end only then: none
-   * returns later than just after the expected end (pace_after_round_ms),
+   * returns later than just after the expected end (pace_wanted_at_ms),
    * where it is told. */
   double end = until_federation_end(e, now);
   if (end >= 0) {
-    uint32_t by_end = pace_after_round_ms(end, jitter(), e->cfg.retry_ms,
-                                          e->cfg.retry_max_ms);
+    uint32_t by_end =
+        pace_wanted_at_ms(end, jitter(), e->cfg.retry_ms, e->cfg.retry_max_ms);
     if (by_end < ms)
       ms = by_end;
   }
@@ -698,7 +698,12 @@ static round_verdict checkin_locked(round_engine *e, int64_t client,
       drawn->told = 1;
       fill_task(e, &out->task);
     } else if (e->n_parts < e->select_max) {
-      out->retry_after_ms = retry_ms(e, now, e->draw_at - now);
+      /* Wanted at the draw: spread over the fleet like a client with no
+       * place in the round, a drawn candidate that polls would come back
+       * long after it, and the round wait for it (with --max-held 0 the
+       * spread grew with every round's new participants). */
+      out->retry_after_ms = pace_wanted_at_ms(
+          e->draw_at - now, jitter(), e->cfg.retry_ms, e->cfg.retry_max_ms);
       out->candidate = 1;
       snprintf(out->reason, sizeof out->reason,
                "a candidate in round %lld's draw", (long long)e->round);

@@ -1,5 +1,5 @@
 /* Tests of the coordinator's pure selection helpers: pace steering
- * (pace_retry_ms and pace_after_round_ms against the formulas in pace.h)
+ * (pace_retry_ms and pace_wanted_at_ms against the formulas in pace.h)
  * and eligibility conditions (elig_parse, elig_check) for every operator,
  * good and bad input. */
 #include <math.h>
@@ -95,22 +95,22 @@ static void test_pace_degenerate_inputs(void) {
 
 static void test_after_round_formula(void) {
   /* t_end + u min_ms, in ms: 5 s to the round's expected end. */
-  CU_ASSERT_EQUAL(pace_after_round_ms(5, 0.0, 100, 60000), 5000);
-  CU_ASSERT_EQUAL(pace_after_round_ms(5, 0.25, 100, 60000), 5025);
-  CU_ASSERT_EQUAL(pace_after_round_ms(5, 0.5, 100, 60000), 5050);
-  CU_ASSERT_EQUAL(pace_after_round_ms(2.5, 0.75, 200, 60000), 2650);
+  CU_ASSERT_EQUAL(pace_wanted_at_ms(5, 0.0, 100, 60000), 5000);
+  CU_ASSERT_EQUAL(pace_wanted_at_ms(5, 0.25, 100, 60000), 5025);
+  CU_ASSERT_EQUAL(pace_wanted_at_ms(5, 0.5, 100, 60000), 5050);
+  CU_ASSERT_EQUAL(pace_wanted_at_ms(2.5, 0.75, 200, 60000), 2650);
   /* The jitter is min_ms wide: [t_end, t_end + min_ms). */
   uint32_t lo = UINT32_MAX, hi = 0;
   for (int i = 0; i < 1000; i++) {
-    uint32_t ms = pace_after_round_ms(3, i / 1000.0, 400, 60000);
+    uint32_t ms = pace_wanted_at_ms(3, i / 1000.0, 400, 60000);
     lo = ms < lo ? ms : lo;
     hi = ms > hi ? ms : hi;
   }
   CU_ASSERT_EQUAL(lo, 3000);
   CU_ASSERT(hi >= 3399 && hi < 3400);
   /* An end nearer than min_ms: min_ms, then the jitter. */
-  CU_ASSERT_EQUAL(pace_after_round_ms(0.05, 0.9, 100, 60000), 190);
-  CU_ASSERT_EQUAL(pace_after_round_ms(0.05, 0.2, 100, 60000), 120);
+  CU_ASSERT_EQUAL(pace_wanted_at_ms(0.05, 0.9, 100, 60000), 190);
+  CU_ASSERT_EQUAL(pace_wanted_at_ms(0.05, 0.2, 100, 60000), 120);
 }
 
 static void test_after_round_clamps(void) {
@@ -118,14 +118,14 @@ static void test_after_round_clamps(void) {
    * jitter still spreads the returns over [min_ms, 2 min_ms). */
   for (int i = 0; i < 10; i++) {
     double u = i / 10.0;
-    CU_ASSERT_EQUAL(pace_after_round_ms(0, u, 100, 60000), 100 + 10 * i);
-    CU_ASSERT_EQUAL(pace_after_round_ms(-7, u, 100, 60000), 100 + 10 * i);
-    CU_ASSERT_EQUAL(pace_after_round_ms(-1e9, u, 250, 60000), 250 + 25 * i);
+    CU_ASSERT_EQUAL(pace_wanted_at_ms(0, u, 100, 60000), 100 + 10 * i);
+    CU_ASSERT_EQUAL(pace_wanted_at_ms(-7, u, 100, 60000), 100 + 10 * i);
+    CU_ASSERT_EQUAL(pace_wanted_at_ms(-1e9, u, 250, 60000), 250 + 25 * i);
   }
   /* Far ends are clamped to max_ms. */
-  CU_ASSERT_EQUAL(pace_after_round_ms(1e6, 0.5, 100, 60000), 60000);
-  CU_ASSERT_EQUAL(pace_after_round_ms(59.99, 0.5, 100, 60000), 60000);
-  CU_ASSERT_EQUAL(pace_after_round_ms(10, 0.0, 100, 1234), 1234);
+  CU_ASSERT_EQUAL(pace_wanted_at_ms(1e6, 0.5, 100, 60000), 60000);
+  CU_ASSERT_EQUAL(pace_wanted_at_ms(59.99, 0.5, 100, 60000), 60000);
+  CU_ASSERT_EQUAL(pace_wanted_at_ms(10, 0.0, 100, 1234), 1234);
 }
 
 /* The wait is the round's end plus jitter whatever the fleet's size: where
@@ -134,8 +134,8 @@ static void test_after_round_clamps(void) {
 static void test_after_round_has_no_population_term(void) {
   pace_inputs crowd = pace(100000, 1, 10, 2);
   CU_ASSERT_EQUAL(pace_retry_ms(&crowd, 0.5), 60000);
-  CU_ASSERT_EQUAL(pace_after_round_ms(2, 0.5, 100, 60000), 2050);
-  CU_ASSERT_EQUAL(pace_after_round_ms(0, 0.5, 100, 60000), 150);
+  CU_ASSERT_EQUAL(pace_wanted_at_ms(2, 0.5, 100, 60000), 2050);
+  CU_ASSERT_EQUAL(pace_wanted_at_ms(0, 0.5, 100, 60000), 150);
 }
 
 /* ---- how many check-ins are held ---- */

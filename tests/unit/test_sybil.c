@@ -296,6 +296,43 @@ static void test_not_selected_reasons(void) {
   fx_close(&f);
 }
 
+/* A candidate that polls is told to come back at the draw (docs/rounds.md,
+ * "Selection"), not spread like a client with no place in the round: the
+ * spread grows with the fleet (with --max-held 0 at 10,000 clients, by
+ * every round's new participants, until drawn candidates came back up to
+ * 5 s after the draw and the round waited for them). With a 6 s pace
+ * window the spread alone is up to 4 s here; the draw is 5 s away. */
+static void test_polling_candidate_back_at_the_draw(void) {
+  fixture f;
+  FX_INIT(f);
+  f.cfg.rounds = 1;
+  f.cfg.clients_per_round = 1;
+  f.cfg.selection_window_s = 5;
+  f.cfg.selection_timeout_s = 60; /* pace window W = 6 s */
+  f.cfg.retry_ms = 100;
+  f.cfg.retry_max_ms = 60000;
+  FX_START(f, 3);
+  for (int i = 0; i < 3; i++) /* active: the draw waits for all three */
+    check_in(&f, f.id[i]);
+  CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
+  ASSERT_ROUND_STATE(f, 1, "OPEN");
+  double opened = clock_mono_s();
+  uint32_t lo = UINT32_MAX, hi = 0;
+  for (int i = 0; i < 100; i++) {
+    checkin_result r = check_in(&f, f.id[i % 2]); /* the third stays away */
+    CU_ASSERT_EQUAL(r.kind, CHECKIN_RETRY);
+    CU_ASSERT_STRING_EQUAL(r.reason, "a candidate in round 1's draw");
+    lo = r.retry_after_ms < lo ? r.retry_after_ms : lo;
+    hi = r.retry_after_ms > hi ? r.retry_after_ms : hi;
+  }
+  double spent_ms = (clock_mono_s() - opened) * 1000;
+  /* [draw - now, draw - now + retry_ms) */
+  CU_ASSERT(lo >= 5000 - spent_ms - 1);
+  CU_ASSERT(hi < 5000 + 100);
+  CU_ASSERT(hi > lo); /* jittered, not in lockstep */
+  fx_close(&f);
+}
+
 /* Candidates the operator revoked after they checked in are left out of
  * the draw: 40 revoked identities and one honest client wait for one slot,
  * and the honest one gets it (drawn among all 41, it would with p = 1/41),
@@ -417,6 +454,9 @@ int cohort_register_suites(void) {
       {"a client that never uploads is excluded after N failures, recovers",
        test_offender_excluded_then_recovers},
       {"a client not selected hears why", test_not_selected_reasons},
+      {"a candidate that polls is told to come back at the draw, not "
+       "spread over the fleet",
+       test_polling_candidate_back_at_the_draw},
       {"candidates revoked before the draw are not drawn",
        test_revoked_candidates_not_drawn},
       {"a declined evaluation is not a failed round",
