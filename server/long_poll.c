@@ -174,7 +174,7 @@ static void secagg_forget(long_poll *lp, int64_t client) {
   pthread_mutex_unlock(&lp->mu);
 }
 
-/* Answers a held SecAgg poll; the caller then forgets its client. */
+/* Answers a held SecAgg poll; the caller forgets its client too. */
 static void answer_secagg(long_poll *lp, held_call *h, const round_verdict *v,
                           round_secagg_reply *out) {
   rpc_reply rep = verdict_reply(v);
@@ -213,8 +213,10 @@ static int revisit_secagg(long_poll *lp, held_call *h, uint64_t changes,
   }
   if (waiting)
     out.after_ms = 0; /* the hold ran out: poll again at once */
-  answer_secagg(lp, h, &v, &out);
+  /* Forgotten first: the client's next poll, sent as soon as this answer
+   * reaches it, must find no poll of its held. */
   secagg_forget(lp, h->client);
+  answer_secagg(lp, h, &v, &out);
   return 0;
 }
 
@@ -236,12 +238,12 @@ static void answer_now_locked(long_poll *lp, held_call *h) {
 /* One pass over the held calls: 1 when h stays held. */
 static int revisit(long_poll *lp, held_call *h, uint64_t changes, double now) {
   if (rpc_held_gone(h->call)) {
+    if (h->kind == HELD_SECAGG)
+      secagg_forget(lp, h->client);
     rpc_reply none;
     memset(&none, 0, sizeof none);
     rpc_held_reply(h->call, &none); /* only releases it */
     held_free(h);
-    if (h->kind == HELD_SECAGG)
-      secagg_forget(lp, h->client);
     return 0;
   }
   if (h->kind == HELD_SECAGG)

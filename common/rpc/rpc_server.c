@@ -681,8 +681,10 @@ static void worker_run(rpc_worker *w) {
       break;
     case TAG_REPLY:
       /* Answered without its message (refused at its headers): settled
-       * unless its client had gone. */
-      if (!s->cancelled)
+       * unless its client had gone. A held call settled when its message
+       * came, and its own close batch writes s->cancelled, unordered with
+       * this completion: not read then. */
+      if (!s->held && !s->cancelled)
         call_event(s, RPC_CALL_SETTLED);
       slot_unref(s);
       break;
