@@ -314,9 +314,9 @@ static void test_polling_candidate_back_at_the_draw(void) {
   FX_START(f, 3);
   for (int i = 0; i < 3; i++) /* active: the draw waits for all three */
     check_in(&f, f.id[i]);
+  double opened = clock_mono_s(); /* no later than the draw's clock */
   CU_ASSERT_EQUAL_FATAL(round_tick(f.e), COHORT_OK);
   ASSERT_ROUND_STATE(f, 1, "OPEN");
-  double opened = clock_mono_s();
   uint32_t lo = UINT32_MAX, hi = 0;
   for (int i = 0; i < 100; i++) {
     checkin_result r = check_in(&f, f.id[i % 2]); /* the third stays away */
