@@ -555,6 +555,74 @@ static void test_secagg_poll_revoked_while_held(void) {
   CU_ASSERT_EQUAL(harness_stop(srv, 15), 0);
 }
 
+/* Two at once: --max-receiving-per-client (2) refuses a third whose
+ * message is still on its way. */
+#define FLOOD_THREADS 2
+#define FLOOD_POLLS 500
+
+typedef struct poll_flood {
+  const char *token;
+  uint64_t round;
+  int waits;
+  pthread_t thread;
+} poll_flood;
+
+static void *flood_main(void *arg) {
+  poll_flood *f = arg;
+  for (int i = 0; i < FLOOD_POLLS; i++) {
+    setup_poll p = {.token = f->token, .round = f->round, .wait_ms = 20000};
+    setup_main(&p);
+    if (p.code != GRPC_STATUS_OK ||
+        p.outcome != COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_WAIT)
+      break; /* a coordinator gone would cost every poll its deadline */
+    f->waits++;
+  }
+  return NULL;
+}
+
+/* An attacker with a session floods SecAgg polls that ask to wait while
+ * one of its polls is held: each is answered at once from its handler
+ * (one poll held per client), the path on which another worker could
+ * finish the call and free it under the running handler (a heap
+ * corruption before 243ca7b). Every poll gets its Wait, the held one is
+ * still held and gets the plan, and the coordinator stops cleanly. */
+static void test_secagg_poll_flood_answered_inline(void) {
+  char db[512] = "";
+  pid_t srv = start("secagg-flood",
+                    "--rounds 1 --selection-window 0 --secagg full "
+                    "--codec q8 --codec-clip 0.05 --clients-per-round 3 "
+                    "--min-clients 3",
+                    db, sizeof db);
+  CU_ASSERT_FATAL(srv > 0);
+  char a[65], b[65], c[65];
+  register_client(a);
+  register_client(b);
+  register_client(c);
+  checkin ca = check_in_now(a, 0, 0);
+  CU_ASSERT_EQUAL_FATAL(ca.outcome, TASK);
+  setup_poll held = {.token = a, .round = ca.round, .wait_ms = 20000};
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&held.thread, NULL, setup_main, &held),
+                        0);
+  nap_ms(500);
+  poll_flood flood[FLOOD_THREADS];
+  for (int i = 0; i < FLOOD_THREADS; i++) {
+    flood[i] = (poll_flood){.token = a, .round = ca.round};
+    CU_ASSERT_EQUAL_FATAL(
+        pthread_create(&flood[i].thread, NULL, flood_main, &flood[i]), 0);
+  }
+  for (int i = 0; i < FLOOD_THREADS; i++) {
+    pthread_join(flood[i].thread, NULL);
+    CU_ASSERT_EQUAL(flood[i].waits, FLOOD_POLLS);
+  }
+  CU_ASSERT_EQUAL(held.outcome, 0); /* still held */
+  CU_ASSERT_EQUAL(check_in_now(b, 0, 0).outcome, TASK);
+  CU_ASSERT_EQUAL(check_in_now(c, 0, 0).outcome, TASK);
+  pthread_join(held.thread, NULL);
+  CU_ASSERT_EQUAL(held.code, GRPC_STATUS_OK);
+  CU_ASSERT_EQUAL(held.outcome, COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_PLAN);
+  CU_ASSERT_EQUAL(harness_stop(srv, 15), 0);
+}
+
 static int suite_clean(void) {
   rpc_channel_free(g_ch);
   g_ch = NULL;
@@ -577,6 +645,9 @@ int cohort_register_suites(void) {
        test_secagg_poll_held_until_plan},
       {"a SecAgg poll held while its client is revoked gets no plan",
        test_secagg_poll_revoked_while_held},
+      {"a flood of SecAgg polls beside a held one is answered at once; the "
+       "coordinator stays up",
+       test_secagg_poll_flood_answered_inline},
   };
   return test_add_suite("long poll", NULL, suite_clean, tests,
                         sizeof tests / sizeof tests[0]);

@@ -879,20 +879,28 @@ static void h_hold_twice(void *ctx, const rpc_request *req, rpc_reply *rep) {
   box_put(b, h, req);
 }
 
-/* Holds, then answers at once from the handler itself; what it leaves in
- * *rep must be ignored (and freed). */
-static void h_hold_reply(void *ctx, const rpc_request *req, rpc_reply *rep) {
-  (void)ctx;
+/* Holds the call and answers it "inline" at once; 0, or -1 (INTERNAL in
+ * *rep) when it could not be held. */
+static int hold_and_answer(const rpc_request *req, rpc_reply *rep) {
   rpc_held *h = rpc_hold(req);
   if (!h) {
     rep->code = GRPC_STATUS_INTERNAL;
-    return;
+    return -1;
   }
   rpc_reply now;
   memset(&now, 0, sizeof now);
   now.body = dup_bytes("inline", 6);
   now.body_len = 6;
   rpc_held_reply(h, &now);
+  return 0;
+}
+
+/* Holds, then answers at once from the handler itself; what it leaves in
+ * *rep must be ignored (and freed). */
+static void h_hold_reply(void *ctx, const rpc_request *req, rpc_reply *rep) {
+  (void)ctx;
+  if (hold_and_answer(req, rep))
+    return;
   rep->body = dup_bytes("ignored", 7);
   rep->body_len = 7;
 }
@@ -904,16 +912,8 @@ static void h_hold_reply(void *ctx, const rpc_request *req, rpc_reply *rep) {
 static void h_hold_reply_late(void *ctx, const rpc_request *req,
                               rpc_reply *rep) {
   hold_box *b = ctx;
-  rpc_held *h = rpc_hold(req);
-  if (!h) {
-    rep->code = GRPC_STATUS_INTERNAL;
+  if (hold_and_answer(req, rep))
     return;
-  }
-  rpc_reply now;
-  memset(&now, 0, sizeof now);
-  now.body = dup_bytes("inline", 6);
-  now.body_len = 6;
-  rpc_held_reply(h, &now);
   int64_t until = now_ms() + 5000;
   pthread_mutex_lock(&b->mu);
   while (!b->client_has_reply && now_ms() < until) {
