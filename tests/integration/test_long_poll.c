@@ -472,87 +472,96 @@ static void test_stop_answers_held(void) {
   CU_ASSERT_EQUAL(harness_wait(srv, 15), 0);
 }
 
+/* A SecAgg round of three being selected: a coordinator (flags: extra
+ * besides the round's), clients a, b, c registered, and a selected. */
+typedef struct secagg_round {
+  pid_t srv;
+  char db[512];
+  char a[65], b[65], c[65];
+  uint64_t a_id;
+  checkin ca;
+} secagg_round;
+
+static void secagg_round_start(secagg_round *r, const char *tag,
+                               const char *extra) {
+  char flags[256];
+  snprintf(flags, sizeof flags,
+           "--rounds 1 --selection-window 0 --secagg full --codec q8 "
+           "--codec-clip 0.05 --clients-per-round 3 --min-clients 3 %s",
+           extra);
+  r->db[0] = '\0';
+  r->srv = start(tag, flags, r->db, sizeof r->db);
+  CU_ASSERT_FATAL(r->srv > 0);
+  r->a_id = register_client(r->a);
+  register_client(r->b);
+  register_client(r->c);
+  r->ca = check_in_now(r->a, 0, 0);
+  CU_ASSERT_EQUAL_FATAL(r->ca.outcome, TASK);
+}
+
+/* Starts a's SETUP poll that asks to wait 20 s, from its own thread, and
+ * gives it 500 ms to be held. */
+static void hold_setup_poll(secagg_round *r, setup_poll *held) {
+  *held = (setup_poll){.token = r->a, .round = r->ca.round, .wait_ms = 20000};
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&held->thread, NULL, setup_main, held),
+                        0);
+  nap_ms(500);
+}
+
 /* Under secure aggregation, the SETUP poll of a selected client that asks
  * to wait is held while the round is still selecting, and gets the plan
  * the moment selection closes; a second poll of that client meanwhile
  * gets Wait at once (one held each); one that does not ask gets Wait at
  * once, as before. */
 static void test_secagg_poll_held_until_plan(void) {
-  char db[512] = "";
-  pid_t srv = start("secagg",
-                    "--rounds 1 --selection-window 0 --secagg full "
-                    "--codec q8 --codec-clip 0.05 --clients-per-round 3 "
-                    "--min-clients 3",
-                    db, sizeof db);
-  CU_ASSERT_FATAL(srv > 0);
-  char a[65], b[65], c[65];
-  register_client(a);
-  register_client(b);
-  register_client(c);
-  checkin ca = check_in_now(a, 0, 0);
-  CU_ASSERT_EQUAL_FATAL(ca.outcome, TASK);
-
-  setup_poll now = {.token = a, .round = ca.round};
+  secagg_round r;
+  secagg_round_start(&r, "secagg", "");
+  setup_poll now = {.token = r.a, .round = r.ca.round};
   setup_main(&now);
   CU_ASSERT_EQUAL(now.code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(now.outcome, COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_WAIT);
   CU_ASSERT(now.after_ms > 0);
   CU_ASSERT(now.took_s < 2);
 
-  setup_poll held = {.token = a, .round = ca.round, .wait_ms = 20000};
-  CU_ASSERT_EQUAL_FATAL(pthread_create(&held.thread, NULL, setup_main, &held),
-                        0);
-  nap_ms(500);
+  setup_poll held;
+  hold_setup_poll(&r, &held);
   CU_ASSERT_EQUAL(held.outcome, 0); /* still held */
-  setup_poll twice = {.token = a, .round = ca.round, .wait_ms = 20000};
+  setup_poll twice = {.token = r.a, .round = r.ca.round, .wait_ms = 20000};
   setup_main(&twice);
   CU_ASSERT_EQUAL(twice.outcome, COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_WAIT);
   CU_ASSERT(twice.took_s < 2);
 
   /* B is selected: still selecting, still held. */
-  CU_ASSERT_EQUAL(check_in_now(b, 0, 0).outcome, TASK);
+  CU_ASSERT_EQUAL(check_in_now(r.b, 0, 0).outcome, TASK);
   nap_ms(300);
   CU_ASSERT_EQUAL(held.outcome, 0);
   /* C fills the round: selection closes and A's held poll gets the plan. */
   double t = clock_mono_s();
-  CU_ASSERT_EQUAL(check_in_now(c, 0, 0).outcome, TASK);
+  CU_ASSERT_EQUAL(check_in_now(r.c, 0, 0).outcome, TASK);
   pthread_join(held.thread, NULL);
   CU_ASSERT_EQUAL(held.code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(held.outcome, COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_PLAN);
   CU_ASSERT(held.took_s > 0.7); /* held, not answered at once */
   CU_ASSERT(clock_mono_s() - t < 5);
-  CU_ASSERT_EQUAL(harness_stop(srv, 15), 0);
+  CU_ASSERT_EQUAL(harness_stop(r.srv, 15), 0);
 }
 
 /* A SecAgg poll held while the operator revokes its client is not
  * answered with the round's plan when selection closes: it is told its
  * session was revoked. */
 static void test_secagg_poll_revoked_while_held(void) {
-  char db[512] = "";
-  pid_t srv = start("secagg-revoked",
-                    "--rounds 1 --selection-window 0 --secagg full "
-                    "--codec q8 --codec-clip 0.05 --clients-per-round 3 "
-                    "--min-clients 3 --round-timeout 10",
-                    db, sizeof db);
-  CU_ASSERT_FATAL(srv > 0);
-  char a[65], b[65], c[65];
-  uint64_t aid = register_client(a);
-  register_client(b);
-  register_client(c);
-  checkin ca = check_in_now(a, 0, 0);
-  CU_ASSERT_EQUAL_FATAL(ca.outcome, TASK);
-  setup_poll held = {.token = a, .round = ca.round, .wait_ms = 20000};
-  CU_ASSERT_EQUAL_FATAL(pthread_create(&held.thread, NULL, setup_main, &held),
-                        0);
-  nap_ms(500);
+  secagg_round r;
+  secagg_round_start(&r, "secagg-revoked", "--round-timeout 10");
+  setup_poll held;
+  hold_setup_poll(&r, &held);
   CU_ASSERT_EQUAL(held.outcome, 0); /* held */
-  CU_ASSERT_EQUAL_FATAL(revoke_client(db, aid), 0);
-  CU_ASSERT_EQUAL(check_in_now(b, 0, 0).outcome, TASK);
-  CU_ASSERT_EQUAL(check_in_now(c, 0, 0).outcome, TASK);
+  CU_ASSERT_EQUAL_FATAL(revoke_client(r.db, r.a_id), 0);
+  CU_ASSERT_EQUAL(check_in_now(r.b, 0, 0).outcome, TASK);
+  CU_ASSERT_EQUAL(check_in_now(r.c, 0, 0).outcome, TASK);
   pthread_join(held.thread, NULL);
   CU_ASSERT_EQUAL(held.code, GRPC_STATUS_UNAUTHENTICATED);
   CU_ASSERT_NOT_EQUAL(held.outcome, COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_PLAN);
-  CU_ASSERT_EQUAL(harness_stop(srv, 15), 0);
+  CU_ASSERT_EQUAL(harness_stop(r.srv, 15), 0);
 }
 
 /* Two at once: --max-receiving-per-client (2) refuses a third whose
@@ -587,26 +596,13 @@ static void *flood_main(void *arg) {
  * corruption before 243ca7b). Every poll gets its Wait, the held one is
  * still held and gets the plan, and the coordinator stops cleanly. */
 static void test_secagg_poll_flood_answered_inline(void) {
-  char db[512] = "";
-  pid_t srv = start("secagg-flood",
-                    "--rounds 1 --selection-window 0 --secagg full "
-                    "--codec q8 --codec-clip 0.05 --clients-per-round 3 "
-                    "--min-clients 3",
-                    db, sizeof db);
-  CU_ASSERT_FATAL(srv > 0);
-  char a[65], b[65], c[65];
-  register_client(a);
-  register_client(b);
-  register_client(c);
-  checkin ca = check_in_now(a, 0, 0);
-  CU_ASSERT_EQUAL_FATAL(ca.outcome, TASK);
-  setup_poll held = {.token = a, .round = ca.round, .wait_ms = 20000};
-  CU_ASSERT_EQUAL_FATAL(pthread_create(&held.thread, NULL, setup_main, &held),
-                        0);
-  nap_ms(500);
+  secagg_round r;
+  secagg_round_start(&r, "secagg-flood", "");
+  setup_poll held;
+  hold_setup_poll(&r, &held);
   poll_flood flood[FLOOD_THREADS];
   for (int i = 0; i < FLOOD_THREADS; i++) {
-    flood[i] = (poll_flood){.token = a, .round = ca.round};
+    flood[i] = (poll_flood){.token = r.a, .round = r.ca.round};
     CU_ASSERT_EQUAL_FATAL(
         pthread_create(&flood[i].thread, NULL, flood_main, &flood[i]), 0);
   }
@@ -615,12 +611,12 @@ static void test_secagg_poll_flood_answered_inline(void) {
     CU_ASSERT_EQUAL(flood[i].waits, FLOOD_POLLS);
   }
   CU_ASSERT_EQUAL(held.outcome, 0); /* still held */
-  CU_ASSERT_EQUAL(check_in_now(b, 0, 0).outcome, TASK);
-  CU_ASSERT_EQUAL(check_in_now(c, 0, 0).outcome, TASK);
+  CU_ASSERT_EQUAL(check_in_now(r.b, 0, 0).outcome, TASK);
+  CU_ASSERT_EQUAL(check_in_now(r.c, 0, 0).outcome, TASK);
   pthread_join(held.thread, NULL);
   CU_ASSERT_EQUAL(held.code, GRPC_STATUS_OK);
   CU_ASSERT_EQUAL(held.outcome, COHORT__V1__SEC_AGG_RESPONSE__OUTCOME_PLAN);
-  CU_ASSERT_EQUAL(harness_stop(srv, 15), 0);
+  CU_ASSERT_EQUAL(harness_stop(r.srv, 15), 0);
 }
 
 static int suite_clean(void) {
