@@ -509,18 +509,24 @@ static uint32_t retry_ms(round_engine *e, double now, double not_before_s) {
   return pace_retry_ms(&in, jitter());
 }
 
+/* RetryLater for a client wanted back until_s from now
+ * (pace_wanted_at_ms, with the coordinator's --retry-ms bounds). */
+static uint32_t wanted_in_ms(round_engine *e, double until_s) {
+  return pace_wanted_at_ms(until_s, jitter(), e->cfg.retry_ms,
+                           e->cfg.retry_max_ms);
+}
+
 /* RetryLater for a client that already took part in the round in
  * progress: it is wanted again as soon as the next round opens, which is
- * when this one is expected to end (pace_wanted_at_ms); no population
- * term, since it is not one of many to spread out. */
+ * when this one is expected to end (wanted_in_ms); no population term,
+ * since it is not one of many to spread out. */
 static uint32_t after_round_ms(round_engine *e, double now) {
   double started =
       e->state == ROUND_TRAINING ? e->deadline - e->cfg.round_timeout_s : now;
   double end = started + e->training_s;
   if (e->state == ROUND_TRAINING && end > e->deadline)
     end = e->deadline;
-  return pace_wanted_at_ms(end - now, jitter(), e->cfg.retry_ms,
-                           e->cfg.retry_max_ms);
+  return wanted_in_ms(e, end - now);
 }
 
 /* Seconds until the last training round is expected to end: the round in
@@ -561,12 +567,11 @@ static uint32_t crowded_ms(round_engine *e, double now,
     ms = r->retry_after_ms;
   /* Spread over many rounds, the waits of the last ones would outlast the
    * federation, and their clients would learn of its end only then: none
-   * returns later than just after the expected end (pace_wanted_at_ms),
-   * where it is told. */
+   * returns later than just after the expected end (wanted_in_ms), where
+   * it is told. */
   double end = until_federation_end(e, now);
   if (end >= 0) {
-    uint32_t by_end =
-        pace_wanted_at_ms(end, jitter(), e->cfg.retry_ms, e->cfg.retry_max_ms);
+    uint32_t by_end = wanted_in_ms(e, end);
     if (by_end < ms)
       ms = by_end;
   }
@@ -702,8 +707,7 @@ static round_verdict checkin_locked(round_engine *e, int64_t client,
        * place in the round, a drawn candidate that polls would come back
        * long after it, and the round wait for it (with --max-held 0 the
        * spread grew with every round's new participants). */
-      out->retry_after_ms = pace_wanted_at_ms(
-          e->draw_at - now, jitter(), e->cfg.retry_ms, e->cfg.retry_max_ms);
+      out->retry_after_ms = wanted_in_ms(e, e->draw_at - now);
       out->candidate = 1;
       snprintf(out->reason, sizeof out->reason,
                "a candidate in round %lld's draw", (long long)e->round);
